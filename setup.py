@@ -1,0 +1,52 @@
+"""transformer_ua: runnable, verified constructions of Transformer expressivity proofs.
+
+Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
+``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``.
+"""
+
+import setuptools
+
+CORE = [
+    'jax>=0.10.2,<0.11',
+    'jaxlib>=0.10.2,<0.11',
+    'flax>=0.12.8,<0.13',
+    'optax>=0.2.8,<0.3',
+    'chex>=0.1.92,<0.2',
+    'orbax-checkpoint>=0.12.8,<0.13',
+    'absl-py>=2.1',
+    'ml_collections>=1.0',
+    'numpy>=1.26',
+    'matplotlib>=3.8',
+    'tqdm>=4.66',
+]
+EXPERIMENTS = [
+    'tokenizers>=0.20',
+    'tensorboardX>=2.6',
+]
+NOTEBOOKS = [
+    'nbclient>=0.10',
+    'nbformat>=5.10',
+    'ipykernel>=6.29',
+]
+TEST = [
+    'pytest>=8.0',
+    'pytest-xdist>=3.5',
+    'hypothesis>=6.100',
+] + EXPERIMENTS + NOTEBOOKS
+
+setuptools.setup(
+    name='transformer_ua',
+    version='0.1.0',
+    description=('Constructive universal-approximation proofs for Transformers '
+                 '(Yun et al. 2020; Fang et al. 2022) as verified JAX programs.'),
+    packages=setuptools.find_packages(include=['transformer_ua', 'transformer_ua.*']),
+    python_requires='>=3.10',
+    install_requires=CORE,
+    extras_require={
+        'test': TEST,
+        'experiments': EXPERIMENTS,
+        'notebooks': NOTEBOOKS,
+        # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
+        'reference': ['torch>=2.1', 'transformers>=4.40'],
+    },
+)
