@@ -1,0 +1,72 @@
+"""Where a number came from: command, git revision, machine. Every result file carries it."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import subprocess
+import sys
+
+
+def _git(*args: str) -> str:
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  try:
+    return subprocess.run(['git', *args], cwd=root, capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return 'unknown'
+
+
+def machine() -> str:
+  """One line: CPU model, core count, memory, and JAX devices."""
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as f:
+      names = [l.split(':', 1)[1].strip() for l in f if l.startswith('model name')]
+    if names:
+      cpu = names[0]
+  except OSError:
+    pass
+  mem = ''
+  try:
+    with open('/proc/meminfo') as f:
+      kb = int(next(l for l in f if l.startswith('MemTotal')).split()[1])
+    mem = f', {kb / 2**20:.0f} GiB RAM'
+  except (OSError, StopIteration, ValueError):
+    pass
+  try:
+    import jax
+    devices = jax.devices()
+    dev = f', JAX {jax.__version__} on {len(devices)}x {devices[0].device_kind}'
+  except Exception:  # pylint: disable=broad-except
+    dev = ''
+  return f'{cpu}, {os.cpu_count()} cores{mem}{dev}'
+
+
+def record(command: str | None = None) -> dict:
+  """Provenance dict: command, git revision (+dirty flag), machine, UTC time, load."""
+  rev = _git('rev-parse', 'HEAD')
+  dirty = bool(_git('status', '--porcelain', '--untracked-files=no'))
+  if command is None:
+    command = 'python ' + ' '.join(shlex.quote(a) for a in sys.argv)
+  try:
+    load = os.getloadavg()[0]
+  except OSError:
+    load = float('nan')
+  return {
+      'command': command,
+      'git_revision': rev + ('-dirty' if dirty and rev != 'unknown' else ''),
+      'machine': machine(),
+      'load_average_1min_at_start': round(load, 2),
+      'utc_time': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+      'python': platform.python_version(),
+  }
+
+
+def markdown_header(prov: dict) -> str:
+  """A few Markdown lines stating the provenance, for results/*.md files."""
+  return (f"- command: `{prov['command']}`\n- git revision: `{prov['git_revision']}`\n"
+          f"- machine: {prov['machine']} (1-min load {prov['load_average_1min_at_start']})\n"
+          f"- time (UTC): {prov['utc_time']}\n")

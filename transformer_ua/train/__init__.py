@@ -1,0 +1,1 @@
+"""Training infrastructure shared by the experiments: checkpoints, metrics, provenance."""
