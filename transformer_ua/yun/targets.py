@@ -1,0 +1,173 @@
+"""Target sequence-to-sequence functions, and Lemma 4's piecewise-constant f_bar.
+
+A target maps ``X [batch, n, d]`` (token-major; the paper's ``X in R^{d x n}``) to an
+array of the same shape. Built-ins:
+
+    permutation equivariant (Theorem 2, class F_PE restricted to [0,1]^{d x n}):
+      'token_times_mean'   f(X)_j = X_j * mean_k X_k              (entrywise product)
+      'attention_map'      f(X)   = softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V,
+                           fixed weights drawn from a fixed seed
+    not permutation equivariant (Theorem 3, class F_CD on [0,1]^{d x n}):
+      'prefix_mean'        f(X)_j = mean_{k <= j} X_k
+      'reversal'           f(X)_j = X_{n-1-j}
+
+Lemma 4 (Appendix D): with cubes ``S_L = prod [L_ij, L_ij + delta)`` of the grid
+``G_delta = {0, delta, ..., 1 - delta}^{d x n}`` and centres ``C_L = L + delta/2``,
+
+    f_bar(X) = sum_L f(C_L) 1{X in S_L},
+
+which is permutation equivariant whenever f is (``f_bar(XP) = f(C_{LP}) = f(C_L P)``).
+Distances are integrated over the unit cube [0, 1)^{d x n}, the support of f_bar.
+Grid indices: ``K [.., n, d]`` integers in {0, ..., N-1} with ``L = K / N``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+#: Seed of the fixed weights of the built-in 'attention_map' target.
+ATTENTION_MAP_SEED = 20200101
+#: Probe batch used to validate a user callable.
+PROBE_BATCH = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+  """A target f: [batch, n, d] -> [batch, n, d] (float64 NumPy in and out)."""
+
+  name: str
+  fn: Callable[[np.ndarray], np.ndarray]
+  permutation_equivariant: bool
+  description: str = ''
+
+  def __call__(self, x: np.ndarray) -> np.ndarray:
+    return self.fn(np.asarray(x, dtype=np.float64))
+
+
+def _token_times_mean(x):
+  return x * x.mean(axis=-2, keepdims=True)
+
+
+def _attention_map_weights(d: int):
+  rng = np.random.default_rng(ATTENTION_MAP_SEED + d)
+  return tuple(rng.normal(size=(d, d)) for _ in range(3))
+
+
+def _attention_map(x):
+  d = x.shape[-1]
+  w_q, w_k, w_v = _attention_map_weights(d)
+  s = np.einsum('...jd,...kd->...jk', x @ w_q, x @ w_k) / np.sqrt(d)
+  s = s - s.max(axis=-1, keepdims=True)
+  a = np.exp(s)
+  a = a / a.sum(axis=-1, keepdims=True)
+  return a @ (x @ w_v)
+
+
+def _prefix_mean(x):
+  n = x.shape[-2]
+  return np.cumsum(x, axis=-2) / np.arange(1, n + 1)[:, None]
+
+
+def _reversal(x):
+  return x[..., ::-1, :].copy()
+
+
+BUILTIN_TARGETS = {
+    'token_times_mean': Target('token_times_mean', _token_times_mean, True,
+                               'f(X)_j = X_j * mean_k X_k'),
+    'attention_map': Target('attention_map', _attention_map, True,
+                            'softmax self-attention with fixed random W_Q, W_K, W_V'),
+    'prefix_mean': Target('prefix_mean', _prefix_mean, False, 'f(X)_j = mean_{k<=j} X_k'),
+    'reversal': Target('reversal', _reversal, False, 'f(X)_j = X_{n-1-j}'),
+}
+
+
+def get_target(target, *, d: int, n: int) -> Target:
+  """Resolves a built-in name or wraps a user callable, and validates it on a probe.
+
+  Args:
+    target: a name in ``BUILTIN_TARGETS``, a ``Target``, or any callable mapping a
+      float array [batch, n, d] to [batch, n, d].
+    d, n: embedding dimension and sequence length.
+  Raises:
+    ValueError: unknown name, or the callable's output has the wrong shape or is not
+      finite on a probe batch.
+  """
+  if isinstance(target, str):
+    if target not in BUILTIN_TARGETS:
+      raise ValueError(f'unknown target {target!r}; built-ins: {sorted(BUILTIN_TARGETS)}, '
+                       'or pass a callable [batch, n, d] -> [batch, n, d].')
+    resolved = BUILTIN_TARGETS[target]
+  elif isinstance(target, Target):
+    resolved = target
+  elif callable(target):
+    resolved = Target(getattr(target, '__name__', 'user_target'), target, False,
+                      'user callable')
+  else:
+    raise ValueError(f'target must be a name, a Target or a callable, got {type(target)}.')
+  probe = np.random.default_rng(0).random((PROBE_BATCH, n, d))
+  check_output(resolved.name, resolved(probe), (PROBE_BATCH, n, d))
+  return resolved
+
+
+def check_output(name: str, out, shape) -> np.ndarray:
+  """Raises ValueError unless ``out`` is a finite array of ``shape``."""
+  try:
+    out = np.asarray(out, dtype=np.float64)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'target {name!r} returned something that is not a numeric array: '
+                     f'{e}') from None
+  if out.shape != tuple(shape):
+    raise ValueError(f'target {name!r} returned shape {out.shape} for input shape '
+                     f'{tuple(shape)}; a target must map [batch, n, d] to [batch, n, d].')
+  if not np.all(np.isfinite(out)):
+    raise ValueError(f'target {name!r} returned {np.sum(~np.isfinite(out))} non-finite '
+                     'values (NaN or inf); targets must be finite on [0, 1]^{d x n}.')
+  return out
+
+
+# ---------------------------------------------------------------------------
+# Lemma 4: the piecewise-constant approximation on the grid.
+# ---------------------------------------------------------------------------
+
+
+def cell_index(x: np.ndarray, resolution: int) -> np.ndarray:
+  """Grid index ``K = floor(X N)`` of the cube containing X (X in [0, 1))."""
+  return np.floor(np.asarray(x, np.float64) * resolution).astype(np.int64)
+
+
+def cell_centers(k: np.ndarray, resolution: int) -> np.ndarray:
+  """Centres ``C_L = (K + 1/2) / N`` of the cubes with grid indices K."""
+  return (np.asarray(k, np.float64) + 0.5) / resolution
+
+
+def in_unit_cube(x: np.ndarray) -> np.ndarray:
+  """[batch] mask: every entry of X in [0, 1) (the support of f_bar)."""
+  x = np.asarray(x)
+  return np.all((x >= 0) & (x < 1), axis=(-2, -1))
+
+
+def piecewise_constant(target: Target, resolution: int) -> Target:
+  """Lemma 4: ``f_bar(X) = f(C_L)`` for X in the cube S_L, 0 outside [0,1)^{d x n}."""
+  if not isinstance(resolution, (int, np.integer)) or resolution < 1:
+    raise ValueError(f'resolution must be a positive integer, got {resolution!r}.')
+
+  def f_bar(x):
+    x = np.asarray(x, np.float64)
+    inside = in_unit_cube(x)
+    centers = cell_centers(np.clip(cell_index(x, resolution), 0, resolution - 1), resolution)
+    return np.where(inside[:, None, None], target(centers), 0.0)
+
+  return Target(f'{target.name}_bar_N{resolution}', f_bar, target.permutation_equivariant,
+                f'Lemma 4 piecewise-constant approximation of {target.name}, N={resolution}')
+
+
+def grid_values(target: Target, k: np.ndarray, resolution: int) -> np.ndarray:
+  """``A_L = f(C_L)`` for grid indices ``K [batch, n, d]`` (the value-mapping table)."""
+  k = np.asarray(k)
+  if np.any(k < 0) or np.any(k >= resolution):
+    raise ValueError(f'grid indices must lie in [0, {resolution - 1}].')
+  return check_output(target.name, target(cell_centers(k, resolution)), k.shape)
