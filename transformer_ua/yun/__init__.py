@@ -1,0 +1,15 @@
+"""Yun et al. (2020): the Theorem 2 construction g_bar = g_v o g_c o g_q, compiled.
+
+* ``quantize``   -- Lemma 7: d/delta + d feed-forward layers quantizing to G+_delta.
+* ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
+* ``value``      -- Lemma 9: 1 + d + n C(delta^-d, n) feed-forward layers.
+* ``pipeline``   -- the composed g_bar and its exact evaluation.
+
+Builders are pure keyword-argument functions returning ``(segments, params)`` for
+``layers.Network`` (or objects holding them with exact evaluation methods).
+"""
+
+from transformer_ua.yun.common import OUT_OF_RANGE, check_config
+from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
+                                           contextual_mapping_params,
+                                           contextual_mapping_bound)

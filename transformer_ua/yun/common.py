@@ -1,0 +1,61 @@
+"""Configuration checks and grid constants shared by the Yun et al. builders.
+
+Notation (Yun et al. 2020, Appendix E):
+
+    delta = 1/N                       N = ``resolution``, an integer >= 2
+    G_delta  = {0, delta, ..., 1 - delta}^{d x n}
+    G+_delta = {-delta^(-nd), 0, delta, ..., 1 - delta}^{d x n}
+    u = (1, delta^-1, ..., delta^(-d+1)) = (1, N, ..., N^(d-1))
+
+Grid indices: an integer array ``K [n, d]`` (row j = token j, the paper's column j)
+with entries in {-1, 0, ..., N-1}; ``k >= 0`` stands for the value ``k/N`` and ``-1``
+for the out-of-range value ``-delta^(-nd) = -N^(nd)``.
+
+Scaled integers: every grid-side value is multiplied by ``S`` (``scale``; a multiple
+of 2N, default 2N), which makes every quantity of the construction an integer.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+#: Index standing for the out-of-range value -delta^(-nd) in grid-index arrays.
+OUT_OF_RANGE = -1
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def check_config(d, n, resolution) -> tuple[int, int, int]:
+  """Validates (d, n, N); returns them as Python ints.
+
+  Raises:
+    ValueError: naming the allowed values (d >= 1, n >= 2, N >= 2, all integers).
+  """
+  for name, value, low in (('d', d, 1), ('n', n, 2), ('resolution', resolution, 2)):
+    if not _is_int(value) or value < low:
+      raise ValueError(f'{name}={value!r} is not allowed; {name} must be an integer >= {low} '
+                       '(Yun et al. Lemma 8 assumes n >= 2 and 1/delta >= 2; d >= 1).')
+  return int(d), int(n), int(resolution)
+
+
+def check_scale(scale, resolution: int) -> int:
+  """The scale S: default 2N; otherwise a positive multiple of 2N."""
+  if scale is None:
+    return 2 * resolution
+  if not _is_int(scale) or scale <= 0 or scale % (2 * resolution):
+    raise ValueError(f'scale={scale!r} is not allowed; it must be a positive integer '
+                     f'multiple of 2N = {2 * resolution} (so that delta/2 scales to an '
+                     'integer).')
+  return int(scale)
+
+
+def u_vector(d: int, resolution: int) -> tuple[int, ...]:
+  """u = (1, N, ..., N^(d-1)) as Python ints."""
+  return tuple(resolution ** i for i in range(d))
+
+
+def out_of_range_value(d: int, n: int, resolution: int) -> int:
+  """delta^(-nd) = N^(nd): the out-of-range grid value is minus this."""
+  return resolution ** (n * d)

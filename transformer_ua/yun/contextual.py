@@ -1,0 +1,470 @@
+r"""Lemma 8 (and Lemma 10): contextual mapping by selective-shift hardmax attention.
+
+Yun et al. 2020, Appendix E.3. Shapes (token-major; the paper's column j is row j):
+
+    K  [.., n, d]  grid indices in {-1, 0, ..., N-1}   (-1: the value -delta^(-nd))
+    Z  [.., n, d]  layer input/output                  u [d] = (1, N, ..., N^(d-1))
+    ids [.., n]    column ids u^T Z_j                  q(L) = u^T g_c(L)
+
+Selective shift head (m = 1, hardmax), with ``b`` a query threshold:
+
+    psi(Z; b)_{1,j} = max_k u^T Z_k   if u^T Z_j > b
+                      min_k u^T Z_k   if u^T Z_j < b          (other rows 0)
+
+as an attention head of ``layers.Attention``: W_Q = W_K = W_V = u^T, query bias
+b_Q = -b (the core adds b_Q to the query), W_O = e_1. Two heads give
+
+    Psi(Z; l - delta/2, l + delta/2) = psi(Z; l - delta/2) - psi(Z; l + delta/2)
+
+which shifts the first coordinate of every column whose id equals l by
+max_k id_k - min_k id_k and leaves all else untouched. The network g_c is
+
+    for l in [0 : delta : delta^(-d+1) - delta], increasing     (N^d layers, h = 2)
+        Z <- Z + delta^(-d) Psi(Z; l - delta/2, l + delta/2)
+    Z <- Z + delta^(-(n+1)d) psi(Z; 0)                          (1 layer, h = 1)
+
+i.e. ``delta^-d + 1`` attention layers. With l_1 < ... < l_n the ids of a point of
+Category 1 (G~_delta: distinct in-range columns), the sweep produces
+
+    l~_j = l_j + sum_{k=1}^{j-1} delta^(-kd) (l_{j-k} - l_{j-k+1}) + delta^(-jd) (l_n - l_1)
+
+and q(L)_j = l~_j + delta^(-(n+1)d) l~_n. Lemma 8's properties, with
+t_l = delta^(-2nd+1) (delta^-d - 1) and t_r = delta^(-(2n+1)d+1) (delta^-d - 1):
+
+    8.1  L in G~: the entries of q(L) are distinct;
+    8.2  L, L' in G~ not permutations of each other: q(L), q(L') share no entry;
+    8.3  L in G~: q(L) in [t_l, t_r];
+    8.4  L in G+ \ G~: q(L) outside [t_l, t_r];
+
+and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
+<= delta^(-nd+1)(delta^-d - 1) - delta(delta^-d - 1)^2, and L -> l~_n is one-to-one.
+
+Exact arithmetic
+----------------
+Every value is scaled by S (a multiple of 2N, default 2N): inputs k/N -> kS/N,
+-N^(nd) -> -S N^(nd); query biases -S(l -+ delta/2) are integers; the weights u,
++-N^d e_1, N^((n+1)d) e_1 are integers and are *not* scaled (hardmax is invariant
+under the positive factor S^2 on the scores, values scale by S). All ids are even
+multiples of S/(2N) while thresholds are odd ones, so no query is ever zero in the
+sweep; in the final layer a zero query needs every id 0, where the tie average is 0.
+Hence every tie average is exact and the network runs in exact integer arithmetic:
+int64 (the core's exact mode) or limbs (``numerics``), as the bit planner decides.
+
+Bit bound (``contextual_mapping_bound``), in unscaled units, with
+A = N^(d-1) - delta the largest in-range id, Omega = N^(nd), R = sum_i u_i:
+
+* every original id lies in [-Omega R, A]; shifts are >= 0, so the minimum id never
+  decreases and negative ids are never shifted;
+* a positive shift is >= N^d delta = N^(d-1) > A + delta/2, so a shifted column
+  leaves the sweep range and each column is shifted at most once: at most n
+  shifts, and at most n - 1 when some id is negative (Category 3);
+* a shift of a column with id l <= A makes it l + N^d (M - m) with M the current
+  maximum and m >= m_0 the minimum, so M' <= A + N^d (M - m_0): iterate from
+  M_0 = A, n times with m_0 = 0 (Categories 1, 2) and n - 1 times with
+  m_0 = -Omega R (Category 3); U_s = max(both, Omega R) bounds |id| in the sweep;
+* the final layer adds N^((n+1)d) times an id: U_f = U_s (1 + N^((n+1)d));
+* entries differ from ids by at most Omega (R - 1); partial sums of u^T Z by twice
+  that; tie numerators are at most n U_s; head outputs 2 N^d U_s.
+
+So every intermediate is at most S max(n U_s, 2 N^d U_s, U_f + 2 Omega R + A + 1).
+Category 3 dominates: about ((3n+1)d - 1) log2 N + log2(2N) bits, more than the
+(2n+2) d log2 N of Categories 1 and 2 (tests check the bound against brute force).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import layers, numerics
+from transformer_ua.layers import Segment
+from transformer_ua.yun import common
+
+#: Heads of a selective-shift sweep layer (Psi) and of the final global shift (psi).
+SWEEP_HEADS, FINAL_HEADS = 2, 1
+#: Head size of every contextual-mapping head (rank-one scores).
+HEAD_SIZE = 1
+
+
+# ---------------------------------------------------------------------------
+# Closed forms (Python ints / Fractions, from the paper).
+# ---------------------------------------------------------------------------
+
+
+def interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+  """(t_l, t_r) of Lemma 8, exact."""
+  N = resolution
+  return (Fraction(N ** (2 * n * d - 1) * (N ** d - 1)),
+          Fraction(N ** ((2 * n + 1) * d - 1) * (N ** d - 1)))
+
+
+def lemma10_bounds(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+  """Lemma 10's lower and upper bound on l~_n, exact."""
+  N = resolution
+  lo = Fraction(N ** ((n - 1) * d - 1) * (N ** d - 1))
+  hi = Fraction(N ** (n * d - 1) * (N ** d - 1)) - Fraction((N ** d - 1) ** 2, N)
+  return lo, hi
+
+
+def theorem2_sweep_ids(d: int, resolution: int) -> np.ndarray:
+  """Sweep list of Theorem 2 in units of delta: l/delta for l in [0 : delta : N^(d-1) - delta]."""
+  return np.arange(resolution ** d, dtype=np.int64)
+
+
+def theorem3_sweep_ids(d: int, n: int, resolution: int) -> np.ndarray:
+  """Sweep list of Theorem 3 (Appendix G.2) in units of delta, increasing.
+
+  l in union_j [s_j : delta : s_j + delta^(-d+1) - delta], s_j = (j-1) sum_k delta^-k.
+  """
+  N = resolution
+  r = (N ** d - 1) // (N - 1)
+  return np.concatenate([(j * r * N) + np.arange(N ** d, dtype=np.int64) for j in range(n)])
+
+
+def theorem2_final_scale(d: int, n: int, resolution: int) -> int:
+  """delta^(-(n+1)d), the W_O scale of the final global shift (Theorem 2)."""
+  return resolution ** ((n + 1) * d)
+
+
+def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
+  """n delta^(-(n+1)d-1), the final global shift scale of Theorem 3 (Appendix G.2)."""
+  return n * resolution ** ((n + 1) * d + 1)
+
+
+def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  a = Fraction(N ** d - 1, N)
+  omega = common.out_of_range_value(d, n, N)
+  r = sum(common.u_vector(d, N))
+  nd = N ** d
+  m12 = a
+  for _ in range(n):
+    m12 = a + nd * m12
+  m3 = a
+  for _ in range(n - 1):
+    m3 = a + nd * (m3 + omega * r)
+  u_s = max(m12, m3, Fraction(omega * r))
+  u_f = u_s * (1 + N ** ((n + 1) * d))
+  bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
+  return math.ceil(S * bound)
+
+
+def parameter_count(d: int, n: int, resolution: int) -> int:
+  """Weights of g_c: N^d two-head layers of h(4md + m) and one single-head layer."""
+  per_head = 4 * HEAD_SIZE * d + HEAD_SIZE  # W_Q, W_K, W_V (m x d), b_Q (m), W_O (d x m)
+  return resolution ** d * SWEEP_HEADS * per_head + FINAL_HEADS * per_head
+
+
+# ---------------------------------------------------------------------------
+# Params.
+# ---------------------------------------------------------------------------
+
+
+def _sweep_layer(sweep_id, u, step, half, shift):
+  """One Psi layer for the column id ``sweep_id * step`` (vmapped over the sweep)."""
+  d = u.shape[0]
+  center = sweep_id * step
+  w = jnp.broadcast_to(u, (SWEEP_HEADS, HEAD_SIZE, d))
+  b_q = -jnp.stack([center - half, center + half]).reshape(SWEEP_HEADS, HEAD_SIZE)
+  e1 = jnp.zeros((d,), u.dtype).at[0].set(1)
+  w_o = jnp.stack([shift * e1, -shift * e1])[:, :, None]
+  return {'W_Q': w, 'b_Q': b_q, 'W_K': w, 'W_V': w, 'W_O': w_o}
+
+
+@functools.partial(jax.jit, static_argnames=())
+def _sweep_params(sweep_ids, u, step, half, shift):
+  return jax.vmap(_sweep_layer, in_axes=(0, None, None, None, None))(
+      sweep_ids, u, step, half, shift)
+
+
+def _final_params(u, final_scale, dtype):
+  d = len(u)
+  w = np.asarray(u, dtype=dtype).reshape(1, 1, 1, d)  # [L=1, h=1, m=1, d]
+  w_o = np.zeros((1, 1, d, 1), dtype=dtype)
+  w_o[0, 0, 0, 0] = final_scale
+  return {'W_Q': w, 'b_Q': np.zeros((1, 1, 1), dtype=dtype), 'W_K': w.copy(),
+          'W_V': w.copy(), 'W_O': w_o}
+
+
+def contextual_mapping_segments(num_sweep_layers: int) -> tuple[Segment, Segment]:
+  """The two segments of g_c: the selective-shift sweep and the global shift."""
+  return (Segment('attention', num_sweep_layers, num_heads=SWEEP_HEADS, head_size=HEAD_SIZE,
+                  normalizer='hardmax', name='selective_shift_sweep'),
+          Segment('attention', 1, num_heads=FINAL_HEADS, head_size=HEAD_SIZE,
+                  normalizer='hardmax', name='global_shift'))
+
+
+def contextual_mapping_params(*, d: int, n: int, resolution: int, sweep_ids=None,
+                              final_scale: int | None = None, scale: int | None = None,
+                              dtype: str = 'float64'):
+  """(segments, params) of g_c for ``layers.Network`` -- the pytree ``init`` gives.
+
+  Args:
+    d, n, resolution: the configuration (N = resolution = 1/delta).
+    sweep_ids: increasing column ids to sweep, in units of delta (default: Theorem 2,
+      ``theorem2_sweep_ids``; Theorem 3 passes ``theorem3_sweep_ids``).
+    final_scale: W_O scale of the global shift (default delta^(-(n+1)d)).
+    scale: S for the exact params (default 2N); ignored for float dtypes.
+    dtype: 'float64' / 'float32' (paper values: inputs k/N, thresholds l -+ delta/2)
+      or 'int64' / 'object' (scaled integers: thresholds S l -+ S/(2N); 'object'
+      holds Python ints, for values beyond int64).
+  Returns:
+    (segments, {'segment_0': {'attention': ...}, 'segment_1': {'attention': ...}}).
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  sweep_ids = theorem2_sweep_ids(d, N) if sweep_ids is None else np.asarray(sweep_ids)
+  if sweep_ids.ndim != 1 or sweep_ids.size < 1 or np.any(np.diff(sweep_ids) <= 0):
+    raise ValueError('sweep_ids must be a non-empty strictly increasing 1-D integer array.')
+  final_scale = theorem2_final_scale(d, n, N) if final_scale is None else int(final_scale)
+  u = common.u_vector(d, N)
+  segments = contextual_mapping_segments(len(sweep_ids))
+  shift = N ** d
+  with jax.enable_x64(True):
+    if dtype in ('float64', 'float32'):
+      jdt = jnp.float64 if dtype == 'float64' else jnp.float32
+      sweep = _sweep_params(jnp.asarray(sweep_ids, jdt), jnp.asarray(u, jdt),
+                            jnp.asarray(1.0 / N, jdt), jnp.asarray(0.5 / N, jdt),
+                            jnp.asarray(float(shift), jdt))
+      final = jax.tree_util.tree_map(jnp.asarray, _final_params(u, float(final_scale), jdt))
+    elif dtype in ('int64', 'object'):
+      if max(u[-1], shift, int(sweep_ids[-1]) * (S // N) + S) >= 2 ** 62:
+        raise ValueError('the sweep weights do not fit int64; this configuration is '
+                         'beyond what can be built.')
+      sweep = _sweep_params(jnp.asarray(sweep_ids, jnp.int64), jnp.asarray(u, jnp.int64),
+                            jnp.asarray(S // N, jnp.int64), jnp.asarray(S // (2 * N), jnp.int64),
+                            jnp.asarray(shift, jnp.int64))
+      if dtype == 'int64':
+        if final_scale >= 2 ** 63:
+          raise ValueError(f'final scale {final_scale} does not fit int64; use '
+                           "dtype='object'.")
+        final = jax.tree_util.tree_map(jnp.asarray, _final_params(u, final_scale, np.int64))
+      else:
+        sweep = numerics.as_object(sweep)
+        final = _final_params(u, final_scale, object)
+    else:
+      raise ValueError(f"dtype={dtype!r}; allowed: 'float64', 'float32', 'int64', 'object'.")
+  return segments, {'segment_0': {'attention': sweep}, 'segment_1': {'attention': final}}
+
+
+# ---------------------------------------------------------------------------
+# The built contextual mapping.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ContextualMapping:
+  """g_c of Lemma 8 for one configuration, with params and exact evaluation.
+
+  Attributes:
+    d, n, resolution, scale: configuration; N = resolution = 1/delta, S = scale.
+    u: (1, N, ..., N^(d-1)).
+    t_l, t_r: Lemma 8's interval (Fractions).
+    lemma10_lower, lemma10_upper: Lemma 10's bounds on l~_n (Fractions).
+    sweep_ids: swept ids in units of delta; final_scale: W_O of the global shift.
+    segments: (sweep segment, global-shift segment).
+    params: paper-valued float64 params (``layers.Network(segments)`` pytree).
+    exact_params: scaled-integer params in the chosen arithmetic: int64 arrays (the
+      core's exact integer mode), or digit constants (``numerics`` limbs).
+    arithmetic: the planner's choice (``numerics.Arithmetic``).
+    bound: proven bound on every scaled intermediate (``contextual_mapping_bound``).
+  """
+
+  d: int
+  n: int
+  resolution: int
+  scale: int
+  u: tuple
+  t_l: Fraction
+  t_r: Fraction
+  lemma10_lower: Fraction
+  lemma10_upper: Fraction
+  sweep_ids: np.ndarray
+  final_scale: int
+  segments: tuple
+  params: dict
+  exact_params: dict
+  arithmetic: numerics.Arithmetic
+  bound: int
+
+  # -- metadata -------------------------------------------------------------
+
+  @property
+  def bits_required(self) -> int:
+    return self.arithmetic.bits_required
+
+  @property
+  def num_layers(self) -> int:
+    return sum(s.depth for s in self.segments)
+
+  @property
+  def num_sweep_layers(self) -> int:
+    return self.segments[0].depth
+
+  @property
+  def num_params(self) -> int:
+    return layers.count_params(self.params)
+
+  @property
+  def out_of_range(self) -> int:
+    """delta^(-nd)."""
+    return common.out_of_range_value(self.d, self.n, self.resolution)
+
+  @property
+  def limbs(self) -> bool:
+    return self.arithmetic.kind == 'limbs'
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, param_dtype=jnp.float64)
+
+  # -- exact evaluation -----------------------------------------------------
+
+  def check_indices(self, k) -> np.ndarray:
+    """Validates grid indices [.., n, d] in {-1, ..., N-1}; returns an int64 array."""
+    k = np.asarray(k)
+    if k.ndim < 2 or k.shape[-2:] != (self.n, self.d):
+      raise ValueError(f'grid indices must have shape [..., n={self.n}, d={self.d}], '
+                       f'got {k.shape}.')
+    if not np.issubdtype(k.dtype, np.integer):
+      raise ValueError(f'grid indices must be integers, got dtype {k.dtype}.')
+    if k.size and (k.min() < -1 or k.max() >= self.resolution):
+      raise ValueError(f'grid indices must lie in {{-1, 0, ..., {self.resolution - 1}}} '
+                       '(-1 = out of range).')
+    return k.astype(np.int64)
+
+  def encode(self, k):
+    """Grid indices -> scaled integers in the arithmetic (jnp; call under x64)."""
+    k = jnp.asarray(k, jnp.int64)
+    inside = k * (self.scale // self.resolution)
+    outside = -self.scale * self.out_of_range
+    if not self.limbs:
+      return jnp.where(k < 0, jnp.asarray(outside, jnp.int64), inside)
+    spec = self.arithmetic.spec
+    out = jnp.asarray(numerics.from_python(outside, spec))
+    return jnp.where((k < 0)[..., None], out, numerics.from_int64(inside, spec))
+
+  def _ids(self, z):
+    """u^T Z per token: [.., n, d] -> [.., n] (int64) or [.., n, K] (limbs)."""
+    if not self.limbs:
+      return z @ jnp.asarray(self.u, jnp.int64)
+    u = jnp.asarray(numerics.digits_from_python(np.asarray(self.u, dtype=object).reshape(1, -1),
+                                                self.arithmetic.limb_bits))
+    return numerics._linear(z, u, self.arithmetic.spec)[..., 0, :]  # pylint: disable=protected-access
+
+  def forward_fn(self):
+    """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
+
+    Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
+    ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
+    Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
+    """
+    seg_sweep, seg_final = self.segments
+
+    def f(params, k):
+      x = self.encode(k)
+      if self.limbs:
+        spec = self.arithmetic.spec
+        y0, _, i0 = numerics.limb_apply_segment(seg_sweep, params['segment_0'], x, spec)
+        y1, _, i1 = numerics.limb_apply_segment(seg_final, params['segment_1'], y0, spec)
+      else:
+        y0, _, i0 = layers.apply_segment(seg_sweep, params['segment_0'], x)
+        y1, _, i1 = layers.apply_segment(seg_final, params['segment_1'], y0)
+      return {'sweep_ids': self._ids(y0), 'ids': self._ids(y1), 'z': y1,
+              'inexact': jnp.sum(i0) + jnp.sum(i1)}
+
+    return f
+
+  @functools.cached_property
+  def _jit_forward(self):
+    return jax.jit(self.forward_fn())
+
+  def forward(self, k) -> dict:
+    """Runs g_c exactly on grid indices [B, n, d]; see ``forward_fn``."""
+    k = self.check_indices(k)
+    with jax.enable_x64(True):
+      return self._jit_forward(self.exact_params, jnp.asarray(k))
+
+  def column_ids_batch(self, k):
+    """Scaled q(L) = S u^T g_c(L) for a batch: int64 [B, n] or limbs [B, n, K]."""
+    out = self.forward(k)
+    if int(out['inexact']):
+      raise ValueError('an inexact hardmax tie average occurred; the exact output is not '
+                       'an integer (this contradicts the construction).')
+    return out['ids']
+
+  def to_python(self, values) -> np.ndarray:
+    """Arithmetic values (int64 or limbs) -> NumPy object array of Python ints."""
+    if self.limbs:
+      return numerics.to_python(np.asarray(values), self.arithmetic.spec)
+    return np.asarray(values).astype(object)
+
+  def to_fractions(self, values) -> np.ndarray:
+    """Scaled arithmetic values -> object array of exact Fractions (divided by S)."""
+    ints = self.to_python(values)
+    return np.vectorize(lambda v: Fraction(int(v), self.scale), otypes=[object])(ints)
+
+  def column_ids(self, k) -> list[Fraction]:
+    """u^T g_c(L) for one point K [n, d] as n exact Fractions (runs the attention layers)."""
+    k = self.check_indices(k)
+    if k.shape != (self.n, self.d):
+      raise ValueError(f'column_ids takes one point of shape (n, d) = ({self.n}, {self.d}); '
+                       f'use column_ids_batch for batches, got {k.shape}.')
+    return list(self.to_fractions(self.column_ids_batch(k[None]))[0])
+
+  def constant(self, value: int):
+    """A Python int as a value of the arithmetic (int64 scalar or limbs [K]); under x64."""
+    if self.limbs:
+      return jnp.asarray(numerics.from_python(int(value), self.arithmetic.spec))
+    return jnp.asarray(int(value), jnp.int64)
+
+  def describe(self) -> str:
+    return (f'g_c: d={self.d}, n={self.n}, N={self.resolution}: {self.num_layers} attention '
+            f'layers ({self.num_sweep_layers} selective shifts + 1 global shift), '
+            f'{self.num_params} weights; t_l={self.t_l}, t_r={self.t_r}; arithmetic '
+            f'{self.arithmetic.describe()}')
+
+
+def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | None = None,
+                             arithmetic: str = 'auto') -> ContextualMapping:
+  """Builds Lemma 8's g_c (Theorem 2) and plans its exact arithmetic.
+
+  Args:
+    d: embedding dimension (>= 1).
+    n: sequence length (>= 2).
+    resolution: N = 1/delta (>= 2).
+    scale: S, a multiple of 2N (default 2N).
+    arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', or 'limbs:K[:w]'.
+  Raises:
+    ValueError: invalid configuration, or an arithmetic too narrow for the bound.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  bound = contextual_mapping_bound(d, n, N, S)
+  arith = numerics.plan(bound, arithmetic)
+  segments, params = contextual_mapping_params(d=d, n=n, resolution=N, dtype='float64')
+  final_scale = theorem2_final_scale(d, n, N)
+  if arith.kind == 'int64':
+    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64')
+  else:
+    # The sweep's weights are small (int64, converted on device); only the global
+    # shift's W_O may exceed int64 (Python ints -> digits).
+    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
+                                         final_scale=1)
+    exact['segment_1']['attention'] = _final_params(common.u_vector(d, N), final_scale, object)
+    with jax.enable_x64(True):
+      exact = numerics.params_to_digits(exact, arith.limb_bits)
+  t_l, t_r = interval(d, n, N)
+  lo, hi = lemma10_bounds(d, n, N)
+  return ContextualMapping(
+      d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
+      lemma10_lower=lo, lemma10_upper=hi, sweep_ids=theorem2_sweep_ids(d, N),
+      final_scale=final_scale, segments=segments, params=params, exact_params=exact,
+      arithmetic=arith, bound=bound)
