@@ -322,6 +322,11 @@ class ContextualMapping:
   def limbs(self) -> bool:
     return self.arithmetic.kind == 'limbs'
 
+  @property
+  def ops(self) -> numerics.ExactOps:
+    """Comparisons/arithmetic on values of this mapping's arithmetic."""
+    return numerics.ExactOps(self.arithmetic.spec if self.limbs else None)
+
   def network(self) -> layers.Network:
     return layers.Network(self.segments, param_dtype=jnp.float64)
 

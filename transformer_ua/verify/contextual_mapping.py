@@ -1,0 +1,263 @@
+r"""Exact whole-grid verification of Lemma 8 and Lemma 10 (Yun et al. 2020, E.3).
+
+Every point is run through the compiled attention layers of g_c (``yun.contextual``)
+in exact integer arithmetic (int64 or limbs, as planned), chunk by chunk: grid points
+are decoded on device from linear indices (``grids``), each chunk is one jit-compiled
+vmapped call, and only violation counts (and, for the class representatives, the
+values needed by the global checks) come back to the host.
+
+Properties checked (counts of violations; every count must be 0):
+
+    8.1  L in G~:         the n entries of q(L) are distinct           (every point)
+    8.3  L in G~:         every entry of q(L) lies in [t_l, t_r]        (every point)
+    8.4  L in G+ \ G~:    every entry of q(L) lies outside [t_l, t_r]   (every point)
+    lemma10_bounds        L in G~: lower <= l~_n <= upper, l~_n = max_j u^T of the
+                          sweep output (the sweep ends with l~_1 < ... < l~_n)
+    lemma10_one_to_one    distinct permutation classes of G~ give distinct l~_n
+    8.2                   L, L' in G~ not permutations of each other: q(L), q(L')
+                          share no entry
+    permutation_equivariance (full grid)   q(L)[P] = q(C) at every point, where C is
+                          the canonical representative of L's class (columns sorted
+                          by column index) and P the sorting permutation
+    exact_tie_averages    no hardmax tie average was inexact
+    grid_point_count, category_counts   points enumerated and per category equal the
+                          closed forms (N+1)^(nd), N^d (N^d - 1) ... (N^d - n + 1), ...
+
+Reduction of 8.2 to class representatives. The multiset pass runs g_c on one
+representative C per permutation class (all C((N+1)^d + n - 1, n) of them), sorts
+the n C(N^d, n) values q(C)_j of the Category-1 representatives and checks that no
+two are equal (adjacent equal values of different representatives are violations).
+In full-grid mode every point L is then checked against its representative:
+q(L)[P] = q(C). Together: for L, L' in G~ that are not permutations of each other,
+the entries of q(L) are those of q(C) and the entries of q(L') those of q(C') with
+C != C', which share no entry -- Property 8.2 on the whole grid. (Claim 1 proves the
+equivariance for any Transformer; here it is *checked*, on the integers computed.)
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tqdm
+
+from transformer_ua import numerics, provenance
+from transformer_ua.verify import grids
+
+PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside_interval',
+              '8.4_outside_interval', 'lemma10_bounds', 'lemma10_one_to_one',
+              'permutation_equivariance', 'exact_tie_averages', 'grid_point_count',
+              'category_counts', 'bits_within_plan')
+DEFAULT_CHUNK = 1 << 15
+
+
+# ---------------------------------------------------------------------------
+# Helpers.
+# ---------------------------------------------------------------------------
+
+
+def ops_for(cm) -> numerics.ExactOps:
+  return numerics.ExactOps(cm.arithmetic.spec if cm.limbs else None)
+
+
+def count_duplicates(ops: numerics.ExactOps, values: np.ndarray, owners: np.ndarray) -> int:
+  """Adjacent equal values (after sorting) that belong to different owners."""
+  if len(values) < 2:
+    return 0
+  order = ops.sort_keys(values)
+  same = ops.host_equal_adjacent(values[order])
+  diff_owner = owners[order][1:] != owners[order][:-1]
+  return int(np.sum(same & diff_owner))
+
+
+# ---------------------------------------------------------------------------
+# Chunk functions.
+# ---------------------------------------------------------------------------
+
+
+def _point_checks(cm, ops, q, lt, cat, valid):
+  """Per-point property violations (8.1, 8.3, 8.4, Lemma 10 bounds) of one chunk."""
+  n = cm.n
+  c = cm.constant
+  s = cm.scale
+  t_l, t_r = c(int(cm.t_l * s)), c(int(cm.t_r * s))
+  lo, hi = c(int(cm.lemma10_lower * s)), c(int(cm.lemma10_upper * s))
+  distinct = jnp.ones(cat.shape, bool)
+  for i in range(n):
+    for j in range(i + 1, n):
+      distinct = distinct & ~ops.eq(q[:, i], q[:, j])
+  ge_l = ops.cmp(q, t_l) >= 0
+  le_r = ops.cmp(q, t_r) <= 0
+  inside = jnp.all(ge_l & le_r, axis=-1)
+  outside = jnp.all(~(ge_l & le_r), axis=-1)
+  ltn = ops.max(lt, 1)
+  l10 = (ops.cmp(ltn, lo) >= 0) & (ops.cmp(ltn, hi) <= 0)
+  cat1 = valid & (cat == 1)
+  return {
+      '8.1_distinct_entries': jnp.sum(cat1 & ~distinct),
+      '8.3_inside_interval': jnp.sum(cat1 & ~inside),
+      '8.4_outside_interval': jnp.sum(valid & (cat != 1) & ~outside),
+      'lemma10_bounds': jnp.sum(cat1 & ~l10),
+      'category_1': jnp.sum(cat1),
+      'category_2': jnp.sum(valid & (cat == 2)),
+      'category_3': jnp.sum(valid & (cat == 3)),
+      'points': jnp.sum(valid),
+  }, ltn
+
+
+def _make_chunk_fns(cm, chunk: int):
+  ops = ops_for(cm)
+  codec = grids.make_codec(cm.d, cm.n, cm.resolution)
+  forward = cm.forward_fn()
+
+  def run(params, k, valid):
+    out = forward(params, k)
+    q, lt = out['ids'], out['sweep_ids']
+    cat = codec['category'](k)
+    counts, ltn = _point_checks(cm, ops, q, lt, cat, valid)
+    counts['inexact'] = out['inexact']
+    z = out['z']
+    counts['max_value'], _ = ops.extremes(q, valid[:, None])
+    counts['max_entry'], counts['min_entry'] = ops.extremes(z, valid[:, None, None])
+    counts['min_value'] = ops.extremes(q, valid[:, None])[1]
+    return counts, q, ltn, cat
+
+  def multiset_chunk(params, start, total):
+    rank = start + jnp.arange(chunk, dtype=jnp.int64)
+    valid = rank < total
+    k = codec['decode_multiset'](jnp.minimum(rank, total - 1))
+    return run(params, k, valid)
+
+  def full_chunk(params, start, total, table):
+    idx = start + jnp.arange(chunk, dtype=jnp.int64)
+    valid = idx < total
+    k = codec['decode_full'](jnp.minimum(idx, total - 1))
+    counts, q, _, _ = run(params, k, valid)
+    perm = codec['canonical_order'](k)
+    col = jnp.take_along_axis(codec['column_index'](k), perm, axis=-1)
+    q_rep = table[codec['rank_multiset'](col)]
+    same = jnp.all(ops.eq(ops.take(q, perm, 1), q_rep), axis=-1)
+    counts['permutation_equivariance'] = jnp.sum(valid & ~same)
+    return counts
+
+  return jax.jit(multiset_chunk), jax.jit(full_chunk)
+
+
+# ---------------------------------------------------------------------------
+# Driver.
+# ---------------------------------------------------------------------------
+
+
+class _Totals:
+  """Host-side accumulation of per-chunk counts and value extremes (Python ints)."""
+
+  def __init__(self, ops):
+    self.ops = ops
+    self.counts = {}
+    self.max_abs = 0
+
+  def add(self, counts):
+    for key, val in counts.items():
+      if key in ('max_value', 'min_value', 'max_entry', 'min_entry'):
+        v = int(self.ops.to_python(np.asarray(val)[None])[0])
+        self.max_abs = max(self.max_abs, abs(v))
+      else:
+        self.counts[key] = self.counts.get(key, 0) + int(val)
+
+
+def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
+                              progress: bool = True) -> dict:
+  """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
+
+  Args:
+    cm: a ``yun.ContextualMapping``.
+    grid: 'full' (every ordered point of G+_delta; adds the permutation-equivariance
+      check) or 'multiset' (one representative per permutation class).
+    chunk_size: points per jit call (bounds memory).
+    progress: show tqdm progress bars.
+  Returns:
+    dict with ``grid_points``, ``violations`` (property -> count), category counts,
+    ``max_abs_value`` seen vs the planned bound, ``seconds``, ``provenance``.
+  """
+  if grid not in grids.GRIDS:
+    raise ValueError(f'grid={grid!r}; allowed: {grids.GRIDS}.')
+  if not isinstance(chunk_size, int) or chunk_size < 1:
+    raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
+  t0 = time.time()
+  ops = ops_for(cm)
+  d, n, N = cm.d, cm.n, cm.resolution
+  m_total = grids.grid_size(d, n, N, 'multiset')
+  violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
+  with jax.enable_x64(True):
+    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size)
+    totals_m = _Totals(ops)
+    cat1_q, cat1_ltn, table = [], [], []
+    starts = range(0, m_total, chunk_size)
+    for start in tqdm.tqdm(starts, desc='classes', disable=not progress, unit='chunk'):
+      counts, q, ltn, cat = multiset_chunk(cm.exact_params, jnp.int64(start), jnp.int64(m_total))
+      totals_m.add(counts)
+      valid = np.arange(start, start + chunk_size) < m_total
+      is1 = (np.asarray(cat) == 1) & valid
+      q_host = np.asarray(q)
+      cat1_q.append(q_host[is1])
+      cat1_ltn.append(np.asarray(ltn)[is1])
+      if grid == 'full':
+        table.append(q_host[valid])
+    cat1_q = np.concatenate(cat1_q)
+    cat1_ltn = np.concatenate(cat1_ltn)
+    m1 = len(cat1_q)
+    # 8.2 on representatives: all n * m1 values distinct across classes.
+    flat = cat1_q.reshape((m1 * n,) + cat1_q.shape[2:])
+    violations['8.2_distinct_across_classes'] = count_duplicates(
+        ops, flat, np.repeat(np.arange(m1), n))
+    violations['lemma10_one_to_one'] = count_duplicates(ops, cat1_ltn, np.arange(m1))
+    expected_m = grids.category_counts(d, n, N, 'multiset')
+    result = {'multiset_points': totals_m.counts['points'],
+              'multiset_categories': {str(k): totals_m.counts[f'category_{k}'] for k in (1, 2, 3)}}
+    bad_counts = int(totals_m.counts['points'] != m_total) + sum(
+        int(totals_m.counts[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
+    totals = totals_m
+    if grid == 'full':
+      table = jnp.asarray(np.concatenate(table))
+      f_total = grids.grid_size(d, n, N, 'full')
+      totals = _Totals(ops)
+      for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points', disable=not progress,
+                             unit='chunk'):
+        totals.add(full_chunk(cm.exact_params, jnp.int64(start), jnp.int64(f_total), table))
+      expected = grids.category_counts(d, n, N, 'full')
+      bad_counts += int(totals.counts['points'] != f_total) + sum(
+          int(totals.counts[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
+      violations['permutation_equivariance'] = totals.counts['permutation_equivariance']
+      # The representatives' per-point checks are repeated on every ordered point.
+      for key in ('8.1_distinct_entries', '8.3_inside_interval', '8.4_outside_interval',
+                  'lemma10_bounds'):
+        violations[key] += totals_m.counts[key]
+      result['categories'] = {str(k): totals.counts[f'category_{k}'] for k in (1, 2, 3)}
+    for key in ('8.1_distinct_entries', '8.3_inside_interval', '8.4_outside_interval',
+                'lemma10_bounds'):
+      violations[key] += totals.counts[key]
+    violations['exact_tie_averages'] = totals_m.counts['inexact'] + (
+        totals.counts['inexact'] if totals is not totals_m else 0)
+    violations['category_counts'] = bad_counts
+    grid_points = totals.counts['points']
+    expected_points = grids.grid_size(d, n, N, grid)
+    violations['grid_point_count'] = int(grid_points != expected_points)
+    max_abs = max(totals_m.max_abs, totals.max_abs)
+    violations['bits_within_plan'] = int(max_abs > cm.bound)
+  result.update({
+      'd': d, 'n': n, 'resolution': N, 'grid': grid,
+      'grid_points': grid_points, 'grid_points_expected': expected_points,
+      'violations': violations,
+      'all_hold': not any(violations.values()),
+      'arithmetic': cm.arithmetic.kind, 'arithmetic_detail': cm.arithmetic.describe(),
+      'bits_required': cm.bits_required, 'bound': str(cm.bound),
+      'max_abs_output': str(max_abs), 'max_abs_output_bits': int(max_abs).bit_length(),
+      't_l': str(cm.t_l), 't_r': str(cm.t_r),
+      'num_layers': cm.num_layers, 'num_params': cm.num_params,
+      'category_1_classes': m1, 'chunk_size': chunk_size,
+      'seconds': round(time.time() - t0, 3),
+      'provenance': provenance.record(),
+  })
+  return result

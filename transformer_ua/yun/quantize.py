@@ -1,0 +1,206 @@
+r"""Lemma 7: quantization g_q by d/delta + d token-wise feed-forward layers (r = 1, Phi).
+
+Yun et al. 2020, Appendix E.2. Shapes: X, Z [.., n, d] token-major (the paper's
+column j is row j); each layer acts on one coordinate i (the paper's row i):
+
+    g_q^ent(t) = k delta       if k delta <= t < (k+1) delta,  k = 0, ..., N-1
+                 -delta^(-nd)  otherwise (t < 0 or t >= 1)
+
+For i = 1..d (in order), one clipping layer then N bin layers k = 0..N-1:
+
+    clip:  Z <- Z + e_i phi_c(e_i^T Z),          phi_c(t) = -t - delta^(-nd)  t < 0 or t >= 1
+                                                            0                 0 <= t < 1
+    bin k: Z <- Z + e_i phi_b(e_i^T Z - k delta), phi_b(t) = -t  0 <= t < delta
+                                                            0   otherwise
+
+In ``layers.FeedForward`` terms: W_1 = e_i^T [1, d], b_1 = 0 or -k delta [1],
+W_2 = e_i [d, 1], b_2 = 0 [d], and ``phi`` the Phi unit above (breakpoints belong to
+the piece on their right: the paper's half-open intervals). d (N + 1) = d/delta + d
+layers, each with 3d + 1 weights.
+
+Exact scaled form (inputs on the rational grid (1/S) Z, S a multiple of N): scaling
+every value by S moves the breakpoints and intercepts (phi(t) -> S phi(t/S)) and the
+bias b_1 by S; weights are unchanged. Then every quantity is an integer and g_q runs
+in the core's exact integer mode, quantizing rational inputs *exactly*, bin edges
+included (``quantize_exact``). On real (float) inputs the float network is exact
+except within a few ulps of a bin edge (``verify.quantization`` states the tolerance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import layers, numerics
+from transformer_ua.layers import Segment
+from transformer_ua.yun import common
+
+#: Hidden width of every quantization layer.
+WIDTH = 1
+
+
+def layer_count(d: int, resolution: int) -> int:
+  """d/delta + d."""
+  return d * (resolution + 1)
+
+
+def parameter_count(d: int, resolution: int) -> int:
+  """(3d + 1) weights per layer: W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d]."""
+  return layer_count(d, resolution) * (3 * d + 1)
+
+
+def quantize_reference(t, d: int, n: int, resolution: int):
+  """g_q^ent on exact rationals (Fractions / ints / floats, taken exactly): Fractions."""
+  N = resolution
+  t = Fraction(t)
+  if t < 0 or t >= 1:
+    return Fraction(-common.out_of_range_value(d, n, N))
+  return Fraction(math.floor(t * N), N)
+
+
+def _layer(index, d, N, out_value, one, dtype):
+  """Params of quantization layer ``index`` (vmapped): clip or bin k of coordinate i."""
+  i = index // (N + 1)
+  j = index % (N + 1)
+  clip = j == 0
+  k = j - 1
+  e_i = (jnp.arange(d) == i).astype(dtype)
+  zero = jnp.zeros((), dtype)
+  # clip: breaks (0, width_1), pieces (-1, -out) | (0, 0) | (-1, -out); width_1 = 1 (scaled S)
+  # bin:  breaks (0, step),    pieces (0, 0) | (-1, 0) | (0, 0)
+  integer = jnp.issubdtype(dtype, jnp.integer)
+  div = (lambda a: a // N) if integer else (lambda a: a / N)
+  step = div(one)
+  breaks = jnp.where(clip, jnp.stack([zero, one]), jnp.stack([zero, step]))
+  slopes = jnp.where(clip, jnp.asarray([-1, 0, -1], dtype), jnp.asarray([0, -1, 0], dtype))
+  intercepts = jnp.where(clip, jnp.stack([-out_value, zero, -out_value]),
+                         jnp.stack([zero, zero, zero]))
+  b_1 = jnp.where(clip, zero, -div(k * one).astype(dtype))
+  return {'W_1': e_i[None, :], 'b_1': b_1[None], 'W_2': e_i[:, None],
+          'b_2': jnp.zeros((d,), dtype),
+          'phi': {'breaks': breaks[None], 'slopes': slopes[None],
+                  'intercepts': intercepts[None],
+                  'left_closed': jnp.zeros((1, 2), bool)}}
+
+
+def quantization_segments(d: int, resolution: int) -> tuple[Segment]:
+  return (Segment('feedforward', layer_count(d, resolution), width=WIDTH, activation='phi',
+                  name='quantization'),)
+
+
+def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = None,
+                        dtype: str = 'float64'):
+  """(segments, params) of g_q for ``layers.Network``.
+
+  Args:
+    d, n, resolution: configuration (n enters through the out-of-range value N^(nd)).
+    scale: for dtype 'int64': inputs are integers standing for x = value / scale;
+      a positive multiple of N (default 2N, the contextual mapping's scale).
+    dtype: 'float64' / 'float32' (paper values) or 'int64' (scaled integers).
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  out = common.out_of_range_value(d, n, N)
+  segments = quantization_segments(d, N)
+  idx = np.arange(layer_count(d, N))
+  with jax.enable_x64(True):
+    if dtype in ('float64', 'float32'):
+      jdt = jnp.float64 if dtype == 'float64' else jnp.float32
+      gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(float(out), jdt),
+                                              jnp.asarray(1.0, jdt), jdt)))
+    elif dtype == 'int64':
+      if scale is None:
+        scale = 2 * N
+      if not isinstance(scale, (int, np.integer)) or scale <= 0 or scale % N:
+        raise ValueError(f'scale={scale!r}; it must be a positive integer multiple of N={N}.')
+      if out * scale >= 2 ** 62:
+        raise ValueError(f'the scaled out-of-range value {out * scale} does not fit int64.')
+      gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(out * scale, jnp.int64),
+                                              jnp.asarray(scale, jnp.int64), jnp.int64)))
+    else:
+      raise ValueError(f"dtype={dtype!r}; allowed: 'float64', 'float32', 'int64'.")
+    seg = gen(jnp.asarray(idx))
+  return segments, {'segment_0': {'feedforward': seg}}
+
+
+def quantization_bound(d: int, n: int, resolution: int, scale: int, input_bound: int) -> int:
+  """Bound on every scaled intermediate of g_q for scaled inputs |x| <= input_bound.
+
+  A clip layer forms -x - S N^(nd) and adds it to x; a bin layer forms x - k S/N and
+  -(x - k S/N) with 0 <= x - k S/N < S/N; products with e_i are the entries.
+  """
+  out = common.out_of_range_value(d, n, resolution) * scale
+  return int(input_bound) + out + scale
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Quantization:
+  """g_q of Lemma 7: float params (paper values) and exact scaled evaluation."""
+
+  d: int
+  n: int
+  resolution: int
+  segments: tuple
+  params: dict
+
+  @property
+  def num_layers(self) -> int:
+    return sum(s.depth for s in self.segments)
+
+  @property
+  def num_params(self) -> int:
+    return layers.count_params(self.params)
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, param_dtype=jnp.float64)
+
+  def apply(self, x):
+    """The float network on real inputs X [.., n, d] (float64, under x64)."""
+    x = np.asarray(x, np.float64)
+    if x.shape[-2:] != (self.n, self.d):
+      raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
+    with jax.enable_x64(True):
+      return np.asarray(self.network().apply({'params': self.params}, jnp.asarray(x)))
+
+  def to_indices(self, y) -> np.ndarray:
+    """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd))."""
+    y = np.asarray(y, np.float64)
+    out = common.out_of_range_value(self.d, self.n, self.resolution)
+    return np.where(y < -out / 2, -1, np.rint(y * self.resolution)).astype(np.int64)
+
+  def quantize_exact(self, x_scaled, scale: int, arithmetic: str = 'int64'):
+    """Runs the scaled integer network on inputs x = x_scaled / scale, exactly.
+
+    Args:
+      x_scaled: integer array [.., n, d].
+      scale: positive multiple of N.
+      arithmetic: 'int64' or 'auto' (only int64 is implemented for g_q; refused if the
+        planned bits do not fit).
+    Returns:
+      int64 array of scaled outputs (k scale/N or -scale N^(nd)).
+    """
+    x_scaled = np.asarray(x_scaled)
+    if not np.issubdtype(x_scaled.dtype, np.integer):
+      raise ValueError('quantize_exact takes integer (scaled) inputs.')
+    bound = quantization_bound(self.d, self.n, self.resolution, scale,
+                               int(np.max(np.abs(x_scaled.astype(object)))) if x_scaled.size else 0)
+    arith = numerics.plan(bound, arithmetic)
+    if arith.kind != 'int64':
+      raise ValueError(f'exact quantization needs {arith.bits_required} bits; only int64 '
+                       'is implemented for g_q.')
+    segments, params = quantization_params(d=self.d, n=self.n, resolution=self.resolution,
+                                           scale=scale, dtype='int64')
+    with jax.enable_x64(True):
+      y = layers.exact_apply(layers.Network(segments), params, jnp.asarray(x_scaled, jnp.int64))
+    return np.asarray(y)
+
+
+def build_quantization(*, d: int, n: int, resolution: int) -> Quantization:
+  """Builds Lemma 7's g_q: d/delta + d feed-forward layers (r = 1) with Phi activations."""
+  d, n, N = common.check_config(d, n, resolution)
+  segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
+  return Quantization(d=d, n=n, resolution=N, segments=segments, params=params)
