@@ -1,0 +1,19 @@
+"""`tiny`: the size every Appendix H result in results/mixing_layers.md was run at on
+2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 600 pre-training
+steps and 200 fine-tuning steps at batch 32).
+
+    python experiments/mixing_pretrain.py --config=experiments/configs/mixing_tiny.py \
+        --workdir=runs/tiny/attention_s0/pretrain --config.model.mixing=attention
+    python experiments/mixing_finetune.py --config=experiments/configs/mixing_tiny.py \
+        --workdir=runs/tiny/attention_s0/mnli --config.finetune.task=mnli \
+        --config.finetune.pretrain_workdir=runs/tiny/attention_s0/pretrain
+    python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py   # all
+
+Result: see results/mixing_layers.md (filled in by the sweep).
+"""
+
+from experiments.configs import mixing_common
+
+
+def get_config():
+  return mixing_common.base_config()

@@ -1,0 +1,21 @@
+"""Flag validation shared by the Appendix H binaries: bad input -> one-line error."""
+
+import json
+import sys
+
+from transformer_ua.data import wordnet
+
+
+def run_main(argv, config_flag, workdir_flag, fn):
+  if len(argv) > 1:
+    sys.exit(f'error: unexpected arguments {argv[1:]}; use --config=... --workdir=...')
+  if config_flag.value is None:
+    sys.exit('error: --config is required, e.g. --config=experiments/configs/mixing_tiny.py')
+  if not workdir_flag.value:
+    sys.exit('error: --workdir is required (a run directory, e.g. runs/tiny/attention)')
+  try:
+    result = fn(config_flag.value, workdir_flag.value)
+  except (ValueError, wordnet.CorpusMissingError, FileNotFoundError) as e:
+    sys.exit(f'error: {e}')
+  print(json.dumps({k: result[k] for k in ('stage', 'mixing', 'num_conv_layers', 'eval',
+                                           'params', 'train_tokens_per_s') if k in result}))

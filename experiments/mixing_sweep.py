@@ -1,0 +1,287 @@
+r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al. 2020).
+
+    python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
+        --workdir=runs/mixing_tiny --seeds=3 [--shard=0/2] [--report_only]
+
+Jobs, seed-major (every model's seed 0 first):
+
+* Table 1: mixing in (average, bilinear, sepconv, attention), pre-training (MLM +
+  sentence pair) then MNLI-analogue fine-tuning (and SQuAD-analogue for sepconv and
+  attention, which are Figure 1's k = L and k = 0).
+* Figure 1: hybrids with the first k = 1 .. L-1 layers sepconv, the rest attention;
+  pre-training then both fine-tuning tasks.
+
+A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
+its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
+2 cores better than one). After each job the report is rebuilt from every
+``result.json`` under the workdir: ``results/mixing_layers.md`` (for ``tiny``;
+``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import glob  # pylint: disable=g-import-not-at-top
+import json
+
+from absl import app, flags, logging
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+
+from experiments import mixing_train
+from transformer_ua import provenance
+from transformer_ua.data import wordnet
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/mixing_*.py')
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
+_SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
+_SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
+_RESULTS = flags.DEFINE_string('results_dir', 'results', 'Where the report goes.')
+_REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
+
+TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
+NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
+         'attention': 'Transformer'}
+
+
+def jobs(num_layers: int, seeds: int):
+  """[(name, mixing, k, seed, tasks)] seed-major."""
+  out = []
+  for seed in range(seeds):
+    for m in TABLE_MODELS:
+      both = m in ('sepconv', 'attention')
+      out.append((f'{m}_s{seed}', m, 0, seed, ('mnli', 'squad') if both else ('mnli',)))
+    for k in range(1, num_layers):
+      out.append((f'hybrid_k{k}_s{seed}', 'attention', k, seed, ('mnli', 'squad')))
+  return out
+
+
+def run_job(config, root, job):
+  name, mixing, k, seed, tasks = job
+  c = ml_collections.ConfigDict(config.to_dict())
+  c.model.mixing, c.model.num_conv_layers, c.seed = mixing, k, seed
+  run = os.path.join(root, name)
+  if not os.path.exists(os.path.join(run, 'pretrain', 'result.json')):
+    mixing_train.pretrain(c, os.path.join(run, 'pretrain'))
+  for task in tasks:
+    if os.path.exists(os.path.join(run, task, 'result.json')):
+      continue
+    c.finetune.task = task
+    c.finetune.pretrain_workdir = os.path.join(run, 'pretrain')
+    mixing_train.finetune(c, os.path.join(run, task))
+
+
+def _ms(xs):
+  xs = [x for x in xs if x is not None]
+  if not xs:
+    return None
+  return {'mean': float(np.mean(xs)), 'std': float(np.std(xs, ddof=1)) if len(xs) > 1 else 0.0,
+          'n': len(xs), 'values': xs}
+
+
+def _fmt(s, digits=1):
+  if s is None:
+    return '—'
+  return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f} (n={s['n']})"
+
+
+def collect(root):
+  """{(mixing, k): {'pretrain': [...], 'mnli': [...], 'squad': [...]}} of result dicts."""
+  runs = {}
+  for path in sorted(glob.glob(os.path.join(root, '*', '*', 'result.json'))):
+    with open(path) as f:
+      r = json.load(f)
+    stage = r['stage'] if r['stage'] == 'pretrain' else r['task']
+    runs.setdefault((r['mixing'], r['num_conv_layers']), {}).setdefault(stage, []).append(r)
+  return runs
+
+
+def report(config, root, results_dir, config_name, prov):
+  runs = collect(root)
+  L = config.model.num_layers
+  get = lambda key, stage, f: _ms([f(r) for r in runs.get(key, {}).get(stage, [])])
+  table = {}
+  for m in TABLE_MODELS:
+    key = (m, 0)
+    pre = runs.get(key, {}).get('pretrain', [])
+    table[m] = {
+        'params_encoder_pooler': pre[0]['params_encoder_pooler'] if pre else None,
+        'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
+        'nsp_accuracy': get(key, 'pretrain', lambda r: r['eval']['nsp_accuracy']),
+        'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
+        'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
+        'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
+        'pretrain_tokens_per_s': get(key, 'pretrain', lambda r: r['train_tokens_per_s']),
+    }
+  figure = {}
+  for k in range(L + 1):
+    key = ('sepconv', 0) if k == L else ('attention', k)
+    figure[k] = {
+        'params_encoder_pooler': (runs[key]['pretrain'][0]['params_encoder_pooler']
+                                  if runs.get(key, {}).get('pretrain') else None),
+        'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
+        'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
+        'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
+        'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
+    }
+  any_run = next((rs[0] for d in runs.values() for rs in d.values()), None)
+  baselines = {}
+  for stage in ('mnli', 'squad'):
+    r = next((rs[0] for d in runs.values() for s, rs in d.items() if s == stage), None)
+    if r:
+      baselines[stage] = {k: v for k, v in r['data'].items()}
+  pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
+                   if s == 'pretrain'), None)
+  out = {'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
+         'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
+         'run_provenance_example': any_run['provenance'] if any_run else None,
+         'config_values': config.to_dict()}
+  os.makedirs(results_dir, exist_ok=True)
+  stem = 'mixing_layers' if config_name == 'tiny' else f'mixing_layers_{config_name}'
+  _atomic_write(os.path.join(results_dir, stem + '.json'),
+                json.dumps(out, indent=1, sort_keys=True, default=str))
+  _plots(table, figure, L, os.path.join(results_dir, stem))
+  _atomic_write(os.path.join(results_dir, stem + '.md'),
+                _markdown(out, table, figure, L, config, stem, prov))
+
+
+def _atomic_write(path, s):
+  tmp = path + f'.tmp{os.getpid()}'
+  with open(tmp, 'w') as f:
+    f.write(s)
+  os.replace(tmp, path)
+
+
+def _plots(table, figure, L, stem):
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+  for ax, (key, label) in zip(axes, [('mnli_accuracy', 'MNLI-analogue accuracy (%)'),
+                                     ('squad_em', 'SQuAD-analogue EM (%)'),
+                                     ('squad_f1', 'SQuAD-analogue F1 (%)')]):
+    ks = [k for k in range(L + 1) if figure[k][key]]
+    if ks:
+      ax.errorbar(ks, [figure[k][key]['mean'] for k in ks],
+                  yerr=[figure[k][key]['std'] for k in ks], marker='o', capsize=3)
+    ax.set_xlabel('k = lower layers replaced by SepConv')
+    ax.set_ylabel(label)
+    ax.set_xticks(range(L + 1))
+    ax.grid(alpha=0.3)
+  fig.suptitle('Figure 1 analogue (mean ± std over seeds)')
+  fig.tight_layout()
+  fig.savefig(stem + '_figure1.png', dpi=110)
+  plt.close(fig)
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+  for ax, (key, label) in zip(axes, [('mlm_accuracy', 'masked-LM accuracy (%)'),
+                                     ('mnli_accuracy', 'MNLI-analogue accuracy (%)')]):
+    ms = [m for m in TABLE_MODELS if table[m][key]]
+    ax.bar(range(len(ms)), [table[m][key]['mean'] for m in ms],
+           yerr=[table[m][key]['std'] for m in ms], capsize=3)
+    ax.set_xticks(range(len(ms)))
+    ax.set_xticklabels([NAMES[m] for m in ms], rotation=15)
+    ax.set_ylabel(label)
+  fig.suptitle('Table 1 analogue (mean ± std over seeds)')
+  fig.tight_layout()
+  fig.savefig(stem + '_table1.png', dpi=110)
+  plt.close(fig)
+
+
+def _markdown(out, table, figure, L, config, stem, prov):
+  m = config.model
+  lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
+           provenance.markdown_header(prov),
+           f'Model: {L} layers, d = {m.hidden}, {m.num_heads} heads, FF {m.mlp_dim}, '
+           f'max_len {m.max_len}, SepConv {m.conv_filters} filters of width {m.conv_width}; '
+           f'pre-training {config.pretrain.num_steps} steps x batch '
+           f'{config.pretrain.batch_size}, fine-tuning {config.finetune.num_steps} steps x '
+           f'batch {config.finetune.batch_size}. Values are mean ± sample std over seeds '
+           '(n = number of seeds finished). Every run directory holds its own '
+           '`result.json` with command, revision and machine.', '',
+           '## Table 1 analogue', '',
+           '| | ' + ' | '.join(NAMES[x] for x in TABLE_MODELS) + ' |',
+           '|---|' + '---|' * len(TABLE_MODELS)]
+  row = lambda label, f: lines.append(f'| {label} | ' + ' | '.join(
+      f(table[x]) for x in TABLE_MODELS) + ' |')
+  row('# params (encoder + pooler)', lambda t: f"{t['params_encoder_pooler']:,}"
+      if t['params_encoder_pooler'] else '—')
+  row('Masked LM accuracy (%)', lambda t: _fmt(t['mlm_accuracy']))
+  row('Sentence-pair accuracy (%)', lambda t: _fmt(t['nsp_accuracy']))
+  row('MNLI-analogue accuracy (%)', lambda t: _fmt(t['mnli_accuracy']))
+  row('SQuAD-analogue EM / F1 (%)', lambda t: (_fmt(t['squad_em']) + ' / ' +
+                                               _fmt(t['squad_f1'])) if t['squad_em'] else '—')
+  row('pre-training tokens/s', lambda t: _fmt(t['pretrain_tokens_per_s'], 0))
+  lines += ['', 'Paper (BERT-base, Wikipedia + books): params 88.3M / 90M / 102.5M / 110M; '
+            'MLM 28 / 59 / 60 / 63; MNLI 66 / 72.3 / 73 / 78.2.', '',
+            '## Figure 1 analogue', '',
+            f'k lower layers SepConv, {L} - k upper layers self-attention (k = 0 is the '
+            f'Transformer, k = {L} is the all-SepConv model of the table).', '',
+            '| k | # params | MLM acc (%) | MNLI-analogue acc (%) | SQuAD-analogue EM (%) | '
+            'SQuAD-analogue F1 (%) |', '|---|---|---|---|---|---|']
+  for k in range(L + 1):
+    f = figure[k]
+    lines.append(f"| {k} | {f['params_encoder_pooler'] or '—':,} | {_fmt(f['mlm_accuracy'])} | "
+                 f"{_fmt(f['mnli_accuracy'])} | {_fmt(f['squad_em'])} | {_fmt(f['squad_f1'])} |"
+                 if f['params_encoder_pooler'] else f'| {k} | — | — | — | — | — |')
+  lines += ['', f'![Table 1]({os.path.basename(stem)}_table1.png)',
+            f'![Figure 1]({os.path.basename(stem)}_figure1.png)', '']
+  td = out['task_data']
+  lines += ['## Tasks, sizes and baselines', '']
+  if out['pretrain_data']:
+    p = out['pretrain_data']
+    lines.append(f"- Pre-training: WordNet 3.0 (Debian `wordnet-base`), {p['train_synsets']:,} "
+                 f"training synsets ({p['train_pair_synsets']:,} with example sentences for "
+                 f"the sentence-pair objective), {p['heldout_synsets']:,} held-out synsets "
+                 f"for evaluation ({p['eval_sequences']} sequences); WordPiece vocabulary "
+                 f"{p['vocab_size']}. Sentence-pair chance: 50%.")
+  if 'mnli' in td:
+    t = td['mnli']
+    lines.append(f"- MNLI analogue (hypernym / co-hyponym / unrelated gloss pairs): "
+                 f"{t['train_examples']:,} training pairs, {t['test_examples']:,} test pairs "
+                 f"with held-out premise synsets; majority class '{t['majority_label']}' = "
+                 f"{t['majority_baseline_accuracy']:.1f}%.")
+  if 'squad' in td:
+    t = td['squad']
+    b = '; '.join(f"{k}: EM {v['em']:.1f} / F1 {v['f1']:.1f}" for k, v in t['baselines'].items())
+    lines.append(f"- SQuAD analogue (find the defined word in its example sentence): "
+                 f"{t['train_examples']:,} training, {t['test_examples']:,} test questions "
+                 f"(held-out synsets); baselines {b}.")
+  lines.append('')
+  return '\n'.join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit(f'error: unexpected arguments {argv[1:]}')
+  if _CONFIG.value is None or not _WORKDIR.value:
+    sys.exit('error: --config and --workdir are required')
+  try:
+    i, m = (int(x) for x in _SHARD.value.split('/'))
+    if not 0 <= i < m:
+      raise ValueError
+  except ValueError:
+    sys.exit(f'error: --shard must be i/m with 0 <= i < m, got {_SHARD.value!r}')
+  if _SEEDS.value < 1:
+    sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
+  logging.set_verbosity(logging.WARNING)
+  config = _CONFIG.value
+  name = os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])).removesuffix('.py')
+  name = name.removeprefix('mixing_') or 'custom'
+  prov = provenance.record()
+  if not _REPORT_ONLY.value:
+    try:
+      wordnet.check_corpus(config.data.wordnet_dir or None)
+    except wordnet.CorpusMissingError as e:
+      sys.exit(f'error: {e}')
+    for j, job in enumerate(jobs(config.model.num_layers, _SEEDS.value)):
+      if j % m == i:
+        run_job(config, _WORKDIR.value, job)
+        report(config, _WORKDIR.value, _RESULTS.value, name, prov)
+  report(config, _WORKDIR.value, _RESULTS.value, name, prov)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,445 @@
+"""Pre-training and fine-tuning loops for Yun et al. 2020 Appendix H (Table 1, Figure 1).
+
+Importable from notebooks (Flax examples style; the binaries only parse flags):
+
+    from experiments import mixing_train
+    from experiments.configs import mixing_tiny
+    cfg = mixing_tiny.get_config()
+    pre = mixing_train.pretrain(cfg, '/tmp/run/pretrain')              # MLM + NSP
+    cfg.finetune.pretrain_workdir = '/tmp/run/pretrain'
+    ft = mixing_train.finetune(cfg, '/tmp/run/mnli')                   # task from cfg
+
+The train state is a plain dict ``{'params', 'opt_state', 'step', 'rng'}``; the update
+is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``, so data parallelism
+only needs the batch placed with a ``NamedSharding``. optax AdamW (BERT: linear
+warm-up then linear decay to 0, weight decay on matrices only, gradient clipping 1.0).
+Orbax checkpoints every ``checkpoint_every`` steps; a rerun with the same workdir
+resumes from the latest one, and because batches and dropout keys are functions of
+``(seed, step)`` the resumed run is the uninterrupted run. Metrics go to
+``workdir/metrics.jsonl`` and TensorBoard every ``log_every`` steps, curves to
+``workdir/curves.png``, the final numbers to ``workdir/result.json`` with provenance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from tqdm import tqdm
+
+from transformer_ua import provenance
+from transformer_ua.data import tasks, text, wordnet
+from transformer_ua.models import encoder as enc
+from transformer_ua.train.checkpointing import Checkpointer
+from transformer_ua.train.metrics import MetricsWriter
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASKS = ('mnli', 'squad')
+
+
+# ----------------------------------------------------------------------------------
+# Pieces
+# ----------------------------------------------------------------------------------
+
+def encoder_config(config, vocab_size: int) -> enc.EncoderConfig:
+  m = config.model
+  return enc.EncoderConfig(
+      vocab_size=vocab_size, max_len=m.max_len, hidden=m.hidden, num_layers=m.num_layers,
+      num_heads=m.num_heads, mlp_dim=m.mlp_dim, dropout=m.dropout, mixing=m.mixing,
+      num_conv_layers=m.num_conv_layers, conv_filters=m.conv_filters,
+      conv_width=m.conv_width).validate()
+
+
+def make_optimizer(opt, num_steps: int) -> optax.GradientTransformation:
+  """AdamW with linear warm-up to ``opt.learning_rate`` and linear decay to 0."""
+  warm = max(1, min(int(opt.warmup_steps), num_steps))
+  schedule = optax.join_schedules([
+      optax.linear_schedule(0.0, opt.learning_rate, warm),
+      optax.linear_schedule(opt.learning_rate, 0.0, max(1, num_steps - warm))], [warm])
+  decay_mask = lambda params: jax.tree_util.tree_map(lambda p: p.ndim >= 2, params)
+  return optax.chain(
+      optax.clip_by_global_norm(1.0),
+      optax.adamw(schedule, b1=0.9, b2=0.999, eps=1e-6, weight_decay=opt.weight_decay,
+                  mask=decay_mask))
+
+
+def make_train_step(loss_fn, tx):
+  """``loss_fn(params, batch, rng) -> (loss, metrics)``; returns jitted (state, batch)."""
+  def step(state, batch):
+    rng = jax.random.fold_in(state['rng'], state['step'])
+    (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        state['params'], batch, rng)
+    updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
+    metrics['grad_norm'] = optax.global_norm(grads)
+    new = {'params': optax.apply_updates(state['params'], updates),
+           'opt_state': opt_state, 'step': state['step'] + 1, 'rng': state['rng']}
+    return new, metrics
+  return jax.jit(step, donate_argnums=0)
+
+
+def _check(config):
+  p = config.pretrain
+  for sec, names in (('pretrain', ('num_steps', 'batch_size', 'checkpoint_every',
+                                   'eval_every', 'log_every', 'eval_batches')),
+                     ('finetune', ('num_steps', 'batch_size', 'checkpoint_every',
+                                   'eval_every', 'log_every'))):
+    for n in names:
+      v = config[sec][n]
+      if not isinstance(v, int) or v < 1:
+        raise ValueError(f'config.{sec}.{n} must be a positive integer, got {v!r}')
+  if config.finetune.task not in TASKS:
+    raise ValueError(f'unknown fine-tuning task {config.finetune.task!r}; choose one of '
+                     f'{TASKS}')
+  if not 0 < config.data.mask_prob < 1:
+    raise ValueError(f'config.data.mask_prob must be in (0, 1), got {config.data.mask_prob}')
+  del p
+
+
+_CACHE: dict = {}      # in-process memo (sweeps run many stages in one process)
+
+
+def _memo(key, fn):
+  if key not in _CACHE:
+    _CACHE[key] = fn()
+  return _CACHE[key]
+
+
+def load_corpus_and_tokenizer(config, workdir: str):
+  """WordNet synsets and the (cached) WordPiece tokenizer, copied into ``workdir``."""
+  from tokenizers import Tokenizer
+  directory = wordnet.check_corpus(config.data.wordnet_dir or None)
+  synsets = _memo(('synsets', os.path.abspath(directory)), lambda: wordnet.load(directory))
+  local = os.path.join(workdir, 'tokenizer.json')
+  if os.path.exists(local):
+    return synsets, Tokenizer.from_file(local)
+  stat = os.stat(os.path.join(directory, 'data.noun'))
+  key = hashlib.sha1(f'{directory}|{stat.st_size}|{len(synsets)}|{config.data.vocab_size}|'
+                     f'{config.data.heldout_fraction}'.encode()).hexdigest()[:12]
+  cache = config.data.cache_dir or os.path.join(REPO, 'data_cache')
+  cached = os.path.join(cache, f'wordpiece_{key}.json')
+  tok = text.load_or_train_tokenizer(cached, synsets, config.data.vocab_size,
+                                     config.data.heldout_fraction)
+  os.makedirs(workdir, exist_ok=True)
+  shutil.copyfile(cached, local)
+  return synsets, tok
+
+
+def _loop(*, workdir, state, train_step, get_batch, num_steps, cfg, eval_fn, desc,
+          halt_after=-1):
+  """Shared loop: resume, train with progress bar, log, evaluate, checkpoint."""
+  ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=1)
+  writer = MetricsWriter(workdir)
+  start = 0
+  restored = ckpt.restore_latest(state)
+  if restored is not None:
+    start, state, _ = restored
+    writer.truncate_after(start)
+  bar = tqdm(range(start, num_steps), initial=start, total=num_steps, desc=desc,
+             mininterval=10.0, dynamic_ncols=True)
+  # Throughput counts real (non-padding) tokens over training steps only: the first
+  # two steps of a process (compilation) and evaluation / checkpointing are excluded.
+  tokens, train_time, tps = 0, 0.0, float('nan')
+  for i, step in enumerate(bar):
+    t0 = time.perf_counter()
+    batch = get_batch(step)
+    state, metrics = train_step(state, batch)
+    done = step + 1
+    if done % cfg.log_every == 0 or done == num_steps:
+      metrics = jax.device_get(metrics)
+    else:
+      jax.block_until_ready(metrics)
+    if i >= 2:
+      train_time += time.perf_counter() - t0
+      tokens += int(batch['mask'].sum())
+      tps = tokens / train_time
+    if done % cfg.log_every == 0 or done == num_steps:
+      row = {k: float(v) for k, v in metrics.items()}
+      row['tokens_per_s'] = tps
+      writer.write(done, row)
+      bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f'{tps:.0f}')
+    if done % cfg.eval_every == 0 or done == num_steps:
+      writer.write(done, {f'eval_{k}': v for k, v in eval_fn(state['params']).items()})
+    if done % cfg.checkpoint_every == 0 or done == num_steps:
+      ckpt.save(done, state, meta={'step': done})
+    if halt_after > 0 and done >= halt_after:     # simulated preemption (tests)
+      break
+  bar.close()
+  ckpt.close()
+  writer.plot('curves.png')
+  writer.close()
+  return state, tps
+
+
+def _write_result(workdir, result):
+  with open(os.path.join(workdir, 'result.json'), 'w') as f:
+    json.dump(result, f, indent=1, sort_keys=True)
+  return result
+
+
+def _xent(logits, labels, weights):
+  ll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+  return (ll * weights).sum() / jnp.maximum(weights.sum(), 1e-9)
+
+
+def _acc(logits, labels, weights):
+  return ((logits.argmax(-1) == labels) * weights).sum() / jnp.maximum(weights.sum(), 1e-9)
+
+
+def _init_state(model, params, tx, seed):
+  return {'params': params, 'opt_state': tx.init(params),
+          'step': jnp.zeros((), jnp.int32), 'rng': jax.random.PRNGKey(seed + 1)}
+
+
+# ----------------------------------------------------------------------------------
+# Pre-training: masked LM + sentence pair
+# ----------------------------------------------------------------------------------
+
+def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Pre-trains a BertPretrainer; returns (and writes) result.json's dict."""
+  _check(config)
+  prov = provenance.record()
+  os.makedirs(workdir, exist_ok=True)
+  synsets, tok = load_corpus_and_tokenizer(config, workdir)
+  V = tok.get_vocab_size()
+  cfg = encoder_config(config, V)
+  d, p = config.data, config.pretrain
+  kw = dict(heldout_fraction=d.heldout_fraction, max_len=cfg.max_len,
+            max_predictions=d.max_predictions, mask_prob=d.mask_prob)
+  tok_key = hashlib.sha1(tok.to_str().encode()).hexdigest()
+  def data(heldout, seed):
+    base = _memo(('pretrain', tok_key, heldout, tuple(sorted(kw.items()))),
+                 lambda: text.PretrainData.from_synsets(synsets, tok, heldout=heldout, **kw))
+    return dataclasses.replace(base, seed=seed)
+  train_data, eval_data = data(False, config.seed), data(True, 10_000)
+  eval_batches = [eval_data.batch(i, p.batch_size) for i in range(p.eval_batches)]
+  with open(os.path.join(workdir, 'config.json'), 'w') as f:
+    f.write(config.to_json_best_effort(indent=1))
+
+  model = enc.BertPretrainer(cfg)
+  b0 = train_data.batch(0, 2)
+  params = jax.jit(model.init)(jax.random.PRNGKey(config.seed), b0['input_ids'],
+                               b0['type_ids'], b0['mask'], b0['mlm_positions'])['params']
+  tx = make_optimizer(p, p.num_steps)
+  state = _init_state(model, params, tx, config.seed)
+
+  def forward(params, batch, rng=None):
+    return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
+                       batch['mask'], batch['mlm_positions'], deterministic=rng is None,
+                       rngs=None if rng is None else {'dropout': rng})
+
+  def loss_fn(params, batch, rng):
+    mlm, nsp = forward(params, batch, rng)
+    mlm_loss = _xent(mlm, batch['mlm_ids'], batch['mlm_weights'])
+    nsp_loss = _xent(nsp, batch['nsp_labels'], batch['nsp_weights'])
+    loss = mlm_loss + nsp_loss
+    return loss, {'loss': loss, 'mlm_loss': mlm_loss, 'nsp_loss': nsp_loss,
+                  'mlm_accuracy': _acc(mlm, batch['mlm_ids'], batch['mlm_weights']),
+                  'nsp_accuracy': _acc(nsp, batch['nsp_labels'], batch['nsp_weights'])}
+
+  @jax.jit
+  def eval_step(params, batch):
+    mlm, nsp = forward(params, batch)
+    w, nw = batch['mlm_weights'], batch['nsp_weights']
+    return jnp.stack([
+        ((mlm.argmax(-1) == batch['mlm_ids']) * w).sum(), w.sum(),
+        (optax.softmax_cross_entropy_with_integer_labels(mlm, batch['mlm_ids']) * w).sum(),
+        ((nsp.argmax(-1) == batch['nsp_labels']) * nw).sum(), nw.sum()])
+
+  def eval_fn(params):
+    s = sum(np.asarray(eval_step(params, b), np.float64) for b in eval_batches)
+    return {'mlm_accuracy': 100 * s[0] / s[1], 'mlm_loss': s[2] / s[1],
+            'nsp_accuracy': 100 * s[3] / s[4]}
+
+  t0 = time.perf_counter()
+  state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
+                     get_batch=lambda s: train_data.batch(s, p.batch_size),
+                     num_steps=p.num_steps, cfg=p, eval_fn=eval_fn, desc='pretrain',
+                     halt_after=config.get('halt_after', -1))
+  final = eval_fn(state['params'])
+  return _write_result(workdir, {
+      'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
+      'layer_kinds': list(cfg.kinds), 'seed': config.seed, 'step': int(state['step']),
+      'params': enc.count_params(params),
+      'params_encoder_pooler': enc.count_params(params['encoder'])
+                               + enc.count_params(params['pooler']),
+      'eval': final, 'train_tokens_per_s': tps,
+      'wall_s': round(time.perf_counter() - t0, 1),
+      'data': {'vocab_size': V, 'train_synsets': len(train_data.headlines),
+               'train_pair_synsets': int(len(train_data.with_examples)),
+               'heldout_synsets': len(eval_data.headlines),
+               'eval_sequences': p.eval_batches * p.batch_size},
+      'provenance': prov})
+
+
+# ----------------------------------------------------------------------------------
+# Fine-tuning: relations (MNLI analogue) or spans (SQuAD analogue)
+# ----------------------------------------------------------------------------------
+
+def _subsample(n_total, n_max, seed):
+  idx = np.arange(n_total)
+  if 0 < n_max < n_total:
+    idx = np.sort(np.random.default_rng(seed).choice(n_total, n_max, replace=False))
+  return idx
+
+
+def finetune_data(config, synsets, tok, max_len):
+  """(train arrays, test arrays, extra) for ``config.finetune.task``."""
+  d, f = config.data, config.finetune
+  if f.task == 'mnli':
+    tr = tasks.relation_pairs(synsets, heldout=False, heldout_fraction=d.heldout_fraction)
+    te = tasks.relation_pairs(synsets, heldout=True, heldout_fraction=d.heldout_fraction)
+    tr = [tr[i] for i in _subsample(len(tr), f.num_train_examples, 1)]
+    te = [te[i] for i in _subsample(len(te), f.num_eval_examples, 2)]
+    train = tasks.encode_pairs(tok, synsets, tr, max_len)
+    test = tasks.encode_pairs(tok, synsets, te, max_len)
+    label, freq = tasks.majority_baseline(test['labels'])
+    return train, test, {'majority_baseline_accuracy': 100 * freq,
+                         'majority_label': tasks.RELATION_LABELS[label]}
+  tr = tasks.span_examples(synsets, heldout=False, heldout_fraction=d.heldout_fraction)
+  te = tasks.span_examples(synsets, heldout=True, heldout_fraction=d.heldout_fraction)
+  tr = [tr[i] for i in _subsample(len(tr), f.num_train_examples, 1)]
+  te = [te[i] for i in _subsample(len(te), f.num_eval_examples, 2)]
+  train, _, _ = tasks.encode_spans(tok, tr, max_len)
+  test, kept, offsets = tasks.encode_spans(tok, te, max_len)
+  return train, test, {'examples': kept, 'offsets': offsets,
+                       'baselines': tasks.span_baselines(tr, kept)}
+
+
+def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Fine-tunes from ``config.finetune.pretrain_workdir`` ('' = from scratch)."""
+  _check(config)
+  prov = provenance.record()
+  os.makedirs(workdir, exist_ok=True)
+  f = config.finetune
+  src = f.pretrain_workdir
+  if src:
+    if not os.path.exists(os.path.join(src, 'tokenizer.json')):
+      raise FileNotFoundError(f'no pre-training run in {src} (tokenizer.json missing); '
+                              'run experiments/mixing_pretrain.py first')
+    shutil.copyfile(os.path.join(src, 'tokenizer.json'), os.path.join(workdir, 'tokenizer.json'))
+  synsets, tok = load_corpus_and_tokenizer(config, workdir)
+  cfg = encoder_config(config, tok.get_vocab_size())
+  key = ('finetune', hashlib.sha1(tok.to_str().encode()).hexdigest(), f.task, cfg.max_len,
+         f.num_train_examples, f.num_eval_examples, config.data.heldout_fraction)
+  train, test, extra = _memo(key, lambda: finetune_data(config, synsets, tok, cfg.max_len))
+  n_train = len(train['input_ids'])
+  if n_train == 0 or len(test['input_ids']) == 0:
+    raise ValueError(f'task {f.task}: empty train or test split ({n_train} train examples)')
+
+  model = (enc.BertClassifier(cfg, num_classes=len(tasks.RELATION_LABELS))
+           if f.task == 'mnli' else enc.BertSpanPredictor(cfg))
+  params = jax.jit(model.init)(jax.random.PRNGKey(config.seed), train['input_ids'][:2],
+                               train['type_ids'][:2], train['mask'][:2])['params']
+  params = jax.tree_util.tree_map(np.asarray, params)
+  if src:
+    pre_model = enc.BertPretrainer(cfg)
+    template = enc.init_shapes(pre_model, cfg.max_len, config.data.max_predictions)
+    tx_pre = make_optimizer(config.pretrain, config.pretrain.num_steps)
+    tmpl_state = {'params': template, 'opt_state': jax.eval_shape(tx_pre.init, template),
+                  'step': jax.ShapeDtypeStruct((), jnp.int32),
+                  'rng': jax.eval_shape(lambda: jax.random.PRNGKey(0))}
+    ck = Checkpointer(os.path.join(src, 'checkpoints'))
+    restored = ck.restore_latest(tmpl_state)
+    ck.close()
+    if restored is None:
+      raise FileNotFoundError(f'no checkpoint in {src}/checkpoints')
+    pre = restored[1]['params']
+    params = dict(params)
+    for name in ('encoder', 'pooler'):
+      if name in params:
+        params[name] = pre[name]
+  tx = make_optimizer(f, f.num_steps)
+  state = _init_state(model, params, tx, config.seed)
+
+  def forward(params, batch, rng=None):
+    return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
+                       batch['mask'], deterministic=rng is None,
+                       rngs=None if rng is None else {'dropout': rng})
+
+  if f.task == 'mnli':
+    def loss_fn(params, batch, rng):
+      logits = forward(params, batch, rng)
+      w = jnp.ones(logits.shape[:1])
+      loss = _xent(logits, batch['labels'], w)
+      return loss, {'loss': loss, 'accuracy': _acc(logits, batch['labels'], w)}
+  else:
+    def loss_fn(params, batch, rng):
+      s, e = forward(params, batch, rng)
+      neg = jnp.finfo(s.dtype).min
+      s = jnp.where(batch['context_mask'], s, neg)
+      e = jnp.where(batch['context_mask'], e, neg)
+      w = jnp.ones(s.shape[:1])
+      loss = 0.5 * (_xent(s, batch['starts'], w) + _xent(e, batch['ends'], w))
+      return loss, {'loss': loss, 'start_accuracy': _acc(s, batch['starts'], w)}
+
+  eval_forward = jax.jit(lambda params, batch: forward(params, batch))
+  eb = f.batch_size * 4
+
+  def eval_fn(params):
+    n = len(test['input_ids'])
+    outs = []
+    for i in range(0, n, eb):
+      batch = {k: v[i:i + eb] for k, v in test.items()}
+      pad = eb - len(batch['input_ids'])
+      if pad:        # fixed shapes: one compilation
+        batch = {k: np.concatenate([v, np.zeros((pad,) + v.shape[1:], v.dtype)])
+                 for k, v in batch.items()}
+      out = jax.device_get(eval_forward(params, batch))
+      outs.append(jax.tree_util.tree_map(lambda a: a[:eb - pad], out))
+    if f.task == 'mnli':
+      logits = np.concatenate(outs)
+      return {'accuracy': 100 * float((logits.argmax(-1) == test['labels']).mean())}
+    s = np.concatenate([o[0] for o in outs])
+    e = np.concatenate([o[1] for o in outs])
+    st, en = tasks.best_spans(s, e, test['context_mask'], f.max_answer_tokens)
+    offs = extra['offsets']
+    rows = np.arange(len(st))
+    preds = [ex.context[offs[r, a, 0]:offs[r, b, 1]]
+             for r, a, b, ex in zip(rows, st, en, extra['examples'])]
+    return tasks.span_scores(preds, [ex.answer_text for ex in extra['examples']])
+
+  def get_batch(step):
+    epoch, pos = divmod(step * f.batch_size, n_train)
+    idx = []
+    while len(idx) < f.batch_size:
+      perm = np.random.default_rng([config.seed, epoch]).permutation(n_train)
+      idx.extend(perm[pos:pos + f.batch_size - len(idx)].tolist())
+      epoch, pos = epoch + 1, 0
+    return {k: v[idx] for k, v in train.items()}
+
+  t0 = time.perf_counter()
+  state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
+                     get_batch=get_batch, num_steps=f.num_steps, cfg=f, eval_fn=eval_fn,
+                     desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1))
+  final = eval_fn(state['params'])
+  info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
+  return _write_result(workdir, {
+      'stage': 'finetune', 'task': f.task, 'mixing': cfg.mixing,
+      'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
+      'seed': config.seed, 'step': int(state['step']), 'pretrained_from': src,
+      'params': enc.count_params(params), 'eval': final, 'train_tokens_per_s': tps,
+      'wall_s': round(time.perf_counter() - t0, 1),
+      'data': {'train_examples': n_train, 'test_examples': int(len(test['input_ids'])),
+               **info},
+      'provenance': prov})
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
+  """Pre-trains into ``workdir/pretrain`` then fine-tunes on each of
+  ``config.finetune.tasks`` into ``workdir/<task>``; returns {stage: result}."""
+  out = {'pretrain': pretrain(config, os.path.join(workdir, 'pretrain'))}
+  for task in config.finetune.tasks:
+    c = ml_collections.ConfigDict(config.to_dict())
+    c.finetune.task = task
+    c.finetune.pretrain_workdir = os.path.join(workdir, 'pretrain')
+    out[task] = finetune(c, os.path.join(workdir, task))
+  return out
