@@ -1,0 +1,142 @@
+r"""Fang et al. 2022, Section 5: Table 1, Figure 2 (f1 surfaces), Figure 3 (f2 curves).
+
+    python experiments/fang_regression.py --config=experiments/configs/fang_f1.py \
+        --workdir=/tmp/fang_runs
+    python experiments/fang_regression.py --config=experiments/configs/fang_f2.py \
+        --workdir=/tmp/fang_runs [--only=attention:4368,nn_depth] [--report_only]
+
+Runs every sweep entry of the config for every seed (seed-major: all models' seed 0
+first). A finished run (``result.json``) is skipped; an unfinished one resumes from
+its orbax checkpoint. After each run the report is rebuilt from every
+``result.json`` of both targets under ``--workdir``: ``results/fang_regression.md``
+with ``results/fang_regression_<target>.json`` and the PNG figures.
+
+For every trained ATTENTION model the binary also runs the *literal* network
+(``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1 blocks) on
+``config.literal_check_points`` test inputs in float64 and records its largest
+deviation from the compact path that was trained.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import copy  # pylint: disable=g-import-not-at-top
+import json
+import time
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+import numpy as np
+
+from transformer_ua import fang, provenance
+from transformer_ua.fang import regression
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
+_RESULTS = flags.DEFINE_string('results_dir', 'results', 'Where the report is written.')
+_ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
+_REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
+_PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/configs/fang_f2.py'}
+
+
+def parse_entry(entry: str):
+  """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
+  model, _, tokens = entry.partition(':')
+  if model not in regression.MODELS:
+    raise ValueError(f'sweep entry {entry!r}: model must be one of {regression.MODELS}.')
+  if model == 'nn_depth':
+    if tokens:
+      raise ValueError(f'sweep entry {entry!r}: nn_depth takes no token count.')
+    return model, 0
+  if tokens == 'n_q':
+    return model, 0
+  if not tokens.isdigit() or int(tokens) < 1:
+    raise ValueError(f"sweep entry {entry!r}: expected '{model}:<positive int>' or "
+                     f"'{model}:n_q'.")
+  return model, int(tokens)
+
+
+def run_configs(config):
+  """Per-run configs, seed-major."""
+  entries = [parse_entry(e) for e in config.sweep]
+  out = []
+  for seed in config.seeds:
+    for model, tokens in entries:
+      c = copy.deepcopy(config)
+      c.model, c.num_tokens, c.seed = model, tokens, int(seed)
+      regression.validate_config(c)
+      out.append((f'{model}:{tokens or "n_q"}' if model != 'nn_depth' else model, c))
+  return out
+
+
+def literal_check(config, workdir, num_points):
+  """Max |literal - compact| / max(1, |compact|) of the trained ATTENTION model."""
+  data = regression.make_data(config.target, config.data_seed)
+  p = regression.load_params(workdir)
+  all_x = np.concatenate([data['x_train'], data['x_test']])
+  bound = float(np.max(np.linalg.norm(all_x, axis=1)))
+  model = fang.from_params(F=p['F'], beta_slots=p['beta'], b=float(p['b']), bound=bound)
+  x = data['x_test'][:num_points]
+  t0 = time.perf_counter()
+  lit = model.apply(x)
+  t_lit = time.perf_counter() - t0
+  comp = model.apply_compact(x)
+  import jax
+  with jax.enable_x64(True):
+    train_path = np.asarray(regression.attention_apply(
+        {k: np.asarray(v, np.float64) for k, v in p.items()}, x))
+  scale = np.maximum(1.0, np.abs(comp))
+  return {'points': int(num_points), 'bound_B': bound,
+          'max_rel_literal_vs_compact': float(np.max(np.abs(lit - comp) / scale)),
+          'max_rel_compact_vs_training_fn': float(np.max(np.abs(train_path - comp) / scale)),
+          'literal_seconds': t_lit, 'm_squared': list(model.m_squared)}
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  if _CONFIG.value is None:
+    raise app.UsageError('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
+  if not _WORKDIR.value:
+    raise app.UsageError('--workdir is required.')
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  config = _CONFIG.value
+  try:
+    regression.validate_config(config)
+    runs = run_configs(config)
+  except ValueError as e:
+    raise app.UsageError(str(e))
+  known = {name for name, _ in runs}
+  bad = [o for o in _ONLY.value if o not in known]
+  if bad:
+    raise app.UsageError(f'--only {bad} not in the sweep; allowed: {sorted(known)}.')
+  from transformer_ua.fang import regression_report as fang_report
+  if not _REPORT_ONLY.value:
+    command = 'python ' + ' '.join(sys.argv)
+    for name, c in runs:
+      if _ONLY.value and name not in _ONLY.value:
+        continue
+      workdir = os.path.join(_WORKDIR.value, c.target, regression.run_name(c))
+      if os.path.exists(os.path.join(workdir, 'result.json')):
+        continue
+      result = regression.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
+      result.pop('final_params', None)
+      result['entry'] = name
+      result['provenance'] = provenance.record(command)
+      if c.model == 'attention' and c.literal_check_points and (c.seed == config.seeds[0]
+                                                                 or c.target == 'f1'):
+        result['literal_check'] = literal_check(c, workdir, c.literal_check_points)
+      with open(os.path.join(workdir, 'result.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+      fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value))
+  fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value))
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config'])
+  app.run(main)

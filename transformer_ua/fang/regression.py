@@ -1,0 +1,436 @@
+"""Fang et al. 2022, Section 5: noisy polynomial regression, ATTENTION vs ReLU MLPs.
+
+Targets (y = f(x) + eps, eps ~ N(0, 1)):
+
+    f1(x) = x1^2 + x2^2,                       x ~ N(0, diag(100, 100)), 10000 samples,
+                                               9000 train / 1000 test   (d = 2, q = 2)
+    f2(x) = x1^5 + 3 x2^4 + 2 x3^3 + 5 x3 x4 + 3 x5^2 + 2 x6 x7 x8 + 2 x9,
+                                               x ~ N(0, I_10), 50000 samples,
+                                               45000 train / 5000 test  (d = 10, q = 5)
+
+Models (params are plain dicts of arrays; shapes with n tokens / hidden units):
+
+    attention  C(x) = sum_{i,k} beta[i,k-1] (-t_i)^k + b,  t = x F^T      (compact path)
+               F [n, d], beta [n, q], b []  -- trainable; the q Lemma 3.1 blocks are
+               fixed and never trained; ``polynomial.from_params`` turns the trained
+               params into the literal network (tests prove both paths equal).
+               Horner form: C = sum_i u_i (beta_1 + u_i (beta_2 + ... u_i beta_q)) + b,
+               u = -t.
+    nn_width   Linear(d, n) ReLU Linear(n, 1)                         (Tables 2-3)
+    nn_depth   Linear(d, w) ReLU [Linear(w, w) ReLU] x q  Linear(w, 1)
+               (q + 1 hidden layers: w = 4 for f1, w = 120 for f2)
+
+The paper's token counts: n = 10 (f1) and 4368 (f2), as NN_width's hidden units;
+the theory's n_q = C(d-1+q, q) = 3 and 2002 (``num_tokens=0`` selects n_q).
+
+Training (paper: "SGD optimizer with one cycle learning rate, initial 1e-4, maximum
+1e-3"; batch 5000 / 25000; 600 / 2000 epochs; gradient clipping): optax
+``clip_by_global_norm(clip_norm)`` then SGD with momentum under a one-cycle schedule
+that mirrors PyTorch's ``OneCycleLR`` defaults (cosine, pct_start 0.3,
+final_div_factor 1e4, and -- because PyTorch cycles SGD's momentum by default --
+momentum 0.95 -> 0.85 -> 0.95). Not stated in the paper, chosen and recorded in
+the configs: clip_norm, the momentum cycle, PyTorch-default initialization
+(U(-1/sqrt(fan_in), 1/sqrt(fan_in)); beta's fan-in is n q), epoch shuffling without
+drop_last.
+
+The train state is a plain dict ``{'params', 'opt_state', 'step'}`` and the step is
+``jax.jit(train_step, donate_argnums=0)(state, batch)`` with ``batch = {'x', 'y'}``:
+placing the batch with a NamedSharding over a device mesh makes it data-parallel
+without other changes. Epoch order is a pure function of (seed, epoch), so a run
+resumed from an orbax checkpoint reproduces the uninterrupted run bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from transformer_ua import provenance
+from transformer_ua.fang import ridge
+from transformer_ua.train.checkpointing import Checkpointer
+from transformer_ua.train.metrics import MetricsWriter
+
+TARGETS = ('f1', 'f2')
+MODELS = ('attention', 'nn_width', 'nn_depth')
+
+# Section 5's data.
+F1 = {(2, 0): 1.0, (0, 2): 1.0}
+F2 = {(5, 0, 0, 0, 0, 0, 0, 0, 0, 0): 1.0, (0, 4, 0, 0, 0, 0, 0, 0, 0, 0): 3.0,
+      (0, 0, 3, 0, 0, 0, 0, 0, 0, 0): 2.0, (0, 0, 1, 1, 0, 0, 0, 0, 0, 0): 5.0,
+      (0, 0, 0, 0, 2, 0, 0, 0, 0, 0): 3.0, (0, 0, 0, 0, 0, 1, 1, 1, 0, 0): 2.0,
+      (0, 0, 0, 0, 0, 0, 0, 0, 1, 0): 2.0}
+DATA = {
+    'f1': dict(poly=F1, d=2, q=2, std=10.0, num_samples=10000, num_train=9000),
+    'f2': dict(poly=F2, d=10, q=5, std=1.0, num_samples=50000, num_train=45000),
+}
+NOISE_STD = 1.0
+# Convergence rule of Table 1: |MSE_Tr(e) - MSE_Tr(e-1)| < CONVERGENCE_TOL.
+CONVERGENCE_TOL = 0.01
+EVAL_CHUNK = 5000
+
+
+# ---------------------------------------------------------------------------
+# Data.
+# ---------------------------------------------------------------------------
+
+
+def make_data(target: str, seed: int) -> dict:
+  """Section 5's data: x ~ N(0, std^2 I_d), y = f(x) + N(0, 1), random split.
+
+  Returns float64 numpy arrays x_train [N_tr, d], y_train [N_tr], f_train [N_tr]
+  (noiseless), and the same for test.
+  """
+  if target not in TARGETS:
+    raise ValueError(f'target={target!r}; allowed: {TARGETS}.')
+  spec = DATA[target]
+  rng = np.random.default_rng([seed, 0xF4A6])
+  x = rng.normal(size=(spec['num_samples'], spec['d'])) * spec['std']
+  f = ridge.evaluate_poly(spec['poly'], x)
+  y = f + NOISE_STD * rng.normal(size=f.shape)
+  perm = rng.permutation(spec['num_samples'])
+  tr, te = perm[:spec['num_train']], perm[spec['num_train']:]
+  return {'x_train': x[tr], 'y_train': y[tr], 'f_train': f[tr],
+          'x_test': x[te], 'y_test': y[te], 'f_test': f[te]}
+
+
+# ---------------------------------------------------------------------------
+# Models: init and apply (pure functions of plain dicts).
+# ---------------------------------------------------------------------------
+
+
+def _uniform(key, shape, fan_in, dtype):
+  bound = 1.0 / math.sqrt(fan_in)
+  return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+
+def _linear(key, d_in, d_out, dtype, bias=True):
+  kw, kb = jax.random.split(key)
+  p = {'w': _uniform(kw, (d_in, d_out), d_in, dtype)}
+  if bias:
+    p['b'] = _uniform(kb, (d_out,), d_in, dtype)
+  return p
+
+
+def init_params(key, *, model: str, d: int, q: int, num_tokens: int, depth_width: int,
+                dtype=jnp.float32) -> dict:
+  """PyTorch-default initialization of one model (see module doc)."""
+  if model == 'attention':
+    kf, kb, kc = jax.random.split(key, 3)
+    return {'F': _uniform(kf, (num_tokens, d), d, dtype),
+            'beta': _uniform(kb, (num_tokens, q), num_tokens * q, dtype),
+            'b': _uniform(kc, (), num_tokens * q, dtype)}
+  if model == 'nn_width':
+    k1, k2 = jax.random.split(key)
+    return {'layers': [_linear(k1, d, num_tokens, dtype), _linear(k2, num_tokens, 1, dtype)]}
+  if model == 'nn_depth':
+    keys = jax.random.split(key, q + 2)
+    sizes = [d] + [depth_width] * (q + 1) + [1]
+    return {'layers': [_linear(k, a, b, dtype) for k, a, b in zip(keys, sizes[:-1], sizes[1:])]}
+  raise ValueError(f'model={model!r}; allowed: {MODELS}.')
+
+
+def attention_apply(params, x):
+  """The compact ATTENTION model (Horner form), x [batch, d] -> [batch]."""
+  u = -(x @ params['F'].T)                                        # u = -t, [batch, n]
+  beta = params['beta']
+  acc = beta[:, -1] * jnp.ones_like(u)
+  for k in range(beta.shape[1] - 2, -1, -1):
+    acc = beta[:, k] + u * acc
+  return jnp.sum(u * acc, axis=-1) + params['b']
+
+
+def mlp_apply(params, x):
+  h = x
+  for i, layer in enumerate(params['layers']):
+    h = h @ layer['w'] + layer['b']
+    if i < len(params['layers']) - 1:
+      h = jax.nn.relu(h)
+  return h[..., 0]
+
+
+def apply_fn(model: str):
+  if model not in MODELS:
+    raise ValueError(f'model={model!r}; allowed: {MODELS}.')
+  return attention_apply if model == 'attention' else mlp_apply
+
+
+def count_params(params) -> int:
+  return int(sum(np.size(l) for l in jax.tree_util.tree_leaves(params)))
+
+
+# ---------------------------------------------------------------------------
+# Optimizer and steps.
+# ---------------------------------------------------------------------------
+
+
+def one_cycle(*, total_steps: int, lr_init: float, lr_peak: float, pct_start: float,
+              final_div_factor: float, momentum_max: float, momentum_min: float):
+  """(lr schedule, momentum schedule) as PyTorch's OneCycleLR (anneal 'cos')."""
+  lr = optax.cosine_onecycle_schedule(
+      transition_steps=total_steps, peak_value=lr_peak, pct_start=pct_start,
+      div_factor=lr_peak / lr_init, final_div_factor=final_div_factor)
+  up = max(1, int(pct_start * total_steps))
+
+  def momentum(step):
+    step = jnp.asarray(step, jnp.float32)
+    frac_up = jnp.clip(step / up, 0.0, 1.0)
+    frac_down = jnp.clip((step - up) / max(1, total_steps - up), 0.0, 1.0)
+    cos = lambda a, b, f: b + (a - b) / 2 * (1 + jnp.cos(jnp.pi * f))
+    return jnp.where(step <= up, cos(momentum_max, momentum_min, frac_up),
+                     cos(momentum_min, momentum_max, frac_down))
+  return lr, momentum
+
+
+def make_optimizer(config, steps_per_epoch: int):
+  lr, mom = one_cycle(total_steps=config.epochs * steps_per_epoch, lr_init=config.lr_init,
+                      lr_peak=config.lr_peak, pct_start=config.pct_start,
+                      final_div_factor=config.final_div_factor,
+                      momentum_max=config.momentum_max, momentum_min=config.momentum_min)
+  tx = optax.chain(optax.clip_by_global_norm(config.clip_norm),
+                   optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom))
+  return tx, lr
+
+
+def batch_loss_and_grad(model: str, grad_chunk: int):
+  """(params, x, y) -> (mean squared error, its gradient), accumulated over chunks of
+  ``grad_chunk`` examples by ``lax.scan``: the same sums as one big batch (up to float
+  summation order), but the [chunk, n] temporaries stay small -- 2-3x faster on CPU
+  for the n = 4368 models and much lighter on memory."""
+  f = apply_fn(model)
+
+  def sq_sum(params, x, y):
+    err = f(params, x) - y
+    return jnp.sum(err * err)
+
+  vg = jax.value_and_grad(sq_sum)
+
+  def run(params, x, y):
+    size = x.shape[0]
+    nc = size // grad_chunk
+    zero = (jnp.zeros((), y.dtype), jax.tree_util.tree_map(jnp.zeros_like, params))
+
+    def body(carry, xy):
+      l, g = vg(params, *xy)
+      return (carry[0] + l, jax.tree_util.tree_map(jnp.add, carry[1], g)), None
+
+    total, grads = zero
+    if nc:
+      (total, grads), _ = jax.lax.scan(
+          body, zero, (x[:nc * grad_chunk].reshape(nc, grad_chunk, -1),
+                       y[:nc * grad_chunk].reshape(nc, grad_chunk)))
+    if size % grad_chunk:
+      (total, grads), _ = body((total, grads), (x[nc * grad_chunk:], y[nc * grad_chunk:]))
+    return total / size, jax.tree_util.tree_map(lambda a: a / size, grads)
+
+  return run
+
+
+def make_train_step(model: str, tx, grad_chunk: int = 1000):
+  """jit((state, batch) -> (state, loss)): one SGD step on the MSE, state donated."""
+  loss_and_grad = batch_loss_and_grad(model, grad_chunk)
+
+  def train_step(state, batch):
+    loss, grads = loss_and_grad(state['params'], batch['x'], batch['y'])
+    updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
+    params = optax.apply_updates(state['params'], updates)
+    return {'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, loss
+
+  return jax.jit(train_step, donate_argnums=0)
+
+
+def make_predict(model: str):
+  return jax.jit(apply_fn(model))
+
+
+def predict(predict_fn, params, x, dtype) -> np.ndarray:
+  out = [np.asarray(predict_fn(params, jnp.asarray(x[i:i + EVAL_CHUNK], dtype)))
+         for i in range(0, x.shape[0], EVAL_CHUNK)]
+  return np.concatenate(out).astype(np.float64)
+
+
+def mse(a, b) -> float:
+  return float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
+
+
+def epochs_to_convergence(train_mse, tol: float = CONVERGENCE_TOL):
+  """The paper's rule: the first epoch e (1-based) with |MSE_Tr(e) - MSE_Tr(e-1)| < tol,
+  and the first epoch after which the rule holds for every later epoch (None if never)."""
+  first = next((e + 1 for e in range(1, len(train_mse))
+                if abs(train_mse[e] - train_mse[e - 1]) < tol), None)
+  stable = None
+  for e in range(len(train_mse) - 1, 0, -1):
+    if abs(train_mse[e] - train_mse[e - 1]) < tol:
+      stable = e + 1
+    else:
+      break
+  return first, stable
+
+
+# ---------------------------------------------------------------------------
+# Config checks and the loop.
+# ---------------------------------------------------------------------------
+
+
+def resolved_sizes(config) -> dict:
+  """num_tokens (0 -> n_q), q, d, depth width for the config's target."""
+  spec = DATA[config.target]
+  n = config.num_tokens if config.num_tokens else ridge.n_q(spec['d'], spec['q'])
+  return {'d': spec['d'], 'q': spec['q'], 'num_tokens': int(n),
+          'depth_width': int(config.depth_width)}
+
+
+def validate_config(config) -> None:
+  """One-line ValueErrors for bad config values."""
+  if config.target not in TARGETS:
+    raise ValueError(f'config.target={config.target!r}; allowed: {TARGETS}.')
+  if config.model not in MODELS:
+    raise ValueError(f'config.model={config.model!r}; allowed: {MODELS}.')
+  for name in ('epochs', 'batch_size', 'depth_width', 'checkpoint_every', 'eval_every',
+               'grad_chunk'):
+    v = getattr(config, name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+      raise ValueError(f'config.{name} must be a positive integer, got {v!r}.')
+  if not isinstance(config.num_tokens, int) or config.num_tokens < 0:
+    raise ValueError(f'config.num_tokens must be an integer >= 0 (0 = n_q), got '
+                     f'{config.num_tokens!r}.')
+  for name in ('lr_init', 'lr_peak', 'clip_norm', 'final_div_factor'):
+    v = getattr(config, name)
+    if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+      raise ValueError(f'config.{name} must be a finite number > 0, got {v!r}.')
+  if config.lr_init > config.lr_peak:
+    raise ValueError(f'config.lr_init={config.lr_init} exceeds lr_peak={config.lr_peak}.')
+  if not 0 < config.pct_start < 1:
+    raise ValueError(f'config.pct_start must be in (0, 1), got {config.pct_start!r}.')
+  for name in ('momentum_min', 'momentum_max'):
+    v = getattr(config, name)
+    if not (isinstance(v, (int, float)) and 0 <= v < 1):
+      raise ValueError(f'config.{name} must be in [0, 1), got {v!r}.')
+  if config.dtype not in ('float32', 'float64'):
+    raise ValueError(f"config.dtype={config.dtype!r}; allowed: ('float32', 'float64').")
+
+
+def run_name(config) -> str:
+  s = resolved_sizes(config)
+  width = s['num_tokens'] if config.model != 'nn_depth' else s['depth_width']
+  return f"{config.target}_{config.model}_{width}_seed{config.seed}"
+
+
+def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = None,
+                       progress: bool = True) -> dict:
+  """Trains one (target, model, seed) run in ``workdir``; resumes from its checkpoint.
+
+  Args:
+    config: ``ml_collections.ConfigDict`` (see experiments/configs/fang_f1.py).
+    workdir: run directory (checkpoints/, metrics.jsonl, result.json, params.npz).
+    stop_after_epochs: stop (after checkpointing) once this many epochs are done in
+      total -- simulates an interruption; the result then has 'complete': False.
+    progress: show a tqdm bar.
+  Returns:
+    dict with MSE_Tr/MSE_Te (noisy targets and noiseless f), epochs to convergence,
+    run times, parameter count, per-epoch history and provenance.
+  """
+  validate_config(config)
+  sizes = resolved_sizes(config)
+  dtype = jnp.float64 if config.dtype == 'float64' else jnp.float32
+  with jax.enable_x64(config.dtype == 'float64'):
+    return _train(config, workdir, sizes, dtype, stop_after_epochs, progress)
+
+
+def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
+  from tqdm.auto import tqdm
+  os.makedirs(workdir, exist_ok=True)
+  data = make_data(config.target, config.data_seed)
+  n_tr = data['x_train'].shape[0]
+  steps_per_epoch = -(-n_tr // config.batch_size)
+  tx, lr_fn = make_optimizer(config, steps_per_epoch)
+  params = init_params(jax.random.PRNGKey(config.seed), model=config.model, d=sizes['d'],
+                       q=sizes['q'], num_tokens=sizes['num_tokens'],
+                       depth_width=sizes['depth_width'], dtype=dtype)
+  state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
+  ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=2)
+  writer = MetricsWriter(workdir, tensorboard=config.tensorboard)
+  history, start_epoch, elapsed = [], 0, 0.0
+  restored = ckpt.restore_latest(state)
+  if restored is not None:
+    start_epoch, state, meta = restored
+    history, elapsed = meta['history'], meta['elapsed']
+    writer.truncate_after(start_epoch)
+  train_step = make_train_step(config.model, tx, config.grad_chunk)
+  predict_fn = make_predict(config.model)
+  x_tr = data['x_train'].astype(np.dtype(dtype))
+  y_tr = data['y_train'].astype(np.dtype(dtype))
+  end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs,
+                                                                  stop_after_epochs)
+  bar = tqdm(range(start_epoch, end_epoch), initial=start_epoch, total=config.epochs,
+             desc=run_name(config), disable=not progress, mininterval=2.0)
+  t0 = time.perf_counter()
+  for epoch in bar:
+    order = np.random.default_rng([config.seed, epoch]).permutation(n_tr)
+    total, count = 0.0, 0
+    for s in range(steps_per_epoch):
+      idx = order[s * config.batch_size:(s + 1) * config.batch_size]
+      batch = {'x': jnp.asarray(x_tr[idx]), 'y': jnp.asarray(y_tr[idx])}
+      state, loss = train_step(state, batch)
+      total += float(loss) * idx.size
+      count += idx.size
+    row = {'epoch': epoch + 1, 'train_mse': total / count,
+           'lr': float(lr_fn(int(state['step']) - 1))}
+    if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
+      row['test_mse'] = mse(predict(predict_fn, state['params'], data['x_test'], dtype),
+                            data['y_test'])
+    history.append(row)
+    writer.write(epoch + 1, {k: v for k, v in row.items() if k != 'epoch'})
+    if not math.isfinite(row['train_mse']):
+      bar.close()
+      raise FloatingPointError(f'{run_name(config)}: training diverged at epoch {epoch + 1}.')
+    bar.set_postfix(train=f"{row['train_mse']:.4g}", test=f"{row.get('test_mse', math.nan):.4g}")
+    done = epoch + 1
+    if done % config.checkpoint_every == 0 or done == end_epoch:
+      ckpt.save(done, state, meta={'history': history,
+                                   'elapsed': elapsed + time.perf_counter() - t0})
+  bar.close()
+  elapsed += time.perf_counter() - t0
+  ckpt.close()
+  complete = len(history) >= config.epochs
+  result = {'name': run_name(config), 'target': config.target, 'model': config.model,
+            'seed': config.seed, 'data_seed': config.data_seed, **sizes,
+            'num_params': count_params(state['params']), 'epochs_done': len(history),
+            'complete': complete, 'run_time_s': elapsed}
+  if complete:
+    p = state['params']
+    pred_tr = predict(predict_fn, p, data['x_train'], dtype)
+    pred_te = predict(predict_fn, p, data['x_test'], dtype)
+    train_curve = [r['train_mse'] for r in history]
+    first, stable = epochs_to_convergence(train_curve)
+    per_epoch = elapsed / max(1, len(history))
+    result.update({
+        'mse_train': mse(pred_tr, data['y_train']), 'mse_test': mse(pred_te, data['y_test']),
+        'mse_train_vs_f': mse(pred_tr, data['f_train']),
+        'mse_test_vs_f': mse(pred_te, data['f_test']),
+        'epochs_to_convergence': first, 'epochs_to_stable_convergence': stable,
+        'run_time_to_convergence_s': None if first is None else per_epoch * first,
+        'history': history, 'provenance': provenance.record(),
+    })
+    np.savez(os.path.join(workdir, 'params.npz'),
+             **{'/'.join(str(getattr(k, 'key', getattr(k, 'idx', k))) for k in path):
+                np.asarray(v) for path, v in jax.tree_util.tree_flatten_with_path(p)[0]})
+    with open(os.path.join(workdir, 'result.json'), 'w') as f:
+      json.dump(result, f, indent=1)
+    writer.plot('curves.png', keys=['train_mse', 'test_mse'], logy=True)
+  writer.close()
+  result['final_params'] = jax.device_get(state['params'])
+  return result
+
+
+def load_params(workdir: str) -> dict:
+  """The saved final params of a run as a flat dict 'path' -> array."""
+  with np.load(os.path.join(workdir, 'params.npz')) as z:
+    return {k: z[k] for k in z.files}

@@ -1,0 +1,220 @@
+"""Table 1 / Figures 2-3 of Fang et al. Section 5 from finished runs' result.json files.
+
+``write_report(workdir, results_dir)`` reads ``<workdir>/<target>/*/result.json`` and
+writes ``results_dir/fang_regression.md``, ``fang_regression_<target>.json``,
+``fang_f1_surfaces.png`` (Figure 2) and ``fang_<target>_convergence.png`` (Figure 3;
+also drawn for f1). ``results_dir/fang_regression_discussion.md``, if present, is
+included verbatim (the human reading of the numbers).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+
+import numpy as np
+
+from transformer_ua.fang import regression
+
+NOISE_VARIANCE = regression.NOISE_STD ** 2
+
+
+def _load(workdir, target):
+  out = []
+  for path in sorted(glob.glob(os.path.join(workdir, target, '*', 'result.json'))):
+    with open(path) as f:
+      r = json.load(f)
+    if r.get('complete'):
+      r['_dir'] = os.path.dirname(path)
+      out.append(r)
+  return out
+
+
+def _entry(r):
+  if r['model'] == 'nn_depth':
+    return f"nn_depth (width {r['depth_width']})"
+  return f"{r['model']} (n = {r['num_tokens']})"
+
+
+def _group(results):
+  groups = {}
+  for r in results:
+    groups.setdefault(_entry(r), []).append(r)
+  order = lambda k: (regression.MODELS.index(k.split(' ')[0]), k)
+  return {k: sorted(groups[k], key=lambda r: r['seed']) for k in sorted(groups, key=order)}
+
+
+def _ms(vals, fmt='{:.4g}'):
+  vals = [v for v in vals if v is not None and math.isfinite(v)]
+  if not vals:
+    return 'never'
+  if len(vals) == 1:
+    return fmt.format(vals[0])
+  return f"{fmt.format(np.mean(vals))} ± {fmt.format(np.std(vals))}"
+
+
+def table(groups) -> str:
+  lines = ['| model | params | seeds | MSE_Tr | MSE_Te | MSE_Te vs f (noiseless) | '
+           '# epochs (paper rule) | epochs (rule holds from then on) | run time to conv. (s) '
+           '| run time total (s) |',
+           '|---|---|---|---|---|---|---|---|---|---|']
+  for name, rs in groups.items():
+    conv = [r['epochs_to_convergence'] for r in rs]
+    lines.append(
+        f"| {name} | {rs[0]['num_params']} | {len(rs)} | {_ms([r['mse_train'] for r in rs])} | "
+        f"{_ms([r['mse_test'] for r in rs])} | {_ms([r['mse_test_vs_f'] for r in rs])} | "
+        f"{_ms(conv, '{:.0f}')}{' (never: ' + str(conv.count(None)) + ')' if None in conv else ''}"
+        f" | {_ms([r['epochs_to_stable_convergence'] for r in rs], '{:.0f}')} | "
+        f"{_ms([r['run_time_to_convergence_s'] for r in rs], '{:.0f}')} | "
+        f"{_ms([r['run_time_s'] for r in rs], '{:.0f}')} |")
+  return '\n'.join(lines)
+
+
+def convergence_figure(groups, path, title):
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+  for i, (name, rs) in enumerate(groups.items()):
+    color = f'C{i}'
+    for ax, key in zip(axes, ('train_mse', 'test_mse')):
+      curves = []
+      for r in rs:
+        pts = [(h['epoch'], h[key]) for h in r['history'] if key in h]
+        curves.append(pts)
+      n = min(len(c) for c in curves)
+      ep = np.asarray([p[0] for p in curves[0][:n]])
+      vals = np.asarray([[p[1] for p in c[:n]] for c in curves])
+      ax.plot(ep, np.mean(vals, 0), color=color, label=f'{name} ({len(rs)} seeds)')
+      if len(rs) > 1:
+        ax.fill_between(ep, vals.min(0), vals.max(0), color=color, alpha=0.2)
+  for ax, key in zip(axes, ('MSE_Tr (epoch mean of batch losses)', 'MSE_Te')):
+    ax.set_yscale('log')
+    ax.axhline(NOISE_VARIANCE, color='k', ls=':', lw=1, label='noise variance 1')
+    ax.set_xlabel('epoch')
+    ax.set_title(key)
+  axes[0].set_ylabel('MSE')
+  axes[1].legend(fontsize=7)
+  fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def surfaces_figure(groups, path):
+  """Figure 2: f1 truth and each model's output surface (first seed) on [-30, 30]^2."""
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  import jax
+  g = np.linspace(-30, 30, 61)
+  X1, X2 = np.meshgrid(g, g)
+  xs = np.stack([X1.ravel(), X2.ravel()], -1)
+  panels = [('truth f1 = x1^2 + x2^2', (X1 ** 2 + X2 ** 2))]
+  for name, rs in groups.items():
+    r = rs[0]
+    flat = regression.load_params(r['_dir'])
+    if r['model'] == 'attention':
+      params = {k: np.asarray(v, np.float64) for k, v in flat.items()}
+    else:
+      nl = len({k.split('/')[1] for k in flat})
+      params = {'layers': [{'w': np.asarray(flat[f'layers/{i}/w'], np.float64),
+                            'b': np.asarray(flat[f'layers/{i}/b'], np.float64)}
+                           for i in range(nl)]}
+    with jax.enable_x64(True):
+      z = np.asarray(regression.apply_fn(r['model'])(params, xs)).reshape(X1.shape)
+    panels.append((f"{name}, seed {r['seed']}\nMSE_Te {r['mse_test']:.4g}, "
+                   f"vs f {r['mse_test_vs_f']:.4g}", z))
+  fig = plt.figure(figsize=(4.2 * len(panels), 4.2))
+  for i, (title, z) in enumerate(panels):
+    ax = fig.add_subplot(1, len(panels), i + 1, projection='3d')
+    ax.plot_surface(X1, X2, z, cmap='viridis', linewidth=0, antialiased=True)
+    ax.set_title(title, fontsize=8)
+    ax.set_xlabel('x1')
+    ax.set_ylabel('x2')
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def claims(groups) -> str:
+  """Automatic check of the paper's claims against the numbers."""
+  lines = []
+  att = {k: v for k, v in groups.items() if k.startswith('attention')}
+  mlp = {k: v for k, v in groups.items() if not k.startswith('attention')}
+  for name, rs in att.items():
+    te = np.mean([r['mse_test'] for r in rs])
+    verdict = 'fits to the noise level' if te <= 1.5 * NOISE_VARIANCE else 'does NOT reach the noise level'
+    lines.append(f'- {name}: mean MSE_Te {te:.4g} vs noise variance 1 -> {verdict}.')
+  best_att = min((np.mean([r['mse_test'] for r in rs]) for rs in att.values()), default=math.nan)
+  for name, rs in mlp.items():
+    te = np.mean([r['mse_test'] for r in rs])
+    rel = 'worse than' if te > best_att else 'not worse than'
+    lines.append(f'- {name}: mean MSE_Te {te:.4g}, {rel} the best ATTENTION run ({best_att:.4g}).')
+  return '\n'.join(lines)
+
+
+def write_report(workdir: str, results_dir: str) -> str:
+  os.makedirs(results_dir, exist_ok=True)
+  md = ['# Fang et al. 2022, Section 5: noisy polynomial regression', '',
+        'Generated by `experiments/fang_regression.py` from the runs\' `result.json` files '
+        '(`transformer_ua/fang/regression_report.py`). MSE_Tr / MSE_Te are against the '
+        'noisy targets y = f + N(0,1) (noise variance 1 is the floor); "vs f" is against '
+        'the noiseless f on the test set. Epochs to convergence: the paper\'s rule, the first '
+        'epoch with |MSE_Tr(e) - MSE_Tr(e-1)| < 0.01 (MSE_Tr = mean of the epoch\'s batch '
+        'losses), and the first epoch from which the rule holds to the end. Mean ± std over '
+        'seeds (model initialization; one data set, data_seed 0).', '']
+  for target in regression.TARGETS:
+    results = _load(workdir, target)
+    if not results:
+      md += [f'## {target}', '', 'No finished runs yet.', '']
+      continue
+    groups = _group(results)
+    slim = [{k: v for k, v in r.items() if k not in ('history', '_dir')} for r in results]
+    curves = {r['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')] for h in r['history']]
+              for r in results}
+    with open(os.path.join(results_dir, f'fang_regression_{target}.json'), 'w') as f:
+      json.dump({'runs': slim, 'curves_epoch_train_test': curves}, f, indent=1)
+    conv_png = f'fang_{target}_convergence.png'
+    convergence_figure(groups, os.path.join(results_dir, conv_png),
+                       f'{target}: MSE per epoch (mean over seeds, band = min..max)')
+    spec = regression.DATA[target]
+    md += [f'## {target} (d = {spec["d"]}, q = {spec["q"]}, {spec["num_train"]} train / '
+           f'{spec["num_samples"] - spec["num_train"]} test)', '']
+    provs = {json.dumps({k: r['provenance'][k] for k in ('command', 'git_revision')})
+             for r in results}
+    for pv in sorted(provs):
+      pv = json.loads(pv)
+      md.append(f"- command: `{pv['command']}` at revision `{pv['git_revision']}`")
+    r0 = results[0]['provenance']
+    loads = [r['provenance']['load_average_1min_at_start'] for r in results]
+    md += [f"- machine: {r0['machine']}; 1-min load at run starts {min(loads)}..{max(loads)} "
+           '(shared machine: run times include contention)', '']
+    md += [table(groups), '']
+    lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
+    if lit:
+      md += ['Literal network (trained F, beta, b + the fixed Lemma 3.1 blocks, float64) vs the '
+             'compact path the model was trained through, on test inputs:', '',
+             '| run | points | B (max data norm) | max rel. literal vs compact | max rel. '
+             'compact vs training fn | literal time (s) |', '|---|---|---|---|---|---|']
+      for name, c in lit:
+        md.append(f"| {name} | {c['points']} | {c['bound_B']:.4g} | "
+                  f"{c['max_rel_literal_vs_compact']:.3g} | "
+                  f"{c['max_rel_compact_vs_training_fn']:.3g} | {c['literal_seconds']:.1f} |")
+      md.append('')
+    md += ['Claims of the paper, checked automatically:', '', claims(groups), '']
+    if target == 'f1':
+      surf = 'fang_f1_surfaces.png'
+      surfaces_figure({k: v for k, v in groups.items()}, os.path.join(results_dir, surf))
+      md += [f'Figure 2 analogue: ![f1 surfaces]({surf})', '']
+    md += [f'Figure 3 analogue: ![{target} convergence]({conv_png})', '']
+  disc = os.path.join(results_dir, 'fang_regression_discussion.md')
+  if os.path.exists(disc):
+    with open(disc) as f:
+      md += [f.read()]
+  path = os.path.join(results_dir, 'fang_regression.md')
+  with open(path, 'w') as f:
+    f.write('\n'.join(md) + '\n')
+  return path
