@@ -107,9 +107,25 @@ def _point_checks(cm, ops, q, lt, cat, valid):
   }, ltn
 
 
-def _make_chunk_fns(cm, chunk: int):
+def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
+  """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact)."""
+  out, _, _ = vm.compact_fn()(z)
+  perm = codec['canonical_order'](k)
+  k_sorted = jnp.take_along_axis(k, perm[..., None], axis=1)
+  rank = jnp.where(cat == 1, class_codec['rank'](k_sorted), 0)
+  a = vm.targets_scaled[rank]                      # [B, n, d(, K)], sorted columns
+  inv = jnp.argsort(perm, axis=-1)
+  idx = inv[:, :, None, None] if ops.limbs else inv[:, :, None]
+  a = jnp.take_along_axis(a, idx, axis=1)          # output column j <- sorted inv[j]
+  expected = ops.where((cat == 1)[:, None, None], a, jnp.zeros_like(a))
+  same = jnp.all(ops.eq(out, expected), axis=(-2, -1))
+  return jnp.sum(valid & ~same)
+
+
+def _make_chunk_fns(cm, chunk: int, vm=None):
   ops = ops_for(cm)
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
+  class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
   forward = cm.forward_fn()
 
   def run(params, k, valid):
@@ -118,6 +134,9 @@ def _make_chunk_fns(cm, chunk: int):
     cat = codec['category'](k)
     counts, ltn = _point_checks(cm, ops, q, lt, cat, valid)
     counts['inexact'] = out['inexact']
+    if vm is not None:
+      counts['lemma9_value_mapping'] = _value_mapping_check(vm, ops, codec, class_codec, k,
+                                                            out['z'], cat, valid)
     z = out['z']
     counts['max_value'], _ = ops.extremes(q, valid[:, None])
     counts['max_entry'], counts['min_entry'] = ops.extremes(z, valid[:, None, None])
@@ -168,7 +187,7 @@ class _Totals:
 
 
 def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
-                              progress: bool = True) -> dict:
+                              progress: bool = True, value_mapping=None) -> dict:
   """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
 
   Args:
@@ -177,6 +196,9 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       check) or 'multiset' (one representative per permutation class).
     chunk_size: points per jit call (bounds memory).
     progress: show tqdm progress bars.
+    value_mapping: optional ``yun.value.ValueMapping`` for ``cm``; then every point
+      also checks Lemma 9 end to end (``lemma9_value_mapping``): the compact g_v of
+      g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
   Returns:
     dict with ``grid_points``, ``violations`` (property -> count), category counts,
     ``max_abs_value`` seen vs the planned bound, ``seconds``, ``provenance``.
@@ -191,7 +213,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   m_total = grids.grid_size(d, n, N, 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
   with jax.enable_x64(True):
-    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size)
+    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping)
     totals_m = _Totals(ops)
     cat1_q, cat1_ltn, table = [], [], []
     starts = range(0, m_total, chunk_size)
@@ -241,6 +263,9 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     violations['exact_tie_averages'] = totals_m.counts['inexact'] + (
         totals.counts['inexact'] if totals is not totals_m else 0)
     violations['category_counts'] = bad_counts
+    if value_mapping is not None:
+      violations['lemma9_value_mapping'] = totals_m.counts['lemma9_value_mapping'] + (
+          totals.counts['lemma9_value_mapping'] if totals is not totals_m else 0)
     grid_points = totals.counts['points']
     expected_points = grids.grid_size(d, n, N, grid)
     violations['grid_point_count'] = int(grid_points != expected_points)

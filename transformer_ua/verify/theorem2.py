@@ -1,0 +1,114 @@
+r"""One call that verifies Lemmas 7-10 of Yun et al.'s Theorem 2 construction.
+
+``verify_theorem2(d=..., n=..., resolution=..., grid=...)`` builds g_q, g_c, g_v,
+plans the exact arithmetic, refuses configurations that would not fit the
+``max_points`` / ``max_bytes`` budgets (``ValueError``), and returns one result dict:
+
+    d, n, resolution, grid, grid_points, violations {property: count}, arithmetic,
+    bits_required, seconds, lemma7 {...}, lemma9 {...}, provenance, all_hold
+
+``experiments/verify_contextual_mapping.py`` is its command-line front end.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from transformer_ua import provenance
+from transformer_ua.verify import contextual_mapping, grids, quantization, value_mapping
+from transformer_ua.yun import common, contextual, value
+
+#: Default refusal thresholds: points enumerated and bytes held for global checks.
+MAX_POINTS = 2 * 10 ** 9
+MAX_BYTES = 6 * 2 ** 30
+#: Budget (layers x points) of the literal value-mapping check.
+LITERAL_BUDGET = 2 * 10 ** 8
+
+
+def _fmt(count: int) -> str:
+  return f'{count:,}' if count < 10 ** 15 else f'{float(count):.3e}'
+
+
+def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str = 'auto',
+                   lemma9: bool = True) -> dict:
+  """Points, bytes and the arithmetic a run needs, before anything runs."""
+  d, n, N = common.check_config(d, n, resolution)
+  if grid not in grids.GRIDS:
+    raise ValueError(f'grid={grid!r}; allowed: {", ".join(grids.GRIDS)}.')
+  from transformer_ua import numerics  # pylint: disable=import-outside-toplevel
+  bound = contextual.contextual_mapping_bound(d, n, N)
+  arith = numerics.plan(bound, arithmetic)
+  words = 1 if arith.kind == 'int64' else arith.num_limbs
+  multisets = grids.grid_size(d, n, N, 'multiset')
+  classes = math.comb(N ** d, n)
+  points = grids.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
+  # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode,
+  # and the value mapping's per-class arrays (ids, z, targets, centers).
+  nbytes = 8 * words * (3 * classes * (n + 1) + (multisets * n if grid == 'full' else 0)
+                        + (classes * n * (3 * d + 2) if lemma9 else 0))
+  return {'points': points, 'bytes': nbytes, 'arithmetic': arith, 'classes': classes,
+          'multisets': multisets}
+
+
+def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
+                    arithmetic: str = 'auto', chunk_size: int = contextual_mapping.DEFAULT_CHUNK,
+                    lemma7_samples: int = 20000, lemma9: bool = True,
+                    lemma9_literal_points: int = 256, target_seed: int = 0,
+                    max_points: int = MAX_POINTS, max_bytes: int = MAX_BYTES,
+                    progress: bool = True) -> dict:
+  """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
+
+  Raises:
+    ValueError: bad configuration, an arithmetic too narrow for the planned bits, or a
+      grid beyond ``max_points`` / ``max_bytes``.
+  """
+  t0 = time.time()
+  res = plan_resources(d, n, resolution, grid, arithmetic, lemma9)
+  if res['points'] > max_points:
+    raise ValueError(f'grid={grid} for d={d}, n={n}, resolution={resolution} has '
+                     f'{_fmt(res["points"])} points to evaluate; at most {max_points:,} allowed '
+                     '(use --grid=multiset, smaller d/n/resolution, or raise --max_points).')
+  if res['bytes'] > max_bytes:
+    raise ValueError(f'this run would hold about {res["bytes"] / 2 ** 30:.1f} GiB for its '
+                     f'global checks; at most {max_bytes / 2 ** 30:.1f} GiB allowed (smaller '
+                     'configuration, --nolemma9, or raise --max_bytes).')
+  cm = contextual.build_contextual_mapping(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
+  vm = None
+  lemma9_result = {}
+  if lemma9:
+    tb = time.time()
+    targets = value.random_targets(d, n, resolution, seed=target_seed)
+    vm = value.build_value_mapping(cm, targets, denominator=2, chunk_size=min(chunk_size, 1 << 14))
+    lemma9_result = {'target': f'random integers in [-8, 8] / 2 per class (seed {target_seed}), '
+                               'extended by permutation equivariance',
+                     'num_layers': vm.num_layers, 'num_params': vm.num_params,
+                     'bump_layers': value.num_bump_layers(d, n, resolution),
+                     'build_seconds': round(time.time() - tb, 3)}
+  result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
+                                                        progress=progress, value_mapping=vm)
+  violations = dict(result['violations'])
+  lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
+                                            samples=lemma7_samples, seed=target_seed)
+  violations['lemma7_real_inputs'] = lemma7['lemma7_real_inputs']
+  violations['lemma7_exact_rational'] = lemma7['lemma7_exact_rational']
+  lemma7.pop('provenance')
+  if vm is not None:
+    budget_points = max(1, LITERAL_BUDGET // vm.num_layers)
+    count = min(lemma9_literal_points, budget_points)
+    pts = value_mapping.sample_points(d, n, resolution, count, seed=target_seed)
+    lit = value_mapping.verify_literal_value_mapping(vm, pts)
+    lit.pop('provenance')
+    violations['lemma9_literal_equals_compact'] = lit['lemma9_literal_equals_compact']
+    lemma9_result.update(lit)
+  result['grid_check_seconds'] = result['seconds']
+  result.update({
+      'violations': violations,
+      'all_hold': not any(violations.values()),
+      'lemma7': lemma7, 'lemma9': lemma9_result,
+      'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.num_layers,
+                       'value': value.layer_count(d, n, resolution)},
+      'seconds': round(time.time() - t0, 3),
+      'provenance': provenance.record(),
+  })
+  return result
