@@ -1,7 +1,7 @@
 r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al. 2020).
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
-        --workdir=runs/mixing_tiny --seeds=3 [--shard=0/2] [--report_only]
+        --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--shard=0/2] [--report_only]
 
 Jobs, seed-major (every model's seed 0 first):
 
@@ -41,20 +41,22 @@ _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
 _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
 _RESULTS = flags.DEFINE_string('results_dir', 'results', 'Where the report goes.')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
+_HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1).')
 
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
          'attention': 'Transformer'}
 
 
-def jobs(num_layers: int, seeds: int):
+def jobs(num_layers: int, seeds: int, hybrid_ks=None):
   """[(name, mixing, k, seed, tasks)] seed-major."""
+  hybrid_ks = range(1, num_layers) if hybrid_ks is None else hybrid_ks
   out = []
   for seed in range(seeds):
     for m in TABLE_MODELS:
       both = m in ('sepconv', 'attention')
       out.append((f'{m}_s{seed}', m, 0, seed, ('mnli', 'squad') if both else ('mnli',)))
-    for k in range(1, num_layers):
+    for k in hybrid_ks:
       out.append((f'hybrid_k{k}_s{seed}', 'attention', k, seed, ('mnli', 'squad')))
   return out
 
@@ -276,7 +278,17 @@ def main(argv):
       wordnet.check_corpus(config.data.wordnet_dir or None)
     except wordnet.CorpusMissingError as e:
       sys.exit(f'error: {e}')
-    for j, job in enumerate(jobs(config.model.num_layers, _SEEDS.value)):
+    ks = None
+    if _HYBRID_KS.value is not None:
+      try:
+        ks = [int(k) for k in _HYBRID_KS.value]
+      except ValueError:
+        sys.exit(f'error: --hybrid_ks must be integers, got {_HYBRID_KS.value}')
+      bad = [k for k in ks if not 1 <= k < config.model.num_layers]
+      if bad:
+        sys.exit(f'error: --hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
+                 f'(k = 0 and k = L are in Table 1), got {bad}')
+    for j, job in enumerate(jobs(config.model.num_layers, _SEEDS.value, ks)):
       if j % m == i:
         run_job(config, _WORKDIR.value, job)
         report(config, _WORKDIR.value, _RESULTS.value, name, prov)

@@ -1,6 +1,6 @@
 """`tiny`: the size every Appendix H result in results/mixing_layers.md was run at on
-2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 600 pre-training
-steps and 200 fine-tuning steps at batch 32).
+2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 400 pre-training
+steps and 150 fine-tuning steps at batch 32; sized to the contended 2 cores).
 
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/tiny/attention_s0/pretrain --config.model.mixing=attention
