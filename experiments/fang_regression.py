@@ -130,7 +130,10 @@ def main(argv):
       result['provenance'] = provenance.record(command)
       if c.model == 'attention' and c.literal_check_points and (c.seed == config.seeds[0]
                                                                  or c.target == 'f1'):
-        result['literal_check'] = literal_check(c, workdir, c.literal_check_points)
+        try:
+          result['literal_check'] = literal_check(c, workdir, c.literal_check_points)
+        except (MemoryError, RuntimeError) as e:  # XLA reports OOM as RuntimeError
+          result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
       with open(os.path.join(workdir, 'result.json'), 'w') as f:
         json.dump(result, f, indent=1)
       fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value))
