@@ -395,9 +395,11 @@ def limb_sum(x, axis: int, spec: LimbSpec):
 
 
 def div_small(x, count, spec: LimbSpec):
-  """x / count for small positive integer counts (< 2^(62-w)), and whether inexact.
+  """floor(x / count) for small positive integer counts (< 2^(62-w)), and whether inexact.
 
-  Returns (quotient truncated toward zero, bool array: remainder != 0).
+  Floor division, as ``//`` on the core's int64 path, so that even an inexact tie
+  average (which exact verifiers refuse anyway) matches the core bit for bit.
+  Returns (quotient, bool array: remainder != 0).
   """
   negative = is_negative(x, spec)
   mag = jnp.where(negative[..., None], neg(x, spec), x)
@@ -409,8 +411,11 @@ def div_small(x, count, spec: LimbSpec):
     q[i] = cur // count
     rem = cur - q[i] * count
   quot = jnp.stack(q, axis=-1)
-  quot = jnp.where(negative[..., None], neg(quot, spec), quot)
-  return quot, rem != 0
+  inexact = rem != 0
+  # x < 0: floor(x / c) = -(|x| // c) - [remainder != 0].
+  up = jnp.where(negative & inexact, 1, 0)
+  quot_neg = neg(add(quot, from_int64(up, spec), spec), spec)
+  return jnp.where(negative[..., None], quot_neg, quot), inexact
 
 
 # ---------------------------------------------------------------------------

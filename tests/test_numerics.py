@@ -1,0 +1,191 @@
+"""numerics: limb arithmetic vs Python ints, the bit planner, limb layers vs NumPy."""
+
+import random
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_ua import activations, layers, numerics
+from transformer_ua.layers import Segment
+
+SPECS = [numerics.LimbSpec(1, 30), numerics.LimbSpec(3, 30), numerics.LimbSpec(4, 28),
+         numerics.LimbSpec(9, 28)]
+
+
+def _ints(rng, count, bits):
+  return [rng.randrange(-2 ** (bits - 1), 2 ** (bits - 1)) for _ in range(count)]
+
+
+def _lim(values, spec):
+  return jnp.asarray(numerics.from_python(values, spec))
+
+
+@pytest.mark.parametrize('spec', SPECS, ids=str)
+def test_limb_ring_operations_equal_python_ints(spec):
+  rng = random.Random(spec.num_limbs)
+  cap = spec.num_limbs * spec.limb_bits
+  with jax.enable_x64(True):
+    a, b = _ints(rng, 300, cap - 1), _ints(rng, 300, cap - 1)
+    la, lb = _lim(a, spec), _lim(b, spec)
+    assert list(numerics.to_python(la, spec)) == a
+    assert list(numerics.to_python(numerics.add(la, lb, spec), spec)) == [x + y for x, y in zip(a, b)]
+    assert list(numerics.to_python(numerics.sub(la, lb, spec), spec)) == [x - y for x, y in zip(a, b)]
+    assert list(numerics.to_python(numerics.neg(la, spec), spec)) == [-x for x in a]
+    assert list(np.asarray(numerics.compare(la, lb, spec))) == [(x > y) - (x < y) for x, y in zip(a, b)]
+    assert list(np.asarray(numerics.sign(la, spec))) == [(x > 0) - (x < 0) for x in a]
+    # Multiplication by (multi-digit, signed) constants, products kept in range.
+    half = cap // 2 - 1
+    x, c = _ints(rng, 300, half), _ints(rng, 300, half)
+    digits = jnp.asarray(numerics.digits_from_python(c, spec.limb_bits))
+    got = numerics.to_python(numerics.mul_const(_lim(x, spec), digits, spec), spec)
+    assert list(got) == [p * q for p, q in zip(x, c)]
+
+
+@pytest.mark.parametrize('spec', SPECS[1:], ids=str)
+def test_limb_division_extremes_and_resize(spec):
+  rng = random.Random(7)
+  cap = spec.num_limbs * spec.limb_bits
+  with jax.enable_x64(True):
+    a = _ints(rng, 120, cap - 1)
+    for count in (1, 2, 3, 7):
+      q, inexact = numerics.div_small(_lim(a, spec), count, spec)
+      # Floor division (as // on int64), remainder flag.
+      assert list(numerics.to_python(q, spec)) == [x // count for x in a]
+      assert list(np.asarray(inexact)) == [x % count != 0 for x in a]
+    m = np.asarray(a, dtype=object).reshape(12, 10)
+    m[3, 4] = m[3, 7] = max(m[3])  # a tie
+    lm = _lim(m, spec)
+    np.testing.assert_array_equal(np.asarray(numerics.extreme_mask(lm, -1, spec)),
+                                  m == m.max(axis=1, keepdims=True))
+    np.testing.assert_array_equal(np.asarray(numerics.extreme_mask(lm, 0, spec, largest=False)),
+                                  m == m.min(axis=0, keepdims=True))
+    wider = numerics.LimbSpec(spec.num_limbs + 2, spec.limb_bits)
+    assert list(numerics.to_python(numerics.resize(_lim(a, spec), spec, wider), wider)) == a
+
+
+@hypothesis.given(st.lists(st.integers(-2 ** 62, 2 ** 62), min_size=1, max_size=20))
+def test_int64_conversions(values):
+  spec = numerics.LimbSpec(3, 30)
+  with jax.enable_x64(True):
+    x = jnp.asarray(values, jnp.int64)
+    assert list(numerics.to_python(numerics.from_int64(x, spec), spec)) == values
+    digits = numerics.digits_from_int64(x, 30, 3)
+    assert list(numerics.to_python(numerics.const_to_limbs(digits, spec), spec)) == values
+    assert list(numerics.to_python(numerics.digits_from_limbs(numerics.from_int64(x, spec), spec),
+                                   spec)) == values
+
+
+def test_from_python_refuses_out_of_range_values():
+  spec = numerics.LimbSpec(2, 30)
+  numerics.from_python([2 ** 59 - 1, -2 ** 59], spec)
+  with pytest.raises(ValueError, match='does not fit'):
+    numerics.from_python([2 ** 59], spec)
+
+
+def test_planner_chooses_and_refuses():
+  assert numerics.plan(2 ** 61).kind == 'int64'           # 62 + sign = 63 bits
+  big = numerics.plan(2 ** 62)                            # 64 bits: limbs
+  assert big.kind == 'limbs' and big.capacity_bits >= 64 and big.bits_required == 64
+  with pytest.raises(ValueError, match='needs 64 bits'):
+    numerics.plan(2 ** 62, 'int64')
+  with pytest.raises(ValueError, match='needs 92 bits'):
+    numerics.plan(2 ** 90, 'limbs:3:30')
+  assert numerics.plan(2 ** 90, 'limbs:4:30').num_limbs == 4
+  with pytest.raises(ValueError, match='allowed'):
+    numerics.plan(10, 'float64')
+  with pytest.raises(ValueError, match='not allowed'):
+    numerics.plan(10, 'limbs:9:30')  # more than 7 limbs of 30 bits could overflow products
+  k, w = numerics.limb_layout(1000)
+  assert k * w >= 1000 and k <= dict(numerics.LIMB_WIDTHS)[w]
+
+
+# ---------------------------------------------------------------------------
+# Limb layers vs the NumPy object reference (same math, Python ints).
+# ---------------------------------------------------------------------------
+
+
+def _random_attention(rng, depth, h, d, big):
+  def ints(*shape, scale=big):
+    return np.vectorize(lambda _: rng.randrange(-scale, scale + 1), otypes=[object])(
+        np.zeros(shape))
+  w = ints(depth, h, 1, d, scale=5)
+  return {'W_Q': w, 'b_Q': ints(depth, h, 1), 'W_K': w.copy(),
+          'W_V': w.copy(), 'W_O': ints(depth, h, d, 1, scale=5)}
+
+
+def _random_phi_ff(rng, depth, r, d, big):
+  def ints(*shape, scale=big):
+    return np.vectorize(lambda _: rng.randrange(-scale, scale + 1), otypes=[object])(
+        np.zeros(shape))
+  breaks = np.sort(ints(depth, r, 2), axis=-1)
+  slopes = ints(depth, r, 3, scale=3)
+  slopes[..., 1] = 0  # a constant piece
+  return {'W_1': ints(depth, r, d, scale=4), 'b_1': ints(depth, r), 'W_2': ints(depth, d, r, scale=4),
+          'b_2': ints(depth, d),
+          'phi': {'breaks': breaks, 'slopes': slopes, 'intercepts': ints(depth, r, 3),
+                  'left_closed': np.asarray([[[bool(rng.getrandbits(1)) for _ in range(2)]
+                                              for _ in range(r)] for _ in range(depth)])}}
+
+
+@pytest.mark.parametrize('seed', range(3))
+def test_limb_layers_equal_numpy_object_reference(seed):
+  rng = random.Random(seed)
+  spec = numerics.LimbSpec(5, 30)
+  d, n, depth = 3, 5, 4
+  big = 2 ** 70  # far beyond int64
+  att = _random_attention(rng, depth, 2, d, big)
+  ff = _random_phi_ff(rng, depth, 2, d, big)
+  x = np.vectorize(lambda _: rng.randrange(-big, big), otypes=[object])(np.zeros((6, n, d)))
+  x[:, 1] = x[:, 3]  # repeated tokens: tied keys
+  segs = (Segment('attention', depth, num_heads=2, head_size=1, normalizer='hardmax'),
+          Segment('feedforward', depth, width=2, activation='phi'))
+  ref = x
+  with jax.enable_x64(True):
+    lx = jnp.asarray(numerics.from_python(x, spec))
+    for seg, p in zip(segs, ({'attention': att}, {'feedforward': ff})):
+      ref, _, ref_inexact = numerics.numpy_apply_segment(seg, p, ref)
+      lp = numerics.params_to_digits(p, spec.limb_bits)
+      lx, _, inexact = jax.jit(lambda p, z, s=seg: numerics.limb_apply_segment(s, p, z, spec))(lp, lx)
+      assert int(jnp.sum(inexact)) == ref_inexact
+  assert max(abs(v) for v in ref.reshape(-1)) > 2 ** 63  # the test really leaves int64
+  np.testing.assert_array_equal(numerics.to_python(lx, spec), ref)
+
+
+def test_core_int64_layers_equal_numpy_reference():
+  rng = random.Random(5)
+  d, n, depth = 2, 4, 5
+  att = _random_attention(rng, depth, 2, d, 2 ** 20)
+  ff = _random_phi_ff(rng, depth, 1, d, 2 ** 20)
+  x = np.asarray([[[rng.randrange(-2 ** 20, 2 ** 20) for _ in range(d)] for _ in range(n)]
+                  for _ in range(7)], dtype=np.int64)
+  segs = (Segment('attention', depth, num_heads=2, head_size=1, normalizer='hardmax'),
+          Segment('feedforward', depth, width=1, activation='phi'))
+  with jax.enable_x64(True):
+    z, ref = jnp.asarray(x), x.astype(object)
+    for seg, p in zip(segs, ({'attention': att}, {'feedforward': ff})):
+      ref, _, _ = numerics.numpy_apply_segment(seg, p, ref)
+      p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a.astype(np.int64) if a.dtype == object
+                                                         else a), p)
+      z, _, _ = layers.apply_segment(seg, p64, z)
+  np.testing.assert_array_equal(np.asarray(z).astype(object), ref)
+
+
+def test_limb_phi_matches_activation_semantics():
+  """Breakpoint ownership (left_closed) in limbs equals activations.Phi on Python ints."""
+  spec = numerics.LimbSpec(3, 30)
+  phi = activations.Phi(breaks=(-2 ** 70, 2 ** 70), pieces=((0, 1), (0, 0), (0, 1)),
+                        left_closed=(False, True))
+  t = np.asarray([-2 ** 70 - 1, -2 ** 70, 0, 2 ** 70, 2 ** 70 + 1], dtype=object)
+  arrays = {'breaks': np.asarray([list(phi.breaks)], dtype=object),
+            'slopes': np.asarray([[0, 0, 0]], dtype=object),
+            'intercepts': np.asarray([[1, 0, 1]], dtype=object),
+            'left_closed': np.asarray([[False, True]])}
+  with jax.enable_x64(True):
+    digits = numerics.params_to_digits(arrays, spec.limb_bits)
+    out = numerics._phi_limbs(digits, jnp.asarray(numerics.from_python(t[:, None], spec)), spec)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(numerics.to_python(out, spec)[:, 0], phi(t))
+  assert list(phi(t)) == [1, 0, 0, 0, 1]
