@@ -32,29 +32,29 @@ def base_config() -> ml_collections.ConfigDict:
   d.max_predictions = 10            # masked positions per sequence at most
 
   c.pretrain = p = ml_collections.ConfigDict()
-  p.num_steps = 400
+  p.num_steps = 200
   p.batch_size = 32
-  p.learning_rate = 1e-3
-  p.warmup_steps = 40               # linear warm-up, then linear decay to 0
+  p.learning_rate = 2e-3
+  p.warmup_steps = 20               # linear warm-up, then linear decay to 0
   p.weight_decay = 0.01             # AdamW, matrices only
   p.log_every = 1                   # metrics.jsonl / TensorBoard rows
-  p.eval_every = 200                # held-out MLM / NSP evaluation
+  p.eval_every = 100                # held-out MLM / NSP evaluation
   p.eval_batches = 20               # held-out batches per evaluation
-  p.checkpoint_every = 200
+  p.checkpoint_every = 100
 
   c.finetune = f = ml_collections.ConfigDict()
   f.task = 'mnli'                   # mnli (relations) | squad (spans)
   f.tasks = ('mnli', 'squad')       # what train_and_evaluate fine-tunes on
   f.pretrain_workdir = ''           # '' = from scratch
-  f.num_steps = 150
+  f.num_steps = 200
   f.batch_size = 32
-  f.learning_rate = 5e-4
-  f.warmup_steps = 15
+  f.learning_rate = 1e-3
+  f.warmup_steps = 20
   f.weight_decay = 0.01
   f.num_train_examples = 0          # 0 = all
-  f.num_eval_examples = 2000        # 0 = all
+  f.num_eval_examples = 1000        # 0 = all
   f.max_answer_tokens = 10          # span task: longest predicted answer
   f.log_every = 1
-  f.eval_every = 150
-  f.checkpoint_every = 150
+  f.eval_every = 100
+  f.checkpoint_every = 100
   return c

@@ -1,6 +1,7 @@
 """`tiny`: the size every Appendix H result in results/mixing_layers.md was run at on
-2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 400 pre-training
-steps and 150 fine-tuning steps at batch 32; sized to the contended 2 cores).
+2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 200 pre-training
+steps at lr 2e-3 and 200 fine-tuning steps at lr 1e-3, batch 32: sized so that
+the 48 stages of the sweep fit ~90 minutes on 2 cores shared with other jobs).
 
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/tiny/attention_s0/pretrain --config.model.mixing=attention
