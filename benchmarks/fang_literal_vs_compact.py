@@ -1,0 +1,121 @@
+r"""Fang et al.'s C^q at f2 size: the literal network vs its compact equivalent.
+
+    python benchmarks/fang_literal_vs_compact.py [--tokens=2002,4368] [--points=4] \
+        [--compact_points=50000] [--rounds=3]
+
+Both paths evaluate the same model (Q = f2 of Section 5, d = 10, q = 5, B = 6.5) in
+float64 on the same inputs: n = 2002 uses the theory's lattice directions, n = 4368
+(the paper's token count) random directions with the minimum-norm ridge solve.
+
+* literal: ``PolynomialTransformer.apply`` -- F(x) then q = 5 Lemma 3.1 blocks through
+  ``layers.Network`` (one head of size n + 1, dense [n, n+q+2] tokens, an [n, n] score
+  matrix per input: ~5 (3 n^2 D + n^2 (n+1)) multiply-adds per input, D = n + q + 2);
+* compact: ``apply_compact`` -- t = x F^T, the powers by the same recurrence, beta . slots.
+
+Reported: seconds per input (median over rounds after a warm-up/compile call),
+the speed ratio, and the largest |literal - compact| / max(1, |compact|) on the
+shared inputs. Writes results/fang_literal_vs_compact.json and appends one line to
+results/benchmarks.md.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import json  # pylint: disable=g-import-not-at-top
+import statistics
+import time
+
+from absl import app, flags
+import numpy as np
+
+from transformer_ua import fang, provenance
+from transformer_ua.fang import regression
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list('tokens', ['2002', '4368'], 'Token counts n (2002 = n_q lattice).')
+flags.DEFINE_integer('points', 4, 'Inputs timed through the literal network per round.')
+flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact path.')
+flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
+flags.DEFINE_string('out', 'results/fang_literal_vs_compact.json', 'JSON result.')
+flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Markdown log (appended).')
+
+BOUND = 6.5  # covers Section 5's f2 data (largest norm 6.39)
+
+
+def timed(fn, rounds):
+  fn()  # warm-up: compile
+  ts = []
+  for _ in range(rounds):
+    t0 = time.perf_counter()
+    fn()
+    ts.append(time.perf_counter() - t0)
+  return statistics.median(ts)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  try:
+    tokens = [int(t) for t in FLAGS.tokens]
+  except ValueError:
+    raise app.UsageError(f'--tokens must be integers, got {FLAGS.tokens}.')
+  if any(t < 2002 for t in tokens):
+    raise app.UsageError('--tokens: each n must be >= n_q = 2002 for d = 10, q = 5.')
+  for name in ('points', 'compact_points', 'rounds'):
+    if getattr(FLAGS, name) < 1:
+      raise app.UsageError(f'--{name} must be >= 1.')
+  prov = provenance.record()
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(FLAGS.compact_points, 10))
+  x *= BOUND * rng.uniform(0, 1, size=(len(x), 1)) ** 0.1 / np.linalg.norm(x, axis=1,
+                                                                           keepdims=True)
+  x[0] *= BOUND / np.linalg.norm(x[0])  # one boundary input
+  xl = x[:FLAGS.points]
+  rows = []
+  for n in tokens:
+    t0 = time.perf_counter()
+    kw = {} if n == 2002 else dict(directions='random', num_tokens=n, seed=0)
+    model = fang.build_polynomial_transformer(regression.F2, d=10, bound=BOUND, **kw)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lit = model.apply(xl)
+    first_call = time.perf_counter() - t0
+    t_lit = timed(lambda: model.apply(xl), FLAGS.rounds) / len(xl)
+    t_comp_same = timed(lambda: model.apply_compact(xl), FLAGS.rounds) / len(xl)
+    t_comp = timed(lambda: model.apply_compact(x), FLAGS.rounds) / len(x)
+    comp = model.apply_compact(xl)
+    rows.append({'tokens': n, 'build_s': build, 'literal_first_call_s': first_call,
+                 'literal_s_per_input': t_lit,
+                 'compact_s_per_input_same_inputs': t_comp_same,
+                 'compact_s_per_input_batch': t_comp, 'compact_batch': len(x),
+                 'speedup_compact_batch_over_literal': t_lit / t_comp,
+                 'max_rel_literal_vs_compact': float(np.max(
+                     np.abs(lit - comp) / np.maximum(1.0, np.abs(comp)))),
+                 'literal_inputs': len(xl)})
+    print(rows[-1], flush=True)
+    del model
+  result = {'benchmark': 'fang literal vs compact (f2 size, float64)', 'rows': rows,
+            'provenance': prov}
+  os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
+  with open(FLAGS.out, 'w') as f:
+    json.dump(result, f, indent=1)
+  line = ('- Fang C^q at f2 size (d=10, q=5, float64): ' + '; '.join(
+      f"n={r['tokens']}: literal {r['literal_s_per_input']:.3g} s/input, compact "
+      f"{r['compact_s_per_input_batch'] * 1e6:.3g} us/input (batch {r['compact_batch']}), "
+      f"{r['speedup_compact_batch_over_literal']:.3g}x, max rel. diff "
+      f"{r['max_rel_literal_vs_compact']:.2g}" for r in rows) +
+      f" — `{prov['command']}`, rev `{prov['git_revision']}`, {prov['machine']}, "
+      f"1-min load {prov['load_average_1min_at_start']}, {prov['utc_time']}\n")
+  if FLAGS.markdown:
+    new = not os.path.exists(FLAGS.markdown)
+    with open(FLAGS.markdown, 'a') as f:
+      if new:
+        f.write('# Benchmarks\n\nOne line per run, appended by the benchmark scripts.\n\n')
+      f.write(line)
+  print(line, end='')
+
+
+if __name__ == '__main__':
+  app.run(main)
