@@ -1,0 +1,135 @@
+"""Whole-grid verification: properties hold, violations are detected, the binary's I/O."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.verify import contextual_mapping as vc
+from transformer_ua.verify import grids, theorem2
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
+
+
+def _families(max_points=10 ** 6, max_cost=4 * 10 ** 7):
+  """For every (d, n) with a grid of <= max_points ordered points: the smallest N and
+  the largest N whose literal run costs <= max_cost (points x attention layers)."""
+  out = []
+  for d in range(1, 8):
+    for n in range(2, 21):
+      ok = []
+      for N in range(2, 1001):
+        points = (N + 1) ** (n * d)
+        if points > max_points:
+          break
+        if points * (N ** d + 1) <= max_cost:
+          ok.append(N)
+      out += [(N, d, n) for N in sorted({ok[0], ok[-1]})] if ok else []
+  return out
+
+
+FAST = [(2, 1, 2), (2, 2, 3), (3, 1, 4), (2, 3, 2)]
+
+
+@pytest.mark.parametrize('N,d,n', FAST)
+def test_all_properties_hold_on_full_grid(N, d, n):
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=4096, progress=False)
+  assert r['grid_points'] == (N + 1) ** (n * d)
+  assert r['violations'] and not any(r['violations'].values()), r['violations']
+  assert 'permutation_equivariance' in r['violations']
+  assert r['max_abs_output_bits'] < r['bits_required']
+
+
+def test_limbs_and_int64_verifications_agree():
+  for arithmetic in ('int64', 'limbs'):
+    cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic=arithmetic)
+    r = vc.verify_contextual_mapping(cm, grid='multiset', chunk_size=64, progress=False)
+    assert r['arithmetic'] == arithmetic.split(':')[0] and r['all_hold']
+    assert r['grid_points'] == grids.grid_size(1, 3, 3, 'multiset')
+
+
+def test_detects_a_broken_network():
+  """Corrupt one sweep layer (skip column id 1): Properties 8.x / Lemma 10 must fail."""
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
+  with jax.enable_x64(True):
+    att = dict(cm.exact_params['segment_0']['attention'])
+    att['W_O'] = att['W_O'].at[1].set(0)
+    broken = dict(cm.exact_params, segment_0={'attention': att})
+  cm_broken = type(cm)(**{**cm.__dict__, 'exact_params': broken})
+  r = vc.verify_contextual_mapping(cm_broken, grid='full', chunk_size=256, progress=False)
+  v = r['violations']
+  assert v['8.3_inside_interval'] > 0 and v['lemma10_bounds'] > 0
+  assert not r['all_hold']
+
+
+def test_detects_broken_equivariance_table():
+  """The equivariance check compares every point with its class representative."""
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  _, full_chunk = vc._make_chunk_fns(cm, 16)  # pylint: disable=protected-access
+  m = grids.grid_size(1, 2, 2, 'multiset')
+  with jax.enable_x64(True):
+    reps = grids.make_codec(1, 2, 2)['decode_multiset'](jnp.arange(m))
+    table = cm.forward(np.asarray(reps))['ids']
+    good = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9), table)
+    bad = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9), table.at[2, 0].add(2))
+  assert int(good['permutation_equivariance']) == 0
+  assert int(bad['permutation_equivariance']) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('N,d,n', _families())
+def test_every_family_up_to_1e6_points_verifies(N, d, n):
+  """All 23 (d, n) families with <= 10^6 ordered points, at their smallest N and at
+  the largest N affordable here; full grid, Lemma 9 included."""
+  r = theorem2.verify_theorem2(d=d, n=n, resolution=N, grid='full', lemma7_samples=2000,
+                               lemma9_literal_points=32, progress=False)
+  assert r['all_hold'], r['violations']
+
+
+def _run_binary(*args):
+  return subprocess.run([sys.executable, BINARY, *args, '--noprogress'], capture_output=True,
+                        text=True, timeout=600, cwd=ROOT)
+
+
+def test_binary_writes_json_and_exits_zero(tmp_path):
+  out = tmp_path / 'r.json'
+  proc = _run_binary('--d=1', '--n=2', '--resolution=2', '--grid=full', '--lemma7_samples=500',
+                     f'--output_json={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  r = json.loads(out.read_text())
+  for key in ('d', 'n', 'resolution', 'grid', 'grid_points', 'violations', 'arithmetic',
+              'bits_required', 'seconds', 'provenance'):
+    assert key in r
+  assert r['grid_points'] == 9 and r['arithmetic'] == 'int64'
+  assert set(r['violations']) >= {'8.1_distinct_entries', '8.2_distinct_across_classes',
+                                  '8.3_inside_interval', '8.4_outside_interval',
+                                  'lemma10_bounds', 'lemma10_one_to_one',
+                                  'permutation_equivariance', 'lemma7_real_inputs',
+                                  'lemma9_value_mapping'}
+  assert 'ALL PROPERTIES HOLD' in proc.stdout
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--resolution=1'], '--resolution=1: must be an integer >= 2'),
+    (['--n=1'], '--n=1: must be an integer >= 2'),
+    (['--d=0'], '--d=0: must be an integer >= 1'),
+    (['--d=1.5'], '--d=1.5: must be an integer >= 1'),
+    (['--grid=sparse'], 'allowed values are full and multiset'),
+    (['--d=9', '--n=9', '--resolution=9'], 'at most'),
+    (['--d=2', '--n=4', '--resolution=8', '--grid=multiset', '--arithmetic=int64'],
+     'needs 81 bits'),
+])
+def test_binary_bad_input_is_one_line_exit_2(args, message):
+  proc = _run_binary(*args)
+  assert proc.returncode == 2
+  lines = [l for l in proc.stderr.splitlines() if l.startswith('error:')]
+  assert len(lines) == 1 and message in lines[0], proc.stderr
+  assert 'Traceback' not in proc.stderr
