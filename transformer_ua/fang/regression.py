@@ -138,13 +138,17 @@ def init_params(key, *, model: str, d: int, q: int, num_tokens: int, depth_width
 
 
 def attention_apply(params, x):
-  """The compact ATTENTION model (Horner form), x [batch, d] -> [batch]."""
-  u = -(x @ params['F'].T)                                        # u = -t, [batch, n]
+  """The compact ATTENTION model (Horner form), x [batch, d] -> [batch].
+
+  Token-major inside ([n, batch]: the powers of one token are contiguous in the
+  batch), which XLA's CPU backend runs ~1.6x faster than [batch, n] for n = 4368.
+  """
+  u = -(params['F'] @ x.T)                                        # u = -t, [n, batch]
   beta = params['beta']
-  acc = beta[:, -1] * jnp.ones_like(u)
+  acc = beta[:, -1:] * u
   for k in range(beta.shape[1] - 2, -1, -1):
-    acc = beta[:, k] + u * acc
-  return jnp.sum(u * acc, axis=-1) + params['b']
+    acc = u * (beta[:, k:k + 1] + acc)                            # Horner in u
+  return jnp.ones((u.shape[0],), u.dtype) @ acc + params['b']     # sum over tokens
 
 
 def mlp_apply(params, x):
