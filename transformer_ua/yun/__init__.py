@@ -2,7 +2,7 @@
 
 * ``quantize``   -- Lemma 7: d/delta + d feed-forward layers quantizing to G+_delta.
 * ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
-* ``value``      -- Lemma 9: 1 + d + n C(delta^-d, n) feed-forward layers.
+* ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 
 Builders are pure keyword-argument functions returning ``(segments, params)`` for
@@ -11,5 +11,9 @@ Builders are pure keyword-argument functions returning ``(segments, params)`` fo
 
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
-                                           contextual_mapping_params,
-                                           contextual_mapping_bound)
+                                           contextual_mapping_bound,
+                                           contextual_mapping_params)
+from transformer_ua.yun.pipeline import GBar, build_g_bar, layer_counts, parameter_counts
+from transformer_ua.yun.quantize import Quantization, build_quantization, quantization_params
+from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_targets,
+                                      representatives, round_targets)

@@ -1,0 +1,135 @@
+r"""Grid points per second: the JAX whole-grid verifier vs a NumPy implementation.
+
+    python benchmarks/verify_throughput.py --output_json=results/verify_throughput.json
+
+For each configuration, in the same process:
+
+* ``jax``   -- the verifier's jit-compiled chunk function on full-grid chunks
+  (decode on device, g_c through the compiled attention layers in exact int64 or
+  limbs, Properties 8.1/8.3/8.4, Lemma 10 bounds, equivariance lookup), timed after
+  compilation;
+* ``numpy`` -- a straightforward vectorized NumPy evaluation of the *same layers*
+  (``numerics.numpy_apply_segment``: int64 where the planner allows it, Python-int
+  ``object`` arrays otherwise) on decoded points, forward pass only (so the baseline
+  does strictly less work).
+
+Reports points/s for both and the speed-up, writes JSON, and appends one line per
+configuration to results/benchmarks.md (command, revision, machine).
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import numerics, provenance, yun
+from transformer_ua.verify import contextual_mapping as vc
+from transformer_ua.verify import grids
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4',
+                    'Semicolon-separated N,d,n triples.')
+flags.DEFINE_integer('chunk_size', 32768, 'Points per jit call.')
+flags.DEFINE_integer('jax_chunks', 6, 'Timed JAX chunks per configuration.')
+flags.DEFINE_float('numpy_seconds', 20.0, 'Approximate NumPy time budget per configuration.')
+flags.DEFINE_string('output_json', '', 'Write results here.')
+flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Append a line per configuration.')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _numpy_params(cm):
+  """The exact scaled params as NumPy: int64 where the plan allows it, else objects."""
+  dtype = 'int64' if cm.arithmetic.kind == 'int64' else 'object'
+  _, exact = yun.contextual_mapping_params(d=cm.d, n=cm.n, resolution=cm.resolution,
+                                           dtype=dtype)
+  return jax.tree_util.tree_map(np.asarray, exact)
+
+
+def _numpy_forward(cm, params, k):
+  """The same layers in NumPy (``numerics.numpy_apply_segment``), then u^T."""
+  dtype = np.int64 if cm.arithmetic.kind == 'int64' else object
+  S, N = cm.scale, cm.resolution
+  x = np.where(k < 0, -S * cm.out_of_range, k * (S // N)).astype(dtype)
+  y, _, _ = numerics.numpy_apply_segment(cm.segments[0], params['segment_0'], x)
+  y, _, _ = numerics.numpy_apply_segment(cm.segments[1], params['segment_1'], y)
+  return y @ np.asarray(cm.u, dtype=dtype)
+
+
+def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  total = grids.grid_size(d, n, N, 'full')
+  m = grids.grid_size(d, n, N, 'multiset')
+  codec = grids.make_codec(d, n, N)
+  with jax.enable_x64(True):
+    _, full_chunk = vc._make_chunk_fns(cm, chunk)  # pylint: disable=protected-access
+    # Equivariance table: q of a prefix of the representatives suffices for timing
+    # (the lookup cost does not depend on the values).
+    reps = codec['decode_multiset'](jnp.arange(min(m, 4 * chunk)))
+    table = cm.forward(np.asarray(reps))['ids']
+    table = jnp.concatenate([table] * (-(-m // table.shape[0])))[:m]
+    t0 = time.time()
+    jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(total), table))
+    compile_s = time.time() - t0
+    rng = np.random.default_rng(0)
+    starts = rng.integers(0, max(1, total - chunk), size=jax_chunks)
+    t0 = time.time()
+    for s in starts:
+      jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(int(s)), jnp.int64(total), table))
+    jax_s = time.time() - t0
+    jax_rate = jax_chunks * chunk / jax_s
+    # NumPy: grow the batch until the time budget is used.
+    np_params = _numpy_params(cm)
+    batch, np_points, np_s = 256, 0, 0.0
+    while np_s < numpy_seconds:
+      idx = jnp.asarray(rng.integers(0, total, size=batch))
+      k = np.asarray(codec['decode_full'](idx))
+      t0 = time.time()
+      q_np = _numpy_forward(cm, np_params, k)
+      np_s += time.time() - t0
+      np_points += batch
+      batch = min(batch * 2, 1 << 16)
+    q_jax = cm.to_python(cm.forward(k)['ids'])
+    agree = bool(np.all(q_np.astype(object) == q_jax))
+  return {'N': N, 'd': d, 'n': n, 'grid_points': total, 'arithmetic': cm.arithmetic.describe(),
+          'numpy_dtype': 'int64' if cm.arithmetic.kind == 'int64' else 'object (Python ints)',
+          'jax_points_per_s': round(jax_rate), 'numpy_points_per_s': round(np_points / np_s),
+          'speedup': round(jax_rate / (np_points / np_s), 1), 'jax_compile_s': round(compile_s, 2),
+          'jax_timed_points': jax_chunks * chunk, 'numpy_timed_points': np_points,
+          'outputs_agree': agree}
+
+
+def main(argv):
+  del argv
+  prov = provenance.record()
+  rows = []
+  for triple in FLAGS.configs.split(';'):
+    N, d, n = (int(v) for v in triple.split(','))
+    row = bench(N, d, n, FLAGS.chunk_size, FLAGS.jax_chunks, FLAGS.numpy_seconds)
+    rows.append(row)
+    print(json.dumps(row))
+  result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
+  if FLAGS.output_json:
+    with open(FLAGS.output_json, 'w') as f:
+      json.dump(result, f, indent=2)
+  if FLAGS.markdown:
+    path = os.path.join(ROOT, FLAGS.markdown) if not os.path.isabs(FLAGS.markdown) else FLAGS.markdown
+    with open(path, 'a') as f:
+      for r in rows:
+        f.write(f"- verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
+                f"JAX {r['jax_points_per_s']:,} points/s vs NumPy ({r['numpy_dtype']}) "
+                f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x; outputs agree: "
+                f"{r['outputs_agree']}. `{prov['command']}` @ {prov['git_revision']}, "
+                f"{prov['machine']}, load {prov['load_average_1min_at_start']}, "
+                f"{prov['utc_time']}\n")
+  sys.exit(0 if all(r['outputs_agree'] for r in rows) else 1)
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,111 @@
+r"""Theorem 2 / Proposition 5: the modified Transformer g_bar = g_v o g_c o g_q.
+
+Yun et al. 2020, Appendix E.1.4. With g_q (Lemma 7), g_c (Lemma 8), g_v (Lemma 9):
+
+    g_bar(X) = A_L   for X in S_L, L in G~_delta     (the target's value on the cube)
+               0     elsewhere (repeated columns, or X outside [0, 1)^{d x n})
+
+A network of  d/delta + d  +  delta^-d + 1  +  n C(delta^-d, n) + d + 1  layers in
+T-bar^{2,1,1} (two hardmax heads of size 1, one Phi hidden unit), as the segments
+
+    segment_0                     g_q   feed-forward, d(N+1) layers
+    segment_1, segment_2          g_c   attention: N^d selective shifts, 1 global shift
+    segment_3, segment_4          g_v   feed-forward: kill + d clean-ups, bumps
+
+``GBar.network()`` / ``GBar.float_params()`` give the literal paper-valued float64
+network (``layers.Network``); floating point breaks it as soon as the values outgrow
+float64 (see ``apply_float``). ``GBar.apply_exact`` evaluates the same construction
+exactly: g_q's float network quantizes the real input (exact up to the tolerance of
+``verify.quantization`` at bin edges), the grid indices go through g_c in exact
+integer arithmetic and through the compact g_v, and the outputs come back as Fractions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import layers
+from transformer_ua.yun import common, contextual, quantize, value
+
+
+def layer_counts(d: int, n: int, resolution: int) -> dict:
+  """Depth of each stage, from the paper's formulas."""
+  return {'quantization': quantize.layer_count(d, resolution),
+          'contextual': resolution ** d + 1,
+          'value': value.layer_count(d, n, resolution)}
+
+
+def parameter_counts(d: int, n: int, resolution: int) -> dict:
+  return {'quantization': quantize.parameter_count(d, resolution),
+          'contextual': contextual.parameter_count(d, n, resolution),
+          'value': value.parameter_count(d, n, resolution)}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GBar:
+  """The composed Theorem 2 network for one target."""
+
+  quantization: quantize.Quantization
+  contextual: contextual.ContextualMapping
+  value: value.ValueMapping
+
+  @property
+  def segments(self) -> tuple:
+    return (self.quantization.segments + tuple(self.contextual.segments)
+            + tuple(self.value.segments))
+
+  @property
+  def num_layers(self) -> int:
+    return sum(s.depth for s in self.segments)
+
+  @property
+  def num_params(self) -> int:
+    return self.quantization.num_params + self.contextual.num_params + self.value.num_params
+
+  def float_params(self) -> dict:
+    """The literal paper-valued float64 params of all five segments."""
+    _, vparams = self.value.params('float64')
+    parts = [self.quantization.params['segment_0'], self.contextual.params['segment_0'],
+             self.contextual.params['segment_1'], vparams['segment_0'], vparams['segment_1']]
+    return {f'segment_{i}': p for i, p in enumerate(parts)}
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, param_dtype=jnp.float64)
+
+  def apply_float(self, x):
+    """The literal network in float64 (breaks down once values outgrow float64)."""
+    with jax.enable_x64(True):
+      return np.asarray(self.network().apply({'params': self.float_params()},
+                                             jnp.asarray(np.asarray(x, np.float64))))
+
+  def apply_exact(self, x) -> np.ndarray:
+    """g_bar(X) for real inputs X [B, n, d] as an object array of Fractions."""
+    k = self.quantization.to_indices(self.quantization.apply(x))
+    cm = self.contextual
+    z = cm.forward(k)['z']
+    out, _, _ = self.value.apply_compact(z)
+    return cm.to_fractions(out)
+
+
+def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
+                arithmetic: str = 'auto') -> GBar:
+  """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
+
+  Args:
+    d, n, resolution: the configuration.
+    targets: integer numerators [C(N^d, n), n, d] (``value.representatives`` order).
+    denominator: A = targets / denominator; the exact scale becomes lcm(2N, denominator).
+    arithmetic: for g_c ('auto', 'int64', 'limbs').
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  scale = int(np.lcm(2 * N, int(denominator))) if isinstance(denominator, (int, np.integer)) \
+      else None
+  g_q = quantize.build_quantization(d=d, n=n, resolution=N)
+  g_c = contextual.build_contextual_mapping(d=d, n=n, resolution=N, scale=scale,
+                                            arithmetic=arithmetic)
+  g_v = value.build_value_mapping(g_c, targets, denominator=denominator)
+  return GBar(quantization=g_q, contextual=g_c, value=g_v)
