@@ -130,3 +130,25 @@ def test_binary_missing_corpus_and_bad_flags(tmp_path):
                f'--config.data.wordnet_dir={FIXTURE}'])
   assert p.returncode != 0 and "unknown mixing layer 'conv'" in p.stderr
   assert 'Traceback' not in p.stderr
+
+
+def test_sweep_jobs_are_seed_major_and_cover_table_and_figure():
+  from experiments import mixing_sweep
+  jobs = mixing_sweep.jobs(4, 2, [1, 2])
+  assert [j[0] for j in jobs[:6]] == ['average_s0', 'bilinear_s0', 'sepconv_s0',
+                                      'attention_s0', 'hybrid_k1_s0', 'hybrid_k2_s0']
+  assert len(jobs) == 12 and {j[3] for j in jobs[6:]} == {1}
+  assert all(('squad' in j[4]) == (j[1] == 'sepconv' or j[1] == 'attention') for j in jobs)
+
+
+def test_throughput_benchmark_runs_without_torch(tmp_path):
+  p = _binary(['benchmarks/bert_throughput.py', '--reference=none', '--hidden=16',
+               '--layers=1', '--heads=2', '--mlp=32', '--seq=16', '--batch=2', '--vocab=50',
+               '--steps=1', '--rounds=1', f'--out={tmp_path}/b.json',
+               f'--markdown={tmp_path}/b.md'])
+  assert p.returncode == 0, p.stderr[-2000:]
+  r = json.load(open(tmp_path / 'b.json'))
+  assert r['tokens_per_s']['ours (JAX/Flax)'] > 0 and r['params'] > 0
+  assert 'tokens/s' in open(tmp_path / 'b.md').read()
+  p = _binary(['benchmarks/bert_throughput.py', '--hidden=10', '--heads=3'])
+  assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
