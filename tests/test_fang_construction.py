@@ -136,6 +136,13 @@ def test_multiplication_block_bad_arguments():
     fang.multiplication_block(n=2, q=2, x_index=9, y_index=0, out_index=3, m_squared=1.0)
   with pytest.raises(ValueError, match='m_squared'):
     fang.multiplication_block(n=2, q=2, x_index=0, y_index=5, out_index=3, m_squared=0.0)
+  with pytest.raises(ValueError, match='exactly one of m'):
+    fang.multiplication_block(n=2, q=2, x_index=0, y_index=5, out_index=3, m=2.0,
+                              m_squared=4.0)
+  a = fang.multiplication_block(n=2, q=2, x_index=0, y_index=5, out_index=3, m=3.0)
+  b = fang.multiplication_block(n=2, q=2, x_index=0, y_index=5, out_index=3, m_squared=9.0)
+  assert all(np.array_equal(u, v) for u, v in zip(jax.tree_util.tree_leaves(a),
+                                                  jax.tree_util.tree_leaves(b)))
   with pytest.raises(ValueError, match='positive integer'):
     fang.multiplication_block(n=0, q=2, x_index=0, y_index=5, out_index=3, m_squared=1.0)
   with pytest.raises(ValueError, match="allowed: \\('product'"):
@@ -391,6 +398,11 @@ def test_outside_ball_is_refused_or_flagged():
     model.apply(x, outside='clip')
   f = jax.jit(model.compact_fn())
   assert np.isnan(np.asarray(f(jnp.asarray(x, jnp.float32)))[1])
+  g = jax.jit(model.literal_fn())
+  out = np.asarray(g(jnp.asarray(x, jnp.float32)))
+  assert abs(out[0] - 0.48) < 1e-5 and np.isnan(out[1])
+  with pytest.raises(ValueError, match='inside jit use'):
+    jax.jit(model.apply)(jnp.asarray(x))
 
 
 @pytest.mark.parametrize('poly,kwargs,match', [

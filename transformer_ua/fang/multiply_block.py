@@ -107,7 +107,8 @@ def choose_m_squared(*, x_bound: float, y_bound: float, rule: str = 'product',
 
 
 def multiplication_block(*, n: int, q: int, x_index: int, y_index: int, out_index: int,
-                         m_squared: float, dtype=np.float64) -> dict:
+                         m_squared: float | None = None, m: float | None = None,
+                         dtype=np.float64) -> dict:
   """Lemma 3.1's block: params ``{'attention': ..., 'feedforward': ...}`` (unstacked).
 
   Args:
@@ -117,6 +118,8 @@ def multiplication_block(*, n: int, q: int, x_index: int, y_index: int, out_inde
       (``Layout.slot``) and distinct from x_index, y_index. It must be 0 on input.
     m_squared: M^2 with ``M^2 > max|x| max|y|`` over all tokens (see
       ``choose_m_squared``).
+    m: alternatively M itself (then M^2 = m * m, rounded if not exact); give exactly
+      one of ``m`` and ``m_squared``.
     dtype: numpy dtype of the params (float64, or int64 for exact integer mode).
   Returns:
     dict of numpy arrays in ``layers.attention_update``/``feedforward_update`` form.
@@ -135,18 +138,25 @@ def multiplication_block(*, n: int, q: int, x_index: int, y_index: int, out_inde
   if any(lay.onehot(0) <= i <= lay.onehot(n - 1) for i in (x_index, y_index)):
     raise ValueError('x_index/y_index point into the one-hot part e_i; allowed: the '
                      f'feature 0, the slots {slots} or the constant {lay.const}.')
-  if not (math.isfinite(float(m_squared)) and float(m_squared) > 0):
+  if (m is None) == (m_squared is None):
+    raise ValueError('give exactly one of m (M) and m_squared (M^2).')
+  if m is not None:
+    if not (isinstance(m, (int, float, np.integer, np.floating)) and math.isfinite(m) and m > 0):
+      raise ValueError(f'm must be finite and > 0, got {m!r}.')
+    m_squared = float(m) * float(m)
+  if not (isinstance(m_squared, (int, float, np.integer, np.floating))
+          and math.isfinite(float(m_squared)) and float(m_squared) > 0):
     raise ValueError(f'm_squared must be finite and > 0, got {m_squared!r}.')
   two_m2 = TWO * m_squared
   if np.issubdtype(np.dtype(dtype), np.integer):
     if two_m2 != int(two_m2):
       raise ValueError(f'integer mode needs an integer 2M^2, got {two_m2!r}.')
     two_m2 = int(two_m2)
-  m = n + 1  # head size: Fang's q_i, k_i live in R^{n+1}
-  w_q = np.zeros((1, m, D), dtype)
-  w_k = np.zeros((1, m, D), dtype)
-  w_v = np.zeros((1, m, D), dtype)
-  w_o = np.zeros((1, D, m), dtype)
+  h_size = n + 1  # head size: Fang's q_i, k_i live in R^{n+1}
+  w_q = np.zeros((1, h_size, D), dtype)
+  w_k = np.zeros((1, h_size, D), dtype)
+  w_v = np.zeros((1, h_size, D), dtype)
+  w_o = np.zeros((1, D, h_size), dtype)
   w_q[0, 0, x_index] = 1          # q_i[0] = x_i
   w_k[0, 0, y_index] = 1          # k_j[0] = y_j
   for i in range(n):
@@ -163,7 +173,7 @@ def multiplication_block(*, n: int, q: int, x_index: int, y_index: int, out_inde
   b_2 = np.zeros((D,), dtype)
   b_2[out_index] = two_m2
   return {
-      'attention': {'W_Q': w_q, 'b_Q': np.zeros((1, m), dtype), 'W_K': w_k,
+      'attention': {'W_Q': w_q, 'b_Q': np.zeros((1, h_size), dtype), 'W_K': w_k,
                     'W_V': w_v, 'W_O': w_o},
       'feedforward': {'W_1': w_1, 'b_1': np.zeros((FF_WIDTH,), dtype), 'W_2': w_2,
                       'b_2': b_2},

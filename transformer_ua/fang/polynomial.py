@@ -256,11 +256,17 @@ class PolynomialTransformer:
     return (bp, jnp.asarray(self.F, dtype), jnp.asarray(self.beta_full(), dtype),
             jnp.asarray(self.b, dtype))
 
+  def _traced_bound2(self, dtype) -> float:
+    """B^2 with the rounding slack of ``sum(x * x)`` in ``dtype`` (the M margin of
+    1/16 covers any input accepted this way)."""
+    eps = float(jnp.finfo(dtype).eps)
+    return self.bound ** 2 * (1 + max(BOUNDARY_RTOL, 4 * (self.d + 1) * eps))
+
   def literal_fn(self, dtype=jnp.float32):
     """A pure jnp function x [batch, d] -> C(x) [batch] (NaN outside the ball), for
     use inside jit. Float32 by default; call under ``jax.enable_x64`` for float64."""
     args = self._jax_args(dtype)
-    B2 = self.bound ** 2 * (1 + BOUNDARY_RTOL)
+    B2 = self._traced_bound2(dtype)
 
     def f(x):
       y = _literal_forward(*args, x, q=self.q)
@@ -270,7 +276,7 @@ class PolynomialTransformer:
   def compact_fn(self, dtype=jnp.float32):
     """Like ``literal_fn`` for the compact path."""
     F, beta, b = (jnp.asarray(a, dtype) for a in (self.F, self.beta_slots, self.b))
-    B2 = self.bound ** 2 * (1 + BOUNDARY_RTOL)
+    B2 = self._traced_bound2(dtype)
 
     def f(x):
       return jnp.where(jnp.sum(x * x, axis=-1) <= B2, _compact_forward(F, beta, b, x), jnp.nan)
