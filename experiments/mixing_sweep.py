@@ -145,7 +145,7 @@ def report(config, root, results_dir, config_name, prov):
   stem = 'mixing_layers' if config_name == 'tiny' else f'mixing_layers_{config_name}'
   _atomic_write(os.path.join(results_dir, stem + '.json'),
                 json.dumps(out, indent=1, sort_keys=True, default=str))
-  _plots(table, figure, L, os.path.join(results_dir, stem))
+  _plots(table, figure, L, os.path.join(results_dir, stem), baselines)
   _atomic_write(os.path.join(results_dir, stem + '.md'),
                 _markdown(out, table, figure, L, config, stem, prov))
 
@@ -157,7 +157,7 @@ def _atomic_write(path, s):
   os.replace(tmp, path)
 
 
-def _plots(table, figure, L, stem):
+def _plots(table, figure, L, stem, baselines=None):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -169,6 +169,15 @@ def _plots(table, figure, L, stem):
     if ks:
       ax.errorbar(ks, [figure[k][key]['mean'] for k in ks],
                   yerr=[figure[k][key]['std'] for k in ks], marker='o', capsize=3)
+    base = None
+    if baselines and key == 'mnli_accuracy' and 'mnli' in baselines:
+      base = ('majority class', baselines['mnli']['majority_baseline_accuracy'])
+    elif baselines and key.startswith('squad') and 'squad' in baselines:
+      name, b = max(baselines['squad']['baselines'].items(), key=lambda kv: kv[1]['em'])
+      base = (name.replace('_', ' '), b[key.split('_')[1]])
+    if base:
+      ax.axhline(base[1], color='gray', ls='--', label=f'baseline: {base[0]}')
+      ax.legend(fontsize=8)
     ax.set_xlabel('k = lower layers replaced by SepConv')
     ax.set_ylabel(label)
     ax.set_xticks(range(L + 1))
