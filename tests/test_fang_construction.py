@@ -461,3 +461,15 @@ def test_random_directions_with_more_tokens():
   np.testing.assert_allclose(model.apply(x), fang.evaluate_poly(poly, x), atol=1e-11)
   with pytest.raises(ValueError, match='at least n_q'):
     fang.build_polynomial_transformer(poly, d=2, bound=2.0, directions='random', num_tokens=3)
+
+
+@pytest.mark.slow
+def test_f2_size_literal_network_within_1e_9_at_the_boundary():
+  # Section 5's f2: d = 10, q = 5, n_q = 2002 tokens, B = 6.5 (data norms <= 6.39).
+  from transformer_ua.fang import regression
+  model = fang.build_polynomial_transformer(regression.F2, d=10, bound=6.5)
+  rng = np.random.default_rng(7)
+  x = ball_points(rng, 10, 6.5, per_radius=1, radii=(0.05, 0.5, 1.0))
+  want = np.asarray([float(fang.evaluate_poly_exact(regression.F2, r)) for r in x])
+  err = np.abs(model.apply(x) - want) / np.maximum(1.0, ridge.abs_scale(regression.F2, x))
+  assert err.max() <= 1e-9
