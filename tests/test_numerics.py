@@ -66,6 +66,7 @@ def test_limb_division_extremes_and_resize(spec):
     assert list(numerics.to_python(numerics.resize(_lim(a, spec), spec, wider), wider)) == a
 
 
+@hypothesis.settings(max_examples=8)
 @hypothesis.given(st.lists(st.integers(-2 ** 62, 2 ** 62), min_size=16, max_size=16))
 def test_int64_conversions(values):
   spec = numerics.LimbSpec(3, 30)

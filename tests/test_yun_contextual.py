@@ -66,11 +66,17 @@ def _points(N, d, n, count, seed):
   return k
 
 
-CONFIGS = [(2, 1, 2), (3, 1, 3), (2, 2, 2), (2, 2, 3), (5, 1, 2)]
+_slow = pytest.mark.slow
+REFERENCE_CASES = [(2, 1, 2, 'auto'), (2, 2, 3, 'auto'), (3, 1, 3, 'limbs'), (2, 2, 2, 'limbs'),
+                   pytest.param(3, 1, 3, 'auto', marks=_slow),
+                   pytest.param(2, 2, 2, 'auto', marks=_slow),
+                   pytest.param(5, 1, 2, 'auto', marks=_slow),
+                   pytest.param(2, 1, 2, 'limbs', marks=_slow),
+                   pytest.param(2, 2, 3, 'limbs', marks=_slow),
+                   pytest.param(5, 1, 2, 'limbs', marks=_slow)]
 
 
-@pytest.mark.parametrize('arithmetic', ['auto', 'limbs'])
-@pytest.mark.parametrize('N,d,n', CONFIGS)
+@pytest.mark.parametrize('N,d,n,arithmetic', REFERENCE_CASES)
 def test_outputs_equal_paper_reference(N, d, n, arithmetic):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
   k = _points(N, d, n, 24, seed=N * 100 + d * 10 + n)
@@ -121,7 +127,9 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
   assert numerics.bits_for(bound) <= numerics.bits_for(math.ceil(S * worst)) + 1
 
 
-@pytest.mark.parametrize('N,d,n', [(2, 1, 2), (3, 2, 2), (2, 3, 4), (4, 2, 3), (7, 1, 5)])
+@pytest.mark.parametrize('N,d,n', [(2, 1, 2), (2, 3, 4), (7, 1, 5),
+                                   pytest.param(3, 2, 2, marks=_slow),
+                                   pytest.param(4, 2, 3, marks=_slow)])
 def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
   assert cm.num_layers == N ** d + 1                       # delta^-d + 1

@@ -27,8 +27,11 @@ def _expected_outputs(points, reps, numerators, factor):
   return out
 
 
-@pytest.mark.parametrize('N,d,n,arithmetic', [(2, 1, 2, 'auto'), (3, 1, 2, 'limbs'),
-                                              (2, 2, 2, 'auto'), (2, 2, 3, 'limbs')])
+@pytest.mark.parametrize('N,d,n,arithmetic', [
+    (2, 1, 2, 'auto'), (2, 2, 3, 'limbs'),
+    pytest.param(3, 1, 2, 'limbs', marks=pytest.mark.slow),
+    pytest.param(2, 2, 2, 'auto', marks=pytest.mark.slow),
+    pytest.param(3, 2, 2, 'auto', marks=pytest.mark.slow)])
 def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
   targets = value.random_targets(d, n, N, seed=N + d + n)
@@ -61,7 +64,8 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
       assert np.array_equal(got[b, j], flat[int(bump[b, j])])
 
 
-@pytest.mark.parametrize('N,d,n', [(2, 1, 2), (3, 2, 2), (2, 2, 3)])
+@pytest.mark.parametrize('N,d,n', [(3, 2, 2), pytest.param(2, 1, 2, marks=pytest.mark.slow),
+                                   pytest.param(2, 2, 3, marks=pytest.mark.slow)])
 def test_counts_and_params_structure(N, d, n):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
   vm = value.build_value_mapping(cm, value.random_targets(d, n, N))
