@@ -70,7 +70,8 @@ class GBar:
     """The literal paper-valued float64 params of all five segments."""
     _, vparams = self.value.params('float64')
     parts = [self.quantization.params['segment_0'], self.contextual.params['segment_0'],
-             self.contextual.params['segment_1'], vparams['segment_0'], vparams['segment_1']]
+             self.contextual.params['segment_1']] + [vparams[f'segment_{i}']
+                                                      for i in range(len(vparams))]
     return {f'segment_{i}': p for i, p in enumerate(parts)}
 
   def network(self) -> layers.Network:

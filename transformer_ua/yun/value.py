@@ -80,10 +80,13 @@ def parameter_count(d: int, n: int, resolution: int) -> int:
   return layer_count(d, n, resolution) * (3 * d + 1)
 
 
-def value_mapping_segments(d: int, n: int, resolution: int) -> tuple[Segment, Segment]:
-  return (Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean'),
-          Segment('feedforward', num_bump_layers(d, n, resolution), width=WIDTH,
-                  activation='phi', name='bumps'))
+def value_mapping_segments(d: int, n: int, resolution: int) -> tuple[Segment, ...]:
+  """(kill and clean-up, bumps); without the bumps when G~ is empty (n > N^d)."""
+  kill = Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean')
+  bumps = num_bump_layers(d, n, resolution)
+  if not bumps:
+    return (kill,)
+  return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
 def representatives(d: int, n: int, resolution: int) -> np.ndarray:
@@ -223,6 +226,8 @@ class ValueMapping:
       z1 = ops.where(killed[..., None], ops.sub(z, shift), z)   # kill (all d rows)
       z2 = ops.relu(z1)                                   # d clean-up layers
       x = ops.dot_const(z2, cm.u)
+      if p == 0:  # G~ is empty (n > N^d): no bump layers
+        return z2, jnp.full(killed.shape, -1, jnp.int64), killed
       pos = ops.searchsorted_right(centers, ops.sub(x, h))  # first center > x - h
       cand = jnp.minimum(pos, p - 1)
       fired = (pos < p) & (ops.cmp(centers[cand], ops.add(x, h)) <= 0)  # c <= x + h
@@ -294,10 +299,15 @@ class ValueMapping:
           bumps = self._bump_tree(centers, w2, jnp.asarray(u, jnp.int64), half, jnp.int64)
       else:
         raise ValueError(f"dtype={dtype!r}; allowed: 'float64', 'exact'.")
-    return self.segments, {'segment_0': {'feedforward': kc}, 'segment_1': {'feedforward': bumps}}
+    params = {'segment_0': {'feedforward': kc}}
+    if len(self.segments) > 1:
+      params['segment_1'] = {'feedforward': bumps}
+    return self.segments, params
 
   def _bump_tree(self, centers, w2_by_owner, u, half, dtype, digits=False):
     """Stacked bump params, layer order = sorted centers (vectorized, no layer loop)."""
+    if not self.center_owner.shape[0]:
+      return None
     d = self.cm.d
     owner = self.center_owner
     p = owner.shape[0]
@@ -331,16 +341,15 @@ class ValueMapping:
   def literal_fn(self):
     """Pure ``f(params, z) -> out`` running the literal g_v (exact params, scaled)."""
     ar = self.literal_arithmetic
-    seg_kc, seg_b = self.segments
+    segments = self.segments
 
     def f(params, z):
-      if ar.kind == 'limbs':
-        spec = ar.spec
-        y, _, _ = numerics.limb_apply_segment(seg_kc, params['segment_0'], z, spec)
-        y, _, _ = numerics.limb_apply_segment(seg_b, params['segment_1'], y, spec)
-      else:
-        y, _, _ = layers.apply_segment(seg_kc, params['segment_0'], z)
-        y, _, _ = layers.apply_segment(seg_b, params['segment_1'], y)
+      y = z
+      for i, seg in enumerate(segments):
+        if ar.kind == 'limbs':
+          y, _, _ = numerics.limb_apply_segment(seg, params[f'segment_{i}'], y, ar.spec)
+        else:
+          y, _, _ = layers.apply_segment(seg, params[f'segment_{i}'], y)
       return y
 
     return f
@@ -425,6 +434,9 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   with jax.enable_x64(True):
     run = jax.jit(run)
     ids, zs = [], []
+    if c == 0:  # G~ empty: no classes, no bumps
+      q, z, _ = run(cm.exact_params, jnp.int64(0))
+      ids, zs = [q[:0]], [z[:0]]
     for start in range(0, c, chunk_size):
       q, z, inexact = run(cm.exact_params, jnp.int64(start))
       if int(inexact):
