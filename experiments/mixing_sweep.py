@@ -137,17 +137,29 @@ def report(config, root, results_dir, config_name, prov):
       baselines[stage] = {k: v for k, v in r['data'].items()}
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
                    if s == 'pretrain'), None)
-  out = {'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
+  provs = [r['provenance'] for d in runs.values() for rs in d.values() for r in rs]
+  out = {'runs_summary': {
+      'result_files': len(provs),
+      'git_revisions': sorted({p['git_revision'] for p in provs}),
+      'machines': sorted({p['machine'] for p in provs}),
+      'load_average_1min_range': ([min(p['load_average_1min_at_start'] for p in provs),
+                                   max(p['load_average_1min_at_start'] for p in provs)]
+                                  if provs else None),
+      'utc_range': [min(p['utc_time'] for p in provs), max(p['utc_time'] for p in provs)]
+                   if provs else None,
+      'sweep_commands': sorted({p['command'] for p in provs})}}
+  out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
-         'config_values': config.to_dict()}
+         'config_values': config.to_dict()})
   os.makedirs(results_dir, exist_ok=True)
   stem = 'mixing_layers' if config_name == 'tiny' else f'mixing_layers_{config_name}'
   _atomic_write(os.path.join(results_dir, stem + '.json'),
                 json.dumps(out, indent=1, sort_keys=True, default=str))
   _plots(table, figure, L, os.path.join(results_dir, stem), baselines)
   _atomic_write(os.path.join(results_dir, stem + '.md'),
-                _markdown(out, table, figure, L, config, stem, prov))
+                _markdown(out, table, figure, L, config, stem, prov,
+                          os.path.join(results_dir, stem)))
 
 
 def _atomic_write(path, s):
@@ -201,10 +213,11 @@ def _plots(table, figure, L, stem, baselines=None):
   plt.close(fig)
 
 
-def _markdown(out, table, figure, L, config, stem, prov):
+def _markdown(out, table, figure, L, config, stem, prov, stem_path=''):
   m = config.model
   lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
-           provenance.markdown_header(prov),
+           provenance.markdown_header(prov).replace('- command:', '- report command:'),
+           *_runs_lines(out['runs_summary']),
            f'Model: {L} layers, d = {m.hidden}, {m.num_heads} heads, FF {m.mlp_dim}, '
            f'max_len {m.max_len}, SepConv {m.conv_filters} filters of width {m.conv_width}; '
            f'pre-training {config.pretrain.num_steps} steps x batch '
@@ -261,7 +274,22 @@ def _markdown(out, table, figure, L, config, stem, prov):
                  f"{t['train_examples']:,} training, {t['test_examples']:,} test questions "
                  f"(held-out synsets); baselines {b}.")
   lines.append('')
+  notes = stem_path + '_notes.md'
+  if os.path.exists(notes):
+    with open(notes) as f:
+      lines += ['## Discussion', '', f.read().strip(), '']
   return '\n'.join(lines)
+
+
+def _runs_lines(rs):
+  if not rs['result_files']:
+    return []
+  return [f"- runs: {rs['result_files']} stages, {rs['utc_range'][0]} to {rs['utc_range'][1]} "
+          f"UTC, 1-min load {rs['load_average_1min_range'][0]}-"
+          f"{rs['load_average_1min_range'][1]} at stage starts",
+          '- run commands: ' + '; '.join(f'`{c}`' for c in rs['sweep_commands']),
+          '- run revisions: ' + ', '.join(f'`{r}`' for r in rs['git_revisions']),
+          '- run machines: ' + '; '.join(rs['machines']), '']
 
 
 def main(argv):
