@@ -189,3 +189,23 @@ def test_limb_phi_matches_activation_semantics():
     out = numerics._phi_limbs(digits, jnp.asarray(numerics.from_python(t[:, None], spec)), spec)  # pylint: disable=protected-access
   np.testing.assert_array_equal(numerics.to_python(out, spec)[:, 0], phi(t))
   assert list(phi(t)) == [1, 0, 0, 0, 1]
+
+
+def test_shared_projection_identity_equals_generic_limb_attention():
+  """W_Q = W_K = W_V: the shared-projection kernel equals the generic one, ties included."""
+  rng = random.Random(11)
+  spec = numerics.LimbSpec(3, 30)
+  att = _random_attention(rng, 1, 2, 2, 2 ** 40)
+  att['b_Q'][0, 0, 0] = 0  # head 0: queries can be exactly 0 (all keys tie)
+  p = jax.tree_util.tree_map(lambda a: a[0], numerics.params_to_digits(att, spec.limb_bits))
+  assert numerics.shared_projections(att)
+  assert not numerics.shared_projections(dict(att, W_V=att['W_V'] + 1))
+  x = np.vectorize(lambda _: rng.randrange(-2 ** 40, 2 ** 40), otypes=[object])(np.zeros((64, 5, 2)))
+  x[:32, 2] = x[:32, 4]       # tied keys
+  x[32:40] = 0                # every key 0: zero queries in head 0
+  with jax.enable_x64(True):
+    lx = jnp.asarray(numerics.from_python(x, spec))
+    generic = numerics.limb_attention_update(p, lx, spec)
+    shared = numerics.limb_attention_update(p, lx, spec, shared_qkv=True)
+  np.testing.assert_array_equal(np.asarray(generic[0]), np.asarray(shared[0]))
+  assert int(generic[1]) == int(shared[1])

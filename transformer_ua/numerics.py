@@ -394,6 +394,12 @@ def limb_sum(x, axis: int, spec: LimbSpec):
   return normalize(jnp.sum(x, axis=axis), spec)
 
 
+def shared_projections(attention_params) -> bool:
+  """Whether W_Q = W_K = W_V in every layer of stacked attention params (host check)."""
+  w_q, w_k, w_v = (np.asarray(attention_params[k]) for k in ('W_Q', 'W_K', 'W_V'))
+  return bool(np.array_equal(w_q, w_k) and np.array_equal(w_k, w_v))
+
+
 def div_small(x, count, spec: LimbSpec):
   """floor(x / count) for small positive integer counts (< 2^(62-w)), and whether inexact.
 
@@ -460,19 +466,27 @@ def _linear(x, w, spec):
   return limb_sum(prod, -1, spec)
 
 
-def limb_attention_update(p, x, spec: LimbSpec):
+def limb_attention_update(p, x, spec: LimbSpec, shared_qkv: bool = False):
   """Hardmax attention part (no residual) for head size m = 1, on limb numbers.
 
   The rank-one identity (``layers.rank_one_hardmax_mix``): with scalar keys and
   queries, hardmax over keys picks the arg max of the keys when the query is > 0,
   the arg min when < 0, and ties every key when = 0; ties average exactly.
 
+  With ``shared_qkv`` (the caller guarantees W_Q = W_K = W_V, as in every Yun
+  selective-shift head) one projection serves as keys, values and (plus b_Q)
+  queries, and the average over tied arg-max (arg-min) keys is the max (min) key
+  itself -- tied keys are equal, hence so are their values: an identity, no division.
+
   Args:
     p: digit-constant params W_Q, W_K, W_V [h, 1, d, Kc], b_Q [h, 1, Kc], W_O [h, d, 1, Kc].
     x: [..., n, d, K].
+    shared_qkv: W_Q = W_K = W_V holds (static; checked by the builder).
   Returns:
     ([..., n, d, K], number of inexact tie averages).
   """
+  if shared_qkv:
+    return _shared_attention_update(p, x, spec)
   if p['W_Q'].shape[1] != 1:
     raise ValueError('limb attention implements head size m = 1 only (the rank-one '
                      f'identity); got m = {p["W_Q"].shape[1]}.')
@@ -500,6 +514,28 @@ def limb_attention_update(p, x, spec: LimbSpec):
   w_o = jnp.swapaxes(p['W_O'][:, :, 0], 0, 1)  # [d, h, Kc]
   out = limb_sum(mul_const(mixed[..., :, None, :, :], w_o, spec), -1, spec)
   del h
+  return out, jnp.sum(inexact).astype(jnp.int32)
+
+
+def _pick(x, mask, axis):
+  """The entry of limb numbers ``x`` at the first True of ``mask`` along leading ``axis``."""
+  first = jnp.expand_dims(jnp.argmax(mask, axis=axis), axis)
+  return jnp.take_along_axis(x, first[..., None], axis=axis - 1 if axis < 0 else axis)
+
+
+def _shared_attention_update(p, x, spec):
+  """limb_attention_update for W_Q = W_K = W_V (see there)."""
+  n = x.shape[-3]
+  keys = _linear(x, p['W_K'][:, 0], spec)                      # [..., n, h, K]
+  queries = add(keys, const_to_limbs(p['b_Q'][:, 0], spec), spec)
+  k_max = _pick(keys, extreme_mask(keys, -2, spec, largest=True), -2)   # [..., 1, h, K]
+  k_min = _pick(keys, extreme_mask(keys, -2, spec, largest=False), -2)
+  mean, inexact = div_small(limb_sum(keys, -2, spec), n, spec)   # all keys tie (query 0)
+  sg = sign(queries, spec)[..., None]
+  mixed = jnp.where(sg > 0, k_max, jnp.where(sg < 0, k_min, mean[..., None, :, :]))
+  inexact = inexact[..., None, :] & (sg[..., 0] == 0)            # [..., n, h]
+  w_o = jnp.swapaxes(p['W_O'][:, :, 0], 0, 1)  # [d, h, Kc]
+  out = limb_sum(mul_const(mixed[..., :, None, :, :], w_o, spec), -1, spec)
   return out, jnp.sum(inexact).astype(jnp.int32)
 
 
@@ -537,9 +573,11 @@ def limb_feedforward_update(p, x, spec: LimbSpec):
   return add(out, const_to_limbs(p['b_2'], spec), spec)
 
 
-def limb_apply_segment(segment, params, x, spec: LimbSpec, trace: bool = False):
+def limb_apply_segment(segment, params, x, spec: LimbSpec, trace: bool = False,
+                       shared_qkv: bool = False):
   """``layers.apply_segment`` on limb numbers: lax.scan over stacked digit params.
 
+  ``shared_qkv``: every layer has W_Q = W_K = W_V (see ``limb_attention_update``).
   Returns (y [..., n, d, K], outputs [depth, ..., n, d, K] or None, inexact [depth]).
   """
   if segment.has_attention and segment.normalizer != 'hardmax':
@@ -549,7 +587,7 @@ def limb_apply_segment(segment, params, x, spec: LimbSpec, trace: bool = False):
   def layer(z, p):
     inexact = jnp.zeros((), jnp.int32)
     if segment.has_attention:
-      upd, inexact = limb_attention_update(p['attention'], z, spec)
+      upd, inexact = limb_attention_update(p['attention'], z, spec, shared_qkv)
       z = add(z, upd, spec)
     if segment.has_feedforward:
       z = add(z, limb_feedforward_update(p['feedforward'], z, spec), spec)

@@ -372,13 +372,19 @@ class ContextualMapping:
     Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
     """
     seg_sweep, seg_final = self.segments
+    # W_Q = W_K = W_V in every head (checked on the params, host side): the limb
+    # kernels then use the shared-projection identity (numerics.limb_attention_update).
+    shared = [numerics.shared_projections(self.exact_params[f'segment_{i}']['attention'])
+              for i in range(2)]
 
     def f(params, k):
       x = self.encode(k)
       if self.limbs:
         spec = self.arithmetic.spec
-        y0, _, i0 = numerics.limb_apply_segment(seg_sweep, params['segment_0'], x, spec)
-        y1, _, i1 = numerics.limb_apply_segment(seg_final, params['segment_1'], y0, spec)
+        y0, _, i0 = numerics.limb_apply_segment(seg_sweep, params['segment_0'], x, spec,
+                                                shared_qkv=shared[0])
+        y1, _, i1 = numerics.limb_apply_segment(seg_final, params['segment_1'], y0, spec,
+                                                shared_qkv=shared[1])
       else:
         y0, _, i0 = layers.apply_segment(seg_sweep, params['segment_0'], x)
         y1, _, i1 = layers.apply_segment(seg_final, params['segment_1'], y0)
