@@ -31,6 +31,9 @@ flags.DEFINE_string('grid', 'full', "'full' (every ordered point of G+) or 'mult
 flags.DEFINE_string('arithmetic', 'auto', "'auto', 'int64' (refused when too narrow), "
                     "'limbs' or 'limbs:K[:w]'.")
 flags.DEFINE_string('chunk_size', '32768', 'Grid points per jit call (memory bound).')
+flags.DEFINE_string('kernel', 'fast', "'fast': attention kernels using W_Q = W_K = W_V (one "
+                    "projection, no tie division); 'core': the core layers (int64) / generic "
+                    'limb layers. Same integers.')
 flags.DEFINE_string('lemma7_samples', '20000', 'Random real inputs for Lemma 7.')
 flags.DEFINE_bool('lemma9', True, 'Also check Lemma 9 end to end (random target).')
 flags.DEFINE_string('lemma9_literal_points', '256',
@@ -75,6 +78,8 @@ def run(argv):
   d = _int_flag('d', 1)
   n = _int_flag('n', 2)
   resolution = _int_flag('resolution', 2)
+  if FLAGS.kernel not in ('fast', 'core'):
+    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are fast and core.')
   if FLAGS.grid not in GRIDS:
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
@@ -83,11 +88,12 @@ def run(argv):
   try:
     result = theorem2.verify_theorem2(d=d, n=n, resolution=resolution, grid=FLAGS.grid,
                                       arithmetic=FLAGS.arithmetic, lemma9=FLAGS.lemma9,
-                                      progress=FLAGS.progress, **kwargs)
+                                      progress=FLAGS.progress, kernel=FLAGS.kernel, **kwargs)
   except ValueError as e:
     raise BadInput(str(e)) from None
   print(f"d={d} n={n} N={resolution} grid={FLAGS.grid}: {result['grid_points']:,} points, "
-        f"arithmetic {result['arithmetic_detail']}, {result['seconds']} s "
+        f"arithmetic {result['arithmetic_detail']}, kernel {result['kernel']}, "
+        f"{result['seconds']} s "
         f"(grid check {result['grid_check_seconds']} s)")
   width = max(len(k) for k in result['violations'])
   for prop, count in result['violations'].items():

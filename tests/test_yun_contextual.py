@@ -216,3 +216,18 @@ def test_theorem3_sweep_and_scale_hooks():
   segs, p = contextual.contextual_mapping_params(d=2, n=3, resolution=2, sweep_ids=ids,
                                                  final_scale=contextual.theorem3_final_scale(2, 3, 2))
   assert segs[0].depth == 12 and p['segment_0']['attention']['b_Q'].shape == (12, 2, 1)
+
+
+@pytest.mark.parametrize('arithmetic', ['auto', 'limbs'])
+def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
+  """The shared-projection kernels compute the same integers as the core layers."""
+  N, d, n = 2, 2, 3
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
+  with jax.enable_x64(True):
+    core = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(points))
+    fast = jax.jit(cm.forward_fn('fast'))(cm.exact_params, jnp.asarray(points))
+  for key in ('sweep_ids', 'ids', 'z', 'inexact'):
+    np.testing.assert_array_equal(np.asarray(core[key]), np.asarray(fast[key]))
+  with pytest.raises(ValueError, match='kernel'):
+    cm.forward_fn('turbo')

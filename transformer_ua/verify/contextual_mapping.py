@@ -125,11 +125,11 @@ def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
   return jnp.sum(valid & ~same)
 
 
-def _make_chunk_fns(cm, chunk: int, vm=None):
+def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast'):
   ops = ops_for(cm)
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
-  forward = cm.forward_fn()
+  forward = cm.forward_fn(kernel)
 
   def run(params, k, valid):
     out = forward(params, k)
@@ -190,7 +190,8 @@ class _Totals:
 
 
 def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
-                              progress: bool = True, value_mapping=None) -> dict:
+                              progress: bool = True, value_mapping=None,
+                              kernel: str = 'fast') -> dict:
   """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
 
   Args:
@@ -202,6 +203,8 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     value_mapping: optional ``yun.value.ValueMapping`` for ``cm``; then every point
       also checks Lemma 9 end to end (``lemma9_value_mapping``): the compact g_v of
       g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
+    kernel: 'fast' (shared-projection identity) or 'core' (the core's layers for
+      int64, generic limb layers beyond); see ``ContextualMapping.forward_fn``.
   Returns:
     dict with ``grid_points``, ``violations`` (property -> count), category counts,
     ``max_abs_value`` seen vs the planned bound, ``seconds``, ``provenance``.
@@ -216,7 +219,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   m_total = grids.grid_size(d, n, N, 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
   with jax.enable_x64(True):
-    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping)
+    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel)
     totals_m = _Totals(ops)
     cat1_q, cat1_ltn, table = [], [], []
     starts = range(0, m_total, chunk_size)
@@ -280,6 +283,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'violations': violations,
       'all_hold': not any(violations.values()),
       'arithmetic': cm.arithmetic.kind, 'arithmetic_detail': cm.arithmetic.describe(),
+      'kernel': kernel,
       'bits_required': cm.bits_required, 'bound': str(cm.bound),
       'max_abs_output': str(max_abs), 'max_abs_output_bits': int(max_abs).bit_length(),
       't_l': str(cm.t_l), 't_r': str(cm.t_r),

@@ -56,7 +56,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                     lemma7_samples: int = 20000, lemma9: bool = True,
                     lemma9_literal_points: int = 256, target_seed: int = 0,
                     max_points: int = MAX_POINTS, max_bytes: int = MAX_BYTES,
-                    progress: bool = True) -> dict:
+                    progress: bool = True, kernel: str = 'fast') -> dict:
   """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
 
   Raises:
@@ -79,14 +79,16 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   if lemma9:
     tb = time.time()
     targets = value.random_targets(d, n, resolution, seed=target_seed)
-    vm = value.build_value_mapping(cm, targets, denominator=2, chunk_size=min(chunk_size, 1 << 14))
+    vm = value.build_value_mapping(cm, targets, denominator=2, chunk_size=min(chunk_size, 1 << 14),
+                                   kernel=kernel)
     lemma9_result = {'target': f'random integers in [-8, 8] / 2 per class (seed {target_seed}), '
                                'extended by permutation equivariance',
                      'num_layers': vm.num_layers, 'num_params': vm.num_params,
                      'bump_layers': value.num_bump_layers(d, n, resolution),
                      'build_seconds': round(time.time() - tb, 3)}
   result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
-                                                        progress=progress, value_mapping=vm)
+                                                        progress=progress, value_mapping=vm,
+                                                        kernel=kernel)
   violations = dict(result['violations'])
   lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
                                             samples=lemma7_samples, seed=target_seed)

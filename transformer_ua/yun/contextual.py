@@ -90,6 +90,8 @@ from transformer_ua.yun import common
 SWEEP_HEADS, FINAL_HEADS = 2, 1
 #: Head size of every contextual-mapping head (rank-one scores).
 HEAD_SIZE = 1
+#: Evaluation kernels of ``ContextualMapping.forward_fn``.
+KERNELS = ('core', 'fast')
 
 
 # ---------------------------------------------------------------------------
@@ -364,30 +366,39 @@ class ContextualMapping:
                                                 self.arithmetic.limb_bits))
     return numerics._linear(z, u, self.arithmetic.spec)[..., 0, :]  # pylint: disable=protected-access
 
-  def forward_fn(self):
+  def forward_fn(self, kernel: str = 'core'):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
 
+    Args:
+      kernel: 'core' runs the core's layers (``layers.apply_segment``, exact int64
+        mode, rank-one fast path) or, beyond int64, the generic limb layers;
+        'fast' uses the shared-projection identity (W_Q = W_K = W_V in every Yun
+        head, checked on the params): one projection, no tie division
+        (``numerics.int64_shared_attention_update`` / ``limb_attention_update``).
+        Both compute the same integers (tested on whole grids).
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
     ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
     Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
     """
+    if kernel not in KERNELS:
+      raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
     seg_sweep, seg_final = self.segments
-    # W_Q = W_K = W_V in every head (checked on the params, host side): the limb
-    # kernels then use the shared-projection identity (numerics.limb_attention_update).
-    shared = [numerics.shared_projections(self.exact_params[f'segment_{i}']['attention'])
+    shared = [kernel == 'fast' and
+              numerics.shared_projections(self.exact_params[f'segment_{i}']['attention'])
               for i in range(2)]
+
+    def run(seg, params, x, shared_qkv):
+      if self.limbs:
+        return numerics.limb_apply_segment(seg, params, x, self.arithmetic.spec,
+                                           shared_qkv=shared_qkv)
+      if shared_qkv:
+        return numerics.int64_apply_segment(seg, params, x)
+      return layers.apply_segment(seg, params, x)
 
     def f(params, k):
       x = self.encode(k)
-      if self.limbs:
-        spec = self.arithmetic.spec
-        y0, _, i0 = numerics.limb_apply_segment(seg_sweep, params['segment_0'], x, spec,
-                                                shared_qkv=shared[0])
-        y1, _, i1 = numerics.limb_apply_segment(seg_final, params['segment_1'], y0, spec,
-                                                shared_qkv=shared[1])
-      else:
-        y0, _, i0 = layers.apply_segment(seg_sweep, params['segment_0'], x)
-        y1, _, i1 = layers.apply_segment(seg_final, params['segment_1'], y0)
+      y0, _, i0 = run(seg_sweep, params['segment_0'], x, shared[0])
+      y1, _, i1 = run(seg_final, params['segment_1'], y0, shared[1])
       return {'sweep_ids': self._ids(y0), 'ids': self._ids(y1), 'z': y1,
               'inexact': jnp.sum(i0) + jnp.sum(i1)}
 

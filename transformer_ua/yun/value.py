@@ -379,7 +379,7 @@ def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
 
 
 def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
-                        chunk_size: int = REP_CHUNK) -> ValueMapping:
+                        chunk_size: int = REP_CHUNK, kernel: str = 'fast') -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
@@ -389,6 +389,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     denominator: the target is A = targets / denominator.
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
+    kernel: g_c kernel for the representatives ('fast' or 'core', same integers).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
@@ -423,7 +424,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
   codec = grids.make_class_codec(d, n, N)
-  forward = cm.forward_fn()
+  forward = cm.forward_fn(kernel)
 
   def run(params, start):
     rank = start + jnp.arange(chunk_size, dtype=jnp.int64)
