@@ -5,9 +5,11 @@ r"""Grid points per second: the JAX whole-grid verifier vs a NumPy implementatio
 For each configuration, in the same process:
 
 * ``jax``   -- the verifier's jit-compiled chunk function on full-grid chunks
-  (decode on device, g_c through the compiled attention layers in exact int64 or
-  limbs, Properties 8.1/8.3/8.4, Lemma 10 bounds, equivariance lookup), timed after
-  compilation;
+  (decode on device, g_c in exact int64 or limbs, Properties 8.1/8.3/8.4, Lemma 10
+  bounds, equivariance lookup), timed after compilation, with both kernels:
+  ``core`` (the core's attention layers / generic limb layers: the same algorithm as
+  the NumPy baseline) and ``fast`` (the shared-projection identity, the verifier's
+  default);
 * ``numpy`` -- a straightforward vectorized NumPy evaluation of the *same layers*
   (``numerics.numpy_apply_segment``: int64 where the planner allows it, Python-int
   ``object`` arrays otherwise) on decoded points, forward pass only (so the baseline
@@ -62,28 +64,34 @@ def _numpy_forward(cm, params, k):
   return y @ np.asarray(cm.u, dtype=dtype)
 
 
+def _time_kernel(cm, kernel, chunk, jax_chunks, total, table, rng):
+  _, full_chunk = vc._make_chunk_fns(cm, chunk, None, kernel)  # pylint: disable=protected-access
+  t0 = time.time()
+  jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(total), table))
+  compile_s = time.time() - t0
+  starts = rng.integers(0, max(1, total - chunk), size=jax_chunks)
+  t0 = time.time()
+  for s in starts:
+    jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(int(s)), jnp.int64(total), table))
+  return jax_chunks * chunk / (time.time() - t0), compile_s
+
+
 def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
   total = grids.grid_size(d, n, N, 'full')
   m = grids.grid_size(d, n, N, 'multiset')
   codec = grids.make_codec(d, n, N)
   with jax.enable_x64(True):
-    _, full_chunk = vc._make_chunk_fns(cm, chunk)  # pylint: disable=protected-access
     # Equivariance table: q of a prefix of the representatives suffices for timing
     # (the lookup cost does not depend on the values).
     reps = codec['decode_multiset'](jnp.arange(min(m, 4 * chunk)))
     table = cm.forward(np.asarray(reps))['ids']
     table = jnp.concatenate([table] * (-(-m // table.shape[0])))[:m]
-    t0 = time.time()
-    jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(total), table))
-    compile_s = time.time() - t0
     rng = np.random.default_rng(0)
-    starts = rng.integers(0, max(1, total - chunk), size=jax_chunks)
-    t0 = time.time()
-    for s in starts:
-      jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(int(s)), jnp.int64(total), table))
-    jax_s = time.time() - t0
-    jax_rate = jax_chunks * chunk / jax_s
+    rates = {}
+    for kernel in ('fast', 'core'):
+      rates[kernel] = _time_kernel(cm, kernel, chunk, jax_chunks, total, table, rng)
+    jax_rate, compile_s = rates['fast']
     # NumPy: grow the batch until the time budget is used.
     np_params = _numpy_params(cm)
     batch, np_points, np_s = 256, 0, 0.0
@@ -97,10 +105,13 @@ def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
       batch = min(batch * 2, 1 << 16)
     q_jax = cm.to_python(cm.forward(k)['ids'])
     agree = bool(np.all(q_np.astype(object) == q_jax))
+  np_rate = np_points / np_s
   return {'N': N, 'd': d, 'n': n, 'grid_points': total, 'arithmetic': cm.arithmetic.describe(),
           'numpy_dtype': 'int64' if cm.arithmetic.kind == 'int64' else 'object (Python ints)',
-          'jax_points_per_s': round(jax_rate), 'numpy_points_per_s': round(np_points / np_s),
-          'speedup': round(jax_rate / (np_points / np_s), 1), 'jax_compile_s': round(compile_s, 2),
+          'jax_points_per_s': round(jax_rate), 'numpy_points_per_s': round(np_rate),
+          'speedup': round(jax_rate / np_rate, 1), 'jax_compile_s': round(compile_s, 2),
+          'jax_core_kernel_points_per_s': round(rates['core'][0]),
+          'speedup_core_kernel': round(rates['core'][0] / np_rate, 1),
           'jax_timed_points': jax_chunks * chunk, 'numpy_timed_points': np_points,
           'outputs_agree': agree}
 
@@ -123,8 +134,10 @@ def main(argv):
     with open(path, 'a') as f:
       for r in rows:
         f.write(f"- verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
-                f"JAX {r['jax_points_per_s']:,} points/s vs NumPy ({r['numpy_dtype']}) "
-                f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x; outputs agree: "
+                f"JAX verifier {r['jax_points_per_s']:,} points/s (fast kernel; core kernel "
+                f"{r['jax_core_kernel_points_per_s']:,}) vs NumPy ({r['numpy_dtype']}) "
+                f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x "
+                f"({r['speedup_core_kernel']}x with the core kernel); outputs agree: "
                 f"{r['outputs_agree']}. `{prov['command']}` @ {prov['git_revision']}, "
                 f"{prov['machine']}, load {prov['load_average_1min_at_start']}, "
                 f"{prov['utc_time']}\n")
