@@ -110,14 +110,28 @@ def make_codec(d: int, n: int, resolution: int):
     b = col_sorted + jnp.arange(n)  # strictly increasing
     return sum(table[i + 1][b[..., i]] for i in range(n))
 
+  def ranks(col):
+    """Stable rank of each column index among the n: #{i: c_i < c_j} + #{i < j: c_i = c_j}.
+
+    O(n^2) elementwise comparisons (no sort: small-row sorts are slow on XLA CPU).
+    """
+    less = col[..., :, None] < col[..., None, :]           # [.., i, j]: c_i < c_j
+    equal = col[..., :, None] == col[..., None, :]
+    earlier = jnp.tril(jnp.ones((n, n), bool), -1).T       # [i, j]: i < j
+    return jnp.sum(less | (equal & earlier), axis=-2)
+
   def category(k):
-    col = jnp.sort(column_index(k), axis=-1)
-    repeated = jnp.any(col[..., 1:] == col[..., :-1], axis=-1)
+    col = column_index(k)
+    equal = col[..., :, None] == col[..., None, :]
+    repeated = jnp.any(equal & ~jnp.eye(n, dtype=bool), axis=(-2, -1))
     out_of_range = jnp.any(k < 0, axis=(-2, -1))
     return jnp.where(out_of_range, 3, jnp.where(repeated, 2, 1)).astype(jnp.int32)
 
   def canonical_order(k):
-    return jnp.argsort(column_index(k), axis=-1, stable=True)
+    """perm [B, n] with col[perm] non-decreasing (stable): the inverse of the ranks."""
+    r = ranks(column_index(k))
+    onehot = r[..., :, None] == jnp.arange(n)              # [.., j, position]
+    return jnp.argmax(onehot, axis=-2)
 
   return {'decode_full': decode_full, 'decode_multiset': decode_multiset,
           'column_index': column_index, 'rank_multiset': rank_multiset,

@@ -360,8 +360,8 @@ class ContextualMapping:
 
   def _ids(self, z):
     """u^T Z per token: [.., n, d] -> [.., n] (int64) or [.., n, K] (limbs)."""
-    if not self.limbs:
-      return z @ jnp.asarray(self.u, jnp.int64)
+    if not self.limbs:  # elementwise: XLA's int64 dot is slow on CPU
+      return jnp.sum(z * jnp.asarray(self.u, jnp.int64), axis=-1)
     u = jnp.asarray(numerics.digits_from_python(np.asarray(self.u, dtype=object).reshape(1, -1),
                                                 self.arithmetic.limb_bits))
     return numerics._linear(z, u, self.arithmetic.spec)[..., 0, :]  # pylint: disable=protected-access
