@@ -41,6 +41,9 @@ flags.DEFINE_string('lemma9_literal_points', '256',
 flags.DEFINE_string('target_seed', '0', 'Seed of the random Lemma 9 target and samples.')
 flags.DEFINE_string('max_points', str(theorem2.MAX_POINTS),
                     'Refuse grids with more points than this.')
+flags.DEFINE_string('float_points', '0', 'Also run the paper-valued float64/float32 network on '
+                    'this many class representatives and report where it departs from the '
+                    'exact integers (observation, not a verified property).')
 flags.DEFINE_string('output_json', '', 'Write the result JSON here.')
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
 
@@ -84,7 +87,8 @@ def run(argv):
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
-                target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1))
+                target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),
+                float_points=_int_flag('float_points', 0))
   try:
     result = theorem2.verify_theorem2(d=d, n=n, resolution=resolution, grid=FLAGS.grid,
                                       arithmetic=FLAGS.arithmetic, lemma9=FLAGS.lemma9,
@@ -98,6 +102,10 @@ def run(argv):
   width = max(len(k) for k in result['violations'])
   for prop, count in result['violations'].items():
     print(f"  {prop:<{width}}  {'ok' if count == 0 else f'{count} VIOLATIONS'}")
+  if 'float' in result:
+    for name in ('float64', 'float32'):
+      print(f"  paper-valued {name} network on {result['float']['points']:,} classes: "
+            f"{result['float'][name]}")
   print('ALL PROPERTIES HOLD' if result['all_hold'] else 'SOME PROPERTY FAILED')
   if FLAGS.output_json:
     with open(FLAGS.output_json, 'w') as f:

@@ -16,7 +16,7 @@ import math
 import time
 
 from transformer_ua import provenance
-from transformer_ua.verify import contextual_mapping, grids, quantization, value_mapping
+from transformer_ua.verify import contextual_mapping, floating, grids, quantization, value_mapping
 from transformer_ua.yun import common, contextual, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks.
@@ -56,7 +56,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                     lemma7_samples: int = 20000, lemma9: bool = True,
                     lemma9_literal_points: int = 256, target_seed: int = 0,
                     max_points: int = MAX_POINTS, max_bytes: int = MAX_BYTES,
-                    progress: bool = True, kernel: str = 'fast') -> dict:
+                    progress: bool = True, kernel: str = 'fast',
+                    float_points: int = 0) -> dict:
   """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
 
   Raises:
@@ -104,6 +105,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
     violations['lemma9_literal_equals_compact'] = lit['lemma9_literal_equals_compact']
     lemma9_result.update(lit)
   result['grid_check_seconds'] = result['seconds']
+  if float_points:
+    result['float'] = floating.float_breakdown(cm, max_points=float_points)
   result.update({
       'violations': violations,
       'all_hold': not any(violations.values()),
