@@ -214,6 +214,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   if not isinstance(chunk_size, int) or chunk_size < 1:
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
+  prov = provenance.record()  # at the start: the revision that runs
   ops = ops_for(cm)
   d, n, N = cm.d, cm.n, cm.resolution
   m_total = grids.grid_size(d, n, N, 'multiset')
@@ -290,6 +291,6 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'num_layers': cm.num_layers, 'num_params': cm.num_params,
       'category_1_classes': m1, 'chunk_size': chunk_size,
       'seconds': round(time.time() - t0, 3),
-      'provenance': provenance.record(),
+      'provenance': prov,
   })
   return result

@@ -65,6 +65,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
       grid beyond ``max_points`` / ``max_bytes``.
   """
   t0 = time.time()
+  prov = provenance.record()  # at the start: the revision that runs
   res = plan_resources(d, n, resolution, grid, arithmetic, lemma9)
   if res['points'] > max_points:
     raise ValueError(f'grid={grid} for d={d}, n={n}, resolution={resolution} has '
@@ -114,6 +115,6 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
       'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.num_layers,
                        'value': value.layer_count(d, n, resolution)},
       'seconds': round(time.time() - t0, 3),
-      'provenance': provenance.record(),
+      'provenance': prov,
   })
   return result
