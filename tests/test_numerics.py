@@ -205,7 +205,7 @@ def test_shared_projection_identity_equals_generic_limb_attention():
   x[32:40] = 0                # every key 0: zero queries in head 0
   with jax.enable_x64(True):
     lx = jnp.asarray(numerics.from_python(x, spec))
-    generic = numerics.limb_attention_update(p, lx, spec)
-    shared = numerics.limb_attention_update(p, lx, spec, shared_qkv=True)
+    generic = jax.jit(lambda p, z: numerics.limb_attention_update(p, z, spec))(p, lx)
+    shared = jax.jit(lambda p, z: numerics.limb_attention_update(p, z, spec, True))(p, lx)
   np.testing.assert_array_equal(np.asarray(generic[0]), np.asarray(shared[0]))
   assert int(generic[1]) == int(shared[1])
