@@ -52,6 +52,14 @@ or ReLU activations) implement the same math as ``layers.attention_update`` /
 ``limb_apply_segment`` scans them over stacked params exactly like
 ``layers.apply_segment``. Everything is jit/vmap-able and runs on any JAX device.
 
+Shared projections: when W_Q = W_K = W_V (every Yun selective-shift head; checked by
+``shared_projections``), one projection gives the keys, the values and (plus b_Q)
+the queries, and the average over tied arg-max keys is the max key itself (tied keys
+are equal, so are their values). ``limb_attention_update(shared_qkv=True)`` and
+``int64_shared_attention_update`` use this identity: the same integers as the core
+layers with a third of the projections and no tie division (tests compare them on
+whole grids).
+
 Reference
 ---------
 ``numpy_apply_segment`` is a straightforward vectorized NumPy implementation of the

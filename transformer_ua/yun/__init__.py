@@ -17,3 +17,12 @@ from transformer_ua.yun.pipeline import GBar, build_g_bar, layer_counts, paramet
 from transformer_ua.yun.quantize import Quantization, build_quantization, quantization_params
 from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_targets,
                                       representatives, round_targets)
+
+__all__ = [
+    'OUT_OF_RANGE', 'check_config',
+    'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
+    'contextual_mapping_params',
+    'GBar', 'build_g_bar', 'layer_counts', 'parameter_counts',
+    'Quantization', 'build_quantization', 'quantization_params',
+    'ValueMapping', 'build_value_mapping', 'random_targets', 'representatives', 'round_targets',
+]

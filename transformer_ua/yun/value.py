@@ -54,7 +54,6 @@ import numpy as np
 from transformer_ua import layers, numerics
 from transformer_ua.layers import Segment
 from transformer_ua.verify import grids
-from transformer_ua.yun import common
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
