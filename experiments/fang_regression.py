@@ -44,6 +44,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/configs/fang_f2.py'}
 
 
+def sweep_plans():
+  """target -> {run name: epochs} of the full sweeps of the checked-in configs (the
+  report lists the runs not started yet, whatever --only / --config.* this call has)."""
+  from experiments.configs import fang_f1, fang_f2  # pylint: disable=g-import-not-at-top
+  plans = {}
+  for target, module in (('f1', fang_f1), ('f2', fang_f2)):
+    plans[target] = {regression.run_name(c): c.epochs for _, c in run_configs(module.get_config())}
+  return plans
+
+
 def parse_entry(entry: str):
   """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
   model, _, tokens = entry.partition(':')
@@ -136,8 +146,9 @@ def main(argv):
           result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
       with open(os.path.join(workdir, 'result.json'), 'w') as f:
         json.dump(result, f, indent=1)
-      fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value))
-  fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value))
+      fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value),
+                               sweep_plans())
+  fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value), sweep_plans())
 
 
 if __name__ == '__main__':

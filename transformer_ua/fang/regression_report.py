@@ -5,6 +5,14 @@ writes ``results_dir/fang_regression.md``, ``fang_regression_<target>.json``,
 ``fang_f1_surfaces.png`` (Figure 2) and ``fang_<target>_convergence.png`` (Figure 3;
 also drawn for f1). ``results_dir/fang_regression_discussion.md``, if present, is
 included verbatim (the human reading of the numbers).
+
+Partial sweeps: a run directory without a complete ``result.json`` is reported
+separately as UNFINISHED -- the epoch its ``metrics.jsonl`` reached, the epoch of its
+newest checkpoint (where it resumes), its latest MSE_Tr / MSE_Te and its time per
+epoch so far -- and never enters the Table 1 rows, the seed statistics or the claims.
+With ``plans`` (target -> planned run names, from the configs) the runs of the sweep
+that were never started are listed too. Unfinished curves are drawn dashed in the
+convergence figure.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import glob
 import json
 import math
 import os
+import re
 
 import numpy as np
 
@@ -29,6 +38,70 @@ def _load(workdir, target):
     if r.get('complete'):
       r['_dir'] = os.path.dirname(path)
       out.append(r)
+  return out
+
+
+_RUN_RE = re.compile(r'^(?P<target>f\d+)_(?P<model>attention|nn_width|nn_depth)_'
+                     r'(?P<width>\d+)_seed(?P<seed>\d+)$')
+
+
+def _read_jsonl(path):
+  rows = []
+  if os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        try:
+          rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written by a live run
+          pass
+  return rows
+
+
+def _latest_checkpoint(run_dir):
+  """(epoch, seconds trained up to it) of the newest committed checkpoint, or (None, None).
+
+  The time comes from the checkpoint's JSON meta (``Checkpointer.save(meta=...)``)."""
+  ckdir = os.path.join(run_dir, 'checkpoints')
+  steps = sorted((int(s) for s in (os.listdir(ckdir) if os.path.isdir(ckdir) else [])
+                  if s.isdigit() and os.path.exists(os.path.join(ckdir, s, 'commit_success.txt'))),
+                 reverse=True)
+  for step in steps:
+    try:
+      with open(os.path.join(ckdir, str(step), 'meta', 'metadata')) as f:
+        return step, float(json.load(f)['elapsed'])
+    except (OSError, ValueError, KeyError, TypeError):
+      return step, None
+  return None, None
+
+
+def _load_unfinished(workdir, target, finished_names, epochs_planned=None):
+  """Runs under ``workdir/target`` without a complete result.json (see module doc)."""
+  out = []
+  for run_dir in sorted(glob.glob(os.path.join(workdir, target, '*'))):
+    name = os.path.basename(run_dir)
+    m = _RUN_RE.match(name)
+    if name in finished_names or not m or not os.path.isdir(run_dir):
+      continue
+    rows = [r for r in _read_jsonl(os.path.join(run_dir, 'metrics.jsonl'))
+            if isinstance(r.get('step'), int)]
+    # A resumed run rewrites rows past its checkpoint: keep the last row per epoch.
+    by_epoch = {r['step']: r for r in rows}
+    history = [dict(by_epoch[e], epoch=e) for e in sorted(by_epoch)]
+    ckpt_epoch, elapsed = _latest_checkpoint(run_dir)
+    last_test = next(((h['epoch'], h['test_mse']) for h in reversed(history)
+                      if 'test_mse' in h), (None, None))
+    model, width = m['model'], int(m['width'])
+    out.append({
+        'name': name, 'target': target, 'model': model, 'seed': int(m['seed']),
+        'num_tokens': width if model != 'nn_depth' else None,
+        'depth_width': width if model == 'nn_depth' else None,
+        'epochs_reached': history[-1]['epoch'] if history else 0,
+        'epochs_planned': (epochs_planned or {}).get(name),
+        'checkpoint_epoch': ckpt_epoch, 'seconds_to_checkpoint': elapsed,
+        'seconds_per_epoch': (elapsed / ckpt_epoch if elapsed and ckpt_epoch else None),
+        'last_train_mse': history[-1]['train_mse'] if history else None,
+        'last_test_epoch': last_test[0], 'last_test_mse': last_test[1],
+        'history': history})
   return out
 
 
@@ -58,8 +131,8 @@ def _ms(vals, fmt='{:.4g}'):
 def table(groups) -> str:
   lines = ['| model | params | seeds | MSE_Tr | MSE_Te | MSE_Te vs f (noiseless) | '
            '# epochs (paper rule) | epochs (rule holds from then on) | run time to conv. (s) '
-           '| run time total (s) |',
-           '|---|---|---|---|---|---|---|---|---|---|']
+           '| run time total (s) | s / epoch |',
+           '|---|---|---|---|---|---|---|---|---|---|---|']
   for name, rs in groups.items():
     conv = [r['epochs_to_convergence'] for r in rs]
     lines.append(
@@ -68,17 +141,43 @@ def table(groups) -> str:
         f"{_ms(conv, '{:.0f}')}{' (never: ' + str(conv.count(None)) + ')' if None in conv else ''}"
         f" | {_ms([r['epochs_to_stable_convergence'] for r in rs], '{:.0f}')} | "
         f"{_ms([r['run_time_to_convergence_s'] for r in rs], '{:.0f}')} | "
-        f"{_ms([r['run_time_s'] for r in rs], '{:.0f}')} |")
+        f"{_ms([r['run_time_s'] for r in rs], '{:.0f}')} | "
+        f"{_ms([r['run_time_s'] / max(1, r['epochs_done']) for r in rs], '{:.3g}')} |")
   return '\n'.join(lines)
 
 
-def convergence_figure(groups, path, title):
+def unfinished_table(unfinished) -> str:
+  lines = ['| run | epochs reached / planned | newest checkpoint (resumes from) | MSE_Tr at '
+           'epoch reached | latest MSE_Te (epoch) | time to checkpoint (s) | s / epoch |',
+           '|---|---|---|---|---|---|---|']
+  f = lambda v, fmt='{:.4g}': '?' if v is None else fmt.format(v)
+  for u in unfinished:
+    lines.append(
+        f"| {u['name']} (UNFINISHED) | {u['epochs_reached']} / {f(u['epochs_planned'], '{}')} | "
+        f"{f(u['checkpoint_epoch'], '{}')} | {f(u['last_train_mse'])} | "
+        f"{f(u['last_test_mse'])} ({f(u['last_test_epoch'], '{}')}) | "
+        f"{f(u['seconds_to_checkpoint'], '{:.0f}')} | {f(u['seconds_per_epoch'], '{:.3g}')} |")
+  return '\n'.join(lines)
+
+
+def convergence_figure(groups, path, title, unfinished=()):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-  for i, (name, rs) in enumerate(groups.items()):
-    color = f'C{i}'
+  names = list(groups) + [n for n in dict.fromkeys(_entry(u) for u in unfinished)
+                          if n not in groups]
+  order = lambda k: (regression.MODELS.index(k.split(' ')[0]), k)
+  colors = {n: f'C{i}' for i, n in enumerate(sorted(names, key=order))}
+  for u in unfinished:
+    for ax, key in zip(axes, ('train_mse', 'test_mse')):
+      pts = [(h['epoch'], h[key]) for h in u['history'] if key in h]
+      if pts:
+        ax.plot(*zip(*pts), color=colors[_entry(u)], ls='--', lw=1,
+                label=f"{_entry(u)}, seed {u['seed']}: UNFINISHED at epoch "
+                      f"{u['epochs_reached']}")
+  for name, rs in groups.items():
+    color = colors[name]
     for ax, key in zip(axes, ('train_mse', 'test_mse')):
       curves = []
       for r in rs:
@@ -87,7 +186,7 @@ def convergence_figure(groups, path, title):
       n = min(len(c) for c in curves)
       ep = np.asarray([p[0] for p in curves[0][:n]])
       vals = np.asarray([[p[1] for p in c[:n]] for c in curves])
-      ax.plot(ep, np.mean(vals, 0), color=color, label=f'{name} ({len(rs)} seeds)')
+      ax.plot(ep, np.mean(vals, 0), color=color, label=f"{name} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
       if len(rs) > 1:
         ax.fill_between(ep, vals.min(0), vals.max(0), color=color, alpha=0.2)
   for ax, key in zip(axes, ('MSE_Tr (epoch mean of batch losses)', 'MSE_Te')):
@@ -140,7 +239,7 @@ def surfaces_figure(groups, path):
 
 
 def claims(groups) -> str:
-  """Automatic check of the paper's claims against the numbers."""
+  """Automatic check of the paper's claims against the numbers (finished runs only)."""
   lines = []
   att = {k: v for k, v in groups.items() if k.startswith('attention')}
   mlp = {k: v for k, v in groups.items() if not k.startswith('attention')}
@@ -156,8 +255,10 @@ def claims(groups) -> str:
   return '\n'.join(lines)
 
 
-def write_report(workdir: str, results_dir: str) -> str:
+def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> str:
+  """Writes the report; ``plans``: target -> {run name: planned epochs} of the full sweep."""
   os.makedirs(results_dir, exist_ok=True)
+  plans = plans or {}
   md = ['# Fang et al. 2022, Section 5: noisy polynomial regression', '',
         'Generated by `experiments/fang_regression.py` from the runs\' `result.json` files '
         '(`transformer_ua/fang/regression_report.py`). MSE_Tr / MSE_Te are against the '
@@ -168,44 +269,47 @@ def write_report(workdir: str, results_dir: str) -> str:
         'seeds (model initialization; one data set, data_seed 0).', '']
   for target in regression.TARGETS:
     results = _load(workdir, target)
-    if not results:
-      md += [f'## {target}', '', 'No finished runs yet.', '']
+    planned = plans.get(target, {})
+    unfinished = _load_unfinished(workdir, target, {r['name'] for r in results}, planned)
+    started = {r['name'] for r in results} | {u['name'] for u in unfinished}
+    not_started = [n for n in planned if n not in started]
+    if not results and not unfinished:
+      md += [f'## {target}', '', 'No runs yet.', '']
       continue
     groups = _group(results)
     slim = [{k: v for k, v in r.items() if k not in ('history', '_dir')} for r in results]
     curves = {r['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')] for h in r['history']]
               for r in results}
     with open(os.path.join(results_dir, f'fang_regression_{target}.json'), 'w') as f:
-      json.dump({'runs': slim, 'curves_epoch_train_test': curves}, f, indent=1)
+      json.dump({'runs': slim, 'curves_epoch_train_test': curves,
+                 'unfinished_runs': [{k: v for k, v in u.items() if k != 'history'}
+                                     for u in unfinished],
+                 'unfinished_curves_epoch_train_test': {
+                     u['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')]
+                                 for h in u['history']] for u in unfinished},
+                 'not_started': not_started}, f, indent=1)
     conv_png = f'fang_{target}_convergence.png'
     convergence_figure(groups, os.path.join(results_dir, conv_png),
-                       f'{target}: MSE per epoch (mean over seeds, band = min..max)')
+                       f'{target}: MSE per epoch (mean over seeds, band = min..max; '
+                       'dashed = unfinished run)', unfinished)
     spec = regression.DATA[target]
     md += [f'## {target} (d = {spec["d"]}, q = {spec["q"]}, {spec["num_train"]} train / '
            f'{spec["num_samples"] - spec["num_train"]} test)', '']
-    provs = {json.dumps({k: r['provenance'][k] for k in ('command', 'git_revision')})
-             for r in results}
-    for pv in sorted(provs):
-      pv = json.loads(pv)
-      md.append(f"- command: `{pv['command']}` at revision `{pv['git_revision']}`")
-    r0 = results[0]['provenance']
-    loads = [r['provenance']['load_average_1min_at_start'] for r in results]
-    md += [f"- machine: {r0['machine']}; 1-min load at run starts {min(loads)}..{max(loads)} "
-           '(shared machine: run times include contention)', '']
-    md += [table(groups), '']
-    lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
-    if lit:
-      md += ['Literal network (trained F, beta, b + the fixed Lemma 3.1 blocks, float64) vs the '
-             'compact path the model was trained through, on test inputs:', '',
-             '| run | points | B (max data norm) | max rel. literal vs compact | max rel. '
-             'compact vs training fn | literal time (s) |', '|---|---|---|---|---|---|']
-      for name, c in lit:
-        md.append(f"| {name} | {c['points']} | {c['bound_B']:.4g} | "
-                  f"{c['max_rel_literal_vs_compact']:.3g} | "
-                  f"{c['max_rel_compact_vs_training_fn']:.3g} | {c['literal_seconds']:.1f} |")
-      md.append('')
-    md += ['Claims of the paper, checked automatically:', '', claims(groups), '']
-    if target == 'f1':
+    if planned:
+      md += [f'Sweep status: {len(results)} of {len(planned)} planned runs finished, '
+             f'{len(unfinished)} unfinished, {len(not_started)} not started.', '']
+    md += _finished_section(target, results, groups) if results else [
+        'No finished runs yet: no Table 1 rows.', '']
+    if unfinished:
+      md += ['UNFINISHED runs -- not in Table 1 nor in the automatic claims; their numbers '
+             'are at the epoch reached, in the middle of the one-cycle schedule, not final:',
+             '', unfinished_table(unfinished), '']
+    if not_started:
+      md += [f'Not started: {", ".join(not_started)}.', '']
+    if results:
+      md += ['Claims of the paper, checked automatically (finished runs only):', '',
+             claims(groups), '']
+    if target == 'f1' and results:
       surf = 'fang_f1_surfaces.png'
       surfaces_figure({k: v for k, v in groups.items()}, os.path.join(results_dir, surf))
       md += [f'Figure 2 analogue: ![f1 surfaces]({surf})', '']
@@ -218,3 +322,36 @@ def write_report(workdir: str, results_dir: str) -> str:
   with open(path, 'w') as f:
     f.write('\n'.join(md) + '\n')
   return path
+
+
+def _finished_section(target, results, groups):
+  md = []
+  provs = {json.dumps({k: r['provenance'][k] for k in ('command', 'git_revision')})
+           for r in results}
+  for pv in sorted(provs):
+    pv = json.loads(pv)
+    md.append(f"- command: `{pv['command']}` at revision `{pv['git_revision']}`")
+  r0 = results[0]['provenance']
+  loads = [r['provenance']['load_average_1min_at_start'] for r in results]
+  md += [f"- machine: {r0['machine']}; 1-min load at run starts {min(loads)}..{max(loads)} "
+         '(shared machine: run times include contention)', '']
+  md += [table(groups), '']
+  lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
+  if lit:
+    md += ['Literal network (trained F, beta, b + the fixed Lemma 3.1 blocks, float64) vs the '
+           'compact path the model was trained through, on test inputs:', '',
+           '| run | points | B (max data norm) | max rel. literal vs compact | max rel. '
+           'compact vs training fn | literal time (s) |', '|---|---|---|---|---|---|']
+    for name, c in lit:
+      md.append(f"| {name} | {c['points']} | {c['bound_B']:.4g} | "
+                f"{c['max_rel_literal_vs_compact']:.3g} | "
+                f"{c['max_rel_compact_vs_training_fn']:.3g} | {c['literal_seconds']:.1f} |")
+    md.append('')
+  skipped = [r['name'] for r in results if r['model'] == 'attention' and 'literal_check' not in r]
+  if skipped:
+    md += [f"No literal-network check recorded for {', '.join(skipped)} "
+           '(literal_check_points = 0 or not the first seed).', '']
+  for r in results:
+    if 'literal_check_error' in r:
+      md += [f"Literal check of {r['name']} failed: {r['literal_check_error']}", '']
+  return md
