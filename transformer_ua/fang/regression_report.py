@@ -333,7 +333,8 @@ def _finished_section(target, results, groups):
     md.append(f"- command: `{pv['command']}` at revision `{pv['git_revision']}`")
   r0 = results[0]['provenance']
   loads = [r['provenance']['load_average_1min_at_start'] for r in results]
-  md += [f"- machine: {r0['machine']}; 1-min load at run starts {min(loads)}..{max(loads)} "
+  md += [f"- machine: {r0['machine']}; 1-min load when the results were recorded "
+         f"{min(loads)}..{max(loads)} "
          '(shared machine: run times include contention)', '']
   md += [table(groups), '']
   lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
