@@ -86,6 +86,20 @@ class Phi:
     """Index of the first constant piece (there is at least one)."""
     return next(i for i, (a, _) in enumerate(self.pieces) if a == 0)
 
+  def anchor_piece(self) -> int:
+    """The constant piece the 4-ReLU expansion is built around (all units off there).
+
+    A zero piece if there is one (the middle first), else the first constant piece.
+    In the constructions a unit's zero piece is where most inputs lie (the layer
+    leaves those tokens unchanged), and with every ReLU off there the realized layer
+    is *exactly* the identity in floating point; on the other pieces the ReLU terms
+    cancel, with rounding error ~ |t| ulp / epsilon (measured in results/approximation.md).
+    """
+    zero = [i for i, piece in enumerate(self.pieces) if piece == (0.0, 0.0)]
+    if zero:
+      return 1 if 1 in zero else zero[0]
+    return self.constant_piece()
+
   def padded(self) -> tuple[tuple, tuple, tuple]:
     """(breaks[2], pieces[3], left_closed[2]) padded to three pieces.
 
@@ -246,7 +260,7 @@ def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
     slopes.append((vals[j + 1] - vals[j]) / (kinks[j + 1] - kinks[j]))
   slopes.append(pieces[-1][0])
 
-  const = phi.constant_piece()
+  const = phi.anchor_piece()
   alpha = pieces[const][1]
   kappa, sign, tau = [], [], []
   # Interval 2*const (between kinks 2*const-1 and 2*const) is the constant piece.

@@ -4,11 +4,15 @@
 * ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
 * ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
+* ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
+  (Lemma 6 realization), and the error decomposition.
 
 Builders are pure keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
 """
 
+from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
+                                             error_decomposition, realization_error)
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
                                            contextual_mapping_bound,
@@ -19,6 +23,8 @@ from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_
                                       representatives, round_targets)
 
 __all__ = [
+    'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
+    'realization_error',
     'OUT_OF_RANGE', 'check_config',
     'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
     'contextual_mapping_params',

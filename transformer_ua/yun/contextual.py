@@ -159,10 +159,86 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   return math.ceil(S * bound)
 
 
-def parameter_count(d: int, n: int, resolution: int) -> int:
-  """Weights of g_c: N^d two-head layers of h(4md + m) and one single-head layer."""
+#: Largest grid (N^(dn) points) for which the Theorem 3 mapping is built: its bound
+#: comes from an exhaustive exact simulation, and g_v needs a bump per grid point.
+POSITIONAL_MAX_GRID = 1 << 16
+
+
+def positional_grid(d: int, n: int, resolution: int) -> np.ndarray:
+  """All grid indices K [N^(dn), n, d] (lexicographic, K[0] = 0), Theorem 3's domain."""
+  N = resolution
+  if N ** (d * n) > POSITIONAL_MAX_GRID:
+    raise ValueError(f'positional (Theorem 3) construction for d={d}, n={n}, N={N} needs '
+                     f'the whole grid of N^(dn) = {N ** (d * n)} points; at most '
+                     f'{POSITIONAL_MAX_GRID} are allowed (choose a smaller resolution).')
+  digits = np.indices((N,) * (d * n)).reshape(d * n, -1).T
+  return digits.reshape(-1, n, d).astype(np.int64)
+
+
+@functools.lru_cache(maxsize=32)
+def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
+  """Exact max over the whole grid of every id during the Theorem 3 sweep.
+
+  Exhaustive, in Python integers (units of delta): ids start at
+  l_j = s_j + delta sum_i K_ji N^(i-1) >= 0 and never decrease, so the max is taken
+  after the sweep. The sweep is simulated on ids alone (a Psi layer adds
+  N^d (max - min) to the ids equal to its l). Unlike Theorem 2, a shifted column can
+  land on a *later* swept id and be shifted again (N = 2, d = 1, n = 2,
+  L + E = (1/2, 1): ids (1/2, 1) -> (3/2, 1) -> (3/2, 2) -> (5/2, 2)), which Appendix
+  G.2's bound n delta^(-(n+1)d) on l~_n does not account for; the exhaustive max is
+  a proof by enumeration of the finite domain.
+  """
+  N = resolution
+  k = positional_grid(d, n, N)
+  r = sum(common.u_vector(d, N))
+  ids = (k @ np.asarray(common.u_vector(d, N), np.int64)).astype(object)
+  ids = ids + (np.arange(n) * N * r).astype(object)[None, :]
+  step = N ** d
+  for l in theorem3_sweep_ids(d, n, N):
+    mask = ids == int(l)
+    if not mask.any():
+      continue
+    spread = ids.max(axis=1) - ids.min(axis=1)
+    ids = ids + mask * (step * spread)[:, None]
+  return Fraction(int(ids.max()), N)
+
+
+def positional_interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+  """(t_l, t_r) bracketing every q(L) = u^T g_c(L + E) of Theorem 3 (Appendix G.2).
+
+  The global shift adds c max_k l~_k (c = n delta^(-(n+1)d-1); every query is
+  positive) to every id, and max_k l~_k >= l_n >= s_n = (n - 1) R (R = sum_i u_i), so
+  q >= c s_n = t_l; with U the exhaustive max id (``positional_sweep_max``),
+  q <= (1 + c) U = t_r.
+  """
+  N = resolution
+  c = theorem3_final_scale(d, n, N)
+  r = sum(common.u_vector(d, N))
+  return Fraction(c * (n - 1) * r), (1 + c) * positional_sweep_max(d, n, N)
+
+
+def positional_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Bound on |every scaled intermediate| of the Theorem 3 g_c (inputs L + E).
+
+  With U the exhaustive max id: ids stay in [0, U] in the sweep (U_f = U (1 + c)
+  after the global shift); entries differ from ids by at most n R; tie numerators
+  are at most n U and head outputs 2 N^d U (rank-one scores are never formed).
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  u = positional_sweep_max(d, n, N)
+  r = sum(common.u_vector(d, N))
+  u_f = u * (1 + theorem3_final_scale(d, n, N))
+  bound = max(n * u, 2 * N ** d * u, u_f + 2 * n * r + 1)
+  return math.ceil(S * bound)
+
+
+def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
+  """Weights of g_c: N^d (n N^d with ``positional``) two-head layers of h(4md + m)
+  weights each, and one single-head layer."""
   per_head = 4 * HEAD_SIZE * d + HEAD_SIZE  # W_Q, W_K, W_V (m x d), b_Q (m), W_O (d x m)
-  return resolution ** d * SWEEP_HEADS * per_head + FINAL_HEADS * per_head
+  sweeps = resolution ** d * (n if positional else 1)
+  return sweeps * SWEEP_HEADS * per_head + FINAL_HEADS * per_head
 
 
 # ---------------------------------------------------------------------------
@@ -278,6 +354,9 @@ class ContextualMapping:
       core's exact integer mode), or digit constants (``numerics`` limbs).
     arithmetic: the planner's choice (``numerics.Arithmetic``).
     bound: proven bound on every scaled intermediate (``contextual_mapping_bound``).
+    positional: Theorem 3 (Appendix G.2): inputs are L + E; t_l, t_r are
+      ``positional_interval`` and lemma10_lower/upper bound the sweep ids
+      ((n - 1) R and the exhaustive max) instead of Lemma 10's.
   """
 
   d: int
@@ -296,6 +375,7 @@ class ContextualMapping:
   exact_params: dict
   arithmetic: numerics.Arithmetic
   bound: int
+  positional: bool = False
 
   # -- metadata -------------------------------------------------------------
 
@@ -342,15 +422,20 @@ class ContextualMapping:
                        f'got {k.shape}.')
     if not np.issubdtype(k.dtype, np.integer):
       raise ValueError(f'grid indices must be integers, got dtype {k.dtype}.')
-    if k.size and (k.min() < -1 or k.max() >= self.resolution):
-      raise ValueError(f'grid indices must lie in {{-1, 0, ..., {self.resolution - 1}}} '
-                       '(-1 = out of range).')
+    low = 0 if self.positional else -1
+    if k.size and (k.min() < low or k.max() >= self.resolution):
+      allowed = (f'{{0, ..., {self.resolution - 1}}} (the positional construction has no '
+                 'out-of-range value)' if self.positional else
+                 f'{{-1, 0, ..., {self.resolution - 1}}} (-1 = out of range)')
+      raise ValueError(f'grid indices must lie in {allowed}.')
     return k.astype(np.int64)
 
   def encode(self, k):
     """Grid indices -> scaled integers in the arithmetic (jnp; call under x64)."""
     k = jnp.asarray(k, jnp.int64)
     inside = k * (self.scale // self.resolution)
+    if self.positional:  # + E: token j (0-based) is offset by j in every coordinate
+      inside = inside + self.scale * jnp.arange(self.n, dtype=jnp.int64)[:, None]
     outside = -self.scale * self.out_of_range
     if not self.limbs:
       return jnp.where(k < 0, jnp.asarray(outside, jnp.int64), inside)
@@ -455,8 +540,9 @@ class ContextualMapping:
 
 
 def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | None = None,
-                             arithmetic: str = 'auto') -> ContextualMapping:
-  """Builds Lemma 8's g_c (Theorem 2) and plans its exact arithmetic.
+                             arithmetic: str = 'auto', positional: bool = False
+                             ) -> ContextualMapping:
+  """Builds Lemma 8's g_c (Theorem 2) or Appendix G.2's (Theorem 3) and plans its arithmetic.
 
   Args:
     d: embedding dimension (>= 1).
@@ -464,29 +550,45 @@ def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | No
     resolution: N = 1/delta (>= 2).
     scale: S, a multiple of 2N (default 2N).
     arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', or 'limbs:K[:w]'.
+    positional: Theorem 3: inputs L + E (token j offset by j - 1 in every coordinate),
+      n N^d sweep layers over ``theorem3_sweep_ids`` and the global shift scaled by
+      n delta^(-(n+1)d-1); grid indices must then be in range (no -1).
   Raises:
     ValueError: invalid configuration, or an arithmetic too narrow for the bound.
   """
   d, n, N = common.check_config(d, n, resolution)
   S = common.check_scale(scale, N)
-  bound = contextual_mapping_bound(d, n, N, S)
+  if not isinstance(positional, bool):
+    raise ValueError(f'positional must be True or False, got {positional!r}.')
+  if positional:
+    bound = positional_bound(d, n, N, S)
+    sweep_ids = theorem3_sweep_ids(d, n, N)
+    final_scale = theorem3_final_scale(d, n, N)
+    t_l, t_r = positional_interval(d, n, N)
+    lo = Fraction((n - 1) * sum(common.u_vector(d, N)))
+    hi = positional_sweep_max(d, n, N)
+  else:
+    bound = contextual_mapping_bound(d, n, N, S)
+    sweep_ids = theorem2_sweep_ids(d, N)
+    final_scale = theorem2_final_scale(d, n, N)
+    t_l, t_r = interval(d, n, N)
+    lo, hi = lemma10_bounds(d, n, N)
   arith = numerics.plan(bound, arithmetic)
-  segments, params = contextual_mapping_params(d=d, n=n, resolution=N, dtype='float64')
-  final_scale = theorem2_final_scale(d, n, N)
+  segments, params = contextual_mapping_params(d=d, n=n, resolution=N, sweep_ids=sweep_ids,
+                                               final_scale=final_scale, dtype='float64')
   if arith.kind == 'int64':
-    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64')
+    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
+                                         sweep_ids=sweep_ids, final_scale=final_scale)
   else:
     # The sweep's weights are small (int64, converted on device); only the global
     # shift's W_O may exceed int64 (Python ints -> digits).
     _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
-                                         final_scale=1)
+                                         sweep_ids=sweep_ids, final_scale=1)
     exact['segment_1']['attention'] = _final_params(common.u_vector(d, N), final_scale, object)
     with jax.enable_x64(True):
       exact = numerics.params_to_digits(exact, arith.limb_bits)
-  t_l, t_r = interval(d, n, N)
-  lo, hi = lemma10_bounds(d, n, N)
   return ContextualMapping(
       d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
-      lemma10_lower=lo, lemma10_upper=hi, sweep_ids=theorem2_sweep_ids(d, N),
+      lemma10_lower=lo, lemma10_upper=hi, sweep_ids=sweep_ids,
       final_scale=final_scale, segments=segments, params=params, exact_params=exact,
-      arithmetic=arith, bound=bound)
+      arithmetic=arith, bound=bound, positional=positional)

@@ -32,17 +32,23 @@ from transformer_ua import layers
 from transformer_ua.yun import common, contextual, quantize, value
 
 
-def layer_counts(d: int, n: int, resolution: int) -> dict:
-  """Depth of each stage, from the paper's formulas."""
-  return {'quantization': quantize.layer_count(d, resolution),
-          'contextual': resolution ** d + 1,
-          'value': value.layer_count(d, n, resolution)}
+def layer_counts(d: int, n: int, resolution: int, positional: bool = False) -> dict:
+  """Depth of each stage, from the paper's formulas.
+
+  Theorem 2: d/delta + d, delta^-d + 1, n C(delta^-d, n) + d + 1.
+  Theorem 3 (``positional``, Appendix G): d n/delta, n delta^-d + 1, n delta^(-dn) + d + 1.
+  """
+  N = resolution
+  return {'quantization': quantize.layer_count(d, N, n if positional else None),
+          'contextual': (n if positional else 1) * N ** d + 1,
+          'value': value.layer_count(d, n, N, positional)}
 
 
-def parameter_counts(d: int, n: int, resolution: int) -> dict:
-  return {'quantization': quantize.parameter_count(d, resolution),
-          'contextual': contextual.parameter_count(d, n, resolution),
-          'value': value.parameter_count(d, n, resolution)}
+def parameter_counts(d: int, n: int, resolution: int, positional: bool = False) -> dict:
+  N = resolution
+  return {'quantization': quantize.parameter_count(d, N, n if positional else None),
+          'contextual': contextual.parameter_count(d, n, N, positional),
+          'value': value.parameter_count(d, n, N, positional)}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -52,6 +58,10 @@ class GBar:
   quantization: quantize.Quantization
   contextual: contextual.ContextualMapping
   value: value.ValueMapping
+
+  @property
+  def positional(self) -> bool:
+    return self.contextual.positional
 
   @property
   def segments(self) -> tuple:
@@ -66,16 +76,21 @@ class GBar:
   def num_params(self) -> int:
     return self.quantization.num_params + self.contextual.num_params + self.value.num_params
 
-  def float_params(self) -> dict:
-    """The literal paper-valued float64 params of all five segments."""
-    _, vparams = self.value.params('float64')
+  def float_params(self, values=None) -> dict:
+    """The literal paper-valued float64 params of all five segments (``values``:
+    real target values for the bump weights, see ``ValueMapping.params``)."""
+    _, vparams = self.value.params('float64', values=values)
     parts = [self.quantization.params['segment_0'], self.contextual.params['segment_0'],
              self.contextual.params['segment_1']] + [vparams[f'segment_{i}']
                                                       for i in range(len(vparams))]
-    return {f'segment_{i}': p for i, p in enumerate(parts)}
+    out = {f'segment_{i}': p for i, p in enumerate(parts)}
+    if self.positional:
+      out['E'] = self.quantization.params['E']
+    return out
 
   def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64)
+    return layers.Network(self.segments, param_dtype=jnp.float64,
+                          positional=self.positional, num_tokens=self.contextual.n)
 
   def apply_float(self, x):
     """The literal network in float64 (breaks down once values outgrow float64)."""
@@ -93,20 +108,22 @@ class GBar:
 
 
 def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
-                arithmetic: str = 'auto') -> GBar:
+                arithmetic: str = 'auto', positional: bool = False) -> GBar:
   """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
 
   Args:
     d, n, resolution: the configuration.
-    targets: integer numerators [C(N^d, n), n, d] (``value.representatives`` order).
+    targets: integer numerators [C(N^d, n), n, d] (``value.representatives`` order);
+      with ``positional`` [N^(dn), n, d], one row per grid point.
     denominator: A = targets / denominator; the exact scale becomes lcm(2N, denominator).
     arithmetic: for g_c ('auto', 'int64', 'limbs').
+    positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
   """
   d, n, N = common.check_config(d, n, resolution)
   scale = int(np.lcm(2 * N, int(denominator))) if isinstance(denominator, (int, np.integer)) \
       else None
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N)
+  g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=positional)
   g_c = contextual.build_contextual_mapping(d=d, n=n, resolution=N, scale=scale,
-                                            arithmetic=arithmetic)
+                                            arithmetic=arithmetic, positional=positional)
   g_v = value.build_value_mapping(g_c, targets, denominator=denominator)
   return GBar(quantization=g_q, contextual=g_c, value=g_v)

@@ -29,6 +29,7 @@ except within a few ulps of a bin edge (``verify.quantization`` states the toler
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from fractions import Fraction
 
@@ -44,14 +45,16 @@ from transformer_ua.yun import common
 WIDTH = 1
 
 
-def layer_count(d: int, resolution: int) -> int:
-  """d/delta + d."""
-  return d * (resolution + 1)
+def layer_count(d: int, resolution: int, n: int | None = None) -> int:
+  """d/delta + d (Lemma 7); d n/delta with ``n`` given (Theorem 3, Appendix G.1)."""
+  return d * (resolution + 1) if n is None else d * n * resolution
 
 
-def parameter_count(d: int, resolution: int) -> int:
-  """(3d + 1) weights per layer: W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d]."""
-  return layer_count(d, resolution) * (3 * d + 1)
+def parameter_count(d: int, resolution: int, n: int | None = None) -> int:
+  """(3d + 1) weights per layer: W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d] (+ E [n, d]
+  for Theorem 3, ``n`` given)."""
+  extra = 0 if n is None else n * d
+  return layer_count(d, resolution, n) * (3 * d + 1) + extra
 
 
 def quantize_reference(t, d: int, n: int, resolution: int):
@@ -63,12 +66,17 @@ def quantize_reference(t, d: int, n: int, resolution: int):
   return Fraction(math.floor(t * N), N)
 
 
-def _layer(index, d, N, out_value, one, dtype):
-  """Params of quantization layer ``index`` (vmapped): clip or bin k of coordinate i."""
-  i = index // (N + 1)
-  j = index % (N + 1)
-  clip = j == 0
-  k = j - 1
+def _layer(index, d, N, out_value, one, dtype, positional=False, n=1):
+  """Params of quantization layer ``index`` (vmapped): clip or bin k of coordinate i.
+
+  Lemma 7: per coordinate one clip and N bins; Theorem 3 (``positional``): n N bins
+  k = 0..nN-1 (breakpoints k delta cover [0, n)), no clip.
+  """
+  per_coord = n * N if positional else N + 1
+  i = index // per_coord
+  j = index % per_coord
+  clip = jnp.logical_and(not positional, j == 0)
+  k = j if positional else j - 1
   e_i = (jnp.arange(d) == i).astype(dtype)
   zero = jnp.zeros((), dtype)
   # clip: breaks (0, width_1), pieces (-1, -out) | (0, 0) | (-1, -out); width_1 = 1 (scaled S)
@@ -88,9 +96,31 @@ def _layer(index, d, N, out_value, one, dtype):
                   'left_closed': jnp.zeros((1, 2), bool)}}
 
 
-def quantization_segments(d: int, resolution: int) -> tuple[Segment]:
-  return (Segment('feedforward', layer_count(d, resolution), width=WIDTH, activation='phi',
-                  name='quantization'),)
+def quantization_segments(d: int, resolution: int, n: int | None = None) -> tuple[Segment]:
+  return (Segment('feedforward', layer_count(d, resolution, n), width=WIDTH,
+                  activation='phi', name='quantization'),)
+
+
+def positional_encoding(d: int, n: int, dtype=np.float64) -> np.ndarray:
+  """Appendix G's E [n, d] (token-major): row j (0-based) is j in every coordinate."""
+  return np.repeat(np.arange(n, dtype=dtype)[:, None], d, axis=1)
+
+
+def positional_quantization_params(*, d: int, n: int, resolution: int):
+  """(segments, params) of Theorem 3's g_q (Appendix G.1) with E, float64.
+
+  For i = 1..d and k = 0..nN-1 (in order): Z <- Z + e_i phi_b(e_i^T Z - k delta),
+  phi_b(t) = -t on [0, delta), 0 elsewhere: an entry of X + E in [k delta, k delta +
+  delta) becomes k delta. d n/delta layers; params include ``E`` (``positional_encoding``).
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  with jax.enable_x64(True):
+    gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(0.0, jnp.float64),
+                                            jnp.asarray(1.0, jnp.float64), jnp.float64,
+                                            positional=True, n=n)))
+    seg = gen(jnp.arange(layer_count(d, N, n)))
+  return (quantization_segments(d, N, n),
+          {'E': jnp.asarray(positional_encoding(d, n)), 'segment_0': {'feedforward': seg}})
 
 
 def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = None,
@@ -146,6 +176,7 @@ class Quantization:
   resolution: int
   segments: tuple
   params: dict
+  positional: bool = False
 
   @property
   def num_layers(self) -> int:
@@ -156,7 +187,8 @@ class Quantization:
     return layers.count_params(self.params)
 
   def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64)
+    return layers.Network(self.segments, param_dtype=jnp.float64,
+                          positional=self.positional, num_tokens=self.n)
 
   def apply(self, x):
     """The float network on real inputs X [.., n, d] (float64, under x64)."""
@@ -164,11 +196,21 @@ class Quantization:
     if x.shape[-2:] != (self.n, self.d):
       raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
     with jax.enable_x64(True):
-      return np.asarray(self.network().apply({'params': self.params}, jnp.asarray(x)))
+      return np.asarray(self._jit_apply(self.params, jnp.asarray(x)))
+
+  @functools.cached_property
+  def _jit_apply(self):
+    net = self.network()
+    return jax.jit(lambda p, x: net.apply({'params': p}, x))
 
   def to_indices(self, y) -> np.ndarray:
-    """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd))."""
+    """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd)).
+
+    Theorem 3: outputs are (j + k/N) for token j (0-based); the offset is removed.
+    """
     y = np.asarray(y, np.float64)
+    if self.positional:
+      return np.rint((y - positional_encoding(self.d, self.n)) * self.resolution).astype(np.int64)
     out = common.out_of_range_value(self.d, self.n, self.resolution)
     return np.where(y < -out / 2, -1, np.rint(y * self.resolution)).astype(np.int64)
 
@@ -199,8 +241,14 @@ class Quantization:
     return np.asarray(y)
 
 
-def build_quantization(*, d: int, n: int, resolution: int) -> Quantization:
-  """Builds Lemma 7's g_q: d/delta + d feed-forward layers (r = 1) with Phi activations."""
+def build_quantization(*, d: int, n: int, resolution: int,
+                       positional: bool = False) -> Quantization:
+  """Builds g_q: Lemma 7's d/delta + d feed-forward layers (r = 1) with Phi activations,
+  or with ``positional`` Theorem 3's E and d n/delta layers (Appendix G.1)."""
   d, n, N = common.check_config(d, n, resolution)
-  segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
-  return Quantization(d=d, n=n, resolution=N, segments=segments, params=params)
+  if positional:
+    segments, params = positional_quantization_params(d=d, n=n, resolution=N)
+  else:
+    segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
+  return Quantization(d=d, n=n, resolution=N, segments=segments, params=params,
+                      positional=positional)

@@ -61,38 +61,58 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def num_classes(d: int, n: int, resolution: int) -> int:
-  """C(N^d, n): Category-1 permutation classes."""
-  return math.comb(resolution ** d, n)
+def num_classes(d: int, n: int, resolution: int, positional: bool = False) -> int:
+  """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
+  (``positional``: no permutation reduction, Appendix G.3)."""
+  return resolution ** (d * n) if positional else math.comb(resolution ** d, n)
 
 
-def num_bump_layers(d: int, n: int, resolution: int) -> int:
-  return n * num_classes(d, n, resolution)
+def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False) -> int:
+  return n * num_classes(d, n, resolution, positional)
 
 
-def layer_count(d: int, n: int, resolution: int) -> int:
-  """n C(delta^-d, n) + d + 1."""
-  return num_bump_layers(d, n, resolution) + d + 1
+def layer_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
+  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1)."""
+  return num_bump_layers(d, n, resolution, positional) + d + 1
 
 
-def parameter_count(d: int, n: int, resolution: int) -> int:
-  return layer_count(d, n, resolution) * (3 * d + 1)
+def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
+  return layer_count(d, n, resolution, positional) * (3 * d + 1)
 
 
-def value_mapping_segments(d: int, n: int, resolution: int) -> tuple[Segment, ...]:
+def value_mapping_segments(d: int, n: int, resolution: int,
+                           positional: bool = False) -> tuple[Segment, ...]:
   """(kill and clean-up, bumps); without the bumps when G~ is empty (n > N^d)."""
   kill = Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean')
-  bumps = num_bump_layers(d, n, resolution)
+  bumps = num_bump_layers(d, n, resolution, positional)
   if not bumps:
     return (kill,)
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def representatives(d: int, n: int, resolution: int) -> np.ndarray:
-  """Grid indices [C, n, d] of the Category-1 class representatives, in rank order."""
-  codec = grids.make_class_codec(d, n, resolution)
+def _positional_decode(d: int, n: int, resolution: int):
+  """rank -> grid indices [.., n, d], the order of ``contextual.positional_grid``."""
+  radix = resolution ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
+
+  def decode(rank):
+    digits = (rank[..., None] // jnp.asarray(radix)) % resolution
+    return digits.reshape(rank.shape + (n, d))
+
+  return decode
+
+
+def _class_decoder(d: int, n: int, resolution: int, positional: bool):
+  if positional:
+    return _positional_decode(d, n, resolution)
+  return grids.make_class_codec(d, n, resolution)['decode']
+
+
+def representatives(d: int, n: int, resolution: int, positional: bool = False) -> np.ndarray:
+  """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
+  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order)."""
+  decode = _class_decoder(d, n, resolution, positional)
   with jax.enable_x64(True):
-    return np.asarray(codec['decode'](jnp.arange(num_classes(d, n, resolution))))
+    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional))))
 
 
 def round_targets(values, denominator: int):
@@ -191,7 +211,8 @@ class ValueMapping:
 
   @property
   def segments(self):
-    return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution)
+    return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
+                                  self.cm.positional)
 
   @property
   def num_layers(self) -> int:
@@ -199,7 +220,7 @@ class ValueMapping:
 
   @property
   def num_params(self) -> int:
-    return layer_count(self.d, self.n, self.cm.resolution) * (3 * self.d + 1)
+    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional)
 
   # -- compact equivalent ------------------------------------------------------
 
@@ -254,16 +275,23 @@ class ValueMapping:
     values = np.asarray(values)
     flat = values.reshape(-1, values.shape[-1])
     bump = np.asarray(bump)
+    if not flat.shape[0]:  # G~ empty (n > N^d): no bump can fire
+      return np.zeros(bump.shape + values.shape[-1:], values.dtype)
     return np.where((bump >= 0)[..., None], flat[np.maximum(bump, 0)], 0)
 
   # -- literal network ---------------------------------------------------------
 
-  def params(self, dtype: str = 'float64'):
+  def params(self, dtype: str = 'float64', values=None):
     """(segments, params) of the literal g_v.
 
     dtype: 'float64' (paper values), or 'exact' (scaled, in ``literal_arithmetic``:
     int64 arrays, or digit constants for limbs).
+    values: float64 only: real target values [C, n, d] replacing numerators /
+      denominator in the bump weights W_2 = A[c, j] - g_c(L_c)_j (e.g. f(C_L) of
+      Lemma 4 unrounded); the bump *selection* does not depend on them.
     """
+    if values is not None and dtype != 'float64':
+      raise ValueError("values= is only meaningful for dtype='float64'.")
     cm = self.cm
     s = cm.scale
     u = list(cm.u)
@@ -274,7 +302,14 @@ class ValueMapping:
         kc = jax.tree_util.tree_map(jnp.asarray, kc)
         ops = cm.ops
         centers = ops.to_float(self.centers) / s
-        w2 = (ops.to_float(self.targets_scaled) - ops.to_float(self.rep_z)) / s
+        if values is None:
+          w2 = (ops.to_float(self.targets_scaled) - ops.to_float(self.rep_z)) / s
+        else:
+          values = jnp.asarray(np.asarray(values, np.float64))
+          if values.shape != self.targets_scaled.shape[:3]:
+            raise ValueError(f'values must have shape {self.targets_scaled.shape[:3]}, '
+                             f'got {values.shape}.')
+          w2 = values - ops.to_float(self.rep_z) / s
         half = 0.5 / cm.resolution
         bumps = self._bump_tree(centers, w2, jnp.asarray(u, jnp.float64), half, jnp.float64)
       elif dtype == 'exact':
@@ -395,10 +430,11 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  c = num_classes(d, n, N)
+  c = num_classes(d, n, N, cm.positional)
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):
-    raise ValueError(f'targets must have shape [C(N^d, n), n, d] = [{c}, {n}, {d}], got '
+    what = 'N^(dn)' if cm.positional else 'C(N^d, n)'
+    raise ValueError(f'targets must have shape [{what}, n, d] = [{c}, {n}, {d}], got '
                      f'{targets.shape}.')
   if targets.dtype != object and not np.issubdtype(targets.dtype, np.integer):
     raise ValueError('targets must be integer numerators (use round_targets for reals).')
@@ -422,12 +458,12 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   if tmax * 2 + cm.bound + s >= (1 << (cm.arithmetic.capacity_bits - 1)):
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
-  codec = grids.make_class_codec(d, n, N)
+  decode = _class_decoder(d, n, N, cm.positional)
   forward = cm.forward_fn(kernel)
 
   def run(params, start):
     rank = start + jnp.arange(chunk_size, dtype=jnp.int64)
-    k = codec['decode'](jnp.minimum(rank, c - 1))
+    k = decode(jnp.minimum(rank, c - 1))
     out = forward(params, k)
     return out['ids'], out['z'], out['inexact']
 

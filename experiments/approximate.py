@@ -1,0 +1,354 @@
+r"""The main job: compile a target into Transformers and measure every error term.
+
+    python experiments/approximate.py [--config=experiments/configs/approximate.py[:ladder]]
+        [--config.target=...] [--output_dir=runs/approximate]
+
+For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
+``positional``):
+
+1. builds g_bar (``yun.build_approximator``) and prints its depth next to the paper's
+   formulas;
+2. realizes it as a standard Transformer g in T^{2,1,4} (Lemma 6) with (lam, epsilon,
+   dtype) and prints the decomposition d_p(f, f_bar), d_p(f_bar, g_bar), d_p(g_bar, g),
+   d_p(f, g) with confidence intervals (and the exact bad-set terms);
+3. runs a ladder of resolutions: error vs delta on log-log axes, the fitted slope of
+   d_p(f_bar, g_bar) against the theory's d/p (Theorem 2) and of d_p(f, f_bar)
+   against 1 (a Lipschitz f);
+4. sweeps lambda and epsilon at the main configuration;
+5. draws the contextual-mapping values u^T g_c(L) of the whole grid;
+6. (``precision_map``) for each (d, n, N) x dtype, the smallest lambda on a ladder with
+   which g reproduces g_bar on cube interiors, or why none does.
+
+Writes ``approximate.json`` and PNG figures to --output_dir. Bad flags end with a
+one-line error naming what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+import numpy as np
+
+from transformer_ua import provenance
+from transformer_ua.verify import distances
+from transformer_ua.yun import approximator, contextual, targets as targets_lib
+
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
+    'ml_collections config file (append :ladder for the long variant).')
+_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'runs/approximate',
+                                  'directory for approximate.json and the PNG figures.')
+
+
+class ConfigError(ValueError):
+  """A bad configuration value (reported as one line)."""
+
+
+def _validate(c) -> None:
+  if c.target not in targets_lib.BUILTIN_TARGETS:
+    raise ConfigError(f'config.target={c.target!r}; allowed: '
+                      f'{sorted(targets_lib.BUILTIN_TARGETS)}.')
+  try:
+    distances.check_p(c.p)
+  except ValueError as e:
+    raise ConfigError(f'config.p: {e}') from None
+  for name in ('lam', 'epsilon', 'interior_epsilon'):
+    v = c[name]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+      raise ConfigError(f'config.{name}={v!r}; it must be a positive finite number.')
+  if c.dtype not in approximator.REALIZATION_DTYPES:
+    raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {approximator.REALIZATION_DTYPES}.')
+  for name in ('samples', 'sweep_samples', 'map_samples'):
+    if not isinstance(c[name], int) or c[name] < 2:
+      raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
+  if not c.ladder or any(not isinstance(v, int) or v < 2 for v in c.ladder):
+    raise ConfigError(f'config.ladder={c.ladder!r}; it must list integer resolutions >= 2.')
+
+
+def _positional_for(name: str, default: bool) -> bool:
+  """Theorem 3 for targets that are not permutation equivariant."""
+  return default or not targets_lib.BUILTIN_TARGETS[name].permutation_equivariant
+
+
+def _fits(d, n, N, positional) -> bool:
+  if positional and N ** (d * n) > contextual.POSITIONAL_MAX_GRID:
+    return False
+  return True
+
+
+def _fit_slope(deltas, errors):
+  """Least-squares slope of log(error) vs log(delta) over the positive errors."""
+  pts = [(math.log(a), math.log(b)) for a, b in zip(deltas, errors) if b > 0]
+  if len(pts) < 2:
+    return None
+  x, y = np.array(pts).T
+  return float(np.polyfit(x, y, 1)[0])
+
+
+def run_ladder(name, c, positional, log):
+  rows = []
+  for N in c.ladder:
+    if not _fits(c.d, c.n, N, positional):
+      log(f'  N={N}: skipped (the positional grid N^(dn) exceeds '
+          f'{contextual.POSITIONAL_MAX_GRID} points)')
+      continue
+    t0 = time.time()
+    net = approximator.build_approximator(name, d=c.d, n=c.n, resolution=N,
+                                          positional=positional)
+    build_s = time.time() - t0
+    dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed)
+    est = dec['estimates']
+    row = {'resolution': N, 'delta': 1 / N, 'layers': net.depth()['built']['total'],
+           'build_seconds': round(build_s, 2),
+           'f|f_bar': est['f|f_bar'], 'f_bar|g_bar': est['f_bar|g_bar'],
+           'f|g_bar': est['f|g_bar'], 'exact': dec.get('exact')}
+    rows.append(row)
+    exact = dec.get('exact') or {}
+    log(f'  N={N:>3} layers={row["layers"]:>7} d_p(f,f_bar)={est["f|f_bar"]["value"]:.4g} '
+        f'd_p(f_bar,g_bar)={est["f_bar|g_bar"]["value"]:.4g} '
+        f'[exact {exact.get("dp_f_bar_g_bar", float("nan")):.4g}] '
+        f'd_p(f,g_bar)={est["f|g_bar"]["value"]:.4g} ({build_s:.1f} s build)')
+  deltas = [r['delta'] for r in rows]
+  tail = len(rows) // 2  # the finer half of the ladder: closer to the asymptotic rate
+  slopes, tail_slopes = {}, {}
+  for key in ('f|f_bar', 'f_bar|g_bar', 'f|g_bar'):
+    vals = [r[key]['value'] for r in rows]
+    if key == 'f_bar|g_bar' and all(r['exact'] for r in rows):
+      vals = [r['exact']['dp_f_bar_g_bar'] for r in rows]  # exact: no Monte Carlo noise
+    slopes[key] = _fit_slope(deltas, vals)
+    tail_slopes[key] = _fit_slope(deltas[tail:], vals[tail:])
+  return {'target': name, 'positional': positional, 'rows': rows, 'slopes': slopes,
+          'tail_slopes': tail_slopes, 'tail_resolutions': [r['resolution'] for r in rows[tail:]],
+          'theory_slope_f_bar_g_bar': None if positional else c.d / c.p,
+          'theory_slope_f_f_bar': 1.0}
+
+
+def run_sweeps(net, c, log):
+  out = {'lam': [], 'epsilon': []}
+  for key, values in (('lam', c.lam_sweep), ('epsilon', c.epsilon_sweep)):
+    for v in values:
+      lam, eps = (v, c.epsilon) if key == 'lam' else (c.lam, v)
+      g = net.realize(lam=lam, epsilon=eps, dtype=c.dtype)
+      rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
+      dec = approximator.error_decomposition(net, g, p=c.p, samples=c.sweep_samples,
+                                             seed=c.seed)
+      out[key].append({'lam': lam, 'epsilon': eps,
+                       'dp_g_bar_g': dec['estimates']['g_bar|g'],
+                       'max_interior_error': rep['max_abs_error'],
+                       'reproduces': rep['reproduces']})
+    log(f'  {key} sweep: ' + ', '.join(
+        f'{r[key]:.0e}->{r["dp_g_bar_g"]["value"]:.2e}' for r in out[key]))
+  return out
+
+
+def run_precision_map(c, log):
+  rows = []
+  for (d, n, N) in c.map_configs:
+    net = approximator.build_approximator('token_times_mean', d=d, n=n, resolution=N)
+    for dtype in approximator.REALIZATION_DTYPES:
+      best = None
+      tried = []
+      for eps in c.map_epsilons:
+        for lam in c.map_lams:
+          rep = approximator.realization_error(
+              net, net.realize(lam=lam, epsilon=eps, dtype=dtype), samples=c.map_samples,
+              seed=c.seed)
+          tried.append({'lam': lam, 'epsilon': eps, 'max_interior_error':
+                        rep['max_abs_error'], 'reproduces': rep['reproduces']})
+          if rep['reproduces'] and (best is None or lam < best['lam']):
+            best = {'lam': lam, 'epsilon': eps}
+      max_id = float(net.g_bar.contextual.t_r)
+      rows.append({'d': d, 'n': n, 'resolution': N, 'dtype': dtype,
+                   'works': best is not None, 'smallest_lam': best and best['lam'],
+                   'epsilon': best and best['epsilon'],
+                   'best_error': min(t['max_interior_error'] for t in tried),
+                   't_r': max_id, 'layers': net.depth()['built']['total'],
+                   'tried': tried})
+      log(f'  d={d} n={n} N={N:>2} {dtype}: '
+          + (f'works from lam={best["lam"]:.0e} (eps={best["epsilon"]:.0e})' if best else
+             f'fails on the whole ladder (best max error {rows[-1]["best_error"]:.3g}; '
+             f't_r = {max_id:.3g})'))
+  return rows
+
+
+def contextual_values(net):
+  """u^T g_c(L) for the whole grid (or all class representatives), with categories."""
+  cm = net.g_bar.contextual
+  N, d, n = net.resolution, net.d, net.n
+  if net.positional:
+    k = contextual.positional_grid(d, n, N)
+  else:
+    total = (N + 1) ** (d * n)
+    if total > 200_000:
+      return None
+    k = (np.indices((N + 1,) * (d * n)).reshape(d * n, -1).T - 1).reshape(-1, n, d)
+  q = cm.to_python(cm.column_ids_batch(k))
+  good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
+  return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
+
+
+def make_figures(result, net, outdir):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  paths = []
+  # 1. Error vs delta.
+  fig, ax = plt.subplots(figsize=(6, 4.5))
+  for lad in result['ladders']:
+    rows = lad['rows']
+    deltas = [r['delta'] for r in rows]
+    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else '')
+    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--')):
+      vals = [r[key]['value'] for r in rows]
+      if not lad['positional'] or key == 'f|f_bar':
+        lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
+        hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
+        slope = lad['slopes'][key]
+        ax.errorbar(deltas, vals, yerr=[lo, hi], fmt=style, capsize=2,
+                    label=f'{tag}: d_p({key.replace("|", ", ")}) slope '
+                          f'{slope:.2f}' if slope is not None else tag)
+  theo = result['ladders'][0]
+  if theo['theory_slope_f_bar_g_bar'] is not None:
+    rows = theo['rows']
+    x0, y0 = rows[0]['delta'], rows[0]['f_bar|g_bar']['value']
+    xs = np.array([rows[-1]['delta'], x0])
+    ax.plot(xs, y0 * (xs / x0) ** theo['theory_slope_f_bar_g_bar'], 'k:',
+            label=f'slope d/p = {theo["theory_slope_f_bar_g_bar"]:.2f}')
+  ax.set_xscale('log')
+  ax.set_yscale('log')
+  ax.set_xlabel('delta = 1/N')
+  ax.set_ylabel(f'd_p (p = {result["config"]["p"]})')
+  ax.set_title('Approximation error vs resolution')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, 'error_vs_delta.png'))
+  fig.savefig(paths[-1], dpi=120)
+  plt.close(fig)
+  # 2. Error vs lambda and epsilon.
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  for ax, key in zip(axes, ('lam', 'epsilon')):
+    rows = result['sweeps'][key]
+    xs = [r[key] for r in rows]
+    ax.plot(xs, [max(r['dp_g_bar_g']['value'], 1e-17) for r in rows], 'o-',
+            label='d_p(g_bar, g), uniform X')
+    ax.plot(xs, [max(r['max_interior_error'], 1e-17) if math.isfinite(r['max_interior_error'])
+                 else np.nan for r in rows], 's--', label='max |g - g_bar|, cube interiors')
+    ax.set_xscale('log')
+    ax.set_yscale('log')
+    ax.set_xlabel('lambda' if key == 'lam' else 'epsilon')
+    fixed = result['config']['epsilon'] if key == 'lam' else result['config']['lam']
+    ax.set_title(f'{"epsilon" if key == "lam" else "lambda"} = {fixed:g}, '
+                 f'{result["config"]["dtype"]}')
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, 'error_vs_lambda_epsilon.png'))
+  fig.savefig(paths[-1], dpi=120)
+  plt.close(fig)
+  # 3. Contextual-mapping values.
+  cv = contextual_values(net)
+  if cv is not None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    q = cv['q']
+    idx = np.arange(q.shape[0])
+    for mask, color, label in ((cv['good'], 'tab:blue', 'distinct in-range columns'),
+                               (~cv['good'], 'tab:red', 'repeated or out-of-range')):
+      if mask.any():
+        ax.scatter(np.repeat(idx[mask], q.shape[1]), np.abs(q[mask]).reshape(-1), s=3,
+                   color=color, label=label)
+    for t, name in ((cv['t_l'], 't_l'), (cv['t_r'], 't_r')):
+      ax.axhline(t, color='k', lw=0.8, ls='--')
+      ax.text(0, t, f' {name}', va='bottom', fontsize=8)
+    ax.set_yscale('symlog')
+    ax.set_xlabel('grid point (index)')
+    ax.set_ylabel('|u^T g_c(L)_j| (all tokens j)')
+    ax.set_title(f'Contextual mapping, d={net.d}, n={net.n}, N={net.resolution}')
+    ax.legend(fontsize=8, loc='lower right')
+    fig.tight_layout()
+    paths.append(os.path.join(outdir, 'contextual_mapping_values.png'))
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  return paths
+
+
+def run(c, outdir, log=print) -> dict:
+  _validate(c)
+  os.makedirs(outdir, exist_ok=True)
+  t_start = time.time()
+  prov = provenance.record(' '.join(['python'] + sys.argv))
+  positional = _positional_for(c.target, c.positional)
+  net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
+                                        positional=positional)
+  log(net.describe())
+  dep = net.depth()
+  log(f'{"stage":<14}{"built":>10}{"paper formula":>16}')
+  for key in ('quantization', 'contextual', 'value', 'total'):
+    log(f'{key:<14}{dep["built"][key]:>10}{dep["formula"][key]:>16}')
+  g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype)
+  log(f'realized g: {g.depth()} ({g.num_params()} weights), lam={c.lam:g}, '
+      f'epsilon={c.epsilon:g}, {c.dtype}')
+  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed)
+  g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
+  rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
+  log(f'\nerror decomposition, p={c.p:g}, {c.samples} samples, 95% CI')
+  for key, e in dec['estimates'].items():
+    a, b = key.split('|')
+    log(f'  d_p({a:>5}, {b:<5}) = {e["value"]:.5f}  [{e["ci_low"]:.5f}, {e["ci_high"]:.5f}]')
+  if 'exact' in dec:
+    log(f'  exact: bad-set measure {dec["exact"]["bad_set_measure"]:.5f}, '
+        f'd_p(f_bar, g_bar) = {dec["exact"]["dp_f_bar_g_bar"]:.5f}')
+  log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
+      f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
+      f'(reproduces g_bar: {rep["reproduces"]})')
+  log('\nresolution ladder')
+  targets = ([c.target] + [t for t in sorted(targets_lib.BUILTIN_TARGETS) if t != c.target]
+             if c.all_targets else [c.target])
+  ladders = []
+  for name in targets:
+    pos = _positional_for(name, c.positional)
+    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"})')
+    ladders.append(run_ladder(name, c, pos, log))
+    sl = ladders[-1]['slopes']
+    ts = ladders[-1]['tail_slopes']
+    fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+    log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
+        f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
+        f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
+        + ('(0 exactly: Theorem 3 has no bad set)' if pos else
+           f'(theory d/p = {c.d / c.p:g})'))
+  log('\nlambda / epsilon sweeps')
+  sweeps = run_sweeps(net, c, log)
+  pmap = None
+  if c.precision_map:
+    log('\nprecision map (token_times_mean)')
+    pmap = run_precision_map(c, log)
+  result = {'config': c.to_dict(), 'provenance': prov, 'positional': positional,
+            'depth': dep, 'realized_depth': g.depth(), 'decomposition': dec,
+            'realization': rep, 'ladders': ladders, 'sweeps': sweeps,
+            'precision_map': pmap}
+  result['figures'] = make_figures(result, net, outdir)
+  result['seconds'] = round(time.time() - t_start, 1)
+  path = os.path.join(outdir, 'approximate.json')
+  with open(path, 'w') as fh:
+    json.dump(result, fh, indent=1, default=lambda o: o.tolist() if hasattr(o, 'tolist')
+              else str(o))
+  log(f'\nwrote {path} and {len(result["figures"])} figures in {result["seconds"]} s')
+  return result
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  try:
+    run(_CONFIG.value, _OUTPUT_DIR.value)
+  except ValueError as e:  # one line, no traceback
+    sys.exit(f'error: {e}')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,53 @@
+r"""Default config of experiments/approximate.py (the README's main job).
+
+    python experiments/approximate.py                      # these defaults, < 2 min on 2 CPUs
+    python experiments/approximate.py --config.target=prefix_mean --config.positional=True
+    python experiments/approximate.py --config=experiments/configs/approximate.py:ladder
+
+Theorem 2 on a permutation-equivariant target, d = 1, n = 3: one configuration with its
+error decomposition and realization, a ladder of resolutions for the delta^(d/p) rate,
+and sweeps over lambda and epsilon. The ``ladder`` variant runs every built-in target
+over a longer ladder (results/approximation.md) and the precision map.
+"""
+
+import ml_collections
+
+
+def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  # Target: a built-in name (transformer_ua.yun.targets.BUILTIN_TARGETS).
+  c.target = 'token_times_mean'
+  c.positional = False        # False: Theorem 2 (equivariant f); True: Theorem 3 (with E)
+  c.d = 1                     # embedding dimension
+  c.n = 3                     # tokens
+  c.resolution = 4            # N = 1/delta of the main configuration (realized in float64)
+  c.p = 2.0                   # d_p exponent (>= 1)
+  c.samples = 10000           # Monte Carlo samples for every d_p
+  c.seed = 0
+  # Lemma 6 realization of the main configuration.
+  c.lam = 1e4                 # softmax scale
+  c.epsilon = 1e-6            # ReLU ramp width for d_p(g_bar, g) (windows of measure ~ epsilon)
+  c.interior_epsilon = 1e-2   # ramp width for the cube-interior check (< delta/4, the margin)
+  c.dtype = 'float64'         # 'float64' or 'float32'
+  # Resolution ladder (error vs delta, log-log, slope against d/p).
+  c.ladder = (2, 4, 8, 16)
+  # Sweeps at the main configuration (d_p(g_bar, g) and max error on cube interiors).
+  c.lam_sweep = (1e0, 1e1, 1e2, 1e3, 1e4, 1e6, 1e10)
+  c.epsilon_sweep = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+  c.sweep_samples = 4000
+  # Extra targets for the ladder table and the precision map (empty: main target only).
+  c.all_targets = False
+  c.precision_map = False
+  # Precision map: (d, n, N) x dtype, lambda ladder at each ``map_epsilons``.
+  c.map_configs = ((1, 2, 2), (1, 2, 4), (1, 3, 4), (1, 3, 8), (2, 2, 2), (2, 2, 3),
+                   (1, 2, 16), (1, 3, 16))
+  c.map_lams = (1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e8, 1e12)
+  c.map_epsilons = (1e-2, 1e-3)
+  c.map_samples = 1024
+  if variant == 'ladder':
+    c.ladder = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24)
+    c.all_targets = True
+    c.precision_map = True
+  elif variant != 'default':
+    raise ValueError(f"unknown config variant {variant!r}; allowed: 'default', 'ladder'.")
+  return c

@@ -1,0 +1,358 @@
+r"""Theorems 2 and 3 end to end: a target f -> f_bar -> g_bar -> g, with measured errors.
+
+Yun et al. 2020, Appendix C (Theorem 2) and Appendix G (Theorem 3):
+
+    f      a continuous target on [0, 1]^{d x n}            (``targets``)
+    f_bar  Lemma 4: f(C_L) on each cube S_L, C_L its centre   (``targets.piecewise_constant``)
+    g_bar  Proposition 5 / Appendix G: the modified Transformer
+           g_v o g_c o g_q in T-bar^{2,1,1}                  (``pipeline.build_g_bar``)
+    g      Lemma 6: hardmax -> softmax(lam .), Phi -> 4 ReLUs with ramp width epsilon,
+           packed into T^{2,1,4} blocks                      (``realize``)
+
+    d_p(f, g) <= d_p(f, f_bar) + d_p(f_bar, g_bar) + d_p(g_bar, g)
+
+Theorem 2 (``positional=False``) needs a permutation-equivariant f: the value map is
+indexed by the C(N^d, n) permutation classes, and d_p(f_bar, g_bar) is the mass of f_bar
+on the bad set (repeated columns), O(delta^(d/p)). Theorem 3 (``positional=True``) adds
+E (token j offset by j - 1), so every grid point is its own context: n N^(dn) bump
+layers, and g_bar = f_bar on every cube.
+
+Evaluation of g_bar (``Approximator.apply``): the float g_q quantizes X (exact away from
+a few ulps of the bin edges: ``verify.quantization``), g_c runs in exact integer
+arithmetic (int64 or limbs, as planned), g_v selects its bump exactly (compact path,
+proved equal to the literal layers on whole grids), and the output is the real value
+A_L = f(C_L) of the selected bump (0 where none fires). The literal integer network
+carries A rounded to multiples of 1/(2N) (``VALUE_DENOMINATOR_PER_N``) and is used only
+to cross-check the selection; the float64 literal network and its realization use the
+real values in W_2.
+
+Shapes: X, outputs [batch, n, d] (token-major; the paper's column j is row j).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import layers, realize
+from transformer_ua.verify import distances
+from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+
+#: The integer literal network carries A rounded to multiples of 1/(this * N).
+VALUE_DENOMINATOR_PER_N = 2
+#: Largest total depth built (g_v has one layer per bump: n C(N^d, n) or n N^(dn)).
+MAX_LAYERS = 2_000_000
+#: Relative tolerance of the permutation-equivariance probe of a Theorem 2 target.
+EQUIVARIANCE_RTOL = 1e-9
+#: Probe points for the equivariance check.
+EQUIVARIANCE_PROBES = 8
+#: g "reproduces" g_bar when max |g - g_bar| <= this * max(1, max |A|) on cube interiors
+#: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
+#: does not, errors are of the order of the ids, >> 1).
+REPRODUCE_RTOL = 1e-4
+#: dtypes a realization can run in.
+REALIZATION_DTYPES = ('float64', 'float32')
+
+
+def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
+  """Refuses a Theorem 2 target that is not permutation equivariant on probes."""
+  if target.name in targets_lib.BUILTIN_TARGETS and not target.permutation_equivariant:
+    raise ValueError(f'target {target.name!r} is not permutation equivariant; Theorem 2 '
+                     '(positional=False) needs f(XP) = f(X)P. Use positional=True '
+                     '(Theorem 3, Appendix G).')
+  rng = np.random.default_rng(1)
+  x = rng.random((EQUIVARIANCE_PROBES, n, d))
+  perm = rng.permutation(n)
+  if np.all(perm == np.arange(n)):
+    perm = np.roll(perm, 1)
+  fx = targets_lib.check_output(target.name, target(x), x.shape)
+  fxp = targets_lib.check_output(target.name, target(x[:, perm]), x.shape)
+  err = float(np.max(np.abs(fxp - fx[:, perm])))
+  if err > EQUIVARIANCE_RTOL * max(1.0, float(np.max(np.abs(fx)))):
+    raise ValueError(f'target {target.name!r} is not permutation equivariant (|f(XP) - '
+                     f'f(X)P| = {err:.3g} on probes); Theorem 2 (positional=False) needs '
+                     'it. Use positional=True (Theorem 3).')
+
+
+def _check_input(x, n: int, d: int) -> np.ndarray:
+  try:
+    x = np.asarray(x, np.float64)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'input must be a numeric array [batch, {n}, {d}]: {e}') from None
+  if x.ndim != 3 or x.shape[1:] != (n, d):
+    raise ValueError(f'input must have shape [batch, n={n}, d={d}], got {x.shape}.')
+  if not np.all(np.isfinite(x)):
+    raise ValueError('input contains NaN or inf.')
+  return x
+
+
+@functools.lru_cache(maxsize=16)
+def _jit_network_apply(segments: tuple, positional: bool, n: int, dtype: str):
+  """One compiled apply per network shape, shared by realizations that differ only in
+  their params (lam, epsilon sweeps)."""
+  net = layers.Network(segments, positional=positional, num_tokens=n,
+                       param_dtype=jnp.float64 if dtype == 'float64' else jnp.float32)
+  return jax.jit(lambda p, x: net.apply({'params': p}, x))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Realized:
+  """Lemma 6's standard Transformer g in T^{2,1,4}: an ordinary ``layers.Network``.
+
+  Attributes:
+    segments, params: ``block`` segments (softmax, 2 heads of size 1, ReLU width 4)
+      and their params (``E`` too when positional), in ``dtype``.
+    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width.
+    dtype: 'float64' or 'float32'.
+  """
+
+  segments: tuple
+  params: dict
+  lam: float
+  epsilon: float
+  dtype: str
+  positional: bool
+  n: int
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
+                          param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
+
+  def apply(self, x) -> np.ndarray:
+    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64."""
+    x = np.asarray(x)
+    fn = _jit_network_apply(tuple(self.segments), self.positional, self.n, self.dtype)
+    with jax.enable_x64(self.dtype == 'float64'):
+      jdt = jnp.float64 if self.dtype == 'float64' else jnp.float32
+      return np.asarray(fn(self.params, jnp.asarray(x, jdt)), np.float64)
+
+  def depth(self) -> dict:
+    """Blocks, and how many have their attention / feed-forward switched on."""
+    att_on = ff_on = 0
+    for i, seg in enumerate(self.segments):
+      p = self.params[f'segment_{i}']
+      att_on += int(np.sum(np.any(np.asarray(p['attention']['W_O']) != 0, axis=(1, 2, 3))))
+      ff_on += int(np.sum(np.any(np.asarray(p['feedforward']['W_2']) != 0, axis=(1, 2))))
+      del seg
+    blocks = sum(s.depth for s in self.segments)
+    return {'blocks': blocks, 'attention_on': att_on, 'feedforward_on': ff_on,
+            'heads': realize.BLOCK_HEADS, 'head_size': realize.BLOCK_HEAD_SIZE,
+            'width': realize.BLOCK_WIDTH}
+
+  def num_params(self) -> int:
+    return layers.count_params(self.params)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Approximator:
+  """g_bar for a target (Theorem 2 or 3), with f, f_bar and the realization.
+
+  Attributes:
+    target: f; f_bar: Lemma 4's piecewise-constant f_bar.
+    d, n, resolution (N = 1/delta), positional.
+    g_bar: the ``pipeline.GBar`` network.
+    values: A_L = f(C_L) [C, n, d] float64 on the value map's classes (Theorem 2: the
+      C(N^d, n) class representatives; Theorem 3: all N^(dn) grid points).
+  """
+
+  target: targets_lib.Target
+  f_bar: targets_lib.Target
+  d: int
+  n: int
+  resolution: int
+  positional: bool
+  g_bar: pipeline.GBar
+  values: np.ndarray
+
+  # -- g_bar ----------------------------------------------------------------
+
+  def apply(self, x) -> np.ndarray:
+    """g_bar(X) for X [batch, n, d] (float64; exact bump selection, see module doc).
+
+    Raises:
+      ValueError: wrong shape or non-finite input; with ``positional``, entries outside
+        [0, 1) (Appendix G's construction is defined on the unit cube only).
+    """
+    x = _check_input(x, self.n, self.d)
+    if self.positional and not np.all((x >= 0) & (x < 1)):
+      raise ValueError('the positional (Theorem 3) construction is defined for X in '
+                       '[0, 1)^{d x n} (Appendix G); got entries outside.')
+    if not x.shape[0]:
+      return np.zeros_like(x)
+    gb = self.g_bar
+    k = gb.quantization.to_indices(gb.quantization.apply(x))
+    z = gb.contextual.forward(k)['z']
+    _, bump, _ = gb.value.apply_compact(z)
+    return gb.value.payload(np.asarray(bump), self.values).astype(np.float64)
+
+  def network(self) -> layers.Network:
+    """The literal float64 g_bar (paper values) as a ``layers.Network``."""
+    return self.g_bar.network()
+
+  def float_params(self) -> dict:
+    return self.g_bar.float_params(values=self.values)
+
+  def apply_literal(self, x) -> np.ndarray:
+    """The literal float64 network on X (breaks down once values outgrow float64)."""
+    x = _check_input(x, self.n, self.d)
+    with jax.enable_x64(True):
+      return np.asarray(self.network().apply({'params': self.float_params()}, jnp.asarray(x)))
+
+  def depth(self) -> dict:
+    """Layers by stage and kind, next to the paper's formulas."""
+    gb = self.g_bar
+    built = {'quantization': gb.quantization.num_layers,
+             'contextual': gb.contextual.num_layers,
+             'value': gb.value.num_layers}
+    built['total'] = sum(built.values())
+    formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional)
+    formula['total'] = sum(formula.values())
+    kinds = {'attention': gb.contextual.num_layers,
+             'feedforward': gb.quantization.num_layers + gb.value.num_layers}
+    return {'built': built, 'formula': formula, 'by_kind': kinds}
+
+  def num_params(self) -> int:
+    return self.g_bar.num_params
+
+  # -- Lemma 6 ----------------------------------------------------------------
+
+  def realize(self, *, lam: float, epsilon: float, dtype: str = 'float64') -> Realized:
+    """The standard Transformer g in T^{2,1,4} (Lemma 6).
+
+    Args:
+      lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores).
+      epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
+      dtype: 'float64' or 'float32'.
+    """
+    if dtype not in REALIZATION_DTYPES:
+      raise ValueError(f'dtype={dtype!r}; allowed: {REALIZATION_DTYPES}.')
+    for name, v in (('lam', lam), ('epsilon', epsilon)):
+      if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+          or v <= 0:
+        raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
+    with jax.enable_x64(True):
+      params = self.float_params()
+      segments = self.g_bar.segments
+      segments, params = realize.softmax_realization(segments, params, float(lam))
+      segments, params = realize.relu_realization(segments, params, float(epsilon))
+      segments, params = realize.as_blocks(segments, params)
+      cast = np.float64 if dtype == 'float64' else np.float32
+      params = jax.tree_util.tree_map(lambda a: np.asarray(a, cast), params)
+    return Realized(segments=segments, params=params, lam=float(lam),
+                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n)
+
+  def describe(self) -> str:
+    dep = self.depth()['built']
+    thm = 'Theorem 3 (positional)' if self.positional else 'Theorem 2'
+    return (f'{thm}: target {self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; '
+            f'g_bar has {dep["total"]} layers ({dep["quantization"]} quantization, '
+            f'{dep["contextual"]} attention, {dep["value"]} value), {self.num_params()} '
+            f'weights; g_c arithmetic {self.g_bar.contextual.arithmetic.describe()}')
+
+
+def build_approximator(target, *, d: int, n: int, resolution: int, positional: bool = False,
+                       arithmetic: str = 'auto') -> Approximator:
+  """Compiles a target into the modified Transformer g_bar of Theorem 2 or 3.
+
+  Args:
+    target: a built-in name (``targets.BUILTIN_TARGETS``), a ``targets.Target`` or a
+      callable [batch, n, d] -> [batch, n, d] (checked for shape and finiteness).
+    d, n, resolution: embedding size (>= 1), tokens (>= 2), N = 1/delta (>= 2).
+    positional: False: Theorem 2 (f must be permutation equivariant); True: Theorem 3.
+    arithmetic: for g_c's exact evaluation ('auto', 'int64', 'limbs').
+  Raises:
+    ValueError: bad configuration, a target with the wrong shape / non-finite values /
+      not equivariant (Theorem 2), or a network too deep to build (``MAX_LAYERS``).
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  if not isinstance(positional, bool):
+    raise ValueError(f'positional must be True or False, got {positional!r}.')
+  depth = sum(pipeline.layer_counts(d, n, N, positional).values())
+  if depth > MAX_LAYERS:
+    raise ValueError(f'd={d}, n={n}, resolution={N} needs {depth} layers '
+                     f'(positional={positional}); at most {MAX_LAYERS} are built. Choose a '
+                     'smaller resolution.')
+  f = targets_lib.get_target(target, d=d, n=n)
+  if not positional:
+    _check_equivariant(f, d, n)
+  reps = value.representatives(d, n, N, positional=positional)
+  values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
+  den = VALUE_DENOMINATOR_PER_N * N
+  numerators, _ = value.round_targets(values, den)
+  g_bar = pipeline.build_g_bar(d=d, n=n, resolution=N, targets=numerators, denominator=den,
+                               arithmetic=arithmetic, positional=positional)
+  return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), d=d, n=n,
+                      resolution=N, positional=positional, g_bar=g_bar,
+                      values=np.asarray(values, np.float64))
+
+
+# ---------------------------------------------------------------------------
+# Errors.
+# ---------------------------------------------------------------------------
+
+#: The terms of the decomposition d_p(f, g) <= d_p(f, f_bar) + d_p(f_bar, g_bar) + d_p(g_bar, g).
+DECOMPOSITION = (('f', 'f_bar'), ('f_bar', 'g_bar'), ('g_bar', 'g'), ('f', 'g_bar'), ('f', 'g'))
+
+
+def error_decomposition(net: Approximator, g: Realized | None = None, *, p: float = 2.0,
+                        samples: int = 20000, seed: int = 0,
+                        confidence: float = 0.95) -> dict:
+  """Monte Carlo d_p of every term (shared uniform samples), plus the exact terms.
+
+  Returns a dict with ``'estimates'``: ``'a|b' -> DpEstimate.as_dict()`` for the pairs
+  of ``DECOMPOSITION`` (those with g only when g is given) and, when the grid can be
+  enumerated, ``'exact'``: the bad-set measure and d_p(f_bar, g_bar) computed over the
+  whole grid (Theorem 2: f_bar's mass on the bad set; Theorem 3: 0).
+  """
+  p = distances.check_p(p)
+  fns = {'f': net.target, 'f_bar': net.f_bar, 'g_bar': net.apply}
+  if g is not None:
+    fns['g'] = g.apply
+  pairs = [pair for pair in DECOMPOSITION if all(name in fns for name in pair)]
+  est = distances.dp_distances(fns, pairs, d=net.d, n=net.n, p=p, samples=samples,
+                               seed=seed, confidence=confidence)
+  out = {'p': p, 'samples': samples, 'seed': seed, 'confidence': confidence,
+         'estimates': {k: v.as_dict() for k, v in est.items()}}
+  if net.positional:
+    out['exact'] = {'bad_set_measure': 0.0, 'dp_f_bar_g_bar': 0.0}
+  elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
+    out['exact'] = {
+        'bad_set_measure': float(distances.bad_set_measure(net.d, net.n, net.resolution)),
+        'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
+                                                  resolution=net.resolution, p=p)}
+  return out
+
+
+def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,
+                    margin: float = 0.25) -> np.ndarray:
+  """Uniform points of the cube interiors: every entry at least ``margin * delta`` from
+  its cell's edges (margin in [0, 1/2))."""
+  if not 0 <= margin < 0.5:
+    raise ValueError(f'margin must be in [0, 1/2), got {margin!r}.')
+  k = rng.integers(0, resolution, size=(batch, n, d))
+  return (k + margin + (1 - 2 * margin) * rng.random((batch, n, d))) / resolution
+
+
+def realization_error(net: Approximator, g: Realized, *, samples: int = 2048, seed: int = 0,
+                      margin: float = 0.25) -> dict:
+  """max |g - g_bar| on cube interiors (``interior_points``), and whether g is finite.
+
+  ``reproduces`` is True when g is finite and within ``tol`` = REPRODUCE_RTOL max(1, max|A|) of
+  g_bar on every sampled interior point (where Lemma 6's limit argument says g -> g_bar).
+  """
+  rng = np.random.default_rng(seed)
+  x = interior_points(rng, samples, d=net.d, n=net.n, resolution=net.resolution,
+                      margin=margin)
+  gb = net.apply(x)
+  gx = g.apply(x)
+  finite = bool(np.all(np.isfinite(gx)))
+  err = float(np.max(np.abs(gx - gb))) if finite else math.inf
+  tol = REPRODUCE_RTOL * max(1.0, float(np.max(np.abs(net.values))) if net.values.size else 1.0)
+  return {'max_abs_error': err, 'finite': finite, 'tolerance': tol,
+          'reproduces': finite and err <= tol, 'samples': samples, 'margin': margin,
+          'lam': g.lam, 'epsilon': g.epsilon, 'dtype': g.dtype}
