@@ -188,7 +188,7 @@ def contextual_values(net):
     if total > 200_000:
       return None
     k = (np.indices((N + 1,) * (d * n)).reshape(d * n, -1).T - 1).reshape(-1, n, d)
-  q = cm.to_python(cm.column_ids_batch(k))
+  q = cm.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
   good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
   return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
 
@@ -255,18 +255,21 @@ def make_figures(result, net, outdir):
   if cv is not None:
     fig, ax = plt.subplots(figsize=(7, 4))
     q = cv['q']
-    idx = np.arange(q.shape[0])
-    for mask, color, label in ((cv['good'], 'tab:blue', 'distinct in-range columns'),
-                               (~cv['good'], 'tab:red', 'repeated or out-of-range')):
-      if mask.any():
-        ax.scatter(np.repeat(idx[mask], q.shape[1]), np.abs(q[mask]).reshape(-1), s=3,
-                   color=color, label=label)
+    idx = np.repeat(np.arange(q.shape[0])[:, None], q.shape[1], axis=1)
+    good = np.repeat(cv['good'][:, None], q.shape[1], axis=1)
+    for mask, color, label in ((good, 'tab:blue', 'distinct in-range columns (G~)'),
+                               (~good, 'tab:red', 'repeated or out-of-range columns')):
+      for sign, marker in ((1, 'o'), (-1, 'x')):
+        m = mask & (np.sign(q) == sign)
+        if m.any():
+          ax.scatter(idx[m], np.abs(q[m]), s=6, color=color, marker=marker,
+                     label=label + (' (negative: |q|)' if sign < 0 else ''))
     for t, name in ((cv['t_l'], 't_l'), (cv['t_r'], 't_r')):
       ax.axhline(t, color='k', lw=0.8, ls='--')
       ax.text(0, t, f' {name}', va='bottom', fontsize=8)
-    ax.set_yscale('symlog')
-    ax.set_xlabel('grid point (index)')
-    ax.set_ylabel('|u^T g_c(L)_j| (all tokens j)')
+    ax.set_yscale('log')
+    ax.set_xlabel('grid point L (index; -1 = out of range included)')
+    ax.set_ylabel('|q| = |u^T g_c(L)_j|, every token j')
     ax.set_title(f'Contextual mapping, d={net.d}, n={net.n}, N={net.resolution}')
     ax.legend(fontsize=8, loc='lower right')
     fig.tight_layout()

@@ -1,0 +1,251 @@
+"""Theorems 2 and 3 end to end (issue 4): Appendix G's network, build_approximator,
+Lemma 6 realization, the error decomposition, and the main job."""
+
+from fractions import Fraction
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.verify import distances
+from transformer_ua.yun import approximator, contextual, pipeline, quantize, targets
+
+
+def _all_cells(d, n, N):
+  return np.asarray(list(itertools.product(range(N), repeat=d * n))).reshape(-1, n, d)
+
+
+# ---------------------------------------------------------------------------
+# Appendix G: the positional contextual mapping.
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 3)])
+def test_positional_contextual_mapping_is_one_to_one_on_whole_grid(d, n, N):
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
+  k = contextual.positional_grid(d, n, N)
+  assert k.shape == (N ** (d * n), n, d)
+  out = cm.forward(k)
+  assert int(out['inexact']) == 0
+  q = cm.to_python(out['ids']).reshape(-1)
+  assert len(set(q.tolist())) == q.size  # every (context, token) gets its own value
+  lo, hi = cm.t_l * cm.scale, cm.t_r * cm.scale
+  assert all(lo <= v <= hi for v in q)
+  # The exhaustive Python-int simulation and the compiled layers agree on the max id.
+  sweep = cm.to_python(out['sweep_ids'])
+  assert Fraction(int(sweep.max()), cm.scale) == contextual.positional_sweep_max(d, n, N)
+  # The proven bound covers every output the layers produced.
+  assert int(np.max(np.abs(cm.to_python(out['z'])))) <= cm.bound
+
+
+def test_positional_double_shift_breaks_the_papers_ordering():
+  """Appendix G.2 claims l~_1 < ... < l~_n; N=2, d=1, n=2, L+E = (1/2, 1) shifts
+  column 1 twice and ends with ids (5/2, 2). The mapping stays one-to-one."""
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)
+  out = cm.forward(np.array([[[1], [0]]]))
+  ids = [Fraction(int(v), cm.scale) for v in cm.to_python(out['sweep_ids'])[0]]
+  assert ids == [Fraction(5, 2), Fraction(2)]
+
+
+def test_positional_limbs_equal_int64_and_narrow_arithmetic_is_refused():
+  a = yun.build_contextual_mapping(d=1, n=3, resolution=4, positional=True)
+  b = yun.build_contextual_mapping(d=1, n=3, resolution=4, positional=True,
+                                   arithmetic='limbs')
+  assert a.arithmetic.kind == 'int64' and b.arithmetic.kind == 'limbs'
+  k = contextual.positional_grid(1, 3, 4)
+  np.testing.assert_array_equal(a.to_python(a.column_ids_batch(k)),
+                                b.to_python(b.column_ids_batch(k)))
+  with pytest.raises(ValueError, match='bits'):
+    yun.build_contextual_mapping(d=1, n=3, resolution=8, positional=True,
+                                 arithmetic='limbs:1:30')  # needs 33 bits
+
+
+def test_positional_indices_and_grid_limits():
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)
+  with pytest.raises(ValueError, match='no out-of-range value'):
+    cm.forward(np.array([[[-1], [0]]]))
+  with pytest.raises(ValueError, match='at most'):
+    contextual.positional_grid(2, 3, 8)
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 2, 2), (1, 3, 4), (2, 2, 3), (3, 2, 2)])
+def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
+  counts = pipeline.layer_counts(d, n, N, positional=True)
+  assert counts == {'quantization': d * n * N, 'contextual': n * N ** d + 1,
+                    'value': n * N ** (d * n) + d + 1}
+  g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=True)
+  assert g_q.num_layers == d * n * N
+  assert g_q.num_params == d * n * N * (3 * d + 1) + n * d  # + E
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
+  assert cm.num_layers == n * N ** d + 1
+  assert cm.num_params == contextual.parameter_count(d, n, N, positional=True) == \
+      (2 * n * N ** d + 1) * (4 * d + 1)
+
+
+def test_positional_quantization_is_exact_on_interiors():
+  g_q = quantize.build_quantization(d=2, n=3, resolution=5, positional=True)
+  x = approximator.interior_points(np.random.default_rng(0), 500, d=2, n=3, resolution=5,
+                                   margin=0.01)
+  np.testing.assert_array_equal(g_q.to_indices(g_q.apply(x)), np.floor(x * 5))
+
+
+# ---------------------------------------------------------------------------
+# build_approximator.
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def thm2():
+  return yun.build_approximator('token_times_mean', d=1, n=3, resolution=3)
+
+
+@pytest.fixture(scope='module')
+def thm3():
+  return yun.build_approximator('prefix_mean', d=1, n=2, resolution=3, positional=True)
+
+
+def test_theorem2_g_bar_is_f_bar_off_the_bad_set_and_zero_on_it(thm2):
+  k = _all_cells(1, 3, 3)
+  centers = targets.cell_centers(k, 3)
+  out = thm2.apply(centers)
+  good = distances.distinct_columns(k)
+  # A_L is f at the class representative, permuted: equal up to float summation order.
+  np.testing.assert_allclose(out[good], thm2.target(centers)[good], rtol=1e-14, atol=0)
+  np.testing.assert_array_equal(out[~good], 0.0)
+  # The literal float64 network agrees (paper values; small configuration).
+  np.testing.assert_allclose(thm2.apply_literal(centers), out, atol=1e-9)
+  # Outside the unit cube g_bar is 0 (Lemma 7 maps it out of range).
+  np.testing.assert_array_equal(thm2.apply(centers[:4] + 1.0), 0.0)
+
+
+def test_theorem2_g_bar_is_permutation_equivariant(thm2):
+  x = np.random.default_rng(3).random((200, 3, 1))
+  perm = np.array([2, 0, 1])
+  np.testing.assert_array_equal(thm2.apply(x[:, perm]), thm2.apply(x)[:, perm])
+
+
+def test_theorem3_g_bar_equals_f_bar_on_every_cell(thm3):
+  k = _all_cells(1, 2, 3)
+  centers = targets.cell_centers(k, 3)
+  np.testing.assert_array_equal(thm3.apply(centers), thm3.target(centers))
+  x = np.random.default_rng(0).random((300, 2, 1))
+  np.testing.assert_array_equal(thm3.apply(x), thm3.f_bar(x))
+  assert not np.allclose(thm3.target(x[:, ::-1])[:, ::-1], thm3.target(x))  # not PE
+
+
+def test_depth_reports_match_formulas(thm2, thm3):
+  for net in (thm2, thm3):
+    dep = net.depth()
+    assert dep['built'] == dep['formula']
+    assert dep['by_kind']['attention'] == dep['built']['contextual']
+
+
+def test_realization_is_a_standard_transformer_that_reproduces_g_bar(thm2):
+  g = thm2.realize(lam=1e4, epsilon=1e-2)
+  dep = g.depth()
+  assert dep['blocks'] == thm2.depth()['built']['total']
+  assert (dep['heads'], dep['head_size'], dep['width']) == (2, 1, 4)
+  assert dep['attention_on'] == thm2.depth()['by_kind']['attention']
+  for seg in g.segments:
+    assert (seg.kind, seg.normalizer, seg.activation) == ('block', 'softmax', 'relu')
+  rep = yun.realization_error(thm2, g, samples=512)
+  assert rep['reproduces'], rep
+  weak = yun.realization_error(thm2, thm2.realize(lam=1.0, epsilon=1e-2), samples=512)
+  assert weak['max_abs_error'] > 100 * max(rep['max_abs_error'], 1e-12)
+
+
+def test_positional_realization_keeps_e_and_reproduces(thm3):
+  g = thm3.realize(lam=1e4, epsilon=1e-2)
+  np.testing.assert_array_equal(g.params['E'][:, 0], [0.0, 1.0])
+  assert yun.realization_error(thm3, g, samples=256)['reproduces']
+
+
+def test_error_decomposition_matches_exact_terms(thm2):
+  dec = yun.error_decomposition(thm2, p=2, samples=6000, seed=1)
+  est = dec['estimates']['f_bar|g_bar']
+  exact = dec['exact']['dp_f_bar_g_bar']
+  half = (est['ci_high'] - est['ci_low']) / 2
+  assert abs(est['value'] - exact) < 4 * half
+  assert dec['exact']['bad_set_measure'] == pytest.approx(1 - 3 * 2 * 1 / 27)
+  # Triangle inequality on the shared samples (exact for the empirical d_p).
+  e = dec['estimates']
+  assert e['f|g_bar']['value'] <= e['f|f_bar']['value'] + e['f_bar|g_bar']['value'] + 1e-12
+
+
+# ---------------------------------------------------------------------------
+# Bad input.
+# ---------------------------------------------------------------------------
+
+
+def test_bad_inputs_are_one_line_errors(thm2, thm3):
+  with pytest.raises(ValueError, match='non-finite'):
+    yun.build_approximator(lambda x: x * np.nan, d=1, n=2, resolution=2)
+  with pytest.raises(ValueError, match='returned shape'):
+    yun.build_approximator(lambda x: x[:, :1], d=1, n=2, resolution=2)
+  with pytest.raises(ValueError, match='not permutation equivariant'):
+    yun.build_approximator('prefix_mean', d=1, n=2, resolution=2)
+  with pytest.raises(ValueError, match='not permutation equivariant'):
+    yun.build_approximator(lambda x: x * np.arange(2)[None, :, None], d=1, n=2,
+                           resolution=2)
+  with pytest.raises(ValueError, match='layers'):
+    yun.build_approximator('token_times_mean', d=2, n=4, resolution=64)
+  with pytest.raises(ValueError, match='resolution'):
+    yun.build_approximator('token_times_mean', d=1, n=2, resolution=1)
+  with pytest.raises(ValueError, match='lam must be a positive'):
+    thm2.realize(lam=-1.0, epsilon=1e-2)
+  with pytest.raises(ValueError, match='epsilon must be a positive'):
+    thm2.realize(lam=1.0, epsilon=0.0)
+  with pytest.raises(ValueError, match='dtype'):
+    thm2.realize(lam=1.0, epsilon=1e-2, dtype='float16')
+  with pytest.raises(ValueError, match='p must be'):
+    yun.error_decomposition(thm2, p=0.5, samples=10)
+  with pytest.raises(ValueError, match='shape'):
+    thm2.apply(np.zeros((2, 2, 1)))
+  with pytest.raises(ValueError, match=r'\[0, 1\)'):
+    thm3.apply(np.full((1, 2, 1), 1.5))
+
+
+# ---------------------------------------------------------------------------
+# The main job.
+# ---------------------------------------------------------------------------
+
+
+def test_main_job_writes_json_and_figures(tmp_path):
+  from experiments import approximate
+  from experiments.configs import approximate as config_lib
+  c = config_lib.get_config()
+  c.resolution = 3
+  c.ladder = (2, 3)
+  c.samples = 2000
+  c.sweep_samples = 500
+  c.map_samples = 128
+  c.lam_sweep = (1.0, 1e4)
+  c.epsilon_sweep = (1e-2, 1e-6)
+  lines = []
+  res = approximate.run(c, str(tmp_path), log=lines.append)
+  assert res['depth']['built'] == res['depth']['formula']
+  assert [r['resolution'] for r in res['ladders'][0]['rows']] == [2, 3]
+  assert res['realization']['reproduces']
+  for path in res['figures']:
+    assert os.path.getsize(path) > 1000
+  with open(tmp_path / 'approximate.json') as fh:
+    saved = json.load(fh)
+  assert set(saved['decomposition']['estimates']) == {f'{a}|{b}' for a, b in
+                                                      approximator.DECOMPOSITION}
+  assert any('error decomposition' in line for line in lines)
+
+
+def test_main_job_rejects_bad_config():
+  from experiments import approximate
+  from experiments.configs import approximate as config_lib
+  c = config_lib.get_config()
+  c.p = 0.5
+  with pytest.raises(approximate.ConfigError, match='p must be'):
+    approximate.run(c, '/nonexistent-dir-not-created')
+  c = config_lib.get_config()
+  c.target = 'nope'
+  with pytest.raises(approximate.ConfigError, match='allowed'):
+    approximate.run(c, '/nonexistent-dir-not-created')
