@@ -279,6 +279,82 @@ def make_figures(result, net, outdir):
   return paths
 
 
+def _ci(e) -> str:
+  return f'{e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}]'
+
+
+def write_report(result, path) -> None:
+  """Markdown summary of a run (the tables of results/approximation/approximate.md)."""
+  c, prov = result['config'], result['provenance']
+  lines = ['# Yun et al. Theorems 2/3 end to end: error decomposition', '',
+           provenance.markdown_header(prov), '',
+           f'Run time {result["seconds"]} s. Target `{c["target"]}`, d={c["d"]}, n={c["n"]}, '
+           f'N={c["resolution"]}, p={c["p"]}, {c["samples"]} Monte Carlo samples (95% CI), '
+           f'{"Theorem 3 (positional)" if result["positional"] else "Theorem 2"}.', '',
+           '## Depth (built vs the paper\'s formulas)', '',
+           '| stage | built | formula |', '|---|---|---|']
+  for key in ('quantization', 'contextual', 'value', 'total'):
+    lines.append(f'| {key} | {result["depth"]["built"][key]} | {result["depth"]["formula"][key]} |')
+  rd = result['realized_depth']
+  lines += ['', f'Realized g: {rd["blocks"]} blocks of T^{{2,1,4}} ({rd["attention_on"]} with '
+            f'attention on, {rd["feedforward_on"]} with feed-forward on), lambda={c["lam"]:g}, '
+            f'epsilon={c["epsilon"]:g}, {c["dtype"]}.', '',
+            '## Error decomposition', '', '| term | d_p [95% CI] |', '|---|---|']
+  for key, e in result['decomposition']['estimates'].items():
+    a, b = key.split('|')
+    lines.append(f'| d_p({a}, {b}) | {_ci(e)} |')
+  ex = result['decomposition'].get('exact')
+  if ex:
+    lines += ['', f'Exact (whole grid): bad-set measure {ex["bad_set_measure"]:.6g}, '
+              f'd_p(f_bar, g_bar) = {ex["dp_f_bar_g_bar"]:.6g}.']
+  rep = result['realization']
+  lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
+            f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '
+            f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.', '',
+            '## Resolution ladders', '']
+  for lad in result['ladders']:
+    thm = 'Theorem 3' if lad['positional'] else 'Theorem 2'
+    lines += [f'### {lad["target"]} ({thm})', '',
+              '| N | layers | d_p(f, f_bar) | d_p(f_bar, g_bar) | exact d_p(f_bar, g_bar) | '
+              'd_p(f, g_bar) | build s |', '|---|---|---|---|---|---|---|']
+    for r in lad['rows']:
+      exact = r['exact']['dp_f_bar_g_bar'] if r['exact'] else float('nan')
+      lines.append(f'| {r["resolution"]} | {r["layers"]} | {_ci(r["f|f_bar"])} | '
+                   f'{_ci(r["f_bar|g_bar"])} | {exact:.4g} | {_ci(r["f|g_bar"])} | '
+                   f'{r["build_seconds"]} |')
+    fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+    sl, ts = lad['slopes'], lad['tail_slopes']
+    lines += ['', f'Log-log slopes vs delta (all points / N in {lad["tail_resolutions"]}): '
+              f'd_p(f, f_bar) {fmt(sl["f|f_bar"])} / {fmt(ts["f|f_bar"])} (theory 1 for a '
+              f'Lipschitz f); d_p(f_bar, g_bar) {fmt(sl["f_bar|g_bar"])} / '
+              f'{fmt(ts["f_bar|g_bar"])} '
+              + ('(exactly 0 for Theorem 3).' if lad['positional'] else
+                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).'), '']
+  lines += ['## Lambda and epsilon sweeps (main configuration)', '',
+            '| lambda | epsilon | d_p(g_bar, g) | max interior error |', '|---|---|---|---|']
+  for key in ('lam', 'epsilon'):
+    for r in result['sweeps'][key]:
+      lines.append(f'| {r["lam"]:g} | {r["epsilon"]:g} | {_ci(r["dp_g_bar_g"])} | '
+                   f'{r["max_interior_error"]:.3g} |')
+  if result.get('precision_map'):
+    lines += ['', '## Precision map (token_times_mean, Theorem 2)', '',
+              'g "reproduces" g_bar when max |g - g_bar| <= '
+              f'{approximator.REPRODUCE_RTOL:g} max(1, max|A|) on {c["map_samples"]} cube-interior '
+              f'points; lambda ladder {list(c["map_lams"])}, epsilon in {list(c["map_epsilons"])}.',
+              '', '| d | n | N | layers | t_r | dtype | works | smallest lambda | epsilon | '
+              'best max error |', '|---|---|---|---|---|---|---|---|---|---|']
+    for r in result['precision_map']:
+      lam = '-' if r['smallest_lam'] is None else f'{r["smallest_lam"]:g}'
+      eps = '-' if r['epsilon'] is None else f'{r["epsilon"]:g}'
+      lines.append(f'| {r["d"]} | {r["n"]} | {r["resolution"]} | {r["layers"]} | '
+                   f'{r["t_r"]:.3g} | {r["dtype"]} | {"yes" if r["works"] else "no"} | {lam} | '
+                   f'{eps} | {r["best_error"]:.3g} |')
+  lines += ['', '## Figures', ''] + [f'![{os.path.basename(p)}]({os.path.basename(p)})'
+                                     for p in result['figures']]
+  with open(path, 'w') as fh:
+    fh.write('\n'.join(lines) + '\n')
+
+
 def run(c, outdir, log=print) -> dict:
   _validate(c)
   os.makedirs(outdir, exist_ok=True)
@@ -340,7 +416,9 @@ def run(c, outdir, log=print) -> dict:
   with open(path, 'w') as fh:
     json.dump(result, fh, indent=1, default=lambda o: o.tolist() if hasattr(o, 'tolist')
               else str(o))
-  log(f'\nwrote {path} and {len(result["figures"])} figures in {result["seconds"]} s')
+  write_report(result, os.path.join(outdir, 'approximate.md'))
+  log(f'\nwrote {path}, approximate.md and {len(result["figures"])} figures in '
+      f'{result["seconds"]} s')
   return result
 
 
