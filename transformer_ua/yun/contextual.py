@@ -39,6 +39,24 @@ t_l = delta^(-2nd+1) (delta^-d - 1) and t_r = delta^(-(2n+1)d+1) (delta^-d - 1):
 and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
 <= delta^(-nd+1)(delta^-d - 1) - delta(delta^-d - 1)^2, and L -> l~_n is one-to-one.
 
+Theorem 3 (``positional=True``, Appendix G.2)
+---------------------------------------------
+Inputs are L + E (token j, 0-based, offset by j in every coordinate), so column j's
+id lies in s_j + delta [0, N^d - 1], s_j = (j - 1) R with R = sum_i u_i; every grid
+point is "Category 1". The sweep visits the n N^d ids of those ranges in increasing
+order, and the global shift is scaled by n delta^(-(n+1)d-1):
+
+    for l in union_j [s_j : delta : s_j + delta^(-d+1) - delta]   (n N^d layers)
+        Z <- Z + delta^(-d) Psi(Z; l - delta/2, l + delta/2)
+    Z <- Z + n delta^(-(n+1)d-1) psi(Z; 0)
+
+Finding (tested): a shifted column can land on a later swept id and be shifted again
+(N=2, d=1, n=2: ids (1/2, 1) end as (5/2, 2)), so the paper's l~_1 < ... < l~_n and
+its bound on l~_n are not guaranteed; the map stays one-to-one on every grid we
+checked. The bit bound therefore comes from an exhaustive exact simulation of the
+sweep over the whole (finite) grid (``positional_sweep_max``), and
+[t_l, t_r] = [c s_n, (1 + c) max id] (``positional_interval``).
+
 Exact arithmetic
 ----------------
 Every value is scaled by S (a multiple of 2N, default 2N): inputs k/N -> kS/N,

@@ -18,6 +18,10 @@ to all d rows.) M is any number >= every entry of g_c(G+): we take the proven bo
 of ``contextual_mapping_bound`` (over S), so the kill makes every entry of a column
 with u^T Z outside [t_l, t_r] strictly negative and the d clean-up layers zero it.
 
+Theorem 3 (``cm.positional``, Appendix G.3): no permutation reduction, so the classes
+are all N^(dn) grid points (``contextual.positional_grid`` order) and there are
+n N^(dn) bump layers; kill and clean-up are kept (they never fire on L + E).
+
 Trap the paper does not mention: after bump (c, j) fires, the column holds A[c, j];
 a *later* bump must not fire on it. Bump windows are [q - delta/2, q + delta/2) with
 q >= t_l, so the builder checks |u^T A[c, j]| < t_l - delta/2 for every target column
