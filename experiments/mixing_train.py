@@ -10,8 +10,14 @@ Importable from notebooks (Flax examples style; the binaries only parse flags):
     ft = mixing_train.finetune(cfg, '/tmp/run/mnli')                   # task from cfg
 
 The train state is a plain dict ``{'params', 'opt_state', 'step', 'rng'}``; the update
-is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``, so data parallelism
-only needs the batch placed with a ``NamedSharding``. optax AdamW (BERT: linear
+is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``. Data parallelism
+(``config.num_devices``: 0 or absent = all devices, 1 = one device, unchanged): the
+state is replicated over a 1-D mesh (``transformer_ua.parallel``) and every batch is
+sharded along its leading axis with ``parallel.shard_batch``; jit (GSPMD) partitions the
+step and all-reduces the gradient, and the weighted-mean losses are global, so the loss
+curve is the one-device curve up to float reduction order (dropout masks do not depend
+on the sharding: JAX's threefry is partitionable). Batch sizes must be multiples of the
+device count. optax AdamW (BERT: linear
 warm-up then linear decay to 0, weight decay on matrices only, gradient clipping 1.0).
 Orbax checkpoints every ``checkpoint_every`` steps; a rerun with the same workdir
 resumes from the latest one, and because batches and dropout keys are functions of
@@ -36,7 +42,7 @@ import numpy as np
 import optax
 from tqdm import tqdm
 
-from transformer_ua import provenance
+from transformer_ua import parallel, provenance
 from transformer_ua.data import tasks, text, wordnet
 from transformer_ua.models import encoder as enc
 from transformer_ua.train.checkpointing import Checkpointer
@@ -99,6 +105,15 @@ def _check(config):
   if config.finetune.task not in TASKS:
     raise ValueError(f'unknown fine-tuning task {config.finetune.task!r}; choose one of '
                      f'{TASKS}')
+  num_devices = config.get('num_devices', 0)
+  if not isinstance(num_devices, int) or not 0 <= num_devices <= jax.device_count():
+    raise ValueError(f'config.num_devices must be an integer in [0, {jax.device_count()}] '
+                     f'(0 = all devices), got {num_devices!r}')
+  k = num_devices or jax.device_count()
+  for sec in ('pretrain', 'finetune'):
+    if config[sec].batch_size % k:
+      raise ValueError(f'config.{sec}.batch_size={config[sec].batch_size} is not a multiple '
+                       f'of the {k} devices used for data parallelism (set num_devices)')
   if not 0 < config.data.mask_prob < 1:
     raise ValueError(f'config.data.mask_prob must be in (0, 1), got {config.data.mask_prob}')
   del p
@@ -133,9 +148,18 @@ def load_corpus_and_tokenizer(config, workdir: str):
   return synsets, tok
 
 
+def training_mesh(config):
+  """The data-parallel mesh of ``config.num_devices`` (0 or absent: all devices), or
+  None when that is one device."""
+  mesh = parallel.make_mesh(config.get('num_devices', 0) or None)
+  return mesh if mesh.devices.size > 1 else None
+
+
 def _loop(*, workdir, state, train_step, get_batch, num_steps, cfg, eval_fn, desc,
-          halt_after=-1):
-  """Shared loop: resume, train with progress bar, log, evaluate, checkpoint."""
+          halt_after=-1, mesh=None):
+  """Shared loop: resume, train with progress bar, log, evaluate, checkpoint.
+
+  With a ``mesh`` the state is replicated and each batch sharded over it."""
   ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=1)
   writer = MetricsWriter(workdir)
   start = 0
@@ -143,6 +167,10 @@ def _loop(*, workdir, state, train_step, get_batch, num_steps, cfg, eval_fn, des
   if restored is not None:
     start, state, _ = restored
     writer.truncate_after(start)
+  if mesh is not None:
+    state = parallel.replicate(state, mesh)
+    unsharded = get_batch
+    get_batch = lambda s: parallel.shard_batch(unsharded(s), mesh)
   bar = tqdm(range(start, num_steps), initial=start, total=num_steps, desc=desc,
              mininterval=10.0, dynamic_ncols=True)
   # Throughput counts real (non-padding) tokens over training steps only: the first
@@ -263,7 +291,7 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
                      get_batch=lambda s: train_data.batch(s, p.batch_size),
                      num_steps=p.num_steps, cfg=p, eval_fn=eval_fn, desc='pretrain',
-                     halt_after=config.get('halt_after', -1))
+                     halt_after=config.get('halt_after', -1), mesh=training_mesh(config))
   final = eval_fn(state['params'])
   return _write_result(workdir, {
       'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
@@ -419,7 +447,8 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   t0 = time.perf_counter()
   state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
                      get_batch=get_batch, num_steps=f.num_steps, cfg=f, eval_fn=eval_fn,
-                     desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1))
+                     desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
+                     mesh=training_mesh(config))
   final = eval_fn(state['params'])
   info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
   return _write_result(workdir, {

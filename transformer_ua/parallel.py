@@ -103,6 +103,14 @@ def shard_batch(batch: Any, mesh: Mesh) -> Any:
   return jax.tree_util.tree_map(put, batch)
 
 
+def to_host(x) -> np.ndarray:
+  """The whole global array as NumPy on this process (gathered across hosts if needed)."""
+  if not isinstance(x, jax.Array) or x.is_fully_addressable or x.is_fully_replicated:
+    return np.asarray(x)
+  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+  return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
 def padded_chunk(total: int, chunk: int, mesh: Mesh) -> int:
   """The chunk size rounded up to a multiple of the mesh size (for even sharding)."""
   k = mesh.devices.size

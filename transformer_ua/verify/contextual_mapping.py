@@ -32,6 +32,15 @@ q(L)[P] = q(C). Together: for L, L' in G~ that are not permutations of each othe
 the entries of q(L) are those of q(C) and the entries of q(L') those of q(C') with
 C != C', which share no entry -- Property 8.2 on the whole grid. (Claim 1 proves the
 equivariance for any Transformer; here it is *checked*, on the integers computed.)
+
+Devices. Each chunk's linear indices ``start + arange(chunk)`` are generated on device
+and constrained to ``NamedSharding(mesh, P('data'))`` over a 1-D mesh of all devices
+(``transformer_ua.parallel``; every host's devices after ``initialize_distributed``),
+so ``jax.jit`` (GSPMD) decodes and checks each device's slice of the grid where it
+lives and sums the per-chunk violation counts across devices (all-reduce); params and
+the class table are replicated. The chunk is rounded up to a multiple of the device
+count (padding is masked by ``valid``). Counts are integers, so the result equals the
+single-device run exactly; on one device nothing is sharded.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from transformer_ua import numerics, provenance
+from transformer_ua import numerics, parallel, provenance
 from transformer_ua.verify import grids
 
 PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside_interval',
@@ -125,8 +134,18 @@ def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
   return jnp.sum(valid & ~same)
 
 
-def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast'):
+def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
+  """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
+  total, table)`` over indices ``start + arange(chunk)``; with a multi-device ``mesh``
+  (``chunk`` a multiple of its size) the indices are sharded along it."""
   ops = ops_for(cm)
+  if mesh is not None and mesh.devices.size > 1:
+    if chunk % mesh.devices.size:
+      raise ValueError(f'chunk={chunk} is not a multiple of the {mesh.devices.size} devices.')
+    sharding = parallel.data_sharding(mesh)
+    shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)
+  else:
+    shard = lambda x: x
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
   forward = cm.forward_fn(kernel)
@@ -147,13 +166,13 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast'):
     return counts, q, ltn, cat
 
   def multiset_chunk(params, start, total):
-    rank = start + jnp.arange(chunk, dtype=jnp.int64)
+    rank = shard(start + jnp.arange(chunk, dtype=jnp.int64))
     valid = rank < total
     k = codec['decode_multiset'](jnp.minimum(rank, total - 1))
     return run(params, k, valid)
 
   def full_chunk(params, start, total, table):
-    idx = start + jnp.arange(chunk, dtype=jnp.int64)
+    idx = shard(start + jnp.arange(chunk, dtype=jnp.int64))
     valid = idx < total
     k = codec['decode_full'](jnp.minimum(idx, total - 1))
     counts, q, _, _ = run(params, k, valid)
@@ -191,7 +210,7 @@ class _Totals:
 
 def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
                               progress: bool = True, value_mapping=None,
-                              kernel: str = 'fast') -> dict:
+                              kernel: str = 'fast', num_devices: int | None = None) -> dict:
   """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
 
   Args:
@@ -205,9 +224,13 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
     kernel: 'fast' (shared-projection identity) or 'core' (the core's layers for
       int64, generic limb layers beyond); see ``ContextualMapping.forward_fn``.
+    num_devices: shard each chunk over the first this many devices (default: all of
+      ``jax.devices()``, every host's in a multi-host run); the chunk is rounded up to
+      a multiple of it. Counts do not depend on it.
   Returns:
     dict with ``grid_points``, ``violations`` (property -> count), category counts,
-    ``max_abs_value`` seen vs the planned bound, ``seconds``, ``provenance``.
+    ``max_abs_value`` seen vs the planned bound, ``devices``, ``chunk_size`` (as
+    run), ``seconds``, ``provenance``.
   """
   if grid not in grids.GRIDS:
     raise ValueError(f'grid={grid!r}; allowed: {grids.GRIDS}.')
@@ -219,19 +242,24 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   d, n, N = cm.d, cm.n, cm.resolution
   m_total = grids.grid_size(d, n, N, 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
+  mesh = parallel.make_mesh(num_devices)
+  num_dev = mesh.devices.size
+  chunk_size = -(-chunk_size // num_dev) * num_dev
   with jax.enable_x64(True):
-    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel)
+    multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel,
+                                                 mesh)
+    params = parallel.replicate(cm.exact_params, mesh) if num_dev > 1 else cm.exact_params
     totals_m = _Totals(ops)
     cat1_q, cat1_ltn, table = [], [], []
     starts = range(0, m_total, chunk_size)
     for start in tqdm.tqdm(starts, desc='classes', disable=not progress, unit='chunk'):
-      counts, q, ltn, cat = multiset_chunk(cm.exact_params, jnp.int64(start), jnp.int64(m_total))
+      counts, q, ltn, cat = multiset_chunk(params, jnp.int64(start), jnp.int64(m_total))
       totals_m.add(counts)
       valid = np.arange(start, start + chunk_size) < m_total
-      is1 = (np.asarray(cat) == 1) & valid
-      q_host = np.asarray(q)
+      is1 = (parallel.to_host(cat) == 1) & valid
+      q_host = parallel.to_host(q)
       cat1_q.append(q_host[is1])
-      cat1_ltn.append(np.asarray(ltn)[is1])
+      cat1_ltn.append(parallel.to_host(ltn)[is1])
       if grid == 'full':
         table.append(q_host[valid])
     cat1_q = np.concatenate(cat1_q)
@@ -249,12 +277,13 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
         int(totals_m.counts[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
     totals = totals_m
     if grid == 'full':
-      table = jnp.asarray(np.concatenate(table))
+      table = np.concatenate(table)
+      table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
       f_total = grids.grid_size(d, n, N, 'full')
       totals = _Totals(ops)
       for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points', disable=not progress,
                              unit='chunk'):
-        totals.add(full_chunk(cm.exact_params, jnp.int64(start), jnp.int64(f_total), table))
+        totals.add(full_chunk(params, jnp.int64(start), jnp.int64(f_total), table))
       expected = grids.category_counts(d, n, N, 'full')
       bad_counts += int(totals.counts['points'] != f_total) + sum(
           int(totals.counts[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
@@ -289,7 +318,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'max_abs_output': str(max_abs), 'max_abs_output_bits': int(max_abs).bit_length(),
       't_l': str(cm.t_l), 't_r': str(cm.t_r),
       'num_layers': cm.num_layers, 'num_params': cm.num_params,
-      'category_1_classes': m1, 'chunk_size': chunk_size,
+      'category_1_classes': m1, 'chunk_size': chunk_size, 'devices': num_dev,
       'seconds': round(time.time() - t0, 3),
       'provenance': prov,
   })

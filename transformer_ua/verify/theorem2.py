@@ -57,8 +57,12 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                     lemma9_literal_points: int = 256, target_seed: int = 0,
                     max_points: int = MAX_POINTS, max_bytes: int = MAX_BYTES,
                     progress: bool = True, kernel: str = 'fast',
-                    float_points: int = 0) -> dict:
+                    float_points: int = 0, num_devices: int | None = None) -> dict:
   """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
+
+  The whole-grid pass is sharded over ``num_devices`` devices (default: all; see
+  ``contextual_mapping.verify_contextual_mapping``); the other checks are small and
+  run on the default device.
 
   Raises:
     ValueError: bad configuration, an arithmetic too narrow for the planned bits, or a
@@ -90,7 +94,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                      'build_seconds': round(time.time() - tb, 3)}
   result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
                                                         progress=progress, value_mapping=vm,
-                                                        kernel=kernel)
+                                                        kernel=kernel,
+                                                        num_devices=num_devices)
   violations = dict(result['violations'])
   lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
                                             samples=lemma7_samples, seed=target_seed)
