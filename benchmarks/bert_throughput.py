@@ -188,20 +188,13 @@ def main(argv):
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
   with open(FLAGS.out, 'w') as f:
     json.dump(result, f, indent=1)
-  line = (f"- BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} heads, "
-          f"FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}, "
-          f"{counts[keys[0]]:,} params): " +
-          ', '.join(f'{k} {v:,.0f} tokens/s' for k, v in tps.items()) +
-          (f"; ours/reference = {result['speedup_ours_over_reference']:.2f}x"
-           if len(keys) == 2 else '') +
-          f" — `{prov['command']}`, rev `{prov['git_revision']}`, {prov['machine']}, "
-          f"1-min load {prov['load_average_1min_at_start']}, {prov['utc_time']}\n")
-  if FLAGS.markdown:
-    new = not os.path.exists(FLAGS.markdown)
-    with open(FLAGS.markdown, 'a') as f:
-      if new:
-        f.write('# Benchmarks\n\nOne line per run, appended by the benchmark scripts.\n\n')
-      f.write(line)
+  summary = (f"BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} "
+             f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}, "
+             f"{counts[keys[0]]:,} params): " +
+             ', '.join(f'{k} {v:,.0f} tokens/s' for k, v in tps.items()) +
+             (f"; ours/reference = {result['speedup_ours_over_reference']:.2f}x"
+              if len(keys) == 2 else ''))
+  line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
   print(line, end='')
 
 

@@ -103,19 +103,12 @@ def main(argv):
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
   with open(FLAGS.out, 'w') as f:
     json.dump(result, f, indent=1)
-  line = ('- Fang C^q at f2 size (d=10, q=5, float64): ' + '; '.join(
+  summary = ('Fang C^q at f2 size (d=10, q=5, float64): ' + '; '.join(
       f"n={r['tokens']}: literal {r['literal_s_per_input']:.3g} s/input, compact "
       f"{r['compact_s_per_input_batch'] * 1e6:.3g} us/input (batch {r['compact_batch']}), "
       f"{r['speedup_compact_batch_over_literal']:.3g}x, max rel. diff "
-      f"{r['max_rel_literal_vs_compact']:.2g}" for r in rows) +
-      f" — `{prov['command']}`, rev `{prov['git_revision']}`, {prov['machine']}, "
-      f"1-min load {prov['load_average_1min_at_start']}, {prov['utc_time']}\n")
-  if FLAGS.markdown:
-    new = not os.path.exists(FLAGS.markdown)
-    with open(FLAGS.markdown, 'a') as f:
-      if new:
-        f.write('# Benchmarks\n\nOne line per run, appended by the benchmark scripts.\n\n')
-      f.write(line)
+      f"{r['max_rel_literal_vs_compact']:.2g}" for r in rows))
+  line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
   print(line, end='')
 
 

@@ -131,16 +131,14 @@ def main(argv):
       json.dump(result, f, indent=2)
   if FLAGS.markdown:
     path = os.path.join(ROOT, FLAGS.markdown) if not os.path.isabs(FLAGS.markdown) else FLAGS.markdown
-    with open(path, 'a') as f:
-      for r in rows:
-        f.write(f"- verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
-                f"JAX verifier {r['jax_points_per_s']:,} points/s (fast kernel; core kernel "
-                f"{r['jax_core_kernel_points_per_s']:,}) vs NumPy ({r['numpy_dtype']}) "
-                f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x "
-                f"({r['speedup_core_kernel']}x with the core kernel); outputs agree: "
-                f"{r['outputs_agree']}. `{prov['command']}` @ {prov['git_revision']}, "
-                f"{prov['machine']}, load {prov['load_average_1min_at_start']}, "
-                f"{prov['utc_time']}\n")
+    for r in rows:
+      provenance.append_benchmark_line(path, (
+          f"verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
+          f"JAX verifier {r['jax_points_per_s']:,} points/s (fast kernel; core kernel "
+          f"{r['jax_core_kernel_points_per_s']:,}) vs NumPy ({r['numpy_dtype']}) "
+          f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x "
+          f"({r['speedup_core_kernel']}x with the core kernel); outputs agree: "
+          f"{r['outputs_agree']}"), prov)
   sys.exit(0 if all(r['outputs_agree'] for r in rows) else 1)
 
 

@@ -343,17 +343,26 @@ def apply_segment(segment: Segment, params: dict, x, trace: bool = False):
   """
 
   def layer(z, p):
-    inexact = jnp.zeros((), jnp.int32)
-    if segment.has_attention:
-      upd, inexact = attention_update(p['attention'], z, normalizer=segment.normalizer,
-                                      lam=segment.lam, fast_path=segment.fast_path)
-      z = z + upd
-    if segment.has_feedforward:
-      z = z + feedforward_update(p['feedforward'], z)
-    return z, (z if trace else None, inexact.astype(jnp.int32))
+    z, inexact = apply_layer(segment, p, z)
+    return z, (z if trace else None, inexact)
 
   y, (outputs, inexact) = jax.lax.scan(layer, x, params)
   return y, outputs, inexact
+
+
+def apply_layer(segment: Segment, p: dict, x):
+  """One layer of ``segment`` (params ``p`` of that layer, not stacked), pure.
+
+  Returns (y [..., n, d], number of inexact integer tie averages, int32 scalar).
+  """
+  inexact = jnp.zeros((), jnp.int32)
+  if segment.has_attention:
+    upd, inexact = attention_update(p['attention'], x, normalizer=segment.normalizer,
+                                    lam=segment.lam, fast_path=segment.fast_path)
+    x = x + upd
+  if segment.has_feedforward:
+    x = x + feedforward_update(p['feedforward'], x)
+  return x, inexact.astype(jnp.int32)
 
 
 class Network(nn.Module):

@@ -70,3 +70,26 @@ def markdown_header(prov: dict) -> str:
   return (f"- command: `{prov['command']}`\n- git revision: `{prov['git_revision']}`\n"
           f"- machine: {prov['machine']} (1-min load {prov['load_average_1min_at_start']})\n"
           f"- time (UTC): {prov['utc_time']}\n")
+
+
+BENCHMARKS_HEADER = '# Benchmarks\n\nOne line per run, appended by the benchmark scripts.\n\n'
+
+
+def benchmark_line(summary: str, prov: dict) -> str:
+  """One results/benchmarks.md line: the summary, then command, revision, machine."""
+  return (f"- {summary} — `{prov['command']}`, rev `{prov['git_revision']}`, "
+          f"{prov['machine']}, 1-min load {prov['load_average_1min_at_start']}, "
+          f"{prov['utc_time']}\n")
+
+
+def append_benchmark_line(path: str, summary: str, prov: dict) -> str:
+  """Appends ``benchmark_line(summary, prov)`` to ``path`` (header first if new)."""
+  line = benchmark_line(summary, prov)
+  if path:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    new = not os.path.exists(path)
+    with open(path, 'a') as f:
+      if new:
+        f.write(BENCHMARKS_HEADER)
+      f.write(line)
+  return line
