@@ -165,3 +165,27 @@ def test_mixing_pretrain_data_parallel_equals_single_device(tmp_path):
   np.testing.assert_allclose(dp['grad_norm'], one['grad_norm'], rtol=10 * LOSS_RTOL)
   for key, value in one['eval'].items():
     np.testing.assert_allclose(dp['eval'][key], value, rtol=LOSS_RTOL, atol=1e-6)
+
+
+def test_binary_multi_host_two_processes(tmp_path):
+  """Two processes x 4 forced CPU devices joined by jax.distributed: one 8-device mesh;
+  process 0 writes the JSON, with the counts of the closed forms."""
+  import socket  # pylint: disable=import-outside-toplevel
+  with socket.socket() as s:
+    s.bind(('localhost', 0))
+    port = s.getsockname()[1]
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=4',
+             JAX_PLATFORMS='cpu')
+  procs = [subprocess.Popen(
+      [sys.executable, BINARY, '--d=1', '--n=3', '--resolution=3', '--grid=full',
+       '--nolemma9', '--lemma7_samples=100', '--noprogress', '--chunk_size=20',
+       f'--coordinator_address=localhost:{port}', '--num_processes=2', f'--process_id={i}',
+       f'--output_json={tmp_path / f"r{i}.json"}'], env=env, cwd=ROOT,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+  outs = [p.communicate(timeout=600) for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+  r = json.loads((tmp_path / 'r0.json').read_text())
+  assert not (tmp_path / 'r1.json').exists()
+  assert r['devices'] == 8 and r['chunk_size'] == 24 and r['all_hold']
+  assert r['grid_points'] == 4 ** 3
+  assert r['categories'] == {'1': 6, '2': 3 ** 3 - 6, '3': 4 ** 3 - 3 ** 3}
