@@ -39,11 +39,15 @@ from transformer_ua import provenance
 from transformer_ua.verify import distances
 from transformer_ua.yun import approximator, contextual, targets as targets_lib
 
-_CONFIG = config_flags.DEFINE_config_file(
-    'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
-    'ml_collections config file (append :ladder for the long variant).')
-_OUTPUT_DIR = flags.DEFINE_string('output_dir', 'runs/approximate',
-                                  'directory for approximate.json and the PNG figures.')
+
+def _define_flags():
+  """Flags are defined only when run as a binary, so tests can import ``run``."""
+  config = config_flags.DEFINE_config_file(
+      'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
+      'ml_collections config file (append :ladder for the long variant).')
+  output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
+                                   'directory for approximate.json and the PNG figures.')
+  return config, output_dir
 
 
 class ConfigError(ValueError):
@@ -422,14 +426,15 @@ def run(c, outdir, log=print) -> dict:
   return result
 
 
-def main(argv):
+def main(argv, config, output_dir):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   try:
-    run(_CONFIG.value, _OUTPUT_DIR.value)
+    run(config.value, output_dir.value)
   except ValueError as e:  # one line, no traceback
     sys.exit(f'error: {e}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  _flags = _define_flags()
+  app.run(lambda argv: main(argv, *_flags))
