@@ -167,9 +167,9 @@ def test_bad_config_values(field, value, match):
     regression.validate_config(c)
 
 
-def _binary(*args):
+def _binary(*args, timeout=120):
   return subprocess.run([sys.executable, os.path.join(ROOT, 'experiments', 'fang_regression.py'),
-                         *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+                         *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def test_binary_validates_flags(tmp_path):
@@ -189,8 +189,9 @@ def test_binary_end_to_end_f1_short(tmp_path):
   cfg = os.path.join(ROOT, 'experiments', 'configs', 'fang_f1.py')
   r = _binary(f'--config={cfg}', f'--workdir={tmp_path / "runs"}',
               f'--results_dir={tmp_path / "res"}', '--config.epochs=30', "--config.seeds=(0,)",
-              '--progress=false')
+              '--progress=false', timeout=600)  # ~40 s of CPU; 145 s wall at load 7
   assert r.returncode == 0, r.stderr[-2000:]
   md = open(tmp_path / 'res' / 'fang_regression.md').read()
   assert 'attention (n = 10)' in md and 'nn_depth (width 4)' in md
+  assert 'Sweep status: 4 of 12 planned runs finished, 0 unfinished, 8 not started.' in md
   assert os.path.getsize(tmp_path / 'res' / 'fang_f1_surfaces.png') > 10000
