@@ -14,10 +14,10 @@ budget -- results/fang_regression.md, section f2, lists what is missing):
     attention (n=4368)  65521   4.385   6.659   5.627                  1.70
     attention (n=2002)  30031   4.871   6.521   5.506                  0.71
     nn_depth (6 x 120)  74041   407.6   313.5   312.3                  0.35
-    nn_width (4368)     52417   (unfinished)                           0.61
+    nn_width (4368)     52417   919.0   1048    1047                   0.61
 
-ATTENTION is ~48x better than NN_depth but stays above the noise level (1) after
-2000 epochs. The whole 12-run sweep is ~5.6 CPU-hours at these rates
+ATTENTION is ~48x / ~160x better than NN_depth / NN_width but stays above the noise
+level (1) after 2000 epochs. The whole 12-run sweep is ~5.6 CPU-hours at these rates
 (benchmarks/fang_epoch_cost.py) and needs no config change on an accelerator.
 """
 
