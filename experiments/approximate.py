@@ -81,9 +81,8 @@ def _positional_for(name: str, default: bool) -> bool:
 
 
 def _fits(d, n, N, positional) -> bool:
-  if positional and N ** (d * n) > contextual.POSITIONAL_MAX_GRID:
-    return False
-  return True
+  """Theorem 3 needs the whole grid (``contextual.POSITIONAL_MAX_GRID``)."""
+  return not positional or N ** (d * n) <= contextual.POSITIONAL_MAX_GRID
 
 
 def _fit_slope(deltas, errors):

@@ -134,11 +134,10 @@ class Realized:
   def depth(self) -> dict:
     """Blocks, and how many have their attention / feed-forward switched on."""
     att_on = ff_on = 0
-    for i, seg in enumerate(self.segments):
+    for i in range(len(self.segments)):
       p = self.params[f'segment_{i}']
       att_on += int(np.sum(np.any(np.asarray(p['attention']['W_O']) != 0, axis=(1, 2, 3))))
       ff_on += int(np.sum(np.any(np.asarray(p['feedforward']['W_2']) != 0, axis=(1, 2))))
-      del seg
     blocks = sum(s.depth for s in self.segments)
     return {'blocks': blocks, 'attention_on': att_on, 'feedforward_on': ff_on,
             'heads': realize.BLOCK_HEADS, 'head_size': realize.BLOCK_HEAD_SIZE,
