@@ -57,6 +57,7 @@ literal score-matrix path, which must agree wherever both are exact.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -407,6 +408,16 @@ class Network(nn.Module):
         self.sow(DIAGNOSTICS, f'inexact_ties_{i}', inexact)
       outputs.append(ys)
     return (x, outputs) if trace else x
+
+
+@functools.lru_cache(maxsize=32)
+def jit_apply(network: Network):
+  """``jax.jit((params, x) -> network.apply({'params': params}, x))``, one per network.
+
+  Networks are hashable by their segments and flags, so callers that rebuild an equal
+  ``Network`` (e.g. realizations differing only in params) share one compilation.
+  """
+  return jax.jit(lambda params, x: network.apply({'params': params}, x))
 
 
 def exact_apply(network: Network, params, x, trace: bool = False):

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_ua import layers
 from transformer_ua.verify import grids
 from transformer_ua.yun import contextual
 
@@ -41,7 +42,7 @@ def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict
     _, params = contextual.contextual_mapping_params(d=d, n=n, resolution=N, dtype=name)
     x = np.where(k < 0, -float(cm.out_of_range), k / N).astype(name)
     with jax.enable_x64(True):
-      apply = jax.jit(lambda p, v: net.apply({'params': p}, v))
+      apply = layers.jit_apply(net)
       y = np.concatenate([np.asarray(apply(params, jnp.asarray(x[s:s + chunk])))
                           for s in range(0, m, chunk)])
     q = y.astype(np.float64) @ np.asarray(cm.u, np.float64)

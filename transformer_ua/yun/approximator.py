@@ -32,7 +32,6 @@ Shapes: X, outputs [batch, n, d] (token-major; the paper's column j is row j).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import jax
@@ -91,15 +90,6 @@ def _check_input(x, n: int, d: int) -> np.ndarray:
   return x
 
 
-@functools.lru_cache(maxsize=16)
-def _jit_network_apply(segments: tuple, positional: bool, n: int, dtype: str):
-  """One compiled apply per network shape, shared by realizations that differ only in
-  their params (lam, epsilon sweeps)."""
-  net = layers.Network(segments, positional=positional, num_tokens=n,
-                       param_dtype=jnp.float64 if dtype == 'float64' else jnp.float32)
-  return jax.jit(lambda p, x: net.apply({'params': p}, x))
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Realized:
   """Lemma 6's standard Transformer g in T^{2,1,4}: an ordinary ``layers.Network``.
@@ -126,7 +116,7 @@ class Realized:
   def apply(self, x) -> np.ndarray:
     """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64."""
     x = np.asarray(x)
-    fn = _jit_network_apply(tuple(self.segments), self.positional, self.n, self.dtype)
+    fn = layers.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
       jdt = jnp.float64 if self.dtype == 'float64' else jnp.float32
       return np.asarray(fn(self.params, jnp.asarray(x, jdt)), np.float64)

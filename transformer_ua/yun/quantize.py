@@ -29,7 +29,6 @@ except within a few ulps of a bin edge (``verify.quantization`` states the toler
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 
@@ -196,12 +195,7 @@ class Quantization:
     if x.shape[-2:] != (self.n, self.d):
       raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
     with jax.enable_x64(True):
-      return np.asarray(self._jit_apply(self.params, jnp.asarray(x)))
-
-  @functools.cached_property
-  def _jit_apply(self):
-    net = self.network()
-    return jax.jit(lambda p, x: net.apply({'params': p}, x))
+      return np.asarray(layers.jit_apply(self.network())(self.params, jnp.asarray(x)))
 
   def to_indices(self, y) -> np.ndarray:
     """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd)).
