@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from transformer_ua.yun import targets as targets_lib
+from transformer_ua.yun import common, targets as targets_lib
 
 #: Two-sided normal quantiles for the supported confidence levels.
 _Z = {0.90: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -126,11 +126,9 @@ def bad_set_measure(d: int, n: int, resolution: int) -> fractions.Fraction:
 def _grid_points(d: int, n: int, resolution: int, chunk: int):
   """All grid indices K [*, n, d] in chunks (lexicographic order)."""
   total = resolution**(d * n)
-  radix = resolution**np.arange(d * n - 1, -1, -1, dtype=np.int64)
   for start in range(0, total, chunk):
     idx = np.arange(start, min(total, start + chunk), dtype=np.int64)
-    digits = (idx[:, None] // radix[None, :]) % resolution
-    yield digits.reshape(-1, n, d)
+    yield common.decode_grid(idx, d, n, resolution)
 
 
 def distinct_columns(k: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 #: Index standing for the out-of-range value -delta^(-nd) in grid-index arrays.
 OUT_OF_RANGE = -1
 
@@ -59,3 +61,11 @@ def u_vector(d: int, resolution: int) -> tuple[int, ...]:
 def out_of_range_value(d: int, n: int, resolution: int) -> int:
   """delta^(-nd) = N^(nd): the out-of-range grid value is minus this."""
   return resolution ** (n * d)
+
+
+def decode_grid(rank, d: int, n: int, resolution: int):
+  """Grid indices K [.., n, d] in {0, ..., N-1} of lexicographic ranks [..] (the first
+  entry most significant); NumPy or jnp ranks (int64) give NumPy or jnp K."""
+  radix = resolution ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
+  digits = (rank[..., None] // radix) % resolution
+  return digits.reshape(rank.shape + (n, d))

@@ -189,8 +189,7 @@ def positional_grid(d: int, n: int, resolution: int) -> np.ndarray:
     raise ValueError(f'positional (Theorem 3) construction for d={d}, n={n}, N={N} needs '
                      f'the whole grid of N^(dn) = {N ** (d * n)} points; at most '
                      f'{POSITIONAL_MAX_GRID} are allowed (choose a smaller resolution).')
-  digits = np.indices((N,) * (d * n)).reshape(d * n, -1).T
-  return digits.reshape(-1, n, d).astype(np.int64)
+  return common.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
 
 
 @functools.lru_cache(maxsize=32)

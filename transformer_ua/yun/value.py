@@ -58,6 +58,7 @@ import numpy as np
 from transformer_ua import layers, numerics
 from transformer_ua.layers import Segment
 from transformer_ua.verify import grids
+from transformer_ua.yun import common
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -94,20 +95,9 @@ def value_mapping_segments(d: int, n: int, resolution: int,
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def _positional_decode(d: int, n: int, resolution: int):
-  """rank -> grid indices [.., n, d], the order of ``contextual.positional_grid``."""
-  radix = resolution ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
-
-  def decode(rank):
-    digits = (rank[..., None] // jnp.asarray(radix)) % resolution
-    return digits.reshape(rank.shape + (n, d))
-
-  return decode
-
-
 def _class_decoder(d: int, n: int, resolution: int, positional: bool):
   if positional:
-    return _positional_decode(d, n, resolution)
+    return lambda rank: common.decode_grid(rank, d, n, resolution)
   return grids.make_class_codec(d, n, resolution)['decode']
 
 
