@@ -33,10 +33,12 @@ import time
 
 from absl import app, flags
 from ml_collections import config_flags
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.verify import distances
+from transformer_ua.verify import distances, grids
 from transformer_ua.yun import approximator, contextual, targets as targets_lib
 
 
@@ -190,7 +192,8 @@ def contextual_values(net):
     total = (N + 1) ** (d * n)
     if total > 200_000:
       return None
-    k = (np.indices((N + 1,) * (d * n)).reshape(d * n, -1).T - 1).reshape(-1, n, d)
+    with jax.enable_x64(True):  # every ordered point of G+ (entries -1..N-1)
+      k = np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
   q = cm.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
   good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
   return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
