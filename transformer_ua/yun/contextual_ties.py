@@ -239,7 +239,7 @@ def layer_count(d: int, resolution: int) -> int:
 
 def parameter_count(d: int, n: int, resolution: int) -> int:
   per_head = 4 * HEAD_SIZE * d + HEAD_SIZE
-  offset = 3 * d + 1 + 5  # W_1 [1,d], b_1, W_2 [d,1], b_2 [d]; Phi: 2 breaks, 3 intercepts
+  offset = 3 * d + 1  # W_1 [1, d], b_1, W_2 [d, 1], b_2 [d] (Phi descriptors are not weights)
   del n
   return (resolution ** d * contextual.SWEEP_HEADS + MIN_HEADS + MAX_SUM_HEADS) * per_head \
       + offset

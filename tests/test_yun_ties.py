@@ -1,0 +1,114 @@
+"""yun.contextual_ties (ties='complete'): exact, whole small grids, repeats included."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.verify import contextual_ties as verify_ties
+from transformer_ua.verify.contextual_mapping import count_duplicates, ops_for
+from transformer_ua.yun import contextual_ties as ct
+
+
+def _in_range_multisets(N, d, n):
+  """Every multiset of n in-range columns as tick lists (a in [0, N^d))."""
+  return list(itertools.combinations_with_replacement(range(N ** d), n))
+
+
+# Prototype sizes of the task: N = 2..5 (d = 1, n = 2..4) and d = 2 (N = 2, 3; n = 2, 3).
+PROTOTYPE_SIZES = ([(1, n, N) for N in range(2, 6) for n in range(2, 5)]
+                   + [(2, n, N) for N in (2, 3) for n in (2, 3)])
+
+
+@pytest.mark.parametrize('d,n,N', PROTOTYPE_SIZES)
+def test_reference_is_one_to_one_on_multisets_with_repeats(d, n, N):
+  """The pure-Python reference: every (multiset, value) pair gets its own id, in
+  [t_l, t_r]; the id count is V C(V + n - 2, n - 1) (counted independently here)."""
+  t_l, t_r = ct.interval(d, n, N)
+  owner = {}
+  for ms in _in_range_multisets(N, d, n):
+    _, q = ct.reference_ids(ms, d, n, N)
+    for a, v in zip(ms, q):
+      assert owner.setdefault(v, (ms, a)) == (ms, a)
+      assert t_l <= v / N <= t_r
+  pairs = sum(len(set(ms)) for ms in _in_range_multisets(N, d, n))
+  assert len(owner) == pairs == ct.num_ids(d, n, N)
+  assert min(owner) / N == t_l  # attained by the all-zero input
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 3, 3), (2, 2, 2), (1, 2, 4)])
+def test_reference_kills_every_out_of_range_point(d, n, N):
+  omega = N ** (n * d)
+  t_l, t_r = ct.interval(d, n, N)
+  cols = list(itertools.product(range(-1, N), repeat=d))
+  for ms in itertools.combinations_with_replacement(cols, n):
+    if not any(k < 0 for col in ms for k in col):
+      continue
+    ticks = [sum((k if k >= 0 else -N * omega) * N ** i for i, k in enumerate(col))
+             for col in ms]
+    _, q = ct.reference_ids(ticks, d, n, N)
+    assert all(not t_l <= v / N <= t_r for v in q)
+
+
+def test_paper_map_collides_on_repeats_and_the_check_sees_it():
+  """The check used for T1 does fail on Lemma 8's map (N=4, d=1, n=3: repeated
+  multisets clash), so a zero count for the new map is informative."""
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=4)
+  ms = np.asarray(_in_range_multisets(4, 1, 3))[..., None]
+  q = np.asarray(cm.forward(ms)['ids'])
+  owners = (np.arange(len(ms))[:, None] * 8 + ms[..., 0]).reshape(-1)
+  assert count_duplicates(ops_for(cm), q.reshape(-1), owners) > 0
+  cmc = ct.build(d=1, n=3, resolution=4)
+  qc = np.asarray(cmc.forward(ms)['ids'])
+  assert count_duplicates(ops_for(cmc), qc.reshape(-1), owners) == 0
+
+
+@pytest.mark.parametrize('d,n,N,grid,arithmetic', [
+    (1, 3, 4, 'full', 'auto'),       # int64
+    (2, 2, 3, 'full', 'auto'),
+    (1, 3, 3, 'multiset', 'limbs'),  # limbs
+    (1, 4, 5, 'multiset', 'auto'),   # beyond 64 bits: limbs chosen by the planner
+])
+def test_whole_grid_exact(d, n, N, grid, arithmetic):
+  cm = ct.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  res = verify_ties.verify(cm, grid=grid)
+  assert res['all_hold'], res['violations']
+  assert res['distinct_ids'] == ct.num_ids(d, n, N)
+  if (d, n, N) == (1, 4, 5):
+    assert cm.limbs and cm.bits_required > 64
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 3)])
+def test_layers_equal_reference_on_whole_grid(d, n, N):
+  cm = ct.build(d=d, n=n, resolution=N)
+  k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
+  out = cm.forward(k)
+  q = cm.to_fractions(out['ids'])
+  sw = cm.to_fractions(out['sweep_ids'])
+  omega = N ** (n * d)
+  for i in range(0, len(k), 7):
+    ticks = [sum((v if v >= 0 else -N * omega) * N ** c for c, v in enumerate(row))
+             for row in k[i]]
+    s_ref, q_ref = ct.reference_ids(ticks, d, n, N)
+    assert [v / N for v in q_ref] == list(q[i])
+    assert [v / N for v in s_ref] == list(sw[i])
+
+
+def test_counts_next_to_paper():
+  cm = ct.build(d=2, n=3, resolution=3)
+  assert cm.num_layers == ct.layer_count(2, 3) == 3 ** 2 + 3
+  assert cm.num_layers == yun.build_contextual_mapping(d=2, n=3, resolution=3).num_layers + 2
+  assert cm.num_params == ct.parameter_count(2, 3, 3)
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match='multiple of N lcm'):
+    ct.build(d=1, n=3, resolution=4, scale=8)
+  with pytest.raises(ValueError, match='ties='):
+    ct.check_ties('both')
+  with pytest.raises(ValueError, match='n must be'):
+    ct.build(d=1, n=1, resolution=4)
