@@ -11,6 +11,7 @@ import pytest
 from transformer_ua import yun
 from transformer_ua.verify import contextual_ties as verify_ties
 from transformer_ua.verify.contextual_mapping import count_duplicates, ops_for
+from transformer_ua.yun import approximator as apx
 from transformer_ua.yun import contextual_ties as ct
 
 
@@ -112,3 +113,86 @@ def test_bad_arguments():
     ct.check_ties('both')
   with pytest.raises(ValueError, match='n must be'):
     ct.build(d=1, n=1, resolution=4)
+
+
+# ---------------------------------------------------------------------------
+# Value mapping over every multiset, and Theorem 2 without the bad set.
+# ---------------------------------------------------------------------------
+
+
+def _max_target(x):
+  """f(X)_j = X_j max_k X_k: permutation equivariant *exactly* in floating point."""
+  return x * np.max(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 2)])
+def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
+  """One bump per (multiset, value); the literal Phi layers (repeated tokens share a
+  bump) equal the compact selection on every ordered point of G+, and give A_L on G
+  (the representative's targets, permuted back), 0 on Category 3."""
+  cm = ct.build(d=d, n=n, resolution=N)
+  c = ct.num_classes(d, n, N)
+  rng = np.random.default_rng(0)
+  reps = yun.value.representatives(d, n, N, ties='complete')
+  # An equivariant integer target: equal columns of a representative get equal rows.
+  table = rng.integers(-5, 6, size=(N ** d, d))
+  idx = np.sum(reps * N ** np.arange(d), axis=-1)               # [C, n]
+  targets = table[idx] * (1 + np.sum(idx, axis=-1))[:, None, None] % 7
+  vm = yun.build_value_mapping(cm, targets)
+  assert vm.num_layers == yun.value.layer_count(d, n, N, ties='complete') \
+      == ct.num_ids(d, n, N) + d + 1
+  k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
+  z = cm.forward(k)['z']
+  out_c, bump, _ = vm.apply_compact(z)
+  _, params = vm.params('exact')
+  with jax.enable_x64(True):
+    out_l = jax.jit(vm.literal_fn())(params, vm.to_literal(z))
+  assert np.array_equal(np.asarray(out_c), np.asarray(out_l))
+  # Expected: rank of the sorted in-range multiset -> targets, permuted back.
+  col = np.sum(k * N ** np.arange(d), axis=-1)
+  inside = np.all(k >= 0, axis=(1, 2))
+  order = np.argsort(col, axis=1, kind='stable')
+  rank_of = {tuple(r): i for i, r in enumerate(idx.tolist())}
+  for i in range(len(k)):
+    if not inside[i]:
+      assert np.all(np.asarray(out_c[i]) == 0)
+      continue
+    r = rank_of[tuple(col[i][order[i]])]
+    exp = np.empty((n, d), np.int64)
+    exp[order[i]] = targets[r]
+    assert np.array_equal(np.asarray(out_c[i]) // cm.scale, exp)
+  assert c == len(reps)
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 3), (1, 4, 3)])
+def test_theorem2_without_bad_set(d, n, N):
+  """g_bar = f_bar on every cube (centres), exactly; d_p(f_bar, g_bar) = 0; the paper's
+  construction differs from f_bar on the repeated cubes (its bad set)."""
+  complete = yun.build_approximator(_max_target, d=d, n=n, resolution=N, ties='complete')
+  paper = yun.build_approximator(_max_target, d=d, n=n, resolution=N)
+  assert apx.dp_f_bar_g_bar_on_grid(complete, p=2) == 0.0
+  assert apx.dp_f_bar_g_bar_on_grid(complete, p=1) == 0.0
+  assert apx.dp_f_bar_g_bar_on_grid(paper, p=2) > 0.0
+  k = np.asarray(list(itertools.product(range(N), repeat=n * d))).reshape(-1, n, d)
+  x = (k + 0.5) / N
+  assert np.array_equal(complete.apply(x), complete.f_bar(x))
+  repeated = np.array([len({tuple(r) for r in p}) < n for p in k])
+  assert np.any(paper.apply(x)[repeated] != complete.f_bar(x)[repeated])
+  dep = complete.depth()
+  assert dep['built'] == dep['formula']
+  assert dep['built']['contextual'] == paper.depth()['built']['contextual'] + 2
+
+
+def test_approximator_ties_argument_errors():
+  with pytest.raises(ValueError, match='ties='):
+    yun.build_approximator('token_times_mean', d=1, n=2, resolution=2, ties='yes')
+  with pytest.raises(ValueError, match='Theorem 2 variant'):
+    yun.build_approximator('token_times_mean', d=1, n=2, resolution=2, ties='complete',
+                           positional=True)
+
+
+def test_error_decomposition_reports_exact_zero():
+  net = yun.build_approximator(_max_target, d=1, n=3, resolution=3, ties='complete')
+  out = yun.error_decomposition(net, samples=2000)
+  assert out['exact']['dp_f_bar_g_bar'] == 0.0
+  assert out['estimates']['f_bar|g_bar']['value'] == 0.0

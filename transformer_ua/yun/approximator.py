@@ -40,7 +40,7 @@ import numpy as np
 
 from transformer_ua import layers, realize
 from transformer_ua.verify import distances
-from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+from transformer_ua.yun import common, contextual_ties, pipeline, targets as targets_lib, value
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -157,6 +157,7 @@ class Approximator:
   positional: bool
   g_bar: pipeline.GBar
   values: np.ndarray
+  ties: str = 'paper'
 
   # -- g_bar ----------------------------------------------------------------
 
@@ -199,7 +200,8 @@ class Approximator:
              'contextual': gb.contextual.num_layers,
              'value': gb.value.num_layers}
     built['total'] = sum(built.values())
-    formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional)
+    formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional,
+                                    self.ties)
     formula['total'] = sum(formula.values())
     kinds = {'attention': gb.contextual.num_layers,
              'feedforward': gb.quantization.num_layers + gb.value.num_layers}
@@ -237,7 +239,8 @@ class Approximator:
 
   def describe(self) -> str:
     dep = self.depth()['built']
-    thm = 'Theorem 3 (positional)' if self.positional else 'Theorem 2'
+    thm = ('Theorem 3 (positional)' if self.positional else
+           'Theorem 2, ties=complete (no bad set)' if self.ties == 'complete' else 'Theorem 2')
     return (f'{thm}: target {self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; '
             f'g_bar has {dep["total"]} layers ({dep["quantization"]} quantization, '
             f'{dep["contextual"]} attention, {dep["value"]} value), {self.num_params()} '
@@ -245,7 +248,7 @@ class Approximator:
 
 
 def build_approximator(target, *, d: int, n: int, resolution: int, positional: bool = False,
-                       arithmetic: str = 'auto') -> Approximator:
+                       arithmetic: str = 'auto', ties: str = 'paper') -> Approximator:
   """Compiles a target into the modified Transformer g_bar of Theorem 2 or 3.
 
   Args:
@@ -254,6 +257,9 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     d, n, resolution: embedding size (>= 1), tokens (>= 2), N = 1/delta (>= 2).
     positional: False: Theorem 2 (f must be permutation equivariant); True: Theorem 3.
     arithmetic: for g_c's exact evaluation ('auto', 'int64', 'limbs').
+    ties: 'paper' (Lemma 8; repeated columns are the bad set, g_bar = 0 there) or
+      'complete' (``yun.contextual_ties``: every multiset has its own ids and bumps, so
+      g_bar = f_bar on every cube); Theorem 2 only.
   Raises:
     ValueError: bad configuration, a target with the wrong shape / non-finite values /
       not equivariant (Theorem 2), or a network too deep to build (``MAX_LAYERS``).
@@ -261,7 +267,11 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
   d, n, N = common.check_config(d, n, resolution)
   if not isinstance(positional, bool):
     raise ValueError(f'positional must be True or False, got {positional!r}.')
-  depth = sum(pipeline.layer_counts(d, n, N, positional).values())
+  ties = contextual_ties.check_ties(ties)
+  if ties == 'complete' and positional:
+    raise ValueError("ties='complete' is a Theorem 2 variant; positional=True (Theorem 3) "
+                     'has no ties to resolve.')
+  depth = sum(pipeline.layer_counts(d, n, N, positional, ties).values())
   if depth > MAX_LAYERS:
     raise ValueError(f'd={d}, n={n}, resolution={N} needs {depth} layers '
                      f'(positional={positional}); at most {MAX_LAYERS} are built. Choose a '
@@ -269,15 +279,15 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
   f = targets_lib.get_target(target, d=d, n=n)
   if not positional:
     _check_equivariant(f, d, n)
-  reps = value.representatives(d, n, N, positional=positional)
+  reps = value.representatives(d, n, N, positional=positional, ties=ties)
   values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
   den = VALUE_DENOMINATOR_PER_N * N
   numerators, _ = value.round_targets(values, den)
   g_bar = pipeline.build_g_bar(d=d, n=n, resolution=N, targets=numerators, denominator=den,
-                               arithmetic=arithmetic, positional=positional)
+                               arithmetic=arithmetic, positional=positional, ties=ties)
   return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), d=d, n=n,
                       resolution=N, positional=positional, g_bar=g_bar,
-                      values=np.asarray(values, np.float64))
+                      values=np.asarray(values, np.float64), ties=ties)
 
 
 # ---------------------------------------------------------------------------
@@ -309,12 +319,34 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
          'estimates': {k: v.as_dict() for k, v in est.items()}}
   if net.positional:
     out['exact'] = {'bad_set_measure': 0.0, 'dp_f_bar_g_bar': 0.0}
+  elif net.ties == 'complete' and net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
+    out['exact'] = {'bad_set_measure': 0.0,
+                    'dp_f_bar_g_bar': dp_f_bar_g_bar_on_grid(net, p=p)}
   elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
     out['exact'] = {
         'bad_set_measure': float(distances.bad_set_measure(net.d, net.n, net.resolution)),
         'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
                                                   resolution=net.resolution, p=p)}
   return out
+
+
+def dp_f_bar_g_bar_on_grid(net: Approximator, *, p: float = 2.0, chunk: int = 65536) -> float:
+  """``(N^{-dn} sum_L ||f_bar(C_L) - g_bar(C_L)||_p^p)^{1/p}`` over every cube S_L of the
+  grid, g_bar evaluated by the network at the cube centres (both are constant on each
+  cube): d_p(f_bar, g_bar) exactly up to the float64 sum. Refuses grids over
+  ``distances.MAX_EXACT_CELLS``."""
+  p = distances.check_p(p)
+  cells = net.resolution ** (net.d * net.n)
+  if cells > distances.MAX_EXACT_CELLS:
+    raise ValueError(f'the grid has {cells} cells; exact enumeration is limited to '
+                     f'{distances.MAX_EXACT_CELLS}.')
+  total = 0.0
+  for start in range(0, cells, chunk):
+    k = common.decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
+                           net.d, net.n, net.resolution)
+    x = targets_lib.cell_centers(k, net.resolution)
+    total += float(np.sum(np.abs(net.f_bar(x) - net.apply(x)) ** p))
+  return (total / cells) ** (1 / p)
 
 
 def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,

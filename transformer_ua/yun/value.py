@@ -58,7 +58,7 @@ import numpy as np
 from transformer_ua import layers, numerics
 from transformer_ua.layers import Segment
 from transformer_ua.verify import grids
-from transformer_ua.yun import common
+from transformer_ua.yun import common, contextual_ties
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -66,47 +66,63 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def num_classes(d: int, n: int, resolution: int, positional: bool = False) -> int:
+def num_classes(d: int, n: int, resolution: int, positional: bool = False,
+                ties: str = 'paper') -> int:
   """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
-  (``positional``: no permutation reduction, Appendix G.3)."""
+  (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
+  multisets of G for ``ties='complete'`` (``yun.contextual_ties``)."""
+  if ties == 'complete':
+    return contextual_ties.num_classes(d, n, resolution)
   return resolution ** (d * n) if positional else math.comb(resolution ** d, n)
 
 
-def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False) -> int:
+def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> int:
+  """One per id: n per class; ``ties='complete'``: one per (multiset, value in it),
+  N^d C(N^d + n - 2, n - 1) (repeated tokens share their id and their bump)."""
+  if ties == 'complete':
+    return contextual_ties.num_ids(d, n, resolution)
   return n * num_classes(d, n, resolution, positional)
 
 
-def layer_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
-  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1)."""
-  return num_bump_layers(d, n, resolution, positional) + d + 1
+def layer_count(d: int, n: int, resolution: int, positional: bool = False,
+                ties: str = 'paper') -> int:
+  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1; ties='complete':
+  delta^-d C(delta^-d + n - 2, n - 1) + d + 1)."""
+  return num_bump_layers(d, n, resolution, positional, ties) + d + 1
 
 
-def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
-  return layer_count(d, n, resolution, positional) * (3 * d + 1)
+def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> int:
+  return layer_count(d, n, resolution, positional, ties) * (3 * d + 1)
 
 
-def value_mapping_segments(d: int, n: int, resolution: int,
-                           positional: bool = False) -> tuple[Segment, ...]:
+def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
+                           ties: str = 'paper') -> tuple[Segment, ...]:
   """(kill and clean-up, bumps); without the bumps when G~ is empty (n > N^d)."""
   kill = Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean')
-  bumps = num_bump_layers(d, n, resolution, positional)
+  bumps = num_bump_layers(d, n, resolution, positional, ties)
   if not bumps:
     return (kill,)
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def _class_decoder(d: int, n: int, resolution: int, positional: bool):
+def _class_decoder(d: int, n: int, resolution: int, positional: bool, ties: str = 'paper'):
+  if ties == 'complete':
+    return contextual_ties.make_class_codec(d, n, resolution)['decode']
   if positional:
     return lambda rank: common.decode_grid(rank, d, n, resolution)
   return grids.make_class_codec(d, n, resolution)['decode']
 
 
-def representatives(d: int, n: int, resolution: int, positional: bool = False) -> np.ndarray:
+def representatives(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> np.ndarray:
   """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
-  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order)."""
-  decode = _class_decoder(d, n, resolution, positional)
+  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order;
+  ``ties='complete'``: every multiset of G, columns non-decreasing)."""
+  decode = _class_decoder(d, n, resolution, positional, ties)
   with jax.enable_x64(True):
-    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional))))
+    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional, ties))))
 
 
 def round_targets(values, denominator: int):
@@ -206,7 +222,7 @@ class ValueMapping:
   @property
   def segments(self):
     return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
-                                  self.cm.positional)
+                                  self.cm.positional, _ties(self.cm))
 
   @property
   def num_layers(self) -> int:
@@ -214,7 +230,8 @@ class ValueMapping:
 
   @property
   def num_params(self) -> int:
-    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional)
+    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional,
+                           _ties(self.cm))
 
   # -- compact equivalent ------------------------------------------------------
 
@@ -392,6 +409,10 @@ class ValueMapping:
     return numerics.resize(z, self.cm.arithmetic.spec, ar.spec)
 
 
+def _ties(cm) -> str:
+  return getattr(cm, 'ties', 'paper')
+
+
 def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
   """Proven bound on every scaled intermediate of the literal g_v (see module doc).
 
@@ -406,14 +427,32 @@ def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
   return max(2 * e + 2 * s, r * max(e, t) + e, t + e)
 
 
+def _distinct_centers(ops, flat, order, targets, d, n, resolution):
+  """ties='complete': keeps one bump per distinct id (repeated tokens of a multiset share
+  their id), checks that tokens sharing an id share their target, and that the number
+  of distinct ids is N^d C(N^d + n - 2, n - 1) (else the map is not one-to-one)."""
+  same = ops.host_equal_adjacent(flat[order])          # [C n - 1]: equal to previous
+  tgt = targets.reshape(-1, d).astype(object)[order]
+  if np.any(same & np.any(tgt[1:] != tgt[:-1], axis=-1)):
+    raise ValueError('ties=complete: equal tokens of a multiset have different targets; '
+                     'the target must be permutation equivariant.')
+  keep = order[np.concatenate([[True], ~same])]
+  if len(keep) != contextual_ties.num_ids(d, n, resolution):
+    raise ValueError(f'{len(keep)} distinct ids, expected '
+                     f'{contextual_ties.num_ids(d, n, resolution)}: the contextual mapping '
+                     'is not one-to-one on (multiset, token) (contradicts its proof).')
+  return keep
+
+
 def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
                         chunk_size: int = REP_CHUNK, kernel: str = 'fast') -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
     cm: a ``yun.ContextualMapping`` (its scale S must be a multiple of ``denominator``).
-    targets: integer numerators [C, n, d], C = C(N^d, n), in the order of
-      ``representatives`` (columns of each representative sorted by column index).
+    targets: integer numerators [C, n, d], C = C(N^d, n) (ties=complete:
+      C(N^d + n - 1, n)), in the order of ``representatives`` (columns of each
+      representative sorted by column index).
     denominator: the target is A = targets / denominator.
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
@@ -424,10 +463,12 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  c = num_classes(d, n, N, cm.positional)
+  ties = _ties(cm)
+  c = num_classes(d, n, N, cm.positional, ties)
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):
-    what = 'N^(dn)' if cm.positional else 'C(N^d, n)'
+    what = ('N^(dn)' if cm.positional else
+            'C(N^d + n - 1, n)' if ties == 'complete' else 'C(N^d, n)')
     raise ValueError(f'targets must have shape [{what}, n, d] = [{c}, {n}, {d}], got '
                      f'{targets.shape}.')
   if targets.dtype != object and not np.issubdtype(targets.dtype, np.integer):
@@ -452,7 +493,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   if tmax * 2 + cm.bound + s >= (1 << (cm.arithmetic.capacity_bits - 1)):
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
-  decode = _class_decoder(d, n, N, cm.positional)
+  decode = _class_decoder(d, n, N, cm.positional, ties)
   forward = cm.forward_fn(kernel)
 
   def run(params, start):
@@ -478,6 +519,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     rep_z = jnp.concatenate(zs)         # [C, n, d(, K)]
     flat = ids.reshape((c * n,) + ids.shape[2:])
     order = ops.sort_keys(np.asarray(flat))
+    if ties == 'complete':
+      order = _distinct_centers(ops, np.asarray(flat), order, targets, d, n, N)
     centers = flat[jnp.asarray(order)]
     targets_scaled = jnp.asarray(ops.constants(targets.astype(object) * factor))
     center_owner = jnp.asarray(order, jnp.int64)
