@@ -75,6 +75,8 @@ def _validate(c) -> None:
       raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
   if not c.ladder or any(not isinstance(v, int) or v < 2 for v in c.ladder):
     raise ConfigError(f'config.ladder={c.ladder!r}; it must list integer resolutions >= 2.')
+  if not isinstance(c.get('compare_ties', False), bool):
+    raise ConfigError(f'config.compare_ties={c.compare_ties!r}; it must be True or False.')
 
 
 def _positional_for(name: str, default: bool) -> bool:
@@ -96,7 +98,7 @@ def _fit_slope(deltas, errors):
   return float(np.polyfit(x, y, 1)[0])
 
 
-def run_ladder(name, c, positional, log):
+def run_ladder(name, c, positional, log, ties='paper'):
   rows = []
   for N in c.ladder:
     if not _fits(c.d, c.n, N, positional):
@@ -105,7 +107,7 @@ def run_ladder(name, c, positional, log):
       continue
     t0 = time.time()
     net = approximator.build_approximator(name, d=c.d, n=c.n, resolution=N,
-                                          positional=positional)
+                                          positional=positional, ties=ties)
     build_s = time.time() - t0
     dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed)
     est = dec['estimates']
@@ -128,9 +130,10 @@ def run_ladder(name, c, positional, log):
       vals = [r['exact']['dp_f_bar_g_bar'] for r in rows]  # exact: no Monte Carlo noise
     slopes[key] = _fit_slope(deltas, vals)
     tail_slopes[key] = _fit_slope(deltas[tail:], vals[tail:])
-  return {'target': name, 'positional': positional, 'rows': rows, 'slopes': slopes,
+  return {'target': name, 'positional': positional, 'ties': ties, 'rows': rows,
+          'slopes': slopes,
           'tail_slopes': tail_slopes, 'tail_resolutions': [r['resolution'] for r in rows[tail:]],
-          'theory_slope_f_bar_g_bar': None if positional else c.d / c.p,
+          'theory_slope_f_bar_g_bar': None if positional or ties == 'complete' else c.d / c.p,
           'theory_slope_f_f_bar': 1.0}
 
 
@@ -209,10 +212,12 @@ def make_figures(result, net, outdir):
   for lad in result['ladders']:
     rows = lad['rows']
     deltas = [r['delta'] for r in rows]
-    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else '')
-    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--')):
+    complete = lad.get('ties') == 'complete'
+    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else
+                                ' (ties=complete)' if complete else '')
+    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--'), ('f|g_bar', '^-.')):
       vals = [r[key]['value'] for r in rows]
-      if not lad['positional'] or key == 'f|f_bar':
+      if key == 'f|g_bar' or (not lad['positional'] and not complete) or key == 'f|f_bar':
         lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
         hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
         slope = lad['slopes'][key]
@@ -319,7 +324,8 @@ def write_report(result, path) -> None:
             f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.', '',
             '## Resolution ladders', '']
   for lad in result['ladders']:
-    thm = 'Theorem 3' if lad['positional'] else 'Theorem 2'
+    thm = ('Theorem 3' if lad['positional'] else
+           'Theorem 2, ties=complete' if lad.get('ties') == 'complete' else 'Theorem 2')
     lines += [f'### {lad["target"]} ({thm})', '',
               '| N | layers | d_p(f, f_bar) | d_p(f_bar, g_bar) | exact d_p(f_bar, g_bar) | '
               'd_p(f, g_bar) | build s |', '|---|---|---|---|---|---|---|']
@@ -334,8 +340,9 @@ def write_report(result, path) -> None:
               f'd_p(f, f_bar) {fmt(sl["f|f_bar"])} / {fmt(ts["f|f_bar"])} (theory 1 for a '
               f'Lipschitz f); d_p(f_bar, g_bar) {fmt(sl["f_bar|g_bar"])} / '
               f'{fmt(ts["f_bar|g_bar"])} '
-              + ('(exactly 0 for Theorem 3).' if lad['positional'] else
-                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).'), '']
+              + ('(exactly 0: no bad set).' if lad['theory_slope_f_bar_g_bar'] is None else
+                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).')
+              + f' d_p(f, g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}.', '']
   lines += ['## Lambda and epsilon sweeps (main configuration)', '',
             '| lambda | epsilon | d_p(g_bar, g) | max interior error |', '|---|---|---|---|']
   for key in ('lam', 'epsilon'):
@@ -397,15 +404,19 @@ def run(c, outdir, log=print) -> dict:
   for name in targets:
     pos = _positional_for(name, c.positional)
     log(f' {name} ({"Theorem 3" if pos else "Theorem 2"})')
-    ladders.append(run_ladder(name, c, pos, log))
-    sl = ladders[-1]['slopes']
-    ts = ladders[-1]['tail_slopes']
-    fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
-    log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
-        f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
-        f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
-        + ('(0 exactly: Theorem 3 has no bad set)' if pos else
-           f'(theory d/p = {c.d / c.p:g})'))
+    for ties in ('paper', 'complete') if c.get('compare_ties') and not pos else ('paper',):
+      if ties == 'complete':
+        log(f' {name} (Theorem 2, ties=complete: no bad set)')
+      ladders.append(run_ladder(name, c, pos, log, ties))
+      sl = ladders[-1]['slopes']
+      ts = ladders[-1]['tail_slopes']
+      fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+      log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
+          f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
+          f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
+          + ('(0 exactly: no bad set)' if pos or ties == 'complete' else
+             f'(theory d/p = {c.d / c.p:g})')
+          + f'; d_p(f,g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}')
   log('\nlambda / epsilon sweeps')
   sweeps = run_sweeps(net, c, log)
   pmap = None
