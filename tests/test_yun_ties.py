@@ -196,3 +196,10 @@ def test_error_decomposition_reports_exact_zero():
   out = yun.error_decomposition(net, samples=2000)
   assert out['exact']['dp_f_bar_g_bar'] == 0.0
   assert out['estimates']['f_bar|g_bar']['value'] == 0.0
+
+
+def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
+  net = yun.build_approximator(_max_target, d=1, n=2, resolution=2, ties='complete')
+  dep = net.depth()
+  assert dep['by_kind']['attention'] == 2 ** 1 + 2
+  assert sum(dep['by_kind'].values()) == dep['built']['total']

@@ -203,8 +203,10 @@ class Approximator:
     formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional,
                                     self.ties)
     formula['total'] = sum(formula.values())
-    kinds = {'attention': gb.contextual.num_layers,
-             'feedforward': gb.quantization.num_layers + gb.value.num_layers}
+    cm_att = sum(s.depth for s in gb.contextual.segments if s.kind == 'attention')
+    kinds = {'attention': cm_att,  # ties='complete': g_c has one offset FF layer
+             'feedforward': (gb.quantization.num_layers + gb.contextual.num_layers - cm_att
+                             + gb.value.num_layers)}
     return {'built': built, 'formula': formula, 'by_kind': kinds}
 
   def num_params(self) -> int:
