@@ -17,7 +17,6 @@ import sys
 
 from absl import app, flags
 
-from transformer_ua import provenance
 from transformer_ua.verify import contextual_ties as verify_ties
 from transformer_ua.yun import contextual_ties
 
@@ -38,7 +37,6 @@ def main(argv):
   except ValueError as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
-  res['provenance'] = provenance.record(' '.join(['python'] + sys.argv))
   os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
   with open(_OUT.value, 'w') as fh:
     json.dump(res, fh, indent=1, default=str)
