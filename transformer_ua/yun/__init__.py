@@ -2,6 +2,8 @@
 
 * ``quantize``   -- Lemma 7: d/delta + d feed-forward layers quantizing to G+_delta.
 * ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
+* ``contextual_ties`` -- ``ties='complete'``: a contextual mapping that also counts
+  multiplicities (delta^-d + 3 layers), so Theorem 2 needs no bad set.
 * ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
