@@ -228,6 +228,12 @@ def test_main_job_writes_json_and_figures(tmp_path):
   res = approximate.run(c, str(tmp_path), log=lines.append)
   assert res['depth']['built'] == res['depth']['formula']
   assert [r['resolution'] for r in res['ladders'][0]['rows']] == [2, 3]
+  complete = res['ladders'][1]   # config.compare_ties: the same ladder with ties='complete'
+  assert complete['ties'] == 'complete'
+  # 0 up to float rounding of f itself: token_times_mean sums the mean in another order
+  # for a permuted input (exactly 0 for an exactly equivariant f: tests/test_yun_ties.py).
+  assert all(r['exact']['dp_f_bar_g_bar'] < 1e-12 for r in complete['rows'])
+  assert any(r['exact']['dp_f_bar_g_bar'] > 0.1 for r in res['ladders'][0]['rows'])
   assert res['realization']['reproduces']
   for path in res['figures']:
     assert os.path.getsize(path) > 1000
