@@ -1,7 +1,8 @@
 """transformer_ua: runnable, verified constructions of Transformer expressivity proofs.
 
 Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
-``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``.
+``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``,
+``pip install -e ".[export]"`` (ONNX export).
 """
 
 import setuptools
@@ -23,6 +24,11 @@ EXPERIMENTS = [
     'tokenizers>=0.20',
     'tensorboardX>=2.6',
 ]
+# Export of realized networks to ONNX and their cross-check in onnxruntime.
+EXPORT = [
+    'onnx>=1.16',
+    'onnxruntime>=1.18',
+]
 NOTEBOOKS = [
     'nbclient>=0.10',
     'nbformat>=5.10',
@@ -32,7 +38,7 @@ TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
-] + EXPERIMENTS + NOTEBOOKS
+] + EXPERIMENTS + NOTEBOOKS + EXPORT
 
 setuptools.setup(
     name='transformer_ua',
@@ -45,6 +51,7 @@ setuptools.setup(
     extras_require={
         'test': TEST,
         'experiments': EXPERIMENTS,
+        'export': EXPORT,
         'notebooks': NOTEBOOKS,
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],
