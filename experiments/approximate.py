@@ -38,8 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.verify import distances, grids
-from transformer_ua.yun import approximator, contextual, targets as targets_lib
+from transformer_ua.yun import approximator, contextual, distances, grids, targets as targets_lib
 
 
 def _define_flags():
@@ -194,7 +193,7 @@ def contextual_values(net):
       return None
     with jax.enable_x64(True):  # every ordered point of G+ (entries -1..N-1)
       k = np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
-  q = cm.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
+  q = cm.ops.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
   good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
   return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
 

@@ -16,8 +16,9 @@ import math
 import time
 
 from transformer_ua import provenance
-from transformer_ua.verify import contextual_mapping, floating, grids, quantization, value_mapping
-from transformer_ua.yun import common, contextual, value
+from transformer_ua.exact import planner
+from transformer_ua.verify import contextual_mapping, floating, quantization, value_mapping
+from transformer_ua.yun import common, contextual, grids, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks.
 MAX_POINTS = 2 * 10 ** 9
@@ -36,9 +37,8 @@ def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str =
   d, n, N = common.check_config(d, n, resolution)
   if grid not in grids.GRIDS:
     raise ValueError(f'grid={grid!r}; allowed: {", ".join(grids.GRIDS)}.')
-  from transformer_ua import numerics  # pylint: disable=import-outside-toplevel
   bound = contextual.contextual_mapping_bound(d, n, N)
-  arith = numerics.plan(bound, arithmetic)
+  arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
   multisets = grids.grid_size(d, n, N, 'multiset')
   classes = math.comb(N ** d, n)

@@ -39,8 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.verify import distances
-from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+from transformer_ua.yun import common, distances, pipeline, targets as targets_lib, value
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2

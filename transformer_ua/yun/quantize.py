@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua import layers
+from transformer_ua.exact import planner
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common
 
@@ -224,7 +225,7 @@ class Quantization:
       raise ValueError('quantize_exact takes integer (scaled) inputs.')
     bound = quantization_bound(self.d, self.n, self.resolution, scale,
                                int(np.max(np.abs(x_scaled.astype(object)))) if x_scaled.size else 0)
-    arith = numerics.plan(bound, arithmetic)
+    arith = planner.plan(bound, arithmetic)
     if arith.kind != 'int64':
       raise ValueError(f'exact quantization needs {arith.bits_required} bits; only int64 '
                        'is implemented for g_q.')

@@ -55,10 +55,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua import layers
+from transformer_ua.exact import limb_layers, limbs, planner
+from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.verify import grids
-from transformer_ua.yun import common
+from transformer_ua.yun import common, grids
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -188,7 +189,7 @@ class ValueMapping:
   center_owner: jax.Array
   rep_z: jax.Array
   targets_scaled: jax.Array
-  literal_arithmetic: numerics.Arithmetic
+  literal_arithmetic: planner.Arithmetic
   literal_bound: int
 
   @property
@@ -313,10 +314,10 @@ class ValueMapping:
                                       (self.centers, self.targets_scaled, self.rep_z))
         half = s // (2 * cm.resolution)
         if ar.kind == 'limbs':
-          lit = numerics.ExactOps(ar.spec)
+          lit = ExactOps(ar.spec)
           w2 = lit.sub(targets, rep_z)
-          kc = numerics.params_to_digits(kc, ar.limb_bits)
-          digits = lambda v: jnp.asarray(numerics.digits_from_python(  # noqa: E731
+          kc = limbs.params_to_digits(kc, ar.limb_bits)
+          digits = lambda v: jnp.asarray(limbs.digits_from_python(  # noqa: E731
               np.asarray(v, dtype=object), ar.limb_bits))
           bumps = self._bump_tree(lit.digits(centers), lit.digits(w2), digits(u),
                                   digits(half), jnp.int64, digits=True)
@@ -375,7 +376,7 @@ class ValueMapping:
       y = z
       for i, seg in enumerate(segments):
         if ar.kind == 'limbs':
-          y, _, _ = numerics.limb_apply_segment(seg, params[f'segment_{i}'], y, ar.spec)
+          y, _, _ = limb_layers.limb_apply_segment(seg, params[f'segment_{i}'], y, ar.spec)
         else:
           y, _, _ = layers.apply_segment(seg, params[f'segment_{i}'], y)
       return y
@@ -388,8 +389,8 @@ class ValueMapping:
     if ar.kind == 'int64':
       return z
     if not self.cm.limbs:
-      return numerics.from_int64(z, ar.spec)
-    return numerics.resize(z, self.cm.arithmetic.spec, ar.spec)
+      return limbs.from_int64(z, ar.spec)
+    return limbs.resize(z, self.cm.arithmetic.spec, ar.spec)
 
 
 def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
@@ -482,12 +483,12 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     targets_scaled = jnp.asarray(ops.constants(targets.astype(object) * factor))
     center_owner = jnp.asarray(order, jnp.int64)
   bound = value_mapping_bound(cm, tmax)
-  literal = numerics.plan(bound, literal_arithmetic)
+  literal = planner.plan(bound, literal_arithmetic)
   if cm.limbs and literal.kind == 'int64':
-    literal = numerics.plan(bound, 'limbs')  # g_c outputs are limbs already
+    literal = planner.plan(bound, 'limbs')  # g_c outputs are limbs already
   if cm.limbs and literal.limb_bits != cm.arithmetic.limb_bits:
     w = cm.arithmetic.limb_bits
-    literal = numerics.plan(bound, f'limbs:{-(-literal.bits_required // w)}:{w}')
+    literal = planner.plan(bound, f'limbs:{-(-literal.bits_required // w)}:{w}')
   return ValueMapping(cm=cm, numerators=targets, denominator=int(denominator), m=int(m),
                       centers=centers, center_owner=center_owner,
                       rep_z=rep_z, targets_scaled=targets_scaled,
