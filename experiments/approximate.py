@@ -106,7 +106,7 @@ def run_ladder(name, c, positional, log):
     net = approximator.build_approximator(name, d=c.d, n=c.n, resolution=N,
                                           positional=positional)
     build_s = time.time() - t0
-    dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed)
+    dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed).as_dict()
     est = dec['estimates']
     row = {'resolution': N, 'delta': 1 / N, 'layers': net.depth()['built']['total'],
            'build_seconds': round(build_s, 2),
@@ -141,7 +141,7 @@ def run_sweeps(net, c, log):
       g = net.realize(lam=lam, epsilon=eps, dtype=c.dtype)
       rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
       dec = approximator.error_decomposition(net, g, p=c.p, samples=c.sweep_samples,
-                                             seed=c.seed)
+                                             seed=c.seed).as_dict()
       out[key].append({'lam': lam, 'epsilon': eps,
                        'dp_g_bar_g': dec['estimates']['g_bar|g'],
                        'max_interior_error': rep['max_abs_error'],
@@ -376,7 +376,7 @@ def run(c, outdir, log=print) -> dict:
   g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype)
   log(f'realized g: {g.depth()} ({g.num_params()} weights), lam={c.lam:g}, '
       f'epsilon={c.epsilon:g}, {c.dtype}')
-  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed)
+  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
   g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
   rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
   log(f'\nerror decomposition, p={c.p:g}, {c.samples} samples, 95% CI')

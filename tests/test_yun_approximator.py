@@ -77,11 +77,11 @@ def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
   assert counts == {'quantization': d * n * N, 'contextual': n * N ** d + 1,
                     'value': n * N ** (d * n) + d + 1}
   g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=True)
-  assert g_q.num_layers == d * n * N
-  assert g_q.num_params == d * n * N * (3 * d + 1) + n * d  # + E
+  assert g_q.depth() == d * n * N
+  assert g_q.num_params() == d * n * N * (3 * d + 1) + n * d  # + E
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
-  assert cm.num_layers == n * N ** d + 1
-  assert cm.num_params == contextual.parameter_count(d, n, N, positional=True) == \
+  assert cm.depth() == n * N ** d + 1
+  assert cm.num_params() == contextual.parameter_count(d, n, N, positional=True) == \
       (2 * n * N ** d + 1) * (4 * d + 1)
 
 
@@ -165,14 +165,14 @@ def test_positional_realization_keeps_e_and_reproduces(thm3):
 
 def test_error_decomposition_matches_exact_terms(thm2):
   dec = yun.error_decomposition(thm2, p=2, samples=6000, seed=1)
-  est = dec['estimates']['f_bar|g_bar']
-  exact = dec['exact']['dp_f_bar_g_bar']
-  half = (est['ci_high'] - est['ci_low']) / 2
-  assert abs(est['value'] - exact) < 4 * half
-  assert dec['exact']['bad_set_measure'] == pytest.approx(1 - 3 * 2 * 1 / 27)
+  est = dec.estimates['f_bar', 'g_bar']
+  exact = dec.exact.dp_f_bar_g_bar
+  half = (est.ci_high - est.ci_low) / 2
+  assert abs(est.value - exact) < 4 * half
+  assert dec.exact.bad_set_measure == pytest.approx(1 - 3 * 2 * 1 / 27)
   # Triangle inequality on the shared samples (exact for the empirical d_p).
-  e = dec['estimates']
-  assert e['f|g_bar']['value'] <= e['f|f_bar']['value'] + e['f_bar|g_bar']['value'] + 1e-12
+  e = dec.estimates
+  assert e['f', 'g_bar'].value <= e['f', 'f_bar'].value + e['f_bar', 'g_bar'].value + 1e-12
 
 
 # ---------------------------------------------------------------------------

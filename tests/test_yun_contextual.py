@@ -133,10 +133,10 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
                                    pytest.param(4, 2, 3, marks=_slow)])
 def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
-  assert cm.num_layers == N ** d + 1                       # delta^-d + 1
+  assert cm.depth() == N ** d + 1                       # delta^-d + 1
   per_head = 3 * d + 1 + d                                  # W_Q, W_K, W_V, b_Q, W_O (m = 1)
-  assert cm.num_params == N ** d * 2 * per_head + per_head
-  assert cm.num_params == contextual.parameter_count(d, n, N)
+  assert cm.num_params() == N ** d * 2 * per_head + per_head
+  assert cm.num_params() == contextual.parameter_count(d, n, N)
   assert [s.num_heads for s in cm.segments] == [2, 1]
   # The params are exactly the pytree Network.init gives (structure and shapes).
   net = cm.network()

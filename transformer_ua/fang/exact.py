@@ -9,7 +9,7 @@ Two modes:
   ``path='compact'`` evaluates the compact form exactly.
   With ``build_polynomial_transformer(..., exact=True)`` (exact rational
   directions with ||xi|| = 1 and an exact ridge solve) the result is Q(x) exactly.
-* ``apply_exact_integer(model, x_rows)``: the *JAX* network itself (``layers.Network``
+* ``apply_exact_integer(model, x_rows)`` (``path='integer'``): the *JAX* network itself (``layers.Network``
   through ``layers.exact_apply``) in int64. The exact ridge features t_i = xi_i . x
   share a denominator S; tokens carry t' = S t, and block k then holds
   slot'_k = S^k slot_k exactly; C(x) = b + sum beta_{i,k} slot'_{i,k} / S^k in
@@ -33,7 +33,7 @@ from transformer_ua.fang.tokens import input_map
 
 # Literal exact path costs O(q n^3) Fraction operations per input.
 EXACT_LITERAL_MAX_TOKENS = 64
-PATHS = ('literal', 'compact')
+PATHS = ('literal', 'compact', 'integer')
 
 
 def to_fraction(v) -> Fraction:
@@ -92,6 +92,8 @@ def apply_exact(model, x_rows, *, path: str = 'literal') -> list:
   """Exact C(x) (Fractions) for rational inputs inside the ball; see module doc."""
   if path not in PATHS:
     raise ValueError(f'path={path!r}; allowed: {PATHS}.')
+  if path == 'integer':
+    return apply_exact_integer(model, x_rows)
   if path == 'literal' and model.n > EXACT_LITERAL_MAX_TOKENS:
     raise ValueError(f"exact literal path with n = {model.n} tokens is too slow; allowed "
                      f"n <= {EXACT_LITERAL_MAX_TOKENS} (use path='compact').")

@@ -138,8 +138,15 @@ class PolynomialTransformer:
     """T = B max_i ||xi_i||, the bound on |t_i| over the ball."""
     return self.bound * float(np.max(np.linalg.norm(self.F, axis=1)))
 
-  def num_blocks(self) -> int:
+  def depth(self) -> int:
+    """Blocks of the literal network: q."""
     return self.q
+
+  def num_params(self) -> int:
+    """Every stored weight of the literal network: F [n, d], the q blocks, beta over
+    the slots [n, q] and b."""
+    return (int(self.F.size) + layers.count_params(self.block_params)
+            + int(self.beta_slots.size) + 1)
 
   def beta_full(self) -> np.ndarray:
     """beta as the paper's sparse vector over concat(T^q(x)), shaped [n, D]."""
@@ -277,7 +284,10 @@ class PolynomialTransformer:
 
   # -- exact mode -----------------------------------------------------------
   def apply_exact(self, x_rows, *, path: str = 'literal') -> list:
-    """C(x) in exact rational arithmetic (see ``fang.exact``); x_rows: rationals."""
+    """C(x) in exact rational arithmetic (see ``fang.exact``); x_rows: rationals.
+
+    path: 'literal' (the network's math on Fractions), 'compact' or 'integer' (the JAX
+    network in planned int64)."""
     return exact.apply_exact(self, x_rows, path=path)
 
 

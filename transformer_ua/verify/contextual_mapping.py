@@ -314,7 +314,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'bits_required': cm.bits_required, 'bound': str(cm.bound),
       'max_abs_output': str(max_abs), 'max_abs_output_bits': int(max_abs).bit_length(),
       't_l': str(cm.t_l), 't_r': str(cm.t_r),
-      'num_layers': cm.num_layers, 'num_params': cm.num_params,
+      'num_layers': cm.depth(), 'num_params': cm.num_params(),
       'category_1_classes': m1, 'chunk_size': chunk_size, 'devices': num_dev,
       'seconds': round(time.time() - t0, 3),
       'provenance': prov,

@@ -58,5 +58,5 @@ def verify_literal_value_mapping(vm, points: np.ndarray, batch: int = 256) -> di
                 else np.asarray(lit).astype(object))
       mismatches += int(np.sum(np.any(lit_py != cm.ops.to_python(compact), axis=(-2, -1))))
   return {'lemma9_literal_equals_compact': mismatches, 'literal_points': int(len(points)),
-          'literal_layers': vm.num_layers, 'literal_arithmetic': ar.describe(),
+          'literal_layers': vm.depth(), 'literal_arithmetic': ar.describe(),
           'seconds': round(time.time() - t0, 3), 'provenance': provenance.record()}

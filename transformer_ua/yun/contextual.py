@@ -404,15 +404,13 @@ class ContextualMapping:
   def bits_required(self) -> int:
     return self.arithmetic.bits_required
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
   @property
   def num_sweep_layers(self) -> int:
     return self.segments[0].depth
 
-  @property
   def num_params(self) -> int:
     return layers.count_params(self.params)
 
@@ -527,9 +525,9 @@ class ContextualMapping:
     return list(self.to_fractions(self.column_ids_batch(k[None]))[0])
 
   def describe(self) -> str:
-    return (f'g_c: d={self.d}, n={self.n}, N={self.resolution}: {self.num_layers} attention '
+    return (f'g_c: d={self.d}, n={self.n}, N={self.resolution}: {self.depth()} attention '
             f'layers ({self.num_sweep_layers} selective shifts + 1 global shift), '
-            f'{self.num_params} weights; t_l={self.t_l}, t_r={self.t_r}; arithmetic '
+            f'{self.num_params()} weights; t_l={self.t_l}, t_r={self.t_r}; arithmetic '
             f'{self.arithmetic.describe()}')
 
 

@@ -178,11 +178,9 @@ class Quantization:
   params: dict
   positional: bool = False
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
-  @property
   def num_params(self) -> int:
     return layers.count_params(self.params)
 

@@ -209,11 +209,9 @@ class ValueMapping:
     return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
                                   self.cm.positional)
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
-  @property
   def num_params(self) -> int:
     return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional)
 
