@@ -1,4 +1,4 @@
-"""Theorems 2 and 3 end to end (issue 4): Appendix G's network, build_approximator,
+"""Theorems 2 and 3 end to end: Appendix G's network, build_approximator,
 Lemma 6 realization, the error decomposition, and the main job."""
 
 from fractions import Fraction

@@ -276,7 +276,7 @@ def _sweep_layer(sweep_id, u, step, half, shift):
   return {'W_Q': w, 'b_Q': b_q, 'W_K': w, 'W_V': w, 'W_O': w_o}
 
 
-@functools.partial(jax.jit, static_argnames=())
+@jax.jit
 def _sweep_params(sweep_ids, u, step, half, shift):
   return jax.vmap(_sweep_layer, in_axes=(0, None, None, None, None))(
       sweep_ids, u, step, half, shift)

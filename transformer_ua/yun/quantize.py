@@ -143,10 +143,7 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(float(out), jdt),
                                               jnp.asarray(1.0, jdt), jdt)))
     elif dtype == 'int64':
-      if scale is None:
-        scale = 2 * N
-      if not isinstance(scale, (int, np.integer)) or scale <= 0 or scale % N:
-        raise ValueError(f'scale={scale!r}; it must be a positive integer multiple of N={N}.')
+      scale = common.check_scale(scale, N)
       if out * scale >= 2 ** 62:
         raise ValueError(f'the scaled out-of-range value {out * scale} does not fit int64.')
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(out * scale, jnp.int64),

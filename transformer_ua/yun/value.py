@@ -39,7 +39,7 @@ are rationals ``numerators / denominator`` with ``denominator | S``.
 (equal to it on every input, given the trap check): kill and clean-up exactly, then
 a binary search for the (unique) bump window containing u^T Z, whose target it
 returns -- and the *index* of that bump. Reused with any payload (e.g. float target
-values, issue 4) the output is the payload of the selected bump *exactly*: no
+values) the output is the payload of the selected bump *exactly*: no
 rounding enters the selection, and the payload never passes through the integer
 arithmetic. Tests prove compact == literal on whole grids.
 """
@@ -59,7 +59,7 @@ from transformer_ua import layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, grids
+from transformer_ua.yun import common, contextual, grids
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -172,7 +172,8 @@ class ValueMapping:
   Attributes:
     cm: the ``ContextualMapping``.
     numerators, denominator: the target A = numerators / denominator, [C, n, d].
-    m: the kill constant M (>= every entry of g_c(G+), unscaled).
+    kill_bound: the kill constant M (>= every entry of g_c(G+), unscaled); not the head
+      size m.
     centers: sorted scaled bump centers S q_cj, [P] (int64) or [P, K] (limbs).
     center_owner: [P] flat index c * n + j of each sorted center.
     rep_z: g_c outputs of the representatives (scaled), [C, n, d(, K)].
@@ -181,10 +182,10 @@ class ValueMapping:
     literal_bound: proven bound on its intermediates.
   """
 
-  cm: object
+  cm: contextual.ContextualMapping
   numerators: np.ndarray
   denominator: int
-  m: int
+  kill_bound: int
   centers: jax.Array
   center_owner: jax.Array
   rep_z: jax.Array
@@ -224,10 +225,10 @@ class ValueMapping:
     -1 [.., n]; killed: the kill layer fired [.., n]. Call under ``enable_x64``.
     """
     cm, ops = self.cm, self.cm.ops
-    s, n = cm.scale, cm.n
+    s = cm.scale
     half = s // (2 * cm.resolution)
     t_l, t_r = ops.constant(int(cm.t_l * s)), ops.constant(int(cm.t_r * s))
-    shift = ops.constant(s * (self.m + 1))
+    shift = ops.constant(s * (self.kill_bound + 1))
     h = ops.constant(half)
     centers, owner = self.centers, self.center_owner
     flat_targets = self.targets_scaled.reshape((-1, cm.d) + self.targets_scaled.shape[3:])
@@ -248,7 +249,6 @@ class ValueMapping:
       out = ops.where(fired[..., None], flat_targets[jnp.maximum(bump, 0)], z2)
       return out, bump, killed
 
-    del n
     return f
 
   @functools.cached_property
@@ -290,7 +290,8 @@ class ValueMapping:
     u = list(cm.u)
     with jax.enable_x64(True):
       if dtype == 'float64':
-        kc = _kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r), float(self.m + 1),
+        kc = _kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r),
+                                float(self.kill_bound + 1),
                                 [float(v) for v in u], 1.0)
         kc = jax.tree_util.tree_map(jnp.asarray, kc)
         ops = cm.ops
@@ -307,7 +308,7 @@ class ValueMapping:
         bumps = self._bump_tree(centers, w2, jnp.asarray(u, jnp.float64), half, jnp.float64)
       elif dtype == 'exact':
         ar = self.literal_arithmetic
-        kc = _kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.m + 1, u, s)
+        kc = _kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.kill_bound + 1, u, s)
         centers, targets, rep_z = map(self.to_literal,
                                       (self.centers, self.targets_scaled, self.rep_z))
         half = s // (2 * cm.resolution)
@@ -338,7 +339,6 @@ class ValueMapping:
     d = self.cm.d
     owner = self.center_owner
     p = owner.shape[0]
-    tail = centers.shape[1:] if digits else ()
     w2 = w2_by_owner.reshape((-1, d) + w2_by_owner.shape[3:])[owner]  # [P, d(, K)]
     if digits:
       kc_u = u.shape[-1]
@@ -355,7 +355,6 @@ class ValueMapping:
                       'intercepts': jnp.broadcast_to(jnp.stack([zero, one, zero]),
                                                      (p, 1, 3, 1)),
                       'left_closed': jnp.zeros((p, 1, 2), bool)}}
-    del tail
     return {'W_1': jnp.broadcast_to(u.astype(dtype), (p, 1, d)),
             'b_1': (-centers).astype(dtype)[:, None],
             'W_2': w2.astype(dtype)[:, :, None],
@@ -487,7 +486,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   if cm.limbs and literal.limb_bits != cm.arithmetic.limb_bits:
     w = cm.arithmetic.limb_bits
     literal = planner.plan(bound, f'limbs:{-(-literal.bits_required // w)}:{w}')
-  return ValueMapping(cm=cm, numerators=targets, denominator=int(denominator), m=int(m),
+  return ValueMapping(cm=cm, numerators=targets, denominator=int(denominator),
+                      kill_bound=int(m),
                       centers=centers, center_owner=center_owner,
                       rep_z=rep_z, targets_scaled=targets_scaled,
                       literal_arithmetic=literal, literal_bound=bound)
