@@ -13,15 +13,15 @@ of the config -- on a shared machine it includes contention from other jobs (the
 1-min load is recorded).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import copy  # pylint: disable=g-import-not-at-top
+import copy
 import json
+import os
 import statistics
+import sys
 import time
+
+# Imports the fang_regression binary's flags and run_configs (not a package module).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags
 import jax

@@ -17,13 +17,11 @@ For every trained ATTENTION model the binary also runs the *literal* network
 deviation from the compact path that was trained.
 """
 
+import copy
+import importlib.util
+import json
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import copy  # pylint: disable=g-import-not-at-top
-import json
 import time
 
 from absl import app, flags, logging
@@ -47,9 +45,11 @@ TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/con
 def sweep_plans():
   """target -> {run name: epochs} of the full sweeps of the checked-in configs (the
   report lists the runs not started yet, whatever --only / --config.* this call has)."""
-  from experiments.configs import fang_f1, fang_f2  # pylint: disable=g-import-not-at-top
   plans = {}
-  for target, module in (('f1', fang_f1), ('f2', fang_f2)):
+  for target, path in TARGET_CONFIGS.items():
+    spec = importlib.util.spec_from_file_location(f'fang_{target}', os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     plans[target] = {regression.run_name(c): c.epochs for _, c in run_configs(module.get_config())}
   return plans
 
@@ -125,7 +125,7 @@ def main(argv):
   bad = [o for o in _ONLY.value if o not in known]
   if bad:
     raise app.UsageError(f'--only {bad} not in the sweep; allowed: {sorted(known)}.')
-  from transformer_ua.fang import regression_report as fang_report
+  from transformer_ua.reports import fang_regression as fang_report
   if not _REPORT_ONLY.value:
     command = 'python ' + ' '.join(sys.argv)
     for name, c in runs:

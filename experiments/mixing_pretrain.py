@@ -8,16 +8,12 @@ here as ``train_and_evaluate(config, workdir)``). Rerunning with the same workdi
 resumes from the latest checkpoint.
 """
 
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from absl import app, flags  # pylint: disable=g-import-not-at-top
+from absl import app, flags
 from ml_collections import config_flags
 
-from experiments import mixing_train
-from experiments.mixing_flags import run_main
+from transformer_ua.models import mixing_train
+from transformer_ua.models.mixing_cli import run_main
 
 train_and_evaluate = mixing_train.pretrain
 

@@ -1,4 +1,4 @@
-"""Sharding over 8 forced CPU devices equals the single-device run (issue 8)."""
+"""Sharding over 8 forced CPU devices equals the single-device run."""
 
 import json
 import math

@@ -42,7 +42,7 @@ def fang(workdir):
 
 
 def mixing(workdir):
-  from experiments import mixing_train  # pylint: disable=import-outside-toplevel
+  from transformer_ua.models import mixing_train  # pylint: disable=import-outside-toplevel
   from experiments.configs import mixing_tiny  # pylint: disable=import-outside-toplevel
   out = {}
   for devices in (8, 1):

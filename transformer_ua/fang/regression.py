@@ -53,8 +53,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +62,7 @@ from jax.sharding import PartitionSpec as P
 
 from transformer_ua import parallel, provenance
 from transformer_ua.fang import ridge
-from transformer_ua.train.checkpointing import Checkpointer
+from transformer_ua.train import loop
 from transformer_ua.train.metrics import MetricsWriter
 
 TARGETS = ('f1', 'f2')
@@ -320,14 +318,6 @@ def shard_training_batch(x: np.ndarray, y: np.ndarray, mesh) -> dict:
   return parallel.shard_batch({'x': x, 'y': y, 'w': w}, mesh)
 
 
-def training_mesh(config):
-  """The data-parallel mesh of ``config.num_devices`` (0 or absent: all devices), or
-  None when that is one device (the unchanged one-device step)."""
-  num = config.get('num_devices', 0) or None
-  mesh = parallel.make_mesh(num)
-  return mesh if mesh.devices.size > 1 else None
-
-
 def make_predict(model: str):
   return jax.jit(apply_fn(model))
 
@@ -431,8 +421,39 @@ def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = 
     return _train(config, workdir, sizes, dtype, stop_after_epochs, progress)
 
 
+class _Task:
+  """Section 5's training unit (one epoch of per-step SGD updates) and its evaluation."""
+
+  def __init__(self, config, data, dtype, tx, lr_fn, mesh):
+    self.config, self.data, self.dtype, self.lr_fn, self.mesh = config, data, dtype, lr_fn, mesh
+    self.n_train = data['x_train'].shape[0]
+    self.steps_per_epoch = -(-self.n_train // config.batch_size)
+    self.train_step = make_train_step(config.model, tx, config.grad_chunk, mesh)
+    self.predict_fn = make_predict(config.model)
+    self.x_train = data['x_train'].astype(np.dtype(dtype))
+    self.y_train = data['y_train'].astype(np.dtype(dtype))
+
+  def train_epoch(self, state, epoch):
+    config = self.config
+    order = np.random.default_rng([config.seed, epoch]).permutation(self.n_train)
+    total, count = 0.0, 0
+    for s in range(self.steps_per_epoch):
+      idx = order[s * config.batch_size:(s + 1) * config.batch_size]
+      if self.mesh is None:
+        batch = {'x': jnp.asarray(self.x_train[idx]), 'y': jnp.asarray(self.y_train[idx])}
+      else:
+        batch = shard_training_batch(self.x_train[idx], self.y_train[idx], self.mesh)
+      state, loss = self.train_step(state, batch)
+      total += float(loss) * idx.size
+      count += idx.size
+    return state, {'train_mse': total / count, 'lr': float(self.lr_fn(int(state['step']) - 1))}
+
+  def evaluate(self, state):
+    pred = predict(self.predict_fn, state['params'], self.data['x_test'], self.dtype)
+    return {'test_mse': mse(pred, self.data['y_test'])}
+
+
 def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
-  from tqdm.auto import tqdm
   os.makedirs(workdir, exist_ok=True)
   data = make_data(config.target, config.data_seed)
   n_tr = data['x_train'].shape[0]
@@ -442,56 +463,16 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
                        q=sizes['q'], num_tokens=sizes['num_tokens'],
                        depth_width=sizes['depth_width'], dtype=dtype)
   state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
-  ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=2)
-  writer = MetricsWriter(workdir, tensorboard=config.tensorboard)
-  history, start_epoch, elapsed = [], 0, 0.0
-  restored = ckpt.restore_latest(state)
-  if restored is not None:
-    start_epoch, state, meta = restored
-    history, elapsed = meta['history'], meta['elapsed']
-    writer.truncate_after(start_epoch)
-  mesh = training_mesh(config)
-  if mesh is not None:
-    state = parallel.replicate(state, mesh)
-  train_step = make_train_step(config.model, tx, config.grad_chunk, mesh)
-  predict_fn = make_predict(config.model)
-  x_tr = data['x_train'].astype(np.dtype(dtype))
-  y_tr = data['y_train'].astype(np.dtype(dtype))
-  end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs,
-                                                                  stop_after_epochs)
-  bar = tqdm(range(start_epoch, end_epoch), initial=start_epoch, total=config.epochs,
-             desc=run_name(config), disable=not progress, mininterval=2.0)
-  t0 = time.perf_counter()
-  for epoch in bar:
-    order = np.random.default_rng([config.seed, epoch]).permutation(n_tr)
-    total, count = 0.0, 0
-    for s in range(steps_per_epoch):
-      idx = order[s * config.batch_size:(s + 1) * config.batch_size]
-      if mesh is None:
-        batch = {'x': jnp.asarray(x_tr[idx]), 'y': jnp.asarray(y_tr[idx])}
-      else:
-        batch = shard_training_batch(x_tr[idx], y_tr[idx], mesh)
-      state, loss = train_step(state, batch)
-      total += float(loss) * idx.size
-      count += idx.size
-    row = {'epoch': epoch + 1, 'train_mse': total / count,
-           'lr': float(lr_fn(int(state['step']) - 1))}
-    if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
-      row['test_mse'] = mse(predict(predict_fn, state['params'], data['x_test'], dtype),
-                            data['y_test'])
-    history.append(row)
-    writer.write(epoch + 1, {k: v for k, v in row.items() if k != 'epoch'})
-    if not math.isfinite(row['train_mse']):
-      bar.close()
-      raise FloatingPointError(f'{run_name(config)}: training diverged at epoch {epoch + 1}.')
-    bar.set_postfix(train=f"{row['train_mse']:.4g}", test=f"{row.get('test_mse', math.nan):.4g}")
-    done = epoch + 1
-    if done % config.checkpoint_every == 0 or done == end_epoch:
-      ckpt.save(done, state, meta={'history': history,
-                                   'elapsed': elapsed + time.perf_counter() - t0})
-  bar.close()
-  elapsed += time.perf_counter() - t0
-  ckpt.close()
+  mesh = loop.training_mesh(config)
+  task = _Task(config, data, dtype, tx, lr_fn, mesh)
+  schedule = loop.Schedule(
+      num_units=config.epochs, eval_every=config.eval_every,
+      checkpoint_every=config.checkpoint_every, unit='epoch', stop_after=stop_after_epochs,
+      finite_key='train_mse', max_to_keep=2, tensorboard=config.tensorboard,
+      desc=run_name(config), progress=progress)
+  out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+  state, history, elapsed = out.state, out.history, out.elapsed
+  predict_fn = task.predict_fn
   complete = len(history) >= config.epochs
   result = {'name': run_name(config), 'target': config.target, 'model': config.model,
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
@@ -517,8 +498,8 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
                 np.asarray(v) for path, v in jax.tree_util.tree_flatten_with_path(p)[0]})
     with open(os.path.join(workdir, 'result.json'), 'w') as f:
       json.dump(result, f, indent=1)
-    writer.plot('curves.png', keys=['train_mse', 'test_mse'], logy=True)
-  writer.close()
+    MetricsWriter(workdir, tensorboard=False).plot('curves.png', keys=['train_mse', 'test_mse'],
+                                                   logy=True)
   result['final_params'] = jax.device_get(state['params'])
   return result
 

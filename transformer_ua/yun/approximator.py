@@ -39,8 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.verify import distances
-from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+from transformer_ua.yun import common, distances, pipeline, targets as targets_lib, value
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -173,11 +172,8 @@ class Approximator:
                        '[0, 1)^{d x n} (Appendix G); got entries outside.')
     if not x.shape[0]:
       return np.zeros_like(x)
-    gb = self.g_bar
-    k = gb.quantization.to_indices(gb.quantization.apply(x))
-    z = gb.contextual.forward(k)['z']
-    _, bump, _ = gb.value.apply_compact(z)
-    return gb.value.payload(np.asarray(bump), self.values).astype(np.float64)
+    _, bump = self.g_bar.select(x)
+    return self.g_bar.value.payload(np.asarray(bump), self.values).astype(np.float64)
 
   def network(self) -> layers.Network:
     """The literal float64 g_bar (paper values) as a ``layers.Network``."""
@@ -195,18 +191,18 @@ class Approximator:
   def depth(self) -> dict:
     """Layers by stage and kind, next to the paper's formulas."""
     gb = self.g_bar
-    built = {'quantization': gb.quantization.num_layers,
-             'contextual': gb.contextual.num_layers,
-             'value': gb.value.num_layers}
+    built = {'quantization': gb.quantization.depth(),
+             'contextual': gb.contextual.depth(),
+             'value': gb.value.depth()}
     built['total'] = sum(built.values())
     formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional)
     formula['total'] = sum(formula.values())
-    kinds = {'attention': gb.contextual.num_layers,
-             'feedforward': gb.quantization.num_layers + gb.value.num_layers}
+    kinds = {'attention': gb.contextual.depth(),
+             'feedforward': gb.quantization.depth() + gb.value.depth()}
     return {'built': built, 'formula': formula, 'by_kind': kinds}
 
   def num_params(self) -> int:
-    return self.g_bar.num_params
+    return self.g_bar.num_params()
 
   # -- Lemma 6 ----------------------------------------------------------------
 
@@ -288,15 +284,51 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
 DECOMPOSITION = (('f', 'f_bar'), ('f_bar', 'g_bar'), ('g_bar', 'g'), ('f', 'g_bar'), ('f', 'g'))
 
 
+@dataclasses.dataclass(frozen=True)
+class ExactTerms:
+  """Terms computed over the whole grid: |B| and d_p(f_bar, g_bar) (Theorem 3: both 0)."""
+
+  bad_set_measure: float
+  dp_f_bar_g_bar: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorDecomposition:
+  """d_p of every term of d_p(f, g) <= d_p(f, f_bar) + d_p(f_bar, g_bar) + d_p(g_bar, g).
+
+  Attributes:
+    p, samples, seed, confidence: the Monte Carlo setting (shared uniform samples).
+    estimates: (a, b) -> DpEstimate of d_p(a, b) for the pairs of ``DECOMPOSITION``
+      (those with g only when g was given).
+    exact: the exact terms when the grid can be enumerated, else None.
+  """
+
+  p: float
+  samples: int
+  seed: int
+  confidence: float
+  estimates: dict
+  exact: ExactTerms | None
+
+  def as_dict(self) -> dict:
+    """JSON form: estimates keyed 'a|b', each ``DpEstimate.as_dict()``."""
+    out = {'p': self.p, 'samples': self.samples, 'seed': self.seed,
+           'confidence': self.confidence,
+           'estimates': {f'{a}|{b}': v.as_dict() for (a, b), v in self.estimates.items()}}
+    if self.exact is not None:
+      out['exact'] = dataclasses.asdict(self.exact)
+    return out
+
+
 def error_decomposition(net: Approximator, g: Realized | None = None, *, p: float = 2.0,
                         samples: int = 20000, seed: int = 0,
-                        confidence: float = 0.95) -> dict:
+                        confidence: float = 0.95) -> ErrorDecomposition:
   """Monte Carlo d_p of every term (shared uniform samples), plus the exact terms.
 
-  Returns a dict with ``'estimates'``: ``'a|b' -> DpEstimate.as_dict()`` for the pairs
-  of ``DECOMPOSITION`` (those with g only when g is given) and, when the grid can be
-  enumerated, ``'exact'``: the bad-set measure and d_p(f_bar, g_bar) computed over the
-  whole grid (Theorem 2: f_bar's mass on the bad set; Theorem 3: 0).
+  The estimates cover the pairs of ``DECOMPOSITION`` (those with g only when g is
+  given); when the grid can be enumerated, ``exact`` holds the bad-set measure and
+  d_p(f_bar, g_bar) computed over the whole grid (Theorem 2: f_bar's mass on the bad
+  set; Theorem 3: 0).
   """
   p = distances.check_p(p)
   fns = {'f': net.target, 'f_bar': net.f_bar, 'g_bar': net.apply}
@@ -305,16 +337,17 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
   pairs = [pair for pair in DECOMPOSITION if all(name in fns for name in pair)]
   est = distances.dp_distances(fns, pairs, d=net.d, n=net.n, p=p, samples=samples,
                                seed=seed, confidence=confidence)
-  out = {'p': p, 'samples': samples, 'seed': seed, 'confidence': confidence,
-         'estimates': {k: v.as_dict() for k, v in est.items()}}
+  exact = None
   if net.positional:
-    out['exact'] = {'bad_set_measure': 0.0, 'dp_f_bar_g_bar': 0.0}
+    exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
-    out['exact'] = {
-        'bad_set_measure': float(distances.bad_set_measure(net.d, net.n, net.resolution)),
-        'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
-                                                  resolution=net.resolution, p=p)}
-  return out
+    exact = ExactTerms(
+        bad_set_measure=float(distances.bad_set_measure(net.d, net.n, net.resolution)),
+        dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
+                                               resolution=net.resolution, p=p))
+  estimates = {tuple(k.split('|')): v for k, v in est.items()}
+  return ErrorDecomposition(p=p, samples=samples, seed=seed, confidence=confidence,
+                            estimates=estimates, exact=exact)
 
 
 def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,
