@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
@@ -40,7 +42,7 @@ import numpy as np
 
 from transformer_ua import layers, realize
 from transformer_ua.verify import distances
-from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+from transformer_ua.yun import common, pipeline, rational, targets as targets_lib, value
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -54,8 +56,11 @@ EQUIVARIANCE_PROBES = 8
 #: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
 #: does not, errors are of the order of the ids, >> 1).
 REPRODUCE_RTOL = 1e-4
-#: dtypes a realization can run in.
-REALIZATION_DTYPES = ('float64', 'float32')
+#: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
+#: certified ball arithmetic).
+REALIZATION_DTYPES = ('float64', 'float32', 'exact')
+#: Significand bits of the float dtypes (what a literal evaluation carries).
+FLOAT_BITS = {'float64': 53, 'float32': 24}
 
 
 def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
@@ -96,9 +101,12 @@ class Realized:
 
   Attributes:
     segments, params: ``block`` segments (softmax, 2 heads of size 1, ReLU width 4)
-      and their params (``E`` too when positional), in ``dtype``.
-    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width.
-    dtype: 'float64' or 'float32'.
+      and their params (``E`` too when positional), in ``dtype``; for 'exact' NumPy
+      object arrays of Python ints / ``fractions.Fraction`` (``exact_params``).
+    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width
+      (Fractions for 'exact').
+    dtype: 'float64', 'float32' or 'exact'.
+    source: the ``Approximator`` it realizes (for the certified methods).
   """
 
   segments: tuple
@@ -108,13 +116,38 @@ class Realized:
   dtype: str
   positional: bool
   n: int
+  source: object = None
+
+  def exact_params(self) -> dict:
+    """The params pytree with exact rational leaves (dtype 'exact' only)."""
+    if self.dtype != 'exact':
+      raise ValueError(f"exact_params needs a realization built with dtype='exact', this "
+                       f'one is {self.dtype}.')
+    return self.params
+
+  def apply_certified(self, x, bits: int | None = None):
+    """(mid, rad) float64 [batch, n, d] enclosing the exact real output g(X).
+
+    Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
+    (default: the plan's). See ``yun.plan.apply_certified``.
+    """
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    return plan.apply_certified(self, x, bits=bits)
+
+  def certify_interiors(self, margin: float = 0.25, bits: int | None = None, **kw) -> dict:
+    """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   def network(self) -> layers.Network:
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
 
   def apply(self, x) -> np.ndarray:
-    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64."""
+    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':
+    the midpoint of the certified enclosure, ``apply_certified``)."""
+    if self.dtype == 'exact':
+      return self.apply_certified(x)[0]
     x = np.asarray(x)
     fn = layers.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
@@ -216,14 +249,29 @@ class Approximator:
     Args:
       lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores).
       epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
-      dtype: 'float64' or 'float32'.
+      dtype: 'float64', 'float32' or 'exact' (lam, epsilon taken as exact rationals;
+        params are the construction's rationals, ``Realized.exact_params``).
+    A float dtype is checked against the plan (``yun.plan.plan_realization``): when it
+    carries fewer significand bits than a literal evaluation at this (lam, epsilon)
+    needs, a ``FloatRealizationWarning`` says so (its outputs are then not g_bar's).
     """
     if dtype not in REALIZATION_DTYPES:
       raise ValueError(f'dtype={dtype!r}; allowed: {REALIZATION_DTYPES}.')
     for name, v in (('lam', lam), ('epsilon', epsilon)):
-      if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-          or v <= 0:
+      if isinstance(v, bool) or not isinstance(v, numbers.Real) \
+          or not math.isfinite(float(v)) or v <= 0:
         raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
+    if dtype == 'exact':
+      lam, epsilon = Fraction(lam), Fraction(epsilon)
+      params = rational.exact_params(self.g_bar, self.values)
+      segments = self.g_bar.segments
+      segments, params = realize.softmax_realization(segments, params, lam)
+      segments, params = realize.relu_realization(segments, params, epsilon)
+      segments, params = realize.as_blocks(segments, params)
+      return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
+                      dtype=dtype, positional=self.positional, n=self.n, source=self)
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
       segments = self.g_bar.segments
@@ -233,7 +281,8 @@ class Approximator:
       cast = np.float64 if dtype == 'float64' else np.float32
       params = jax.tree_util.tree_map(lambda a: np.asarray(a, cast), params)
     return Realized(segments=segments, params=params, lam=float(lam),
-                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n)
+                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n,
+                    source=self)
 
   def describe(self) -> str:
     dep = self.depth()['built']

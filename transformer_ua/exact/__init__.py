@@ -1,0 +1,1 @@
+"""Exact and certified arithmetic for realized networks (``ball``: arb ball evaluation)."""
