@@ -63,6 +63,14 @@ def _scalar_like(value, a):
   return Fraction(value) if _is_exact(a) else np.asarray(value, np.asarray(a).dtype)
 
 
+def _pad_after(a, widths):
+  """Zero-pads ``a`` after each axis by ``widths[i][1]`` (Python int 0 for exact arrays)."""
+  a = np.asarray(a)
+  out = _zeros_like_leaf(a, tuple(s + w for s, (_, w) in zip(a.shape, widths)))
+  out[tuple(slice(0, s) for s in a.shape)] = a
+  return out
+
+
 def _zeros_like_leaf(leaf, shape):
   dtype = np.asarray(leaf).dtype
   return np.zeros(shape, dtype) if dtype != object else np.full(shape, 0, object)
@@ -186,7 +194,7 @@ def as_blocks(segments: Sequence[Segment], params: dict, *, num_heads=BLOCK_HEAD
     L = seg.depth
     leaf = jax.tree_util.tree_leaves(p)[0]
     z = lambda *s: _zeros_like_leaf(leaf, (L,) + s)  # noqa: E731
-    pad = lambda a, widths: np.pad(np.asarray(a), widths)  # noqa: E731
+    pad = _pad_after
     if seg.has_attention:
       if seg.num_heads > num_heads or seg.head_size > head_size:
         raise ValueError(f'segment {i} has {seg.num_heads} heads of size {seg.head_size}; '

@@ -344,9 +344,10 @@ def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
   have = approximator.FLOAT_BITS[dtype]
   if need > have:
     warnings.warn(FloatRealizationWarning(
-        f'{dtype} carries {have} bits but this realization needs {need} to reproduce g_bar '
-        f'within {tolerance:g} (max cancellation {float(max(p.cancellation.values())):.3g}); '
-        "its outputs are not g_bar's: use dtype='exact' and apply_certified."), stacklevel=3)
+        f'{dtype} carries {have} bits; the plan needs {need} to guarantee this realization '
+        f'reproduces g_bar within {tolerance:g} (max cancellation '
+        f'{float(max(p.cancellation.values())):.3g}): its outputs are not guaranteed to be '
+        "g_bar's; use dtype='exact' and apply_certified / certify_interiors."), stacklevel=3)
 
 
 # ---------------------------------------------------------------------------
