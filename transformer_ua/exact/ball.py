@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-from flint import arb, ctx, fmpq
+from flint import arb, arb_mat, ctx, fmpq
 
 #: Smallest working precision accepted (bits).
 MIN_BITS = 8
@@ -76,9 +76,9 @@ def _is_zero(v) -> bool:
 
 
 class _Layer:
-  """One block (attention then feed-forward) with arb params and cached affine pieces."""
+  """The attention half of one block, with arb params (heads grouped by W_V)."""
 
-  def __init__(self, att, ff):
+  def __init__(self, att):
     # Attention heads whose W_O is exactly zero are switched off (as_blocks padding).
     # Heads with the same W_V (exactly) are grouped: their outputs are combined as
     # sum_k (sum_h w^h_jk W_O^h) v_k, so that two heads selecting the same value (a
@@ -99,18 +99,6 @@ class _Layer:
         by_v[key][1].append((conv(att['W_Q'][h]),
                              [to_arb(v) for v in np.asarray(att['b_Q'][h])],
                              conv(att['W_K'][h]), conv(w_o)))
-    self.ff = None
-    if ff is not None:
-      w1, b1 = np.asarray(ff['W_1']), np.asarray(ff['b_1'])
-      w2, b2 = np.asarray(ff['W_2']), np.asarray(ff['b_2'])
-      units = [s for s in range(w1.shape[0])
-               if not all(_is_zero(v) for v in w2[:, s])]       # units with an output
-      if units or not all(_is_zero(v) for v in b2):
-        self.ff = ([[to_arb(v) for v in w1[s]] for s in units],
-                   [to_arb(b1[s]) for s in units],
-                   [[to_arb(w2[i, s]) for s in units] for i in range(w2.shape[0])],
-                   [to_arb(v) for v in b2], all(_is_zero(v) for v in b2))
-      self.pieces = {}
 
   # -- attention ---------------------------------------------------------------
 
@@ -155,64 +143,132 @@ class _Layer:
                                        for k1 in range(n) for a in range(m)), arb(0))
     return [out[rep[j]] for j in range(n)]
 
-  # -- feed-forward --------------------------------------------------------------
+  def __call__(self, z, rep):
+    return self.attention(z, rep)
 
-  def _piece(self, active):
-    """(M, c) of the affine map for the active set (cached per layer)."""
+
+class _FeedForward:
+  """One ReLU feed-forward layer: exact params, and its affine pieces (exact, cached).
+
+  Only units with a non-zero W_2 column matter. For an active set P of them the layer
+  is z -> M_P z + c_P with M_P = I + sum_{s in P} W_2[:, s] W_1[s], c_P = sum_{s in P}
+  W_2[:, s] b_1[s] + b_2, computed in exact rationals (so cancelling ReLUs, e.g. on a
+  constant piece of a Phi unit, cancel exactly) and then rounded to balls.
+  """
+
+  def __init__(self, ff):
+    w1, b1 = np.asarray(ff['W_1']), np.asarray(ff['b_1'])
+    w2, b2 = np.asarray(ff['W_2']), np.asarray(ff['b_2'])
+    self.units = [s for s in range(w1.shape[0]) if not all(_is_zero(v) for v in w2[:, s])]
+    self.w1 = [[Fraction(v) for v in w1[s]] for s in self.units]
+    self.b1 = [Fraction(b1[s]) for s in self.units]
+    self.w2 = [[Fraction(w2[i, s]) for s in self.units] for i in range(w2.shape[0])]
+    self.b2 = [Fraction(v) for v in b2]
+    self.d = w2.shape[0]
+    self.pieces = {}
+    self.naive = None
+
+  @property
+  def is_identity_everywhere(self) -> bool:
+    return not self.units and not any(self.b2)
+
+  def piece(self, active):
+    """(identity, M, c, zero_rows) for the active set (tuple of unit positions)."""
     got = self.pieces.get(active)
     if got is None:
-      w1, b1, w2, b2, _ = self.ff
-      d = len(w2)
-      mat = [[arb(1 if i == l else 0) for l in range(d)] for i in range(d)]
-      c = list(b2)
+      d = self.d
+      mat = [[Fraction(int(i == l)) for l in range(d)] for i in range(d)]
+      c = list(self.b2)
       for s in active:
         for i in range(d):
-          if w2[i][s] == 0:
-            continue
           for l in range(d):
-            mat[i][l] = mat[i][l] + w2[i][s] * w1[s][l]
-          c[i] = c[i] + w2[i][s] * b1[s]
-      zero_rows = [all(v.is_zero() for v in row) for row in mat]
-      got = self.pieces[active] = (mat, c, zero_rows)
+            mat[i][l] += self.w2[i][s] * self.w1[s][l]
+          c[i] += self.w2[i][s] * self.b1[s]
+      identity = all(mat[i][l] == (i == l) for i in range(d) for l in range(d)) \
+          and not any(c)
+      # row kind: 0 = constant (zero row), 1 = unchanged (e_i row, c_i = 0), 2 = general
+      kinds = [0 if not any(mat[i]) else
+               1 if all(mat[i][l] == (i == l) for l in range(d)) and not c[i] else 2
+               for i in range(d)]
+      got = self.pieces[active] = (identity, [[to_arb(v) for v in row] for row in mat],
+                                   [to_arb(v) for v in c], kinds)
     return got
 
-  def feedforward(self, z, rep):
-    if self.ff is None:
-      return z
-    w1, b1, w2, b2, b2_zero = self.ff
-    d = len(w2)
-    out = []
-    for j, x in enumerate(z):
-      if rep[j] != j:
-        out.append(out[rep[j]])
-        continue
-      pre = [sum((w1[s][i] * x[i] for i in range(d)), b1[s]) for s in range(len(b1))]
-      active = []
-      determined = True
-      for s, a in enumerate(pre):
-        if a > 0:
-          active.append(s)
-        elif not (a < 0 or a.is_zero()):
-          determined = False
+  def apply_naive(self, x, pre):
+    """Unit by unit (for a box straddling a kink): rigorous, not tight."""
+    if self.naive is None:
+      self.naive = ([[to_arb(v) for v in row] for row in self.w2], [to_arb(v) for v in self.b2])
+    w2, b2 = self.naive
+    relu = [a.nonnegative_part() for a in pre]
+    return [x[i] + sum((w2[i][s] * relu[s] for s in range(len(relu))), b2[i])
+            for i in range(self.d)]
+
+  def apply_piece(self, x, active):
+    """Returns (new x, changed?) for a box whose active set is ``active``."""
+    identity, mat, c, kinds = self.piece(active)
+    if identity:
+      return x, False
+    # a zero row makes the entry the constant c[i]: the *same* object for every token
+    # on this piece, and an unchanged row keeps the entry's object; that is how equal
+    # tokens are recognized (``_equal_tokens``)
+    return [c[i] if kinds[i] == 0 else x[i] if kinds[i] == 1 else
+            sum((mat[i][l] * x[l] for l in range(self.d)), c[i]) for i in range(self.d)], True
+
+
+class _FeedForwardRun:
+  """Consecutive feed-forward layers (no attention between them), token by token.
+
+  All pre-activations of the run are formed at once (one arb_mat product, C speed)
+  for the current token; layers whose piece is exactly the identity (all units off,
+  or active ones cancelling) are skipped; at the first layer that changes the token
+  the remaining pre-activations are recomputed.
+  """
+
+  def __init__(self, layers):
+    self.layers = [layer for layer in layers if not layer.is_identity_everywhere]
+    rows_w, rows_b, self.offsets = [], [], []
+    for layer in self.layers:
+      self.offsets.append(len(rows_b))
+      rows_w += layer.w1
+      rows_b += layer.b1
+    self.d = layers[0].d if layers else 0
+    if rows_b:
+      self.w = arb_mat([[to_arb(v) for v in row] for row in rows_w])
+      self.b = arb_mat([[to_arb(v)] for v in rows_b])
+
+  def token(self, x):
+    pos, total = 0, len(self.layers)
+    while pos < total:
+      pre_all = self.w * arb_mat([[v] for v in x]) + self.b
+      nxt = total
+      for li in range(pos, total):
+        layer, off = self.layers[li], self.offsets[li]
+        pre = [pre_all[off + s, 0] for s in range(len(layer.units))]
+        active, determined = [], True
+        for s, a in enumerate(pre):
+          if a > 0:
+            active.append(s)
+          elif not (a < 0 or a.is_zero()):
+            determined = False
+            break
+        if not determined:
+          x = layer.apply_naive(x, pre)
+          nxt = li + 1
           break
-      if determined:
-        if not active and b2_zero:
-          out.append(x)
-          continue
-        mat, c, zero_rows = self._piece(tuple(active))
-        # a zero row makes the entry the constant c[i]: the *same* object for every
-        # token on this piece, which is how equal tokens are recognized (``forward``)
-        out.append([c[i] if zero_rows[i] else sum((mat[i][l] * x[l] for l in range(d)), c[i])
-                    for i in range(d)])
-      else:  # straddles a kink: unit by unit (rigorous, not tight)
-        relu = [a.nonnegative_part() for a in pre]
-        out.append([x[i] + sum((w2[i][s] * relu[s] for s in range(len(relu))), b2[i])
-                    for i in range(d)])
-    return out
+        x, changed = layer.apply_piece(x, tuple(active))
+        if changed:
+          nxt = li + 1
+          break
+      pos = nxt
+    return x
 
   def __call__(self, z, rep):
-    z = self.attention(z, rep)
-    return self.feedforward(z, rep)
+    if not self.layers:
+      return z
+    out = []
+    for j, x in enumerate(z):
+      out.append(out[rep[j]] if rep[j] != j else self.token(x))
+    return out
 
 
 class BallNetwork:
@@ -227,7 +283,8 @@ class BallNetwork:
   """
 
   def __init__(self, segments: Sequence, params: dict, positional: bool = False):
-    self.layers = []
+    self.stages = []   # _Layer (attention) and _FeedForwardRun, in order
+    run = []
     for i, seg in enumerate(segments):
       if seg.kind != 'block' or seg.normalizer != 'softmax' or seg.activation != 'relu' \
           or seg.lam != 1.0:
@@ -235,9 +292,16 @@ class BallNetwork:
                          'ball evaluation takes realized blocks (softmax, ReLU, lam folded).')
       p = params[f'segment_{i}']
       for layer in range(seg.depth):
-        att = {k: np.asarray(v)[layer] for k, v in p['attention'].items()}
-        ff = {k: np.asarray(v)[layer] for k, v in p['feedforward'].items()}
-        self.layers.append(_Layer(att, ff))
+        att = _Layer({k: np.asarray(v)[layer] for k, v in p['attention'].items()})
+        if att.groups:
+          if run:
+            self.stages.append(_FeedForwardRun(run))
+            run = []
+          self.stages.append(att)
+        run.append(_FeedForward({k: np.asarray(v)[layer]
+                                 for k, v in p['feedforward'].items()}))
+    if run:
+      self.stages.append(_FeedForwardRun(run))
     self.e = None
     if positional:
       self.e = [[to_arb(v) for v in row] for row in np.asarray(params['E'])]
@@ -247,9 +311,9 @@ class BallNetwork:
     if self.e is not None:
       z = [[z[j][i] + self.e[j][i] for i in range(len(z[j]))] for j in range(len(z))]
     rep = list(range(len(z)))
-    for layer in self.layers:
+    for stage in self.stages:
       rep = _equal_tokens(z, rep)
-      z = layer(z, rep)
+      z = stage(z, rep)
     return z
 
 

@@ -59,6 +59,9 @@ REPRODUCE_RTOL = 1e-4
 #: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
 #: certified ball arithmetic).
 REALIZATION_DTYPES = ('float64', 'float32', 'exact')
+#: Cube-interior samples with which error_decomposition checks that a float g
+#: represents g_bar at all.
+REPRESENT_SAMPLES = 256
 #: Significand bits of the float dtypes (what a literal evaluation carries).
 FLOAT_BITS = {'float64': 53, 'float32': 24}
 
@@ -356,6 +359,17 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
                                seed=seed, confidence=confidence)
   out = {'p': p, 'samples': samples, 'seed': seed, 'confidence': confidence,
          'estimates': {k: v.as_dict() for k, v in est.items()}}
+  if g is not None and g.dtype in FLOAT_BITS:
+    # A float g far past the precision wall is not g_bar's realization: say so, so
+    # that no caller reports its rounding noise as d_p(g_bar, g).
+    rep = realization_error(net, g, samples=REPRESENT_SAMPLES, seed=seed)
+    out['g_represents_g_bar'] = rep['reproduces']
+    if not rep['reproduces']:
+      out['g_note'] = (
+          f'the {g.dtype} network does not represent g_bar at this size (max |g - g_bar| = '
+          f'{rep["max_abs_error"]:.3g} > {rep["tolerance"]:.3g} on cube interiors): the d_p '
+          f"terms with g measure {g.dtype} rounding, not Lemma 6; use dtype='exact' and "
+          'certify_interiors.')
   if net.positional:
     out['exact'] = {'bad_set_measure': 0.0, 'dp_f_bar_g_bar': 0.0}
   elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:

@@ -339,7 +339,12 @@ def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
   if tolerance is None:
     amax = float(np.max(np.abs(net.values))) if net.values.size else 1.0
     tolerance = approximator.REPRODUCE_RTOL * max(1.0, amax)
-  p = plan_realization(net, tolerance)
+  try:
+    p = plan_realization(net, tolerance)
+  except ValueError as e:
+    warnings.warn(FloatRealizationWarning(f'no plan for this realization ({e}); its {dtype} '
+                                          'outputs are unchecked.'), stacklevel=3)
+    return
   need = p.bits_for(epsilon=Fraction(epsilon), lam=Fraction(lam))
   have = approximator.FLOAT_BITS[dtype]
   if need > have:
