@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-from flint import arb, arb_mat, ctx, fmpq
+from flint import arb, ctx, fmpq
 
 #: Smallest working precision accepted (bits).
 MIN_BITS = 8
@@ -215,35 +215,110 @@ class _FeedForward:
             sum((mat[i][l] * x[l] for l in range(self.d)), c[i]) for i in range(self.d)], True
 
 
+def _down(f: Fraction) -> float:
+  """A float <= f."""
+  x = float(f)
+  return x if Fraction(x) <= f else float(np.nextafter(x, -np.inf))
+
+
+def _up(f: Fraction) -> float:
+  """A float >= f."""
+  x = float(f)
+  return x if Fraction(x) >= f else float(np.nextafter(x, np.inf))
+
+
+def _hull(layer: _FeedForward):
+  """(w, lo, hi): the layer is exactly the identity wherever t = w.x < lo or t > hi.
+
+  Lemma 6's units of one Phi read the same t = w.x (rows a_s w). With the kinks
+  t = -b_s / a_s sorted, each open region between kinks has one active set; (lo, hi)
+  is the hull of the regions whose piece is not the identity (the layer is continuous,
+  so a kink between two identity regions is identity too). Returns None when the rows
+  are not multiples of one vector (the layer is then always examined).
+  """
+  rows = layer.w1
+  w = next((r for r in rows if any(r)), None)
+  if w is None:
+    return None
+  l0 = next(l for l, v in enumerate(w) if v)
+  scal = []
+  for r in rows:
+    a = r[l0] / w[l0]
+    if any(r[l] != a * w[l] for l in range(len(w))):
+      return None
+    scal.append(a)
+  kinks = sorted({-b / a for a, b in zip(scal, layer.b1) if a})
+  if not kinks:
+    samples = [Fraction(0)]
+  else:
+    samples = ([kinks[0] - 1] + [(x + y) / 2 for x, y in zip(kinks, kinks[1:])]
+               + [kinks[-1] + 1])
+  bounds = [-np.inf] + kinks + [np.inf]
+  lo, hi = None, None
+  for i, t in enumerate(samples):
+    active = tuple(s for s, (a, b) in enumerate(zip(scal, layer.b1)) if a * t + b > 0)
+    if not layer.piece(active)[0]:
+      lo = bounds[i] if lo is None else lo
+      hi = bounds[i + 1]
+  if lo is None:
+    return tuple(w), np.inf, -np.inf    # identity everywhere
+  return tuple(w), lo, hi
+
+
 class _FeedForwardRun:
   """Consecutive feed-forward layers (no attention between them), token by token.
 
-  All pre-activations of the run are formed at once (one arb_mat product, C speed)
-  for the current token; layers whose piece is exactly the identity (all units off,
-  or active ones cancelling) are skipped; at the first layer that changes the token
-  the remaining pre-activations are recomputed.
+  Each layer gets an exact interval of t = w.x outside which it is exactly the
+  identity (``_hull``); with t as a ball per distinct w, one vectorized float test
+  (bounds rounded outward) finds the candidate layers, which are then examined in
+  order in ball arithmetic: pre-activations, active set, exact affine piece. After a
+  layer changes the token, t is recomputed.
   """
 
   def __init__(self, layers):
-    self.layers = [layer for layer in layers if not layer.is_identity_everywhere]
-    rows_w, rows_b, self.offsets = [], [], []
-    for layer in self.layers:
-      self.offsets.append(len(rows_b))
-      rows_w += layer.w1
-      rows_b += layer.b1
-    self.d = layers[0].d if layers else 0
-    if rows_b:
-      self.w = arb_mat([[to_arb(v) for v in row] for row in rows_w])
-      self.b = arb_mat([[to_arb(v)] for v in rows_b])
+    layers = [layer for layer in layers if not layer.is_identity_everywhere]
+    self.layers, ws, group, lo, hi = [], {}, [], [], []
+    for layer in layers:
+      h = _hull(layer)
+      if h is not None and h[1] == np.inf:
+        continue                       # identity everywhere
+      self.layers.append(layer)
+      if h is None:
+        group.append(-1)
+        lo.append(-np.inf)
+        hi.append(np.inf)
+      else:
+        group.append(ws.setdefault(h[0], len(ws)))
+        lo.append(h[1] if h[1] == -np.inf else _down(h[1]))
+        hi.append(h[2] if h[2] == np.inf else _up(h[2]))
+    self.ws = [[to_arb(v) for v in w] for w in ws]
+    self.group = np.asarray(group, np.int64)
+    self.lo, self.hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    self.arb_rows = [([[to_arb(v) for v in r] for r in layer.w1],
+                      [to_arb(v) for v in layer.b1]) for layer in self.layers]
+
+  def _candidates(self, x, pos):
+    tlo, thi = np.empty(len(self.ws) + 1), np.empty(len(self.ws) + 1)
+    tlo[-1], thi[-1] = -np.inf, np.inf          # group -1: always a candidate
+    for g, w in enumerate(self.ws):
+      t = sum((wi * xi for wi, xi in zip(w, x)), arb(0))
+      if not t.is_finite():
+        tlo[g], thi[g] = -np.inf, np.inf
+      else:
+        tlo[g] = np.nextafter(float(t.lower()), -np.inf)
+        thi[g] = np.nextafter(float(t.upper()), np.inf)
+    mask = (self.lo <= thi[self.group]) & (self.hi >= tlo[self.group])
+    mask[:pos] = False
+    return np.flatnonzero(mask)
 
   def token(self, x):
     pos, total = 0, len(self.layers)
     while pos < total:
-      pre_all = self.w * arb_mat([[v] for v in x]) + self.b
       nxt = total
-      for li in range(pos, total):
-        layer, off = self.layers[li], self.offsets[li]
-        pre = [pre_all[off + s, 0] for s in range(len(layer.units))]
+      for li in self._candidates(x, pos):
+        layer = self.layers[li]
+        w1, b1 = self.arb_rows[li]
+        pre = [sum((wi * xi for wi, xi in zip(row, x)), b) for row, b in zip(w1, b1)]
         active, determined = [], True
         for s, a in enumerate(pre):
           if a > 0:

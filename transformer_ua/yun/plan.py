@@ -422,8 +422,8 @@ _WORK = {}
 
 def _certify_chunk(args):
   start, stop = args
-  g, bits, margin, classes, targets = (_WORK[k] for k in ('g', 'bits', 'margin', 'classes',
-                                                           'targets'))
+  g, bits, margin, classes, targets, stop_above = (
+      _WORK[k] for k in ('g', 'bits', 'margin', 'classes', 'targets', 'stop_above'))
   bn = _ball_network(g, bits)
   worst, where = 0.0, None
   with ball.precision(bits):
@@ -432,18 +432,23 @@ def _certify_chunk(args):
       err = ball.abs_error_bound(out, targets[c])
       if err > worst or where is None:
         worst, where = err, c
+      if stop_above is not None and worst > stop_above:
+        break
   return worst, where
 
 
 def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None, *,
                       check_plan: bool = True, workers: int | None = None,
-                      tolerance: float = 1e-6) -> dict:
+                      tolerance: float = 1e-6, stop_early: bool = False) -> dict:
   """Certified max |g - g_bar| over every point of every cube interior.
 
   Each cube S_L (Theorem 2: one per multiset of cells, by permutation equivariance;
   Theorem 3: every cube) is shrunk by ``margin`` delta per side and pushed through g
   as one box in arb ball arithmetic (``exact.ball``); g_bar is the constant A_L (0 on
   repeated columns) there. No sampling.
+
+  ``stop_early``: stop a worker's chunk at its first cube above ``tolerance`` (for
+  searches; max_abs_error is then a lower bound of the full maximum, still > tolerance).
 
   Returns dict: max_abs_error (rigorous bound), certified (bound <= tolerance),
   tolerance, cubes, bits, seconds, margin, worst_cube (grid indices), lam, epsilon.
@@ -458,7 +463,8 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
   centers = (classes + 0.5) / net.resolution
   targets = net.apply(centers)
   _ball_network(g, bits)  # build once before forking
-  _WORK.update(g=g, bits=bits, margin=Fraction(margin), classes=classes, targets=targets)
+  _WORK.update(g=g, bits=bits, margin=Fraction(margin), classes=classes, targets=targets,
+               stop_above=tolerance if stop_early else None)
   workers = workers or min(2, os.cpu_count() or 1)
   c = len(classes)
   step = max(1, -(-c // (8 * workers)))
@@ -474,3 +480,31 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
           'tolerance': tolerance, 'cubes': c, 'bits': bits, 'seconds': seconds,
           'margin': margin, 'worst_cube': classes[where].tolist(),
           'lam': float(g.lam), 'epsilon': float(g.epsilon), 'workers': workers}
+
+
+def min_certifying_bits(g, margin: float = DEFAULT_MARGIN, tolerance: float = 1e-6,
+                        low: int = ball.MIN_BITS, high: int | None = None,
+                        workers: int | None = None) -> dict:
+  """Smallest working precision at which ``certify_interiors`` still certifies, by
+  bisection on [low, high] (default high: the plan's bits; certification is monotone
+  in practice, not by proof, so the answer is the bisection's). Returns
+  {'bits': b or None, 'tried': {bits: certified}}."""
+  high = high or plan_realization(g.source, tolerance).bits_for(g.epsilon, g.lam)
+  tried = {}
+
+  def ok(b):
+    if b not in tried:
+      tried[b] = certify_interiors(g, margin, b, check_plan=False, workers=workers,
+                                   tolerance=tolerance, stop_early=True)['certified']
+    return tried[b]
+
+  if not ok(high):
+    return {'bits': None, 'tried': tried}
+  lo, hi = low, high        # invariant: ok(hi); not ok(b) for b < lo tested
+  while lo < hi:
+    mid = (lo + hi) // 2
+    if ok(mid):
+      hi = mid
+    else:
+      lo = mid + 1
+  return {'bits': hi, 'tried': tried}
