@@ -24,9 +24,17 @@ width 2w). Instead, with a_s = W_1[s] z + b_1[s] the pre-activations (balls):
     outside every epsilon window of Lemma 6), the active set P is constant on the box
     and the layer *is* the affine map
         z <- (I + sum_{s in P} W_2[:, s] W_1[s]) z + sum_{s in P} W_2[:, s] b_1[s] + b_2,
-    applied as one matrix (its entries are exact sums, e.g. 1 - 1 = 0 on a
-    quantization bin, where the box collapses to a point);
+    whose matrix and offset are summed in exact rationals (so cancelling ReLUs cancel
+    exactly: 1 - 1 = 0 on a quantization bin, where the box collapses to a point) and
+    then applied in balls;
     otherwise the units are evaluated one by one (ReLU of a ball), still rigorous.
+
+Speed: a layer is exactly the identity outside an exact interval of t = w.x (its
+units read one t, Lemma 6); runs of feed-forward layers find the few candidate layers
+per token with one vectorized test and skip the rest (``_FeedForwardRun``). Heads
+sharing W_V are combined coefficient-wise, and tokens known to be equal (constant
+pieces give them the same ball object; equivariance keeps them equal) are computed
+once with exactly zero key differences: both avoid the dependency problem.
 
 Shapes: a state is a list of n tokens, each a list of d arb balls.
 """
