@@ -33,13 +33,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.yun import common, distances, pipeline, targets as targets_lib, value
+from transformer_ua.yun import (common, distances, pipeline, rational, targets as targets_lib,
+                                value)
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -53,8 +56,14 @@ EQUIVARIANCE_PROBES = 8
 #: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
 #: does not, errors are of the order of the ids, >> 1).
 REPRODUCE_RTOL = 1e-4
-#: dtypes a realization can run in.
-REALIZATION_DTYPES = ('float64', 'float32')
+#: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
+#: certified ball arithmetic).
+REALIZATION_DTYPES = ('float64', 'float32', 'exact')
+#: Cube-interior samples with which error_decomposition checks that a float g
+#: represents g_bar at all.
+REPRESENT_SAMPLES = 256
+#: Significand bits of the float dtypes (what a literal evaluation carries).
+FLOAT_BITS = {'float64': 53, 'float32': 24}
 
 
 def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
@@ -95,9 +104,12 @@ class Realized:
 
   Attributes:
     segments, params: ``block`` segments (softmax, 2 heads of size 1, ReLU width 4)
-      and their params (``E`` too when positional), in ``dtype``.
-    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width.
-    dtype: 'float64' or 'float32'.
+      and their params (``E`` too when positional), in ``dtype``; for 'exact' NumPy
+      object arrays of Python ints / ``fractions.Fraction`` (``exact_params``).
+    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width
+      (Fractions for 'exact').
+    dtype: 'float64', 'float32' or 'exact'.
+    source: the ``Approximator`` it realizes (for the certified methods).
   """
 
   segments: tuple
@@ -107,13 +119,38 @@ class Realized:
   dtype: str
   positional: bool
   n: int
+  source: object = None
+
+  def exact_params(self) -> dict:
+    """The params pytree with exact rational leaves (dtype 'exact' only)."""
+    if self.dtype != 'exact':
+      raise ValueError(f"exact_params needs a realization built with dtype='exact', this "
+                       f'one is {self.dtype}.')
+    return self.params
+
+  def apply_certified(self, x, bits: int | None = None):
+    """(mid, rad) float64 [batch, n, d] enclosing the exact real output g(X).
+
+    Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
+    (default: the plan's). See ``yun.plan.apply_certified``.
+    """
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    return plan.apply_certified(self, x, bits=bits)
+
+  def certify_interiors(self, margin: float = 0.25, bits: int | None = None, **kw) -> dict:
+    """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   def network(self) -> layers.Network:
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
 
   def apply(self, x) -> np.ndarray:
-    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64."""
+    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':
+    the midpoint of the certified enclosure, ``apply_certified``)."""
+    if self.dtype == 'exact':
+      return self.apply_certified(x)[0]
     x = np.asarray(x)
     fn = layers.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
@@ -212,14 +249,29 @@ class Approximator:
     Args:
       lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores).
       epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
-      dtype: 'float64' or 'float32'.
+      dtype: 'float64', 'float32' or 'exact' (lam, epsilon taken as exact rationals;
+        params are the construction's rationals, ``Realized.exact_params``).
+    A float dtype is checked against the plan (``yun.plan.plan_realization``): when it
+    carries fewer significand bits than a literal evaluation at this (lam, epsilon)
+    needs, a ``FloatRealizationWarning`` says so (its outputs are then not g_bar's).
     """
     if dtype not in REALIZATION_DTYPES:
       raise ValueError(f'dtype={dtype!r}; allowed: {REALIZATION_DTYPES}.')
     for name, v in (('lam', lam), ('epsilon', epsilon)):
-      if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-          or v <= 0:
+      if isinstance(v, bool) or not isinstance(v, numbers.Real) \
+          or not math.isfinite(float(v)) or v <= 0:
         raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
+    if dtype == 'exact':
+      lam, epsilon = Fraction(lam), Fraction(epsilon)
+      params = rational.exact_params(self.g_bar, self.values)
+      segments = self.g_bar.segments
+      segments, params = realize.softmax_realization(segments, params, lam)
+      segments, params = realize.relu_realization(segments, params, epsilon)
+      segments, params = realize.as_blocks(segments, params)
+      return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
+                      dtype=dtype, positional=self.positional, n=self.n, source=self)
+    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
+    plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
       segments = self.g_bar.segments
@@ -229,7 +281,8 @@ class Approximator:
       cast = np.float64 if dtype == 'float64' else np.float32
       params = jax.tree_util.tree_map(lambda a: np.asarray(a, cast), params)
     return Realized(segments=segments, params=params, lam=float(lam),
-                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n)
+                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n,
+                    source=self)
 
   def describe(self) -> str:
     dep = self.depth()['built']
@@ -301,6 +354,9 @@ class ErrorDecomposition:
     estimates: (a, b) -> DpEstimate of d_p(a, b) for the pairs of ``DECOMPOSITION``
       (those with g only when g was given).
     exact: the exact terms when the grid can be enumerated, else None.
+    g_represents_g_bar: for a float g, whether it reproduces g_bar on cube interiors
+      (None without a float g); when False, ``g_note`` says why the d_p terms with g
+      measure rounding, not Lemma 6.
   """
 
   p: float
@@ -309,6 +365,8 @@ class ErrorDecomposition:
   confidence: float
   estimates: dict
   exact: ExactTerms | None
+  g_represents_g_bar: bool | None = None
+  g_note: str | None = None
 
   def as_dict(self) -> dict:
     """JSON form: estimates keyed 'a|b', each ``DpEstimate.as_dict()``."""
@@ -317,6 +375,10 @@ class ErrorDecomposition:
            'estimates': {f'{a}|{b}': v.as_dict() for (a, b), v in self.estimates.items()}}
     if self.exact is not None:
       out['exact'] = dataclasses.asdict(self.exact)
+    if self.g_represents_g_bar is not None:
+      out['g_represents_g_bar'] = self.g_represents_g_bar
+    if self.g_note is not None:
+      out['g_note'] = self.g_note
     return out
 
 
@@ -338,6 +400,18 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
   est = distances.dp_distances(fns, pairs, d=net.d, n=net.n, p=p, samples=samples,
                                seed=seed, confidence=confidence)
   exact = None
+  represents, note = None, None
+  if g is not None and g.dtype in FLOAT_BITS:
+    # A float g far past the precision wall is not g_bar's realization: say so, so
+    # that no caller reports its rounding noise as d_p(g_bar, g).
+    rep = realization_error(net, g, samples=REPRESENT_SAMPLES, seed=seed)
+    represents = rep['reproduces']
+    if not represents:
+      note = (
+          f'the {g.dtype} network does not represent g_bar at this size (max |g - g_bar| = '
+          f'{rep["max_abs_error"]:.3g} > {rep["tolerance"]:.3g} on cube interiors): the d_p '
+          f"terms with g measure {g.dtype} rounding, not Lemma 6; use dtype='exact' and "
+          'certify_interiors.')
   if net.positional:
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
@@ -347,7 +421,8 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
                                                resolution=net.resolution, p=p))
   estimates = {tuple(k.split('|')): v for k, v in est.items()}
   return ErrorDecomposition(p=p, samples=samples, seed=seed, confidence=confidence,
-                            estimates=estimates, exact=exact)
+                            estimates=estimates, exact=exact, g_represents_g_bar=represents,
+                            g_note=note)
 
 
 def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,

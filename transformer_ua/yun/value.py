@@ -157,7 +157,8 @@ def _kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
   left_closed[0, 0, 1] = True  # t_r belongs to the middle piece: [t_l, t_r] closed
   zeros = lambda *s: np.zeros(s, dt)  # noqa: E731
   if obj:
-    fix = lambda a: np.vectorize(lambda v: int(v), otypes=[object])(a)  # noqa: E731
+    fix = lambda a: np.vectorize(  # noqa: E731  ints stay ints, rationals stay exact
+        lambda v: int(v) if Fraction(v).denominator == 1 else Fraction(v), otypes=[object])(a)
     w1, w2, breaks, slopes, intercepts = map(fix, (w1, w2, breaks, slopes, intercepts))
   return {'W_1': w1, 'b_1': zeros(L, 1) if not obj else np.full((L, 1), 0, object),
           'W_2': w2, 'b_2': zeros(L, d) if not obj else np.full((L, d), 0, object),
