@@ -11,12 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.configs import fang_f1, fang_f2
 from transformer_ua import fang
 from transformer_ua.fang import regression
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from experiments.configs import fang_f1, fang_f2  # pylint: disable=g-import-not-at-top
 
 
 def test_data_as_section_5():

@@ -1,4 +1,5 @@
-"""Run with XLA_FLAGS=--xla_force_host_platform_device_count=8 (see test_parallel.py).
+"""Run from the repository root with XLA_FLAGS=--xla_force_host_platform_device_count=8
+and PYTHONPATH=. (it imports experiments.configs; see test_parallel.py).
 
     python tests/scripts/data_parallel_check.py fang|mixing WORKDIR
 
@@ -8,7 +9,7 @@ Prints one JSON line: the real training loops run on 8 devices (data parallel) a
 * ``fang``:   ``fang.regression.train_and_evaluate`` (f1, ATTENTION n = 10, 2 epochs,
   batch 2004: not a multiple of 8, and the epoch's last batch of 984 rows, so padding
   with weight-0 rows is exercised), per-epoch train MSE and the final params;
-* ``mixing``: ``experiments.mixing_train.pretrain`` of a tiny hybrid encoder (dropout
+* ``mixing``: ``transformer_ua.models.mixing_train.pretrain`` of a tiny hybrid encoder (dropout
   on) on the WordNet fixture, 4 steps of batch 8, the per-step losses from
   metrics.jsonl, and the final eval metrics.
 """
@@ -21,7 +22,6 @@ import jax
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 
 def fang(workdir):

@@ -50,6 +50,7 @@ float summation order (tests/test_parallel.py measures it on 8 forced CPU device
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -398,6 +399,36 @@ def run_name(config) -> str:
   s = resolved_sizes(config)
   width = s['num_tokens'] if config.model != 'nn_depth' else s['depth_width']
   return f"{config.target}_{config.model}_{width}_seed{config.seed}"
+
+
+def parse_entry(entry: str):
+  """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
+  model, _, tokens = entry.partition(':')
+  if model not in MODELS:
+    raise ValueError(f'sweep entry {entry!r}: model must be one of {MODELS}.')
+  if model == 'nn_depth':
+    if tokens:
+      raise ValueError(f'sweep entry {entry!r}: nn_depth takes no token count.')
+    return model, 0
+  if tokens == 'n_q':
+    return model, 0
+  if not tokens.isdigit() or int(tokens) < 1:
+    raise ValueError(f"sweep entry {entry!r}: expected '{model}:<positive int>' or "
+                     f"'{model}:n_q'.")
+  return model, int(tokens)
+
+
+def run_configs(config):
+  """[(entry name, per-run config)] of ``config.sweep`` x ``config.seeds``, seed-major."""
+  entries = [parse_entry(e) for e in config.sweep]
+  out = []
+  for seed in config.seeds:
+    for model, tokens in entries:
+      c = copy.deepcopy(config)
+      c.model, c.num_tokens, c.seed = model, tokens, int(seed)
+      validate_config(c)
+      out.append((f'{model}:{tokens or "n_q"}' if model != 'nn_depth' else model, c))
+  return out
 
 
 def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = None,
