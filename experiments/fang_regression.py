@@ -29,6 +29,7 @@ import numpy as np
 
 from transformer_ua import fang, provenance
 from transformer_ua.fang import regression
+from transformer_ua.train import fang_regression as fang_training
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
@@ -104,7 +105,7 @@ def main(argv):
       workdir = os.path.join(_WORKDIR.value, c.target, regression.run_name(c))
       if os.path.exists(os.path.join(workdir, 'result.json')):
         continue
-      result = regression.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
+      result = fang_training.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
       result.pop('final_params', None)
       result['entry'] = name
       result['provenance'] = provenance.record(command)
