@@ -14,7 +14,7 @@ T-bar^{2,1,1} (two hardmax heads of size 1, one Phi hidden unit), as the segment
 
 ``GBar.network()`` / ``GBar.float_params()`` give the literal paper-valued float64
 network (``layers.Network``); floating point breaks it as soon as the values outgrow
-float64 (see ``apply_float``). ``GBar.apply_exact`` evaluates the same construction
+float64 (see ``apply``). ``GBar.apply_exact`` evaluates the same construction
 exactly: g_q's float network quantizes the real input (exact up to the tolerance of
 ``verify.quantization`` at bin edges), the grid indices go through g_c in exact
 integer arithmetic and through the compact g_v, and the outputs come back as Fractions.
@@ -90,7 +90,7 @@ class GBar:
     return layers.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.contextual.n)
 
-  def apply_float(self, x):
+  def apply(self, x):
     """The literal network in float64 (breaks down once values outgrow float64)."""
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()},
@@ -105,7 +105,7 @@ class GBar:
     """
     k = self.quantization.to_indices(self.quantization.apply(x))
     z = self.contextual.forward(k)['z']
-    out, bump, _ = self.value.apply_compact(z)
+    out, bump, _ = self.value.select(z)
     return out, bump
 
   def apply_exact(self, x) -> np.ndarray:

@@ -38,8 +38,8 @@ are rationals ``numerators / denominator`` with ``denominator | S``.
 ``ValueMapping.apply_compact`` is a compact equivalent of the literal network
 (equal to it on every input, given the trap check): kill and clean-up exactly, then
 a binary search for the (unique) bump window containing u^T Z, whose target it
-returns -- and the *index* of that bump. Reused with any payload (e.g. float target
-values) the output is the payload of the selected bump *exactly*: no
+returns (``ValueMapping.select`` also returns the *index* of that bump). Reused with
+any payload (e.g. float target values) the output is the payload of the selected bump *exactly*: no
 rounding enters the selection, and the payload never passes through the integer
 arithmetic. Tests prove compact == literal on whole grids.
 """
@@ -219,7 +219,7 @@ class ValueMapping:
 
   # -- compact equivalent ------------------------------------------------------
 
-  def compact_fn(self):
+  def select_fn(self):
     """Pure ``f(z) -> (out, bump, killed)`` on g_c outputs z [.., n, d] (cm arithmetic).
 
     out: scaled g_v(z) [.., n, d]; bump: index c * n + j of the bump that fired, or
@@ -252,13 +252,24 @@ class ValueMapping:
 
     return f
 
+  def compact_fn(self):
+    """Pure ``f(z) -> out``: the compact g_v, z [.., n, d] -> scaled g_v(z) [.., n, d]
+    (cm arithmetic), for use inside jit; the out of ``select_fn``."""
+    select = self.select_fn()
+    return lambda z: select(z)[0]
+
   @functools.cached_property
-  def _jit_compact(self):
-    return jax.jit(self.compact_fn())
+  def _jit_select(self):
+    return jax.jit(self.select_fn())
+
+  def select(self, z):
+    """(out, bump, killed) of ``select_fn`` on z [B, n, d], jitted, exact."""
+    with jax.enable_x64(True):
+      return self._jit_select(z)
 
   def apply_compact(self, z):
-    with jax.enable_x64(True):
-      return self._jit_compact(z)
+    """The compact g_v on z [B, n, d] (cm arithmetic): scaled g_v(z) [B, n, d]."""
+    return self.select(z)[0]
 
   def payload(self, bump, values) -> np.ndarray:
     """Outputs from bump indices and any payload ``values`` [C, n, d] (e.g. floats).
@@ -366,11 +377,14 @@ class ValueMapping:
                     'left_closed': jnp.zeros((p, 1, 2), bool)}}
 
   def literal_fn(self):
-    """Pure ``f(params, z) -> out`` running the literal g_v (exact params, scaled)."""
+    """Pure ``f(z) -> out``: the literal g_v with its exact params, z [.., n, d] -> g_v(z)
+    [.., n, d], both scaled in the literal arithmetic (``to_literal``), for use inside
+    jit. Call under ``enable_x64``."""
     ar = self.literal_arithmetic
     segments = self.segments
+    _, params = self.params('exact')
 
-    def f(params, z):
+    def f(z):
       y = z
       for i, seg in enumerate(segments):
         if ar.kind == 'limbs':
