@@ -41,8 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.yun import (common, distances, pipeline, rational, targets as targets_lib,
-                                value)
+from transformer_ua.yun import (common, distances, pipeline, plan, rational,
+                                targets as targets_lib, value)
+from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -52,18 +53,13 @@ MAX_LAYERS = 2_000_000
 EQUIVARIANCE_RTOL = 1e-9
 #: Probe points for the equivariance check.
 EQUIVARIANCE_PROBES = 8
-#: g "reproduces" g_bar when max |g - g_bar| <= this * max(1, max |A|) on cube interiors
-#: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
-#: does not, errors are of the order of the ids, >> 1).
-REPRODUCE_RTOL = 1e-4
+
 #: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
 #: certified ball arithmetic).
 REALIZATION_DTYPES = ('float64', 'float32', 'exact')
 #: Cube-interior samples with which error_decomposition checks that a float g
 #: represents g_bar at all.
 REPRESENT_SAMPLES = 256
-#: Significand bits of the float dtypes (what a literal evaluation carries).
-FLOAT_BITS = {'float64': 53, 'float32': 24}
 
 
 def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
@@ -134,12 +130,10 @@ class Realized:
     Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
     (default: the plan's). See ``yun.plan.apply_certified``.
     """
-    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
     return plan.apply_certified(self, x, bits=bits)
 
   def certify_interiors(self, margin: float = 0.25, bits: int | None = None, **kw) -> dict:
     """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
-    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
     return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   def network(self) -> layers.Network:
@@ -270,7 +264,6 @@ class Approximator:
       segments, params = realize.as_blocks(segments, params)
       return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
                       dtype=dtype, positional=self.positional, n=self.n, source=self)
-    from transformer_ua.yun import plan  # pylint: disable=import-outside-toplevel
     plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()

@@ -68,6 +68,14 @@ class FloatRealizationWarning(UserWarning):
   """A float realization whose dtype cannot carry the precision the plan needs."""
 
 
+#: g "reproduces" g_bar when max |g - g_bar| <= this * max(1, max |A|) on cube interiors
+#: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
+#: does not, errors are of the order of the ids, >> 1).
+REPRODUCE_RTOL = 1e-4
+#: Significand bits of the float dtypes (what a literal evaluation carries).
+FLOAT_BITS = {'float64': 53, 'float32': 24}
+
+
 def _pow2_floor(x: Fraction) -> Fraction:
   e = math.floor(math.log2(x))
   while Fraction(2) ** (e + 1) <= x:
@@ -334,11 +342,10 @@ def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGI
 def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
   """Warns (``FloatRealizationWarning``, one line) when ``dtype`` carries fewer bits
   than a literal evaluation at (lam, epsilon) needs to reproduce g_bar within
-  ``tolerance`` (default: ``approximator.REPRODUCE_RTOL`` max(1, max|A|))."""
-  from transformer_ua.yun import approximator  # pylint: disable=import-outside-toplevel
+  ``tolerance`` (default: ``REPRODUCE_RTOL`` max(1, max|A|))."""
   if tolerance is None:
     amax = float(np.max(np.abs(net.values))) if net.values.size else 1.0
-    tolerance = approximator.REPRODUCE_RTOL * max(1.0, amax)
+    tolerance = REPRODUCE_RTOL * max(1.0, amax)
   try:
     p = plan_realization(net, tolerance)
   except ValueError as e:
@@ -346,7 +353,7 @@ def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
                                           'outputs are unchecked.'), stacklevel=3)
     return
   need = p.bits_for(epsilon=Fraction(epsilon), lam=Fraction(lam))
-  have = approximator.FLOAT_BITS[dtype]
+  have = FLOAT_BITS[dtype]
   if need > have:
     warnings.warn(FloatRealizationWarning(
         f'{dtype} carries {have} bits; the plan needs {need} to guarantee this realization '
