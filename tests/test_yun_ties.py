@@ -1,16 +1,14 @@
 """yun.contextual_ties (ties='complete'): exact, whole small grids, repeats included."""
 
 import itertools
-import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from transformer_ua import yun
 from transformer_ua.verify import contextual_ties as verify_ties
-from transformer_ua.verify.contextual_mapping import count_duplicates, ops_for
+from transformer_ua.verify.contextual_mapping import count_duplicates
 from transformer_ua.yun import approximator as apx
 from transformer_ua.yun import contextual_ties as ct
 
@@ -62,10 +60,10 @@ def test_paper_map_collides_on_repeats_and_the_check_sees_it():
   ms = np.asarray(_in_range_multisets(4, 1, 3))[..., None]
   q = np.asarray(cm.forward(ms)['ids'])
   owners = (np.arange(len(ms))[:, None] * 8 + ms[..., 0]).reshape(-1)
-  assert count_duplicates(ops_for(cm), q.reshape(-1), owners) > 0
+  assert count_duplicates(cm.ops, q.reshape(-1), owners) > 0
   cmc = ct.build(d=1, n=3, resolution=4)
   qc = np.asarray(cmc.forward(ms)['ids'])
-  assert count_duplicates(ops_for(cmc), qc.reshape(-1), owners) == 0
+  assert count_duplicates(cmc.ops, qc.reshape(-1), owners) == 0
 
 
 @pytest.mark.parametrize('d,n,N,grid,arithmetic', [
@@ -101,9 +99,9 @@ def test_layers_equal_reference_on_whole_grid(d, n, N):
 
 def test_counts_next_to_paper():
   cm = ct.build(d=2, n=3, resolution=3)
-  assert cm.num_layers == ct.layer_count(2, 3) == 3 ** 2 + 3
-  assert cm.num_layers == yun.build_contextual_mapping(d=2, n=3, resolution=3).num_layers + 2
-  assert cm.num_params == ct.parameter_count(2, 3, 3)
+  assert cm.depth() == ct.layer_count(2, 3) == 3 ** 2 + 3
+  assert cm.depth() == yun.build_contextual_mapping(d=2, n=3, resolution=3).depth() + 2
+  assert cm.num_params() == ct.parameter_count(2, 3, 3)
 
 
 def test_bad_arguments():
@@ -139,14 +137,13 @@ def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
   idx = np.sum(reps * N ** np.arange(d), axis=-1)               # [C, n]
   targets = table[idx] * (1 + np.sum(idx, axis=-1))[:, None, None] % 7
   vm = yun.build_value_mapping(cm, targets)
-  assert vm.num_layers == yun.value.layer_count(d, n, N, ties='complete') \
+  assert vm.depth() == yun.value.layer_count(d, n, N, ties='complete') \
       == ct.num_ids(d, n, N) + d + 1
   k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   z = cm.forward(k)['z']
-  out_c, bump, _ = vm.apply_compact(z)
-  _, params = vm.params('exact')
+  out_c = vm.apply_compact(z)
   with jax.enable_x64(True):
-    out_l = jax.jit(vm.literal_fn())(params, vm.to_literal(z))
+    out_l = jax.jit(vm.literal_fn())(vm.to_literal(z))
   assert np.array_equal(np.asarray(out_c), np.asarray(out_l))
   # Expected: rank of the sorted in-range multiset -> targets, permuted back.
   col = np.sum(k * N ** np.arange(d), axis=-1)
@@ -194,8 +191,9 @@ def test_approximator_ties_argument_errors():
 def test_error_decomposition_reports_exact_zero():
   net = yun.build_approximator(_max_target, d=1, n=3, resolution=3, ties='complete')
   out = yun.error_decomposition(net, samples=2000)
-  assert out['exact']['dp_f_bar_g_bar'] == 0.0
-  assert out['estimates']['f_bar|g_bar']['value'] == 0.0
+  assert out.exact.dp_f_bar_g_bar == 0.0
+  assert out.exact.bad_set_measure == 0.0
+  assert out.estimates[('f_bar', 'g_bar')].value == 0.0
 
 
 def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
@@ -203,3 +201,17 @@ def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
   dep = net.depth()
   assert dep['by_kind']['attention'] == 2 ** 1 + 2
   assert sum(dep['by_kind'].values()) == dep['built']['total']
+
+
+def test_exact_realization_and_plan_are_refused_in_one_line():
+  """yun.plan / yun.rational model the paper's g_c only: ties='complete' is refused
+  (not realized with the wrong contextual params); a float realization still builds,
+  with a warning that no plan checks it."""
+  net = yun.build_approximator(_max_target, d=1, n=2, resolution=2, ties='complete')
+  with pytest.raises(ValueError, match="ties='complete' has no exact Lemma 6 realization"):
+    net.realize(lam=2 ** 20, epsilon=2 ** -8, dtype='exact')
+  with pytest.raises(ValueError, match="use ties='paper'"):
+    yun.plan_realization(net)
+  with pytest.warns(yun.plan.FloatRealizationWarning, match='no plan for this realization'):
+    g = net.realize(lam=1e4, epsilon=1e-2)
+  assert g.apply(np.full((1, 2, 1), 0.25)).shape == (1, 2, 1)

@@ -2,7 +2,7 @@ r"""Exact whole-grid verification of the tie-complete contextual mapping.
 
 For ``yun.contextual_ties`` (``ties='complete'``): every point of the grid is run through
 the compiled layers in exact integer arithmetic (int64 or limbs, as planned), chunk by
-chunk, with the grid decoders of ``verify.grids``. Properties (violation counts, all 0):
+chunk, with the grid decoders of ``yun.grids``. Properties (violation counts, all 0):
 
     T1_one_to_one         over every multiset of G (Categories 1 and 2, repeats
                           included): distinct (multiset, column) pairs never share an id
@@ -19,6 +19,7 @@ chunk, with the grid decoders of ``verify.grids``. Properties (violation counts,
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
@@ -26,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.verify import grids
-from transformer_ua.verify.contextual_mapping import count_duplicates, ops_for
+from transformer_ua.verify.contextual_mapping import count_duplicates
+from transformer_ua.yun import grids
 
 PROPERTIES = ('T1_one_to_one', 'T1_ties_within_point', 'T2_inside_interval',
               'T3_outside_interval', 'distinct_id_count', 't_l_attained',
@@ -36,11 +37,11 @@ DEFAULT_CHUNK = 1 << 14
 
 
 def _chunk_fns(cm, chunk: int, kernel: str):
-  ops = ops_for(cm)
+  ops = cm.ops
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   forward = cm.forward_fn(kernel)
   n, s = cm.n, cm.scale
-  t_l, t_r = cm.constant(int(cm.t_l * s)), cm.constant(int(cm.t_r * s))
+  t_l, t_r = ops.constant(int(cm.t_l * s)), ops.constant(int(cm.t_r * s))
 
   def run(params, k, valid):
     out = forward(params, k)
@@ -104,7 +105,7 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()
-  ops = ops_for(cm)
+  ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
   total = grids.grid_size(d, n, N, 'multiset')
   viol = {p: 0 for p in PROPERTIES}
@@ -138,7 +139,7 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
     order = ops.sort_keys(values)
     distinct = 1 + int(np.sum(~ops.host_equal_adjacent(values[order]))) if len(values) else 0
     c = cm.coefficients
-    expected_ids = c.V * __import__('math').comb(c.V + n - 2, n - 1)
+    expected_ids = c.V * math.comb(c.V + n - 2, n - 1)
     viol['distinct_id_count'] = int(distinct != expected_ids)
     smallest = int(ops.to_python(values[order][:1])[0])
     viol['t_l_attained'] = int(smallest != int(cm.t_l * cm.scale))
@@ -172,6 +173,6 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
           'distinct_ids': distinct, 'expected_ids': expected_ids,
           'arithmetic': cm.arithmetic.describe(), 'kernel': kernel,
           'bits_required': cm.bits_required, 'max_abs_bits': max_abs.bit_length(),
-          'num_layers': cm.num_layers, 'num_params': cm.num_params,
+          'num_layers': cm.depth(), 'num_params': cm.num_params(),
           't_l': str(cm.t_l), 't_r': str(cm.t_r),
           'seconds': round(time.time() - t0, 3), 'provenance': prov}

@@ -103,7 +103,7 @@ is at most S/N times
     (1 + C3) U (1 + C1 + n C2) + n (1 + C3) U + 2 lam U + 2 N Omega R + 2
 
 (final ids; the mean head's tie numerator; the sweep's head outputs; the entries
-Z_i, i >= 2, and partial sums of u^T Z). ``numerics.plan`` picks the arithmetic from it.
+Z_i, i >= 2, and partial sums of u^T Z). ``exact.planner.plan`` picks the arithmetic from it.
 Orders: L* ~ V lam^n, so q ~ L*^4 n^2: about (4n + 4) d log2 N bits, against
 (3n + 1) d log2 N + log2(2N) for the paper's g_c.
 
@@ -122,9 +122,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua.exact import limbs, planner, reference
+from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual
+from transformer_ua.yun import common, contextual, grids
 
 #: Heads of the min layer and of the max+sum layer.
 MIN_HEADS, MAX_SUM_HEADS = 1, 2
@@ -198,14 +199,10 @@ def default_scale(resolution: int, n: int) -> int:
 
 
 def check_scale(scale, resolution: int, n: int) -> int:
-  base = default_scale(resolution, n)
-  if scale is None:
-    return base
-  if not common._is_int(scale) or scale <= 0 or scale % base:  # pylint: disable=protected-access
-    raise ValueError(f'scale={scale!r} is not allowed; with ties=complete it must be a '
-                     f'positive multiple of N lcm(2, n) = {base} (integer thresholds and '
-                     'exact tie averages of the counting head).')
-  return int(scale)
+  """S: default N lcm(2, n); otherwise a positive multiple of it."""
+  return common.check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
+                            'ties=complete: integer thresholds and exact tie averages of '
+                            'the counting head')
 
 
 def bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
@@ -296,20 +293,12 @@ def make_class_codec(d: int, n: int, resolution: int):
                      dtype=np.int64)
 
   def decode(rank):
-    table = jnp.asarray(binom)
-    r = rank
-    cols = []
-    for i in range(n, 0, -1):
-      b = jnp.searchsorted(table[i], r, side='right') - 1
-      r = r - table[i][b]
-      cols.append(b - (i - 1))
-    idx = jnp.stack(cols[::-1], axis=-1)
+    idx = grids.unrank_colex(binom, rank, n) - jnp.arange(n)
     return (idx[..., None] // jnp.asarray(pow_)) % resolution
 
   def rank(k_sorted):
-    table = jnp.asarray(binom)
-    b = jnp.sum(k_sorted * jnp.asarray(pow_), axis=-1) + jnp.arange(n)
-    return sum(table[i + 1][b[..., i]] for i in range(n))
+    return grids.rank_colex(binom, jnp.sum(k_sorted * jnp.asarray(pow_), axis=-1)
+                            + jnp.arange(n))
 
   return {'decode': decode, 'rank': rank}
 
@@ -387,7 +376,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
       sweep = contextual._sweep_params(  # pylint: disable=protected-access
           jnp.asarray(sweep_ids), jnp.asarray(u, jnp.int64), jnp.asarray(S // N, jnp.int64),
           jnp.asarray(S // (2 * N), jnp.int64), jnp.asarray(c.lam, jnp.int64))
-      sweep = numerics.as_object(sweep)
+      sweep = reference.as_object(sweep)
     offset = _offset_params(d, S // N, dt)
     offset['phi']['breaks'] = np.asarray([[[-S, S]]], object)
     scales = [c.C3], [c.C1, n * c.C2]
@@ -420,7 +409,7 @@ def _to_int64(tree):
 class TiesContextualMapping(contextual.ContextualMapping):
   """The tie-complete g_c; the ``ContextualMapping`` interface with four segments.
 
-  t_l, t_r: (T2) in real units; lemma10_lower/upper: the bounds 1/N and L*/N on the
+  t_l, t_r: (T2) in real units; id_lower/id_upper: the bounds 1/N and L*/N on the
   sweep ids over G; final_scale: C1; coefficients: the constants (ticks).
   """
 
@@ -428,43 +417,13 @@ class TiesContextualMapping(contextual.ContextualMapping):
   ties: str = 'complete'
 
   @property
-  def num_sweep_layers(self) -> int:
-    return self.segments[1].depth
-
-  def forward_fn(self, kernel: str = 'core'):
-    """Pure ``f(exact_params, k) -> dict`` as ``ContextualMapping.forward_fn``; the
-    sweep may use the 'fast' shared-projection kernel, the other layers run the core's
-    (int64) or the generic limb layers."""
-    if kernel not in contextual.KERNELS:
-      raise ValueError(f'kernel={kernel!r}; allowed: {contextual.KERNELS}.')
-    segs = self.segments
-    shared = [kernel == 'fast' and i == 1 for i in range(len(segs))]
-
-    def run(seg, p, x, shared_qkv):
-      if self.limbs:
-        return numerics.limb_apply_segment(seg, p, x, self.arithmetic.spec,
-                                           shared_qkv=shared_qkv)
-      if shared_qkv:
-        return numerics.int64_apply_segment(seg, p, x)
-      return layers.apply_segment(seg, p, x)
-
-    def f(p, k):
-      y = self.encode(k)
-      inexact = jnp.zeros((), jnp.int32)
-      swept = None
-      for i, seg in enumerate(segs):
-        y, _, ie = run(seg, p[f'segment_{i}'], y, shared[i])
-        inexact = inexact + jnp.sum(ie)
-        if i == 1:
-          swept = self._ids(y)
-      return {'sweep_ids': swept, 'ids': self._ids(y), 'z': y, 'inexact': inexact}
-
-    return f
+  def sweep_index(self) -> int:
+    return 1  # after the offset layer
 
   def describe(self) -> str:
     return (f'g_c (ties=complete): d={self.d}, n={self.n}, N={self.resolution}: '
-            f'{self.num_layers} layers (1 offset FF, {self.num_sweep_layers} selective '
-            f'shifts, global min, global max+count), {self.num_params} weights; '
+            f'{self.depth()} layers (1 offset FF, {self.num_sweep_layers} selective '
+            f'shifts, global min, global max+count), {self.num_params()} weights; '
             f't_l={self.t_l}, t_r={self.t_r}; arithmetic {self.arithmetic.describe()}')
 
 
@@ -481,18 +440,19 @@ def build(*, d: int, n: int, resolution: int, scale: int | None = None,
   S = check_scale(scale, N, n)
   c = coefficients(d, n, N)
   b = bound(d, n, N, S)
-  arith = numerics.plan(b, arithmetic)
+  arith = planner.plan(b, arithmetic)
   exact = params(d=d, n=n, resolution=N, scale=S, dtype='object')
   with jax.enable_x64(True):
     if arith.kind == 'int64':
       exact = _to_int64(exact)
     else:
-      exact = numerics.params_to_digits(exact, arith.limb_bits)
+      exact = limbs.params_to_digits(exact, arith.limb_bits)
     flt = jax.tree_util.tree_map(jnp.asarray, params(d=d, n=n, resolution=N, dtype='float64'))
   t_l, t_r = interval(d, n, N)
   return TiesContextualMapping(
       d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
-      lemma10_lower=Fraction(1, N), lemma10_upper=Fraction(c.L, N),
+      id_lower=Fraction(1, N), id_upper=Fraction(c.L, N),
       sweep_ids=np.arange(1, c.V + 1, dtype=np.int64), final_scale=c.C1,
-      segments=segments(d, N), params=flt, exact_params=exact, arithmetic=arith, bound=b,
+      segments=segments(d, N), params=flt, exact_params=exact, arithmetic=arith,
+      ops=ExactOps(arith.spec if arith.kind == 'limbs' else None), bound=b,
       positional=False, coefficients=c)
