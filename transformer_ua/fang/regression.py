@@ -292,19 +292,25 @@ def make_train_step(model: str, tx, grad_chunk: int = 1000, mesh=None):
   ``shard_training_batch``) and the state replicated; otherwise ``{'x', 'y'}``.
   """
   if mesh is not None and mesh.devices.size > 1:
-    dp = sharded_loss_and_grad(model, grad_chunk, mesh)
-    loss_and_grad = lambda params, batch: dp(params, batch['x'], batch['y'], batch['w'])
+    loss_and_grad = sharded_loss_and_grad(model, grad_chunk, mesh)    # (params, x, y, w)
   else:
-    single = batch_loss_and_grad(model, grad_chunk)
-    loss_and_grad = lambda params, batch: single(params, batch['x'], batch['y'])
+    loss_and_grad = batch_loss_and_grad(model, grad_chunk)             # (params, x, y)
+  return jax.jit(train_step_fn(tx, loss_and_grad), donate_argnums=0)
+
+
+def train_step_fn(tx, loss_and_grad):
+  """(state, batch) -> (state, loss): one SGD step, not jitted. ``loss_and_grad(params,
+  x, y[, w])`` -> (mean loss, gradient); ``batch`` = {'x', 'y'[, 'w']}. Shared by the
+  per-step path and the whole-epoch path (``fang.epoch``)."""
 
   def train_step(state, batch):
-    loss, grads = loss_and_grad(state['params'], batch)
+    extra = (batch['w'],) if 'w' in batch else ()
+    loss, grads = loss_and_grad(state['params'], batch['x'], batch['y'], *extra)
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
     return {'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, loss
 
-  return jax.jit(train_step, donate_argnums=0)
+  return train_step
 
 
 def shard_training_batch(x: np.ndarray, y: np.ndarray, mesh) -> dict:
@@ -400,6 +406,8 @@ def validate_config(config) -> None:
       not 0 <= num_devices <= jax.device_count():
     raise ValueError(f'config.num_devices must be an integer in [0, {jax.device_count()}] '
                      f'(0 = all devices), got {num_devices!r}.')
+  from transformer_ua.fang import epoch as fang_epoch  # pylint: disable=g-import-not-at-top
+  fang_epoch.validate(config)
   if config.dtype not in ('float32', 'float64'):
     raise ValueError(f"config.dtype={config.dtype!r}; allowed: ('float32', 'float64').")
 
@@ -457,15 +465,23 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   predict_fn = make_predict(config.model)
   x_tr = data['x_train'].astype(np.dtype(dtype))
   y_tr = data['y_train'].astype(np.dtype(dtype))
+  train_epoch = None   # config.train_epoch == 'scan': one jit per epoch (fang.epoch)
+  if config.get('train_epoch', 'per_step') == 'scan' and mesh is None:
+    from transformer_ua.fang import epoch as fang_epoch  # pylint: disable=g-import-not-at-top
+    train_epoch = fang_epoch.make_train_epoch(config, tx, x_tr, y_tr)
   end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs,
                                                                   stop_after_epochs)
   bar = tqdm(range(start_epoch, end_epoch), initial=start_epoch, total=config.epochs,
              desc=run_name(config), disable=not progress, mininterval=2.0)
   t0 = time.perf_counter()
   for epoch in bar:
-    order = np.random.default_rng([config.seed, epoch]).permutation(n_tr)
-    total, count = 0.0, 0
-    for s in range(steps_per_epoch):
+    epoch_rng = np.random.default_rng([config.seed, epoch])
+    if train_epoch is not None:            # one jit for the whole epoch (fang.epoch)
+      state, m = train_epoch(state, epoch_rng)
+      total, count, steps = m['train_mse'], 1, 0
+    else:                                  # one jit per step
+      order, total, count, steps = epoch_rng.permutation(n_tr), 0.0, 0, steps_per_epoch
+    for s in range(steps):
       idx = order[s * config.batch_size:(s + 1) * config.batch_size]
       if mesh is None:
         batch = {'x': jnp.asarray(x_tr[idx]), 'y': jnp.asarray(y_tr[idx])}
@@ -496,7 +512,9 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   result = {'name': run_name(config), 'target': config.target, 'model': config.model,
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
             'num_params': count_params(state['params']), 'epochs_done': len(history),
-            'complete': complete, 'run_time_s': elapsed}
+            'complete': complete, 'run_time_s': elapsed,
+            'train_epoch': config.get('train_epoch', 'per_step') if mesh is None else 'per_step',
+            'attention_grad': config.get('attention_grad', 'tokens')}
   if complete:
     p = state['params']
     pred_tr = predict(predict_fn, p, data['x_train'], dtype)
