@@ -50,10 +50,6 @@ def get_config():
   # Epoch program (speed only; transformer_ua/fang/epoch.py): 'per_step' = one jit per
   # SGD step, 'scan' = one jit per epoch (lax.scan over the minibatches).
   c.train_epoch = 'per_step'
-  # ATTENTION's batch gradient in the 'scan' epoch: 'tokens' = autodiff of the compact
-  # model, 'monomials' = the same function summed in the monomial basis (O(C(d+q, q))
-  # per example instead of O(n q)).
-  c.attention_grad = 'tokens'
   # Bookkeeping.
   c.eval_every = 1           # test MSE every epoch (Figure 3 curves)
   c.checkpoint_every = 100   # epochs between orbax checkpoints

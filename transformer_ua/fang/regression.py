@@ -513,8 +513,7 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
             'num_params': count_params(state['params']), 'epochs_done': len(history),
             'complete': complete, 'run_time_s': elapsed,
-            'train_epoch': config.get('train_epoch', 'per_step') if mesh is None else 'per_step',
-            'attention_grad': config.get('attention_grad', 'tokens')}
+            'train_epoch': config.get('train_epoch', 'per_step') if mesh is None else 'per_step'}
   if complete:
     p = state['params']
     pred_tr = predict(predict_fn, p, data['x_train'], dtype)
