@@ -44,6 +44,7 @@ def get_config():
   c.final_div_factor = 1e4   # PyTorch OneCycleLR default (not stated in the paper)
   c.momentum_max = 0.95      # PyTorch OneCycleLR cycles SGD momentum 0.95->0.85->0.95
   c.momentum_min = 0.85
+  c.optimizer = 'sgd'        # Section 5 ('adam': the labelled deviation, fang_f2_adam.py)
   c.clip_norm = 1.0          # "gradient clipping" (max global norm not stated)
   c.dtype = 'float32'
   c.grad_chunk = 1000        # examples per scan chunk of the batch gradient (speed only)

@@ -69,6 +69,7 @@ from transformer_ua.train.metrics import MetricsWriter
 
 TARGETS = ('f1', 'f2')
 MODELS = ('attention', 'nn_width', 'nn_depth')
+OPTIMIZERS = ('sgd', 'adam')   # 'sgd' is Section 5's; 'adam' is a labelled deviation
 
 # Section 5's data.
 F1 = {(2, 0): 1.0, (0, 2): 1.0}
@@ -207,8 +208,11 @@ def make_optimizer(config, steps_per_epoch: int):
                       lr_peak=config.lr_peak, pct_start=config.pct_start,
                       final_div_factor=config.final_div_factor,
                       momentum_max=config.momentum_max, momentum_min=config.momentum_min)
-  tx = optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                   optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom))
+  if config.get('optimizer', 'sgd') == 'adam':   # a deviation from the paper (fang_f2_adam)
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=lr)
+  else:
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom)
+  tx = optax.chain(optax.clip_by_global_norm(config.clip_norm), opt)
   return tx, lr
 
 
@@ -408,6 +412,8 @@ def validate_config(config) -> None:
                      f'(0 = all devices), got {num_devices!r}.')
   from transformer_ua.fang import epoch as fang_epoch  # pylint: disable=g-import-not-at-top
   fang_epoch.validate(config)
+  if config.get('optimizer', 'sgd') not in OPTIMIZERS:
+    raise ValueError(f"config.optimizer={config.get('optimizer')!r}; allowed: {OPTIMIZERS}.")
   if config.dtype not in ('float32', 'float64'):
     raise ValueError(f"config.dtype={config.dtype!r}; allowed: ('float32', 'float64').")
 
