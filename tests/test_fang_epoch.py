@@ -99,3 +99,16 @@ def test_per_step_checkpoint_resumes_on_the_scan_path(tmp_path):
 def test_bad_epoch_flags_one_line():
   with pytest.raises(ValueError, match=r"train_epoch='fast'; allowed: \('per_step', 'scan'\)"):
     regression.validate_config(tiny_config(train_epoch='fast'))
+
+
+def test_adam_deviation_config_trains_and_rejects_unknown_optimizers(tmp_path):
+  from experiments.configs import fang_f2_adam  # pylint: disable=g-import-not-at-top
+  c = fang_f2_adam.get_config()
+  assert c.optimizer == 'adam' and c.target == 'f2' and c.epochs == 2000
+  r = regression.train_and_evaluate(tiny_config(optimizer='adam', train_epoch='scan'),
+                                    str(tmp_path / 'adam'), progress=False)
+  sgd = regression.train_and_evaluate(tiny_config(train_epoch='scan'), str(tmp_path / 'sgd'),
+                                      progress=False)
+  assert r['complete'] and r['history'][-1]['train_mse'] != sgd['history'][-1]['train_mse']
+  with pytest.raises(ValueError, match=r"optimizer='rmsprop'; allowed: \('sgd', 'adam'\)"):
+    regression.validate_config(tiny_config(optimizer='rmsprop'))
