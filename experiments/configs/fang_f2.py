@@ -17,8 +17,8 @@ budget -- results/fang_regression.md, section f2, lists what is missing):
     nn_width (4368)     52417   919.0   1048    1047                   0.61
 
 ATTENTION is ~48x / ~160x better than NN_depth / NN_width but stays above the noise
-level (1) after 2000 epochs. The float64 least-squares optimum of the same model on the
-same data is MSE_Tr ~0.93 / MSE_Te ~1.07 (experiments/fang_optimum.py). Epoch cost:
+level (1) after 2000 epochs. What the same parameters can reach on the same data (float64
+least squares): experiments/fang_optimum.py -> results/fang_optimum_f2.json. Epoch cost:
 benchmarks/fang_epoch_cost.py; the config needs no change on an accelerator.
 """
 
