@@ -9,8 +9,8 @@ For each sweep entry of the config (ATTENTION n = 4368 / n_q, NN_width, NN_depth
 builds, from the same initial state (same optimizer, batch size, ``grad_chunk``, dtype
 as the runs):
 
-* ``per_step`` -- the reference, the loop body of ``regression.train_and_evaluate``
-  today: host permutation of the epoch, host gather of each batch, transfer, one jitted
+* ``per_step`` -- the reference, the per-step epoch of ``train.fang_regression``
+  (``config.train_epoch = 'per_step'``): host permutation of the epoch, host gather of each batch, transfer, one jitted
   step per batch, ``float(loss)`` per step; the config's ``grad_chunk``;
 * ``per_step_chunk`` -- the same loop with ``--grad_chunk`` rows per gradient chunk
   (only the float summation order changes);
@@ -24,27 +24,26 @@ order, same initial state). On a shared machine the times include contention fro
 other jobs (the 1-min load is recorded at start and end).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import copy  # pylint: disable=g-import-not-at-top
+import copy
 import json
+import os
 import statistics
 import time
 
 from absl import app, flags
 import jax
 import jax.numpy as jnp
+from ml_collections import config_flags
 import numpy as np
 
-from experiments import fang_regression as binary  # defines --config (default: f2)
-from experiments.configs import fang_f2
 from transformer_ua import provenance
 from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang import regression
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', os.path.join(ROOT, 'experiments', 'configs', 'fang_f2.py'),
+    'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
 _OUT = flags.DEFINE_string('out', None, 'JSON result (e.g. results/fang_epoch_cost.json).')
 _CHUNK = flags.DEFINE_integer('grad_chunk', 250, 'Rows per gradient chunk of the '
@@ -56,7 +55,8 @@ PATHS = ('per_step', 'per_step_chunk', 'scan')
 
 
 def _loop_epoch(c, step, x, y, n_tr, steps):
-  """Today's per-step epoch (regression._train's loop body, one device)."""
+  """The per-step epoch (``train.fang_regression._Task.train_epoch``, one device),
+  keeping every step's loss."""
   def run(state, epoch):
     order = np.random.default_rng([c.seed, epoch]).permutation(n_tr)
     losses = []
@@ -120,11 +120,11 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _ROUNDS.value < 1 or _CHUNK.value < 1:
     raise app.UsageError('--rounds and --grad_chunk must be >= 1.')
-  config = binary._CONFIG.value or fang_f2.get_config()  # pylint: disable=protected-access
+  config = _CONFIG.value
   prov = provenance.record()
   data = regression.make_data(config.target, config.data_seed)
   rows, seen = [], set()
-  for entry, c in binary.run_configs(config):
+  for entry, c in regression.run_configs(config):
     if entry in seen or (_ONLY.value and entry not in _ONLY.value):
       continue
     seen.add(entry)

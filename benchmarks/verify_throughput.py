@@ -11,7 +11,7 @@ For each configuration, in the same process:
   the NumPy baseline) and ``fast`` (the shared-projection identity, the verifier's
   default);
 * ``numpy`` -- a straightforward vectorized NumPy evaluation of the *same layers*
-  (``numerics.numpy_apply_segment``: int64 where the planner allows it, Python-int
+  (``reference.numpy_apply_segment``: int64 where the planner allows it, Python-int
   ``object`` arrays otherwise) on decoded points, forward pass only (so the baseline
   does strictly less work).
 
@@ -30,9 +30,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import numerics, provenance, yun
+from transformer_ua import provenance, yun
+from transformer_ua.exact import reference
 from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.verify import grids
+from transformer_ua.yun import grids
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4',
@@ -55,12 +56,12 @@ def _numpy_params(cm):
 
 
 def _numpy_forward(cm, params, k):
-  """The same layers in NumPy (``numerics.numpy_apply_segment``), then u^T."""
+  """The same layers in NumPy (``reference.numpy_apply_segment``), then u^T."""
   dtype = np.int64 if cm.arithmetic.kind == 'int64' else object
   S, N = cm.scale, cm.resolution
   x = np.where(k < 0, -S * cm.out_of_range, k * (S // N)).astype(dtype)
-  y, _, _ = numerics.numpy_apply_segment(cm.segments[0], params['segment_0'], x)
-  y, _, _ = numerics.numpy_apply_segment(cm.segments[1], params['segment_1'], y)
+  y, _, _ = reference.numpy_apply_segment(cm.segments[0], params['segment_0'], x)
+  y, _, _ = reference.numpy_apply_segment(cm.segments[1], params['segment_1'], y)
   return y @ np.asarray(cm.u, dtype=dtype)
 
 
@@ -103,7 +104,7 @@ def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
       np_s += time.time() - t0
       np_points += batch
       batch = min(batch * 2, 1 << 16)
-    q_jax = cm.to_python(cm.forward(k)['ids'])
+    q_jax = cm.ops.to_python(cm.forward(k)['ids'])
     agree = bool(np.all(q_np.astype(object) == q_jax))
   np_rate = np_points / np_s
   return {'N': N, 'd': d, 'n': n, 'grid_points': total, 'arithmetic': cm.arithmetic.describe(),

@@ -12,27 +12,25 @@ computes in float64 (``transformer_ua.fang.optimum``):
   fixed at the seed's initial F (``regression.init_params``), and at the trained F when
   ``--runs_dir`` holds that run's ``params.npz``; with the spectrum of G = Phi M(F).
 
-The report writer (``regression_report``) reads ``--out`` from the results directory
+The report writer (``transformer_ua.reports.fang_regression``) reads ``--out`` from the results directory
 and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and beside
 the trained rows of Table 1.
 """
 
+import json
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import json  # pylint: disable=g-import-not-at-top
 import time
 
 from absl import app, flags
 import jax
+from ml_collections import config_flags
 import numpy as np
 
-from experiments import fang_regression as binary
 from transformer_ua import provenance
 from transformer_ua.fang import optimum, regression
 
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
 _OUT = flags.DEFINE_string('out', None, 'JSON result (required; e.g. '
                            'results/fang_optimum_f2.json).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
@@ -42,12 +40,12 @@ _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  config = binary._CONFIG.value  # pylint: disable=protected-access  (--config)
+  config = _CONFIG.value
   if config is None or not _OUT.value:
     raise app.UsageError('--config and --out are required.')
   try:
     regression.validate_config(config)
-    runs = [(e, c) for e, c in binary.run_configs(config) if c.model == 'attention']
+    runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
   except ValueError as e:
     raise app.UsageError(str(e))
   prov = provenance.record('python ' + ' '.join(sys.argv))

@@ -1,20 +1,15 @@
-"""The whole-epoch training path (fang.epoch) against the per-step path of
-fang.regression: same batches, same losses up to float summation order, resume of a
+"""The whole-epoch training path (fang.epoch) against the per-step path of the Fang
+task on the training loop (train.fang_regression): same batches, same losses up to float summation order, resume of a
 per-step checkpoint on the whole-epoch path."""
-
-import os
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.configs import fang_f1
 from transformer_ua.fang import epoch, regression
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from experiments.configs import fang_f1  # pylint: disable=g-import-not-at-top
+from transformer_ua.train import fang_regression as fang_training
 
 
 def tiny_config(**kw):
@@ -35,9 +30,9 @@ def test_scan_epoch_matches_per_step_losses(tmp_path, model):
   """A few epochs of f1 (float32) on both paths: same batches, same losses to ~1e-6
   (the scan path also sums its gradient in chunks of 250 rows instead of 500)."""
   kw = dict(model=model, num_tokens=4 if model == 'attention' else 10, epochs=4)
-  per_step = regression.train_and_evaluate(tiny_config(**kw), str(tmp_path / 'a'),
-                                           progress=False)
-  scan = regression.train_and_evaluate(
+  per_step = fang_training.train_and_evaluate(tiny_config(**kw), str(tmp_path / 'a'),
+                                              progress=False)
+  scan = fang_training.train_and_evaluate(
       tiny_config(train_epoch='scan', grad_chunk=250, **kw), str(tmp_path / 'b'),
       progress=False)
   assert scan['train_epoch'] == 'scan' and per_step['train_epoch'] == 'per_step'
@@ -81,11 +76,11 @@ def test_tokens_scan_epoch_uses_the_same_batches_as_the_loop():
 
 def test_per_step_checkpoint_resumes_on_the_scan_path(tmp_path):
   c = tiny_config()
-  full = regression.train_and_evaluate(c, str(tmp_path / 'full'), progress=False)
-  part = regression.train_and_evaluate(c, str(tmp_path / 'mixed'), stop_after_epochs=3,
-                                       progress=False)
+  full = fang_training.train_and_evaluate(c, str(tmp_path / 'full'), progress=False)
+  part = fang_training.train_and_evaluate(c, str(tmp_path / 'mixed'), stop_after_epochs=3,
+                                          progress=False)
   assert not part['complete'] and part['epochs_done'] == 3
-  resumed = regression.train_and_evaluate(
+  resumed = fang_training.train_and_evaluate(
       tiny_config(train_epoch='scan', grad_chunk=250), str(tmp_path / 'mixed'),
       progress=False)
   assert resumed['complete'] and resumed['epochs_done'] == 6
@@ -105,10 +100,10 @@ def test_adam_deviation_config_trains_and_rejects_unknown_optimizers(tmp_path):
   from experiments.configs import fang_f2_adam  # pylint: disable=g-import-not-at-top
   c = fang_f2_adam.get_config()
   assert c.optimizer == 'adam' and c.target == 'f2' and c.epochs == 2000
-  r = regression.train_and_evaluate(tiny_config(optimizer='adam', train_epoch='scan'),
-                                    str(tmp_path / 'adam'), progress=False)
-  sgd = regression.train_and_evaluate(tiny_config(train_epoch='scan'), str(tmp_path / 'sgd'),
-                                      progress=False)
+  r = fang_training.train_and_evaluate(tiny_config(optimizer='adam', train_epoch='scan'),
+                                       str(tmp_path / 'adam'), progress=False)
+  sgd = fang_training.train_and_evaluate(tiny_config(train_epoch='scan'),
+                                         str(tmp_path / 'sgd'), progress=False)
   assert r['complete'] and r['history'][-1]['train_mse'] != sgd['history'][-1]['train_mse']
   with pytest.raises(ValueError, match=r"optimizer='rmsprop'; allowed: \('sgd', 'adam'\)"):
     regression.validate_config(tiny_config(optimizer='rmsprop'))

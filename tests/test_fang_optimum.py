@@ -1,19 +1,13 @@
 """The ATTENTION model's least-squares optima (fang.optimum) against independent
 computations: numpy.linalg.lstsq on the model's own features, and trained models."""
 
-import copy
-import os
-import sys
-
 import jax
 import numpy as np
 import pytest
 
+from experiments.configs import fang_f1
 from transformer_ua.fang import optimum, regression
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from experiments.configs import fang_f1  # pylint: disable=g-import-not-at-top
+from transformer_ua.train import fang_regression as fang_training
 
 
 def _tiny(seed=0, n=200, d=2, q=2):
@@ -109,7 +103,7 @@ def test_trained_model_never_below_the_optimum():
   c.model, c.num_tokens, c.epochs, c.tensorboard = 'attention', 3, 30, False
   import tempfile
   with tempfile.TemporaryDirectory() as d:
-    res = regression.train_and_evaluate(c, d, progress=False)
+    res = fang_training.train_and_evaluate(c, d, progress=False)
   data = regression.make_data('f1', c.data_seed)
   ls = optimum.LeastSquares(data['x_train'], data['y_train'], 2)
   poly = ls.polynomial_optimum()

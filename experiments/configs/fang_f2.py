@@ -22,11 +22,11 @@ least squares): experiments/fang_optimum.py -> results/fang_optimum_f2.json. Epo
 benchmarks/fang_epoch_cost.py; the config needs no change on an accelerator.
 """
 
-from experiments.configs import fang_f1
+from transformer_ua.fang import regression_config
 
 
 def get_config():
-  c = fang_f1.get_config()
+  c = regression_config.base_config()
   c.target = 'f2'
   c.sweep = ('attention:4368', 'attention:n_q', 'nn_width:4368', 'nn_depth')
   c.num_tokens = 4368

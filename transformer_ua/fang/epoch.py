@@ -4,9 +4,10 @@
     state, metrics = train_epoch(state, epoch_rng)
 
 ``epoch_rng`` is the epoch's host generator, ``np.random.default_rng([seed, epoch])``
--- the one the per-step loop of ``regression`` draws its order from -- so both paths
-visit the same minibatches in the same order and a run can switch path at any
-checkpoint. The host work of an epoch is that one permutation (N ints, one transfer);
+-- the one the per-step epoch of the training task draws its order from
+(``train.fang_regression``, which takes this path when config.train_epoch == 'scan')
+-- so both paths visit the same minibatches in the same order and a run can switch
+path at any checkpoint. The host work of an epoch is that one permutation (N ints, one transfer);
 then ONE jitted call, with x_train / y_train resident on the device:
 
     order = epoch_rng.permutation(N)                                  (host, once)
@@ -32,22 +33,12 @@ import numpy as np
 
 from transformer_ua.fang import regression
 
-EPOCH_MODES = ('per_step', 'scan')
-
-
-def validate(config) -> None:
-  """One-line ValueErrors for the epoch flags."""
-  mode = config.get('train_epoch', 'per_step')
-  if mode not in EPOCH_MODES:
-    raise ValueError(f'config.train_epoch={mode!r}; allowed: {EPOCH_MODES}.')
-
 
 def make_train_epoch(config, tx, x_train: np.ndarray, y_train: np.ndarray):
   """``train_epoch(state, epoch_rng) -> (state, metrics)`` (module doc); state donated.
 
   x_train [N, d], y_train [N]: numpy arrays in the run's dtype, put on the device once.
   """
-  validate(config)
   step = regression.train_step_fn(
       tx, regression.batch_loss_and_grad(config.model, config.grad_chunk))
   x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
