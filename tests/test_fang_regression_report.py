@@ -82,3 +82,31 @@ def test_resumed_metrics_keep_the_rewritten_rows(tmp_path):
   (u,) = regression_report._load_unfinished(str(tmp_path / 'runs'), 'f2', set())
   assert u['epochs_reached'] == 2 and u['last_train_mse'] == 7.0
   assert u['checkpoint_epoch'] is None and u['seconds_per_epoch'] is None
+
+
+def test_optimum_rows_beside_the_trained_rows(tmp_path):
+  """With results_dir/fang_optimum_f2.json present, the f2 JSON carries it under
+  'optimum' and Table 1 gains its rows (numbers taken from that file)."""
+  work, res = str(tmp_path / 'runs'), str(tmp_path / 'res')
+  _finished(work, 'f2_attention_2002_seed0', 'attention', 0, 6.5, num_tokens=2002,
+            depth_width=120)
+  fixed = lambda seed, tr: {'num_tokens': 2002, 'F': 'init', 'seed': seed, 'rank': 3003,
+                            'max_rank': 3003, 'cond_G_on_rank': 1e6, 'num_params': 10011,
+                            'mse_train': tr, 'mse_test': 1.25, 'mse_test_vs_f': 0.25}
+  opt = {'target': 'f2', 'data_seed': 0, 'provenance': PROV,
+         'polynomial': {'rank': 3003, 'num_features': 3003, 'cond_equilibrated': 123.0,
+                        'mse_train': 0.9375, 'mse_test': 1.0625, 'mse_test_vs_f': 0.0625},
+         'fixed_F': {'a': fixed(0, 0.9375), 'b': fixed(1, 0.9375)}}
+  os.makedirs(res)
+  with open(os.path.join(res, 'fang_optimum_f2.json'), 'w') as f:
+    json.dump(opt, f)
+  md = open(regression_report.write_report(work, res)).read()
+  lines = md[md.index('## f2'):].splitlines()
+  glob_row = next(l for l in lines if l.startswith('| OPTIMUM over (F, beta, b)'))
+  assert '| 0.9375 | 1.062 | 0.0625 |' in glob_row and 'rank 3003 of 3003' in glob_row
+  fixed_row = next(l for l in lines if l.startswith('| OPTIMUM over (beta, b)'))
+  assert 'attention (n = 2002)' in fixed_row and '| 2 (seeds 0, 1) |' in fixed_row
+  assert lines.index(fixed_row) > lines.index(next(l for l in lines if l.startswith(
+      '| attention (n = 2002)')))
+  data = json.load(open(os.path.join(res, 'fang_regression_f2.json')))
+  assert data['optimum'] == opt

@@ -65,6 +65,9 @@ from transformer_ua.fang import ridge
 
 TARGETS = ('f1', 'f2')
 MODELS = ('attention', 'nn_width', 'nn_depth')
+OPTIMIZERS = ('sgd', 'adam')   # 'sgd' is Section 5's; 'adam' is a labelled deviation
+# How an epoch runs (speed only): one jit per step, or one jit per epoch (fang.epoch).
+TRAIN_EPOCHS = ('per_step', 'scan')
 
 # Section 5's data.
 F1 = {(2, 0): 1.0, (0, 2): 1.0}
@@ -203,8 +206,11 @@ def make_optimizer(config, steps_per_epoch: int):
                       lr_peak=config.lr_peak, pct_start=config.pct_start,
                       final_div_factor=config.final_div_factor,
                       momentum_max=config.momentum_max, momentum_min=config.momentum_min)
-  tx = optax.chain(optax.clip_by_global_norm(config.clip_norm),
-                   optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom))
+  if config.get('optimizer', 'sgd') == 'adam':   # a deviation from the paper (fang_f2_adam)
+    opt = optax.inject_hyperparams(optax.adam)(learning_rate=lr)
+  else:
+    opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom)
+  tx = optax.chain(optax.clip_by_global_norm(config.clip_norm), opt)
   return tx, lr
 
 
@@ -288,19 +294,25 @@ def make_train_step(model: str, tx, grad_chunk: int = 1000, mesh=None):
   ``shard_training_batch``) and the state replicated; otherwise ``{'x', 'y'}``.
   """
   if mesh is not None and mesh.devices.size > 1:
-    dp = sharded_loss_and_grad(model, grad_chunk, mesh)
-    loss_and_grad = lambda params, batch: dp(params, batch['x'], batch['y'], batch['w'])
+    loss_and_grad = sharded_loss_and_grad(model, grad_chunk, mesh)    # (params, x, y, w)
   else:
-    single = batch_loss_and_grad(model, grad_chunk)
-    loss_and_grad = lambda params, batch: single(params, batch['x'], batch['y'])
+    loss_and_grad = batch_loss_and_grad(model, grad_chunk)             # (params, x, y)
+  return jax.jit(train_step_fn(tx, loss_and_grad), donate_argnums=0)
+
+
+def train_step_fn(tx, loss_and_grad):
+  """(state, batch) -> (state, loss): one SGD step, not jitted. ``loss_and_grad(params,
+  x, y[, w])`` -> (mean loss, gradient); ``batch`` = {'x', 'y'[, 'w']}. Shared by the
+  per-step path and the whole-epoch path (``fang.epoch``)."""
 
   def train_step(state, batch):
-    loss, grads = loss_and_grad(state['params'], batch)
+    extra = (batch['w'],) if 'w' in batch else ()
+    loss, grads = loss_and_grad(state['params'], batch['x'], batch['y'], *extra)
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
     return {'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, loss
 
-  return jax.jit(train_step, donate_argnums=0)
+  return train_step
 
 
 def shard_training_batch(x: np.ndarray, y: np.ndarray, mesh) -> dict:
@@ -388,6 +400,11 @@ def validate_config(config) -> None:
       not 0 <= num_devices <= jax.device_count():
     raise ValueError(f'config.num_devices must be an integer in [0, {jax.device_count()}] '
                      f'(0 = all devices), got {num_devices!r}.')
+  train_epoch = config.get('train_epoch', 'per_step')
+  if train_epoch not in TRAIN_EPOCHS:
+    raise ValueError(f'config.train_epoch={train_epoch!r}; allowed: {TRAIN_EPOCHS}.')
+  if config.get('optimizer', 'sgd') not in OPTIMIZERS:
+    raise ValueError(f"config.optimizer={config.get('optimizer')!r}; allowed: {OPTIMIZERS}.")
   if config.dtype not in ('float32', 'float64'):
     raise ValueError(f"config.dtype={config.dtype!r}; allowed: ('float32', 'float64').")
 

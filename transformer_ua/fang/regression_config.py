@@ -29,9 +29,13 @@ def base_config():
   c.final_div_factor = 1e4   # PyTorch OneCycleLR default (not stated in the paper)
   c.momentum_max = 0.95      # PyTorch OneCycleLR cycles SGD momentum 0.95->0.85->0.95
   c.momentum_min = 0.85
+  c.optimizer = 'sgd'        # Section 5 ('adam': the labelled deviation, fang_f2_adam.py)
   c.clip_norm = 1.0          # "gradient clipping" (max global norm not stated)
   c.dtype = 'float32'
   c.grad_chunk = 1000        # examples per scan chunk of the batch gradient (speed only)
+  # Epoch program (speed only; transformer_ua/fang/epoch.py): 'per_step' = one jit per
+  # SGD step, 'scan' = one jit per epoch (lax.scan over the minibatches).
+  c.train_epoch = 'per_step'
   # Bookkeeping.
   c.eval_every = 1           # test MSE every epoch (Figure 3 curves)
   c.checkpoint_every = 100   # epochs between orbax checkpoints

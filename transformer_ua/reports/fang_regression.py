@@ -128,7 +128,41 @@ def _ms(vals, fmt='{:.4g}'):
   return f"{fmt.format(np.mean(vals))} ± {fmt.format(np.std(vals))}"
 
 
-def table(groups) -> str:
+def load_optimum(results_dir, target):
+  """``results_dir/fang_optimum_<target>.json`` (experiments/fang_optimum.py) or None."""
+  path = os.path.join(results_dir, f'fang_optimum_{target}.json')
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def optimum_rows(opt) -> list[str]:
+  """Table 1 rows of the float64 least-squares optima (``fang.optimum``): the global one
+  over (F, beta, b) and, per token count, (beta, b) at each seed's F (mean ± std)."""
+  blank = ' | '.join(['—'] * 6)
+  p = opt['polynomial']
+  rows = [f"| OPTIMUM over (F, beta, b) = least squares on all polynomials of degree "
+          f"<= q (float64; rank {p['rank']} of {p['num_features']}, cond "
+          f"{p['cond_equilibrated']:.3g} column-equilibrated) | {p['num_features']} coef. | "
+          f"data_seed {opt['data_seed']} | {p['mse_train']:.4g} | {p['mse_test']:.4g} | "
+          f"{p['mse_test_vs_f']:.4g} | {blank} |"]
+  by = {}
+  for r in opt['fixed_F'].values():
+    by.setdefault((r['num_tokens'], r['F']), []).append(r)
+  for (n, which), rs in sorted(by.items()):
+    rank = sorted({r['rank'] for r in rs})
+    cond = _ms([r['cond_G_on_rank'] for r in rs], '{:.3g}')
+    rows.append(
+        f"| OPTIMUM over (beta, b), F fixed at the {which} F of attention (n = {n}) "
+        f"(rank of G {'/'.join(map(str, rank))} of {rs[0]['max_rank']}, cond(G) {cond}) | "
+        f"{rs[0]['num_params']} | {len(rs)} (seeds {', '.join(str(r['seed']) for r in rs)}) | "
+        f"{_ms([r['mse_train'] for r in rs])} | {_ms([r['mse_test'] for r in rs])} | "
+        f"{_ms([r['mse_test_vs_f'] for r in rs])} | {blank} |")
+  return rows
+
+
+def table(groups, optimum=None) -> str:
   lines = ['| model | params | seeds | MSE_Tr | MSE_Te | MSE_Te vs f (noiseless) | '
            '# epochs (paper rule) | epochs (rule holds from then on) | run time to conv. (s) '
            '| run time total (s) | s / epoch |',
@@ -143,6 +177,8 @@ def table(groups) -> str:
         f"{_ms([r['run_time_to_convergence_s'] for r in rs], '{:.0f}')} | "
         f"{_ms([r['run_time_s'] for r in rs], '{:.0f}')} | "
         f"{_ms([r['run_time_s'] / max(1, r['epochs_done']) for r in rs], '{:.3g}')} |")
+  if optimum:
+    lines += optimum_rows(optimum)
   return '\n'.join(lines)
 
 
@@ -282,8 +318,9 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
     slim = [{k: v for k, v in r.items() if k not in ('history', '_dir')} for r in results]
     curves = {r['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')] for h in r['history']]
               for r in results}
+    opt = load_optimum(results_dir, target)
     with open(os.path.join(results_dir, f'fang_regression_{target}.json'), 'w') as f:
-      json.dump({'runs': slim, 'curves_epoch_train_test': curves,
+      json.dump({'runs': slim, 'curves_epoch_train_test': curves, 'optimum': opt,
                  'unfinished_runs': [{k: v for k, v in u.items() if k != 'history'}
                                      for u in unfinished],
                  'unfinished_curves_epoch_train_test': {
@@ -300,7 +337,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
     if planned:
       md += [f'Sweep status: {len(results)} of {len(planned)} planned runs finished, '
              f'{len(unfinished)} unfinished, {len(not_started)} not started.', '']
-    md += _finished_section(target, results, groups) if results else [
+    md += _finished_section(target, results, groups, opt) if results else [
         'No finished runs yet: no Table 1 rows.', '']
     if unfinished:
       md += ['UNFINISHED runs -- not in Table 1 nor in the automatic claims; their numbers '
@@ -326,7 +363,17 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
   return path
 
 
-def _finished_section(target, results, groups):
+def _optimum_note(opt) -> str:
+  pv = opt['provenance']
+  return ('OPTIMUM rows: the best the ATTENTION representation can do on this training '
+          'set (`transformer_ua/fang/optimum.py`, float64 least squares; MSE_Te is the test '
+          'error of the train-optimal fit, not a bound). Training MSE of every model in the '
+          'class, trained rows included, is >= the first OPTIMUM row. '
+          f"Command `{pv['command']}` at revision `{pv['git_revision']}`, {pv['machine']}, "
+          f"1-min load {pv['load_average_1min_at_start']}.")
+
+
+def _finished_section(target, results, groups, optimum=None):
   md = []
   provs = {json.dumps({k: r['provenance'][k] for k in ('command', 'git_revision')})
            for r in results}
@@ -338,7 +385,9 @@ def _finished_section(target, results, groups):
   md += [f"- machine: {r0['machine']}; 1-min load when the results were recorded "
          f"{min(loads)}..{max(loads)} "
          '(shared machine: run times include contention)', '']
-  md += [table(groups), '']
+  md += [table(groups, optimum), '']
+  if optimum:
+    md += [_optimum_note(optimum), '']
   lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
   if lit:
     md += ['Literal network (trained F, beta, b + the fixed Lemma 3.1 blocks, float64) vs the '

@@ -4,7 +4,12 @@ The task (``fang.regression``) supplies its unit and its evaluation; ``train.loo
 does resume, logging, evaluation, checkpoints and the data-parallel mesh:
 
     unit      one epoch: the training set in the order permutation(seed, epoch), per
-              batch one ``jax.jit(train_step, donate_argnums=0)`` SGD update
+              batch one SGD update; config.train_epoch picks how it is compiled:
+                'per_step'  one ``jax.jit(train_step, donate_argnums=0)`` call per batch
+                'scan'      one jitted call per epoch (``fang.epoch.make_train_epoch``,
+                            lax.scan over the batches, data resident on the device;
+                            one device -- with a multi-device mesh the epoch is per-step)
+              same batches, same order, losses equal up to float summation order
     evaluate  test MSE of the current params
 
 A finished run writes ``result.json`` (MSE_Tr / MSE_Te against the noisy targets and
@@ -26,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import provenance
+from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang.regression import (count_params, epochs_to_convergence,
                                              init_params, make_data, make_optimizer,
                                              make_predict, make_train_step, mse, predict,
@@ -56,8 +62,14 @@ def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = 
     return _train(config, workdir, sizes, dtype, stop_after_epochs, progress)
 
 
+def epoch_program(config, mesh) -> str:
+  """The epoch path a run uses: config.train_epoch, except 'per_step' on a
+  multi-device mesh (the whole-epoch program is one device)."""
+  return 'per_step' if mesh is not None else config.get('train_epoch', 'per_step')
+
+
 class _Task:
-  """Section 5's training unit (one epoch of per-step SGD updates) and its evaluation."""
+  """Section 5's training unit (one epoch of SGD updates) and its evaluation."""
 
   def __init__(self, config, data, dtype, tx, lr_fn, mesh):
     self.config, self.data, self.dtype, self.lr_fn, self.mesh = config, data, dtype, lr_fn, mesh
@@ -67,10 +79,18 @@ class _Task:
     self.predict_fn = make_predict(config.model)
     self.x_train = data['x_train'].astype(np.dtype(dtype))
     self.y_train = data['y_train'].astype(np.dtype(dtype))
+    self.scan_epoch = None        # one jit per epoch (fang.epoch) when 'scan'
+    if epoch_program(config, mesh) == 'scan':
+      self.scan_epoch = fang_epoch.make_train_epoch(config, tx, self.x_train, self.y_train)
 
   def train_epoch(self, state, epoch):
     config = self.config
-    order = np.random.default_rng([config.seed, epoch]).permutation(self.n_train)
+    epoch_rng = np.random.default_rng([config.seed, epoch])
+    if self.scan_epoch is not None:
+      state, m = self.scan_epoch(state, epoch_rng)
+      return state, {'train_mse': m['train_mse'],
+                     'lr': float(self.lr_fn(int(state['step']) - 1))}
+    order = epoch_rng.permutation(self.n_train)
     total, count = 0.0, 0
     for s in range(self.steps_per_epoch):
       idx = order[s * config.batch_size:(s + 1) * config.batch_size]
@@ -112,7 +132,8 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   result = {'name': run_name(config), 'target': config.target, 'model': config.model,
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
             'num_params': count_params(state['params']), 'epochs_done': len(history),
-            'complete': complete, 'run_time_s': elapsed}
+            'complete': complete, 'run_time_s': elapsed,
+            'train_epoch': epoch_program(config, mesh)}
   if complete:
     p = state['params']
     pred_tr = predict(predict_fn, p, data['x_train'], dtype)

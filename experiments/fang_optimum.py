@@ -1,0 +1,91 @@
+r"""Fang et al. 2022, Section 5: what the ATTENTION representation can reach on the data.
+
+    python experiments/fang_optimum.py --config=experiments/configs/fang_f2.py \
+        --out=results/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs]
+
+On the experiment's own data (``regression.make_data(target, config.data_seed)``) it
+computes in float64 (``transformer_ua.fang.optimum``):
+
+* the global optimum over (F, beta, b): least squares over all polynomials of degree
+  <= q (attained by the model whenever M(F) has full row rank);
+* for every ATTENTION sweep entry and every seed: the optimum over (beta, b) with F
+  fixed at the seed's initial F (``regression.init_params``), and at the trained F when
+  ``--runs_dir`` holds that run's ``params.npz``; with the spectrum of G = Phi M(F).
+
+The report writer (``transformer_ua.reports.fang_regression``) reads ``--out`` from the results directory
+and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and beside
+the trained rows of Table 1.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+import jax
+from ml_collections import config_flags
+import numpy as np
+
+from transformer_ua import provenance
+from transformer_ua.fang import optimum, regression
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
+_OUT = flags.DEFINE_string('out', None, 'JSON result (required; e.g. '
+                           'results/fang_optimum_f2.json).')
+_RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
+                            '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  config = _CONFIG.value
+  if config is None or not _OUT.value:
+    raise app.UsageError('--config and --out are required.')
+  try:
+    regression.validate_config(config)
+    runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
+  except ValueError as e:
+    raise app.UsageError(str(e))
+  prov = provenance.record('python ' + ' '.join(sys.argv))
+  t0 = time.perf_counter()
+  data = regression.make_data(config.target, config.data_seed)
+  q = regression.DATA[config.target]['q']
+  Fs, meta = {}, {}
+  for entry, c in runs:
+    s = regression.resolved_sizes(c)
+    p = regression.init_params(jax.random.PRNGKey(c.seed), model='attention', d=s['d'],
+                               q=s['q'], num_tokens=s['num_tokens'],
+                               depth_width=s['depth_width'])
+    label = f'{regression.run_name(c)}:init'
+    Fs[label] = np.asarray(p['F'], np.float64)
+    meta[label] = {'entry': entry, 'seed': c.seed, 'num_tokens': s['num_tokens'], 'F': 'init'}
+    trained = os.path.join(_RUNS.value or '', c.target, regression.run_name(c))
+    if _RUNS.value and os.path.exists(os.path.join(trained, 'params.npz')):
+      label = f'{regression.run_name(c)}:trained'
+      Fs[label] = np.asarray(regression.load_params(trained)['F'], np.float64)
+      meta[label] = dict(meta[f'{regression.run_name(c)}:init'], F='trained')
+  res = optimum.optimum_report(data, q, Fs)
+  for label, m in meta.items():
+    res['fixed_F'][label].update(m)
+  result = {'target': config.target, 'data_seed': config.data_seed,
+            'seeds': list(config.seeds), 'num_train': int(data['x_train'].shape[0]),
+            'num_test': int(data['x_test'].shape[0]),
+            'note': ('Same data set for every seed (data_seed); seeds change the '
+                     'initialization only, so the polynomial optimum is one number.'),
+            'seconds': time.perf_counter() - t0, **res, 'provenance': prov}
+  os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
+  with open(_OUT.value, 'w') as f:
+    json.dump(result, f, indent=1)
+  p = res['polynomial']
+  print(f"polynomial LS (degree <= {q}, {p['num_features']} monomials, rank {p['rank']}, "
+        f"cond {p['cond_equilibrated']:.3g} equilibrated): MSE_Tr {p['mse_train']:.4f} "
+        f"MSE_Te {p['mse_test']:.4f} MSE_Te vs f {p['mse_test_vs_f']:.4f}")
+  for label, r in res['fixed_F'].items():
+    print(f"{label}: rank {r['rank']} of {r['max_rank']}, cond(G) {r['cond_G_on_rank']:.3g}, "
+          f"MSE_Tr {r['mse_train']:.4f} MSE_Te {r['mse_test']:.4f}")
+
+
+if __name__ == '__main__':
+  app.run(main)
