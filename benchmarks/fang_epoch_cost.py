@@ -30,11 +30,12 @@ import numpy as np
 
 from experiments import fang_regression as binary  # defines --config (default: f2)
 from experiments.configs import fang_f2
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.fang import regression
 
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
-_OUT = flags.DEFINE_string('out', 'results/fang_epoch_cost.json', 'JSON result.')
+_OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
+                           'JSON result (--out=results/... to update the record).')
 
 
 def epoch_seconds(c, data, rounds):
@@ -74,6 +75,8 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _ROUNDS.value < 1:
     raise app.UsageError('--rounds must be >= 1.')
+  if _OUT.value:
+    cli.output_file(_OUT.value, '--out')
   config = binary._CONFIG.value or fang_f2.get_config()  # pylint: disable=protected-access
   prov = provenance.record()
   data = regression.make_data(config.target, config.data_seed)
@@ -101,4 +104,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

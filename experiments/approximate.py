@@ -32,17 +32,16 @@ import sys
 import time
 
 from absl import app, flags
-from ml_collections import config_flags
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import approximator, contextual, distances, targets as targets_lib
 
 
 def _define_flags():
   """Flags are defined only when run as a binary, so tests can import ``run``."""
-  config = config_flags.DEFINE_config_file(
+  config = cli.define_config_file(
       'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
       'ml_collections config file (append :ladder for the long variant).')
   output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
@@ -250,12 +249,13 @@ def run(c, outdir, log=print) -> dict:
 def main(argv, config, output_dir):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  cli.output_dir(output_dir.value, '--output_dir')  # before the work
   try:
     run(config.value, output_dir.value)
   except ValueError as e:  # one line, no traceback
-    sys.exit(f'error: {e}')
+    cli.fail(str(e))
 
 
 if __name__ == '__main__':
   _flags = _define_flags()
-  app.run(lambda argv: main(argv, *_flags))
+  cli.run(lambda argv: main(argv, *_flags))

@@ -9,15 +9,15 @@ resumes from the latest checkpoint.
 """
 
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
+from transformer_ua import cli
 from transformer_ua.models import mixing_train
 from transformer_ua.models.mixing_cli import run_main
 
 train_and_evaluate = mixing_train.pretrain
 
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
 
@@ -27,4 +27,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -77,23 +77,24 @@ def _parse_flags(argv: list[str]) -> list[str]:
   return []  # unreachable: fail() exits
 
 
-def define_config_dict(name: str, config, help_string: str = 'Configuration.'):
+def define_config_dict(name: str, config, help_string: str = 'Configuration.', **kwargs):
   """``config_flags.DEFINE_config_dict``, with override errors in one line.
 
   ml_collections applies ``--name.key=value`` overrides while the flag is *defined*
   (at import), before ``run`` could catch anything; this guards that moment.
   """
   try:
-    return config_flags.DEFINE_config_dict(name, config, help_string)
+    return config_flags.DEFINE_config_dict(name, config, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     _config_error(e)
 
 
 def define_config_file(name: str, default: str | None = None,
-                       help_string: str = 'Path to a configuration file.'):
-  """``config_flags.DEFINE_config_file``, with load/override errors in one line."""
+                       help_string: str = 'Path to a configuration file.', **kwargs):
+  """``config_flags.DEFINE_config_file`` (``kwargs``: e.g. ``lock_config``), with
+  load/override errors in one line."""
   try:
-    return config_flags.DEFINE_config_file(name, default, help_string)
+    return config_flags.DEFINE_config_file(name, default, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
     _config_error(e)
 

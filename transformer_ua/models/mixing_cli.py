@@ -3,6 +3,7 @@
 import json
 import sys
 
+from transformer_ua import cli
 from transformer_ua.data import wordnet
 
 
@@ -13,6 +14,7 @@ def run_main(argv, config_flag, workdir_flag, fn):
     sys.exit('error: --config is required, e.g. --config=experiments/configs/mixing_tiny.py')
   if not workdir_flag.value:
     sys.exit('error: --workdir is required (a run directory, e.g. runs/tiny/attention)')
+  cli.output_dir(workdir_flag.value, '--workdir')  # before the work
   try:
     result = fn(config_flag.value, workdir_flag.value)
   except (ValueError, wordnet.CorpusMissingError, FileNotFoundError) as e:
