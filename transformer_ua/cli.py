@@ -43,6 +43,20 @@ class BadInput(ValueError):
   """A flag, config value or path outside what the binary allows (one line)."""
 
 
+class Interrupted(KeyboardInterrupt):
+  """A SIGINT / SIGTERM that was handled: ``note`` says what was saved and how to resume.
+
+  Raised by ``transformer_ua.train.loop`` after its checkpoint; ``run`` prints it.
+  """
+
+  def __init__(self, signal_name: str, note: str):
+    super().__init__(signal_name, note)
+    self.signal_name, self.note = signal_name, note
+
+  def __str__(self) -> str:
+    return f'{self.signal_name}: {self.note}'
+
+
 def quiet_backend_probe() -> None:
   """Hides JAX's INFO line about the missing TPU backend on CPU/GPU machines."""
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)
@@ -114,6 +128,9 @@ def run(main: Callable[[list[str]], object]) -> None:
       return main(argv)
     except (app.UsageError, BadInput) as e:
       fail(e)
+    except Interrupted as e:
+      print(f'interrupted ({e.signal_name}); {e.note}', file=sys.stderr)
+      sys.exit(TERMINATED if e.signal_name == 'SIGTERM' else INTERRUPTED)
     except KeyboardInterrupt as e:
       name = str(e) or 'SIGINT'
       print(f'interrupted ({name}); nothing further was written', file=sys.stderr)
