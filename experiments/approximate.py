@@ -72,6 +72,19 @@ def _validate(c) -> None:
       raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
   if not c.ladder or any(not isinstance(v, int) or v < 2 for v in c.ladder):
     raise ConfigError(f'config.ladder={c.ladder!r}; it must list integer resolutions >= 2.')
+  if not c.positional and not targets_lib.BUILTIN_TARGETS[c.target].permutation_equivariant:
+    raise ConfigError(f'config.target={c.target!r} is not permutation equivariant, so '
+                      'Theorem 2 (config.positional=False) does not apply; set '
+                      '--config.positional=True (Theorem 3).')
+  if _fits(c.d, c.n, c.resolution, c.positional):  # else build_approximator refuses it
+    for name, values in (('epsilon', [c.epsilon]), ('interior_epsilon', [c.interior_epsilon]),
+                         ('epsilon_sweep', list(c.epsilon_sweep))):
+      for v in values:
+        try:
+          approximator.check_epsilon(v, d=c.d, n=c.n, resolution=c.resolution,
+                                     positional=c.positional)
+        except ValueError as e:
+          raise ConfigError(f'config.{name}: {e}') from None
 
 
 def _positional_for(name: str, default: bool) -> bool:
@@ -214,7 +227,9 @@ def run(c, outdir, log=print) -> dict:
   ladders = []
   for name in targets:
     pos = _positional_for(name, c.positional)
-    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"})')
+    why = (': not permutation equivariant, so Theorem 2 does not apply'
+           if pos and not c.positional else '')
+    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"}{why})')
     ladders.append(run_ladder(name, c, pos, log))
     sl = ladders[-1]['slopes']
     ts = ladders[-1]['tail_slopes']
