@@ -157,8 +157,9 @@ def run_sweeps(net, c, log):
                        'dp_g_bar_g': dec['estimates']['g_bar|g'],
                        'max_interior_error': rep['max_abs_error'],
                        'reproduces': rep['reproduces']})
-    log(f'  {key} sweep: ' + ', '.join(
-        f'{r[key]:.0e}->{r["dp_g_bar_g"]["value"]:.2e}' for r in out[key]))
+    fixed = f'epsilon={c.epsilon:g}' if key == 'lam' else f'lam={c.lam:g}'
+    log(f'  {key} sweep, d_p(g_bar, g) at {fixed}: ' + ', '.join(
+        f'{key}={r[key]:.0e} -> {r["dp_g_bar_g"]["value"]:.3g}' for r in out[key]))
   return out
 
 
@@ -218,6 +219,17 @@ def run(c, outdir, log=print) -> dict:
   if 'exact' in dec:
     log(f'  exact: bad-set measure {dec["exact"]["bad_set_measure"]:.5f}, '
         f'd_p(f_bar, g_bar) = {dec["exact"]["dp_f_bar_g_bar"]:.5f}')
+  if 'exact' in dec and not positional:
+    log('  d_p(f, g) is mostly d_p(f_bar, g_bar): the bad set (inputs with repeated '
+        f'columns, measure {dec["exact"]["bad_set_measure"]:.5f} here, -> 0 like delta) is '
+        'where Theorem 2\'s g_bar is 0 instead of f_bar; elsewhere g_bar = f_bar.')
+  if not rep['reproduces']:
+    t_r = float(net.g_bar.contextual.t_r)
+    log(f'  PRECISION FAILURE, not a measurement: the {c.dtype} network g does not '
+        f'represent g_bar at this size and lam={c.lam:g} (t_r = {t_r:.3g}; max |g - g_bar| '
+        f'on cube interiors {rep["max_abs_error"]:.3g}), so d_p(g_bar, g) and d_p(f, g) '
+        'above are not Lemma 6\'s error (see the precision map: larger lam, smaller size).')
+  dec['precision_failure'] = not rep['reproduces']
   log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
       f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
       f'(reproduces g_bar: {rep["reproduces"]})')
