@@ -285,6 +285,22 @@ def test_main_job_writes_json_and_figures(tmp_path):
   assert any('error decomposition' in line for line in lines)
 
 
+def test_main_job_names_a_precision_failure(tmp_path):
+  from experiments import approximate
+  from experiments.configs import approximate as config_lib
+  c = config_lib.get_config()
+  c.resolution, c.ladder, c.dtype = 3, (2,), 'float32'  # float32 cannot hold t_r = 1458
+  c.samples, c.sweep_samples, c.map_samples = 500, 100, 64
+  c.lam_sweep, c.epsilon_sweep = (1e4,), (1e-2,)
+  lines = []
+  res = approximate.run(c, str(tmp_path), log=lines.append)
+  assert res['decomposition']['precision_failure']
+  failure = [l for l in lines if 'PRECISION FAILURE' in l]
+  assert len(failure) == 1 and 't_r = 1.46e+03' in failure[0], lines
+  assert any(l.startswith('  lam sweep, d_p(g_bar, g) at epsilon=') for l in lines)
+  assert any('bad set (inputs with repeated columns, measure' in l for l in lines)
+
+
 def test_main_job_rejects_bad_config():
   from experiments import approximate
   from experiments.configs import approximate as config_lib
