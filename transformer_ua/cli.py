@@ -120,8 +120,11 @@ def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
 def run(main: Callable[[list[str]], object]) -> None:
   """``absl.app.run(main)`` under the contract in the module docstring."""
   quiet_backend_probe()
-  # SIGTERM behaves like Ctrl-C, so training loops checkpoint on either.
+  # SIGTERM behaves like Ctrl-C, so training loops checkpoint on either. SIGINT is
+  # (re)armed too: a shell starts background jobs with SIGINT ignored, and then
+  # `kill -INT` would neither stop nor checkpoint a run.
   signal.signal(signal.SIGTERM, _raise_interrupt)
+  signal.signal(signal.SIGINT, signal.default_int_handler)
 
   def wrapped(argv):
     try:
