@@ -68,13 +68,14 @@ def test_sigint_finishes_the_unit_saves_and_says_how_to_resume(tmp_path):
     if unit == 4:
       os.kill(os.getpid(), signal.SIGINT)  # arrives during unit 4
 
+  before = signal.getsignal(signal.SIGINT)
   with pytest.raises(cli.Interrupted) as info:
     loop.run(Toy(on_unit), _state(), workdir=str(tmp_path), schedule=_schedule())
   e = info.value
   assert e.signal_name == 'SIGINT'
   assert 'checkpoint at epoch 5 of 12' in e.note and 'resume' in e.note
   assert _latest(tmp_path) == 5  # unit 4 was finished, then saved (period is 100)
-  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+  assert signal.getsignal(signal.SIGINT) is before  # the caller's handler is restored
   _resume_and_check(tmp_path, first_unit=5)
 
 
