@@ -19,6 +19,8 @@ CORE = [
     'numpy>=1.26',
     'matplotlib>=3.8',
     'tqdm>=4.66',
+    # arb ball arithmetic: certified evaluation of realized networks (exact.ball).
+    'python-flint>=0.9,<0.10',
 ]
 EXPERIMENTS = [
     'tokenizers>=0.20',
@@ -38,6 +40,8 @@ TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
+    # independent literal oracle of the certified evaluation (and its benchmark).
+    'mpmath>=1.3',
 ] + EXPERIMENTS + NOTEBOOKS + EXPORT
 
 setuptools.setup(

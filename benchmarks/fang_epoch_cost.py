@@ -17,22 +17,20 @@ import copy
 import json
 import os
 import statistics
-import sys
 import time
-
-# Imports the fang_regression binary's flags and run_configs (not a package module).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments import fang_regression as binary  # defines --config (default: f2)
-from experiments.configs import fang_f2
 from transformer_ua import cli, provenance
 from transformer_ua.fang import regression
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONFIG = cli.define_config_file(
+    'config', os.path.join(ROOT, 'experiments', 'configs', 'fang_f2.py'),
+    'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
 _OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
                            'JSON result (--out=results/... to update the record).')
@@ -77,11 +75,11 @@ def main(argv):
     raise app.UsageError('--rounds must be >= 1.')
   if _OUT.value:
     cli.output_file(_OUT.value, '--out')
-  config = binary._CONFIG.value or fang_f2.get_config()  # pylint: disable=protected-access
+  config = _CONFIG.value
   prov = provenance.record()
   data = regression.make_data(config.target, config.data_seed)
   rows, seen = [], set()
-  for entry, c in binary.run_configs(config):
+  for entry, c in regression.run_configs(config):
     if entry in seen:
       continue
     seen.add(entry)

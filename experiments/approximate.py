@@ -10,10 +10,14 @@ For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
    formulas;
 2. realizes it as a standard Transformer g in T^{2,1,4} (Lemma 6) with (lam, epsilon,
    dtype) and prints the decomposition d_p(f, f_bar), d_p(f_bar, g_bar), d_p(g_bar, g),
-   d_p(f, g) with confidence intervals (and the exact bad-set terms);
+   d_p(f, g) with confidence intervals (and the exact bad-set terms). When the float g
+   does not represent g_bar (``g_represents_g_bar`` False, or d_p(g_bar, g) more than
+   ``PRECISION_FAILURE_FACTOR`` x g_bar's value range), the rows with g are replaced by
+   one PRECISION FAILURE line and a certified bound from the exact realization
+   (``yun.plan``);
 3. runs a ladder of resolutions: error vs delta on log-log axes, the fitted slope of
    d_p(f_bar, g_bar) against the theory's d/p (Theorem 2) and of d_p(f, f_bar)
-   against 1 (a Lipschitz f);
+   against 1 (a Lipschitz f); with ``compare_ties`` also the ties='complete' ladder;
 4. sweeps lambda and epsilon at the main configuration;
 5. draws the contextual-mapping values u^T g_c(L) of the whole grid;
 6. (``precision_map``) for each (d, n, N) x dtype, the smallest lambda on a ladder with
@@ -37,6 +41,7 @@ import numpy as np
 from transformer_ua import cli, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import approximator, contextual, distances, targets as targets_lib
+from transformer_ua.yun import plan as yun_plan
 
 
 def _define_flags():
@@ -71,8 +76,9 @@ def _validate(c) -> None:
     v = c[name]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
       raise ConfigError(f'config.{name}={v!r}; it must be a positive finite number.')
-  if c.dtype not in approximator.REALIZATION_DTYPES:
-    raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {approximator.REALIZATION_DTYPES}.')
+  if c.dtype not in approximator.FLOAT_BITS:
+    raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {tuple(approximator.FLOAT_BITS)} '
+                      "(the certified 'exact' path runs on its own when the float one fails).")
   for name in ('samples', 'sweep_samples', 'map_samples'):
     if not isinstance(c[name], int) or c[name] < 2:
       raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
@@ -82,7 +88,11 @@ def _validate(c) -> None:
     raise ConfigError(f'config.target={c.target!r} is not permutation equivariant, so '
                       'Theorem 2 (config.positional=False) does not apply; set '
                       '--config.positional=True (Theorem 3).')
+  if not isinstance(c.get('compare_ties', False), bool):
+    raise ConfigError(f'config.compare_ties={c.compare_ties!r}; it must be True or False.')
   if _fits(c.d, c.n, c.resolution, c.positional):  # else build_approximator refuses it
+    # The main network is ties='paper' (float realizations; compare_ties only adds ladders
+    # of g_bar, which realize nothing).
     for name, values in (('epsilon', [c.epsilon]), ('interior_epsilon', [c.interior_epsilon]),
                          ('epsilon_sweep', list(c.epsilon_sweep))):
       for v in values:
@@ -112,7 +122,7 @@ def _fit_slope(deltas, errors):
   return float(np.polyfit(x, y, 1)[0])
 
 
-def run_ladder(name, c, positional, log):
+def run_ladder(name, c, positional, log, ties='paper'):
   rows = []
   for N in c.ladder:
     if not _fits(c.d, c.n, N, positional):
@@ -121,7 +131,7 @@ def run_ladder(name, c, positional, log):
       continue
     t0 = time.time()
     net = approximator.build_approximator(name, d=c.d, n=c.n, resolution=N,
-                                          positional=positional)
+                                          positional=positional, ties=ties)
     build_s = time.time() - t0
     dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed).as_dict()
     est = dec['estimates']
@@ -144,9 +154,10 @@ def run_ladder(name, c, positional, log):
       vals = [r['exact']['dp_f_bar_g_bar'] for r in rows]  # exact: no Monte Carlo noise
     slopes[key] = _fit_slope(deltas, vals)
     tail_slopes[key] = _fit_slope(deltas[tail:], vals[tail:])
-  return {'target': name, 'positional': positional, 'rows': rows, 'slopes': slopes,
+  return {'target': name, 'positional': positional, 'ties': ties, 'rows': rows,
+          'slopes': slopes,
           'tail_slopes': tail_slopes, 'tail_resolutions': [r['resolution'] for r in rows[tail:]],
-          'theory_slope_f_bar_g_bar': None if positional else c.d / c.p,
+          'theory_slope_f_bar_g_bar': None if positional or ties == 'complete' else c.d / c.p,
           'theory_slope_f_f_bar': 1.0}
 
 
@@ -173,7 +184,7 @@ def run_precision_map(c, log):
   rows = []
   for (d, n, N) in c.map_configs:
     net = approximator.build_approximator('token_times_mean', d=d, n=n, resolution=N)
-    for dtype in approximator.REALIZATION_DTYPES:
+    for dtype in approximator.FLOAT_BITS:
       best = None
       tried = []
       for eps in c.map_epsilons:
@@ -218,10 +229,38 @@ def run(c, outdir, log=print) -> dict:
   dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
   g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
   rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
+  # One precision verdict: error_decomposition's check that the float g represents g_bar
+  # on cube interiors (g_represents_g_bar / g_note), or d_p(g_bar, g) far beyond g_bar's
+  # value range. Either way the d_p rows with g are rounding, not Lemma 6: they are not
+  # printed (the JSON keeps them), and a certified bound (exact realization) replaces them.
+  value_range = max(1.0, float(np.max(np.abs(net.values))))
+  dp_gg = dec['estimates']['g_bar|g']['value']
+  far = dp_gg > PRECISION_FAILURE_FACTOR * value_range
+  dec['precision_failure'] = not dec.get('g_represents_g_bar', True) or far
   log(f'\nerror decomposition, p={c.p:g}, {c.samples} samples, 95% CI')
   for key, e in dec['estimates'].items():
     a, b = key.split('|')
+    if 'g' in (a, b) and dec['precision_failure']:
+      continue  # not a measurement of Lemma 6: see the PRECISION FAILURE line below
     log(f'  d_p({a:>5}, {b:<5}) = {e["value"]:.5f}  [{e["ci_low"]:.5f}, {e["ci_high"]:.5f}]')
+  certified = None
+  if dec['precision_failure']:
+    t_r = float(net.g_bar.contextual.t_r)
+    why = dec.get('g_note') or (
+        f'd_p(g_bar, g) = {dp_gg:.3g} is more than {PRECISION_FAILURE_FACTOR:g} x the '
+        f'largest |value| of g_bar ({value_range:.3g}): the d_p terms with g measure '
+        f'{c.dtype} rounding, not Lemma 6')
+    log(f'  PRECISION FAILURE, not a measurement (t_r = {t_r:.3g}, lam={c.lam:g}, '
+        f'epsilon={c.epsilon:g}, d_p(g_bar, g) = {dp_gg:.3g} for values |A| <= '
+        f'{value_range:.3g}; unless lam is too small for hardmax, which the lam sweep below '
+        f'shows): {why}')
+    p_plan = yun_plan.plan_realization(net)
+    g_exact = net.realize(lam=p_plan.lam, epsilon=p_plan.epsilon, dtype='exact')
+    certified = g_exact.certify_interiors()
+    log(f'  certified instead: {p_plan.describe()}; max |g - g_bar| <= '
+        f'{certified["max_abs_error"]:.3g} on every cube interior (margin '
+        f'{certified["margin"]} delta, {certified["cubes"]} cubes, {certified["bits"]} bits, '
+        f'{certified["seconds"]:.1f} s)')
   if 'exact' in dec:
     log(f'  exact: bad-set measure {dec["exact"]["bad_set_measure"]:.5f}, '
         f'd_p(f_bar, g_bar) = {dec["exact"]["dp_f_bar_g_bar"]:.5f}')
@@ -229,19 +268,6 @@ def run(c, outdir, log=print) -> dict:
     log('  d_p(f, g) is mostly d_p(f_bar, g_bar): the bad set (inputs with repeated '
         f'columns, measure {dec["exact"]["bad_set_measure"]:.5f} here, -> 0 like delta) is '
         'where Theorem 2\'s g_bar is 0 instead of f_bar; elsewhere g_bar = f_bar.')
-  value_range = max(1.0, float(np.max(np.abs(net.values))))
-  dp_gg = dec['estimates']['g_bar|g']['value']
-  dec['precision_failure'] = (not rep['reproduces']
-                              or dp_gg > PRECISION_FAILURE_FACTOR * value_range)
-  if dec['precision_failure']:
-    t_r = float(net.g_bar.contextual.t_r)
-    log(f'  PRECISION FAILURE, not a measurement: the {c.dtype} network g does not '
-        f'represent g_bar at this size (t_r = {t_r:.3g}, lam={c.lam:g}, '
-        f'epsilon={c.epsilon:g}: d_p(g_bar, g) = {dp_gg:.3g} for values |A| <= '
-        f'{value_range:.3g}; max |g - g_bar| on cube interiors at epsilon='
-        f'{c.interior_epsilon:g}: {rep["max_abs_error"]:.3g}), so d_p(g_bar, g) and '
-        'd_p(f, g) above are not Lemma 6\'s error (unless lam is too small for hardmax: '
-        'the lam sweep below shows which; the precision map shows where it works).')
   log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
       f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
       f'(reproduces g_bar: {rep["reproduces"]})')
@@ -254,15 +280,19 @@ def run(c, outdir, log=print) -> dict:
     why = (': not permutation equivariant, so Theorem 2 does not apply'
            if pos and not c.positional else '')
     log(f' {name} ({"Theorem 3" if pos else "Theorem 2"}{why})')
-    ladders.append(run_ladder(name, c, pos, log))
-    sl = ladders[-1]['slopes']
-    ts = ladders[-1]['tail_slopes']
-    fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
-    log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
-        f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
-        f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
-        + ('(0 exactly: Theorem 3 has no bad set)' if pos else
-           f'(theory d/p = {c.d / c.p:g})'))
+    for ties in ('paper', 'complete') if c.get('compare_ties') and not pos else ('paper',):
+      if ties == 'complete':
+        log(f' {name} (Theorem 2, ties=complete: no bad set)')
+      ladders.append(run_ladder(name, c, pos, log, ties))
+      sl = ladders[-1]['slopes']
+      ts = ladders[-1]['tail_slopes']
+      fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+      log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
+          f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
+          f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
+          + ('(0 exactly: no bad set)' if pos or ties == 'complete' else
+             f'(theory d/p = {c.d / c.p:g})')
+          + f'; d_p(f,g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}')
   log('\nlambda / epsilon sweeps')
   sweeps = run_sweeps(net, c, log)
   pmap = None
@@ -271,7 +301,7 @@ def run(c, outdir, log=print) -> dict:
     pmap = run_precision_map(c, log)
   result = {'config': c.to_dict(), 'provenance': prov, 'positional': positional,
             'depth': dep, 'realized_depth': g.depth(), 'decomposition': dec,
-            'realization': rep, 'ladders': ladders, 'sweeps': sweeps,
+            'realization': rep, 'certified': certified, 'ladders': ladders, 'sweeps': sweeps,
             'precision_map': pmap}
   result['figures'] = report.make_figures(result, net, outdir)
   result['seconds'] = round(time.time() - t_start, 1)

@@ -18,7 +18,6 @@ For every trained ATTENTION model the binary also runs the *literal* network
 deviation from the compact path that was trained.
 """
 
-import copy
 import importlib.util
 import json
 import os
@@ -30,6 +29,7 @@ import numpy as np
 
 from transformer_ua import cli, fang, provenance
 from transformer_ua.fang import regression
+from transformer_ua.train import fang_regression as fang_training
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
@@ -51,38 +51,9 @@ def sweep_plans():
     spec = importlib.util.spec_from_file_location(f'fang_{target}', os.path.join(ROOT, path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    plans[target] = {regression.run_name(c): c.epochs for _, c in run_configs(module.get_config())}
+    plans[target] = {regression.run_name(c): c.epochs
+                     for _, c in regression.run_configs(module.get_config())}
   return plans
-
-
-def parse_entry(entry: str):
-  """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
-  model, _, tokens = entry.partition(':')
-  if model not in regression.MODELS:
-    raise ValueError(f'sweep entry {entry!r}: model must be one of {regression.MODELS}.')
-  if model == 'nn_depth':
-    if tokens:
-      raise ValueError(f'sweep entry {entry!r}: nn_depth takes no token count.')
-    return model, 0
-  if tokens == 'n_q':
-    return model, 0
-  if not tokens.isdigit() or int(tokens) < 1:
-    raise ValueError(f"sweep entry {entry!r}: expected '{model}:<positive int>' or "
-                     f"'{model}:n_q'.")
-  return model, int(tokens)
-
-
-def run_configs(config):
-  """Per-run configs, seed-major."""
-  entries = [parse_entry(e) for e in config.sweep]
-  out = []
-  for seed in config.seeds:
-    for model, tokens in entries:
-      c = copy.deepcopy(config)
-      c.model, c.num_tokens, c.seed = model, tokens, int(seed)
-      regression.validate_config(c)
-      out.append((f'{model}:{tokens or "n_q"}' if model != 'nn_depth' else model, c))
-  return out
 
 
 def literal_check(config, workdir, num_points):
@@ -122,7 +93,7 @@ def main(argv):
   config = _CONFIG.value
   try:
     regression.validate_config(config)
-    runs = run_configs(config)
+    runs = regression.run_configs(config)
   except ValueError as e:
     raise app.UsageError(str(e))
   known = {name for name, _ in runs}
@@ -138,7 +109,7 @@ def main(argv):
       workdir = os.path.join(_WORKDIR.value, c.target, regression.run_name(c))
       if os.path.exists(os.path.join(workdir, 'result.json')):
         continue
-      result = regression.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
+      result = fang_training.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
       result.pop('final_params', None)
       result['entry'] = name
       result['provenance'] = provenance.record(command)

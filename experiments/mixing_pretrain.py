@@ -3,7 +3,7 @@ r"""Masked-LM + sentence-pair pre-training (Yun et al. 2020, Appendix H.3-H.4).
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/tiny/attention_s0/pretrain [--config.model.mixing=sepconv ...]
 
-Parses flags only; the loop is ``experiments.mixing_train.pretrain`` (re-exported
+Parses flags only; the loop is ``transformer_ua.models.mixing_train.pretrain`` (re-exported
 here as ``train_and_evaluate(config, workdir)``). Rerunning with the same workdir
 resumes from the latest checkpoint.
 """
@@ -12,18 +12,11 @@ resumes from the latest checkpoint.
 from absl import flags
 
 from transformer_ua import cli
-from transformer_ua.models import mixing_train
-from transformer_ua.models.mixing_cli import run_main
+from transformer_ua.models import mixing_cli, mixing_train
 
 train_and_evaluate = mixing_train.pretrain
-
-_CONFIG = cli.define_config_file(
-    'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
-
-
-def main(argv):
-  run_main(argv, _CONFIG, _WORKDIR, train_and_evaluate)
+main = mixing_cli.binary_main(train_and_evaluate)
+flags.adopt_module_key_flags(mixing_cli)  # --help lists --config and --workdir
 
 
 if __name__ == '__main__':

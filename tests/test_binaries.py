@@ -107,6 +107,10 @@ CASES = [
     ('benchmarks/fang_literal_vs_compact.py', ('--out=/proc/x/y.json',), '--out'),
     ('benchmarks/verify_throughput.py', ('--output_json={tmp}',), 'directory'),
     ('benchmarks/bert_throughput.py', ('--markdown=/proc/x/b.md',), '--markdown'),
+    ('experiments/verify_ties.py', ('--output={tmp}',), 'directory'),
+    ('experiments/realization_certified.py', ('--outdir={file}',), 'is a file'),
+    ('benchmarks/realization_certified.py', ('--out=/proc/x/y.json',), '--out'),
+    ('benchmarks/fang_epoch_cost.py', ('--out=/proc/x/y.json',), '--out'),
 ]
 
 

@@ -141,7 +141,8 @@ LOSS_RTOL = 2e-6
 
 
 def _data_parallel(case, tmp_path):
-  out = subprocess.run([sys.executable, DP_SCRIPT, case, str(tmp_path)], env=EIGHT,
+  env = dict(EIGHT, PYTHONPATH=ROOT)  # the script imports experiments.configs
+  out = subprocess.run([sys.executable, DP_SCRIPT, case, str(tmp_path)], env=env,
                        capture_output=True, text=True, timeout=600, check=True)
   r = json.loads(out.stdout.strip().splitlines()[-1])
   assert r['devices'] == 8

@@ -11,7 +11,8 @@ import pytest
 
 from transformer_ua import activations, yun
 from transformer_ua.yun import distances
-from transformer_ua.yun import approximator, contextual, pipeline, quantize, targets
+from transformer_ua.yun import (approximator, contextual, contextual_ties, pipeline, plan, quantize,
+                                targets)
 
 
 def _all_cells(d, n, N):
@@ -239,6 +240,26 @@ def test_epsilon_below_float64_resolution_is_refused_before_realizing(thm2):
     thm2.realize(lam=1e4, epsilon=1e-14)  # t_r = 3^6 * 2 = 1458: 4 ulps = 9.1e-13
 
 
+def test_epsilon_check_is_for_float_dtypes_only(thm2):
+  """dtype='exact' carries epsilon as a Fraction (no ulps), so the float64 ramp check does
+  not apply to it; the plan's epsilon (what the exact path uses) passes it anyway."""
+  g = thm2.realize(lam=1e4, epsilon=1e-14, dtype='exact')  # refused for float64 above
+  assert g.dtype == 'exact' and g.epsilon == Fraction(1e-14)
+  p = plan.plan_realization(thm2)
+  approximator.check_epsilon(float(p.epsilon), d=thm2.d, n=thm2.n, resolution=thm2.resolution)
+
+
+def test_epsilon_check_follows_the_tie_complete_interval():
+  # ties='complete' has its own (t_l, t_r): the check reads that one, not Lemma 8's.
+  paper = approximator.min_epsilon(1, 3, 8)
+  complete = approximator.min_epsilon(1, 3, 8, ties='complete')
+  assert complete > 1000 * paper  # t_r(complete) ~ 5e16 vs t_r(paper) ~ 1.8e6 at N=8
+  assert complete == approximator.RAMP_ULPS * float(
+      np.spacing(float(contextual_ties.interval(1, 3, 8)[1])))
+  assert paper == approximator.RAMP_ULPS * float(
+      np.spacing(float(contextual.interval(1, 3, 8)[1])))
+
+
 def test_relu_expansion_refuses_a_collapsed_ramp():
   phi = activations.Phi((1e10, 2e10), ((0.0, 0.0), (0.0, 1.0), (0.0, 0.0)))
   with pytest.raises(ValueError, match='zero width'):  # was ZeroDivisionError
@@ -275,6 +296,12 @@ def test_main_job_writes_json_and_figures(tmp_path):
   res = approximate.run(c, str(tmp_path), log=lines.append)
   assert res['depth']['built'] == res['depth']['formula']
   assert [r['resolution'] for r in res['ladders'][0]['rows']] == [2, 3]
+  complete = res['ladders'][1]   # config.compare_ties: the same ladder with ties='complete'
+  assert complete['ties'] == 'complete'
+  # 0 up to float rounding of f itself: token_times_mean sums the mean in another order
+  # for a permuted input (exactly 0 for an exactly equivariant f: tests/test_yun_ties.py).
+  assert all(r['exact']['dp_f_bar_g_bar'] < 1e-12 for r in complete['rows'])
+  assert any(r['exact']['dp_f_bar_g_bar'] > 0.1 for r in res['ladders'][0]['rows'])
   assert res['realization']['reproduces']
   for path in res['figures']:
     assert os.path.getsize(path) > 1000

@@ -31,6 +31,9 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c.dtype = 'float64'         # 'float64' or 'float32'
   # Resolution ladder (error vs delta, log-log, slope against d/p).
   c.ladder = (2, 4, 8, 16)
+  # Theorem 2 targets: also run the ladder with ties='complete' (yun.contextual_ties: no
+  # bad set, d_p(f_bar, g_bar) = 0), side by side with the paper's construction.
+  c.compare_ties = True
   # Sweeps at the main configuration (d_p(g_bar, g) and max error on cube interiors).
   c.lam_sweep = (1e0, 1e1, 1e2, 1e3, 1e4, 1e6, 1e10)
   c.epsilon_sweep = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)

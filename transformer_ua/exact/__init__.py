@@ -18,4 +18,6 @@ Modules, one idea each:
     int64        the shared-projection (W_Q = W_K = W_V) attention kernel in int64
     ops          ExactOps: one interface over int64 values and limb numbers
     reference    the NumPy reference layers (int64, Python ints, Fractions)
+    ball         arb ball evaluation of realized (softmax/ReLU) networks: certified
+                 enclosures of the exact real output
 """

@@ -9,9 +9,9 @@ Two modes:
   ``path='compact'`` evaluates the compact form exactly.
   With ``build_polynomial_transformer(..., exact=True)`` (exact rational
   directions with ||xi|| = 1 and an exact ridge solve) the result is Q(x) exactly.
-* ``apply_exact_integer(model, x_rows)`` (``path='integer'``): the *JAX* network itself (``layers.Network``
-  through ``layers.exact_apply``) in int64. The exact ridge features t_i = xi_i . x
-  share a denominator S; tokens carry t' = S t, and block k then holds
+* ``apply_exact_integer(model, x_rows)`` (``path='integer'``): the *JAX* network itself
+  (``layers.Network`` through ``layers.exact_apply``) in int64. The exact ridge features
+  t_i = xi_i . x share a denominator S; tokens carry t' = S t, and block k then holds
   slot'_k = S^k slot_k exactly; C(x) = b + sum beta_{i,k} slot'_{i,k} / S^k in
   Fractions. Every intermediate is planned before running (<= 13 X^q with
   X = ceil(S B)) by ``exact.planner``; if int64 cannot hold it the call refuses.

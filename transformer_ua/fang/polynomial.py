@@ -90,7 +90,8 @@ def _compact_forward(F, beta_slots, b, x):
 
 
 def _check_bound(bound) -> float:
-  if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating, Fraction)):
+  if isinstance(bound, bool) or \
+      not isinstance(bound, (int, float, np.integer, np.floating, Fraction)):
     raise ValueError(f'bound must be a finite number B > 0, got {bound!r}.')
   B = float(bound)
   if not (math.isfinite(B) and B > 0):

@@ -45,10 +45,12 @@ def make_figures(result, net, outdir):
   for lad in result['ladders']:
     rows = lad['rows']
     deltas = [r['delta'] for r in rows]
-    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else '')
-    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--')):
+    complete = lad.get('ties') == 'complete'
+    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else
+                                ' (ties=complete)' if complete else '')
+    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--'), ('f|g_bar', '^-.')):
       vals = [r[key]['value'] for r in rows]
-      if not lad['positional'] or key == 'f|f_bar':
+      if key == 'f|g_bar' or (not lad['positional'] and not complete) or key == 'f|f_bar':
         lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
         hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
         slope = lad['slopes'][key]
@@ -157,13 +159,21 @@ def write_report(result, path) -> None:
     lines += ['', f'**Precision failure, not a measurement:** the {c["dtype"]} network g '
               'does not represent g_bar at this size (see the cube-interior check below), '
               'so d_p(g_bar, g) and d_p(f, g) measure rounding, not Lemma 6.']
+    if result['decomposition'].get('g_note'):
+      lines += ['', result['decomposition']['g_note']]
+    cert = result.get('certified')
+    if cert:
+      lines += ['', f'Certified instead (exact realization, arb balls at {cert["bits"]} bits): '
+                f'max |g - g_bar| <= {cert["max_abs_error"]:.3g} on every cube interior '
+                f'(margin {cert["margin"]} delta, {cert["cubes"]} cubes).']
   rep = result['realization']
   lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
             f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '
             f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.', '',
             '## Resolution ladders', '']
   for lad in result['ladders']:
-    thm = 'Theorem 3' if lad['positional'] else 'Theorem 2'
+    thm = ('Theorem 3' if lad['positional'] else
+           'Theorem 2, ties=complete' if lad.get('ties') == 'complete' else 'Theorem 2')
     lines += [f'### {lad["target"]} ({thm})', '',
               '| N | layers | d_p(f, f_bar) | d_p(f_bar, g_bar) | exact d_p(f_bar, g_bar) | '
               'd_p(f, g_bar) | build s |', '|---|---|---|---|---|---|---|']
@@ -178,8 +188,9 @@ def write_report(result, path) -> None:
               f'd_p(f, f_bar) {fmt(sl["f|f_bar"])} / {fmt(ts["f|f_bar"])} (theory 1 for a '
               f'Lipschitz f); d_p(f_bar, g_bar) {fmt(sl["f_bar|g_bar"])} / '
               f'{fmt(ts["f_bar|g_bar"])} '
-              + ('(exactly 0 for Theorem 3).' if lad['positional'] else
-                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).'), '']
+              + ('(exactly 0: no bad set).' if lad['theory_slope_f_bar_g_bar'] is None else
+                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).')
+              + f' d_p(f, g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}.', '']
   lines += ['## Lambda and epsilon sweeps (main configuration)', '',
             '| lambda | epsilon | d_p(g_bar, g) | max interior error |', '|---|---|---|---|']
   for key in ('lam', 'epsilon'):

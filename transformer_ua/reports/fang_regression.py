@@ -186,7 +186,8 @@ def convergence_figure(groups, path, title, unfinished=()):
       n = min(len(c) for c in curves)
       ep = np.asarray([p[0] for p in curves[0][:n]])
       vals = np.asarray([[p[1] for p in c[:n]] for c in curves])
-      ax.plot(ep, np.mean(vals, 0), color=color, label=f"{name} ({len(rs)} seed{'s' if len(rs) > 1 else ''})")
+      seeds = f"{len(rs)} seed{'s' if len(rs) > 1 else ''}"
+      ax.plot(ep, np.mean(vals, 0), color=color, label=f'{name} ({seeds})')
       if len(rs) > 1:
         ax.fill_between(ep, vals.min(0), vals.max(0), color=color, alpha=0.2)
   for ax, key in zip(axes, ('MSE_Tr (epoch mean of batch losses)', 'MSE_Te')):
@@ -245,7 +246,8 @@ def claims(groups) -> str:
   mlp = {k: v for k, v in groups.items() if not k.startswith('attention')}
   for name, rs in att.items():
     te = np.mean([r['mse_test'] for r in rs])
-    verdict = 'fits to the noise level' if te <= 1.5 * NOISE_VARIANCE else 'does NOT reach the noise level'
+    verdict = ('fits to the noise level' if te <= 1.5 * NOISE_VARIANCE
+               else 'does NOT reach the noise level')
     lines.append(f'- {name}: mean MSE_Te {te:.4g} vs noise variance 1 -> {verdict}.')
   best_att = min((np.mean([r['mse_test'] for r in rs]) for rs in att.values()), default=math.nan)
   for name, rs in mlp.items():

@@ -115,7 +115,7 @@ def _point_checks(cm, ops, q, lt, cat, valid):
 
 def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
   """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact)."""
-  out, _, _ = vm.compact_fn()(z)
+  out = vm.compact_fn()(z)
   if vm.num_classes == 0:  # G~ empty: g_v must be 0 everywhere
     same = jnp.all(ops.eq(out, jnp.zeros_like(out)), axis=(-2, -1))
     return jnp.sum(valid & ~same)

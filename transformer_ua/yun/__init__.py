@@ -2,10 +2,15 @@
 
 * ``quantize``   -- Lemma 7: d/delta + d feed-forward layers quantizing to G+_delta.
 * ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
+* ``contextual_ties`` -- ``ties='complete'``: a contextual mapping that also counts
+  multiplicities (delta^-d + 3 layers), so Theorem 2 needs no bad set.
 * ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
   (Lemma 6 realization), and the error decomposition.
+* ``rational``   -- g_bar's params as exact rationals (input of dtype='exact').
+* ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds; certified
+  evaluation and certification of every cube interior (arb balls, ``exact.ball``).
 
 Builders are pure keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
@@ -14,6 +19,7 @@ Builders are pure keyword-argument functions returning ``(segments, params)`` fo
 from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
                                              error_decomposition, realization_error)
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
+from transformer_ua.yun.plan import Plan, plan_realization
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
                                            contextual_mapping_bound,
                                            contextual_mapping_params)
@@ -25,7 +31,7 @@ from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_
 __all__ = [
     'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
     'realization_error',
-    'OUT_OF_RANGE', 'check_config',
+    'OUT_OF_RANGE', 'check_config', 'Plan', 'plan_realization',
     'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
     'contextual_mapping_params',
     'GBar', 'build_g_bar', 'layer_counts', 'parameter_counts',

@@ -42,14 +42,17 @@ def check_config(d, n, resolution) -> tuple[int, int, int]:
   return int(d), int(n), int(resolution)
 
 
-def check_scale(scale, resolution: int) -> int:
-  """The scale S: default 2N; otherwise a positive multiple of 2N."""
+def check_scale(scale, resolution: int, base: tuple[int, str] | None = None,
+                reason: str = 'a multiple of N so that the grid points scale to integers, '
+                              'and of 2N so that delta/2 does') -> int:
+  """The scale S: default ``base`` = (value, its name), (2N, '2N') unless given;
+  otherwise a positive multiple of it."""
+  value, name = (2 * resolution, '2N') if base is None else base
   if scale is None:
-    return 2 * resolution
-  if not _is_int(scale) or scale <= 0 or scale % (2 * resolution):
+    return value
+  if not _is_int(scale) or scale <= 0 or scale % value:
     raise ValueError(f'scale={scale!r} is not allowed; it must be a positive integer '
-                     f'multiple of 2N = {2 * resolution} (a multiple of N so that the grid '
-                     'points scale to integers, and of 2N so that delta/2 does).')
+                     f'multiple of {name} = {value} ({reason}).')
   return int(scale)
 
 

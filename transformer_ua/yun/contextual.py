@@ -377,6 +377,7 @@ class ContextualMapping:
     positional: Theorem 3 (Appendix G.2): inputs are L + E; t_l, t_r are
       ``positional_interval`` and id_lower/id_upper bound the sweep ids
       ((n - 1) R and the exhaustive max) instead of Lemma 10's.
+    ties: 'paper' (this map); ``yun.contextual_ties`` builds the 'complete' one.
   """
 
   d: int
@@ -397,6 +398,7 @@ class ContextualMapping:
   ops: ExactOps
   bound: int
   positional: bool = False
+  ties: str = 'paper'
 
   # -- metadata -------------------------------------------------------------
 
@@ -414,8 +416,13 @@ class ContextualMapping:
     return sum(s.depth for s in self.segments)
 
   @property
+  def sweep_index(self) -> int:
+    """Index of the selective-shift sweep among ``segments``."""
+    return 0
+
+  @property
   def num_sweep_layers(self) -> int:
-    return self.segments[0].depth
+    return self.segments[self.sweep_index].depth
 
   def num_params(self) -> int:
     return layers.count_params(self.params)
@@ -475,27 +482,29 @@ class ContextualMapping:
     """
     if kernel not in KERNELS:
       raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
-    seg_sweep, seg_final = self.segments
-    shared = [kernel == 'fast' and
+    segs = self.segments
+    shared = [kernel == 'fast' and seg.kind == 'attention' and
               limbs.shared_projections(self.exact_params[f'segment_{i}']['attention'])
-              for i in range(2)]
+              for i, seg in enumerate(segs)]
 
     def run(seg, params, x, shared_qkv):
       if self.limbs:
         return limb_layers.limb_apply_segment(seg, params, x, self.arithmetic.spec,
-                                           shared_qkv=shared_qkv)
+                                              shared_qkv=shared_qkv)
       if shared_qkv:
         return int64.int64_apply_segment(seg, params, x)
       return layers.apply_segment(seg, params, x)
 
     def f(params, k):
-      x = self.encode(k)
-      y0, _, i0 = run(seg_sweep, params['segment_0'], x, shared[0])
-      y1, _, i1 = run(seg_final, params['segment_1'], y0, shared[1])
-      # u^T Z per token: [.., n, d] -> [.., n] (int64) or [.., n, K] (limbs).
-      return {'sweep_ids': self.ops.dot_const(y0, self.u), 'ids': self.ops.dot_const(y1, self.u),
-              'z': y1,
-              'inexact': jnp.sum(i0) + jnp.sum(i1)}
+      y = self.encode(k)
+      inexact, swept = 0, None
+      for i, seg in enumerate(segs):
+        y, _, ie = run(seg, params[f'segment_{i}'], y, shared[i])
+        inexact = inexact + jnp.sum(ie)
+        if i == self.sweep_index:
+          swept = self.ops.dot_const(y, self.u)  # u^T Z per token: [.., n] or [.., n, K]
+      return {'sweep_ids': swept, 'ids': self.ops.dot_const(y, self.u), 'z': y,
+              'inexact': inexact}
 
     return f
 

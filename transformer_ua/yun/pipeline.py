@@ -14,7 +14,7 @@ T-bar^{2,1,1} (two hardmax heads of size 1, one Phi hidden unit), as the segment
 
 ``GBar.network()`` / ``GBar.float_params()`` give the literal paper-valued float64
 network (``layers.Network``); floating point breaks it as soon as the values outgrow
-float64 (see ``apply_float``). ``GBar.apply_exact`` evaluates the same construction
+float64 (see ``apply``). ``GBar.apply_exact`` evaluates the same construction
 exactly: g_q's float network quantizes the real input (exact up to the tolerance of
 ``verify.quantization`` at bin edges), the grid indices go through g_c in exact
 integer arithmetic and through the compact g_v, and the outputs come back as Fractions.
@@ -29,26 +29,34 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.yun import common, contextual, quantize, value
+from transformer_ua.yun import common, contextual, contextual_ties, quantize, value
 
 
-def layer_counts(d: int, n: int, resolution: int, positional: bool = False) -> dict:
+def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
+                 ties: str = 'paper') -> dict:
   """Depth of each stage, from the paper's formulas.
 
   Theorem 2: d/delta + d, delta^-d + 1, n C(delta^-d, n) + d + 1.
   Theorem 3 (``positional``, Appendix G): d n/delta, n delta^-d + 1, n delta^(-dn) + d + 1.
+  ties='complete' (``contextual_ties``): d/delta + d, delta^-d + 3,
+  delta^-d C(delta^-d + n - 2, n - 1) + d + 1.
   """
   N = resolution
+  cm_layers = (contextual_ties.layer_count(d, N) if ties == 'complete' else
+               (n if positional else 1) * N ** d + 1)
   return {'quantization': quantize.layer_count(d, N, n if positional else None),
-          'contextual': (n if positional else 1) * N ** d + 1,
-          'value': value.layer_count(d, n, N, positional)}
+          'contextual': cm_layers,
+          'value': value.layer_count(d, n, N, positional, ties)}
 
 
-def parameter_counts(d: int, n: int, resolution: int, positional: bool = False) -> dict:
+def parameter_counts(d: int, n: int, resolution: int, positional: bool = False,
+                     ties: str = 'paper') -> dict:
   N = resolution
+  cm_params = (contextual_ties.parameter_count(d, n, N) if ties == 'complete' else
+               contextual.parameter_count(d, n, N, positional))
   return {'quantization': quantize.parameter_count(d, N, n if positional else None),
-          'contextual': contextual.parameter_count(d, n, N, positional),
-          'value': value.parameter_count(d, n, N, positional)}
+          'contextual': cm_params,
+          'value': value.parameter_count(d, n, N, positional, ties)}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -83,9 +91,10 @@ class GBar:
     """The literal paper-valued float64 params of all five segments (``values``:
     real target values for the bump weights, see ``ValueMapping.params``)."""
     _, vparams = self.value.params('float64', values=values)
-    parts = [self.quantization.params['segment_0'], self.contextual.params['segment_0'],
-             self.contextual.params['segment_1']] + [vparams[f'segment_{i}']
-                                                      for i in range(len(vparams))]
+    cm = self.contextual
+    parts = ([self.quantization.params['segment_0']]
+             + [cm.params[f'segment_{i}'] for i in range(len(cm.segments))]
+             + [vparams[f'segment_{i}'] for i in range(len(vparams))])
     out = {f'segment_{i}': p for i, p in enumerate(parts)}
     if self.positional:
       out['E'] = self.quantization.params['E']
@@ -95,7 +104,7 @@ class GBar:
     return layers.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.contextual.n)
 
-  def apply_float(self, x):
+  def apply(self, x):
     """The literal network in float64 (breaks down once values outgrow float64)."""
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()},
@@ -110,7 +119,7 @@ class GBar:
     """
     k = self.quantization.to_indices(self.quantization.apply(x))
     z = self.contextual.forward(k)['z']
-    out, bump, _ = self.value.apply_compact(z)
+    out, bump, _ = self.value.select(z)
     return out, bump
 
   def apply_exact(self, x) -> np.ndarray:
@@ -120,7 +129,8 @@ class GBar:
 
 
 def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
-                arithmetic: str = 'auto', positional: bool = False) -> GBar:
+                arithmetic: str = 'auto', positional: bool = False,
+                ties: str = 'paper') -> GBar:
   """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
 
   Args:
@@ -130,12 +140,21 @@ def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 
     denominator: A = targets / denominator; the exact scale becomes lcm(2N, denominator).
     arithmetic: for g_c ('auto', 'int64', 'limbs').
     positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
+    ties: 'paper' (Lemma 8) or 'complete' (``contextual_ties``: targets on every
+      multiset of G, [C(N^d + n - 1, n), n, d]; scale lcm(N lcm(2, n), denominator)).
   """
   d, n, N = common.check_config(d, n, resolution)
   scale = int(np.lcm(2 * N, int(denominator))) if isinstance(denominator, (int, np.integer)) \
       else None
   g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=positional)
-  g_c = contextual.build_contextual_mapping(d=d, n=n, resolution=N, scale=scale,
-                                            arithmetic=arithmetic, positional=positional)
+  if contextual_ties.check_ties(ties) == 'complete':
+    if positional:
+      raise ValueError("ties='complete' is a Theorem 2 variant; positional=True (Theorem 3) "
+                       'has no ties to resolve.')
+    scale = int(np.lcm(contextual_ties.default_scale(N, n), int(denominator)))
+    g_c = contextual_ties.build(d=d, n=n, resolution=N, scale=scale, arithmetic=arithmetic)
+  else:
+    g_c = contextual.build_contextual_mapping(d=d, n=n, resolution=N, scale=scale,
+                                              arithmetic=arithmetic, positional=positional)
   g_v = value.build_value_mapping(g_c, targets, denominator=denominator)
   return GBar(quantization=g_q, contextual=g_c, value=g_v)

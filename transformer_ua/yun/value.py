@@ -38,8 +38,8 @@ are rationals ``numerators / denominator`` with ``denominator | S``.
 ``ValueMapping.apply_compact`` is a compact equivalent of the literal network
 (equal to it on every input, given the trap check): kill and clean-up exactly, then
 a binary search for the (unique) bump window containing u^T Z, whose target it
-returns -- and the *index* of that bump. Reused with any payload (e.g. float target
-values) the output is the payload of the selected bump *exactly*: no
+returns (``ValueMapping.select`` also returns the *index* of that bump). Reused with
+any payload (e.g. float target values) the output is the payload of the selected bump *exactly*: no
 rounding enters the selection, and the payload never passes through the integer
 arithmetic. Tests prove compact == literal on whole grids.
 """
@@ -59,7 +59,7 @@ from transformer_ua import layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual, grids
+from transformer_ua.yun import common, contextual, contextual_ties, grids
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -67,47 +67,63 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def num_classes(d: int, n: int, resolution: int, positional: bool = False) -> int:
+def num_classes(d: int, n: int, resolution: int, positional: bool = False,
+                ties: str = 'paper') -> int:
   """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
-  (``positional``: no permutation reduction, Appendix G.3)."""
+  (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
+  multisets of G for ``ties='complete'`` (``yun.contextual_ties``)."""
+  if ties == 'complete':
+    return contextual_ties.num_classes(d, n, resolution)
   return resolution ** (d * n) if positional else math.comb(resolution ** d, n)
 
 
-def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False) -> int:
+def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> int:
+  """One per id: n per class; ``ties='complete'``: one per (multiset, value in it),
+  N^d C(N^d + n - 2, n - 1) (repeated tokens share their id and their bump)."""
+  if ties == 'complete':
+    return contextual_ties.num_ids(d, n, resolution)
   return n * num_classes(d, n, resolution, positional)
 
 
-def layer_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
-  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1)."""
-  return num_bump_layers(d, n, resolution, positional) + d + 1
+def layer_count(d: int, n: int, resolution: int, positional: bool = False,
+                ties: str = 'paper') -> int:
+  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1; ties='complete':
+  delta^-d C(delta^-d + n - 2, n - 1) + d + 1)."""
+  return num_bump_layers(d, n, resolution, positional, ties) + d + 1
 
 
-def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
-  return layer_count(d, n, resolution, positional) * (3 * d + 1)
+def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> int:
+  return layer_count(d, n, resolution, positional, ties) * (3 * d + 1)
 
 
-def value_mapping_segments(d: int, n: int, resolution: int,
-                           positional: bool = False) -> tuple[Segment, ...]:
+def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
+                           ties: str = 'paper') -> tuple[Segment, ...]:
   """(kill and clean-up, bumps); without the bumps when G~ is empty (n > N^d)."""
   kill = Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean')
-  bumps = num_bump_layers(d, n, resolution, positional)
+  bumps = num_bump_layers(d, n, resolution, positional, ties)
   if not bumps:
     return (kill,)
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def _class_decoder(d: int, n: int, resolution: int, positional: bool):
+def _class_decoder(d: int, n: int, resolution: int, positional: bool, ties: str = 'paper'):
+  if ties == 'complete':
+    return contextual_ties.make_class_codec(d, n, resolution)['decode']
   if positional:
     return lambda rank: common.decode_grid(rank, d, n, resolution)
   return grids.make_class_codec(d, n, resolution)['decode']
 
 
-def representatives(d: int, n: int, resolution: int, positional: bool = False) -> np.ndarray:
+def representatives(d: int, n: int, resolution: int, positional: bool = False,
+                    ties: str = 'paper') -> np.ndarray:
   """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
-  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order)."""
-  decode = _class_decoder(d, n, resolution, positional)
+  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order;
+  ``ties='complete'``: every multiset of G, columns non-decreasing)."""
+  decode = _class_decoder(d, n, resolution, positional, ties)
   with jax.enable_x64(True):
-    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional))))
+    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional, ties))))
 
 
 def round_targets(values, denominator: int):
@@ -157,7 +173,8 @@ def _kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
   left_closed[0, 0, 1] = True  # t_r belongs to the middle piece: [t_l, t_r] closed
   zeros = lambda *s: np.zeros(s, dt)  # noqa: E731
   if obj:
-    fix = lambda a: np.vectorize(lambda v: int(v), otypes=[object])(a)  # noqa: E731
+    fix = lambda a: np.vectorize(  # noqa: E731  ints stay ints, rationals stay exact
+        lambda v: int(v) if Fraction(v).denominator == 1 else Fraction(v), otypes=[object])(a)
     w1, w2, breaks, slopes, intercepts = map(fix, (w1, w2, breaks, slopes, intercepts))
   return {'W_1': w1, 'b_1': zeros(L, 1) if not obj else np.full((L, 1), 0, object),
           'W_2': w2, 'b_2': zeros(L, d) if not obj else np.full((L, d), 0, object),
@@ -208,7 +225,7 @@ class ValueMapping:
   @property
   def segments(self):
     return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
-                                  self.cm.positional)
+                                  self.cm.positional, self.cm.ties)
 
   def __repr__(self) -> str:
     cm = self.cm
@@ -220,11 +237,12 @@ class ValueMapping:
     return sum(s.depth for s in self.segments)
 
   def num_params(self) -> int:
-    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional)
+    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional,
+                           self.cm.ties)
 
   # -- compact equivalent ------------------------------------------------------
 
-  def compact_fn(self):
+  def select_fn(self):
     """Pure ``f(z) -> (out, bump, killed)`` on g_c outputs z [.., n, d] (cm arithmetic).
 
     out: scaled g_v(z) [.., n, d]; bump: index c * n + j of the bump that fired, or
@@ -257,13 +275,24 @@ class ValueMapping:
 
     return f
 
+  def compact_fn(self):
+    """Pure ``f(z) -> out``: the compact g_v, z [.., n, d] -> scaled g_v(z) [.., n, d]
+    (cm arithmetic), for use inside jit; the out of ``select_fn``."""
+    select = self.select_fn()
+    return lambda z: select(z)[0]
+
   @functools.cached_property
-  def _jit_compact(self):
-    return jax.jit(self.compact_fn())
+  def _jit_select(self):
+    return jax.jit(self.select_fn())
+
+  def select(self, z):
+    """(out, bump, killed) of ``select_fn`` on z [B, n, d], jitted, exact."""
+    with jax.enable_x64(True):
+      return self._jit_select(z)
 
   def apply_compact(self, z):
-    with jax.enable_x64(True):
-      return self._jit_compact(z)
+    """The compact g_v on z [B, n, d] (cm arithmetic): scaled g_v(z) [B, n, d]."""
+    return self.select(z)[0]
 
   def payload(self, bump, values) -> np.ndarray:
     """Outputs from bump indices and any payload ``values`` [C, n, d] (e.g. floats).
@@ -371,11 +400,14 @@ class ValueMapping:
                     'left_closed': jnp.zeros((p, 1, 2), bool)}}
 
   def literal_fn(self):
-    """Pure ``f(params, z) -> out`` running the literal g_v (exact params, scaled)."""
+    """Pure ``f(z) -> out``: the literal g_v with its exact params, z [.., n, d] -> g_v(z)
+    [.., n, d], both scaled in the literal arithmetic (``to_literal``), for use inside
+    jit. Call under ``enable_x64``."""
     ar = self.literal_arithmetic
     segments = self.segments
+    _, params = self.params('exact')
 
-    def f(params, z):
+    def f(z):
       y = z
       for i, seg in enumerate(segments):
         if ar.kind == 'limbs':
@@ -410,14 +442,32 @@ def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
   return max(2 * e + 2 * s, r * max(e, t) + e, t + e)
 
 
+def _distinct_centers(ops, flat, order, targets, d, n, resolution):
+  """ties='complete': keeps one bump per distinct id (repeated tokens of a multiset share
+  their id), checks that tokens sharing an id share their target, and that the number
+  of distinct ids is N^d C(N^d + n - 2, n - 1) (else the map is not one-to-one)."""
+  same = ops.host_equal_adjacent(flat[order])          # [C n - 1]: equal to previous
+  tgt = targets.reshape(-1, d).astype(object)[order]
+  if np.any(same & np.any(tgt[1:] != tgt[:-1], axis=-1)):
+    raise ValueError('ties=complete: equal tokens of a multiset have different targets; '
+                     'the target must be permutation equivariant.')
+  keep = order[np.concatenate([[True], ~same])]
+  if len(keep) != contextual_ties.num_ids(d, n, resolution):
+    raise ValueError(f'{len(keep)} distinct ids, expected '
+                     f'{contextual_ties.num_ids(d, n, resolution)}: the contextual mapping '
+                     'is not one-to-one on (multiset, token) (contradicts its proof).')
+  return keep
+
+
 def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
                         chunk_size: int = REP_CHUNK, kernel: str = 'fast') -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
     cm: a ``yun.ContextualMapping`` (its scale S must be a multiple of ``denominator``).
-    targets: integer numerators [C, n, d], C = C(N^d, n), in the order of
-      ``representatives`` (columns of each representative sorted by column index).
+    targets: integer numerators [C, n, d], C = C(N^d, n) (ties=complete:
+      C(N^d + n - 1, n)), in the order of ``representatives`` (columns of each
+      representative sorted by column index).
     denominator: the target is A = targets / denominator.
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
@@ -428,10 +478,12 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  c = num_classes(d, n, N, cm.positional)
+  ties = cm.ties
+  c = num_classes(d, n, N, cm.positional, ties)
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):
-    what = 'N^(dn)' if cm.positional else 'C(N^d, n)'
+    what = ('N^(dn)' if cm.positional else
+            'C(N^d + n - 1, n)' if ties == 'complete' else 'C(N^d, n)')
     raise ValueError(f'targets must have shape [{what}, n, d] = [{c}, {n}, {d}], got '
                      f'{targets.shape}.')
   if targets.dtype != object and not np.issubdtype(targets.dtype, np.integer):
@@ -456,7 +508,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   if tmax * 2 + cm.bound + s >= (1 << (cm.arithmetic.capacity_bits - 1)):
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
-  decode = _class_decoder(d, n, N, cm.positional)
+  decode = _class_decoder(d, n, N, cm.positional, ties)
   forward = cm.forward_fn(kernel)
 
   def run(params, start):
@@ -482,6 +534,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     rep_z = jnp.concatenate(zs)         # [C, n, d(, K)]
     flat = ids.reshape((c * n,) + ids.shape[2:])
     order = ops.sort_keys(np.asarray(flat))
+    if ties == 'complete':
+      order = _distinct_centers(ops, np.asarray(flat), order, targets, d, n, N)
     centers = flat[jnp.asarray(order)]
     targets_scaled = jnp.asarray(ops.constants(targets.astype(object) * factor))
     center_owner = jnp.asarray(order, jnp.int64)
