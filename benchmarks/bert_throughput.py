@@ -16,8 +16,9 @@ batch x seq / step time, median over ``rounds`` interleaved rounds of ``steps`` 
 after warm-up. Our MLM head computes logits only at the predicted positions (as the
 original BERT code does with ``max_predictions_per_seq``); Hugging Face computes them
 at every position and ignores the rest (labels -100): that is part of what is compared.
-Writes results/mixing_bert_throughput.json and appends one line to
-results/benchmarks.md. The reference needs ``pip install torch==2.13.0 transformers``
+Writes runs/benchmarks/mixing_bert_throughput.json and appends one line to
+runs/benchmarks/benchmarks.md (``--out=results/... --markdown=results/benchmarks.md``
+updates the record). The reference needs ``pip install torch==2.13.0 transformers``
 (the CPU wheel); ``--reference=none`` times ours alone.
 """
 
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.models import encoder as enc
 
 flags.DEFINE_integer('hidden', 128, 'd')
@@ -46,8 +47,10 @@ flags.DEFINE_integer('vocab', 4000, 'vocabulary')
 flags.DEFINE_integer('steps', 10, 'timed steps per round')
 flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
 flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
-flags.DEFINE_string('out', 'results/mixing_bert_throughput.json', 'JSON output')
-flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Markdown log (appended)')
+flags.DEFINE_string('out', 'runs/benchmarks/mixing_bert_throughput.json',
+                    'JSON output (--out=results/... to update the record)')
+flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
+                    'Markdown log (appended; --markdown=results/benchmarks.md for the record)')
 FLAGS = flags.FLAGS
 
 
@@ -153,6 +156,8 @@ def main(argv):
       sys.exit(f'error: --{name} must be >= 1, got {FLAGS[name].value}')
   if FLAGS.hidden % FLAGS.heads:
     sys.exit(f'error: --hidden={FLAGS.hidden} is not divisible by --heads={FLAGS.heads}')
+  cli.output_file(FLAGS.out, '--out')
+  cli.output_file(FLAGS.markdown, '--markdown')
   prov = provenance.record()
   batches = make_batches(np.random.default_rng(0), 4)
   systems = {'ours (JAX/Flax)': ours(batches)}
@@ -196,4 +201,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -26,8 +26,9 @@ between measurements); times are taken inside it, after imports: ``build`` (para
 generated and on device), ``compile`` (trace + lower + XLA compile), ``first_run``
 (one call on the batch, blocked until ready) and ``total``. A reference measurement
 is killed after ``--reference_cap_s`` seconds; it and every larger depth are reported
-as 'skipped: > X s'. Writes results/build_compile_vs_depth.json, a PNG figure, and one
-line in results/benchmarks.md (command, revision, machine).
+as 'skipped: > X s'. Writes runs/benchmarks/build_compile_vs_depth.json, a PNG figure, and one
+line in runs/benchmarks/benchmarks.md (command, revision, machine); ``--out``,
+``--figure``, ``--markdown`` under results/ update the record.
 """
 
 import json
@@ -44,9 +45,10 @@ flags.DEFINE_list('networks', ['quantization', 'contextual'], 'Constructed netwo
 flags.DEFINE_list('methods', ['scan', 'unrolled_jit', 'per_layer_loop'], 'Methods run.')
 flags.DEFINE_float('reference_cap_s', 60.0, 'Kill a reference measurement after this long.')
 flags.DEFINE_float('ours_cap_s', 600.0, 'Kill a scan measurement after this long.')
-flags.DEFINE_string('out', 'results/build_compile_vs_depth.json', 'JSON result.')
-flags.DEFINE_string('figure', 'results/build_compile_vs_depth.png', 'PNG figure.')
-flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Markdown log (appended).')
+flags.DEFINE_string('out', 'runs/benchmarks/build_compile_vs_depth.json',
+                    'JSON result (--out=results/... to update the record).')
+flags.DEFINE_string('figure', 'runs/benchmarks/build_compile_vs_depth.png', 'PNG figure.')
+flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 flags.DEFINE_string('child', '', 'internal: network,method,depth to measure.')
 
 NETWORKS = ('quantization', 'contextual')
@@ -205,7 +207,10 @@ def main(argv):
       raise app.UsageError(f'--{name}: unknown {bad}; allowed: {allowed}.')
   if 'scan' not in FLAGS.methods:
     raise app.UsageError('--methods must include scan (ours).')
-  from transformer_ua import provenance  # pylint: disable=import-outside-toplevel
+  from transformer_ua import cli, provenance  # pylint: disable=import-outside-toplevel
+  for name in ('out', 'figure', 'markdown'):
+    if name == 'out' or getattr(FLAGS, name):
+      cli.output_file(getattr(FLAGS, name), f'--{name}')
   prov = provenance.record()
   cap = FLAGS.reference_cap_s
   rows = []
@@ -263,4 +268,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  from transformer_ua import cli  # pylint: disable=import-outside-toplevel
+  cli.run(main)

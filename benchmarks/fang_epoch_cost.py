@@ -33,19 +33,19 @@ import time
 from absl import app, flags
 import jax
 import jax.numpy as jnp
-from ml_collections import config_flags
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang import regression
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_CONFIG = config_flags.DEFINE_config_file(
+_CONFIG = cli.define_config_file(
     'config', os.path.join(ROOT, 'experiments', 'configs', 'fang_f2.py'),
     'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
-_OUT = flags.DEFINE_string('out', None, 'JSON result (e.g. results/fang_epoch_cost.json).')
+_OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
+                           'JSON result (--out=results/... to update the record).')
 _CHUNK = flags.DEFINE_integer('grad_chunk', 250, 'Rows per gradient chunk of the '
                               "'per_step_chunk' and 'scan' paths.")
 _ONLY = flags.DEFINE_list('only_entries', [], 'Benchmark only these sweep entries.')
@@ -120,6 +120,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _ROUNDS.value < 1 or _CHUNK.value < 1:
     raise app.UsageError('--rounds and --grad_chunk must be >= 1.')
+  cli.output_file(_OUT.value, '--out')
   config = _CONFIG.value
   prov = provenance.record()
   data = regression.make_data(config.target, config.data_seed)
@@ -155,4 +156,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -14,8 +14,8 @@ float64 on the same inputs: n = 2002 uses the theory's lattice directions, n = 4
 
 Reported: seconds per input (median over rounds after a warm-up/compile call),
 the speed ratio, and the largest |literal - compact| / max(1, |compact|) on the
-shared inputs. Writes results/fang_literal_vs_compact.json and appends one line to
-results/benchmarks.md.
+shared inputs. Writes runs/benchmarks/fang_literal_vs_compact.json and appends one line to
+runs/benchmarks/benchmarks.md (``--out``/``--markdown`` under results/ update the record).
 """
 
 import json
@@ -26,7 +26,7 @@ import time
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import fang, provenance
+from transformer_ua import cli, fang, provenance
 from transformer_ua.fang import regression
 
 FLAGS = flags.FLAGS
@@ -34,8 +34,9 @@ flags.DEFINE_list('tokens', ['2002', '4368'], 'Token counts n (2002 = n_q lattic
 flags.DEFINE_integer('points', 4, 'Inputs timed through the literal network per round.')
 flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact path.')
 flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
-flags.DEFINE_string('out', 'results/fang_literal_vs_compact.json', 'JSON result.')
-flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Markdown log (appended).')
+flags.DEFINE_string('out', 'runs/benchmarks/fang_literal_vs_compact.json',
+                    'JSON result (--out=results/... to update the record).')
+flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 
 BOUND = 6.5  # covers Section 5's f2 data (largest norm 6.39)
 
@@ -54,6 +55,8 @@ def timed(fn, rounds, warm_up=True):
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  cli.output_file(FLAGS.out, '--out')
+  cli.output_file(FLAGS.markdown, '--markdown')
   try:
     tokens = [int(t) for t in FLAGS.tokens]
   except ValueError:
@@ -109,4 +112,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -23,11 +23,11 @@ import sys
 import time
 from fractions import Fraction
 
-from absl import app, flags
+from absl import flags
 import mpmath
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.yun import approximator, build_approximator, plan
 
 FLAGS = flags.FLAGS
@@ -134,15 +134,19 @@ def bench_config(d, n, N, target, points, log):
 
 
 def main(argv):
-  del argv
-  prov = provenance.record(' '.join(['python'] + sys.argv))
-  rows, g = [], None
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   try:
     configs = [tuple(int(v) for v in c.split(',')) for c in FLAGS.configs.split(':')]
-    assert all(len(c) == 3 for c in configs)
-  except (ValueError, AssertionError):
-    print(f'--configs={FLAGS.configs!r}: expected d,n,N[:d,n,N...], e.g. 1,3,8:1,3,16.')
-    sys.exit(2)
+  except ValueError:
+    configs = None
+  if not configs or any(len(c) != 3 for c in configs):
+    raise cli.BadInput(f'--configs={FLAGS.configs!r}: expected d,n,N[:d,n,N...], '
+                       'e.g. 1,3,8:1,3,16.')
+  if FLAGS.out:
+    cli.output_file(FLAGS.out, '--out')  # before the work
+  prov = provenance.record(' '.join(['python'] + sys.argv))
+  rows, g = [], None
   for d, n, N in configs:
     row, g = bench_config(d, n, N, FLAGS.target, FLAGS.points, print)
     rows.append(row)
@@ -161,4 +165,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -16,7 +16,8 @@ For each configuration, in the same process:
   does strictly less work).
 
 Reports points/s for both and the speed-up, writes JSON, and appends one line per
-configuration to results/benchmarks.md (command, revision, machine).
+configuration to runs/benchmarks/benchmarks.md (command, revision, machine;
+``--markdown=results/benchmarks.md`` updates the record).
 """
 
 import json
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import provenance, yun
+from transformer_ua import cli, provenance, yun
 from transformer_ua.exact import reference
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.yun import grids
@@ -42,7 +43,8 @@ flags.DEFINE_integer('chunk_size', 32768, 'Points per jit call.')
 flags.DEFINE_integer('jax_chunks', 6, 'Timed JAX chunks per configuration.')
 flags.DEFINE_float('numpy_seconds', 20.0, 'Approximate NumPy time budget per configuration.')
 flags.DEFINE_string('output_json', '', 'Write results here.')
-flags.DEFINE_string('markdown', 'results/benchmarks.md', 'Append a line per configuration.')
+flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
+                    'Append a line per configuration (results/benchmarks.md for the record).')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -117,12 +119,26 @@ def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
           'outputs_agree': agree}
 
 
+def _markdown_path() -> str:
+  return os.path.join(ROOT, FLAGS.markdown) if not os.path.isabs(FLAGS.markdown) else FLAGS.markdown
+
+
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  if FLAGS.output_json:
+    cli.output_file(FLAGS.output_json, '--output_json')
+  if FLAGS.markdown:
+    cli.output_file(_markdown_path(), '--markdown')
+  try:
+    configs = [tuple(int(v) for v in t.split(',')) for t in FLAGS.configs.split(';')]
+  except ValueError:
+    configs = []
+  if not configs or any(len(c) != 3 for c in configs):
+    raise app.UsageError(f'--configs={FLAGS.configs}: expected N,d,n triples separated by ";".')
   prov = provenance.record()
   rows = []
-  for triple in FLAGS.configs.split(';'):
-    N, d, n = (int(v) for v in triple.split(','))
+  for N, d, n in configs:
     row = bench(N, d, n, FLAGS.chunk_size, FLAGS.jax_chunks, FLAGS.numpy_seconds)
     rows.append(row)
     print(json.dumps(row))
@@ -131,7 +147,7 @@ def main(argv):
     with open(FLAGS.output_json, 'w') as f:
       json.dump(result, f, indent=2)
   if FLAGS.markdown:
-    path = os.path.join(ROOT, FLAGS.markdown) if not os.path.isabs(FLAGS.markdown) else FLAGS.markdown
+    path = _markdown_path()
     for r in rows:
       provenance.append_benchmark_line(path, (
           f"verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
@@ -144,4 +160,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -10,10 +10,14 @@ For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
    formulas;
 2. realizes it as a standard Transformer g in T^{2,1,4} (Lemma 6) with (lam, epsilon,
    dtype) and prints the decomposition d_p(f, f_bar), d_p(f_bar, g_bar), d_p(g_bar, g),
-   d_p(f, g) with confidence intervals (and the exact bad-set terms);
+   d_p(f, g) with confidence intervals (and the exact bad-set terms). When the float g
+   does not represent g_bar (``g_represents_g_bar`` False, or d_p(g_bar, g) more than
+   ``PRECISION_FAILURE_FACTOR`` x g_bar's value range), the rows with g are replaced by
+   one PRECISION FAILURE line and a certified bound from the exact realization
+   (``yun.plan``);
 3. runs a ladder of resolutions: error vs delta on log-log axes, the fitted slope of
    d_p(f_bar, g_bar) against the theory's d/p (Theorem 2) and of d_p(f, f_bar)
-   against 1 (a Lipschitz f);
+   against 1 (a Lipschitz f); with ``compare_ties`` also the ties='complete' ladder;
 4. sweeps lambda and epsilon at the main configuration;
 5. draws the contextual-mapping values u^T g_c(L) of the whole grid;
 6. (``precision_map``) for each (d, n, N) x dtype, the smallest lambda on a ladder with
@@ -32,10 +36,9 @@ import sys
 import time
 
 from absl import app, flags
-from ml_collections import config_flags
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import approximator, contextual, distances, targets as targets_lib
 from transformer_ua.yun import plan as yun_plan
@@ -43,12 +46,18 @@ from transformer_ua.yun import plan as yun_plan
 
 def _define_flags():
   """Flags are defined only when run as a binary, so tests can import ``run``."""
-  config = config_flags.DEFINE_config_file(
+  config = cli.define_config_file(
       'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
       'ml_collections config file (append :ladder for the long variant).')
   output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
                                    'directory for approximate.json and the PNG figures.')
   return config, output_dir
+
+
+#: d_p(g_bar, g) above this many times the largest |value| of g_bar means the float
+#: realization broke down (with softmax ~ hardmax, g mixes g_bar's values; errors far
+#: beyond their range come from rounding at the size of t_r), not a measurement.
+PRECISION_FAILURE_FACTOR = 10.0
 
 
 class ConfigError(ValueError):
@@ -75,8 +84,23 @@ def _validate(c) -> None:
       raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
   if not c.ladder or any(not isinstance(v, int) or v < 2 for v in c.ladder):
     raise ConfigError(f'config.ladder={c.ladder!r}; it must list integer resolutions >= 2.')
+  if not c.positional and not targets_lib.BUILTIN_TARGETS[c.target].permutation_equivariant:
+    raise ConfigError(f'config.target={c.target!r} is not permutation equivariant, so '
+                      'Theorem 2 (config.positional=False) does not apply; set '
+                      '--config.positional=True (Theorem 3).')
   if not isinstance(c.get('compare_ties', False), bool):
     raise ConfigError(f'config.compare_ties={c.compare_ties!r}; it must be True or False.')
+  if _fits(c.d, c.n, c.resolution, c.positional):  # else build_approximator refuses it
+    # The main network is ties='paper' (float realizations; compare_ties only adds ladders
+    # of g_bar, which realize nothing).
+    for name, values in (('epsilon', [c.epsilon]), ('interior_epsilon', [c.interior_epsilon]),
+                         ('epsilon_sweep', list(c.epsilon_sweep))):
+      for v in values:
+        try:
+          approximator.check_epsilon(v, d=c.d, n=c.n, resolution=c.resolution,
+                                     positional=c.positional)
+        except ValueError as e:
+          raise ConfigError(f'config.{name}: {e}') from None
 
 
 def _positional_for(name: str, default: bool) -> bool:
@@ -150,8 +174,9 @@ def run_sweeps(net, c, log):
                        'dp_g_bar_g': dec['estimates']['g_bar|g'],
                        'max_interior_error': rep['max_abs_error'],
                        'reproduces': rep['reproduces']})
-    log(f'  {key} sweep: ' + ', '.join(
-        f'{r[key]:.0e}->{r["dp_g_bar_g"]["value"]:.2e}' for r in out[key]))
+    fixed = f'epsilon={c.epsilon:g}' if key == 'lam' else f'lam={c.lam:g}'
+    log(f'  {key} sweep, d_p(g_bar, g) at {fixed}: ' + ', '.join(
+        f'{key}={r[key]:.0e} -> {r["dp_g_bar_g"]["value"]:.3g}' for r in out[key]))
   return out
 
 
@@ -204,15 +229,31 @@ def run(c, outdir, log=print) -> dict:
   dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
   g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
   rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
+  # One precision verdict: error_decomposition's check that the float g represents g_bar
+  # on cube interiors (g_represents_g_bar / g_note), or d_p(g_bar, g) far beyond g_bar's
+  # value range. Either way the d_p rows with g are rounding, not Lemma 6: they are not
+  # printed (the JSON keeps them), and a certified bound (exact realization) replaces them.
+  value_range = max(1.0, float(np.max(np.abs(net.values))))
+  dp_gg = dec['estimates']['g_bar|g']['value']
+  far = dp_gg > PRECISION_FAILURE_FACTOR * value_range
+  dec['precision_failure'] = not dec.get('g_represents_g_bar', True) or far
   log(f'\nerror decomposition, p={c.p:g}, {c.samples} samples, 95% CI')
   for key, e in dec['estimates'].items():
     a, b = key.split('|')
-    if 'g' in (a, b) and not dec.get('g_represents_g_bar', True):
-      continue  # not a measurement of Lemma 6: see the note below
+    if 'g' in (a, b) and dec['precision_failure']:
+      continue  # not a measurement of Lemma 6: see the PRECISION FAILURE line below
     log(f'  d_p({a:>5}, {b:<5}) = {e["value"]:.5f}  [{e["ci_low"]:.5f}, {e["ci_high"]:.5f}]')
   certified = None
-  if 'g_note' in dec:
-    log(f'  {dec["g_note"]}')
+  if dec['precision_failure']:
+    t_r = float(net.g_bar.contextual.t_r)
+    why = dec.get('g_note') or (
+        f'd_p(g_bar, g) = {dp_gg:.3g} is more than {PRECISION_FAILURE_FACTOR:g} x the '
+        f'largest |value| of g_bar ({value_range:.3g}): the d_p terms with g measure '
+        f'{c.dtype} rounding, not Lemma 6')
+    log(f'  PRECISION FAILURE, not a measurement (t_r = {t_r:.3g}, lam={c.lam:g}, '
+        f'epsilon={c.epsilon:g}, d_p(g_bar, g) = {dp_gg:.3g} for values |A| <= '
+        f'{value_range:.3g}; unless lam is too small for hardmax, which the lam sweep below '
+        f'shows): {why}')
     p_plan = yun_plan.plan_realization(net)
     g_exact = net.realize(lam=p_plan.lam, epsilon=p_plan.epsilon, dtype='exact')
     certified = g_exact.certify_interiors()
@@ -223,6 +264,10 @@ def run(c, outdir, log=print) -> dict:
   if 'exact' in dec:
     log(f'  exact: bad-set measure {dec["exact"]["bad_set_measure"]:.5f}, '
         f'd_p(f_bar, g_bar) = {dec["exact"]["dp_f_bar_g_bar"]:.5f}')
+  if 'exact' in dec and not positional:
+    log('  d_p(f, g) is mostly d_p(f_bar, g_bar): the bad set (inputs with repeated '
+        f'columns, measure {dec["exact"]["bad_set_measure"]:.5f} here, -> 0 like delta) is '
+        'where Theorem 2\'s g_bar is 0 instead of f_bar; elsewhere g_bar = f_bar.')
   log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
       f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
       f'(reproduces g_bar: {rep["reproduces"]})')
@@ -232,7 +277,9 @@ def run(c, outdir, log=print) -> dict:
   ladders = []
   for name in targets:
     pos = _positional_for(name, c.positional)
-    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"})')
+    why = (': not permutation equivariant, so Theorem 2 does not apply'
+           if pos and not c.positional else '')
+    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"}{why})')
     for ties in ('paper', 'complete') if c.get('compare_ties') and not pos else ('paper',):
       if ties == 'complete':
         log(f' {name} (Theorem 2, ties=complete: no bad set)')
@@ -271,12 +318,13 @@ def run(c, outdir, log=print) -> dict:
 def main(argv, config, output_dir):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  cli.output_dir(output_dir.value, '--output_dir')  # before the work
   try:
     run(config.value, output_dir.value)
   except ValueError as e:  # one line, no traceback
-    sys.exit(f'error: {e}')
+    cli.fail(str(e))
 
 
 if __name__ == '__main__':
   _flags = _define_flags()
-  app.run(lambda argv: main(argv, *_flags))
+  cli.run(lambda argv: main(argv, *_flags))

@@ -4,7 +4,8 @@ and Corollary 3.7 (sup error vs q).
 
     python experiments/fang_construction.py [--f2_literal_points=16] [--skip_corollary]
 
-Writes results/fang_construction.md (+ .json) and results/fang_corollary37.png.
+Writes fang_construction.md (+ .json) and fang_corollary37.png to --results_dir
+(default runs/fang_construction; ``--results_dir=results`` updates the record).
 """
 
 import json
@@ -15,13 +16,14 @@ from fractions import Fraction
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import fang, provenance
+from transformer_ua import cli, fang, provenance
 from transformer_ua.fang import approximate, exact, regression, ridge
 
 _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
-_RESULTS = flags.DEFINE_string('results_dir', 'results', 'Output directory.')
+_RESULTS = flags.DEFINE_string('results_dir', 'runs/fang_construction',
+                               'Output directory (--results_dir=results updates the record).')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-9
@@ -149,8 +151,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _F2_POINTS.value < 0:
     raise app.UsageError('--f2_literal_points must be >= 0.')
-  results_dir = os.path.join(ROOT, _RESULTS.value)
-  os.makedirs(results_dir, exist_ok=True)
+  results_dir = cli.output_dir(os.path.join(ROOT, _RESULTS.value), '--results_dir')
   prov = provenance.record()
   rng = np.random.default_rng(0)
   out = {'provenance': prov}
@@ -257,4 +258,4 @@ def render(out) -> str:
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -24,15 +24,14 @@ import time
 
 from absl import app, flags
 import jax
-from ml_collections import config_flags
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.fang import optimum, regression
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
-_OUT = flags.DEFINE_string('out', None, 'JSON result (required; e.g. '
-                           'results/fang_optimum_f2.json).')
+_CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
+_OUT = flags.DEFINE_string('out', 'runs/fang_optimum.json',
+                           'JSON result (--out=results/fang_optimum_f2.json to update the record).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
                             '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
 
@@ -41,8 +40,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   config = _CONFIG.value
-  if config is None or not _OUT.value:
-    raise app.UsageError('--config and --out are required.')
+  if config is None:
+    raise app.UsageError('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
+  cli.output_file(_OUT.value, '--out')
   try:
     regression.validate_config(config)
     runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
@@ -88,4 +88,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -8,8 +8,9 @@ r"""Fang et al. 2022, Section 5: Table 1, Figure 2 (f1 surfaces), Figure 3 (f2 c
 Runs every sweep entry of the config for every seed (seed-major: all models' seed 0
 first). A finished run (``result.json``) is skipped; an unfinished one resumes from
 its orbax checkpoint. After each run the report is rebuilt from every
-``result.json`` of both targets under ``--workdir``: ``results/fang_regression.md``
-with ``results/fang_regression_<target>.json`` and the PNG figures.
+``result.json`` of both targets under ``--workdir``: ``fang_regression.md`` with
+``fang_regression_<target>.json`` and the PNG figures in ``--results_dir`` (default
+``<workdir>/report``; ``--results_dir=results`` replaces the checked-in record).
 
 For every trained ATTENTION model the binary also runs the *literal* network
 (``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1 blocks) on
@@ -24,16 +25,16 @@ import sys
 import time
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 import numpy as np
 
-from transformer_ua import fang, provenance
+from transformer_ua import cli, fang, provenance
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_regression as fang_training
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
+_CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
-_RESULTS = flags.DEFINE_string('results_dir', 'results', 'Where the report is written.')
+_RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report is written (default: '
+                                '<workdir>/report; --results_dir=results updates the record).')
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
@@ -85,6 +86,9 @@ def main(argv):
     raise app.UsageError('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
   if not _WORKDIR.value:
     raise app.UsageError('--workdir is required.')
+  cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
+  results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
+                               '--results_dir')
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   try:
@@ -117,11 +121,10 @@ def main(argv):
           result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
       with open(os.path.join(workdir, 'result.json'), 'w') as f:
         json.dump(result, f, indent=1)
-      fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value),
+      fang_report.write_report(_WORKDIR.value, results_dir,
                                sweep_plans())
-  fang_report.write_report(_WORKDIR.value, os.path.join(ROOT, _RESULTS.value), sweep_plans())
+  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans())
 
 
 if __name__ == '__main__':
-  flags.mark_flags_as_required(['config'])
-  app.run(main)
+  cli.run(main)

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import activations, layers
+from transformer_ua import activations, cli, layers
 
 UNITS = {
     'constant first': activations.Phi((0.0, 1.0), ((0.0, 2.0), (1.0, -1.0), (-3.0, 4.0))),
@@ -21,7 +21,9 @@ UNITS = {
 }
 
 
-def main(_):
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   t = np.linspace(-5, 5, 1_000_001)
   print('L1 error of the 4-ReLU realization on [-5, 5]')
   print(f"{'epsilon':>10} " + ' '.join(f'{k:>16}' for k in UNITS))
@@ -38,4 +40,4 @@ def main(_):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

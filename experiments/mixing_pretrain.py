@@ -9,8 +9,9 @@ resumes from the latest checkpoint.
 """
 
 
-from absl import app, flags
+from absl import flags
 
+from transformer_ua import cli
 from transformer_ua.models import mixing_cli, mixing_train
 
 train_and_evaluate = mixing_train.pretrain
@@ -19,4 +20,4 @@ flags.adopt_module_key_flags(mixing_cli)  # --help lists --config and --workdir
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -14,8 +14,10 @@ Jobs, seed-major (every model's seed 0 first):
 A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
 its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
 2 cores better than one). After each job the report is rebuilt from every
-``result.json`` under the workdir: ``results/mixing_layers.md`` (for ``tiny``;
-``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures.
+``result.json`` under the workdir: ``mixing_layers.md`` (for ``tiny``;
+``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
+``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results`` updates the
+checked-in record).
 """
 
 import glob
@@ -29,14 +31,15 @@ from ml_collections import config_flags
 import numpy as np
 
 from transformer_ua.models import mixing_train
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.data import wordnet
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/mixing_*.py')
+_CONFIG = cli.define_config_file('config', None, 'experiments/configs/mixing_*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
 _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
 _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
-_RESULTS = flags.DEFINE_string('results_dir', 'results', 'Where the report goes.')
+_RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report goes (default '
+                                '<workdir>/report; --results_dir=results updates the record).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1).')
 
@@ -302,6 +305,9 @@ def main(argv):
     sys.exit(f'error: --shard must be i/m with 0 <= i < m, got {_SHARD.value!r}')
   if _SEEDS.value < 1:
     sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
+  cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
+  results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
+                               '--results_dir')
   logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   name = os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])).removesuffix('.py')
@@ -325,9 +331,9 @@ def main(argv):
     for j, job in enumerate(jobs(config.model.num_layers, _SEEDS.value, ks)):
       if j % m == i:
         run_job(config, _WORKDIR.value, job)
-        report(config, _WORKDIR.value, _RESULTS.value, name, prov)
-  report(config, _WORKDIR.value, _RESULTS.value, name, prov)
+        report(config, _WORKDIR.value, results_dir, name, prov)
+  report(config, _WORKDIR.value, results_dir, name, prov)
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

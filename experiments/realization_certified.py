@@ -20,10 +20,10 @@ import sys
 import time
 import warnings
 
-from absl import app, flags
+from absl import flags
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import cli, provenance
 from transformer_ua.yun import approximator, build_approximator, plan
 
 FLAGS = flags.FLAGS
@@ -136,9 +136,10 @@ def write_png(path, rows):
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  cli.output_dir(FLAGS.outdir, '--outdir')  # before the work
   prov = provenance.record(' '.join(['python'] + sys.argv))
-  os.makedirs(FLAGS.outdir, exist_ok=True)
   only = [s.strip() for s in FLAGS.only.split(',') if s.strip()]
   rows = []
   for cfg in CONFIGS:
@@ -153,4 +154,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

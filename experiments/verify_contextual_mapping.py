@@ -33,7 +33,7 @@ import sys
 from absl import app
 from absl import flags
 
-from transformer_ua import parallel
+from transformer_ua import cli, parallel
 from transformer_ua.verify import theorem2
 
 FLAGS = flags.FLAGS
@@ -116,6 +116,8 @@ def run(argv):
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
                 target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),
                 float_points=_int_flag('float_points', 0), num_devices=num_devices)
+  if FLAGS.output_json:  # before the work, not after it
+    cli.output_file(FLAGS.output_json, '--output_json')
   try:
     result = theorem2.verify_theorem2(d=d, n=n, resolution=resolution, grid=FLAGS.grid,
                                       arithmetic=FLAGS.arithmetic, lemma9=FLAGS.lemma9,
@@ -144,4 +146,4 @@ def run(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

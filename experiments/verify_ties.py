@@ -12,11 +12,11 @@ exact ties, bits within plan). Prints one summary line; writes the JSON to --out
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
+from transformer_ua import cli
 from transformer_ua.verify import contextual_ties as verify_ties
 from transformer_ua.yun import contextual_ties
 
@@ -29,15 +29,15 @@ _OUT = flags.DEFINE_string('output', 'runs/verify_ties.json', 'JSON output path.
 
 
 def main(argv):
-  del argv
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  cli.output_file(_OUT.value, '--output')  # before the work
   try:
     cm = contextual_ties.build(d=_D.value, n=_N_TOKENS.value, resolution=_RES.value,
                                arithmetic=_ARITH.value)
     res = verify_ties.verify(cm, grid=_GRID.value)
   except ValueError as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(2)
-  os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
+    raise cli.BadInput(str(e)) from None
   with open(_OUT.value, 'w') as fh:
     json.dump(res, fh, indent=1, default=str)
   bad = {k: v for k, v in res['violations'].items() if v}
@@ -50,4 +50,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

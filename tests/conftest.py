@@ -1,6 +1,22 @@
 """Shared test configuration: deterministic hypothesis, the ``slow`` marker."""
 
+import os
+import tempfile
+
 import hypothesis
+
+# One on-disk XLA compilation cache per test session, shared by the xdist workers and
+# the binaries' subprocesses (they inherit the environment): the many identical
+# programs (each training run rebuilds its jitted step; subprocesses recompile what the
+# parent compiled) are compiled once. Results are unchanged: a hit is the same
+# executable. Set JAX_COMPILATION_CACHE_DIR yourself to keep it across sessions.
+if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
+  os.environ['JAX_COMPILATION_CACHE_DIR'] = tempfile.mkdtemp(prefix='transformer_ua_xla_')
+  os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0.2')
+import jax  # pylint: disable=wrong-import-position
+jax.config.update('jax_compilation_cache_dir', os.environ['JAX_COMPILATION_CACHE_DIR'])
+jax.config.update('jax_persistent_cache_min_compile_time_secs',
+                  float(os.environ.get('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '1')))
 
 # Deterministic: the same examples every run, no example database on disk.
 hypothesis.settings.register_profile(

@@ -474,3 +474,10 @@ def test_f2_size_literal_network_within_1e_9_at_the_boundary():
   want = np.asarray([float(fang.evaluate_poly_exact(regression.F2, r)) for r in x])
   err = np.abs(model.apply(x) - want) / np.maximum(1.0, ridge.abs_scale(regression.F2, x))
   assert err.max() <= 1e-9
+
+
+def test_polynomial_transformer_repr_is_one_short_line():
+  model = fang.build_polynomial_transformer({(1, 0): 2.0, (1, 1): -1.0}, d=2, bound=2.0)
+  text = repr(model)
+  assert text.startswith('PolynomialTransformer(d=2, q=2, ') and 'blocks' in text, text
+  assert len(text) < 200 and '\n' not in text and 'array' not in text, text

@@ -9,9 +9,10 @@ import os
 import numpy as np
 import pytest
 
-from transformer_ua import yun
+from transformer_ua import activations, yun
 from transformer_ua.yun import distances
-from transformer_ua.yun import approximator, contextual, pipeline, quantize, targets
+from transformer_ua.yun import (approximator, contextual, contextual_ties, pipeline, plan, quantize,
+                                targets)
 
 
 def _all_cells(d, n, N):
@@ -117,8 +118,12 @@ def test_theorem2_g_bar_is_f_bar_off_the_bad_set_and_zero_on_it(thm2):
   np.testing.assert_array_equal(out[~good], 0.0)
   # The literal float64 network agrees (paper values; small configuration).
   np.testing.assert_allclose(thm2.apply_literal(centers), out, atol=1e-9)
-  # Outside the unit cube g_bar is 0 (Lemma 7 maps it out of range).
-  np.testing.assert_array_equal(thm2.apply(centers[:4] + 1.0), 0.0)
+  # Outside the unit cube the API refuses (as for Theorem 3); the network itself keeps
+  # the paper's 0 there (Lemma 7 maps X out of range, no bump fires).
+  with pytest.raises(ValueError, match=r'\[0, 1\)'):
+    thm2.apply(centers[:4] + 1.0)
+  _, bump = thm2.g_bar.select(centers[:4] + 1.0)
+  np.testing.assert_array_equal(thm2.g_bar.value.payload(np.asarray(bump), thm2.values), 0.0)
 
 
 def test_theorem2_g_bar_is_permutation_equivariant(thm2):
@@ -206,6 +211,69 @@ def test_bad_inputs_are_one_line_errors(thm2, thm3):
     thm2.apply(np.zeros((2, 2, 1)))
   with pytest.raises(ValueError, match=r'\[0, 1\)'):
     thm3.apply(np.full((1, 2, 1), 1.5))
+  with pytest.raises(ValueError, match=r'\[0, 1\)'):  # one rule for both theorems
+    thm2.apply(np.full((1, 3, 1), -0.5))
+
+
+def test_realized_apply_has_the_same_input_checks(thm2, thm3):
+  for net in (thm2, thm3):
+    g = net.realize(lam=1e4, epsilon=1e-2)
+    n, d = net.n, net.d
+    assert g.d == d
+    with pytest.raises(ValueError, match='shape'):
+      g.apply(np.zeros((2, n + 1, d)))      # wrong n: was silently accepted
+    with pytest.raises(ValueError, match='shape'):
+      g.apply(np.zeros((2, n, d + 1)))      # wrong d: was a Flax ScopeParamShapeError
+    with pytest.raises(ValueError, match='NaN'):
+      g.apply(np.full((1, n, d), np.nan))
+    with pytest.raises(ValueError, match=r'\[0, 1\)'):
+      g.apply(np.full((1, n, d), 1.0))
+
+
+def test_epsilon_below_float64_resolution_is_refused_before_realizing(thm2):
+  # d=1, n=3, N=32: t_r = 32^6 * 31 ~ 3.3e10 has float64 spacing 3.8e-6 > epsilon.
+  with pytest.raises(ValueError, match='allowed: epsilon >= 1.53e-05.*largest resolution '
+                                       'is N=21'):
+    approximator.check_epsilon(1e-6, d=1, n=3, resolution=32)
+  approximator.check_epsilon(1e-6, d=1, n=3, resolution=21)  # spacing 2.4e-7: fine
+  with pytest.raises(ValueError, match='float64 resolves'):
+    thm2.realize(lam=1e4, epsilon=1e-14)  # t_r = 3^6 * 2 = 1458: 4 ulps = 9.1e-13
+
+
+def test_epsilon_check_is_for_float_dtypes_only(thm2):
+  """dtype='exact' carries epsilon as a Fraction (no ulps), so the float64 ramp check does
+  not apply to it; the plan's epsilon (what the exact path uses) passes it anyway."""
+  g = thm2.realize(lam=1e4, epsilon=1e-14, dtype='exact')  # refused for float64 above
+  assert g.dtype == 'exact' and g.epsilon == Fraction(1e-14)
+  p = plan.plan_realization(thm2)
+  approximator.check_epsilon(float(p.epsilon), d=thm2.d, n=thm2.n, resolution=thm2.resolution)
+
+
+def test_epsilon_check_follows_the_tie_complete_interval():
+  # ties='complete' has its own (t_l, t_r): the check reads that one, not Lemma 8's.
+  paper = approximator.min_epsilon(1, 3, 8)
+  complete = approximator.min_epsilon(1, 3, 8, ties='complete')
+  assert complete > 1000 * paper  # t_r(complete) ~ 5e16 vs t_r(paper) ~ 1.8e6 at N=8
+  assert complete == approximator.RAMP_ULPS * float(
+      np.spacing(float(contextual_ties.interval(1, 3, 8)[1])))
+  assert paper == approximator.RAMP_ULPS * float(
+      np.spacing(float(contextual.interval(1, 3, 8)[1])))
+
+
+def test_relu_expansion_refuses_a_collapsed_ramp():
+  phi = activations.Phi((1e10, 2e10), ((0.0, 0.0), (0.0, 1.0), (0.0, 0.0)))
+  with pytest.raises(ValueError, match='zero width'):  # was ZeroDivisionError
+    activations.relu_expansion(phi, 1e-7)
+  activations.relu_expansion(phi, 1e-3)
+
+
+def test_short_reprs(thm2):
+  g = thm2.realize(lam=1e4, epsilon=1e-2)
+  for obj in (thm2, g, thm2.g_bar, thm2.g_bar.quantization, thm2.g_bar.contextual,
+              thm2.g_bar.value):
+    text = repr(obj)
+    assert len(text) < 200 and '\n' not in text and 'array' not in text, text
+  assert repr(thm2.g_bar.contextual).startswith('ContextualMapping(Lemma 8: d=1, n=3, N=3')
 
 
 # ---------------------------------------------------------------------------
@@ -244,6 +312,22 @@ def test_main_job_writes_json_and_figures(tmp_path):
   assert any('error decomposition' in line for line in lines)
 
 
+def test_main_job_names_a_precision_failure(tmp_path):
+  from experiments import approximate
+  from experiments.configs import approximate as config_lib
+  c = config_lib.get_config()
+  c.resolution, c.ladder, c.dtype = 3, (2,), 'float32'  # float32 cannot hold t_r = 1458
+  c.samples, c.sweep_samples, c.map_samples = 500, 100, 64
+  c.lam_sweep, c.epsilon_sweep = (1e4,), (1e-2,)
+  lines = []
+  res = approximate.run(c, str(tmp_path), log=lines.append)
+  assert res['decomposition']['precision_failure']
+  failure = [l for l in lines if 'PRECISION FAILURE' in l]
+  assert len(failure) == 1 and 't_r = 1.46e+03' in failure[0], lines
+  assert any(l.startswith('  lam sweep, d_p(g_bar, g) at epsilon=') for l in lines)
+  assert any('bad set (inputs with repeated columns, measure' in l for l in lines)
+
+
 def test_main_job_rejects_bad_config():
   from experiments import approximate
   from experiments.configs import approximate as config_lib
@@ -254,4 +338,16 @@ def test_main_job_rejects_bad_config():
   c = config_lib.get_config()
   c.target = 'nope'
   with pytest.raises(approximate.ConfigError, match='allowed'):
+    approximate.run(c, '/nonexistent-dir-not-created')
+  c = config_lib.get_config()
+  c.target = 'prefix_mean'  # not equivariant: positional=False was silently overridden
+  with pytest.raises(approximate.ConfigError, match='positional=True'):
+    approximate.run(c, '/nonexistent-dir-not-created')
+  c = config_lib.get_config()
+  c.resolution = 32  # default epsilon 1e-6: was a ZeroDivisionError after minutes of build
+  with pytest.raises(approximate.ConfigError, match='config.epsilon: .*allowed: epsilon >='):
+    approximate.run(c, '/nonexistent-dir-not-created')
+  c = config_lib.get_config()
+  c.epsilon_sweep = (1e-2, 1e-13)  # N=4: t_r = 12288, 4 ulps = 7.3e-12
+  with pytest.raises(approximate.ConfigError, match='config.epsilon_sweep'):
     approximate.run(c, '/nonexistent-dir-not-created')

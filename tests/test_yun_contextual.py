@@ -139,8 +139,9 @@ def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
   assert cm.num_params() == contextual.parameter_count(d, n, N)
   assert [s.num_heads for s in cm.segments] == [2, 1]
   # The params are exactly the pytree Network.init gives (structure and shapes).
-  net = cm.network()
-  shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, n, d)))['params']
+  net = cm.network()  # a float64 network: its init shapes are taken under x64
+  with jax.enable_x64(True):
+    shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, n, d)))['params']
   assert jax.tree_util.tree_structure(shapes) == jax.tree_util.tree_structure(cm.params)
   assert jax.tree_util.tree_map(lambda a: a.shape, shapes) == \
       jax.tree_util.tree_map(lambda a: a.shape, cm.params)

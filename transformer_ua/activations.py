@@ -262,6 +262,12 @@ def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
     kinks += [lo, hi]
     # Left end keeps piece i, right end takes piece i + 1 (limits at the window ends).
     vals += [value(i, lo), value(i + 1, hi)]
+  if any(not a < b for a, b in zip(kinks, kinks[1:])):
+    raise ValueError(
+        f'epsilon={epsilon} is below the float resolution at breakpoints {breaks}: the '
+        f'ramp windows {ramp_windows(phi, epsilon)} have zero width (c + epsilon == c); '
+        f'need epsilon of at least a few ulps of max |c| '
+        f'({4 * math.ulp(max(abs(c) for c in breaks)):.3g}).')
   # Slopes on the len(kinks)+1 intervals.
   slopes = [pieces[0][0]]
   for j in range(len(kinks) - 1):

@@ -43,6 +43,20 @@ class BadInput(ValueError):
   """A flag, config value or path outside what the binary allows (one line)."""
 
 
+class Interrupted(KeyboardInterrupt):
+  """A SIGINT / SIGTERM that was handled: ``note`` says what was saved and how to resume.
+
+  Raised by ``transformer_ua.train.loop`` after its checkpoint; ``run`` prints it.
+  """
+
+  def __init__(self, signal_name: str, note: str):
+    super().__init__(signal_name, note)
+    self.signal_name, self.note = signal_name, note
+
+  def __str__(self) -> str:
+    return f'{self.signal_name}: {self.note}'
+
+
 def quiet_backend_probe() -> None:
   """Hides JAX's INFO line about the missing TPU backend on CPU/GPU machines."""
   logging.getLogger('jax._src.xla_bridge').setLevel(logging.WARNING)
@@ -77,23 +91,24 @@ def _parse_flags(argv: list[str]) -> list[str]:
   return []  # unreachable: fail() exits
 
 
-def define_config_dict(name: str, config, help_string: str = 'Configuration.'):
+def define_config_dict(name: str, config, help_string: str = 'Configuration.', **kwargs):
   """``config_flags.DEFINE_config_dict``, with override errors in one line.
 
   ml_collections applies ``--name.key=value`` overrides while the flag is *defined*
   (at import), before ``run`` could catch anything; this guards that moment.
   """
   try:
-    return config_flags.DEFINE_config_dict(name, config, help_string)
+    return config_flags.DEFINE_config_dict(name, config, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     _config_error(e)
 
 
 def define_config_file(name: str, default: str | None = None,
-                       help_string: str = 'Path to a configuration file.'):
-  """``config_flags.DEFINE_config_file``, with load/override errors in one line."""
+                       help_string: str = 'Path to a configuration file.', **kwargs):
+  """``config_flags.DEFINE_config_file`` (``kwargs``: e.g. ``lock_config``), with
+  load/override errors in one line."""
   try:
-    return config_flags.DEFINE_config_file(name, default, help_string)
+    return config_flags.DEFINE_config_file(name, default, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
     _config_error(e)
 
@@ -105,14 +120,20 @@ def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
 def run(main: Callable[[list[str]], object]) -> None:
   """``absl.app.run(main)`` under the contract in the module docstring."""
   quiet_backend_probe()
-  # SIGTERM behaves like Ctrl-C, so training loops checkpoint on either.
+  # SIGTERM behaves like Ctrl-C, so training loops checkpoint on either. SIGINT is
+  # (re)armed too: a shell starts background jobs with SIGINT ignored, and then
+  # `kill -INT` would neither stop nor checkpoint a run.
   signal.signal(signal.SIGTERM, _raise_interrupt)
+  signal.signal(signal.SIGINT, signal.default_int_handler)
 
   def wrapped(argv):
     try:
       return main(argv)
     except (app.UsageError, BadInput) as e:
       fail(e)
+    except Interrupted as e:
+      print(f'interrupted ({e.signal_name}); {e.note}', file=sys.stderr)
+      sys.exit(TERMINATED if e.signal_name == 'SIGTERM' else INTERRUPTED)
     except KeyboardInterrupt as e:
       name = str(e) or 'SIGINT'
       print(f'interrupted ({name}); nothing further was written', file=sys.stderr)

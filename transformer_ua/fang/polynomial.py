@@ -139,6 +139,11 @@ class PolynomialTransformer:
     """T = B max_i ||xi_i||, the bound on |t_i| over the ball."""
     return self.bound * float(np.max(np.linalg.norm(self.F, axis=1)))
 
+  def __repr__(self) -> str:
+    return (f'PolynomialTransformer(d={self.d}, q={self.q}, {self.n} tokens, '
+            f'bound={self.bound:g}, {self.depth()} blocks, {self.num_free_params()} free '
+            f'parameters{", exact" if self.beta_exact is not None else ""})')
+
   def depth(self) -> int:
     """Blocks of the literal network: q."""
     return self.q

@@ -39,6 +39,7 @@ def base_config():
   # Bookkeeping.
   c.eval_every = 1           # test MSE every epoch (Figure 3 curves)
   c.checkpoint_every = 100   # epochs between orbax checkpoints
+  c.checkpoint_seconds = 300.0  # also checkpoint after this much wall time (<= 5 min lost)
   c.tensorboard = True
   c.literal_check_points = 1000  # test points checked literal == compact (float64)
   return c

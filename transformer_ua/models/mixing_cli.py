@@ -4,8 +4,8 @@ import json
 import sys
 
 from absl import flags
-from ml_collections import config_flags
 
+from transformer_ua import cli
 from transformer_ua.data import wordnet
 
 
@@ -16,6 +16,7 @@ def run_main(argv, config_flag, workdir_flag, fn):
     sys.exit('error: --config is required, e.g. --config=experiments/configs/mixing_tiny.py')
   if not workdir_flag.value:
     sys.exit('error: --workdir is required (a run directory, e.g. runs/tiny/attention)')
+  cli.output_dir(workdir_flag.value, '--workdir')  # before the work
   try:
     result = fn(config_flag.value, workdir_flag.value)
   except (ValueError, wordnet.CorpusMissingError, FileNotFoundError) as e:
@@ -27,7 +28,7 @@ def run_main(argv, config_flag, workdir_flag, fn):
 def binary_main(fn):
   """Defines ``--config`` and ``--workdir``; returns ``main(argv)`` that runs ``fn(config,
   workdir)`` (a ``train_and_evaluate``) through ``run_main``."""
-  config_flag = config_flags.DEFINE_config_file(
+  config_flag = cli.define_config_file(
       'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
   workdir_flag = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
 

@@ -41,6 +41,7 @@ def base_config() -> ml_collections.ConfigDict:
   p.eval_every = 100                # held-out MLM / NSP evaluation
   p.eval_batches = 20               # held-out batches per evaluation
   p.checkpoint_every = 100
+  p.checkpoint_seconds = 300.0      # also checkpoint after this much wall time (<= 5 min lost)
 
   c.finetune = f = ml_collections.ConfigDict()
   f.task = 'mnli'                   # mnli (relations) | squad (spans)
@@ -57,4 +58,5 @@ def base_config() -> ml_collections.ConfigDict:
   f.log_every = 1
   f.eval_every = 100
   f.checkpoint_every = 100
+  f.checkpoint_seconds = 300.0
   return c

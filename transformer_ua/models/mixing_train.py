@@ -180,6 +180,7 @@ def _loop(*, workdir, state, train_step, get_batch, cfg, eval_fn, desc, halt_aft
   schedule = loop.Schedule(
       num_units=cfg.num_steps, eval_every=cfg.eval_every,
       checkpoint_every=cfg.checkpoint_every, log_every=cfg.log_every, unit='step',
+      checkpoint_seconds=cfg.get('checkpoint_seconds', loop.CHECKPOINT_SECONDS),
       stop_after=halt_after if halt_after > 0 else None, eval_prefix='eval_', desc=desc)
   out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
   MetricsWriter(workdir, tensorboard=False).plot('curves.png')

@@ -151,6 +151,21 @@ def write_report(result, path) -> None:
   if ex:
     lines += ['', f'Exact (whole grid): bad-set measure {ex["bad_set_measure"]:.6g}, '
               f'd_p(f_bar, g_bar) = {ex["dp_f_bar_g_bar"]:.6g}.']
+    if not result['positional']:
+      lines += ['', 'd_p(f, g) is mostly d_p(f_bar, g_bar): the bad set (inputs with '
+                'repeated columns, measure above) is where Theorem 2\'s g_bar is 0 instead '
+                'of f_bar; elsewhere g_bar = f_bar.']
+  if result['decomposition'].get('precision_failure'):
+    lines += ['', f'**Precision failure, not a measurement:** the {c["dtype"]} network g '
+              'does not represent g_bar at this size (see the cube-interior check below), '
+              'so d_p(g_bar, g) and d_p(f, g) measure rounding, not Lemma 6.']
+    if result['decomposition'].get('g_note'):
+      lines += ['', result['decomposition']['g_note']]
+    cert = result.get('certified')
+    if cert:
+      lines += ['', f'Certified instead (exact realization, arb balls at {cert["bits"]} bits): '
+                f'max |g - g_bar| <= {cert["max_abs_error"]:.3g} on every cube interior '
+                f'(margin {cert["margin"]} delta, {cert["cubes"]} cubes).']
   rep = result['realization']
   lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
             f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '

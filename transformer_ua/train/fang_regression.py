@@ -123,6 +123,7 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   schedule = loop.Schedule(
       num_units=config.epochs, eval_every=config.eval_every,
       checkpoint_every=config.checkpoint_every, unit='epoch', stop_after=stop_after_epochs,
+      checkpoint_seconds=config.get('checkpoint_seconds', loop.CHECKPOINT_SECONDS),
       finite_key='train_mse', max_to_keep=2, tensorboard=config.tensorboard,
       desc=run_name(config), progress=progress)
   out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)

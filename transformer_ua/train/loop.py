@@ -15,8 +15,17 @@ Per unit u (``done = u + 1``):
 
     log     done % log_every == 0 or last:  write {**train scalars, **eval scalars}
     eval    done % eval_every == 0 or last:  ``task.evaluate`` (prefixed ``eval_prefix``)
-    ckpt    done % checkpoint_every == 0 or the last unit run:  state + meta
+    ckpt    done % checkpoint_every == 0, or checkpoint_seconds since the last save
+            (or since the start), or the last unit run:  state + meta
             meta = {'step': done, 'history': rows so far, 'elapsed': seconds}
+
+Interrupts: a SIGINT / SIGTERM lets the unit in progress finish (a second one stops at
+once), then the loop saves a checkpoint of the last finished unit and raises
+``cli.Interrupted`` (a KeyboardInterrupt) whose message says where the checkpoint is and
+the command that resumes; ``cli.run`` prints it as one line and exits 130 / 143. A
+KeyboardInterrupt raised inside a unit (outside the main thread, or a second signal)
+saves the last finished unit too, unless its buffers were donated to the unit. So at
+most ``checkpoint_seconds`` of work (plus the unit in progress) is ever lost.
 
 Resume: the newest checkpoint restores the state, the history and the elapsed time,
 and ``metrics.jsonl`` is cut back to it (rows of an interrupted attempt are rewritten,
@@ -31,16 +40,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shlex
+import signal
+import sys
+import threading
 import time
 from typing import Any, Protocol
 
 import jax
 
-from transformer_ua import parallel
+from transformer_ua import cli, parallel
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
 State = Any
+#: Default wall-time period of the time-based checkpoint (seconds).
+CHECKPOINT_SECONDS = 300.0
 
 
 class Task(Protocol):
@@ -60,6 +75,8 @@ class Schedule:
   Attributes:
     num_units: units of a complete run.
     log_every, eval_every, checkpoint_every: periods (the last unit always does all).
+    checkpoint_seconds: also checkpoint once this much wall time has passed since the
+      last save (or the start), so an interruption loses at most this much.
     unit: the name of a unit in the history rows ('step' or 'epoch').
     stop_after: stop once this many units are done in total (None: run them all).
     eval_prefix: prepended to the evaluation scalars' names.
@@ -74,6 +91,7 @@ class Schedule:
   eval_every: int
   checkpoint_every: int
   log_every: int = 1
+  checkpoint_seconds: float = CHECKPOINT_SECONDS
   unit: str = 'step'
   stop_after: int | None = None
   eval_prefix: str = ''
@@ -82,6 +100,15 @@ class Schedule:
   tensorboard: bool = True
   desc: str = 'train'
   progress: bool = True
+
+  def __post_init__(self):
+    for name in ('num_units', 'eval_every', 'checkpoint_every', 'log_every'):
+      v = getattr(self, name)
+      if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f'{name}={v!r}; it must be an integer >= 1.')
+    c = self.checkpoint_seconds
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not c >= 0:
+      raise ValueError(f'checkpoint_seconds={c!r}; it must be a number >= 0 (seconds).')
 
 
 @dataclasses.dataclass
@@ -101,8 +128,57 @@ def training_mesh(config):
   return mesh if mesh.devices.size > 1 else None
 
 
+def resume_hint() -> str:
+  """The command that resumes this run: this process's own command line (a rerun with
+  the same workdir resumes), or a sentence when the loop was not started by a script."""
+  if sys.argv and sys.argv[0].endswith('.py'):
+    return 'resume with: python ' + shlex.join(sys.argv)
+  return 'call again with the same workdir to resume'
+
+
+class _StopRequest:
+  """SIGINT / SIGTERM handler for the loop's duration: the first signal asks the loop to
+  stop after the unit in progress; a second one interrupts at once."""
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self, unit: str):
+    self.unit, self.name, self._previous = unit, None, {}
+
+  def __call__(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal.Signals(signum).name
+    if self.name is not None:
+      raise KeyboardInterrupt(name)
+    self.name = name
+    print(f'\n{name}: finishing the current {self.unit}, then saving a checkpoint '
+          '(send it again to stop at once)', file=sys.stderr, flush=True)
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for sig in self.SIGNALS:
+        self._previous[sig] = signal.signal(sig, self)
+    return self
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+
+def _alive(state) -> bool:
+  """False when some array of ``state`` was donated to (deleted by) a unit in progress."""
+  return not any(isinstance(a, jax.Array) and a.is_deleted()
+                 for a in jax.tree_util.tree_leaves(state))
+
+
 def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None) -> Outcome:
-  """Trains ``state`` with ``task`` in ``workdir`` (see module doc); resumes if it can."""
+  """Trains ``state`` with ``task`` in ``workdir`` (see module doc); resumes if it can.
+
+  Raises:
+    cli.Interrupted: after SIGINT / SIGTERM (or a KeyboardInterrupt), once the last
+      finished unit is checkpointed; its message names the checkpoint and the command
+      that resumes.
+    FloatingPointError: ``finite_key`` became NaN or inf.
+  """
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
   s = schedule
   ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=s.max_to_keep)
@@ -119,25 +195,55 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
   bar = tqdm(range(start, end), initial=start, total=s.num_units, desc=s.desc,
              disable=not s.progress, mininterval=2.0, dynamic_ncols=True)
   t0 = time.perf_counter()
-  for unit in bar:
-    state, scalars = task.train_epoch(state, unit)
-    done = unit + 1
-    last = done == s.num_units
-    row = {}
-    if done % s.log_every == 0 or last:
-      row = {k: float(v) for k, v in jax.device_get(scalars).items()}
-    if done % s.eval_every == 0 or last:
-      row.update({s.eval_prefix + k: v for k, v in task.evaluate(state).items()})
-    if row:
-      history.append({s.unit: done, **row})
-      writer.write(done, row)
-      bar.set_postfix({k: f'{v:.4g}' for k, v in list(row.items())[:2]})
-    if s.finite_key is not None and s.finite_key in row and not math.isfinite(row[s.finite_key]):
-      bar.close()
-      raise FloatingPointError(f'{s.desc}: training diverged at {s.unit} {done}.')
-    if done % s.checkpoint_every == 0 or done == end:
-      ckpt.save(done, state, meta={'step': done, 'history': history,
-                                   'elapsed': elapsed + time.perf_counter() - t0})
+  saved, saved_at = start, t0   # the newest checkpoint: units, perf_counter time
+  finished, finished_state = start, state   # the last unit whose bookkeeping is done
+
+  def save(done, st):
+    nonlocal saved, saved_at
+    ckpt.save(done, st, meta={'step': done,
+                              'history': [r for r in history if r[s.unit] <= done],
+                              'elapsed': elapsed + time.perf_counter() - t0})
+    saved, saved_at = done, time.perf_counter()
+
+  def interrupted(name):
+    bar.close()
+    if finished > saved and _alive(finished_state):
+      save(finished, finished_state)
+    ckpt.close()
+    writer.close()
+    where = (f'checkpoint at {s.unit} {saved} of {s.num_units} in {ckpt.directory}'
+             if saved else f'no {s.unit} finished, nothing to resume from')
+    return cli.Interrupted(name, f'{s.desc}: {where}; {resume_hint()}')
+
+  with _StopRequest(s.unit) as stop:
+    try:
+      for unit in bar:
+        state, scalars = task.train_epoch(state, unit)
+        done = unit + 1
+        last = done == s.num_units
+        row = {}
+        if done % s.log_every == 0 or last:
+          row = {k: float(v) for k, v in jax.device_get(scalars).items()}
+        if done % s.eval_every == 0 or last:
+          row.update({s.eval_prefix + k: v for k, v in task.evaluate(state).items()})
+        if row:
+          history.append({s.unit: done, **row})
+          writer.write(done, row)
+          bar.set_postfix({k: f'{v:.4g}' for k, v in list(row.items())[:2]})
+        if (s.finite_key is not None and s.finite_key in row
+            and not math.isfinite(row[s.finite_key])):
+          bar.close()
+          raise FloatingPointError(f'{s.desc}: training diverged at {s.unit} {done}.')
+        finished, finished_state = done, state
+        if (done % s.checkpoint_every == 0 or done == end
+            or time.perf_counter() - saved_at >= s.checkpoint_seconds):
+          save(done, state)
+        if stop.name is not None:
+          raise interrupted(stop.name)
+    except cli.Interrupted:
+      raise
+    except KeyboardInterrupt as e:
+      raise interrupted(str(e) or 'SIGINT') from None
   bar.close()
   elapsed += time.perf_counter() - t0
   ckpt.close()

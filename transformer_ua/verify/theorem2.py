@@ -74,7 +74,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   if res['points'] > max_points:
     raise ValueError(f'grid={grid} for d={d}, n={n}, resolution={resolution} has '
                      f'{_fmt(res["points"])} points to evaluate; at most {max_points:,} allowed '
-                     '(use --grid=multiset, smaller d/n/resolution, or raise --max_points).')
+                     f'(use {"--grid=multiset, " if grid == "full" else ""}smaller '
+                     'd/n/resolution, or raise --max_points).')
   if res['bytes'] > max_bytes:
     raise ValueError(f'this run would hold about {res["bytes"] / 2 ** 30:.1f} GiB for its '
                      f'global checks; at most {max_bytes / 2 ** 30:.1f} GiB allowed (smaller '

@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.yun import (common, contextual_ties, distances, pipeline, plan, rational,
-                                targets as targets_lib, value)
+from transformer_ua.yun import (common, contextual, contextual_ties, distances, pipeline, plan,
+                                rational, targets as targets_lib, value)
 from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
@@ -60,6 +60,52 @@ REALIZATION_DTYPES = ('float64', 'float32', 'exact')
 #: Cube-interior samples with which error_decomposition checks that a float g
 #: represents g_bar at all.
 REPRESENT_SAMPLES = 256
+#: Lemma 6's ramps [c - epsilon, c + epsilon] of a *float* realization are built in
+#: float64: epsilon must span at least this many float64 ulps of the largest breakpoint c
+#: (Lemma 8's t_r), or the ramp collapses (c + epsilon == c) and the 4-ReLU slopes divide
+#: by zero. dtype='exact' carries epsilon as a Fraction (no ulps): the check does not apply
+#: there, and the plan's epsilon (``yun.plan``) is exact by construction.
+RAMP_ULPS = 4
+
+
+def min_epsilon(d: int, n: int, resolution: int, positional: bool = False,
+                ties: str = 'paper') -> float:
+  """Smallest ReLU ramp width a float realization of (d, n, N) can represent:
+  ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar (closed form)."""
+  return RAMP_ULPS * float(np.spacing(_t_r(d, n, resolution, positional, ties)))
+
+
+def _t_r(d, n, resolution, positional, ties='paper') -> float:
+  if positional:
+    interval = contextual.positional_interval
+  elif ties == 'complete':
+    interval = contextual_ties.interval
+  else:
+    interval = contextual.interval
+  return float(interval(d, n, resolution)[1])
+
+
+def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
+                  positional: bool = False, ties: str = 'paper') -> None:
+  """ValueError (saying what is allowed) when ``epsilon`` is below ``min_epsilon``
+  (float realizations; see ``RAMP_ULPS``)."""
+  low = min_epsilon(d, n, resolution, positional, ties)
+  if epsilon >= low:
+    return
+  hint = ''
+  if not positional:
+    largest = None  # min_epsilon grows with N: walk up to the first that fails
+    while min_epsilon(d, n, (largest or 1) + 1, ties=ties) <= epsilon:
+      largest = (largest or 1) + 1
+    hint = (f'; at epsilon={epsilon:g} the largest resolution is N={largest}' if largest
+            else '')
+  t_r = _t_r(d, n, resolution, positional, ties)
+  raise ValueError(
+      f'epsilon={epsilon:g} is below what float64 resolves at d={d}, n={n}, '
+      f'resolution={resolution}: the largest breakpoint t_r = {t_r:.3g} has float64 '
+      f'spacing {np.spacing(t_r):.3g}, so the Lemma 6 ramps [t_r -/+ epsilon] collapse; '
+      f"allowed: epsilon >= {low:.3g} ({RAMP_ULPS} ulps of t_r){hint}, or dtype='exact' "
+      '(no ulps).')
 
 
 def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
@@ -91,6 +137,21 @@ def _check_input(x, n: int, d: int) -> np.ndarray:
     raise ValueError(f'input must have shape [batch, n={n}, d={d}], got {x.shape}.')
   if not np.all(np.isfinite(x)):
     raise ValueError('input contains NaN or inf.')
+  return x
+
+
+def _check_domain(x: np.ndarray) -> np.ndarray:
+  """The one input domain of ``Approximator.apply`` and ``Realized.apply``: [0, 1)^{n x d}.
+
+  Both theorems approximate f on the unit cube. Outside it the paper's Theorem 2 g_bar
+  happens to be 0 (Lemma 7 maps X out of range, no bump fires) while Appendix G's
+  Theorem 3 construction is undefined; rather than return a number that means nothing
+  about f, both refuse. The network itself (``pipeline.GBar.apply_exact``) keeps the
+  paper's behaviour for whoever studies it.
+  """
+  if x.size and not np.all((x >= 0) & (x < 1)):
+    raise ValueError(f'X must lie in [0, 1)^(n x d) (Theorems 2 and 3 approximate f on the '
+                     f'unit cube); got entries in [{x.min():.4g}, {x.max():.4g}].')
   return x
 
 
@@ -136,16 +197,32 @@ class Realized:
     """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
     return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
 
+  @property
+  def d(self) -> int:
+    """Embedding dimension, read off the first block's weights ([..., d] last axis)."""
+    seg = self.params['segment_0']
+    part = seg['attention']['W_Q'] if 'attention' in seg else seg['feedforward']['W_1']
+    return int(np.shape(part)[-1])
+
   def network(self) -> layers.Network:
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
 
+  def __repr__(self) -> str:
+    return (f'Realized(Lemma 6, T^(2,1,4): {sum(s.depth for s in self.segments)} blocks, '
+            f'lam={float(self.lam):g}, epsilon={float(self.epsilon):g}, {self.dtype}'
+            f'{", positional" if self.positional else ""})')
+
   def apply(self, x) -> np.ndarray:
     """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':
-    the midpoint of the certified enclosure, ``apply_certified``)."""
+    the midpoint of the certified enclosure, ``apply_certified``).
+
+    Raises:
+      ValueError: as ``Approximator.apply`` (shape, finiteness, domain [0, 1)).
+    """
+    x = _check_domain(_check_input(x, self.n, self.d))
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
-    x = np.asarray(x)
     fn = layers.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
       jdt = jnp.float64 if self.dtype == 'float64' else jnp.float32
@@ -195,13 +272,10 @@ class Approximator:
     """g_bar(X) for X [batch, n, d] (float64; exact bump selection, see module doc).
 
     Raises:
-      ValueError: wrong shape or non-finite input; with ``positional``, entries outside
-        [0, 1) (Appendix G's construction is defined on the unit cube only).
+      ValueError: wrong shape, non-finite input, or entries outside [0, 1) (Theorems 2
+        and 3 alike; see ``_check_domain``).
     """
-    x = _check_input(x, self.n, self.d)
-    if self.positional and not np.all((x >= 0) & (x < 1)):
-      raise ValueError('the positional (Theorem 3) construction is defined for X in '
-                       '[0, 1)^{d x n} (Appendix G); got entries outside.')
+    x = _check_domain(_check_input(x, self.n, self.d))
     if not x.shape[0]:
       return np.zeros_like(x)
     _, bump = self.g_bar.select(x)
@@ -259,7 +333,7 @@ class Approximator:
       if isinstance(v, bool) or not isinstance(v, numbers.Real) \
           or not math.isfinite(float(v)) or v <= 0:
         raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
-    if dtype == 'exact':
+    if dtype == 'exact':  # exact arithmetic: no ulps, so no check_epsilon
       plan.check_plannable(self)
       lam, epsilon = Fraction(lam), Fraction(epsilon)
       params = rational.exact_params(self.g_bar, self.values)
@@ -269,6 +343,8 @@ class Approximator:
       segments, params = realize.as_blocks(segments, params)
       return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
                       dtype=dtype, positional=self.positional, n=self.n, source=self)
+    check_epsilon(float(epsilon), d=self.d, n=self.n, resolution=self.resolution,
+                  positional=self.positional, ties=self.ties)
     plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
@@ -281,6 +357,11 @@ class Approximator:
     return Realized(segments=segments, params=params, lam=float(lam),
                     epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n,
                     source=self)
+
+  def __repr__(self) -> str:
+    thm = 'Theorem 3' if self.positional else 'Theorem 2'
+    return (f'Approximator({thm}: target {self.target.name}, d={self.d}, n={self.n}, '
+            f'N={self.resolution}, {self.depth()["built"]["total"]} layers)')
 
   def describe(self) -> str:
     dep = self.depth()['built']

@@ -406,6 +406,12 @@ class ContextualMapping:
   def bits_required(self) -> int:
     return self.arithmetic.bits_required
 
+  def __repr__(self) -> str:
+    kind = 'Theorem 3, positional' if self.positional else 'Lemma 8'
+    return (f'ContextualMapping({kind}: d={self.d}, n={self.n}, N={self.resolution}, '
+            f'{self.depth()} layers, t_l={float(self.t_l):.4g}, t_r={float(self.t_r):.4g}, '
+            f'{self.arithmetic.describe()})')
+
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 

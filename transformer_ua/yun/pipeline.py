@@ -76,6 +76,11 @@ class GBar:
     return (self.quantization.segments + tuple(self.contextual.segments)
             + tuple(self.value.segments))
 
+  def __repr__(self) -> str:
+    q, c, v = self.quantization, self.contextual, self.value
+    return (f'GBar(g_v o g_c o g_q: d={c.d}, n={c.n}, N={c.resolution}, {self.depth()} '
+            f'layers = {q.depth()} + {c.depth()} + {v.depth()})')
+
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 

@@ -175,6 +175,10 @@ class Quantization:
   params: dict
   positional: bool = False
 
+  def __repr__(self) -> str:
+    return (f'Quantization(Lemma 7: d={self.d}, n={self.n}, N={self.resolution}, '
+            f'{self.depth()} layers{", positional" if self.positional else ""})')
+
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 

@@ -227,6 +227,12 @@ class ValueMapping:
     return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
                                   self.cm.positional, self.cm.ties)
 
+  def __repr__(self) -> str:
+    cm = self.cm
+    return (f'ValueMapping(Lemma 9: d={cm.d}, n={cm.n}, N={cm.resolution}, '
+            f'{int(self.center_owner.shape[0])} bumps, {self.depth()} layers, values in '
+            f'multiples of 1/{self.denominator})')
+
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
