@@ -109,7 +109,7 @@ SWEEP_HEADS, FINAL_HEADS = 2, 1
 #: Head size of every contextual-mapping head (rank-one scores).
 HEAD_SIZE = 1
 #: Evaluation kernels of ``ContextualMapping.forward_fn``.
-KERNELS = ('core', 'fast')
+KERNELS = ('core', 'fast', 'sweep')
 
 
 # ---------------------------------------------------------------------------
@@ -157,10 +157,8 @@ def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
   return n * resolution ** ((n + 1) * d + 1)
 
 
-def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
-  """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+def _sweep_id_max(d: int, n: int, N: int) -> Fraction:
+  """U_s: bound on |every column id| during the sweep, unscaled (module docstring)."""
   a = Fraction(N ** d - 1, N)
   omega = common.out_of_range_value(d, n, N)
   r = sum(common.u_vector(d, N))
@@ -171,7 +169,31 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   m3 = a
   for _ in range(n - 1):
     m3 = a + nd * (m3 + omega * r)
-  u_s = max(m12, m3, Fraction(omega * r))
+  return max(m12, m3, Fraction(omega * r))
+
+
+def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every integer| of the sweep computed on column ids alone.
+
+  The id-only sweep (``yun.sweep``) forms ids (|id| <= U_s), thresholds (< A + 1),
+  spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and, for the
+  global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  u_s = _sweep_id_max(d, n, N)
+  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
+
+
+def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  a = Fraction(N ** d - 1, N)
+  omega = common.out_of_range_value(d, n, N)
+  r = sum(common.u_vector(d, N))
+  nd = N ** d
+  u_s = _sweep_id_max(d, n, N)
   u_f = u_s * (1 + N ** ((n + 1) * d))
   bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
   return math.ceil(S * bound)
@@ -476,14 +498,20 @@ class ContextualMapping:
         mode, rank-one fast path) or, beyond int64, the generic limb layers;
         'fast' uses the shared-projection identity (W_Q = W_K = W_V in every Yun
         head, checked on the params): one projection, no tie division
-        (``numerics.int64_shared_attention_update`` / ``limb_attention_update``).
-        Both compute the same integers (tested on whole grids).
+        (``numerics.int64_shared_attention_update`` / ``limb_attention_update``);
+        'sweep' runs the layers on column ids alone (``yun.sweep``: a max, a min,
+        two threshold compares, a select and an add per layer, in the narrowest
+        integer type the sweep's bound allows). All compute the same integers
+        (tested on whole grids).
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
     ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
     Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
     """
     if kernel not in KERNELS:
       raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
+    if kernel == 'sweep':  # the same integers on column ids alone (``yun.sweep``)
+      from transformer_ua.yun import sweep  # pylint: disable=import-outside-toplevel
+      return sweep.forward_fn(self)
     seg_sweep, seg_final = self.segments
     shared = [kernel == 'fast' and
               numerics.shared_projections(self.exact_params[f'segment_{i}']['attention'])
