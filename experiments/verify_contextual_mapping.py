@@ -28,7 +28,14 @@ several host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
 """
 
 import json
+import os
 import sys
+
+# One XLA host device per core, before JAX starts: the full-grid pass runs one block
+# per device (XLA:CPU runs one computation on one core).
+if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', ''):
+  os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_'
+                             f'device_count={os.cpu_count() or 1}').strip()
 
 from absl import app
 from absl import flags
@@ -44,10 +51,17 @@ flags.DEFINE_string('grid', 'full', "'full' (every ordered point of G+) or 'mult
                     '(one point per permutation class).')
 flags.DEFINE_string('arithmetic', 'auto', "'auto', 'int64' (refused when too narrow), "
                     "'limbs' or 'limbs:K[:w]'.")
-flags.DEFINE_string('chunk_size', '32768', 'Grid points per jit call (memory bound).')
-flags.DEFINE_string('kernel', 'fast', "'fast': attention kernels using W_Q = W_K = W_V (one "
-                    "projection, no tie division); 'core': the core layers (int64) / generic "
-                    'limb layers. Same integers.')
+flags.DEFINE_string('chunk_size', str(1 << 20), 'Most grid points per jit call; capped at the grid '
+                    'size and at a memory budget (see verify.contextual_mapping.chunk_cap).')
+flags.DEFINE_string('kernel', 'sweep', "'sweep': g_c on column ids (a max, a min, two "
+                    'compares, a select and an add per layer; full grids in resumable '
+                    "blocks); the literal layers as the cross-check: 'fast' (W_Q = W_K = W_V, "
+                    "one projection) or 'core' (the core layers / generic limb layers). "
+                    'Same integers.')
+flags.DEFINE_string('state_file', '', "Full grid, kernel 'sweep': save completed blocks and "
+                    "partial counts here (default: <output_json>.state when --output_json "
+                    'is set).')
+flags.DEFINE_bool('resume', False, 'Continue a full-grid run from its state file.')
 flags.DEFINE_string('lemma7_samples', '20000', 'Random real inputs for Lemma 7.')
 flags.DEFINE_bool('lemma9', True, 'Also check Lemma 9 end to end (random target).')
 flags.DEFINE_string('lemma9_literal_points', '256',
@@ -108,14 +122,18 @@ def run(argv):
   d = _int_flag('d', 1)
   n = _int_flag('n', 2)
   resolution = _int_flag('resolution', 2)
-  if FLAGS.kernel not in ('fast', 'core'):
-    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are fast and core.')
+  if FLAGS.kernel not in ('sweep', 'fast', 'core'):
+    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are sweep, fast and core.')
+  state_file = FLAGS.state_file or (FLAGS.output_json + '.state' if FLAGS.output_json else '')
+  if FLAGS.resume and not state_file:
+    raise BadInput('--resume needs --state_file or --output_json (its state file).')
   if FLAGS.grid not in GRIDS:
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
                 target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),
-                float_points=_int_flag('float_points', 0), num_devices=num_devices)
+                float_points=_int_flag('float_points', 0), num_devices=num_devices,
+                state_path=state_file or None, resume=FLAGS.resume)
   try:
     result = theorem2.verify_theorem2(d=d, n=n, resolution=resolution, grid=FLAGS.grid,
                                       arithmetic=FLAGS.arithmetic, lemma9=FLAGS.lemma9,

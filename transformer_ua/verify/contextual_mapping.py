@@ -59,7 +59,7 @@ PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside
               '8.4_outside_interval', 'lemma10_bounds', 'lemma10_one_to_one',
               'permutation_equivariance', 'exact_tie_averages', 'grid_point_count',
               'category_counts', 'bits_within_plan')
-DEFAULT_CHUNK = 1 << 15
+DEFAULT_CHUNK = 1 << 20
 #: Default budget (bytes) of one chunk's working set in the literal kernels; the chunk
 #: is capped by it and by the grid size (``chunk_cap``).
 CHUNK_BUDGET = 1 << 29

@@ -98,12 +98,27 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   v = grids.num_column_values(d, N)
   block = v ** m
   col_k, col_oor, col_x, col_ids = _column_tables(cm)
+  # Block constants (host, once): columns j < m of every block point, their ids, the
+  # z offsets x_j1 - id_j, the out-of-range / repeated flags and stable positions
+  # among themselves.
   b = np.arange(block, dtype=np.int64)
-  block_cols = np.stack([(b // v ** j) % v for j in range(m)])          # [m, B]
-  # Constants (host): ids in the sweep arithmetic, first input row in the final one.
-  ids_tab = s_ops.const(col_ids)                                         # [V(, K)]
-  x0_tab = f_ops.const(col_x[:, 0])
-  id_tab_f = f_ops.const(col_ids)
+  bc = [(b // v ** j) % v for j in range(m)]                             # m x [B]
+  blk_cols = [jnp.asarray(c.astype(np.int32)) for c in bc]
+  blk_ids = [s_ops.const(col_ids[c]) for c in bc]
+  blk_zoff = [f_ops.const(col_x[c, 0] - col_ids[c]) for c in bc]
+  blk_oor = jnp.asarray(np.any([col_oor[c] for c in bc], axis=0))
+  blk_rep = jnp.asarray(np.any([bc[i] == bc[j] for i in range(m) for j in range(i + 1, m)]
+                               + [np.zeros(block, bool)], axis=0))
+  blk_pos = [jnp.asarray(sum((bc[i] < bc[j]).astype(np.int32) + ((bc[i] == bc[j]) & (i < j))
+                             for i in range(m) if i != j) + np.zeros(block, np.int32))
+             for j in range(m)]
+  # Category 1 (G~) is empty when n > N^d; then 8.1, 8.3 and Lemma 10 are vacuous (the
+  # category counts, checked against the closed forms, confirm no point is in G~).
+  has_cat1 = math.perm(N ** d, n) > 0
+  # Index arithmetic of the equivariance lookup in int32 when it fits.
+  idx_dt = jnp.int32 if max(table.shape[0] * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
+  # Per-column tables for the n - m columns decoded from the block index.
+  ids_tab, zoff_tab = s_ops.const(col_ids), f_ops.const(col_x[:, 0] - col_ids)
   oor_tab = jnp.asarray(col_oor)
   col_pow = [v ** j for j in range(n - m)]
   binom = np.zeros((n + 1, v + n), dtype=np.int64)
@@ -111,70 +126,72 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     for xx in range(v + n):
       binom[i, xx] = min(math.comb(xx, i), grids.MAX_INDEX)
   binom_flat = jnp.asarray(binom.reshape(-1))
-  table_flat = jnp.asarray(np.asarray(table).reshape((-1,) + np.asarray(table).shape[2:]))
+  table = np.asarray(table)
+  table_flat = jnp.asarray(table.reshape((-1,) + table.shape[2:]))
   t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
   lo10, hi10 = int(cm.lemma10_lower * S), int(cm.lemma10_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
   if extra is not None:
-    k_block = jnp.asarray(col_k[block_cols.T])                           # [B, m, d]
-  sharding = (parallel.data_sharding(parallel.make_mesh(num_devices))
-              if num_devices > 1 else None)
-  block_cols_dev = jnp.asarray(block_cols.astype(np.int32))
-
-  def lookup(tab, c):
-    return tab[c]
+    k_block = jnp.asarray(np.stack([col_k[c] for c in bc], axis=1))    # [B, m, d]
 
   def one_block(t, num_blocks):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     valid = t < num_blocks
     tt = jnp.minimum(t, num_blocks - 1)
-    cols = [block_cols_dev[j] for j in range(m)]
-    cols += [jnp.broadcast_to(((tt // col_pow[j]) % v).astype(jnp.int32), (block,))
-             for j in range(n - m)]
-    ids0 = [lookup(ids_tab, c) for c in cols]
-    oor = [lookup(oor_tab, c) for c in cols]
-    any_oor = oor[0]
-    for o in oor[1:]:
-      any_oor = any_oor | o
-    repeated = jnp.zeros((block,), bool)
+    pre = [((tt // col_pow[j]) % v).astype(jnp.int32) for j in range(n - m)]  # scalars
+    cols = blk_cols + pre
+    ids0 = blk_ids + [ids_tab[c] for c in pre]
+    zoff = blk_zoff + [zoff_tab[c] for c in pre]
+    any_oor = blk_oor
+    for c in pre:
+      any_oor = any_oor | oor_tab[c]
+    repeated = blk_rep
+    for i in range(m, n):
+      for j in range(n):
+        if j < i:
+          repeated = repeated | (cols[j] == cols[i])
+    # Stable sorted position of every column: #{i: c_i < c_j} + #{i < j: c_i = c_j}.
     pos = []
     for j in range(n):
-      p = jnp.zeros((block,), jnp.int64)
+      p = blk_pos[j] if j < m else jnp.zeros((), jnp.int32)
       for i in range(n):
-        if i == j:
+        if i == j or (i < m and j < m):
           continue
         p = p + (cols[i] < cols[j]) + ((cols[i] == cols[j]) if i < j else False)
-        if i < j:
-          repeated = repeated | (cols[i] == cols[j])
       pos.append(p)
     cat1 = ~any_oor & ~repeated
     cat2 = ~any_oor & repeated
-    ids = sweep.run_sweep(prog, ids0)
+    ids = sweep.run_sweep(prog, [jnp.broadcast_to(x, blk_ids[0].shape) for x in ids0])
     q, _, inexact = sweep.global_shift(cm, prog, ids)
     # 8.1: distinct entries (category 1).
     distinct = jnp.ones((block,), bool)
-    for i in range(n):
-      for j in range(i + 1, n):
-        distinct = distinct & ~f_ops.eq(q[i], q[j])
     inside_all = jnp.ones((block,), bool)
     outside_all = jnp.ones((block,), bool)
+    l10 = jnp.ones((block,), bool)
     for x in q:
       inside = ~f_ops.lt(x, t_l) & ~f_ops.gt(x, t_r)
       inside_all = inside_all & inside
       outside_all = outside_all & ~inside
-    ltn = ids[0] if l10_ops is s_ops else f_ops.convert(ids[0], s_ops)
-    for x in ids[1:]:
-      ltn = l10_ops.max(ltn, x if l10_ops is s_ops else f_ops.convert(x, s_ops))
-    l10 = ~l10_ops.lt(ltn, lo10) & ~l10_ops.gt(ltn, hi10)
+    if has_cat1:
+      for i in range(n):
+        for j in range(i + 1, n):
+          distinct = distinct & ~f_ops.eq(q[i], q[j])
+      conv = (lambda x: x) if l10_ops is s_ops else (lambda x: f_ops.convert(x, s_ops))
+      ltn = conv(ids[0])
+      for x in ids[1:]:
+        ltn = l10_ops.max(ltn, conv(x))
+      l10 = ~l10_ops.lt(ltn, lo10) & ~l10_ops.gt(ltn, hi10)
     # Permutation equivariance against the class table.
-    rank = sum(binom_flat[(pos[j] + 1) * (v + n) + cols[j] + pos[j]] for j in range(n))
+    pos = [p.astype(idx_dt) for p in pos]
+    rank = sum(binom_flat[(pos[j] + 1) * (v + n) + cols[j].astype(idx_dt) + pos[j]]
+               for j in range(n)).astype(idx_dt)
     same = jnp.ones((block,), bool)
     for j in range(n):
       same = same & f_ops.eq(q[j], table_flat[rank * n + pos[j]])
-    # Extremes of q and of z's first row (the other rows are the inputs).
-    z0 = [f_ops.add(lookup(x0_tab, c), f_ops.sub(x, lookup(id_tab_f, c)))
-          for x, c in zip(q, cols)]
+    # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
+    # the inputs).
+    z0 = [f_ops.add(x, o) for x, o in zip(q, zoff)]
     q_all = jnp.stack(q, axis=0)
     z_all = jnp.stack(z0, axis=0)
     max_q, min_q = ops.extremes(q_all, jnp.ones((n, block), bool))
@@ -192,21 +209,27 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
         'inexact': ok * inexact.astype(jnp.int64),
     }
     if extra is not None:
-      k = jnp.concatenate([k_block] + [jnp.broadcast_to(jnp.asarray(col_k)[c[0]], (block, 1, d))
-                                       for c in cols[m:]], axis=1)
+      k = jnp.concatenate([k_block] + [jnp.broadcast_to(jnp.asarray(col_k)[c], (block, 1, d))
+                                       for c in pre], axis=1)
       x = cm.encode(k)
       z = x.at[:, :, 0].set(jnp.stack(z0, axis=-2 if cm.limbs else -1))
       cat = jnp.where(any_oor, 3, jnp.where(repeated, 2, 1)).astype(jnp.int32)
       counts['extra'] = ok * extra(k, z, cat, jnp.ones((block,), bool)).astype(jnp.int64)
     return counts, (max_q, min_q, max_z, min_z)
 
-  def f(t0, num_blocks):
-    ts = t0 + jnp.arange(num_devices, dtype=jnp.int64)
-    if sharding is not None:
-      ts = jax.lax.with_sharding_constraint(ts, sharding)
+  def local(ts, num_blocks):  # this device's blocks [D_local]
     counts, ext = jax.vmap(one_block, in_axes=(0, None))(ts, num_blocks)
-    counts = {key: jnp.sum(val) for key, val in counts.items()}
-    return counts, ext
+    return {key: jnp.sum(val, keepdims=True) for key, val in counts.items()}, ext
+
+  if num_devices > 1:
+    mesh = parallel.make_mesh(num_devices)
+    spec = jax.sharding.PartitionSpec(mesh.axis_names[0])
+    local = jax.shard_map(local, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec()),
+                          out_specs=spec, check_vma=False)
+
+  def f(t0, num_blocks):
+    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks)
+    return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
   return jax.jit(f)
 
@@ -266,7 +289,6 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   """
   m, block, num_blocks = layout(cm, chunk_size)
   key = _config_key(cm, block)
-  fn = make_block_fn(cm, m, table, num_devices, extra, sweep_arithmetic)
   ops = numerics.ExactOps(cm.arithmetic.spec if cm.limbs else None)
   _, _, col_x, _ = _column_tables(cm)
   max_abs = int(max(abs(int(x)) for x in col_x.reshape(-1)))
@@ -284,6 +306,7 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   t = start
   total_points = num_blocks * block
   with jax.enable_x64(True):
+    fn = make_block_fn(cm, m, table, num_devices, extra, sweep_arithmetic)
     while t < num_blocks:
       c, ext = fn(jnp.int64(t), jnp.int64(num_blocks))
       for k_, val in c.items():
