@@ -69,6 +69,8 @@ flags.DEFINE_string('lemma9_literal_points', '256',
 flags.DEFINE_string('target_seed', '0', 'Seed of the random Lemma 9 target and samples.')
 flags.DEFINE_string('max_points', str(theorem2.MAX_POINTS),
                     'Refuse grids with more points than this.')
+flags.DEFINE_string('max_bytes', str(theorem2.MAX_BYTES),
+                    'Refuse runs whose global checks would hold more bytes than this.')
 flags.DEFINE_string('float_points', '0', 'Also run the paper-valued float64/float32 network on '
                     'this many class representatives and report where it departs from the '
                     'exact integers (observation, not a verified property).')
@@ -132,6 +134,7 @@ def run(argv):
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
                 target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),
+                max_bytes=_int_flag('max_bytes', 1),
                 float_points=_int_flag('float_points', 0), num_devices=num_devices,
                 state_path=state_file or None, resume=FLAGS.resume)
   try:

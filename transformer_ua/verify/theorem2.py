@@ -19,9 +19,11 @@ from transformer_ua import provenance
 from transformer_ua.verify import contextual_mapping, floating, grids, quantization, value_mapping
 from transformer_ua.yun import common, contextual, value
 
-#: Default refusal thresholds: points enumerated and bytes held for global checks.
+#: Default refusal thresholds: points enumerated and bytes held for global checks. With
+#: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
+#: ``contextual_mapping.chunk_cap`` / ``sweep_kernel.BLOCK_BUDGET``) peak RSS stays < 2 GB.
 MAX_POINTS = 2 * 10 ** 9
-MAX_BYTES = 6 * 2 ** 30
+MAX_BYTES = 2 ** 29
 #: Budget (layers x points) of the literal value-mapping check.
 LITERAL_BUDGET = 2 * 10 ** 8
 
