@@ -13,6 +13,21 @@ target (compact g_v on every point, literal g_v on a sample), and Lemma 7 on ran
 real inputs and on an exact rational grid. Prints a summary, writes JSON, and exits
 with status 0 only if every property holds (1 if one fails, 2 on bad input).
 
+Speed and long runs. By default g_c runs on column ids (``--kernel=sweep``: the rank-one
+identity, one ``lax.fori_loop`` over the sweep in the narrowest proven integer type) and
+the full grid in blocks decoded in-kernel, one per core (one XLA host device per core);
+``--kernel=fast`` / ``core`` run the literal layers instead (same integers, tested).
+``--chunk_size`` is capped at the grid size and at a memory budget, and runs whose
+global checks would hold more than ``--max_bytes`` are refused up front, so peak RSS
+stays under 2 GB. Long full-grid runs print progress with an ETA and save the
+completed blocks and partial counts to ``--state_file`` (default
+``<output_json>.state``); ``--resume`` continues from it:
+
+    python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
+        --nolemma9 --output_json=/tmp/n19.json             # ... interrupted, then
+    python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
+        --nolemma9 --output_json=/tmp/n19.json --resume
+
 Scaling out. The grid pass shards each chunk of grid indices over every device JAX
 sees (``--num_devices`` limits it) with ``jax.sharding``; violation counts are summed
 across devices and equal the one-device counts exactly. Several hosts: start the same

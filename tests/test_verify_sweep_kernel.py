@@ -196,5 +196,6 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
   bad = subprocess.run([sys.executable, BINARY, '--d=2', '--n=4', '--resolution=8',
                         '--grid=multiset'], capture_output=True, text=True, timeout=600,
                        cwd=ROOT)
-  assert bad.returncode == 2
-  assert bad.stderr.strip().count('\n') == 0 and 'GiB' in bad.stderr
+  assert bad.returncode == 2 and 'Traceback' not in bad.stderr
+  lines = [l for l in bad.stderr.splitlines() if l.startswith('error:')]
+  assert len(lines) == 1 and 'GiB' in lines[0], bad.stderr

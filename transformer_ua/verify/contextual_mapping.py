@@ -33,6 +33,12 @@ the entries of q(L) are those of q(C) and the entries of q(L') those of q(C') wi
 C != C', which share no entry -- Property 8.2 on the whole grid. (Claim 1 proves the
 equivariance for any Transformer; here it is *checked*, on the integers computed.)
 
+Kernels. By default (``kernel='sweep'``) g_c runs on column ids (``yun.sweep``) and the
+full-grid pass runs in blocks with in-kernel decoding (``sweep_kernel``: resumable,
+with progress and ETA); ``'fast'`` / ``'core'`` run the literal layers (the cross-check:
+tests compare all three on whole grids). Chunks are capped at the grid size and at a
+working-set budget (``chunk_cap``).
+
 Devices. Each chunk's linear indices ``start + arange(chunk)`` are generated on device
 and constrained to ``NamedSharding(mesh, P('data'))`` over a 1-D mesh of all devices
 (``transformer_ua.parallel``; every host's devices after ``initialize_distributed``),
