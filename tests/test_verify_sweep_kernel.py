@@ -147,7 +147,7 @@ def test_chunk_is_capped_at_grid_size_and_budget():
   for kernel in ('sweep', 'fast'):
     r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=10 ** 12, progress=False,
                                      kernel=kernel)
-    assert r['all_hold'] and r['chunk_size'] <= grids.grid_size(2, 3, 3, 'multiset') * 2
+    assert r['all_hold'] and r['chunk_size'] <= grids.grid_size(2, 3, 3, 'full')
   assert vc.chunk_cap(cm, 10 ** 12, 10 ** 15) * vc.LITERAL_POINT_BYTES <= vc.CHUNK_BUDGET
   _, block, _ = sweep_kernel.layout(yun.build_contextual_mapping(d=1, n=19, resolution=2),
                                     10 ** 12)
@@ -178,8 +178,9 @@ def test_resume_continues_from_the_state_file(tmp_path, capsys):
                                 resume=True)
   assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
   assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
+  other = yun.build_contextual_mapping(d=1, n=3, resolution=2)
   with pytest.raises(ValueError, match='cannot resume'):
-    sweep_kernel.full_pass(cm, table, chunk_size=3, progress=False, state_path=state,
+    sweep_kernel.full_pass(other, table, chunk_size=9, progress=False, state_path=state,
                            resume=True)
 
 
