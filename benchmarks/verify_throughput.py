@@ -13,7 +13,8 @@ For each configuration (N, d, n), in the same run, one after the other:
   is extrapolated from the chunks run (start-up and class table + per-point time x
   points) and marked ``extrapolated``.
 
-Both check Properties 8.1-8.4, Lemma 10 (bounds, one-to-one), permutation
+CPU seconds (user + sys) of both processes are recorded too: on a shared machine the
+wall-time ratio moves with the other processes' load. Both check Properties 8.1-8.4, Lemma 10 (bounds, one-to-one), permutation
 equivariance and the category counts on every point, and must report no violation.
 Beside the measurement the script prints the ALU limit of the sweep kernel,
 
@@ -26,6 +27,7 @@ configuration to results/benchmarks.md (command, revision, machine, load).
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,16 +66,19 @@ def ops_per_point(N: int, d: int, n: int) -> int:
 
 
 def _run(cmd):
-  t0 = time.time()
+  """(wall s, CPU s of the child, completed process)."""
+  t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
   proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-  return time.time() - t0, proc
+  r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+  cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+  return time.time() - t0, cpu, proc
 
 
 def bench(N, d, n, ref_chunks, ops_rate):
   total = (N + 1) ** (n * d)
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, 'r.json')
-    bin_s, proc = _run([sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}',
+    bin_s, bin_cpu, proc = _run([sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}',
                         '--grid=full', '--nolemma9', '--noprogress', f'--output_json={out}'])
     if proc.returncode != 0:
       raise RuntimeError(f'binary failed: {proc.stderr[-2000:]}')
@@ -82,7 +87,7 @@ def bench(N, d, n, ref_chunks, ops_rate):
   cmd = [sys.executable, REFERENCE, f'--d={d}', f'--n={n}', f'--resolution={N}']
   if ref_chunks:
     cmd.append(f'--max_chunks={ref_chunks}')
-  ref_s, rproc = _run(cmd)
+  ref_s, ref_cpu, rproc = _run(cmd)
   if rproc.returncode != 0:
     raise RuntimeError(f'reference failed: {rproc.stderr[-2000:]}')
   ref = json.loads(rproc.stdout.strip().splitlines()[-1])
@@ -109,6 +114,10 @@ def bench(N, d, n, ref_chunks, ops_rate):
           'reference_violations': sum(v for k, v in ref['counts'].items()
                                       if not k.startswith('category') and k != 'points'),
           'speedup_end_to_end': round(ref_full_s / bin_s, 2),
+          # CPU seconds (user + sys) of each process: less sensitive to the other
+          # processes on a shared machine than wall time.
+          'binary_cpu_s': round(bin_cpu, 2), 'reference_cpu_s': round(ref_cpu, 2),
+          'speedup_cpu': (round(ref_cpu / bin_cpu, 2) if not extrapolated else None),
           'ops_per_point': ops, 'alu_limit_s': round(alu_s, 3),
           'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}
 
