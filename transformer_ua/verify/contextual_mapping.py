@@ -306,7 +306,8 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     totals = totals_m
     if grid == 'full':
       table = np.concatenate(table)
-      table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
+      if kernel != 'sweep':  # the block pass takes the host table (one device copy)
+        table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
       totals = _Totals(ops)
       if kernel == 'sweep':
         extra = None
@@ -315,7 +316,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
           class_codec = grids.make_class_codec(d, n, N)
           extra = lambda k, z, cat, valid: _value_mapping_check(  # noqa: E731
               value_mapping, ops, codec, class_codec, k, z, cat, valid)
-        run = sweep_kernel.full_pass(cm, parallel.to_host(table), chunk_size=requested_chunk,
+        run = sweep_kernel.full_pass(cm, table, chunk_size=requested_chunk,
                                      progress=progress, extra=extra, num_devices=num_dev,
                                      state_path=state_path, resume=resume)
         totals.counts = dict(run['counts'])

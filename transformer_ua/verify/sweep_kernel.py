@@ -127,7 +127,6 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       binom[i, xx] = min(math.comb(xx, i), grids.MAX_INDEX)
   binom_flat = jnp.asarray(binom.reshape(-1))
   table = np.asarray(table)
-  table_flat = jnp.asarray(table.reshape((-1,) + table.shape[2:]))
   t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
   lo10, hi10 = int(cm.lemma10_lower * S), int(cm.lemma10_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
@@ -135,7 +134,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   if extra is not None:
     k_block = jnp.asarray(np.stack([col_k[c] for c in bc], axis=1))    # [B, m, d]
 
-  def one_block(t, num_blocks):
+  def one_block(t, num_blocks, table_flat):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     valid = t < num_blocks
     tt = jnp.minimum(t, num_blocks - 1)
@@ -217,21 +216,26 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       counts['extra'] = ok * extra(k, z, cat, jnp.ones((block,), bool)).astype(jnp.int64)
     return counts, (max_q, min_q, max_z, min_z)
 
-  def local(ts, num_blocks):  # this device's blocks [D_local]
-    counts, ext = jax.vmap(one_block, in_axes=(0, None))(ts, num_blocks)
+  def local(ts, num_blocks, table_flat):  # this device's blocks [D_local]
+    counts, ext = jax.vmap(one_block, in_axes=(0, None, None))(ts, num_blocks, table_flat)
     return {key: jnp.sum(val, keepdims=True) for key, val in counts.items()}, ext
 
   if num_devices > 1:
     mesh = parallel.make_mesh(num_devices)
     spec = jax.sharding.PartitionSpec(mesh.axis_names[0])
-    local = jax.shard_map(local, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec()),
+    local = jax.shard_map(local, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec(),
+                                                      jax.sharding.PartitionSpec()),
                           out_specs=spec, check_vma=False)
 
-  def f(t0, num_blocks):
-    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks)
+  def f(t0, num_blocks, table_flat):
+    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks, table_flat)
     return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
-  return jax.jit(f)
+  # The class table is an argument, not a closed-over constant (a constant is copied
+  # into the compiled program).
+  table_flat = jnp.asarray(table.reshape((-1,) + table.shape[2:]))
+  jitted = jax.jit(f)
+  return lambda t0, num_blocks: jitted(t0, num_blocks, table_flat)
 
 
 def _config_key(cm, block: int) -> dict:
