@@ -28,7 +28,7 @@ on the params), so (*) is exact. The global shift (one head, b_f, gain F = N^((n
 Arithmetic. The sweep runs in the narrowest integer type its own proven bound allows
 (``contextual.sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
 limbs), the global shift and everything after it in the mapping's planned arithmetic
-(``cm.arithmetic``: int64 or limbs) -- e.g. at N=8, d=2, n=4 the sweep needs 54 bits
+(``cm.arithmetic``: int64 or limbs) -- e.g. at N=8, d=2, n=4 the sweep needs 58 bits
 and only the final layer's 81 bits need limbs.
 
 The constants (thresholds c -+ delta/2, gains, u, F, b_f) are read from
