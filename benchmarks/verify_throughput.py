@@ -117,6 +117,9 @@ def bench(N, d, n, ref_chunks, ops_rate):
           # CPU seconds (user + sys) of each process: less sensitive to the other
           # processes on a shared machine than wall time.
           'binary_cpu_s': round(bin_cpu, 2), 'reference_cpu_s': round(ref_cpu, 2),
+          # Largest peak RSS of any child process so far (getrusage RUSAGE_CHILDREN).
+          'children_max_rss_mb': round(
+              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
           'speedup_cpu': (round(ref_cpu / bin_cpu, 2) if not extrapolated else None),
           'ops_per_point': ops, 'alu_limit_s': round(alu_s, 3),
           'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}

@@ -234,6 +234,9 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   # The class table is an argument, not a closed-over constant (a constant is copied
   # into the compiled program).
   table_flat = jnp.asarray(table.reshape((-1,) + table.shape[2:]))
+  if num_devices > 1:  # placed on every device once, not copied on every call
+    table_flat = jax.device_put(table_flat, jax.sharding.NamedSharding(
+        parallel.make_mesh(num_devices), jax.sharding.PartitionSpec()))
   jitted = jax.jit(f)
   return lambda t0, num_blocks: jitted(t0, num_blocks, table_flat)
 
