@@ -1,7 +1,8 @@
 """transformer_ua: runnable, verified constructions of Transformer expressivity proofs.
 
 Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
-``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``.
+``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``,
+``pip install -e ".[export]"`` (ONNX export).
 """
 
 import setuptools
@@ -18,10 +19,17 @@ CORE = [
     'numpy>=1.26',
     'matplotlib>=3.8',
     'tqdm>=4.66',
+    # arb ball arithmetic: certified evaluation of realized networks (exact.ball).
+    'python-flint>=0.9,<0.10',
 ]
 EXPERIMENTS = [
     'tokenizers>=0.20',
     'tensorboardX>=2.6',
+]
+# Export of realized networks to ONNX and their cross-check in onnxruntime.
+EXPORT = [
+    'onnx>=1.16',
+    'onnxruntime>=1.18',
 ]
 NOTEBOOKS = [
     'nbclient>=0.10',
@@ -32,7 +40,9 @@ TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
-] + EXPERIMENTS + NOTEBOOKS
+    # independent literal oracle of the certified evaluation (and its benchmark).
+    'mpmath>=1.3',
+] + EXPERIMENTS + NOTEBOOKS + EXPORT
 
 setuptools.setup(
     name='transformer_ua',
@@ -45,6 +55,7 @@ setuptools.setup(
     extras_require={
         'test': TEST,
         'experiments': EXPERIMENTS,
+        'export': EXPORT,
         'notebooks': NOTEBOOKS,
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],

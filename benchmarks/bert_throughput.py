@@ -21,13 +21,10 @@ results/benchmarks.md. The reference needs ``pip install torch==2.13.0 transform
 (the CPU wheel); ``--reference=none`` times ours alone.
 """
 
+import json
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import json  # pylint: disable=g-import-not-at-top
 import statistics
+import sys
 import time
 
 from absl import app, flags

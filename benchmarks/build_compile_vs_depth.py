@@ -30,13 +30,10 @@ as 'skipped: > X s'. Writes results/build_compile_vs_depth.json, a PNG figure, a
 line in results/benchmarks.md (command, revision, machine).
 """
 
+import json
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import json  # pylint: disable=g-import-not-at-top
 import subprocess
+import sys
 import time
 
 from absl import app, flags

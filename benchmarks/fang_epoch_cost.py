@@ -13,26 +13,25 @@ of the config -- on a shared machine it includes contention from other jobs (the
 1-min load is recorded).
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import copy  # pylint: disable=g-import-not-at-top
+import copy
 import json
+import os
 import statistics
 import time
 
 from absl import app, flags
 import jax
 import jax.numpy as jnp
+from ml_collections import config_flags
 import numpy as np
 
-from experiments import fang_regression as binary  # defines --config (default: f2)
-from experiments.configs import fang_f2
 from transformer_ua import provenance
 from transformer_ua.fang import regression
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONFIG = config_flags.DEFINE_config_file(
+    'config', os.path.join(ROOT, 'experiments', 'configs', 'fang_f2.py'),
+    'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
 _OUT = flags.DEFINE_string('out', 'results/fang_epoch_cost.json', 'JSON result.')
 
@@ -74,11 +73,11 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _ROUNDS.value < 1:
     raise app.UsageError('--rounds must be >= 1.')
-  config = binary._CONFIG.value or fang_f2.get_config()  # pylint: disable=protected-access
+  config = _CONFIG.value
   prov = provenance.record()
   data = regression.make_data(config.target, config.data_seed)
   rows, seen = [], set()
-  for entry, c in binary.run_configs(config):
+  for entry, c in regression.run_configs(config):
     if entry in seen:
       continue
     seen.add(entry)

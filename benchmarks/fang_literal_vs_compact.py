@@ -18,12 +18,8 @@ shared inputs. Writes results/fang_literal_vs_compact.json and appends one line 
 results/benchmarks.md.
 """
 
+import json
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import json  # pylint: disable=g-import-not-at-top
 import statistics
 import time
 

@@ -36,7 +36,8 @@ import time
 from absl import app
 from absl import flags
 
-from transformer_ua import numerics, provenance
+from transformer_ua import provenance
+from transformer_ua.exact import planner
 from transformer_ua.yun import contextual
 
 FLAGS = flags.FLAGS
@@ -56,8 +57,8 @@ REFERENCE = os.path.join(ROOT, 'benchmarks', 'verify_reference.py')
 def ops_per_point(N: int, d: int, n: int) -> int:
   """Integer operations per grid point of the sweep kernel (words: limbs of the final
   arithmetic; every final-arithmetic op counted once per word)."""
-  bits = numerics.bits_for(contextual.contextual_mapping_bound(d, n, N))
-  words = 1 if bits <= numerics.INT64_BITS else numerics.limb_layout(bits)[0]
+  bits = planner.bits_for(contextual.contextual_mapping_bound(d, n, N))
+  words = 1 if bits <= planner.INT64_BITS else planner.limb_layout(bits)[0]
   sweep = N ** d * (2 * (n - 1) + 2 + 5 * n)        # max, min, spread x gain; 2 cmp, and, add, select
   shift = 3 * (n - 1) + 2 + 4 * n                    # max, min, sum, mean; per token select x2, mul, add
   checks = (n * (n - 1) + 4 * n + 2 * n) * words     # distinct pairs, interval, equivariance compare

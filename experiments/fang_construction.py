@@ -7,13 +7,8 @@ and Corollary 3.7 (sup error vs q).
 Writes results/fang_construction.md (+ .json) and results/fang_corollary37.png.
 """
 
+import json
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import json  # pylint: disable=g-import-not-at-top
-import math
 import time
 from fractions import Fraction
 

@@ -17,13 +17,10 @@ For every trained ATTENTION model the binary also runs the *literal* network
 deviation from the compact path that was trained.
 """
 
+import importlib.util
+import json
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import copy  # pylint: disable=g-import-not-at-top
-import json
 import time
 
 from absl import app, flags, logging
@@ -32,6 +29,7 @@ import numpy as np
 
 from transformer_ua import fang, provenance
 from transformer_ua.fang import regression
+from transformer_ua.train import fang_regression as fang_training
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
@@ -47,41 +45,14 @@ TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/con
 def sweep_plans():
   """target -> {run name: epochs} of the full sweeps of the checked-in configs (the
   report lists the runs not started yet, whatever --only / --config.* this call has)."""
-  from experiments.configs import fang_f1, fang_f2  # pylint: disable=g-import-not-at-top
   plans = {}
-  for target, module in (('f1', fang_f1), ('f2', fang_f2)):
-    plans[target] = {regression.run_name(c): c.epochs for _, c in run_configs(module.get_config())}
+  for target, path in TARGET_CONFIGS.items():
+    spec = importlib.util.spec_from_file_location(f'fang_{target}', os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plans[target] = {regression.run_name(c): c.epochs
+                     for _, c in regression.run_configs(module.get_config())}
   return plans
-
-
-def parse_entry(entry: str):
-  """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
-  model, _, tokens = entry.partition(':')
-  if model not in regression.MODELS:
-    raise ValueError(f'sweep entry {entry!r}: model must be one of {regression.MODELS}.')
-  if model == 'nn_depth':
-    if tokens:
-      raise ValueError(f'sweep entry {entry!r}: nn_depth takes no token count.')
-    return model, 0
-  if tokens == 'n_q':
-    return model, 0
-  if not tokens.isdigit() or int(tokens) < 1:
-    raise ValueError(f"sweep entry {entry!r}: expected '{model}:<positive int>' or "
-                     f"'{model}:n_q'.")
-  return model, int(tokens)
-
-
-def run_configs(config):
-  """Per-run configs, seed-major."""
-  entries = [parse_entry(e) for e in config.sweep]
-  out = []
-  for seed in config.seeds:
-    for model, tokens in entries:
-      c = copy.deepcopy(config)
-      c.model, c.num_tokens, c.seed = model, tokens, int(seed)
-      regression.validate_config(c)
-      out.append((f'{model}:{tokens or "n_q"}' if model != 'nn_depth' else model, c))
-  return out
 
 
 def literal_check(config, workdir, num_points):
@@ -118,14 +89,14 @@ def main(argv):
   config = _CONFIG.value
   try:
     regression.validate_config(config)
-    runs = run_configs(config)
+    runs = regression.run_configs(config)
   except ValueError as e:
     raise app.UsageError(str(e))
   known = {name for name, _ in runs}
   bad = [o for o in _ONLY.value if o not in known]
   if bad:
     raise app.UsageError(f'--only {bad} not in the sweep; allowed: {sorted(known)}.')
-  from transformer_ua.fang import regression_report as fang_report
+  from transformer_ua.reports import fang_regression as fang_report
   if not _REPORT_ONLY.value:
     command = 'python ' + ' '.join(sys.argv)
     for name, c in runs:
@@ -134,7 +105,7 @@ def main(argv):
       workdir = os.path.join(_WORKDIR.value, c.target, regression.run_name(c))
       if os.path.exists(os.path.join(workdir, 'result.json')):
         continue
-      result = regression.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
+      result = fang_training.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
       result.pop('final_params', None)
       result['entry'] = name
       result['provenance'] = provenance.record(command)

@@ -4,31 +4,19 @@ r"""Fine-tuning on the MNLI or SQuAD analogue (Yun et al. 2020, Appendix H.3-H.4
         --workdir=runs/tiny/attention_s0/mnli --config.finetune.task=mnli \
         --config.finetune.pretrain_workdir=runs/tiny/attention_s0/pretrain
 
-Parses flags only; the loop is ``experiments.mixing_train.finetune`` (re-exported
+Parses flags only; the loop is ``transformer_ua.models.mixing_train.finetune`` (re-exported
 here as ``train_and_evaluate(config, workdir)``). The model flags must match the
 pre-training run's.
 """
 
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from absl import app, flags
 
-from absl import app, flags  # pylint: disable=g-import-not-at-top
-from ml_collections import config_flags
-
-from experiments import mixing_train
-from experiments.mixing_flags import run_main
+from transformer_ua.models import mixing_cli, mixing_train
 
 train_and_evaluate = mixing_train.finetune
-
-_CONFIG = config_flags.DEFINE_config_file(
-    'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
-
-
-def main(argv):
-  run_main(argv, _CONFIG, _WORKDIR, train_and_evaluate)
+main = mixing_cli.binary_main(train_and_evaluate)
+flags.adopt_module_key_flags(mixing_cli)  # --help lists --config and --workdir
 
 
 if __name__ == '__main__':

@@ -18,20 +18,17 @@ its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded process
 ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures.
 """
 
+import glob
+import json
 import os
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import glob  # pylint: disable=g-import-not-at-top
-import json
 
 from absl import app, flags, logging
 import ml_collections
 from ml_collections import config_flags
 import numpy as np
 
-from experiments import mixing_train
+from transformer_ua.models import mixing_train
 from transformer_ua import provenance
 from transformer_ua.data import wordnet
 

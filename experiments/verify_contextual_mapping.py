@@ -55,7 +55,7 @@ if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', '')
 from absl import app
 from absl import flags
 
-from transformer_ua import parallel
+from transformer_ua import cli, parallel
 from transformer_ua.verify import theorem2
 
 FLAGS = flags.FLAGS
@@ -102,8 +102,8 @@ GRIDS = ('full', 'multiset')
 USAGE_ERROR = 2
 
 
-class BadInput(Exception):
-  """A flag value outside the allowed set."""
+#: A flag value outside the allowed set (one line, exit USAGE_ERROR).
+BadInput = cli.BadInput
 
 
 def _int_flag(name: str, low: int) -> int:
@@ -146,6 +146,10 @@ def run(argv):
     raise BadInput('--resume needs --state_file or --output_json (its state file).')
   if FLAGS.grid not in GRIDS:
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
+  if FLAGS.output_json:  # writable before the work starts
+    cli.output_file(FLAGS.output_json, '--output_json')
+  if state_file:
+    cli.output_file(state_file, '--state_file')
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
                 target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import fang, layers
+from transformer_ua.exact import reference
 from transformer_ua.fang import exact, multiply_block, ridge
 from transformer_ua.fang.tokens import Layout
 
@@ -239,7 +240,7 @@ def test_theorem_3_5_literal_equals_Q_on_the_ball(d, q, B):
   rng = np.random.default_rng(d * 100 + q)
   poly = random_poly(rng, d, q)
   model = fang.build_polynomial_transformer(poly, d=d, bound=B)
-  assert model.num_blocks() == q and model.n == math.comb(d - 1 + q, q)
+  assert model.depth() == q and model.n == math.comb(d - 1 + q, q)
   x = ball_points(rng, d, B)
   assert np.any(np.isclose(np.linalg.norm(x, axis=1), B, rtol=1e-15))  # boundary inside
   want = np.asarray([float(fang.evaluate_poly_exact(poly, row)) for row in x])
@@ -348,8 +349,8 @@ def test_fraction_mirror_matches_core_layers():
     a_jax = np.asarray(layers.attention_update(pj['attention'], jnp.asarray(z),
                                                normalizer='onehot_max')[0])
     f_jax = np.asarray(layers.feedforward_update(pj['feedforward'], jnp.asarray(z)))
-  np.testing.assert_array_equal(exact.attention_update_np(block['attention'], z), a_jax)
-  np.testing.assert_array_equal(exact.feedforward_update_np(block['feedforward'], z), f_jax)
+  np.testing.assert_array_equal(reference.numpy_attention_update(block['attention'], z, normalizer='onehot_max'), a_jax)
+  np.testing.assert_array_equal(reference.numpy_feedforward_update(block['feedforward'], z), f_jax)
 
 
 @pytest.mark.parametrize('d,q', [(2, 2), (2, 3), (3, 2)])
@@ -446,7 +447,7 @@ def test_bad_apply_inputs():
 
 def test_zero_and_constant_polynomials():
   model = fang.build_polynomial_transformer({(0, 0): 2.5}, d=2, bound=3.0)
-  assert model.num_blocks() == 1
+  assert model.depth() == 1
   np.testing.assert_array_equal(model.apply(np.asarray([[1.0, 2.0], [0.0, 0.0]])), [2.5, 2.5])
   zero = fang.build_polynomial_transformer({}, d=3, bound=1.0, degree=2)
   np.testing.assert_array_equal(zero.apply(np.asarray([[0.1, 0.2, 0.3]])), [0.0])

@@ -11,12 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments.configs import fang_f1, fang_f2
 from transformer_ua import fang
 from transformer_ua.fang import regression
+from transformer_ua.train import fang_regression as fang_training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from experiments.configs import fang_f1, fang_f2  # pylint: disable=g-import-not-at-top
 
 
 def test_data_as_section_5():
@@ -132,11 +132,11 @@ def tiny_config(**kw):
                                    pytest.param('nn_depth', marks=pytest.mark.slow)])
 def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path, model):
   c = tiny_config(model=model)
-  full = regression.train_and_evaluate(c, str(tmp_path / 'full'), progress=False)
-  part = regression.train_and_evaluate(c, str(tmp_path / 'resumed'), stop_after_epochs=2,
-                                       progress=False)
+  full = fang_training.train_and_evaluate(c, str(tmp_path / 'full'), progress=False)
+  part = fang_training.train_and_evaluate(c, str(tmp_path / 'resumed'), stop_after_epochs=2,
+                                          progress=False)
   assert not part['complete'] and part['epochs_done'] == 2
-  resumed = regression.train_and_evaluate(c, str(tmp_path / 'resumed'), progress=True)
+  resumed = fang_training.train_and_evaluate(c, str(tmp_path / 'resumed'), progress=True)
   assert resumed['complete'] and resumed['epochs_done'] == 6
   for a, b in zip(jax.tree_util.tree_leaves(full['final_params']),
                   jax.tree_util.tree_leaves(resumed['final_params'])):

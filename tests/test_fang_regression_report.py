@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from transformer_ua.fang import regression_report
+from transformer_ua.reports import fang_regression as regression_report
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 

@@ -11,7 +11,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from experiments import mixing_train
+from transformer_ua.models import mixing_train
 from experiments.configs import mixing_tiny
 from transformer_ua.train.checkpointing import Checkpointer
 

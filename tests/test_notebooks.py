@@ -1,5 +1,5 @@
 """Every notebook in colabs/ runs headless without error, saves its figures as PNGs,
-and is stored without outputs (issue 7).
+and is stored without outputs.
 
 Each notebook is executed with nbclient in a fresh kernel (cwd colabs/). The kernel
 inherits ``TUA_FIGURE_DIR`` (colabs/figures/<notebook stem>: the PNGs are committed so

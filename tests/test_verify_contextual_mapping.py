@@ -12,7 +12,8 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.verify import grids, theorem2
+from transformer_ua.verify import theorem2
+from transformer_ua.yun import grids
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')

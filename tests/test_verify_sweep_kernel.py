@@ -14,8 +14,8 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.verify import grids, sweep_kernel, theorem2
-from transformer_ua.yun import sweep
+from transformer_ua.verify import sweep_kernel, theorem2
+from transformer_ua.yun import grids, sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
@@ -139,7 +139,7 @@ def test_reference_beyond_int64_matches_limb_layers():
   _, q, _ = ref.g_c(cfg, k)
   with jax.enable_x64(True):
     out = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(k))
-  assert q.dtype == object and np.array_equal(cm.to_python(out['ids']), q)
+  assert q.dtype == object and np.array_equal(cm.ops.to_python(out['ids']), q)
 
 
 def test_chunk_is_capped_at_grid_size_and_budget():

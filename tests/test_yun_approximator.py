@@ -1,4 +1,4 @@
-"""Theorems 2 and 3 end to end (issue 4): Appendix G's network, build_approximator,
+"""Theorems 2 and 3 end to end: Appendix G's network, build_approximator,
 Lemma 6 realization, the error decomposition, and the main job."""
 
 from fractions import Fraction
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.verify import distances
+from transformer_ua.yun import distances
 from transformer_ua.yun import approximator, contextual, pipeline, quantize, targets
 
 
@@ -30,15 +30,15 @@ def test_positional_contextual_mapping_is_one_to_one_on_whole_grid(d, n, N):
   assert k.shape == (N ** (d * n), n, d)
   out = cm.forward(k)
   assert int(out['inexact']) == 0
-  q = cm.to_python(out['ids']).reshape(-1)
+  q = cm.ops.to_python(out['ids']).reshape(-1)
   assert len(set(q.tolist())) == q.size  # every (context, token) gets its own value
   lo, hi = cm.t_l * cm.scale, cm.t_r * cm.scale
   assert all(lo <= v <= hi for v in q)
   # The exhaustive Python-int simulation and the compiled layers agree on the max id.
-  sweep = cm.to_python(out['sweep_ids'])
+  sweep = cm.ops.to_python(out['sweep_ids'])
   assert Fraction(int(sweep.max()), cm.scale) == contextual.positional_sweep_max(d, n, N)
   # The proven bound covers every output the layers produced.
-  assert int(np.max(np.abs(cm.to_python(out['z'])))) <= cm.bound
+  assert int(np.max(np.abs(cm.ops.to_python(out['z'])))) <= cm.bound
 
 
 def test_positional_double_shift_breaks_the_papers_ordering():
@@ -46,7 +46,7 @@ def test_positional_double_shift_breaks_the_papers_ordering():
   column 1 twice and ends with ids (5/2, 2). The mapping stays one-to-one."""
   cm = yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)
   out = cm.forward(np.array([[[1], [0]]]))
-  ids = [Fraction(int(v), cm.scale) for v in cm.to_python(out['sweep_ids'])[0]]
+  ids = [Fraction(int(v), cm.scale) for v in cm.ops.to_python(out['sweep_ids'])[0]]
   assert ids == [Fraction(5, 2), Fraction(2)]
 
 
@@ -56,8 +56,8 @@ def test_positional_limbs_equal_int64_and_narrow_arithmetic_is_refused():
                                    arithmetic='limbs')
   assert a.arithmetic.kind == 'int64' and b.arithmetic.kind == 'limbs'
   k = contextual.positional_grid(1, 3, 4)
-  np.testing.assert_array_equal(a.to_python(a.column_ids_batch(k)),
-                                b.to_python(b.column_ids_batch(k)))
+  np.testing.assert_array_equal(a.ops.to_python(a.column_ids_batch(k)),
+                                b.ops.to_python(b.column_ids_batch(k)))
   with pytest.raises(ValueError, match='bits'):
     yun.build_contextual_mapping(d=1, n=3, resolution=8, positional=True,
                                  arithmetic='limbs:1:30')  # needs 33 bits
@@ -77,11 +77,11 @@ def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
   assert counts == {'quantization': d * n * N, 'contextual': n * N ** d + 1,
                     'value': n * N ** (d * n) + d + 1}
   g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=True)
-  assert g_q.num_layers == d * n * N
-  assert g_q.num_params == d * n * N * (3 * d + 1) + n * d  # + E
+  assert g_q.depth() == d * n * N
+  assert g_q.num_params() == d * n * N * (3 * d + 1) + n * d  # + E
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
-  assert cm.num_layers == n * N ** d + 1
-  assert cm.num_params == contextual.parameter_count(d, n, N, positional=True) == \
+  assert cm.depth() == n * N ** d + 1
+  assert cm.num_params() == contextual.parameter_count(d, n, N, positional=True) == \
       (2 * n * N ** d + 1) * (4 * d + 1)
 
 
@@ -165,14 +165,14 @@ def test_positional_realization_keeps_e_and_reproduces(thm3):
 
 def test_error_decomposition_matches_exact_terms(thm2):
   dec = yun.error_decomposition(thm2, p=2, samples=6000, seed=1)
-  est = dec['estimates']['f_bar|g_bar']
-  exact = dec['exact']['dp_f_bar_g_bar']
-  half = (est['ci_high'] - est['ci_low']) / 2
-  assert abs(est['value'] - exact) < 4 * half
-  assert dec['exact']['bad_set_measure'] == pytest.approx(1 - 3 * 2 * 1 / 27)
+  est = dec.estimates['f_bar', 'g_bar']
+  exact = dec.exact.dp_f_bar_g_bar
+  half = (est.ci_high - est.ci_low) / 2
+  assert abs(est.value - exact) < 4 * half
+  assert dec.exact.bad_set_measure == pytest.approx(1 - 3 * 2 * 1 / 27)
   # Triangle inequality on the shared samples (exact for the empirical d_p).
-  e = dec['estimates']
-  assert e['f|g_bar']['value'] <= e['f|f_bar']['value'] + e['f_bar|g_bar']['value'] + 1e-12
+  e = dec.estimates
+  assert e['f', 'g_bar'].value <= e['f', 'f_bar'].value + e['f_bar', 'g_bar'].value + 1e-12
 
 
 # ---------------------------------------------------------------------------

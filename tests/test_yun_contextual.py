@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import layers, numerics, yun
+from transformer_ua import layers, yun
+from transformer_ua.exact import planner
 from transformer_ua.yun import contextual
 
 
@@ -109,7 +110,7 @@ def test_category1_closed_form_and_lemma10_bounds():
              for j in range(n)]
     got_sorted = [swept[b][i] for i in order]
     assert got_sorted == tilde
-    assert cm.lemma10_lower <= tilde[-1] <= cm.lemma10_upper
+    assert cm.id_lower <= tilde[-1] <= cm.id_upper
     assert [q[b][i] for i in order] == [t + delta ** (-(n + 1) * d) * tilde[-1] for t in tilde]
 
 
@@ -124,7 +125,7 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
     worst = max(worst, *(abs(v) for v in swept + final), *(abs(v) for c in z for v in c))
   bound = contextual.contextual_mapping_bound(d, n, N)
   assert bound >= S * worst
-  assert numerics.bits_for(bound) <= numerics.bits_for(math.ceil(S * worst)) + 1
+  assert planner.bits_for(bound) <= planner.bits_for(math.ceil(S * worst)) + 1
 
 
 @pytest.mark.parametrize('N,d,n', [(2, 1, 2), (2, 3, 4), (7, 1, 5),
@@ -132,10 +133,10 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
                                    pytest.param(4, 2, 3, marks=_slow)])
 def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
-  assert cm.num_layers == N ** d + 1                       # delta^-d + 1
+  assert cm.depth() == N ** d + 1                       # delta^-d + 1
   per_head = 3 * d + 1 + d                                  # W_Q, W_K, W_V, b_Q, W_O (m = 1)
-  assert cm.num_params == N ** d * 2 * per_head + per_head
-  assert cm.num_params == contextual.parameter_count(d, n, N)
+  assert cm.num_params() == N ** d * 2 * per_head + per_head
+  assert cm.num_params() == contextual.parameter_count(d, n, N)
   assert [s.num_heads for s in cm.segments] == [2, 1]
   # The params are exactly the pytree Network.init gives (structure and shapes).
   net = cm.network()

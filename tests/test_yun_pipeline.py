@@ -14,8 +14,8 @@ def test_g_bar_equals_target_on_cubes_and_zero_elsewhere():
   g = yun.build_g_bar(d=d, n=n, resolution=N, targets=targets, denominator=2)
   counts = yun.layer_counts(d, n, N)
   assert counts == {'quantization': d * N + d, 'contextual': N ** d + 1, 'value': n * 1 + d + 1}
-  assert g.num_layers == sum(counts.values())
-  assert g.num_params == sum(yun.parameter_counts(d, n, N).values())
+  assert g.depth() == sum(counts.values())
+  assert g.num_params() == sum(yun.parameter_counts(d, n, N).values())
   rng = np.random.default_rng(0)
   reps = [tuple(map(tuple, r)) for r in yun.representatives(d, n, N)]
   xs, expected = [], []
@@ -34,4 +34,4 @@ def test_g_bar_equals_target_on_cubes_and_zero_elsewhere():
   xs, expected = np.asarray(xs), np.asarray(expected)
   np.testing.assert_array_equal(g.apply_exact(xs), expected)
   # The literal float64 network agrees here (all values are small dyadics).
-  np.testing.assert_array_equal(g.apply_float(xs), expected.astype(float))
+  np.testing.assert_array_equal(g.apply(xs), expected.astype(float))

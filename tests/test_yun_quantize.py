@@ -22,8 +22,8 @@ def _reference_index(x: Fraction, N: int) -> int:
 @pytest.mark.parametrize('N,d,n', [(2, 1, 2), (3, 2, 2), (5, 1, 3), (4, 3, 2)])
 def test_counts_and_params_structure(N, d, n):
   g = quantize.build_quantization(d=d, n=n, resolution=N)
-  assert g.num_layers == d * N + d                      # d/delta + d
-  assert g.num_params == (d * N + d) * (3 * d + 1)      # W_1, b_1, W_2, b_2 per r=1 layer
+  assert g.depth() == d * N + d                      # d/delta + d
+  assert g.num_params() == (d * N + d) * (3 * d + 1)      # W_1, b_1, W_2, b_2 per r=1 layer
   shapes = jax.eval_shape(g.network().init, jax.random.PRNGKey(0), jnp.zeros((1, n, d)))
   assert jax.tree_util.tree_map(lambda a: a.shape, shapes['params']) == \
       jax.tree_util.tree_map(lambda a: a.shape, g.params)

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import numerics, yun
+from transformer_ua import yun
+from transformer_ua.exact import limbs
 from transformer_ua.yun import value
 
 
@@ -36,19 +37,18 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
   targets = value.random_targets(d, n, N, seed=N + d + n)
   vm = value.build_value_mapping(cm, targets, denominator=2)
-  assert vm.num_layers == n * math.comb(N ** d, n) + d + 1
+  assert vm.depth() == n * math.comb(N ** d, n) + d + 1
   points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   out = cm.forward(points)
-  compact, bump, killed = vm.apply_compact(out['z'])
-  _, params = vm.params('exact')
+  compact, bump, killed = vm.select(out['z'])
   with jax.enable_x64(True):
-    literal = jax.jit(vm.literal_fn())(params, vm.to_literal(out['z']))
+    literal = jax.jit(vm.literal_fn())(vm.to_literal(out['z']))
   ar = vm.literal_arithmetic
-  lit = (numerics.to_python(np.asarray(literal), ar.spec) if ar.kind == 'limbs'
+  lit = (limbs.to_python(np.asarray(literal), ar.spec) if ar.kind == 'limbs'
          else np.asarray(literal).astype(object))
-  np.testing.assert_array_equal(lit, cm.to_python(compact))
+  np.testing.assert_array_equal(lit, cm.ops.to_python(compact))
   reps = value.representatives(d, n, N)
-  np.testing.assert_array_equal(cm.to_python(compact),
+  np.testing.assert_array_equal(cm.ops.to_python(compact),
                                 _expected_outputs(points, reps, targets, cm.scale // 2))
   # Bumps fire exactly on G~ columns; the kill fires exactly elsewhere (Lemma 8.3/8.4).
   in_g_tilde = np.asarray([min(p.reshape(-1)) >= 0 and len({tuple(c) for c in p}) == n
@@ -70,11 +70,11 @@ def test_counts_and_params_structure(N, d, n):
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
   vm = value.build_value_mapping(cm, value.random_targets(d, n, N))
   layers_expected = n * math.comb(N ** d, n) + d + 1      # n C(delta^-d, n) + d + 1
-  assert vm.num_layers == layers_expected == value.layer_count(d, n, N)
+  assert vm.depth() == layers_expected == value.layer_count(d, n, N)
   segments, params = vm.params('float64')
   assert sum(s.depth for s in segments) == layers_expected
   from transformer_ua import layers as core  # pylint: disable=import-outside-toplevel
-  assert core.count_params(params) == layers_expected * (3 * d + 1) == vm.num_params
+  assert core.count_params(params) == layers_expected * (3 * d + 1) == vm.num_params()
   net = core.Network(segments)
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, n, d)))['params']
   assert jax.tree_util.tree_map(lambda a: a.shape, shapes) == \

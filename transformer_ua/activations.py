@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from fractions import Fraction
 from typing import Sequence
 
 import jax.numpy as jnp
@@ -228,10 +230,14 @@ def ramp_windows(phi: Phi, epsilon: float) -> list[tuple[float, float]]:
 def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
   """Lemma 6: four ReLUs equal to ``phi`` outside ``ramp_windows(phi, epsilon)``.
 
+  Exact when ``epsilon`` is a ``fractions.Fraction`` and phi's numbers are rationals
+  (ints / Fractions): every returned number is then a Fraction; otherwise floats.
   Raises ValueError if epsilon is not positive or the windows would overlap.
   """
-  if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+  if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) \
+      or not math.isfinite(float(epsilon)) or epsilon <= 0:
     raise ValueError(f'epsilon must be a positive finite number, got {epsilon!r}.')
+  num = Fraction if isinstance(epsilon, Fraction) else float  # the number type
   breaks = phi.breaks
   if len(breaks) == 2:
     gap = breaks[1] - breaks[0]
@@ -244,6 +250,8 @@ def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
           f'{(lo1, hi1)} and {(lo2, hi2)} overlap; need epsilon < {gap} '
           '(or < half of it when the breakpoints face each other).')
   pieces = phi.pieces
+  if num is Fraction:  # exact: every slope and kink difference a Fraction
+    pieces = tuple((Fraction(a), Fraction(b)) for a, b in pieces)
 
   def value(i, t):  # value of piece i at t
     return pieces[i][0] * t + pieces[i][1]
@@ -268,11 +276,11 @@ def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
   # left of k; kinks to its right get right-facing units kappa*ReLU(t - k). Either
   # way kappa_j = sigma_{j+1} - sigma_j makes the slopes come out as sigma.
   for j, k in enumerate(kinks):
-    kappa.append(slopes[j + 1] - slopes[j])
-    sign.append(-1.0 if j < 2 * const else 1.0)
-    tau.append(k)
+    kappa.append(num(slopes[j + 1] - slopes[j]))
+    sign.append(num(-1 if j < 2 * const else 1))
+    tau.append(num(k))
   while len(kappa) < RELUS_PER_PHI:  # pad unused units with zero weight
-    kappa.append(0.0)
-    sign.append(1.0)
-    tau.append(0.0)
-  return ReluExpansion(alpha=float(alpha), kappa=tuple(kappa), sign=tuple(sign), tau=tuple(tau))
+    kappa.append(num(0))
+    sign.append(num(1))
+    tau.append(num(0))
+  return ReluExpansion(alpha=num(alpha), kappa=tuple(kappa), sign=tuple(sign), tau=tuple(tau))

@@ -22,15 +22,22 @@ Appendix F. Two replacements, each a pure function of (segments, params):
 ``as_blocks`` then packs attention-only and feed-forward-only segments into
 Transformer blocks, switching the missing half off with zero weights (the skip
 connection makes a zero update the identity).
+
+Number type: the passes are one code path for float arrays and for exact ones.
+Given NumPy object arrays of ``int`` / ``fractions.Fraction`` (and a rational lam,
+epsilon) every operation above is exact rational arithmetic, so the realized params
+are exactly the rationals the construction defines (``dtype='exact'`` realizations);
+given float arrays they are those rationals rounded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
+from fractions import Fraction
 from typing import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import activations
@@ -41,8 +48,32 @@ BLOCK_HEADS, BLOCK_HEAD_SIZE, BLOCK_WIDTH = 2, 1, 4
 
 
 def _check_positive(name, value):
-  if not (isinstance(value, (int, float, np.floating)) and np.isfinite(value) and value > 0):
+  if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+      or not np.isfinite(float(value)) or value <= 0:
     raise ValueError(f'{name} must be a positive finite number, got {value!r}.')
+
+
+def _is_exact(a) -> bool:
+  """Object arrays (Python ints / Fractions) are the exact number type."""
+  return np.asarray(a).dtype == object
+
+
+def _scalar_like(value, a):
+  """``value`` in the number type of array ``a``: Fraction (exact) or a's float dtype."""
+  return Fraction(value) if _is_exact(a) else np.asarray(value, np.asarray(a).dtype)
+
+
+def _pad_after(a, widths):
+  """Zero-pads ``a`` after each axis by ``widths[i][1]`` (Python int 0 for exact arrays)."""
+  a = np.asarray(a)
+  out = _zeros_like_leaf(a, tuple(s + w for s, (_, w) in zip(a.shape, widths)))
+  out[tuple(slice(0, s) for s in a.shape)] = a
+  return out
+
+
+def _zeros_like_leaf(leaf, shape):
+  dtype = np.asarray(leaf).dtype
+  return np.zeros(shape, dtype) if dtype != object else np.full(shape, 0, object)
 
 
 def softmax_realization(segments: Sequence[Segment], params: dict, lam: float):
@@ -53,8 +84,8 @@ def softmax_realization(segments: Sequence[Segment], params: dict, lam: float):
     key = f'segment_{i}'
     if seg.has_attention and seg.normalizer == 'hardmax':
       att = dict(params[key]['attention'])
-      att['W_Q'] = att['W_Q'] * jnp.asarray(lam, att['W_Q'].dtype)
-      att['b_Q'] = att['b_Q'] * jnp.asarray(lam, att['b_Q'].dtype)
+      att['W_Q'] = np.asarray(att['W_Q']) * _scalar_like(lam, att['W_Q'])
+      att['b_Q'] = np.asarray(att['b_Q']) * _scalar_like(lam, att['b_Q'])
       new_params[key] = {**params[key], 'attention': att}
       seg = dataclasses.replace(seg, normalizer='softmax', lam=1.0)
     new_segments.append(seg)
@@ -70,8 +101,7 @@ def _phi_from_row(breaks, slopes, inter, closed) -> activations.Phi:
       del br[i], lc[i], pcs[i + 1]
     else:
       i += 1
-  return activations.Phi(tuple(float(b) for b in br),
-                         tuple((float(a), float(b)) for a, b in pcs), tuple(lc))
+  return activations.Phi(tuple(br), tuple(pcs), tuple(lc))
 
 
 def relu_expansion_arrays(phi: dict, epsilon: float):
@@ -81,30 +111,46 @@ def relu_expansion_arrays(phi: dict, epsilon: float):
   a million identical-shaped layers expand in one pass.
 
   Returns:
-    alpha [..., r], kappa/sign/tau [..., r, 4] as float64 NumPy arrays.
+    alpha [..., r], kappa/sign/tau [..., r, 4]: float64 NumPy arrays, or object arrays
+    of exact rationals when ``phi`` holds object arrays (then epsilon is taken exactly).
   """
   _check_positive('epsilon', epsilon)
+  exact = _is_exact(phi['breaks'])
+  dt = object if exact else np.float64
+  if exact:
+    epsilon = Fraction(epsilon)
   rows = np.concatenate([
-      np.asarray(phi['breaks'], np.float64), np.asarray(phi['slopes'], np.float64),
-      np.asarray(phi['intercepts'], np.float64), np.asarray(phi['left_closed'], np.float64)
+      np.asarray(phi['breaks'], dt), np.asarray(phi['slopes'], dt),
+      np.asarray(phi['intercepts'], dt), np.asarray(phi['left_closed']).astype(dt)
   ], axis=-1)
   lead = rows.shape[:-1]
   flat = rows.reshape(-1, rows.shape[-1])
-  uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+  if exact:  # np.unique does not take object rows: a dict of distinct rows
+    index = {}
+    inverse = np.asarray([index.setdefault(tuple(row), len(index)) for row in flat], np.int64)
+    uniq = [np.asarray(row, object) for row in index]
+  else:
+    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
   table = []
   for row in uniq:
-    phi_u = _phi_from_row(row[0:2], row[2:5], row[5:8], row[8:10].astype(bool))
+    phi_u = _phi_from_row(row[0:2], row[2:5], row[5:8], [bool(v) for v in row[8:10]])
     table.append(activations.relu_expansion(phi_u, epsilon))
-  alpha = np.asarray([e.alpha for e in table])[inverse].reshape(lead)
-  kappa = np.asarray([e.kappa for e in table])[inverse].reshape(lead + (4,))
-  sign = np.asarray([e.sign for e in table])[inverse].reshape(lead + (4,))
-  tau = np.asarray([e.tau for e in table])[inverse].reshape(lead + (4,))
+  col = lambda vals: np.asarray(vals, dt)[inverse]  # noqa: E731
+  alpha = col([e.alpha for e in table]).reshape(lead)
+  kappa = col([e.kappa for e in table]).reshape(lead + (4,))
+  sign = col([e.sign for e in table]).reshape(lead + (4,))
+  tau = col([e.tau for e in table]).reshape(lead + (4,))
   return alpha, kappa, sign, tau
 
 
 def relu_realization(segments: Sequence[Segment], params: dict, epsilon: float,
                      dtype=None):
-  """Every Phi feed-forward segment of width r -> a ReLU segment of width 4r."""
+  """Every Phi feed-forward segment of width r -> a ReLU segment of width 4r.
+
+  Float params give ``dtype`` (default: W_1's) arrays; object (exact) params give
+  object arrays of exact rationals.
+  """
   _check_positive('epsilon', epsilon)
   new_segments, new_params = [], dict(params)
   for i, seg in enumerate(segments):
@@ -112,20 +158,22 @@ def relu_realization(segments: Sequence[Segment], params: dict, epsilon: float,
     if seg.has_feedforward and seg.activation == 'phi':
       ff = params[key]['feedforward']
       alpha, kappa, sign, tau = relu_expansion_arrays(ff['phi'], epsilon)
-      w1 = np.asarray(ff['W_1'], np.float64)  # [L, r, d]
-      b1 = np.asarray(ff['b_1'], np.float64)  # [L, r]
-      w2 = np.asarray(ff['W_2'], np.float64)  # [L, d, r]
-      b2 = np.asarray(ff['b_2'], np.float64)  # [L, d]
+      exact = _is_exact(ff['W_1'])
+      dt = object if exact else np.float64
+      w1 = np.asarray(ff['W_1'], dt)  # [L, r, d]
+      b1 = np.asarray(ff['b_1'], dt)  # [L, r]
+      w2 = np.asarray(ff['W_2'], dt)  # [L, d, r]
+      b2 = np.asarray(ff['b_2'], dt)  # [L, d]
       lead = w1.shape[:-2]
       r, d = w1.shape[-2:]
       new_w1 = (sign[..., None] * w1[..., :, None, :]).reshape(lead + (4 * r, d))
       new_b1 = (sign * (b1[..., None] - tau)).reshape(lead + (4 * r,))
       new_w2 = (w2[..., :, :, None] * kappa[..., None, :, :]).reshape(lead + (d, 4 * r))
-      new_b2 = b2 + np.einsum('...dr,...r->...d', w2, alpha)
-      out_dtype = dtype or ff['W_1'].dtype
+      new_b2 = b2 + np.sum(w2 * alpha[..., None, :], axis=-1)
+      out_dtype = object if exact else (dtype or np.asarray(ff['W_1']).dtype)
       new_params[key] = {**params[key], 'feedforward': {
-          'W_1': jnp.asarray(new_w1, out_dtype), 'b_1': jnp.asarray(new_b1, out_dtype),
-          'W_2': jnp.asarray(new_w2, out_dtype), 'b_2': jnp.asarray(new_b2, out_dtype)}}
+          'W_1': np.asarray(new_w1, out_dtype), 'b_1': np.asarray(new_b1, out_dtype),
+          'W_2': np.asarray(new_w2, out_dtype), 'b_2': np.asarray(new_b2, out_dtype)}}
       seg = dataclasses.replace(seg, activation='relu', width=4 * seg.width)
     new_segments.append(seg)
   return tuple(new_segments), new_params
@@ -144,7 +192,9 @@ def as_blocks(segments: Sequence[Segment], params: dict, *, num_heads=BLOCK_HEAD
     key = f'segment_{i}'
     p = dict(params[key])
     L = seg.depth
-    dtype = jax.tree_util.tree_leaves(p)[0].dtype
+    leaf = jax.tree_util.tree_leaves(p)[0]
+    z = lambda *s: _zeros_like_leaf(leaf, (L,) + s)  # noqa: E731
+    pad = _pad_after
     if seg.has_attention:
       if seg.num_heads > num_heads or seg.head_size > head_size:
         raise ValueError(f'segment {i} has {seg.num_heads} heads of size {seg.head_size}; '
@@ -152,12 +202,11 @@ def as_blocks(segments: Sequence[Segment], params: dict, *, num_heads=BLOCK_HEAD
       att = p['attention']
       pad_h, pad_m = num_heads - seg.num_heads, head_size - seg.head_size
       p['attention'] = {
-          k: jnp.pad(v, [(0, 0), (0, pad_h)] + [(0, pad_m) if ax == 'm' else (0, 0)
-                                                for ax in spec])
+          k: pad(v, [(0, 0), (0, pad_h)] + [(0, pad_m) if ax == 'm' else (0, 0)
+                                            for ax in spec])
           for (k, v), spec in ((kv, _HEAD_AXES[kv[0]]) for kv in att.items())}
     else:
       d = p['feedforward']['W_1'].shape[-1]
-      z = lambda *s: jnp.zeros((L,) + s, dtype)  # noqa: E731
       p['attention'] = {'W_Q': z(num_heads, head_size, d), 'b_Q': z(num_heads, head_size),
                         'W_K': z(num_heads, head_size, d), 'W_V': z(num_heads, head_size, d),
                         'W_O': z(num_heads, d, head_size)}
@@ -167,14 +216,13 @@ def as_blocks(segments: Sequence[Segment], params: dict, *, num_heads=BLOCK_HEAD
                          f'{seg.width}; blocks need ReLU of width <= {width} '
                          '(apply relu_realization first).')
       ff = p['feedforward']
-      pad = width - seg.width
-      p['feedforward'] = {'W_1': jnp.pad(ff['W_1'], [(0, 0), (0, pad), (0, 0)]),
-                          'b_1': jnp.pad(ff['b_1'], [(0, 0), (0, pad)]),
-                          'W_2': jnp.pad(ff['W_2'], [(0, 0), (0, 0), (0, pad)]),
-                          'b_2': ff['b_2']}
+      extra = width - seg.width
+      p['feedforward'] = {'W_1': pad(ff['W_1'], [(0, 0), (0, extra), (0, 0)]),
+                          'b_1': pad(ff['b_1'], [(0, 0), (0, extra)]),
+                          'W_2': pad(ff['W_2'], [(0, 0), (0, 0), (0, extra)]),
+                          'b_2': np.asarray(ff['b_2'])}
     else:
       d = p['attention']['W_Q'].shape[-1]
-      z = lambda *s: jnp.zeros((L,) + s, dtype)  # noqa: E731
       p['feedforward'] = {'W_1': z(width, d), 'b_1': z(width), 'W_2': z(d, width), 'b_2': z(d)}
     new_params[key] = p
     new_segments.append(Segment(

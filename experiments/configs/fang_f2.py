@@ -21,11 +21,11 @@ level (1) after 2000 epochs. The whole 12-run sweep is ~5.6 CPU-hours at these r
 (benchmarks/fang_epoch_cost.py) and needs no config change on an accelerator.
 """
 
-from experiments.configs import fang_f1
+from transformer_ua.fang import regression_config
 
 
 def get_config():
-  c = fang_f1.get_config()
+  c = regression_config.base_config()
   c.target = 'f2'
   c.sweep = ('attention:4368', 'attention:n_q', 'nn_width:4368', 'nn_depth')
   c.num_tokens = 4368

@@ -12,11 +12,11 @@ Result: not run yet (no accelerator was available for this issue). Parameter cou
 SepConv 102,419,712, BProj 91,366,656, average attention 88,220,928.
 """
 
-from experiments.configs import mixing_common
+from transformer_ua.models import mixing_config
 
 
 def get_config():
-  c = mixing_common.base_config()
+  c = mixing_config.base_config()
   c.model.update(max_len=512, hidden=768, num_layers=12, num_heads=12, mlp_dim=3072,
                  conv_filters=16, conv_width=128)
   c.data.update(vocab_size=30522, max_predictions=76)

@@ -7,11 +7,11 @@ many-core CPU or one accelerator (about 10x the compute of `tiny` per step).
 Result: not run yet (no accelerator was available for this issue).
 """
 
-from experiments.configs import mixing_common
+from transformer_ua.models import mixing_config
 
 
 def get_config():
-  c = mixing_common.base_config()
+  c = mixing_config.base_config()
   c.model.update(max_len=128, hidden=256, num_layers=6, num_heads=4, mlp_dim=1024,
                  conv_width=63)
   c.data.update(vocab_size=8000, max_predictions=20)

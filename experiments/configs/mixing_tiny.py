@@ -20,8 +20,8 @@ hybrids k = 1 / 2: MNLI 45.3 ± 0.8 / 44.0 ± 0.9, SQuAD-analogue F1 51.9 ± 0.9
 51.8 ± 0.7 (k = 0: 51.1 ± 1.0). About 95 minutes for 48 stages on 2 shared cores.
 """
 
-from experiments.configs import mixing_common
+from transformer_ua.models import mixing_config
 
 
 def get_config():
-  return mixing_common.base_config()
+  return mixing_config.base_config()

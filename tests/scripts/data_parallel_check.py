@@ -1,14 +1,15 @@
-"""Run with XLA_FLAGS=--xla_force_host_platform_device_count=8 (see test_parallel.py).
+"""Run from the repository root with XLA_FLAGS=--xla_force_host_platform_device_count=8
+and PYTHONPATH=. (it imports experiments.configs; see test_parallel.py).
 
     python tests/scripts/data_parallel_check.py fang|mixing WORKDIR
 
 Prints one JSON line: the real training loops run on 8 devices (data parallel) and on
 1 device (``num_devices=1``: the unchanged one-device step), same config and seed:
 
-* ``fang``:   ``fang.regression.train_and_evaluate`` (f1, ATTENTION n = 10, 2 epochs,
+* ``fang``:   ``train.fang_regression.train_and_evaluate`` (f1, ATTENTION n = 10, 2 epochs,
   batch 2004: not a multiple of 8, and the epoch's last batch of 984 rows, so padding
   with weight-0 rows is exercised), per-epoch train MSE and the final params;
-* ``mixing``: ``experiments.mixing_train.pretrain`` of a tiny hybrid encoder (dropout
+* ``mixing``: ``transformer_ua.models.mixing_train.pretrain`` of a tiny hybrid encoder (dropout
   on) on the WordNet fixture, 4 steps of batch 8, the per-step losses from
   metrics.jsonl, and the final eval metrics.
 """
@@ -21,20 +22,19 @@ import jax
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 
 def fang(workdir):
   from experiments.configs import fang_f1  # pylint: disable=import-outside-toplevel
-  from transformer_ua.fang import regression  # pylint: disable=import-outside-toplevel
+  from transformer_ua.train import fang_regression  # pylint: disable=import-outside-toplevel
   out = {}
   for devices in (8, 1):
     c = fang_f1.get_config()
     c.update(model='attention', num_tokens=10, seed=0, epochs=2, batch_size=2004,
              grad_chunk=500, eval_every=1, checkpoint_every=2, tensorboard=False)
     c.num_devices = devices
-    r = regression.train_and_evaluate(c, os.path.join(workdir, f'fang{devices}'),
-                                      progress=False)
+    r = fang_regression.train_and_evaluate(c, os.path.join(workdir, f'fang{devices}'),
+                                           progress=False)
     out[devices] = {'train_mse': [h['train_mse'] for h in r['history']],
                     'test_mse': [h['test_mse'] for h in r['history']],
                     'params': {k: np.asarray(v).tolist() for k, v in r['final_params'].items()}}
@@ -42,7 +42,7 @@ def fang(workdir):
 
 
 def mixing(workdir):
-  from experiments import mixing_train  # pylint: disable=import-outside-toplevel
+  from transformer_ua.models import mixing_train  # pylint: disable=import-outside-toplevel
   from experiments.configs import mixing_tiny  # pylint: disable=import-outside-toplevel
   out = {}
   for devices in (8, 1):

@@ -18,7 +18,8 @@ Public API::
     model = fang.build_polynomial_transformer({(2, 0): 1.0, (0, 2): 1.0}, d=2, bound=50.0)
     model.apply(x)          # literal network, float64, x: [batch, d]
     model.apply_compact(x)  # ridge features and powers, float64
-    model.num_free_params(), model.num_nonzeros(), model.num_blocks()
+    model.apply_exact(rows, path='literal' | 'compact' | 'integer')  # Fractions
+    model.depth(), model.num_params(), model.num_free_params(), model.num_nonzeros()
 """
 
 from transformer_ua.fang.multiply_block import (choose_m_squared, multiplication_block,

@@ -96,7 +96,7 @@ def sup_errors(f, *, d: int, degree: int, grid_points: int) -> dict:
   fx = np.asarray(f(x), np.float64)
   px = eval_cheb(cheb, x, degree)
   cx = model.apply(x)
-  return {'d': d, 'q': degree, 'tokens': model.n, 'blocks': model.num_blocks(),
+  return {'d': d, 'q': degree, 'tokens': model.n, 'blocks': model.depth(),
           'free_params': model.num_free_params(),
           'max_abs_monomial_coef': max(abs(v) for v in poly.values()),
           'max_abs_beta': float(np.max(np.abs(model.beta_slots))),

@@ -4,18 +4,17 @@ Two modes:
 
 * ``apply_exact(model, x_rows, path='literal')``: the literal network's math --
   F(x), the q blocks' attention (one-hot maximum) and FF, beta . concat(T) + b --
-  on numpy object arrays of ``fractions.Fraction``. ``attention_update_np`` and
-  ``feedforward_update_np`` mirror ``layers.attention_update`` /
-  ``feedforward_update`` formula for formula (tests check them against the JAX
-  functions). ``path='compact'`` evaluates the compact form exactly.
+  on numpy object arrays of ``fractions.Fraction``, through the NumPy reference
+  layers of ``exact.reference`` (tests check them against the JAX functions).
+  ``path='compact'`` evaluates the compact form exactly.
   With ``build_polynomial_transformer(..., exact=True)`` (exact rational
   directions with ||xi|| = 1 and an exact ridge solve) the result is Q(x) exactly.
-* ``apply_exact_integer(model, x_rows)``: the *JAX* network itself (``layers.Network``
-  through ``layers.exact_apply``) in int64. The exact ridge features t_i = xi_i . x
-  share a denominator S; tokens carry t' = S t, and block k then holds
+* ``apply_exact_integer(model, x_rows)`` (``path='integer'``): the *JAX* network itself
+  (``layers.Network`` through ``layers.exact_apply``) in int64. The exact ridge features
+  t_i = xi_i . x share a denominator S; tokens carry t' = S t, and block k then holds
   slot'_k = S^k slot_k exactly; C(x) = b + sum beta_{i,k} slot'_{i,k} / S^k in
   Fractions. Every intermediate is planned before running (<= 13 X^q with
-  X = ceil(S B)); if that needs more than 62 bits the call refuses.
+  X = ceil(S B)) by ``exact.planner``; if int64 cannot hold it the call refuses.
 """
 
 from __future__ import annotations
@@ -28,13 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
+from transformer_ua.exact import planner, reference
 from transformer_ua.fang import multiply_block
 from transformer_ua.fang.tokens import input_map
 
 # Literal exact path costs O(q n^3) Fraction operations per input.
 EXACT_LITERAL_MAX_TOKENS = 64
-PATHS = ('literal', 'compact')
-INT_BITS = 62  # headroom below int64's 63 magnitude bits
+PATHS = ('literal', 'compact', 'integer')
 
 
 def to_fraction(v) -> Fraction:
@@ -89,32 +88,12 @@ def _model_exact(model):
   return F, beta, b
 
 
-def attention_update_np(p, x):
-  """``layers.attention_update`` with the one-hot maximum, in numpy (object ok).
-
-  p: W_Q, b_Q, W_K, W_V [h, m, D] / [h, m], W_O [h, D, m];  x: [..., n, D].
-  """
-  queries = np.einsum('...nd,hmd->...hnm', x, p['W_Q']) + p['b_Q'][:, None, :]
-  keys = np.einsum('...nd,hmd->...hnm', x, p['W_K'])
-  values = np.einsum('...nd,hmd->...hnm', x, p['W_V'])
-  scores = np.einsum('...hjm,...hkm->...hjk', queries, keys)
-  is_max = scores == np.max(scores, axis=-1, keepdims=True)
-  weights = np.where(is_max, scores, 0 * scores)   # one-hot maximum keeps the value
-  mixed = np.einsum('...jk,...ke->...je', weights, values)
-  return np.einsum('...hnm,hdm->...nd', mixed, p['W_O'])
-
-
-def feedforward_update_np(p, x):
-  """``layers.feedforward_update`` (ReLU) in numpy (object ok). x: [..., n, D]."""
-  pre = np.einsum('...nd,rd->...nr', x, p['W_1']) + p['b_1']
-  act = np.where(pre > 0, pre, 0 * pre)
-  return np.einsum('...nr,dr->...nd', act, p['W_2']) + p['b_2']
-
-
 def apply_exact(model, x_rows, *, path: str = 'literal') -> list:
   """Exact C(x) (Fractions) for rational inputs inside the ball; see module doc."""
   if path not in PATHS:
     raise ValueError(f'path={path!r}; allowed: {PATHS}.')
+  if path == 'integer':
+    return apply_exact_integer(model, x_rows)
   if path == 'literal' and model.n > EXACT_LITERAL_MAX_TOKENS:
     raise ValueError(f"exact literal path with n = {model.n} tokens is too slow; allowed "
                      f"n <= {EXACT_LITERAL_MAX_TOKENS} (use path='compact').")
@@ -134,8 +113,8 @@ def apply_exact(model, x_rows, *, path: str = 'literal') -> list:
   z = input_map(F, x, q=model.q, xp=np)                              # [batch, n, D]
   for k in range(model.q):
     p = jax.tree_util.tree_map(_frac_array, layers.unstack_layer(model.block_params, k))
-    z = z + attention_update_np(p['attention'], z)
-    z = z + feedforward_update_np(p['feedforward'], z)
+    z = z + reference.numpy_attention_update(p['attention'], z, normalizer='onehot_max')
+    z = z + reference.numpy_feedforward_update(p['feedforward'], z)
   lay = model.layout
   beta_full = np.zeros((model.n, lay.width), dtype=object) * Fraction(0)
   for k in range(1, model.q + 1):
@@ -144,7 +123,7 @@ def apply_exact(model, x_rows, *, path: str = 'literal') -> list:
 
 
 def integer_plan(model, x_rows) -> dict:
-  """Scale S, integer operand bound X, M_k^2 and the bits exact integer mode needs."""
+  """Scale S, integer operand bound X, M_k^2 and the planned arithmetic (``bits``)."""
   rows = _rows(model, x_rows)
   F, _, _ = _model_exact(model)
   t = np.einsum('bd,nd->bn', np.asarray(rows, dtype=object), F)
@@ -156,22 +135,23 @@ def integer_plan(model, x_rows) -> dict:
   m2 = [multiply_block.choose_m_squared(x_bound=X, y_bound=1 if k == 1 else X ** (k - 1))
         for k in range(1, model.q + 1)]
   biggest = 6 * max(m2) + X ** model.q
-  return {'S': S, 'X': X, 'm_squared': m2, 'bits': biggest.bit_length() if isinstance(
-      biggest, int) else int(math.ceil(math.log2(biggest))) + 1, 'rows': rows, 't': t}
+  arith = planner.plan(math.ceil(biggest))
+  return {'S': S, 'X': X, 'm_squared': m2, 'arithmetic': arith, 'bits': arith.bits_required,
+          'rows': rows, 't': t}
 
 
 def apply_exact_integer(model, x_rows) -> list:
   """Exact C(x) through the JAX literal network in int64 (``layers.exact_apply``).
 
   Raises:
-    ValueError: the scaled values need more than 62 bits (says how many), or an
-      input lies outside the ball.
+    ValueError: int64 cannot hold the scaled values (says how many bits they need),
+      or an input lies outside the ball.
   """
   plan = integer_plan(model, x_rows)
-  if plan['bits'] > INT_BITS:
+  if plan['arithmetic'].kind != 'int64':
     raise ValueError(f"exact integer mode needs {plan['bits']} bits (scale S = {plan['S']}, "
-                     f'X = {plan["X"]}, q = {model.q}); int64 holds {INT_BITS}. Use '
-                     "apply_exact (Fractions) instead.")
+                     f'X = {plan["X"]}, q = {model.q}); int64 holds {planner.INT64_BITS}. '
+                     "Use apply_exact (Fractions) instead.")
   if not plan['rows']:
     return []
   S, X = plan['S'], plan['X']
@@ -185,9 +165,8 @@ def apply_exact_integer(model, x_rows) -> list:
   tokens[:, :, lay.t] = t_int
   tokens[:, np.arange(model.n), [lay.onehot(i) for i in range(model.n)]] = 1
   tokens[:, :, lay.const] = 1
-  from transformer_ua.fang.polynomial import block_segment
   with jax.enable_x64(True):
-    net = layers.Network([block_segment(model.n, model.q)])
+    net = layers.Network([multiply_block.block_segment(model.n, model.q)])
     p = {'segment_0': jax.tree_util.tree_map(jnp.asarray, params)}
     out = np.asarray(layers.exact_apply(net, p, jnp.asarray(tokens)))
   _, beta, b = _model_exact(model)

@@ -51,6 +51,7 @@ import math
 
 import numpy as np
 
+from transformer_ua import layers
 from transformer_ua.fang.tokens import Layout
 
 # The 2 in 2M^2 (query diagonal and FF bias) and the FF's -2 / +2 weights.
@@ -222,3 +223,10 @@ def theorem_blocks(*, n: int, q: int, operand_bound: float, m_rule: str = 'produ
                                        out_index=lay.slot(k), m_squared=m2, dtype=dtype))
     m2s.append(m2)
   return blocks, m2s
+
+
+def block_segment(n: int, q: int) -> layers.Segment:
+  """The q stacked Lemma 3.1 blocks as one core segment."""
+  return layers.Segment('block', depth=q, num_heads=1, head_size=n + 1,
+                        normalizer='onehot_max', width=FF_WIDTH,
+                        name='fang_blocks')

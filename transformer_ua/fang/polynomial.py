@@ -54,7 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.fang import multiply_block, ridge
+from transformer_ua.fang import exact, multiply_block, ridge
 from transformer_ua.fang.tokens import Layout, input_map
 
 # Relative slack on ||x||^2 <= B^2 for float inputs (rounding of the norm).
@@ -65,17 +65,10 @@ NONZERO_FORMS = ('paper', 'stored')
 LITERAL_CHUNK_ELEMENTS = 2 ** 24
 
 
-def block_segment(n: int, q: int) -> layers.Segment:
-  """The q stacked Lemma 3.1 blocks as one core segment."""
-  return layers.Segment('block', depth=q, num_heads=1, head_size=n + 1,
-                        normalizer='onehot_max', width=multiply_block.FF_WIDTH,
-                        name='fang_blocks')
-
-
 @functools.partial(jax.jit, static_argnames=('q', 'trace'))
 def _literal_forward(block_params, F, beta_full, b, x, *, q, trace=False):
   tokens = input_map(F, x, q=q)                                    # [batch, n, D]
-  seg = block_segment(F.shape[0], q)
+  seg = multiply_block.block_segment(F.shape[0], q)
   net = layers.Network([seg])
   if trace:
     out, outs = net.apply({'params': {'segment_0': block_params}}, tokens, True)
@@ -97,7 +90,8 @@ def _compact_forward(F, beta_slots, b, x):
 
 
 def _check_bound(bound) -> float:
-  if isinstance(bound, bool) or not isinstance(bound, (int, float, np.integer, np.floating, Fraction)):
+  if isinstance(bound, bool) or \
+      not isinstance(bound, (int, float, np.integer, np.floating, Fraction)):
     raise ValueError(f'bound must be a finite number B > 0, got {bound!r}.')
   B = float(bound)
   if not (math.isfinite(B) and B > 0):
@@ -145,8 +139,15 @@ class PolynomialTransformer:
     """T = B max_i ||xi_i||, the bound on |t_i| over the ball."""
     return self.bound * float(np.max(np.linalg.norm(self.F, axis=1)))
 
-  def num_blocks(self) -> int:
+  def depth(self) -> int:
+    """Blocks of the literal network: q."""
     return self.q
+
+  def num_params(self) -> int:
+    """Every stored weight of the literal network: F [n, d], the q blocks, beta over
+    the slots [n, q] and b."""
+    return (int(self.F.size) + layers.count_params(self.block_params)
+            + int(self.beta_slots.size) + 1)
 
   def beta_full(self) -> np.ndarray:
     """beta as the paper's sparse vector over concat(T^q(x)), shaped [n, D]."""
@@ -284,8 +285,10 @@ class PolynomialTransformer:
 
   # -- exact mode -----------------------------------------------------------
   def apply_exact(self, x_rows, *, path: str = 'literal') -> list:
-    """C(x) in exact rational arithmetic (see ``fang.exact``); x_rows: rationals."""
-    from transformer_ua.fang import exact
+    """C(x) in exact rational arithmetic (see ``fang.exact``); x_rows: rationals.
+
+    path: 'literal' (the network's math on Fractions), 'compact' or 'integer' (the JAX
+    network in planned int64)."""
     return exact.apply_exact(self, x_rows, path=path)
 
 

@@ -50,11 +50,9 @@ float summation order (tests/test_parallel.py measures it on 8 forced CPU device
 
 from __future__ import annotations
 
-import json
+import copy
 import math
 import os
-import time
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -62,10 +60,8 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from transformer_ua import parallel, provenance
+from transformer_ua import parallel
 from transformer_ua.fang import ridge
-from transformer_ua.train.checkpointing import Checkpointer
-from transformer_ua.train.metrics import MetricsWriter
 
 TARGETS = ('f1', 'f2')
 MODELS = ('attention', 'nn_width', 'nn_depth')
@@ -320,14 +316,6 @@ def shard_training_batch(x: np.ndarray, y: np.ndarray, mesh) -> dict:
   return parallel.shard_batch({'x': x, 'y': y, 'w': w}, mesh)
 
 
-def training_mesh(config):
-  """The data-parallel mesh of ``config.num_devices`` (0 or absent: all devices), or
-  None when that is one device (the unchanged one-device step)."""
-  num = config.get('num_devices', 0) or None
-  mesh = parallel.make_mesh(num)
-  return mesh if mesh.devices.size > 1 else None
-
-
 def make_predict(model: str):
   return jax.jit(apply_fn(model))
 
@@ -357,7 +345,7 @@ def epochs_to_convergence(train_mse, tol: float = CONVERGENCE_TOL):
 
 
 # ---------------------------------------------------------------------------
-# Config checks and the loop.
+# Config checks, run names, sweep entries, saved params.
 # ---------------------------------------------------------------------------
 
 
@@ -410,117 +398,34 @@ def run_name(config) -> str:
   return f"{config.target}_{config.model}_{width}_seed{config.seed}"
 
 
-def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = None,
-                       progress: bool = True) -> dict:
-  """Trains one (target, model, seed) run in ``workdir``; resumes from its checkpoint.
-
-  Args:
-    config: ``ml_collections.ConfigDict`` (see experiments/configs/fang_f1.py).
-    workdir: run directory (checkpoints/, metrics.jsonl, result.json, params.npz).
-    stop_after_epochs: stop (after checkpointing) once this many epochs are done in
-      total -- simulates an interruption; the result then has 'complete': False.
-    progress: show a tqdm bar.
-  Returns:
-    dict with MSE_Tr/MSE_Te (noisy targets and noiseless f), epochs to convergence,
-    run times, parameter count, per-epoch history and provenance.
-  """
-  validate_config(config)
-  sizes = resolved_sizes(config)
-  dtype = jnp.float64 if config.dtype == 'float64' else jnp.float32
-  with jax.enable_x64(config.dtype == 'float64'):
-    return _train(config, workdir, sizes, dtype, stop_after_epochs, progress)
+def parse_entry(entry: str):
+  """'model[:num_tokens|n_q]' -> (model, num_tokens) with 0 meaning n_q."""
+  model, _, tokens = entry.partition(':')
+  if model not in MODELS:
+    raise ValueError(f'sweep entry {entry!r}: model must be one of {MODELS}.')
+  if model == 'nn_depth':
+    if tokens:
+      raise ValueError(f'sweep entry {entry!r}: nn_depth takes no token count.')
+    return model, 0
+  if tokens == 'n_q':
+    return model, 0
+  if not tokens.isdigit() or int(tokens) < 1:
+    raise ValueError(f"sweep entry {entry!r}: expected '{model}:<positive int>' or "
+                     f"'{model}:n_q'.")
+  return model, int(tokens)
 
 
-def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
-  from tqdm.auto import tqdm
-  os.makedirs(workdir, exist_ok=True)
-  data = make_data(config.target, config.data_seed)
-  n_tr = data['x_train'].shape[0]
-  steps_per_epoch = -(-n_tr // config.batch_size)
-  tx, lr_fn = make_optimizer(config, steps_per_epoch)
-  params = init_params(jax.random.PRNGKey(config.seed), model=config.model, d=sizes['d'],
-                       q=sizes['q'], num_tokens=sizes['num_tokens'],
-                       depth_width=sizes['depth_width'], dtype=dtype)
-  state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
-  ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=2)
-  writer = MetricsWriter(workdir, tensorboard=config.tensorboard)
-  history, start_epoch, elapsed = [], 0, 0.0
-  restored = ckpt.restore_latest(state)
-  if restored is not None:
-    start_epoch, state, meta = restored
-    history, elapsed = meta['history'], meta['elapsed']
-    writer.truncate_after(start_epoch)
-  mesh = training_mesh(config)
-  if mesh is not None:
-    state = parallel.replicate(state, mesh)
-  train_step = make_train_step(config.model, tx, config.grad_chunk, mesh)
-  predict_fn = make_predict(config.model)
-  x_tr = data['x_train'].astype(np.dtype(dtype))
-  y_tr = data['y_train'].astype(np.dtype(dtype))
-  end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs,
-                                                                  stop_after_epochs)
-  bar = tqdm(range(start_epoch, end_epoch), initial=start_epoch, total=config.epochs,
-             desc=run_name(config), disable=not progress, mininterval=2.0)
-  t0 = time.perf_counter()
-  for epoch in bar:
-    order = np.random.default_rng([config.seed, epoch]).permutation(n_tr)
-    total, count = 0.0, 0
-    for s in range(steps_per_epoch):
-      idx = order[s * config.batch_size:(s + 1) * config.batch_size]
-      if mesh is None:
-        batch = {'x': jnp.asarray(x_tr[idx]), 'y': jnp.asarray(y_tr[idx])}
-      else:
-        batch = shard_training_batch(x_tr[idx], y_tr[idx], mesh)
-      state, loss = train_step(state, batch)
-      total += float(loss) * idx.size
-      count += idx.size
-    row = {'epoch': epoch + 1, 'train_mse': total / count,
-           'lr': float(lr_fn(int(state['step']) - 1))}
-    if (epoch + 1) % config.eval_every == 0 or epoch + 1 == config.epochs:
-      row['test_mse'] = mse(predict(predict_fn, state['params'], data['x_test'], dtype),
-                            data['y_test'])
-    history.append(row)
-    writer.write(epoch + 1, {k: v for k, v in row.items() if k != 'epoch'})
-    if not math.isfinite(row['train_mse']):
-      bar.close()
-      raise FloatingPointError(f'{run_name(config)}: training diverged at epoch {epoch + 1}.')
-    bar.set_postfix(train=f"{row['train_mse']:.4g}", test=f"{row.get('test_mse', math.nan):.4g}")
-    done = epoch + 1
-    if done % config.checkpoint_every == 0 or done == end_epoch:
-      ckpt.save(done, state, meta={'history': history,
-                                   'elapsed': elapsed + time.perf_counter() - t0})
-  bar.close()
-  elapsed += time.perf_counter() - t0
-  ckpt.close()
-  complete = len(history) >= config.epochs
-  result = {'name': run_name(config), 'target': config.target, 'model': config.model,
-            'seed': config.seed, 'data_seed': config.data_seed, **sizes,
-            'num_params': count_params(state['params']), 'epochs_done': len(history),
-            'complete': complete, 'run_time_s': elapsed}
-  if complete:
-    p = state['params']
-    pred_tr = predict(predict_fn, p, data['x_train'], dtype)
-    pred_te = predict(predict_fn, p, data['x_test'], dtype)
-    train_curve = [r['train_mse'] for r in history]
-    first, stable = epochs_to_convergence(train_curve)
-    per_epoch = elapsed / max(1, len(history))
-    result.update({
-        'mse_train': mse(pred_tr, data['y_train']), 'mse_test': mse(pred_te, data['y_test']),
-        'mse_train_vs_f': mse(pred_tr, data['f_train']),
-        'mse_test_vs_f': mse(pred_te, data['f_test']),
-        'epochs_to_convergence': first, 'epochs_to_stable_convergence': stable,
-        'run_time_to_convergence_s': None if first is None else per_epoch * first,
-        'history': history, 'provenance': provenance.record(),
-    })
-    np.savez(os.path.join(workdir, 'params.npz'),
-             **{'/'.join(str(getattr(k, 'key', getattr(k, 'idx', k))) for k in path):
-                np.asarray(v) for path, v in jax.tree_util.tree_flatten_with_path(p)[0]})
-    with open(os.path.join(workdir, 'result.json'), 'w') as f:
-      json.dump(result, f, indent=1)
-    writer.plot('curves.png', keys=['train_mse', 'test_mse'], logy=True)
-  writer.close()
-  result['final_params'] = jax.device_get(state['params'])
-  return result
+def run_configs(config):
+  """[(entry name, per-run config)] of ``config.sweep`` x ``config.seeds``, seed-major."""
+  entries = [parse_entry(e) for e in config.sweep]
+  out = []
+  for seed in config.seeds:
+    for model, tokens in entries:
+      c = copy.deepcopy(config)
+      c.model, c.num_tokens, c.seed = model, tokens, int(seed)
+      validate_config(c)
+      out.append((f'{model}:{tokens or "n_q"}' if model != 'nn_depth' else model, c))
+  return out
 
 
 def load_params(workdir: str) -> dict:

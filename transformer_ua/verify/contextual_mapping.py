@@ -58,8 +58,10 @@ import jax.numpy as jnp
 import numpy as np
 import tqdm
 
-from transformer_ua import numerics, parallel, provenance
-from transformer_ua.verify import grids, sweep_kernel
+from transformer_ua import parallel, provenance
+from transformer_ua.exact.ops import ExactOps
+from transformer_ua.verify import sweep_kernel
+from transformer_ua.yun import grids, sweep
 
 PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside_interval',
               '8.4_outside_interval', 'lemma10_bounds', 'lemma10_one_to_one',
@@ -86,11 +88,7 @@ def chunk_cap(cm, chunk_size: int, points: int, budget: int = CHUNK_BUDGET) -> i
 # ---------------------------------------------------------------------------
 
 
-def ops_for(cm) -> numerics.ExactOps:
-  return numerics.ExactOps(cm.arithmetic.spec if cm.limbs else None)
-
-
-def count_duplicates(ops: numerics.ExactOps, values: np.ndarray, owners: np.ndarray) -> int:
+def count_duplicates(ops: ExactOps, values: np.ndarray, owners: np.ndarray) -> int:
   """Adjacent equal values (after sorting) that belong to different owners."""
   if len(values) < 2:
     return 0
@@ -108,10 +106,10 @@ def count_duplicates(ops: numerics.ExactOps, values: np.ndarray, owners: np.ndar
 def _point_checks(cm, ops, q, lt, cat, valid):
   """Per-point property violations (8.1, 8.3, 8.4, Lemma 10 bounds) of one chunk."""
   n = cm.n
-  c = cm.constant
+  c = cm.ops.constant
   s = cm.scale
   t_l, t_r = c(int(cm.t_l * s)), c(int(cm.t_r * s))
-  lo, hi = c(int(cm.lemma10_lower * s)), c(int(cm.lemma10_upper * s))
+  lo, hi = c(int(cm.id_lower * s)), c(int(cm.id_upper * s))
   distinct = jnp.ones(cat.shape, bool)
   for i in range(n):
     for j in range(i + 1, n):
@@ -137,7 +135,7 @@ def _point_checks(cm, ops, q, lt, cat, valid):
 
 def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
   """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact)."""
-  out, _, _ = vm.compact_fn()(z)
+  out = vm.compact_fn()(z)
   if vm.num_classes == 0:  # G~ empty: g_v must be 0 everywhere
     same = jnp.all(ops.eq(out, jnp.zeros_like(out)), axis=(-2, -1))
     return jnp.sum(valid & ~same)
@@ -157,7 +155,7 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
   total, table)`` over indices ``start + arange(chunk)``; with a multi-device ``mesh``
   (``chunk`` a multiple of its size) the indices are sharded along it."""
-  ops = ops_for(cm)
+  ops = cm.ops
   if mesh is not None and mesh.devices.size > 1:
     if chunk % mesh.devices.size:
       raise ValueError(f'chunk={chunk} is not a multiple of the {mesh.devices.size} devices.')
@@ -167,7 +165,7 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     shard = lambda x: x
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
-  forward = cm.forward_fn(kernel)
+  forward = sweep.kernel_fn(cm, kernel)
 
   def run(params, k, valid):
     out = forward(params, k)
@@ -245,7 +243,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     kernel: 'sweep' (g_c on column ids, ``yun.sweep``; the full grid runs in blocks,
       ``sweep_kernel``), 'fast' (shared-projection identity) or 'core' (the core's
       layers for int64, generic limb layers beyond): the literal kernels, the
-      cross-check. See ``ContextualMapping.forward_fn``.
+      cross-check. See ``yun.sweep.kernel_fn``.
     num_devices: shard each chunk over the first this many devices (default: all of
       ``jax.devices()``, every host's in a multi-host run); the chunk is rounded up to
       a multiple of it. Counts do not depend on it.
@@ -262,7 +260,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()  # at the start: the revision that runs
-  ops = ops_for(cm)
+  ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
   m_total = grids.grid_size(d, n, N, 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
@@ -362,7 +360,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'bits_required': cm.bits_required, 'bound': str(cm.bound),
       'max_abs_output': str(max_abs), 'max_abs_output_bits': int(max_abs).bit_length(),
       't_l': str(cm.t_l), 't_r': str(cm.t_r),
-      'num_layers': cm.num_layers, 'num_params': cm.num_params,
+      'num_layers': cm.depth(), 'num_params': cm.num_params(),
       'category_1_classes': m1, 'chunk_size': chunk_size, 'devices': num_dev,
       'seconds': round(time.time() - t0, 3),
       'provenance': prov,

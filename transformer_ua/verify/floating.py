@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.verify import grids
+from transformer_ua.yun import grids
 from transformer_ua.yun import contextual
 
 DTYPES = ('float64', 'float32')
@@ -34,7 +34,7 @@ def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict
   with jax.enable_x64(True):
     k = np.asarray(codec['decode_multiset'](jnp.arange(m)))
     cat = np.asarray(codec['category'](jnp.asarray(k)))
-  exact = np.concatenate([cm.to_python(cm.forward(k[s:s + chunk])['ids'])
+  exact = np.concatenate([cm.ops.to_python(cm.forward(k[s:s + chunk])['ids'])
                           for s in range(0, m, chunk)])
   exact_f = np.vectorize(lambda v: float(Fraction(int(v), cm.scale)))(exact)
   net = cm.network()

@@ -95,6 +95,6 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
       'near_edge_other_bin': int(np.sum(near & (got != expected))),
       'edge_tolerance': EDGE_TOL, 'value_rtol': VALUE_RTOL,
       'exact_inputs': int(grid.size), 'exact_scale': s_q,
-      'num_layers': g_q.num_layers, 'num_params': g_q.num_params,
+      'num_layers': g_q.depth(), 'num_params': g_q.num_params(),
       'seconds': round(time.time() - t0, 3), 'provenance': provenance.record(),
   }

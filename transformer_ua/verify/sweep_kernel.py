@@ -38,9 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import numerics, parallel
-from transformer_ua.verify import grids
-from transformer_ua.yun import sweep
+from transformer_ua import parallel
+from transformer_ua.yun import grids, sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
 #: (measured peak RSS growth per block point is below this).
@@ -93,7 +92,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   """
   prog = sweep.read_program(cm, sweep_arithmetic)
   s_ops, f_ops = sweep.sweep_ops(prog), sweep.final_ops(cm)
-  ops = numerics.ExactOps(cm.arithmetic.spec if cm.limbs else None)
+  ops = cm.ops
   d, n, N, S = cm.d, cm.n, cm.resolution, cm.scale
   v = grids.num_column_values(d, N)
   block = v ** m
@@ -128,7 +127,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   binom_flat = jnp.asarray(binom.reshape(-1))
   table = np.asarray(table)
   t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
-  lo10, hi10 = int(cm.lemma10_lower * S), int(cm.lemma10_upper * S)
+  lo10, hi10 = int(cm.id_lower * S), int(cm.id_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
   if extra is not None:
@@ -296,7 +295,7 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   """
   m, block, num_blocks = layout(cm, chunk_size)
   key = _config_key(cm, block)
-  ops = numerics.ExactOps(cm.arithmetic.spec if cm.limbs else None)
+  ops = cm.ops
   _, _, col_x, _ = _column_tables(cm)
   max_abs = int(max(abs(int(x)) for x in col_x.reshape(-1)))
   counts: dict = {}
@@ -318,8 +317,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
       c, ext = fn(jnp.int64(t), jnp.int64(num_blocks))
       for k_, val in c.items():
         counts[k_] = counts.get(k_, 0) + int(val)
-      for val in ext:  # [D] or [D, K]
-        max_abs = max([max_abs] + [abs(int(x)) for x in ops.to_python(np.asarray(val))])
+      for val in ext:  # [D] or [D, K] (every host's devices: gathered)
+        max_abs = max([max_abs] + [abs(int(x)) for x in ops.to_python(parallel.to_host(val))])
       t = min(t + num_devices, num_blocks)
       now = time.time()
       if progress and (now - last_log >= log_every or t == num_blocks):

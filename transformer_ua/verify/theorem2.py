@@ -16,8 +16,9 @@ import math
 import time
 
 from transformer_ua import provenance
-from transformer_ua.verify import contextual_mapping, floating, grids, quantization, value_mapping
-from transformer_ua.yun import common, contextual, value
+from transformer_ua.exact import planner
+from transformer_ua.verify import contextual_mapping, floating, quantization, value_mapping
+from transformer_ua.yun import common, contextual, grids, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
 #: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
@@ -38,9 +39,8 @@ def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str =
   d, n, N = common.check_config(d, n, resolution)
   if grid not in grids.GRIDS:
     raise ValueError(f'grid={grid!r}; allowed: {", ".join(grids.GRIDS)}.')
-  from transformer_ua import numerics  # pylint: disable=import-outside-toplevel
   bound = contextual.contextual_mapping_bound(d, n, N)
-  arith = numerics.plan(bound, arithmetic)
+  arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
   multisets = grids.grid_size(d, n, N, 'multiset')
   classes = math.comb(N ** d, n)
@@ -92,7 +92,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                                    kernel=kernel)
     lemma9_result = {'target': f'random integers in [-8, 8] / 2 per class (seed {target_seed}), '
                                'extended by permutation equivariance',
-                     'num_layers': vm.num_layers, 'num_params': vm.num_params,
+                     'num_layers': vm.depth(), 'num_params': vm.num_params(),
                      'bump_layers': value.num_bump_layers(d, n, resolution),
                      'build_seconds': round(time.time() - tb, 3)}
   result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
@@ -107,7 +107,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   violations['lemma7_exact_rational'] = lemma7['lemma7_exact_rational']
   lemma7.pop('provenance')
   if vm is not None:
-    budget_points = max(1, LITERAL_BUDGET // vm.num_layers)
+    budget_points = max(1, LITERAL_BUDGET // vm.depth())
     count = min(lemma9_literal_points, budget_points)
     pts = value_mapping.sample_points(d, n, resolution, count, seed=target_seed)
     lit = value_mapping.verify_literal_value_mapping(vm, pts)
@@ -121,7 +121,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
       'violations': violations,
       'all_hold': not any(violations.values()),
       'lemma7': lemma7, 'lemma9': lemma9_result,
-      'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.num_layers,
+      'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.depth(),
                        'value': value.layer_count(d, n, resolution)},
       'seconds': round(time.time() - t0, 3),
       'provenance': prov,

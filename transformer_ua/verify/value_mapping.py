@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import numerics, provenance
-from transformer_ua.verify import grids
+from transformer_ua import provenance
+from transformer_ua.exact import limbs
+from transformer_ua.yun import grids
 
 
 def sample_points(d: int, n: int, resolution: int, count: int, seed: int = 0) -> np.ndarray:
@@ -43,7 +44,6 @@ def verify_literal_value_mapping(vm, points: np.ndarray, batch: int = 256) -> di
   """Literal g_v vs compact g_v on g_c(points); returns the mismatch count."""
   t0 = time.time()
   cm = vm.cm
-  _, params = vm.params('exact')
   literal = jax.jit(vm.literal_fn())
   ar = vm.literal_arithmetic
   mismatches = 0
@@ -51,11 +51,11 @@ def verify_literal_value_mapping(vm, points: np.ndarray, batch: int = 256) -> di
     for start in range(0, len(points), batch):
       k = points[start:start + batch]
       out = cm.forward(k)
-      compact, _, _ = vm.apply_compact(out['z'])
-      lit = literal(params, vm.to_literal(out['z']))
-      lit_py = (numerics.to_python(np.asarray(lit), ar.spec) if ar.kind == 'limbs'
+      compact = vm.apply_compact(out['z'])
+      lit = literal(vm.to_literal(out['z']))
+      lit_py = (limbs.to_python(np.asarray(lit), ar.spec) if ar.kind == 'limbs'
                 else np.asarray(lit).astype(object))
-      mismatches += int(np.sum(np.any(lit_py != cm.to_python(compact), axis=(-2, -1))))
+      mismatches += int(np.sum(np.any(lit_py != cm.ops.to_python(compact), axis=(-2, -1))))
   return {'lemma9_literal_equals_compact': mismatches, 'literal_points': int(len(points)),
-          'literal_layers': vm.num_layers, 'literal_arithmetic': ar.describe(),
+          'literal_layers': vm.depth(), 'literal_arithmetic': ar.describe(),
           'seconds': round(time.time() - t0, 3), 'provenance': provenance.record()}

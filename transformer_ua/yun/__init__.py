@@ -6,6 +6,9 @@
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
   (Lemma 6 realization), and the error decomposition.
+* ``rational``   -- g_bar's params as exact rationals (input of dtype='exact').
+* ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds; certified
+  evaluation and certification of every cube interior (arb balls, ``exact.ball``).
 
 Builders are pure keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
@@ -14,6 +17,7 @@ Builders are pure keyword-argument functions returning ``(segments, params)`` fo
 from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
                                              error_decomposition, realization_error)
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
+from transformer_ua.yun.plan import Plan, plan_realization
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
                                            contextual_mapping_bound,
                                            contextual_mapping_params)
@@ -25,7 +29,7 @@ from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_
 __all__ = [
     'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
     'realization_error',
-    'OUT_OF_RANGE', 'check_config',
+    'OUT_OF_RANGE', 'check_config', 'Plan', 'plan_realization',
     'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
     'contextual_mapping_params',
     'GBar', 'build_g_bar', 'layer_counts', 'parameter_counts',

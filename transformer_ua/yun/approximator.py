@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.verify import distances
-from transformer_ua.yun import common, pipeline, targets as targets_lib, value
+from transformer_ua.yun import (common, distances, pipeline, plan, rational,
+                                targets as targets_lib, value)
+from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -50,12 +53,13 @@ MAX_LAYERS = 2_000_000
 EQUIVARIANCE_RTOL = 1e-9
 #: Probe points for the equivariance check.
 EQUIVARIANCE_PROBES = 8
-#: g "reproduces" g_bar when max |g - g_bar| <= this * max(1, max |A|) on cube interiors
-#: (float64 rounding in the 4-ReLU cancellations gives ~1e-6 where it works; where it
-#: does not, errors are of the order of the ids, >> 1).
-REPRODUCE_RTOL = 1e-4
-#: dtypes a realization can run in.
-REALIZATION_DTYPES = ('float64', 'float32')
+
+#: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
+#: certified ball arithmetic).
+REALIZATION_DTYPES = ('float64', 'float32', 'exact')
+#: Cube-interior samples with which error_decomposition checks that a float g
+#: represents g_bar at all.
+REPRESENT_SAMPLES = 256
 
 
 def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
@@ -96,9 +100,12 @@ class Realized:
 
   Attributes:
     segments, params: ``block`` segments (softmax, 2 heads of size 1, ReLU width 4)
-      and their params (``E`` too when positional), in ``dtype``.
-    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width.
-    dtype: 'float64' or 'float32'.
+      and their params (``E`` too when positional), in ``dtype``; for 'exact' NumPy
+      object arrays of Python ints / ``fractions.Fraction`` (``exact_params``).
+    lam, epsilon: the softmax scale folded into W_Q, b_Q and the ReLU ramp width
+      (Fractions for 'exact').
+    dtype: 'float64', 'float32' or 'exact'.
+    source: the ``Approximator`` it realizes (for the certified methods).
   """
 
   segments: tuple
@@ -108,13 +115,36 @@ class Realized:
   dtype: str
   positional: bool
   n: int
+  source: object = None
+
+  def exact_params(self) -> dict:
+    """The params pytree with exact rational leaves (dtype 'exact' only)."""
+    if self.dtype != 'exact':
+      raise ValueError(f"exact_params needs a realization built with dtype='exact', this "
+                       f'one is {self.dtype}.')
+    return self.params
+
+  def apply_certified(self, x, bits: int | None = None):
+    """(mid, rad) float64 [batch, n, d] enclosing the exact real output g(X).
+
+    Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
+    (default: the plan's). See ``yun.plan.apply_certified``.
+    """
+    return plan.apply_certified(self, x, bits=bits)
+
+  def certify_interiors(self, margin: float = 0.25, bits: int | None = None, **kw) -> dict:
+    """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
+    return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   def network(self) -> layers.Network:
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
 
   def apply(self, x) -> np.ndarray:
-    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64."""
+    """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':
+    the midpoint of the certified enclosure, ``apply_certified``)."""
+    if self.dtype == 'exact':
+      return self.apply_certified(x)[0]
     x = np.asarray(x)
     fn = layers.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
@@ -173,11 +203,8 @@ class Approximator:
                        '[0, 1)^{d x n} (Appendix G); got entries outside.')
     if not x.shape[0]:
       return np.zeros_like(x)
-    gb = self.g_bar
-    k = gb.quantization.to_indices(gb.quantization.apply(x))
-    z = gb.contextual.forward(k)['z']
-    _, bump, _ = gb.value.apply_compact(z)
-    return gb.value.payload(np.asarray(bump), self.values).astype(np.float64)
+    _, bump = self.g_bar.select(x)
+    return self.g_bar.value.payload(np.asarray(bump), self.values).astype(np.float64)
 
   def network(self) -> layers.Network:
     """The literal float64 g_bar (paper values) as a ``layers.Network``."""
@@ -195,18 +222,18 @@ class Approximator:
   def depth(self) -> dict:
     """Layers by stage and kind, next to the paper's formulas."""
     gb = self.g_bar
-    built = {'quantization': gb.quantization.num_layers,
-             'contextual': gb.contextual.num_layers,
-             'value': gb.value.num_layers}
+    built = {'quantization': gb.quantization.depth(),
+             'contextual': gb.contextual.depth(),
+             'value': gb.value.depth()}
     built['total'] = sum(built.values())
     formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional)
     formula['total'] = sum(formula.values())
-    kinds = {'attention': gb.contextual.num_layers,
-             'feedforward': gb.quantization.num_layers + gb.value.num_layers}
+    kinds = {'attention': gb.contextual.depth(),
+             'feedforward': gb.quantization.depth() + gb.value.depth()}
     return {'built': built, 'formula': formula, 'by_kind': kinds}
 
   def num_params(self) -> int:
-    return self.g_bar.num_params
+    return self.g_bar.num_params()
 
   # -- Lemma 6 ----------------------------------------------------------------
 
@@ -216,14 +243,28 @@ class Approximator:
     Args:
       lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores).
       epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
-      dtype: 'float64' or 'float32'.
+      dtype: 'float64', 'float32' or 'exact' (lam, epsilon taken as exact rationals;
+        params are the construction's rationals, ``Realized.exact_params``).
+    A float dtype is checked against the plan (``yun.plan.plan_realization``): when it
+    carries fewer significand bits than a literal evaluation at this (lam, epsilon)
+    needs, a ``FloatRealizationWarning`` says so (its outputs are then not g_bar's).
     """
     if dtype not in REALIZATION_DTYPES:
       raise ValueError(f'dtype={dtype!r}; allowed: {REALIZATION_DTYPES}.')
     for name, v in (('lam', lam), ('epsilon', epsilon)):
-      if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-          or v <= 0:
+      if isinstance(v, bool) or not isinstance(v, numbers.Real) \
+          or not math.isfinite(float(v)) or v <= 0:
         raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
+    if dtype == 'exact':
+      lam, epsilon = Fraction(lam), Fraction(epsilon)
+      params = rational.exact_params(self.g_bar, self.values)
+      segments = self.g_bar.segments
+      segments, params = realize.softmax_realization(segments, params, lam)
+      segments, params = realize.relu_realization(segments, params, epsilon)
+      segments, params = realize.as_blocks(segments, params)
+      return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
+                      dtype=dtype, positional=self.positional, n=self.n, source=self)
+    plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
       segments = self.g_bar.segments
@@ -233,7 +274,8 @@ class Approximator:
       cast = np.float64 if dtype == 'float64' else np.float32
       params = jax.tree_util.tree_map(lambda a: np.asarray(a, cast), params)
     return Realized(segments=segments, params=params, lam=float(lam),
-                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n)
+                    epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n,
+                    source=self)
 
   def describe(self) -> str:
     dep = self.depth()['built']
@@ -288,15 +330,60 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
 DECOMPOSITION = (('f', 'f_bar'), ('f_bar', 'g_bar'), ('g_bar', 'g'), ('f', 'g_bar'), ('f', 'g'))
 
 
+@dataclasses.dataclass(frozen=True)
+class ExactTerms:
+  """Terms computed over the whole grid: |B| and d_p(f_bar, g_bar) (Theorem 3: both 0)."""
+
+  bad_set_measure: float
+  dp_f_bar_g_bar: float
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorDecomposition:
+  """d_p of every term of d_p(f, g) <= d_p(f, f_bar) + d_p(f_bar, g_bar) + d_p(g_bar, g).
+
+  Attributes:
+    p, samples, seed, confidence: the Monte Carlo setting (shared uniform samples).
+    estimates: (a, b) -> DpEstimate of d_p(a, b) for the pairs of ``DECOMPOSITION``
+      (those with g only when g was given).
+    exact: the exact terms when the grid can be enumerated, else None.
+    g_represents_g_bar: for a float g, whether it reproduces g_bar on cube interiors
+      (None without a float g); when False, ``g_note`` says why the d_p terms with g
+      measure rounding, not Lemma 6.
+  """
+
+  p: float
+  samples: int
+  seed: int
+  confidence: float
+  estimates: dict
+  exact: ExactTerms | None
+  g_represents_g_bar: bool | None = None
+  g_note: str | None = None
+
+  def as_dict(self) -> dict:
+    """JSON form: estimates keyed 'a|b', each ``DpEstimate.as_dict()``."""
+    out = {'p': self.p, 'samples': self.samples, 'seed': self.seed,
+           'confidence': self.confidence,
+           'estimates': {f'{a}|{b}': v.as_dict() for (a, b), v in self.estimates.items()}}
+    if self.exact is not None:
+      out['exact'] = dataclasses.asdict(self.exact)
+    if self.g_represents_g_bar is not None:
+      out['g_represents_g_bar'] = self.g_represents_g_bar
+    if self.g_note is not None:
+      out['g_note'] = self.g_note
+    return out
+
+
 def error_decomposition(net: Approximator, g: Realized | None = None, *, p: float = 2.0,
                         samples: int = 20000, seed: int = 0,
-                        confidence: float = 0.95) -> dict:
+                        confidence: float = 0.95) -> ErrorDecomposition:
   """Monte Carlo d_p of every term (shared uniform samples), plus the exact terms.
 
-  Returns a dict with ``'estimates'``: ``'a|b' -> DpEstimate.as_dict()`` for the pairs
-  of ``DECOMPOSITION`` (those with g only when g is given) and, when the grid can be
-  enumerated, ``'exact'``: the bad-set measure and d_p(f_bar, g_bar) computed over the
-  whole grid (Theorem 2: f_bar's mass on the bad set; Theorem 3: 0).
+  The estimates cover the pairs of ``DECOMPOSITION`` (those with g only when g is
+  given); when the grid can be enumerated, ``exact`` holds the bad-set measure and
+  d_p(f_bar, g_bar) computed over the whole grid (Theorem 2: f_bar's mass on the bad
+  set; Theorem 3: 0).
   """
   p = distances.check_p(p)
   fns = {'f': net.target, 'f_bar': net.f_bar, 'g_bar': net.apply}
@@ -305,16 +392,30 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
   pairs = [pair for pair in DECOMPOSITION if all(name in fns for name in pair)]
   est = distances.dp_distances(fns, pairs, d=net.d, n=net.n, p=p, samples=samples,
                                seed=seed, confidence=confidence)
-  out = {'p': p, 'samples': samples, 'seed': seed, 'confidence': confidence,
-         'estimates': {k: v.as_dict() for k, v in est.items()}}
+  exact = None
+  represents, note = None, None
+  if g is not None and g.dtype in FLOAT_BITS:
+    # A float g far past the precision wall is not g_bar's realization: say so, so
+    # that no caller reports its rounding noise as d_p(g_bar, g).
+    rep = realization_error(net, g, samples=REPRESENT_SAMPLES, seed=seed)
+    represents = rep['reproduces']
+    if not represents:
+      note = (
+          f'the {g.dtype} network does not represent g_bar at this size (max |g - g_bar| = '
+          f'{rep["max_abs_error"]:.3g} > {rep["tolerance"]:.3g} on cube interiors): the d_p '
+          f"terms with g measure {g.dtype} rounding, not Lemma 6; use dtype='exact' and "
+          'certify_interiors.')
   if net.positional:
-    out['exact'] = {'bad_set_measure': 0.0, 'dp_f_bar_g_bar': 0.0}
+    exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
-    out['exact'] = {
-        'bad_set_measure': float(distances.bad_set_measure(net.d, net.n, net.resolution)),
-        'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
-                                                  resolution=net.resolution, p=p)}
-  return out
+    exact = ExactTerms(
+        bad_set_measure=float(distances.bad_set_measure(net.d, net.n, net.resolution)),
+        dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
+                                               resolution=net.resolution, p=p))
+  estimates = {tuple(k.split('|')): v for k, v in est.items()}
+  return ErrorDecomposition(p=p, samples=samples, seed=seed, confidence=confidence,
+                            estimates=estimates, exact=exact, g_represents_g_bar=represents,
+                            g_note=note)
 
 
 def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,

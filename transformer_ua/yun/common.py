@@ -48,8 +48,8 @@ def check_scale(scale, resolution: int) -> int:
     return 2 * resolution
   if not _is_int(scale) or scale <= 0 or scale % (2 * resolution):
     raise ValueError(f'scale={scale!r} is not allowed; it must be a positive integer '
-                     f'multiple of 2N = {2 * resolution} (so that delta/2 scales to an '
-                     'integer).')
+                     f'multiple of 2N = {2 * resolution} (a multiple of N so that the grid '
+                     'points scale to integers, and of 2N so that delta/2 does).')
   return int(scale)
 
 

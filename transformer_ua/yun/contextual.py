@@ -66,7 +66,7 @@ under the positive factor S^2 on the scores, values scale by S). All ids are eve
 multiples of S/(2N) while thresholds are odd ones, so no query is ever zero in the
 sweep; in the final layer a zero query needs every id 0, where the tie average is 0.
 Hence every tie average is exact and the network runs in exact integer arithmetic:
-int64 (the core's exact mode) or limbs (``numerics``), as the bit planner decides.
+int64 (the core's exact mode) or limbs (``exact.limbs``), as the bit planner decides.
 
 Bit bound (``contextual_mapping_bound``), in unscaled units, with
 A = N^(d-1) - delta the largest in-range id, Omega = N^(nd), R = sum_i u_i:
@@ -100,7 +100,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua import layers
+from transformer_ua.exact import int64, limb_layers, limbs, planner, reference
+from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common
 
@@ -109,7 +111,7 @@ SWEEP_HEADS, FINAL_HEADS = 2, 1
 #: Head size of every contextual-mapping head (rank-one scores).
 HEAD_SIZE = 1
 #: Evaluation kernels of ``ContextualMapping.forward_fn``.
-KERNELS = ('core', 'fast', 'sweep')
+KERNELS = ('core', 'fast')
 
 
 # ---------------------------------------------------------------------------
@@ -157,7 +159,7 @@ def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
   return n * resolution ** ((n + 1) * d + 1)
 
 
-def _sweep_id_max(d: int, n: int, N: int) -> Fraction:
+def sweep_id_max(d: int, n: int, N: int) -> Fraction:
   """U_s: bound on |every column id| during the sweep, unscaled (module docstring)."""
   a = Fraction(N ** d - 1, N)
   omega = common.out_of_range_value(d, n, N)
@@ -172,19 +174,6 @@ def _sweep_id_max(d: int, n: int, N: int) -> Fraction:
   return max(m12, m3, Fraction(omega * r))
 
 
-def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
-  """Proven bound on |every integer| of the sweep computed on column ids alone.
-
-  The id-only sweep (``yun.sweep``) forms ids (|id| <= U_s), thresholds (< A + 1),
-  spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and, for the
-  global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
-  """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
-  u_s = _sweep_id_max(d, n, N)
-  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
-
-
 def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
   """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
   d, n, N = common.check_config(d, n, resolution)
@@ -193,7 +182,7 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   omega = common.out_of_range_value(d, n, N)
   r = sum(common.u_vector(d, N))
   nd = N ** d
-  u_s = _sweep_id_max(d, n, N)
+  u_s = sweep_id_max(d, n, N)
   u_f = u_s * (1 + N ** ((n + 1) * d))
   bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
   return math.ceil(S * bound)
@@ -296,7 +285,7 @@ def _sweep_layer(sweep_id, u, step, half, shift):
   return {'W_Q': w, 'b_Q': b_q, 'W_K': w, 'W_V': w, 'W_O': w_o}
 
 
-@functools.partial(jax.jit, static_argnames=())
+@jax.jit
 def _sweep_params(sweep_ids, u, step, half, shift):
   return jax.vmap(_sweep_layer, in_axes=(0, None, None, None, None))(
       sweep_ids, u, step, half, shift)
@@ -365,7 +354,7 @@ def contextual_mapping_params(*, d: int, n: int, resolution: int, sweep_ids=None
                            "dtype='object'.")
         final = jax.tree_util.tree_map(jnp.asarray, _final_params(u, final_scale, np.int64))
       else:
-        sweep = numerics.as_object(sweep)
+        sweep = reference.as_object(sweep)
         final = _final_params(u, final_scale, object)
     else:
       raise ValueError(f"dtype={dtype!r}; allowed: 'float64', 'float32', 'int64', 'object'.")
@@ -385,16 +374,17 @@ class ContextualMapping:
     d, n, resolution, scale: configuration; N = resolution = 1/delta, S = scale.
     u: (1, N, ..., N^(d-1)).
     t_l, t_r: Lemma 8's interval (Fractions).
-    lemma10_lower, lemma10_upper: Lemma 10's bounds on l~_n (Fractions).
+    id_lower, id_upper: bounds on the swept ids l~_n (Lemma 10's; Fractions).
     sweep_ids: swept ids in units of delta; final_scale: W_O of the global shift.
     segments: (sweep segment, global-shift segment).
     params: paper-valued float64 params (``layers.Network(segments)`` pytree).
     exact_params: scaled-integer params in the chosen arithmetic: int64 arrays (the
-      core's exact integer mode), or digit constants (``numerics`` limbs).
-    arithmetic: the planner's choice (``numerics.Arithmetic``).
+      core's exact integer mode), or digit constants (``exact.limbs``).
+    arithmetic: the planner's choice (``planner.Arithmetic``).
+    ops: comparisons, selections and arithmetic on values of that arithmetic.
     bound: proven bound on every scaled intermediate (``contextual_mapping_bound``).
     positional: Theorem 3 (Appendix G.2): inputs are L + E; t_l, t_r are
-      ``positional_interval`` and lemma10_lower/upper bound the sweep ids
+      ``positional_interval`` and id_lower/id_upper bound the sweep ids
       ((n - 1) R and the exhaustive max) instead of Lemma 10's.
   """
 
@@ -405,14 +395,15 @@ class ContextualMapping:
   u: tuple
   t_l: Fraction
   t_r: Fraction
-  lemma10_lower: Fraction
-  lemma10_upper: Fraction
+  id_lower: Fraction
+  id_upper: Fraction
   sweep_ids: np.ndarray
   final_scale: int
   segments: tuple
   params: dict
   exact_params: dict
-  arithmetic: numerics.Arithmetic
+  arithmetic: planner.Arithmetic
+  ops: ExactOps
   bound: int
   positional: bool = False
 
@@ -422,15 +413,13 @@ class ContextualMapping:
   def bits_required(self) -> int:
     return self.arithmetic.bits_required
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
   @property
   def num_sweep_layers(self) -> int:
     return self.segments[0].depth
 
-  @property
   def num_params(self) -> int:
     return layers.count_params(self.params)
 
@@ -442,11 +431,6 @@ class ContextualMapping:
   @property
   def limbs(self) -> bool:
     return self.arithmetic.kind == 'limbs'
-
-  @property
-  def ops(self) -> numerics.ExactOps:
-    """Comparisons/arithmetic on values of this mapping's arithmetic."""
-    return numerics.ExactOps(self.arithmetic.spec if self.limbs else None)
 
   def network(self) -> layers.Network:
     return layers.Network(self.segments, param_dtype=jnp.float64)
@@ -475,20 +459,8 @@ class ContextualMapping:
     inside = k * (self.scale // self.resolution)
     if self.positional:  # + E: token j (0-based) is offset by j in every coordinate
       inside = inside + self.scale * jnp.arange(self.n, dtype=jnp.int64)[:, None]
-    outside = -self.scale * self.out_of_range
-    if not self.limbs:
-      return jnp.where(k < 0, jnp.asarray(outside, jnp.int64), inside)
-    spec = self.arithmetic.spec
-    out = jnp.asarray(numerics.from_python(outside, spec))
-    return jnp.where((k < 0)[..., None], out, numerics.from_int64(inside, spec))
-
-  def _ids(self, z):
-    """u^T Z per token: [.., n, d] -> [.., n] (int64) or [.., n, K] (limbs)."""
-    if not self.limbs:  # elementwise: XLA's int64 dot is slow on CPU
-      return jnp.sum(z * jnp.asarray(self.u, jnp.int64), axis=-1)
-    u = jnp.asarray(numerics.digits_from_python(np.asarray(self.u, dtype=object).reshape(1, -1),
-                                                self.arithmetic.limb_bits))
-    return numerics._linear(z, u, self.arithmetic.spec)[..., 0, :]  # pylint: disable=protected-access
+    outside = self.ops.constant(-self.scale * self.out_of_range)
+    return self.ops.where(k < 0, outside, self.ops.from_int64(inside))
 
   def forward_fn(self, kernel: str = 'core'):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
@@ -498,38 +470,35 @@ class ContextualMapping:
         mode, rank-one fast path) or, beyond int64, the generic limb layers;
         'fast' uses the shared-projection identity (W_Q = W_K = W_V in every Yun
         head, checked on the params): one projection, no tie division
-        (``numerics.int64_shared_attention_update`` / ``limb_attention_update``);
-        'sweep' runs the layers on column ids alone (``yun.sweep``: a max, a min,
-        two threshold compares, a select and an add per layer, in the narrowest
-        integer type the sweep's bound allows). All compute the same integers
-        (tested on whole grids).
+        (``int64.int64_shared_attention_update`` / ``limb_attention_update``).
+        Both compute the same integers (tested on whole grids); ``yun.sweep.forward_fn``
+        computes them again on column ids alone.
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
     ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
     Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
     """
     if kernel not in KERNELS:
       raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
-    if kernel == 'sweep':  # the same integers on column ids alone (``yun.sweep``)
-      from transformer_ua.yun import sweep  # pylint: disable=import-outside-toplevel
-      return sweep.forward_fn(self)
     seg_sweep, seg_final = self.segments
     shared = [kernel == 'fast' and
-              numerics.shared_projections(self.exact_params[f'segment_{i}']['attention'])
+              limbs.shared_projections(self.exact_params[f'segment_{i}']['attention'])
               for i in range(2)]
 
     def run(seg, params, x, shared_qkv):
       if self.limbs:
-        return numerics.limb_apply_segment(seg, params, x, self.arithmetic.spec,
+        return limb_layers.limb_apply_segment(seg, params, x, self.arithmetic.spec,
                                            shared_qkv=shared_qkv)
       if shared_qkv:
-        return numerics.int64_apply_segment(seg, params, x)
+        return int64.int64_apply_segment(seg, params, x)
       return layers.apply_segment(seg, params, x)
 
     def f(params, k):
       x = self.encode(k)
       y0, _, i0 = run(seg_sweep, params['segment_0'], x, shared[0])
       y1, _, i1 = run(seg_final, params['segment_1'], y0, shared[1])
-      return {'sweep_ids': self._ids(y0), 'ids': self._ids(y1), 'z': y1,
+      # u^T Z per token: [.., n, d] -> [.., n] (int64) or [.., n, K] (limbs).
+      return {'sweep_ids': self.ops.dot_const(y0, self.u), 'ids': self.ops.dot_const(y1, self.u),
+              'z': y1,
               'inexact': jnp.sum(i0) + jnp.sum(i1)}
 
     return f
@@ -552,15 +521,9 @@ class ContextualMapping:
                        'an integer (this contradicts the construction).')
     return out['ids']
 
-  def to_python(self, values) -> np.ndarray:
-    """Arithmetic values (int64 or limbs) -> NumPy object array of Python ints."""
-    if self.limbs:
-      return numerics.to_python(np.asarray(values), self.arithmetic.spec)
-    return np.asarray(values).astype(object)
-
   def to_fractions(self, values) -> np.ndarray:
     """Scaled arithmetic values -> object array of exact Fractions (divided by S)."""
-    ints = self.to_python(values)
+    ints = self.ops.to_python(values)
     return np.vectorize(lambda v: Fraction(int(v), self.scale), otypes=[object])(ints)
 
   def column_ids(self, k) -> list[Fraction]:
@@ -571,16 +534,10 @@ class ContextualMapping:
                        f'use column_ids_batch for batches, got {k.shape}.')
     return list(self.to_fractions(self.column_ids_batch(k[None]))[0])
 
-  def constant(self, value: int):
-    """A Python int as a value of the arithmetic (int64 scalar or limbs [K]); under x64."""
-    if self.limbs:
-      return jnp.asarray(numerics.from_python(int(value), self.arithmetic.spec))
-    return jnp.asarray(int(value), jnp.int64)
-
   def describe(self) -> str:
-    return (f'g_c: d={self.d}, n={self.n}, N={self.resolution}: {self.num_layers} attention '
+    return (f'g_c: d={self.d}, n={self.n}, N={self.resolution}: {self.depth()} attention '
             f'layers ({self.num_sweep_layers} selective shifts + 1 global shift), '
-            f'{self.num_params} weights; t_l={self.t_l}, t_r={self.t_r}; arithmetic '
+            f'{self.num_params()} weights; t_l={self.t_l}, t_r={self.t_r}; arithmetic '
             f'{self.arithmetic.describe()}')
 
 
@@ -618,7 +575,7 @@ def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | No
     final_scale = theorem2_final_scale(d, n, N)
     t_l, t_r = interval(d, n, N)
     lo, hi = lemma10_bounds(d, n, N)
-  arith = numerics.plan(bound, arithmetic)
+  arith = planner.plan(bound, arithmetic)
   segments, params = contextual_mapping_params(d=d, n=n, resolution=N, sweep_ids=sweep_ids,
                                                final_scale=final_scale, dtype='float64')
   if arith.kind == 'int64':
@@ -631,9 +588,10 @@ def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | No
                                          sweep_ids=sweep_ids, final_scale=1)
     exact['segment_1']['attention'] = _final_params(common.u_vector(d, N), final_scale, object)
     with jax.enable_x64(True):
-      exact = numerics.params_to_digits(exact, arith.limb_bits)
+      exact = limbs.params_to_digits(exact, arith.limb_bits)
   return ContextualMapping(
       d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
-      lemma10_lower=lo, lemma10_upper=hi, sweep_ids=sweep_ids,
+      id_lower=lo, id_upper=hi, sweep_ids=sweep_ids,
       final_scale=final_scale, segments=segments, params=params, exact_params=exact,
-      arithmetic=arith, bound=bound, positional=positional)
+      arithmetic=arith, ops=ExactOps(arith.spec if arith.kind == 'limbs' else None),
+      bound=bound, positional=positional)

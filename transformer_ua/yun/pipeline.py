@@ -14,7 +14,7 @@ T-bar^{2,1,1} (two hardmax heads of size 1, one Phi hidden unit), as the segment
 
 ``GBar.network()`` / ``GBar.float_params()`` give the literal paper-valued float64
 network (``layers.Network``); floating point breaks it as soon as the values outgrow
-float64 (see ``apply_float``). ``GBar.apply_exact`` evaluates the same construction
+float64 (see ``apply``). ``GBar.apply_exact`` evaluates the same construction
 exactly: g_q's float network quantizes the real input (exact up to the tolerance of
 ``verify.quantization`` at bin edges), the grid indices go through g_c in exact
 integer arithmetic and through the compact g_v, and the outputs come back as Fractions.
@@ -68,13 +68,11 @@ class GBar:
     return (self.quantization.segments + tuple(self.contextual.segments)
             + tuple(self.value.segments))
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
-  @property
   def num_params(self) -> int:
-    return self.quantization.num_params + self.contextual.num_params + self.value.num_params
+    return self.quantization.num_params() + self.contextual.num_params() + self.value.num_params()
 
   def float_params(self, values=None) -> dict:
     """The literal paper-valued float64 params of all five segments (``values``:
@@ -92,19 +90,28 @@ class GBar:
     return layers.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.contextual.n)
 
-  def apply_float(self, x):
+  def apply(self, x):
     """The literal network in float64 (breaks down once values outgrow float64)."""
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()},
                                              jnp.asarray(np.asarray(x, np.float64))))
 
+  def select(self, x):
+    """The evaluation chain on real inputs X [B, n, d]: grid indices K = g_q(X) (float),
+    z = g_c(K) (exact), then the compact g_v.
+
+    Returns (out, bump): the scaled g_v output in the arithmetic of g_c, and the index
+    of the bump that fired per token (-1: none) [B, n].
+    """
+    k = self.quantization.to_indices(self.quantization.apply(x))
+    z = self.contextual.forward(k)['z']
+    out, bump, _ = self.value.select(z)
+    return out, bump
+
   def apply_exact(self, x) -> np.ndarray:
     """g_bar(X) for real inputs X [B, n, d] as an object array of Fractions."""
-    k = self.quantization.to_indices(self.quantization.apply(x))
-    cm = self.contextual
-    z = cm.forward(k)['z']
-    out, _, _ = self.value.apply_compact(z)
-    return cm.to_fractions(out)
+    out, _ = self.select(x)
+    return self.contextual.to_fractions(out)
 
 
 def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,

@@ -36,7 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua import layers
+from transformer_ua.exact import planner
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common
 
@@ -142,10 +143,7 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(float(out), jdt),
                                               jnp.asarray(1.0, jdt), jdt)))
     elif dtype == 'int64':
-      if scale is None:
-        scale = 2 * N
-      if not isinstance(scale, (int, np.integer)) or scale <= 0 or scale % N:
-        raise ValueError(f'scale={scale!r}; it must be a positive integer multiple of N={N}.')
+      scale = common.check_scale(scale, N)
       if out * scale >= 2 ** 62:
         raise ValueError(f'the scaled out-of-range value {out * scale} does not fit int64.')
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(out * scale, jnp.int64),
@@ -177,11 +175,9 @@ class Quantization:
   params: dict
   positional: bool = False
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
-  @property
   def num_params(self) -> int:
     return layers.count_params(self.params)
 
@@ -224,7 +220,7 @@ class Quantization:
       raise ValueError('quantize_exact takes integer (scaled) inputs.')
     bound = quantization_bound(self.d, self.n, self.resolution, scale,
                                int(np.max(np.abs(x_scaled.astype(object)))) if x_scaled.size else 0)
-    arith = numerics.plan(bound, arithmetic)
+    arith = planner.plan(bound, arithmetic)
     if arith.kind != 'int64':
       raise ValueError(f'exact quantization needs {arith.bits_required} bits; only int64 '
                        'is implemented for g_q.')

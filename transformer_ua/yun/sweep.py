@@ -26,7 +26,7 @@ on the params), so (*) is exact. The global shift (one head, b_f, gain F = N^((n
     g_c(L)_j = Z_j + (q_j - id_j) e_1         (Z: the encoded input)
 
 Arithmetic. The sweep runs in the narrowest integer type its own proven bound allows
-(``contextual.sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
+(``sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
 limbs), the global shift and everything after it in the mapping's planned arithmetic
 (``cm.arithmetic``: int64 or limbs) -- e.g. at N=8, d=2, n=4 the sweep needs 58 bits
 and only the final layer's 81 bits need limbs.
@@ -44,17 +44,34 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import numerics
-from transformer_ua.yun import contextual
+from transformer_ua.exact import limbs, planner
+from transformer_ua.exact.ops import ExactOps
+from transformer_ua.yun import common, contextual
 
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
-SWEEP_INT_TYPES = (('int32', 31), ('int64', numerics.INT64_BITS))
+SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
 SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
+#: g_c kernels: 'sweep' (this module) and the literal ones of ``ContextualMapping.forward_fn``.
+KERNELS = ('sweep',) + contextual.KERNELS
+
+
+def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every integer| of the sweep computed on column ids alone.
+
+  The id-only sweep forms ids (|id| <= U_s, ``contextual.sweep_id_max``), thresholds
+  (< A + 1), spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and,
+  for the global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  u_s = contextual.sweep_id_max(d, n, N)
+  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +84,7 @@ class Program:
     final_bias: b_f of the global shift (0 for Yun); final_gain: F.
     u: the shared projection (Python ints, u[0] = 1).
     kind: the sweep's arithmetic, 'int32', 'int64' or 'limbs'; spec: its LimbSpec.
-    sweep_bits: bits the sweep needs (``contextual.sweep_bound``).
+    sweep_bits: bits the sweep needs (``sweep_bound``).
   """
 
   lo: tuple
@@ -77,7 +94,7 @@ class Program:
   final_gain: int
   u: tuple
   kind: str
-  spec: numerics.LimbSpec | None
+  spec: limbs.LimbSpec | None
   sweep_bits: int
 
   @property
@@ -86,7 +103,8 @@ class Program:
 
   def describe(self) -> str:
     if self.kind == 'limbs':
-      return f'sweep in limbs ({self.spec.num_limbs} x {self.spec.limb_bits}; {self.sweep_bits} bits)'
+      return (f'sweep in limbs ({self.spec.num_limbs} x {self.spec.limb_bits}; '
+              f'{self.sweep_bits} bits)')
     return f'sweep in {self.kind} ({self.sweep_bits} bits)'
 
 
@@ -107,7 +125,7 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
   Args:
     cm: a ``yun.ContextualMapping`` (Theorem 2 or 3).
     arithmetic: the sweep's arithmetic: 'auto' (narrowest that holds
-      ``contextual.sweep_bound``), 'int32', 'int64' (refused when too narrow), 'limbs'.
+      ``sweep_bound``), 'int32', 'int64' (refused when too narrow), 'limbs'.
   Raises:
     ValueError: the params are not of the selective-shift shape, or the arithmetic
       is too narrow.
@@ -139,8 +157,8 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
       or np.any((lo - half) % step != 0)):
     raise shape_error
   bound = (cm.bound if cm.positional else
-           contextual.sweep_bound(cm.d, cm.n, cm.resolution, cm.scale))
-  bits = numerics.bits_for(bound)
+           sweep_bound(cm.d, cm.n, cm.resolution, cm.scale))
+  bits = planner.bits_for(bound)
   if arithmetic == 'auto':
     kind = next((name for name, cap in SWEEP_INT_TYPES if bits <= cap), 'limbs')
   else:
@@ -151,7 +169,7 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
                        "'auto' or 'limbs'.")
   spec = None
   if kind == 'limbs':
-    spec = numerics.plan(bound, 'limbs').spec
+    spec = planner.plan(bound, 'limbs').spec
   return Program(lo=tuple(int(v) for v in lo), hi=tuple(int(v) for v in hi),
                  gain=tuple(int(v) for v in g[:, 0]), final_bias=int(fi['b_Q'][0, 0, 0]),
                  final_gain=int(fi['W_O'][0, 0, 0, 0]), u=tuple(int(v) for v in u),
@@ -168,19 +186,19 @@ class Ops:
   """max/min/compare/select/add/multiply for int values or limb numbers ``spec``."""
 
   dtype: object
-  spec: numerics.LimbSpec | None = None
+  spec: limbs.LimbSpec | None = None
 
   def const(self, values):
     """Python ints -> constants (jnp, leading shape of ``values``)."""
     if self.spec is not None:
-      return jnp.asarray(numerics.from_python(np.asarray(values, dtype=object), self.spec))
+      return jnp.asarray(limbs.from_python(np.asarray(values, dtype=object), self.spec))
     return jnp.asarray(np.asarray(values, dtype=object).astype(np.int64)).astype(self.dtype)
 
   def gt(self, a, b):
-    return numerics.compare(a, b, self.spec) > 0 if self.spec else a > b
+    return limbs.compare(a, b, self.spec) > 0 if self.spec else a > b
 
   def lt(self, a, b):
-    return numerics.compare(a, b, self.spec) < 0 if self.spec else a < b
+    return limbs.compare(a, b, self.spec) < 0 if self.spec else a < b
 
   def eq(self, a, b):
     return jnp.all(a == b, axis=-1) if self.spec else a == b
@@ -195,18 +213,18 @@ class Ops:
     return jnp.where(cond[..., None], a, b) if self.spec else jnp.where(cond, a, b)
 
   def add(self, a, b):
-    return numerics.add(a, b, self.spec) if self.spec else a + b
+    return limbs.add(a, b, self.spec) if self.spec else a + b
 
   def sub(self, a, b):
-    return numerics.sub(a, b, self.spec) if self.spec else a - b
+    return limbs.sub(a, b, self.spec) if self.spec else a - b
 
   def mul(self, a, c):
     """a times a constant (Python int, or a value of this arithmetic for int types)."""
     if self.spec is None:
       return a * c
-    digits = jnp.asarray(numerics.digits_from_python(np.asarray(c, dtype=object),
-                                                     self.spec.limb_bits))
-    return numerics.mul_const(a, digits, self.spec)
+    digits = jnp.asarray(limbs.digits_from_python(np.asarray(c, dtype=object),
+                                                  self.spec.limb_bits))
+    return limbs.mul_const(a, digits, self.spec)
 
   def convert(self, x, src: 'Ops'):
     """A value of arithmetic ``src`` as a value of this one (exact; caller proves fit)."""
@@ -214,13 +232,13 @@ class Ops:
       w, k = src.spec.limb_bits, src.spec.num_limbs
       raw = sum(jnp.left_shift(x[..., i], w * i) for i in range(k) if w * i < 64)
       if w * k < 64:
-        raw = raw - jnp.where(numerics.is_negative(x, src.spec), 1 << (w * k), 0)
+        raw = raw - jnp.where(limbs.is_negative(x, src.spec), 1 << (w * k), 0)
       return raw.astype(self.dtype)
     if self.spec is None:
       return x.astype(self.dtype)
     if src.spec is None:
-      return numerics.from_int64(x.astype(jnp.int64), self.spec)
-    return numerics.resize(x, src.spec, self.spec)
+      return limbs.from_int64(x.astype(jnp.int64), self.spec)
+    return limbs.resize(x, src.spec, self.spec)
 
 
 def sweep_ops(prog: Program) -> Ops:
@@ -245,9 +263,9 @@ def input_ids(cm, prog: Program, k):
     x = jnp.where(k < 0, -cm.scale * cm.out_of_range, inside).astype(prog.dtype)
     ids = jnp.sum(x * jnp.asarray(prog.u, prog.dtype), axis=-1)
     return [ids[:, j] for j in range(cm.n)]
-  x = numerics.resize(cm.encode(k), cm.arithmetic.spec, prog.spec) if cm.limbs else \
-      numerics.from_int64(cm.encode(k), prog.spec)
-  ids = numerics.ExactOps(prog.spec).dot_const(x, prog.u)      # [B, n, K]
+  x = limbs.resize(cm.encode(k), cm.arithmetic.spec, prog.spec) if cm.limbs else \
+      limbs.from_int64(cm.encode(k), prog.spec)
+  ids = ExactOps(prog.spec).dot_const(x, prog.u)      # [B, n, K]
   return [ids[:, j] for j in range(cm.n)]
 
 
@@ -258,15 +276,15 @@ def run_sweep(prog: Program, ids: list) -> list:
   if prog.spec is None:
     gain = ops.const(prog.gain)
   else:
-    gain = jnp.asarray(numerics.digits_from_python(np.asarray(prog.gain, dtype=object),
-                                                   prog.spec.limb_bits))
+    gain = jnp.asarray(limbs.digits_from_python(np.asarray(prog.gain, dtype=object),
+                                                prog.spec.limb_bits))
 
   def body(l, ids):
     big = functools.reduce(ops.max, ids)
     small = functools.reduce(ops.min, ids)
     spread = ops.sub(big, small)
-    shift = spread * gain[l] if prog.spec is None else numerics.mul_const(spread, gain[l],
-                                                                          prog.spec)
+    shift = spread * gain[l] if prog.spec is None else limbs.mul_const(spread, gain[l],
+                                                                       prog.spec)
     return tuple(ops.where(ops.gt(x, lo[l]) & ops.lt(x, hi[l]), ops.add(x, shift), x)
                  for x in ids)
 
@@ -285,7 +303,7 @@ def global_shift(cm, prog: Program, ids: list):
     mean, rem = total // n, total % n
     inexact_mean = rem != 0
   else:
-    mean, inexact_mean = numerics.div_small(total, n, prog.spec)
+    mean, inexact_mean = limbs.div_small(total, n, prog.spec)
   neg_b = s_ops.const(-prog.final_bias)
   q, lt, inexact = [], [], jnp.zeros((), jnp.int32)
   for x in ids:
@@ -323,3 +341,12 @@ def forward_fn(cm, arithmetic: str = 'auto'):
     return {'sweep_ids': lt_arr, 'ids': q_arr, 'z': z, 'inexact': inexact}
 
   return f
+
+
+def kernel_fn(cm, kernel: str):
+  """``f(params, k) -> dict`` of g_c by ``kernel``: 'sweep' (``forward_fn``, column ids
+  alone) or 'fast' / 'core' (the literal layers, ``ContextualMapping.forward_fn``); all
+  compute the same integers (tested on whole grids)."""
+  if kernel not in KERNELS:
+    raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
+  return forward_fn(cm) if kernel == 'sweep' else cm.forward_fn(kernel)

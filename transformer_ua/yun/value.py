@@ -38,8 +38,8 @@ are rationals ``numerators / denominator`` with ``denominator | S``.
 ``ValueMapping.apply_compact`` is a compact equivalent of the literal network
 (equal to it on every input, given the trap check): kill and clean-up exactly, then
 a binary search for the (unique) bump window containing u^T Z, whose target it
-returns -- and the *index* of that bump. Reused with any payload (e.g. float target
-values, issue 4) the output is the payload of the selected bump *exactly*: no
+returns (``ValueMapping.select`` also returns the *index* of that bump). Reused with
+any payload (e.g. float target values) the output is the payload of the selected bump *exactly*: no
 rounding enters the selection, and the payload never passes through the integer
 arithmetic. Tests prove compact == literal on whole grids.
 """
@@ -55,10 +55,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, numerics
+from transformer_ua import layers
+from transformer_ua.exact import limb_layers, limbs, planner
+from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.verify import grids
-from transformer_ua.yun import common
+from transformer_ua.yun import common, contextual, grids, sweep
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -156,7 +157,8 @@ def _kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
   left_closed[0, 0, 1] = True  # t_r belongs to the middle piece: [t_l, t_r] closed
   zeros = lambda *s: np.zeros(s, dt)  # noqa: E731
   if obj:
-    fix = lambda a: np.vectorize(lambda v: int(v), otypes=[object])(a)  # noqa: E731
+    fix = lambda a: np.vectorize(  # noqa: E731  ints stay ints, rationals stay exact
+        lambda v: int(v) if Fraction(v).denominator == 1 else Fraction(v), otypes=[object])(a)
     w1, w2, breaks, slopes, intercepts = map(fix, (w1, w2, breaks, slopes, intercepts))
   return {'W_1': w1, 'b_1': zeros(L, 1) if not obj else np.full((L, 1), 0, object),
           'W_2': w2, 'b_2': zeros(L, d) if not obj else np.full((L, d), 0, object),
@@ -171,7 +173,8 @@ class ValueMapping:
   Attributes:
     cm: the ``ContextualMapping``.
     numerators, denominator: the target A = numerators / denominator, [C, n, d].
-    m: the kill constant M (>= every entry of g_c(G+), unscaled).
+    kill_bound: the kill constant M (>= every entry of g_c(G+), unscaled); not the head
+      size m.
     centers: sorted scaled bump centers S q_cj, [P] (int64) or [P, K] (limbs).
     center_owner: [P] flat index c * n + j of each sorted center.
     rep_z: g_c outputs of the representatives (scaled), [C, n, d(, K)].
@@ -180,15 +183,15 @@ class ValueMapping:
     literal_bound: proven bound on its intermediates.
   """
 
-  cm: object
+  cm: contextual.ContextualMapping
   numerators: np.ndarray
   denominator: int
-  m: int
+  kill_bound: int
   centers: jax.Array
   center_owner: jax.Array
   rep_z: jax.Array
   targets_scaled: jax.Array
-  literal_arithmetic: numerics.Arithmetic
+  literal_arithmetic: planner.Arithmetic
   literal_bound: int
 
   @property
@@ -208,27 +211,25 @@ class ValueMapping:
     return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
                                   self.cm.positional)
 
-  @property
-  def num_layers(self) -> int:
+  def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
-  @property
   def num_params(self) -> int:
     return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional)
 
   # -- compact equivalent ------------------------------------------------------
 
-  def compact_fn(self):
+  def select_fn(self):
     """Pure ``f(z) -> (out, bump, killed)`` on g_c outputs z [.., n, d] (cm arithmetic).
 
     out: scaled g_v(z) [.., n, d]; bump: index c * n + j of the bump that fired, or
     -1 [.., n]; killed: the kill layer fired [.., n]. Call under ``enable_x64``.
     """
     cm, ops = self.cm, self.cm.ops
-    s, n = cm.scale, cm.n
+    s = cm.scale
     half = s // (2 * cm.resolution)
     t_l, t_r = ops.constant(int(cm.t_l * s)), ops.constant(int(cm.t_r * s))
-    shift = ops.constant(s * (self.m + 1))
+    shift = ops.constant(s * (self.kill_bound + 1))
     h = ops.constant(half)
     centers, owner = self.centers, self.center_owner
     flat_targets = self.targets_scaled.reshape((-1, cm.d) + self.targets_scaled.shape[3:])
@@ -249,16 +250,26 @@ class ValueMapping:
       out = ops.where(fired[..., None], flat_targets[jnp.maximum(bump, 0)], z2)
       return out, bump, killed
 
-    del n
     return f
 
+  def compact_fn(self):
+    """Pure ``f(z) -> out``: the compact g_v, z [.., n, d] -> scaled g_v(z) [.., n, d]
+    (cm arithmetic), for use inside jit; the out of ``select_fn``."""
+    select = self.select_fn()
+    return lambda z: select(z)[0]
+
   @functools.cached_property
-  def _jit_compact(self):
-    return jax.jit(self.compact_fn())
+  def _jit_select(self):
+    return jax.jit(self.select_fn())
+
+  def select(self, z):
+    """(out, bump, killed) of ``select_fn`` on z [B, n, d], jitted, exact."""
+    with jax.enable_x64(True):
+      return self._jit_select(z)
 
   def apply_compact(self, z):
-    with jax.enable_x64(True):
-      return self._jit_compact(z)
+    """The compact g_v on z [B, n, d] (cm arithmetic): scaled g_v(z) [B, n, d]."""
+    return self.select(z)[0]
 
   def payload(self, bump, values) -> np.ndarray:
     """Outputs from bump indices and any payload ``values`` [C, n, d] (e.g. floats).
@@ -291,7 +302,8 @@ class ValueMapping:
     u = list(cm.u)
     with jax.enable_x64(True):
       if dtype == 'float64':
-        kc = _kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r), float(self.m + 1),
+        kc = _kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r),
+                                float(self.kill_bound + 1),
                                 [float(v) for v in u], 1.0)
         kc = jax.tree_util.tree_map(jnp.asarray, kc)
         ops = cm.ops
@@ -308,15 +320,15 @@ class ValueMapping:
         bumps = self._bump_tree(centers, w2, jnp.asarray(u, jnp.float64), half, jnp.float64)
       elif dtype == 'exact':
         ar = self.literal_arithmetic
-        kc = _kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.m + 1, u, s)
+        kc = _kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.kill_bound + 1, u, s)
         centers, targets, rep_z = map(self.to_literal,
                                       (self.centers, self.targets_scaled, self.rep_z))
         half = s // (2 * cm.resolution)
         if ar.kind == 'limbs':
-          lit = numerics.ExactOps(ar.spec)
+          lit = ExactOps(ar.spec)
           w2 = lit.sub(targets, rep_z)
-          kc = numerics.params_to_digits(kc, ar.limb_bits)
-          digits = lambda v: jnp.asarray(numerics.digits_from_python(  # noqa: E731
+          kc = limbs.params_to_digits(kc, ar.limb_bits)
+          digits = lambda v: jnp.asarray(limbs.digits_from_python(  # noqa: E731
               np.asarray(v, dtype=object), ar.limb_bits))
           bumps = self._bump_tree(lit.digits(centers), lit.digits(w2), digits(u),
                                   digits(half), jnp.int64, digits=True)
@@ -339,7 +351,6 @@ class ValueMapping:
     d = self.cm.d
     owner = self.center_owner
     p = owner.shape[0]
-    tail = centers.shape[1:] if digits else ()
     w2 = w2_by_owner.reshape((-1, d) + w2_by_owner.shape[3:])[owner]  # [P, d(, K)]
     if digits:
       kc_u = u.shape[-1]
@@ -356,7 +367,6 @@ class ValueMapping:
                       'intercepts': jnp.broadcast_to(jnp.stack([zero, one, zero]),
                                                      (p, 1, 3, 1)),
                       'left_closed': jnp.zeros((p, 1, 2), bool)}}
-    del tail
     return {'W_1': jnp.broadcast_to(u.astype(dtype), (p, 1, d)),
             'b_1': (-centers).astype(dtype)[:, None],
             'W_2': w2.astype(dtype)[:, :, None],
@@ -367,15 +377,18 @@ class ValueMapping:
                     'left_closed': jnp.zeros((p, 1, 2), bool)}}
 
   def literal_fn(self):
-    """Pure ``f(params, z) -> out`` running the literal g_v (exact params, scaled)."""
+    """Pure ``f(z) -> out``: the literal g_v with its exact params, z [.., n, d] -> g_v(z)
+    [.., n, d], both scaled in the literal arithmetic (``to_literal``), for use inside
+    jit. Call under ``enable_x64``."""
     ar = self.literal_arithmetic
     segments = self.segments
+    _, params = self.params('exact')
 
-    def f(params, z):
+    def f(z):
       y = z
       for i, seg in enumerate(segments):
         if ar.kind == 'limbs':
-          y, _, _ = numerics.limb_apply_segment(seg, params[f'segment_{i}'], y, ar.spec)
+          y, _, _ = limb_layers.limb_apply_segment(seg, params[f'segment_{i}'], y, ar.spec)
         else:
           y, _, _ = layers.apply_segment(seg, params[f'segment_{i}'], y)
       return y
@@ -388,8 +401,8 @@ class ValueMapping:
     if ar.kind == 'int64':
       return z
     if not self.cm.limbs:
-      return numerics.from_int64(z, ar.spec)
-    return numerics.resize(z, self.cm.arithmetic.spec, ar.spec)
+      return limbs.from_int64(z, ar.spec)
+    return limbs.resize(z, self.cm.arithmetic.spec, ar.spec)
 
 
 def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
@@ -417,7 +430,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     denominator: the target is A = targets / denominator.
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
-    kernel: g_c kernel for the representatives ('fast' or 'core', same integers).
+    kernel: g_c kernel for the representatives ('sweep', 'fast' or 'core', same
+      integers; ``sweep.kernel_fn``).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
@@ -453,7 +467,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
   decode = _class_decoder(d, n, N, cm.positional)
-  forward = cm.forward_fn(kernel)
+  forward = sweep.kernel_fn(cm, kernel)
 
   def run(params, start):
     rank = start + jnp.arange(chunk_size, dtype=jnp.int64)
@@ -482,13 +496,14 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     targets_scaled = jnp.asarray(ops.constants(targets.astype(object) * factor))
     center_owner = jnp.asarray(order, jnp.int64)
   bound = value_mapping_bound(cm, tmax)
-  literal = numerics.plan(bound, literal_arithmetic)
+  literal = planner.plan(bound, literal_arithmetic)
   if cm.limbs and literal.kind == 'int64':
-    literal = numerics.plan(bound, 'limbs')  # g_c outputs are limbs already
+    literal = planner.plan(bound, 'limbs')  # g_c outputs are limbs already
   if cm.limbs and literal.limb_bits != cm.arithmetic.limb_bits:
     w = cm.arithmetic.limb_bits
-    literal = numerics.plan(bound, f'limbs:{-(-literal.bits_required // w)}:{w}')
-  return ValueMapping(cm=cm, numerators=targets, denominator=int(denominator), m=int(m),
+    literal = planner.plan(bound, f'limbs:{-(-literal.bits_required // w)}:{w}')
+  return ValueMapping(cm=cm, numerators=targets, denominator=int(denominator),
+                      kill_bound=int(m),
                       centers=centers, center_owner=center_owner,
                       rep_z=rep_z, targets_scaled=targets_scaled,
                       literal_arithmetic=literal, literal_bound=bound)

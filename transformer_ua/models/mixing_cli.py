@@ -1,7 +1,10 @@
-"""Flag validation shared by the Appendix H binaries: bad input -> one-line error."""
+"""Flags and validation shared by the Appendix H binaries: bad input -> one-line error."""
 
 import json
 import sys
+
+from absl import flags
+from ml_collections import config_flags
 
 from transformer_ua.data import wordnet
 
@@ -19,3 +22,16 @@ def run_main(argv, config_flag, workdir_flag, fn):
     sys.exit(f'error: {e}')
   print(json.dumps({k: result[k] for k in ('stage', 'mixing', 'num_conv_layers', 'eval',
                                            'params', 'train_tokens_per_s') if k in result}))
+
+
+def binary_main(fn):
+  """Defines ``--config`` and ``--workdir``; returns ``main(argv)`` that runs ``fn(config,
+  workdir)`` (a ``train_and_evaluate``) through ``run_main``."""
+  config_flag = config_flags.DEFINE_config_file(
+      'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
+  workdir_flag = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
+
+  def main(argv):
+    run_main(argv, config_flag, workdir_flag, fn)
+
+  return main

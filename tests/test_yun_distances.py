@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
-from transformer_ua.verify import distances
+from transformer_ua.yun import distances
 from transformer_ua.yun import targets
 
 

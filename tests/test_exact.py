@@ -1,4 +1,4 @@
-"""numerics: limb arithmetic vs Python ints, the bit planner, limb layers vs NumPy."""
+"""exact: limb arithmetic vs Python ints, the bit planner, limb layers vs NumPy."""
 
 import random
 
@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import activations, layers, numerics
+from transformer_ua import activations, layers
+from transformer_ua.exact import limb_layers, limbs, planner, reference
 from transformer_ua.layers import Segment
 
-SPECS = [numerics.LimbSpec(1, 30), numerics.LimbSpec(3, 30), numerics.LimbSpec(9, 28)]
+SPECS = [limbs.LimbSpec(1, 30), limbs.LimbSpec(3, 30), limbs.LimbSpec(9, 28)]
 
 
 def _ints(rng, count, bits):
@@ -20,7 +21,7 @@ def _ints(rng, count, bits):
 
 
 def _lim(values, spec):
-  return jnp.asarray(numerics.from_python(values, spec))
+  return jnp.asarray(limbs.from_python(values, spec))
 
 
 @pytest.mark.parametrize('spec', SPECS, ids=str)
@@ -30,17 +31,17 @@ def test_limb_ring_operations_equal_python_ints(spec):
   with jax.enable_x64(True):
     a, b = _ints(rng, 300, cap - 1), _ints(rng, 300, cap - 1)
     la, lb = _lim(a, spec), _lim(b, spec)
-    assert list(numerics.to_python(la, spec)) == a
-    assert list(numerics.to_python(numerics.add(la, lb, spec), spec)) == [x + y for x, y in zip(a, b)]
-    assert list(numerics.to_python(numerics.sub(la, lb, spec), spec)) == [x - y for x, y in zip(a, b)]
-    assert list(numerics.to_python(numerics.neg(la, spec), spec)) == [-x for x in a]
-    assert list(np.asarray(numerics.compare(la, lb, spec))) == [(x > y) - (x < y) for x, y in zip(a, b)]
-    assert list(np.asarray(numerics.sign(la, spec))) == [(x > 0) - (x < 0) for x in a]
+    assert list(limbs.to_python(la, spec)) == a
+    assert list(limbs.to_python(limbs.add(la, lb, spec), spec)) == [x + y for x, y in zip(a, b)]
+    assert list(limbs.to_python(limbs.sub(la, lb, spec), spec)) == [x - y for x, y in zip(a, b)]
+    assert list(limbs.to_python(limbs.neg(la, spec), spec)) == [-x for x in a]
+    assert list(np.asarray(limbs.compare(la, lb, spec))) == [(x > y) - (x < y) for x, y in zip(a, b)]
+    assert list(np.asarray(limbs.sign(la, spec))) == [(x > 0) - (x < 0) for x in a]
     # Multiplication by (multi-digit, signed) constants, products kept in range.
     half = cap // 2 - 1
     x, c = _ints(rng, 300, half), _ints(rng, 300, half)
-    digits = jnp.asarray(numerics.digits_from_python(c, spec.limb_bits))
-    got = numerics.to_python(numerics.mul_const(_lim(x, spec), digits, spec), spec)
+    digits = jnp.asarray(limbs.digits_from_python(c, spec.limb_bits))
+    got = limbs.to_python(limbs.mul_const(_lim(x, spec), digits, spec), spec)
     assert list(got) == [p * q for p, q in zip(x, c)]
 
 
@@ -51,56 +52,56 @@ def test_limb_division_extremes_and_resize(spec):
   with jax.enable_x64(True):
     a = _ints(rng, 120, cap - 1)
     for count in (1, 2, 3, 7):
-      q, inexact = numerics.div_small(_lim(a, spec), count, spec)
+      q, inexact = limbs.div_small(_lim(a, spec), count, spec)
       # Floor division (as // on int64), remainder flag.
-      assert list(numerics.to_python(q, spec)) == [x // count for x in a]
+      assert list(limbs.to_python(q, spec)) == [x // count for x in a]
       assert list(np.asarray(inexact)) == [x % count != 0 for x in a]
     m = np.asarray(a, dtype=object).reshape(12, 10)
     m[3, 4] = m[3, 7] = max(m[3])  # a tie
     lm = _lim(m, spec)
-    np.testing.assert_array_equal(np.asarray(numerics.extreme_mask(lm, -1, spec)),
+    np.testing.assert_array_equal(np.asarray(limbs.extreme_mask(lm, -1, spec)),
                                   m == m.max(axis=1, keepdims=True))
-    np.testing.assert_array_equal(np.asarray(numerics.extreme_mask(lm, 0, spec, largest=False)),
+    np.testing.assert_array_equal(np.asarray(limbs.extreme_mask(lm, 0, spec, largest=False)),
                                   m == m.min(axis=0, keepdims=True))
-    wider = numerics.LimbSpec(spec.num_limbs + 2, spec.limb_bits)
-    assert list(numerics.to_python(numerics.resize(_lim(a, spec), spec, wider), wider)) == a
+    wider = limbs.LimbSpec(spec.num_limbs + 2, spec.limb_bits)
+    assert list(limbs.to_python(limbs.resize(_lim(a, spec), spec, wider), wider)) == a
 
 
 @hypothesis.settings(max_examples=8)
 @hypothesis.given(st.lists(st.integers(-2 ** 62, 2 ** 62), min_size=16, max_size=16))
 def test_int64_conversions(values):
-  spec = numerics.LimbSpec(3, 30)
+  spec = limbs.LimbSpec(3, 30)
   with jax.enable_x64(True):
     x = jnp.asarray(values, jnp.int64)
-    assert list(numerics.to_python(numerics.from_int64(x, spec), spec)) == values
-    digits = numerics.digits_from_int64(x, 30, 3)
-    assert list(numerics.to_python(numerics.const_to_limbs(digits, spec), spec)) == values
-    assert list(numerics.to_python(numerics.digits_from_limbs(numerics.from_int64(x, spec), spec),
+    assert list(limbs.to_python(limbs.from_int64(x, spec), spec)) == values
+    digits = limbs.digits_from_int64(x, 30, 3)
+    assert list(limbs.to_python(limbs.const_to_limbs(digits, spec), spec)) == values
+    assert list(limbs.to_python(limbs.digits_from_limbs(limbs.from_int64(x, spec), spec),
                                    spec)) == values
 
 
 def test_from_python_refuses_out_of_range_values():
-  spec = numerics.LimbSpec(2, 30)
-  numerics.from_python([2 ** 59 - 1, -2 ** 59], spec)
+  spec = limbs.LimbSpec(2, 30)
+  limbs.from_python([2 ** 59 - 1, -2 ** 59], spec)
   with pytest.raises(ValueError, match='does not fit'):
-    numerics.from_python([2 ** 59], spec)
+    limbs.from_python([2 ** 59], spec)
 
 
 def test_planner_chooses_and_refuses():
-  assert numerics.plan(2 ** 61).kind == 'int64'           # 62 + sign = 63 bits
-  big = numerics.plan(2 ** 62)                            # 64 bits: limbs
+  assert planner.plan(2 ** 61).kind == 'int64'           # 62 + sign = 63 bits
+  big = planner.plan(2 ** 62)                            # 64 bits: limbs
   assert big.kind == 'limbs' and big.capacity_bits >= 64 and big.bits_required == 64
   with pytest.raises(ValueError, match='needs 64 bits'):
-    numerics.plan(2 ** 62, 'int64')
+    planner.plan(2 ** 62, 'int64')
   with pytest.raises(ValueError, match='needs 92 bits'):
-    numerics.plan(2 ** 90, 'limbs:3:30')
-  assert numerics.plan(2 ** 90, 'limbs:4:30').num_limbs == 4
+    planner.plan(2 ** 90, 'limbs:3:30')
+  assert planner.plan(2 ** 90, 'limbs:4:30').num_limbs == 4
   with pytest.raises(ValueError, match='allowed'):
-    numerics.plan(10, 'float64')
+    planner.plan(10, 'float64')
   with pytest.raises(ValueError, match='not allowed'):
-    numerics.plan(10, 'limbs:9:30')  # more than 7 limbs of 30 bits could overflow products
-  k, w = numerics.limb_layout(1000)
-  assert k * w >= 1000 and k <= dict(numerics.LIMB_WIDTHS)[w]
+    planner.plan(10, 'limbs:9:30')  # more than 7 limbs of 30 bits could overflow products
+  k, w = planner.limb_layout(1000)
+  assert k * w >= 1000 and k <= dict(planner.LIMB_WIDTHS)[w]
 
 
 # ---------------------------------------------------------------------------
@@ -134,7 +135,7 @@ def _random_phi_ff(rng, depth, r, d, big):
 @pytest.mark.parametrize('seed', [0])
 def test_limb_layers_equal_numpy_object_reference(seed):
   rng = random.Random(seed)
-  spec = numerics.LimbSpec(5, 30)
+  spec = limbs.LimbSpec(5, 30)
   d, n, depth = 3, 5, 4
   big = 2 ** 70  # far beyond int64
   att = _random_attention(rng, depth, 2, d, big)
@@ -145,14 +146,14 @@ def test_limb_layers_equal_numpy_object_reference(seed):
           Segment('feedforward', depth, width=2, activation='phi'))
   ref = x
   with jax.enable_x64(True):
-    lx = jnp.asarray(numerics.from_python(x, spec))
+    lx = jnp.asarray(limbs.from_python(x, spec))
     for seg, p in zip(segs, ({'attention': att}, {'feedforward': ff})):
-      ref, _, ref_inexact = numerics.numpy_apply_segment(seg, p, ref)
-      lp = numerics.params_to_digits(p, spec.limb_bits)
-      lx, _, inexact = jax.jit(lambda p, z, s=seg: numerics.limb_apply_segment(s, p, z, spec))(lp, lx)
+      ref, _, ref_inexact = reference.numpy_apply_segment(seg, p, ref)
+      lp = limbs.params_to_digits(p, spec.limb_bits)
+      lx, _, inexact = jax.jit(lambda p, z, s=seg: limb_layers.limb_apply_segment(s, p, z, spec))(lp, lx)
       assert int(jnp.sum(inexact)) == ref_inexact
   assert max(abs(v) for v in ref.reshape(-1)) > 2 ** 63  # the test really leaves int64
-  np.testing.assert_array_equal(numerics.to_python(lx, spec), ref)
+  np.testing.assert_array_equal(limbs.to_python(lx, spec), ref)
 
 
 def test_core_int64_layers_equal_numpy_reference():
@@ -167,7 +168,7 @@ def test_core_int64_layers_equal_numpy_reference():
   with jax.enable_x64(True):
     z, ref = jnp.asarray(x), x.astype(object)
     for seg, p in zip(segs, ({'attention': att}, {'feedforward': ff})):
-      ref, _, _ = numerics.numpy_apply_segment(seg, p, ref)
+      ref, _, _ = reference.numpy_apply_segment(seg, p, ref)
       p64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a.astype(np.int64) if a.dtype == object
                                                          else a), p)
       z, _, _ = layers.apply_segment(seg, p64, z)
@@ -176,7 +177,7 @@ def test_core_int64_layers_equal_numpy_reference():
 
 def test_limb_phi_matches_activation_semantics():
   """Breakpoint ownership (left_closed) in limbs equals activations.Phi on Python ints."""
-  spec = numerics.LimbSpec(3, 30)
+  spec = limbs.LimbSpec(3, 30)
   phi = activations.Phi(breaks=(-2 ** 70, 2 ** 70), pieces=((0, 1), (0, 0), (0, 1)),
                         left_closed=(False, True))
   t = np.asarray([-2 ** 70 - 1, -2 ** 70, 0, 2 ** 70, 2 ** 70 + 1], dtype=object)
@@ -185,27 +186,27 @@ def test_limb_phi_matches_activation_semantics():
             'intercepts': np.asarray([[1, 0, 1]], dtype=object),
             'left_closed': np.asarray([[False, True]])}
   with jax.enable_x64(True):
-    digits = numerics.params_to_digits(arrays, spec.limb_bits)
-    out = numerics._phi_limbs(digits, jnp.asarray(numerics.from_python(t[:, None], spec)), spec)  # pylint: disable=protected-access
-  np.testing.assert_array_equal(numerics.to_python(out, spec)[:, 0], phi(t))
+    digits = limbs.params_to_digits(arrays, spec.limb_bits)
+    out = limb_layers._phi_limbs(digits, jnp.asarray(limbs.from_python(t[:, None], spec)), spec)  # pylint: disable=protected-access
+  np.testing.assert_array_equal(limbs.to_python(out, spec)[:, 0], phi(t))
   assert list(phi(t)) == [1, 0, 0, 0, 1]
 
 
 def test_shared_projection_identity_equals_generic_limb_attention():
   """W_Q = W_K = W_V: the shared-projection kernel equals the generic one, ties included."""
   rng = random.Random(11)
-  spec = numerics.LimbSpec(3, 30)
+  spec = limbs.LimbSpec(3, 30)
   att = _random_attention(rng, 1, 2, 2, 2 ** 40)
   att['b_Q'][0, 0, 0] = 0  # head 0: queries can be exactly 0 (all keys tie)
-  p = jax.tree_util.tree_map(lambda a: a[0], numerics.params_to_digits(att, spec.limb_bits))
-  assert numerics.shared_projections(att)
-  assert not numerics.shared_projections(dict(att, W_V=att['W_V'] + 1))
+  p = jax.tree_util.tree_map(lambda a: a[0], limbs.params_to_digits(att, spec.limb_bits))
+  assert limbs.shared_projections(att)
+  assert not limbs.shared_projections(dict(att, W_V=att['W_V'] + 1))
   x = np.vectorize(lambda _: rng.randrange(-2 ** 40, 2 ** 40), otypes=[object])(np.zeros((64, 5, 2)))
   x[:32, 2] = x[:32, 4]       # tied keys
   x[32:40] = 0                # every key 0: zero queries in head 0
   with jax.enable_x64(True):
-    lx = jnp.asarray(numerics.from_python(x, spec))
-    generic = jax.jit(lambda p, z: numerics.limb_attention_update(p, z, spec))(p, lx)
-    shared = jax.jit(lambda p, z: numerics.limb_attention_update(p, z, spec, True))(p, lx)
+    lx = jnp.asarray(limbs.from_python(x, spec))
+    generic = jax.jit(lambda p, z: limb_layers.limb_attention_update(p, z, spec))(p, lx)
+    shared = jax.jit(lambda p, z: limb_layers.limb_attention_update(p, z, spec, True))(p, lx)
   np.testing.assert_array_equal(np.asarray(generic[0]), np.asarray(shared[0]))
   assert int(generic[1]) == int(shared[1])

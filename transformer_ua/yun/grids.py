@@ -59,6 +59,25 @@ def category_counts(d: int, n: int, resolution: int, grid: str) -> dict:
   return {1: cat1, 2: cat12 - cat1, 3: total - cat12}
 
 
+def rank_colex(binom: np.ndarray, b):
+  """rank = sum_{i=1..n} C(b_i, i) of strictly increasing b [B, n] (binom[i, x] = C(x, i))."""
+  table = jnp.asarray(binom)
+  return sum(table[i + 1][b[..., i]] for i in range(b.shape[-1]))
+
+
+def unrank_colex(binom: np.ndarray, rank, n: int):
+  """The inverse of ``rank_colex``: b_n, ..., b_1 found greedily, b_i the largest x with
+  C(x, i) <= the remaining rank (binary search in row i of the table). Returns b [B, n]."""
+  table = jnp.asarray(binom)
+  r = rank
+  b = []
+  for i in range(n, 0, -1):
+    b_i = jnp.searchsorted(table[i], r, side='right') - 1
+    r = r - table[i][b_i]
+    b.append(b_i)
+  return jnp.stack(b[::-1], axis=-1)
+
+
 def make_codec(d: int, n: int, resolution: int):
   """Pure jnp functions for this configuration (call under ``jax.enable_x64``).
 
@@ -94,20 +113,11 @@ def make_codec(d: int, n: int, resolution: int):
     return jnp.sum((k + 1) * jnp.asarray(col_pow), axis=-1)
 
   def decode_multiset(rank):
-    table = jnp.asarray(binom)
-    r = rank
-    cols = []
-    for i in range(n, 0, -1):
-      b = jnp.searchsorted(table[i], r, side='right') - 1
-      r = r - table[i][b]
-      cols.append(b - (i - 1))
-    col = jnp.stack(cols[::-1], axis=-1)  # non-decreasing
+    col = unrank_colex(binom, rank, n) - jnp.arange(n)  # non-decreasing
     return col_to_k(col)
 
   def rank_multiset(col_sorted):
-    table = jnp.asarray(binom)
-    b = col_sorted + jnp.arange(n)  # strictly increasing
-    return sum(table[i + 1][b[..., i]] for i in range(n))
+    return rank_colex(binom, col_sorted + jnp.arange(n))  # strictly increasing
 
   def ranks(col):
     """Stable rank of each column index among the n: #{i: c_i < c_j} + #{i < j: c_i = c_j}.
@@ -155,22 +165,13 @@ def make_class_codec(d: int, n: int, resolution: int):
                      dtype=np.int64)
 
   def decode(rank):
-    table = jnp.asarray(binom)
-    r = rank
-    cols = []
-    for i in range(n, 0, -1):
-      b = jnp.searchsorted(table[i], r, side='right') - 1
-      r = r - table[i][b]
-      cols.append(b)
-    idx = jnp.stack(cols[::-1], axis=-1)  # strictly increasing
+    idx = unrank_colex(binom, rank, n)  # strictly increasing
     return (idx[..., None] // jnp.asarray(pow_)) % resolution
 
   def in_range_index(k):
     return jnp.sum(k * jnp.asarray(pow_), axis=-1)
 
   def rank(k_sorted):
-    table = jnp.asarray(binom)
-    idx = jnp.clip(in_range_index(k_sorted), 0, v)
-    return sum(table[i + 1][idx[..., i]] for i in range(n))
+    return rank_colex(binom, jnp.clip(in_range_index(k_sorted), 0, v))
 
   return {'decode': decode, 'rank': rank, 'in_range_index': in_range_index}

@@ -2,7 +2,7 @@
 
 Importable from notebooks (Flax examples style; the binaries only parse flags):
 
-    from experiments import mixing_train
+    from transformer_ua.models import mixing_train
     from experiments.configs import mixing_tiny
     cfg = mixing_tiny.get_config()
     pre = mixing_train.pretrain(cfg, '/tmp/run/pretrain')              # MLM + NSP
@@ -10,7 +10,8 @@ Importable from notebooks (Flax examples style; the binaries only parse flags):
     ft = mixing_train.finetune(cfg, '/tmp/run/mnli')                   # task from cfg
 
 The train state is a plain dict ``{'params', 'opt_state', 'step', 'rng'}``; the update
-is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``. Data parallelism
+is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``; one unit of
+``transformer_ua.train.loop`` is one step. Data parallelism
 (``config.num_devices``: 0 or absent = all devices, 1 = one device, unchanged): the
 state is replicated over a 1-D mesh (``transformer_ua.parallel``) and every batch is
 sharded along its leading axis with ``parallel.shard_batch``; jit (GSPMD) partitions the
@@ -19,7 +20,7 @@ curve is the one-device curve up to float reduction order (dropout masks do not 
 on the sharding: JAX's threefry is partitionable). Batch sizes must be multiples of the
 device count. optax AdamW (BERT: linear
 warm-up then linear decay to 0, weight decay on matrices only, gradient clipping 1.0).
-Orbax checkpoints every ``checkpoint_every`` steps; a rerun with the same workdir
+Orbax checkpoints every ``checkpoint_every`` steps (and at a halt); a rerun with the same workdir
 resumes from the latest one, and because batches and dropout keys are functions of
 ``(seed, step)`` the resumed run is the uninterrupted run. Metrics go to
 ``workdir/metrics.jsonl`` and TensorBoard every ``log_every`` steps, curves to
@@ -40,15 +41,15 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
-from tqdm import tqdm
 
 from transformer_ua import parallel, provenance
 from transformer_ua.data import tasks, text, wordnet
 from transformer_ua.models import encoder as enc
+from transformer_ua.train import loop
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASKS = ('mnli', 'squad')
 
 
@@ -93,7 +94,6 @@ def make_train_step(loss_fn, tx):
 
 
 def _check(config):
-  p = config.pretrain
   for sec, names in (('pretrain', ('num_steps', 'batch_size', 'checkpoint_every',
                                    'eval_every', 'log_every', 'eval_batches')),
                      ('finetune', ('num_steps', 'batch_size', 'checkpoint_every',
@@ -116,7 +116,6 @@ def _check(config):
                        f'of the {k} devices used for data parallelism (set num_devices)')
   if not 0 < config.data.mask_prob < 1:
     raise ValueError(f'config.data.mask_prob must be in (0, 1), got {config.data.mask_prob}')
-  del p
 
 
 _CACHE: dict = {}      # in-process memo (sweeps run many stages in one process)
@@ -148,63 +147,43 @@ def load_corpus_and_tokenizer(config, workdir: str):
   return synsets, tok
 
 
-def training_mesh(config):
-  """The data-parallel mesh of ``config.num_devices`` (0 or absent: all devices), or
-  None when that is one device."""
-  mesh = parallel.make_mesh(config.get('num_devices', 0) or None)
-  return mesh if mesh.devices.size > 1 else None
+class _StepTask:
+  """One unit = one step of ``train_step`` on ``get_batch(step)`` (sharded over a mesh),
+  with the throughput of the training steps: real (non-padding) tokens per second,
+  the first two steps of a process (compilation) excluded."""
 
+  def __init__(self, train_step, get_batch, eval_fn, mesh=None):
+    self.train_step, self.eval_fn = train_step, eval_fn
+    self.get_batch = (get_batch if mesh is None
+                      else lambda s: parallel.shard_batch(get_batch(s), mesh))
+    self.calls, self.tokens, self.train_time, self.tps = 0, 0, 0.0, float('nan')
 
-def _loop(*, workdir, state, train_step, get_batch, num_steps, cfg, eval_fn, desc,
-          halt_after=-1, mesh=None):
-  """Shared loop: resume, train with progress bar, log, evaluate, checkpoint.
-
-  With a ``mesh`` the state is replicated and each batch sharded over it."""
-  ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=1)
-  writer = MetricsWriter(workdir)
-  start = 0
-  restored = ckpt.restore_latest(state)
-  if restored is not None:
-    start, state, _ = restored
-    writer.truncate_after(start)
-  if mesh is not None:
-    state = parallel.replicate(state, mesh)
-    unsharded = get_batch
-    get_batch = lambda s: parallel.shard_batch(unsharded(s), mesh)
-  bar = tqdm(range(start, num_steps), initial=start, total=num_steps, desc=desc,
-             mininterval=10.0, dynamic_ncols=True)
-  # Throughput counts real (non-padding) tokens over training steps only: the first
-  # two steps of a process (compilation) and evaluation / checkpointing are excluded.
-  tokens, train_time, tps = 0, 0.0, float('nan')
-  for i, step in enumerate(bar):
+  def train_epoch(self, state, step):
     t0 = time.perf_counter()
-    batch = get_batch(step)
-    state, metrics = train_step(state, batch)
-    done = step + 1
-    if done % cfg.log_every == 0 or done == num_steps:
-      metrics = jax.device_get(metrics)
-    else:
-      jax.block_until_ready(metrics)
-    if i >= 2:
-      train_time += time.perf_counter() - t0
-      tokens += int(batch['mask'].sum())
-      tps = tokens / train_time
-    if done % cfg.log_every == 0 or done == num_steps:
-      row = {k: float(v) for k, v in metrics.items()}
-      row['tokens_per_s'] = tps
-      writer.write(done, row)
-      bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f'{tps:.0f}')
-    if done % cfg.eval_every == 0 or done == num_steps:
-      writer.write(done, {f'eval_{k}': v for k, v in eval_fn(state['params']).items()})
-    if done % cfg.checkpoint_every == 0 or done == num_steps:
-      ckpt.save(done, state, meta={'step': done})
-    if halt_after > 0 and done >= halt_after:     # simulated preemption (tests)
-      break
-  bar.close()
-  ckpt.close()
-  writer.plot('curves.png')
-  writer.close()
-  return state, tps
+    batch = self.get_batch(step)
+    state, metrics = self.train_step(state, batch)
+    jax.block_until_ready(metrics)
+    if self.calls >= 2:
+      self.train_time += time.perf_counter() - t0
+      self.tokens += int(batch['mask'].sum())
+      self.tps = self.tokens / self.train_time
+    self.calls += 1
+    return state, {**metrics, 'tokens_per_s': self.tps}
+
+  def evaluate(self, state):
+    return self.eval_fn(state['params'])
+
+
+def _loop(*, workdir, state, train_step, get_batch, cfg, eval_fn, desc, halt_after, mesh):
+  """The one loop (``transformer_ua.train.loop``) over steps; returns (state, tokens/s)."""
+  task = _StepTask(train_step, get_batch, eval_fn, mesh)
+  schedule = loop.Schedule(
+      num_units=cfg.num_steps, eval_every=cfg.eval_every,
+      checkpoint_every=cfg.checkpoint_every, log_every=cfg.log_every, unit='step',
+      stop_after=halt_after if halt_after > 0 else None, eval_prefix='eval_', desc=desc)
+  out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+  MetricsWriter(workdir, tensorboard=False).plot('curves.png')
+  return out.state, task.tps
 
 
 def _write_result(workdir, result):
@@ -222,7 +201,7 @@ def _acc(logits, labels, weights):
   return ((logits.argmax(-1) == labels) * weights).sum() / jnp.maximum(weights.sum(), 1e-9)
 
 
-def _init_state(model, params, tx, seed):
+def _init_state(params, tx, seed):
   return {'params': params, 'opt_state': tx.init(params),
           'step': jnp.zeros((), jnp.int32), 'rng': jax.random.PRNGKey(seed + 1)}
 
@@ -257,7 +236,7 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   params = jax.jit(model.init)(jax.random.PRNGKey(config.seed), b0['input_ids'],
                                b0['type_ids'], b0['mask'], b0['mlm_positions'])['params']
   tx = make_optimizer(p, p.num_steps)
-  state = _init_state(model, params, tx, config.seed)
+  state = _init_state(params, tx, config.seed)
 
   def forward(params, batch, rng=None):
     return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
@@ -290,8 +269,8 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   t0 = time.perf_counter()
   state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
                      get_batch=lambda s: train_data.batch(s, p.batch_size),
-                     num_steps=p.num_steps, cfg=p, eval_fn=eval_fn, desc='pretrain',
-                     halt_after=config.get('halt_after', -1), mesh=training_mesh(config))
+                     cfg=p, eval_fn=eval_fn, desc='pretrain',
+                     halt_after=config.get('halt_after', -1), mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])
   return _write_result(workdir, {
       'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
@@ -386,7 +365,7 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
       if name in params:
         params[name] = pre[name]
   tx = make_optimizer(f, f.num_steps)
-  state = _init_state(model, params, tx, config.seed)
+  state = _init_state(params, tx, config.seed)
 
   def forward(params, batch, rng=None):
     return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
@@ -446,9 +425,9 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   t0 = time.perf_counter()
   state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
-                     get_batch=get_batch, num_steps=f.num_steps, cfg=f, eval_fn=eval_fn,
+                     get_batch=get_batch, cfg=f, eval_fn=eval_fn,
                      desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
-                     mesh=training_mesh(config))
+                     mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])
   info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
   return _write_result(workdir, {

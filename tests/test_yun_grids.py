@@ -1,4 +1,4 @@
-"""verify.grids: on-device decoding is a bijection, counts equal brute force."""
+"""yun.grids: on-device decoding is a bijection, counts equal brute force."""
 
 import itertools
 import math
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua.verify import grids
+from transformer_ua.yun import grids
 
 
 def _category(pt):

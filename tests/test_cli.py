@@ -1,0 +1,73 @@
+"""transformer_ua.cli: one-line errors, checked paths, clean interrupts (as a user sees them)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from transformer_ua import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROBE = os.path.join(ROOT, 'tests', 'scripts', 'cli_probe.py')
+
+
+def _run(*args):
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  return subprocess.run([sys.executable, PROBE, *args], capture_output=True, text=True,
+                        env=env, timeout=120, check=False)
+
+
+def _one_line_error(proc, fragment):
+  assert proc.returncode == cli.USAGE_ERROR, proc.stderr
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert lines[0].startswith('error: ') and fragment in lines[0], proc.stderr
+  assert 'Traceback' not in proc.stderr
+  assert len(lines) == 2 and '--help' in lines[1], proc.stderr
+
+
+def test_good_run_prints_no_backend_probe():
+  proc = _run('--config.resolution=8')
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip() == 'ok resolution=8'
+  assert "backend 'tpu'" not in proc.stderr
+
+
+@pytest.mark.parametrize('args, fragment', [
+    (('--counnt=3',), 'counnt'),
+    (('--count=abc',), 'count'),
+    (('--config.resoluton=8',), 'Did you mean "resolution"'),
+    (('--config.resolution=abc',), 'resolution'),
+    (('--count=0',), '--count=0 must be >= 1'),
+])
+def test_bad_flags_are_one_line(args, fragment):
+  _one_line_error(_run(*args), fragment)
+
+
+def test_output_dir_that_is_a_file_is_refused(tmp_path):
+  path = tmp_path / 'a_file'
+  path.write_text('x')
+  _one_line_error(_run(f'--output_dir={path}'), 'is a file')
+
+
+def test_output_dir_that_cannot_be_created_is_refused():
+  _one_line_error(_run('--output_dir=/proc/x'), 'cannot be created')
+
+
+@pytest.mark.parametrize('mode, status', [('sigint', cli.INTERRUPTED),
+                                          ('sigterm', cli.TERMINATED)])
+def test_interrupt_is_one_line(mode, status):
+  proc = _run(f'--mode={mode}')
+  assert proc.returncode == status, proc.stderr
+  assert 'Traceback' not in proc.stderr
+  assert proc.stderr.strip().startswith('interrupted')
+
+
+def test_output_file_checks_its_directory(tmp_path):
+  target = tmp_path / 'new' / 'x.json'
+  assert cli.output_file(str(target), '--output_json') == str(target)
+  assert target.parent.is_dir() and not target.exists()
+  with pytest.raises(cli.BadInput, match='is a directory'):
+    cli.output_file(str(tmp_path), '--output_json')
+  with pytest.raises(cli.BadInput, match='cannot be created'):
+    cli.output_file('/proc/x/y.json', '--output_json')

@@ -1,0 +1,185 @@
+"""Lemma 6 at scale: planned lam/epsilon/bits, exact params, certified evaluation.
+
+The oracle here is an independent literal evaluation of the realized network in
+mpmath (params converted from the exact rationals, softmax with the max subtracted,
+ReLU as max(0, .)) at twice the plan's precision; it shares no code with exact.ball.
+"""
+
+import warnings
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from transformer_ua.yun import approximator, build_approximator, plan
+
+
+@pytest.fixture(scope='module')
+def net134():
+  return build_approximator('token_times_mean', d=1, n=3, resolution=4)
+
+
+@pytest.fixture(scope='module')
+def exact134(net134):
+  p = plan.plan_realization(net134)
+  return p, net134.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+
+
+def _mp(v):
+  v = Fraction(v)
+  return mpmath.mpf(v.numerator) / v.denominator
+
+
+def mp_literal(g, x, prec):
+  """The realized network, literally, in mpmath at ``prec`` bits: [n, d] -> [n, d]."""
+  with mpmath.workprec(prec):
+    params = g.exact_params()
+    z = [[mpmath.mpf(float(v)) for v in row] for row in np.asarray(x, np.float64)]
+    n, d = len(z), len(z[0])
+    if g.positional:
+      z = [[z[j][i] + _mp(params['E'][j][i]) for i in range(d)] for j in range(n)]
+    for s, seg in enumerate(g.segments):
+      att, ff = params[f'segment_{s}']['attention'], params[f'segment_{s}']['feedforward']
+      for layer in range(seg.depth):
+        upd = [[mpmath.mpf(0)] * d for _ in range(n)]
+        for h in range(att['W_Q'].shape[1]):
+          wq, bq, wk = att['W_Q'][layer, h], att['b_Q'][layer, h], att['W_K'][layer, h]
+          wv, wo = att['W_V'][layer, h], att['W_O'][layer, h]
+          m = wq.shape[0]
+          q = [[sum(_mp(wq[a, i]) * z[j][i] for i in range(d)) + _mp(bq[a]) for a in range(m)]
+               for j in range(n)]
+          k = [[sum(_mp(wk[a, i]) * z[j][i] for i in range(d)) for a in range(m)]
+               for j in range(n)]
+          v = [[sum(_mp(wv[a, i]) * z[j][i] for i in range(d)) for a in range(m)]
+               for j in range(n)]
+          for j in range(n):
+            s_jk = [sum(q[j][a] * k[kk][a] for a in range(m)) for kk in range(n)]
+            top = max(s_jk)
+            e = [mpmath.exp(sv - top) for sv in s_jk]
+            tot = sum(e)
+            mixed = [sum(e[kk] / tot * v[kk][a] for kk in range(n)) for a in range(m)]
+            for i in range(d):
+              upd[j][i] += sum(_mp(wo[i, a]) * mixed[a] for a in range(m))
+        z = [[z[j][i] + upd[j][i] for i in range(d)] for j in range(n)]
+        w1, b1, w2, b2 = (ff[key][layer] for key in ('W_1', 'b_1', 'W_2', 'b_2'))
+        for j in range(n):
+          pre = [sum(_mp(w1[r, i]) * z[j][i] for i in range(d)) + _mp(b1[r])
+                 for r in range(w1.shape[0])]
+          act = [max(mpmath.mpf(0), t) for t in pre]
+          z[j] = [z[j][i] + sum(_mp(w2[i, r]) * act[r] for r in range(len(act))) + _mp(b2[i])
+                  for i in range(d)]
+    return z
+
+
+def test_plan_is_powers_of_two_from_exact_bounds(exact134):
+  p, _ = exact134
+  assert p.lam.denominator == 1 and p.lam.numerator & (p.lam.numerator - 1) == 0
+  assert p.epsilon.numerator == 1
+  assert p.bounds['gap'] == Fraction(1, 32)  # (delta/2) * delta at N = 4
+  assert p.epsilon <= p.bounds['clearance_quantization'] / 2
+  assert p.bits > 53
+
+
+def test_planned_lam_epsilon_reproduce_g_bar_in_float64(net134, exact134):
+  p, _ = exact134
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', plan.FloatRealizationWarning)
+    g = net134.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
+  rep = approximator.realization_error(net134, g, samples=512)
+  assert rep['reproduces'], rep
+
+
+def test_exact_params_same_structure_as_float(net134, exact134):
+  p, g = exact134
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', plan.FloatRealizationWarning)
+    gf = net134.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
+  ex = g.exact_params()
+  for i in range(len(g.segments)):
+    for part in ('attention', 'feedforward'):
+      for key, val in ex[f'segment_{i}'][part].items():
+        fl = gf.params[f'segment_{i}'][part][key]
+        assert val.shape == fl.shape, (i, part, key)
+        assert all(isinstance(v, (int, Fraction)) for v in val.ravel())
+        np.testing.assert_allclose(val.astype(np.float64), fl, rtol=1e-12, atol=0)
+  att = ex['segment_1']['attention']
+  assert att['W_Q'].ndim == 4 and att['b_Q'].ndim == 3 and att['W_O'].ndim == 4
+
+
+@pytest.mark.parametrize('positional', [False, True])
+def test_apply_certified_encloses_mpmath_at_twice_the_bits(positional):
+  net = build_approximator('token_times_mean', d=1, n=3 if not positional else 2,
+                           resolution=4, positional=positional)
+  p = plan.plan_realization(net)
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+  rng = np.random.default_rng(3)
+  # an arbitrary point (possibly inside a ramp window: g != g_bar there, still
+  # enclosed) and two cube-interior points (where g ~ g_bar)
+  x = np.concatenate([rng.random((1, net.n, 1)),
+                      approximator.interior_points(rng, 2, d=1, n=net.n, resolution=4)])
+  mid, rad = g.apply_certified(x)
+  assert np.all(rad < 1e-6)
+  for b in range(x.shape[0]):
+    ref = mp_literal(g, x[b], 2 * p.bits)
+    for j in range(net.n):
+      with mpmath.workprec(2 * p.bits):
+        assert abs(ref[j][0] - mpmath.mpf(mid[b, j, 0])) <= mpmath.mpf(rad[b, j, 0])
+  np.testing.assert_allclose(mid[1:], net.apply(x[1:]), atol=1e-6)
+
+
+def test_certified_bound_dominates_sampled_errors(net134, exact134):
+  p, g = exact134
+  cert = g.certify_interiors(workers=1)
+  assert cert['certified'] and cert['cubes'] == 20   # C(4 + 3 - 1, 3) multisets
+  rng = np.random.default_rng(0)
+  x = approximator.interior_points(rng, 4, d=1, n=3, resolution=4)
+  gbar = net134.apply(x)
+  for b in range(x.shape[0]):
+    ref = mp_literal(g, x[b], 2 * p.bits)
+    err = max(abs(float(ref[j][0]) - gbar[b, j, 0]) for j in range(3))
+    assert err <= cert['max_abs_error']
+
+
+def test_low_lam_or_low_bits_is_not_certified(net134, exact134):
+  p, g = exact134
+  low_lam = net134.realize(lam=8, epsilon=p.epsilon, dtype='exact')
+  assert not low_lam.certify_interiors(workers=1)['certified']
+  low_bits = g.certify_interiors(bits=24, check_plan=False, workers=1)
+  assert not low_bits['certified']
+
+
+def test_bad_input_one_line_errors(net134, exact134):
+  p, g = exact134
+  for tol in (0, -1e-3):
+    with pytest.raises(ValueError, match='tolerance'):
+      plan.plan_realization(net134, tolerance=tol)
+  with pytest.raises(ValueError, match='dtype'):
+    net134.realize(lam=1.0, epsilon=0.01, dtype='float16')
+  with pytest.raises(ValueError, match='below'):
+    g.apply_certified(np.full((1, 3, 1), 0.3), bits=p.bits - 1)
+  with pytest.raises(ValueError, match=r'\[0, 1\)'):
+    g.apply_certified(np.full((1, 3, 1), 1.5))
+  with pytest.raises(ValueError, match='shape'):
+    g.apply_certified(np.zeros((1, 2, 1)))
+  with warnings.catch_warnings():
+    warnings.simplefilter('ignore', plan.FloatRealizationWarning)
+    gf = net134.realize(lam=1e3, epsilon=0.01, dtype='float64')
+  with pytest.raises(ValueError, match="dtype='exact'"):
+    gf.apply_certified(np.zeros((1, 3, 1)))
+
+
+def test_float64_warns_where_the_plan_needs_more_bits():
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=8)
+  p = plan.plan_realization(net)
+  with pytest.warns(plan.FloatRealizationWarning, match='float64 carries 53 bits'):
+    net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
+
+
+@pytest.mark.slow
+def test_theorem2_n16_every_cube_interior_certified():
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=16)
+  p = plan.plan_realization(net)
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+  cert = g.certify_interiors()
+  assert cert['cubes'] == 816 and cert['certified'], cert

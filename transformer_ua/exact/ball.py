@@ -1,0 +1,454 @@
+r"""Certified evaluation of a standard Transformer with exact params, in arb ball arithmetic.
+
+A realized network (``realize``: softmax attention, ReLU feed-forward, params exact
+rationals) is a real-number function. This module encloses its exact output: every
+number is an arb ball [mid +- rad] (python-flint, precision ``bits``) that provably
+contains the exact real value, so ``mid +- rad`` is a certificate, not an estimate.
+Inputs may be boxes (a ball per entry), e.g. a whole cube interior.
+
+Attention (Yun et al. eq. (1), token-major, head i, query j, keys k):
+
+    q_j = W_Q z_j + b_Q,  k_k = W_K z_k,  v_k = W_V z_k        (lambda folded in W_Q, b_Q)
+    s_jk = k_k . q_j,     w_jk = softmax_k(s_j.)_k = 1 / sum_k' exp(s_jk' - s_jk)
+    z_j <- z_j + sum_i W_O^i sum_k w_jk v_k
+
+The weights are formed from score *differences* s_jk' - s_jk = (k_k' - k_k) . q_j
+(rank one for m = 1: a key difference times the query), so no exp(lam s) overflows
+or squares the magnitudes, and ``exp`` of a very negative argument is a tiny ball.
+
+Feed-forward z <- z + W_2 ReLU(W_1 z + b_1) + b_2. Evaluated unit by unit a box never
+shrinks (the dependency problem: ReLU(t - a) - ReLU(t - b) on a box of width w has
+width 2w). Instead, with a_s = W_1[s] z + b_1[s] the pre-activations (balls):
+
+    if every a_s is certainly >= 0 or <= 0 (the box stays off every ReLU kink, i.e.
+    outside every epsilon window of Lemma 6), the active set P is constant on the box
+    and the layer *is* the affine map
+        z <- (I + sum_{s in P} W_2[:, s] W_1[s]) z + sum_{s in P} W_2[:, s] b_1[s] + b_2,
+    whose matrix and offset are summed in exact rationals (so cancelling ReLUs cancel
+    exactly: 1 - 1 = 0 on a quantization bin, where the box collapses to a point) and
+    then applied in balls;
+    otherwise the units are evaluated one by one (ReLU of a ball), still rigorous.
+
+Speed: a layer is exactly the identity outside an exact interval of t = w.x (its
+units read one t, Lemma 6); runs of feed-forward layers find the few candidate layers
+per token with one vectorized test and skip the rest (``_FeedForwardRun``). Heads
+sharing W_V are combined coefficient-wise, and tokens known to be equal (constant
+pieces give them the same ball object; equivariance keeps them equal) are computed
+once with exactly zero key differences: both avoid the dependency problem.
+
+Shapes: a state is a list of n tokens, each a list of d arb balls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+from flint import arb, ctx, fmpq
+
+#: Smallest working precision accepted (bits).
+MIN_BITS = 8
+
+
+def check_bits(bits) -> int:
+  if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < MIN_BITS:
+    raise ValueError(f'bits={bits!r}; the working precision must be an integer >= {MIN_BITS}.')
+  return int(bits)
+
+
+@contextlib.contextmanager
+def precision(bits: int):
+  """arb working precision ``bits`` inside the block."""
+  with ctx.workprec(check_bits(bits)):
+    yield
+
+
+def to_arb(v) -> arb:
+  """An exact number (int, Fraction, float) as an arb ball (exact when representable)."""
+  if isinstance(v, Fraction):
+    return arb(fmpq(v.numerator, v.denominator))
+  if isinstance(v, (int, np.integer)):
+    return arb(int(v))
+  return arb(float(v))
+
+
+def interval(lo, hi) -> arb:
+  """A ball containing the closed interval [lo, hi] (exact endpoints)."""
+  return to_arb(lo).union(to_arb(hi))
+
+
+def _is_zero(v) -> bool:
+  return v == 0
+
+
+class _Layer:
+  """The attention half of one block, with arb params (heads grouped by W_V)."""
+
+  def __init__(self, att):
+    # Attention heads whose W_O is exactly zero are switched off (as_blocks padding).
+    # Heads with the same W_V (exactly) are grouped: their outputs are combined as
+    # sum_k (sum_h w^h_jk W_O^h) v_k, so that two heads selecting the same value (a
+    # selective shift that does not fire: psi(b-) - psi(b+)) cancel coefficient-wise
+    # instead of as two independent balls.
+    self.groups = []
+    if att is not None:
+      conv = lambda a: [[to_arb(v) for v in row] for row in np.asarray(a)]  # noqa: E731
+      by_v = {}
+      for h in range(np.asarray(att['W_O']).shape[0]):
+        w_o = np.asarray(att['W_O'][h])
+        if all(_is_zero(v) for v in w_o.ravel()):
+          continue
+        key = tuple(np.asarray(att['W_V'][h]).ravel().tolist())
+        if key not in by_v:
+          by_v[key] = (conv(att['W_V'][h]), [])
+          self.groups.append(by_v[key])
+        by_v[key][1].append((conv(att['W_Q'][h]),
+                             [to_arb(v) for v in np.asarray(att['b_Q'][h])],
+                             conv(att['W_K'][h]), conv(w_o)))
+
+  # -- attention ---------------------------------------------------------------
+
+  def attention(self, z, rep):
+    if not self.groups:
+      return z
+    n, d = len(z), len(z[0])
+    reps = sorted(set(rep))
+    out = [list(row) for row in z]
+    lin = lambda w, x, b: [sum((w[a][i] * x[i] for i in range(d)), b[a])  # noqa: E731
+                           for a in range(len(w))]
+    for w_v, heads in self.groups:
+      m = len(w_v)
+      zero = [arb(0)] * m
+      v = [lin(w_v, z[j], zero) for j in range(n)]
+      # coef[j][k][i][a] = sum_h w^h_jk W_O^h[i][a]
+      coef = {j: [[[arb(0)] * m for _ in range(d)] for _ in range(n)] for j in reps}
+      for w_q, b_q, w_k, w_o in heads:
+        q = {j: lin(w_q, z[j], b_q) for j in reps}
+        k = [lin(w_k, z[j], zero) for j in range(n)]
+        # key differences dk[k2][k1] = k_k2 - k_k1: exactly 0 for tokens known equal
+        # (otherwise the dependency problem would blow up exact ties)
+        dk = [[None if rep[k2] == rep[k1] else [k[k2][a] - k[k1][a] for a in range(m)]
+               for k1 in range(n)] for k2 in range(n)]
+        for j in reps:
+          for k1 in range(n):
+            denom = arb(0)
+            for k2 in range(n):   # w_jk1 = 1 / sum_k2 exp(s_jk2 - s_jk1)
+              if dk[k2][k1] is None:
+                denom += 1
+              else:
+                denom += sum((dk[k2][k1][a] * q[j][a] for a in range(m)), arb(0)).exp()
+            w = 1 / denom
+            c = coef[j][k1]
+            for i in range(d):
+              for a in range(m):
+                if not w_o[i][a].is_zero():
+                  c[i][a] = c[i][a] + w * w_o[i][a]
+      for j in reps:
+        for i in range(d):
+          out[j][i] = out[j][i] + sum((coef[j][k1][i][a] * v[k1][a]
+                                       for k1 in range(n) for a in range(m)), arb(0))
+    return [out[rep[j]] for j in range(n)]
+
+  def __call__(self, z, rep):
+    return self.attention(z, rep)
+
+
+class _FeedForward:
+  """One ReLU feed-forward layer: exact params, and its affine pieces (exact, cached).
+
+  Only units with a non-zero W_2 column matter. For an active set P of them the layer
+  is z -> M_P z + c_P with M_P = I + sum_{s in P} W_2[:, s] W_1[s], c_P = sum_{s in P}
+  W_2[:, s] b_1[s] + b_2, computed in exact rationals (so cancelling ReLUs, e.g. on a
+  constant piece of a Phi unit, cancel exactly) and then rounded to balls.
+  """
+
+  def __init__(self, ff):
+    w1, b1 = np.asarray(ff['W_1']), np.asarray(ff['b_1'])
+    w2, b2 = np.asarray(ff['W_2']), np.asarray(ff['b_2'])
+    self.units = [s for s in range(w1.shape[0]) if not all(_is_zero(v) for v in w2[:, s])]
+    self.w1 = [[Fraction(v) for v in w1[s]] for s in self.units]
+    self.b1 = [Fraction(b1[s]) for s in self.units]
+    self.w2 = [[Fraction(w2[i, s]) for s in self.units] for i in range(w2.shape[0])]
+    self.b2 = [Fraction(v) for v in b2]
+    self.d = w2.shape[0]
+    self.pieces = {}
+    self.naive = None
+
+  @property
+  def is_identity_everywhere(self) -> bool:
+    return not self.units and not any(self.b2)
+
+  def piece(self, active):
+    """(identity, M, c, zero_rows) for the active set (tuple of unit positions)."""
+    got = self.pieces.get(active)
+    if got is None:
+      d = self.d
+      mat = [[Fraction(int(i == l)) for l in range(d)] for i in range(d)]
+      c = list(self.b2)
+      for s in active:
+        for i in range(d):
+          for l in range(d):
+            mat[i][l] += self.w2[i][s] * self.w1[s][l]
+          c[i] += self.w2[i][s] * self.b1[s]
+      identity = all(mat[i][l] == (i == l) for i in range(d) for l in range(d)) \
+          and not any(c)
+      # row kind: 0 = constant (zero row), 1 = unchanged (e_i row, c_i = 0), 2 = general
+      kinds = [0 if not any(mat[i]) else
+               1 if all(mat[i][l] == (i == l) for l in range(d)) and not c[i] else 2
+               for i in range(d)]
+      got = self.pieces[active] = (identity, [[to_arb(v) for v in row] for row in mat],
+                                   [to_arb(v) for v in c], kinds)
+    return got
+
+  def apply_naive(self, x, pre):
+    """Unit by unit (for a box straddling a kink): rigorous, not tight."""
+    if self.naive is None:
+      self.naive = ([[to_arb(v) for v in row] for row in self.w2], [to_arb(v) for v in self.b2])
+    w2, b2 = self.naive
+    relu = [a.nonnegative_part() for a in pre]
+    return [x[i] + sum((w2[i][s] * relu[s] for s in range(len(relu))), b2[i])
+            for i in range(self.d)]
+
+  def apply_piece(self, x, active):
+    """Returns (new x, changed?) for a box whose active set is ``active``."""
+    identity, mat, c, kinds = self.piece(active)
+    if identity:
+      return x, False
+    # a zero row makes the entry the constant c[i]: the *same* object for every token
+    # on this piece, and an unchanged row keeps the entry's object; that is how equal
+    # tokens are recognized (``_equal_tokens``)
+    return [c[i] if kinds[i] == 0 else x[i] if kinds[i] == 1 else
+            sum((mat[i][l] * x[l] for l in range(self.d)), c[i]) for i in range(self.d)], True
+
+
+def _down(f: Fraction) -> float:
+  """A float <= f."""
+  x = float(f)
+  return x if Fraction(x) <= f else float(np.nextafter(x, -np.inf))
+
+
+def _up(f: Fraction) -> float:
+  """A float >= f."""
+  x = float(f)
+  return x if Fraction(x) >= f else float(np.nextafter(x, np.inf))
+
+
+def _hull(layer: _FeedForward):
+  """(w, lo, hi): the layer is exactly the identity wherever t = w.x < lo or t > hi.
+
+  Lemma 6's units of one Phi read the same t = w.x (rows a_s w). With the kinks
+  t = -b_s / a_s sorted, each open region between kinks has one active set; (lo, hi)
+  is the hull of the regions whose piece is not the identity (the layer is continuous,
+  so a kink between two identity regions is identity too). Returns None when the rows
+  are not multiples of one vector (the layer is then always examined).
+  """
+  rows = layer.w1
+  w = next((r for r in rows if any(r)), None)
+  if w is None:
+    return None
+  l0 = next(l for l, v in enumerate(w) if v)
+  scal = []
+  for r in rows:
+    a = r[l0] / w[l0]
+    if any(r[l] != a * w[l] for l in range(len(w))):
+      return None
+    scal.append(a)
+  kinks = sorted({-b / a for a, b in zip(scal, layer.b1) if a})
+  if not kinks:
+    samples = [Fraction(0)]
+  else:
+    samples = ([kinks[0] - 1] + [(x + y) / 2 for x, y in zip(kinks, kinks[1:])]
+               + [kinks[-1] + 1])
+  bounds = [-np.inf] + kinks + [np.inf]
+  lo, hi = None, None
+  for i, t in enumerate(samples):
+    active = tuple(s for s, (a, b) in enumerate(zip(scal, layer.b1)) if a * t + b > 0)
+    if not layer.piece(active)[0]:
+      lo = bounds[i] if lo is None else lo
+      hi = bounds[i + 1]
+  if lo is None:
+    return tuple(w), np.inf, -np.inf    # identity everywhere
+  return tuple(w), lo, hi
+
+
+class _FeedForwardRun:
+  """Consecutive feed-forward layers (no attention between them), token by token.
+
+  Each layer gets an exact interval of t = w.x outside which it is exactly the
+  identity (``_hull``); with t as a ball per distinct w, one vectorized float test
+  (bounds rounded outward) finds the candidate layers, which are then examined in
+  order in ball arithmetic: pre-activations, active set, exact affine piece. After a
+  layer changes the token, t is recomputed.
+  """
+
+  def __init__(self, layers):
+    layers = [layer for layer in layers if not layer.is_identity_everywhere]
+    self.layers, ws, group, lo, hi = [], {}, [], [], []
+    for layer in layers:
+      h = _hull(layer)
+      if h is not None and h[1] == np.inf:
+        continue                       # identity everywhere
+      self.layers.append(layer)
+      if h is None:
+        group.append(-1)
+        lo.append(-np.inf)
+        hi.append(np.inf)
+      else:
+        group.append(ws.setdefault(h[0], len(ws)))
+        lo.append(h[1] if h[1] == -np.inf else _down(h[1]))
+        hi.append(h[2] if h[2] == np.inf else _up(h[2]))
+    self.ws = [[to_arb(v) for v in w] for w in ws]
+    self.group = np.asarray(group, np.int64)
+    self.lo, self.hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    self.arb_rows = [([[to_arb(v) for v in r] for r in layer.w1],
+                      [to_arb(v) for v in layer.b1]) for layer in self.layers]
+
+  def _candidates(self, x, pos):
+    tlo, thi = np.empty(len(self.ws) + 1), np.empty(len(self.ws) + 1)
+    tlo[-1], thi[-1] = -np.inf, np.inf          # group -1: always a candidate
+    for g, w in enumerate(self.ws):
+      t = sum((wi * xi for wi, xi in zip(w, x)), arb(0))
+      if not t.is_finite():
+        tlo[g], thi[g] = -np.inf, np.inf
+      else:
+        tlo[g] = np.nextafter(float(t.lower()), -np.inf)
+        thi[g] = np.nextafter(float(t.upper()), np.inf)
+    mask = (self.lo <= thi[self.group]) & (self.hi >= tlo[self.group])
+    mask[:pos] = False
+    return np.flatnonzero(mask)
+
+  def token(self, x):
+    pos, total = 0, len(self.layers)
+    while pos < total:
+      nxt = total
+      for li in self._candidates(x, pos):
+        layer = self.layers[li]
+        w1, b1 = self.arb_rows[li]
+        pre = [sum((wi * xi for wi, xi in zip(row, x)), b) for row, b in zip(w1, b1)]
+        active, determined = [], True
+        for s, a in enumerate(pre):
+          if a > 0:
+            active.append(s)
+          elif not (a < 0 or a.is_zero()):
+            determined = False
+            break
+        if not determined:
+          x = layer.apply_naive(x, pre)
+          nxt = li + 1
+          break
+        x, changed = layer.apply_piece(x, tuple(active))
+        if changed:
+          nxt = li + 1
+          break
+      pos = nxt
+    return x
+
+  def __call__(self, z, rep):
+    if not self.layers:
+      return z
+    out = []
+    for j, x in enumerate(z):
+      out.append(out[rep[j]] if rep[j] != j else self.token(x))
+    return out
+
+
+class BallNetwork:
+  """A realized network (block segments, exact params) ready for ball evaluation.
+
+  Build and evaluate inside ``precision(bits)`` (params are rounded to ``bits`` once).
+
+  Args:
+    segments: ``layers.Segment``s of kind 'block' (softmax, ReLU), as ``realize`` makes.
+    params: exact params pytree (object arrays of ints / Fractions, or floats).
+    positional: add ``params['E']`` first.
+  """
+
+  def __init__(self, segments: Sequence, params: dict, positional: bool = False):
+    self.stages = []   # _Layer (attention) and _FeedForwardRun, in order
+    run = []
+    for i, seg in enumerate(segments):
+      if seg.kind != 'block' or seg.normalizer != 'softmax' or seg.activation != 'relu' \
+          or seg.lam != 1.0:
+        raise ValueError(f'segment {i} is a {seg.kind} ({seg.normalizer}, {seg.activation}); '
+                         'ball evaluation takes realized blocks (softmax, ReLU, lam folded).')
+      p = params[f'segment_{i}']
+      for layer in range(seg.depth):
+        att = _Layer({k: np.asarray(v)[layer] for k, v in p['attention'].items()})
+        if att.groups:
+          if run:
+            self.stages.append(_FeedForwardRun(run))
+            run = []
+          self.stages.append(att)
+        run.append(_FeedForward({k: np.asarray(v)[layer]
+                                 for k, v in p['feedforward'].items()}))
+    if run:
+      self.stages.append(_FeedForwardRun(run))
+    self.e = None
+    if positional:
+      self.e = [[to_arb(v) for v in row] for row in np.asarray(params['E'])]
+
+  def forward(self, z):
+    """Encloses the network's output on the box ``z`` (n lists of d arbs)."""
+    if self.e is not None:
+      z = [[z[j][i] + self.e[j][i] for i in range(len(z[j]))] for j in range(len(z))]
+    rep = list(range(len(z)))
+    for stage in self.stages:
+      rep = _equal_tokens(z, rep)
+      z = stage(z, rep)
+    return z
+
+
+def _equal_tokens(z, rep):
+  """rep[j]: the first token known to equal token j exactly.
+
+  Tokens are known equal when every entry is the same ball *object* (a constant piece
+  produced it for both, ``_Layer.feedforward``) or they were equal before: every layer
+  is permutation equivariant, so equal tokens stay equal. Equal tokens are computed
+  once and their key differences are exactly 0.
+  """
+  n = len(z)
+  out = list(rep)
+  for j in range(n):
+    if out[j] != j:
+      continue
+    for k in range(j):
+      if out[k] == k and all(a is b for a, b in zip(z[j], z[k])):
+        out[j] = k
+        break
+  for j in range(n):
+    out[j] = out[out[j]]
+  return out
+
+
+def points(x) -> list:
+  """A float array [n, d] as exact point balls."""
+  return [[arb(float(v)) for v in row] for row in np.asarray(x, np.float64)]
+
+
+def mid_rad(z) -> tuple[np.ndarray, np.ndarray]:
+  """Balls [n][d] -> (mid, rad) float64 with [mid - rad, mid + rad] containing each ball."""
+  n, d = len(z), len(z[0])
+  mid, rad = np.zeros((n, d)), np.zeros((n, d))
+  for j in range(n):
+    for i in range(d):
+      b = z[j][i]
+      if not b.is_finite():
+        mid[j, i], rad[j, i] = np.nan, np.inf
+        continue
+      m = float(b.mid())
+      err = float(abs(b - arb(m)).upper())
+      mid[j, i], rad[j, i] = m, np.nextafter(err, np.inf)
+  return mid, rad
+
+
+def abs_error_bound(z, target) -> float:
+  """Rigorous float upper bound on max |ball - target| over entries (target exact floats)."""
+  worst = 0.0
+  for row, trow in zip(z, np.asarray(target, np.float64)):
+    for b, t in zip(row, trow):
+      if not b.is_finite():
+        return float('inf')
+      worst = max(worst, np.nextafter(float(abs(b - arb(float(t))).upper()), np.inf))
+  return float(worst)

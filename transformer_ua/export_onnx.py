@@ -1,0 +1,193 @@
+r"""Lemma 6's realized standard Transformer g as an ONNX model, for any ONNX runtime.
+
+A ``yun.Realized`` g is an ordinary stack of Transformer blocks of the class T^{h,m,r}
+(Yun et al. eqs. (1)-(2); after Lemma 6: softmax attention with the query bias, ReLU
+feed-forward). This module writes it with the plain ``onnx.helper`` graph API, one
+explicit node set per block, independent of the JAX code path (``layers``), so that a
+runtime nobody here wrote (onnxruntime) can cross-check ``g.apply``.
+
+The graph, token-major like ``layers`` (X [B, n, d]; the paper's column j is row j):
+
+    X <- X + E                                    (Theorem 3 only: positional E [n, d])
+    for each segment, ONNX ``Scan`` over its L stacked layers:
+      Q = X Wq + bq,  K = X Wk,  V = X Wv         [B, n, h m] -> [B, h, n, m]
+      A = Softmax_keys(lam Q K^T)                 [B, h, n_query, n_key]
+      X <- X + concat_i(A_i V_i) Wo               [B, n, h m] [h m, d] -> [B, n, d]
+      X <- X + Relu(X W1 + b1) W2 + b2            [B, n, r] -> [B, n, d]
+
+with the paper's params rearranged (not changed) for right-multiplication:
+
+    Wq[:, i m + k] = W_Q^i[k, :]      (W_Q [h, m, d] -> [d, h m]; same for Wk, Wv)
+    bq[i m + k]    = b_Q^i[k]         (b_Q [h, m] -> [h m])
+    Wo[i m + k, :] = W_O^i[:, k]      (W_O [h, d, m] -> [h m, d])
+    W1 = W_1^T [d, r],  W2 = W_2^T [r, d]
+
+Each segment's params stay stacked [L, ...] and are the scan inputs of one ``Scan`` node,
+so the file holds the weights once and the node count does not grow with depth. After
+Lemma 6 the softmax scale lambda is folded into W_Q and b_Q (segment lam = 1); a segment
+with lam != 1 gets an explicit ``Mul``.
+
+Precision: ``dtype='float64'`` (default) writes the graph in double; the realized g
+reproduces g_bar in float64 only for small configurations (README, Yun section), and in
+float32 nowhere. Import direction: this module is a client of ``yun`` (like the binaries).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from transformer_ua.yun.approximator import Realized
+
+#: dtypes the exported graph can compute in (input, weights and output).
+EXPORT_DTYPES = ('float64', 'float32')
+#: ONNX opset (Scan-9+, Softmax-13 over one axis) and the IR version of that opset, so
+#: that runtimes older than the installed ``onnx`` package can load the file.
+OPSET = 17
+IR_VERSION = 8
+
+_TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
+
+
+def _check_args(g, path, batch, dtype) -> str:
+  """Refuses bad arguments in one line before anything is built. Returns the path."""
+  if not isinstance(g, Realized):
+    raise ValueError(f'export_onnx needs a yun.Realized network (net.realize(lam=, '
+                     f'epsilon=)), got {type(g).__name__}.')
+  if dtype not in EXPORT_DTYPES:
+    raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
+  if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
+                            or batch < 1):
+    raise ValueError(f'batch must be None (any batch) or a positive integer, got {batch!r}.')
+  if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+    raise ValueError(f'path must be a file path (str or os.PathLike), got {path!r}.')
+  path = os.fspath(path)
+  parent = os.path.dirname(os.path.abspath(path))
+  if os.path.isdir(path):
+    raise ValueError(f'path {path!r} is a directory; give a file name such as g.onnx.')
+  if not os.path.isdir(parent):
+    raise ValueError(f'directory {parent!r} of path {path!r} does not exist.')
+  try:  # a real probe: os.access says yes to root even where nothing can be created
+    with tempfile.NamedTemporaryFile(dir=parent):
+      pass
+  except OSError as e:
+    raise ValueError(f'directory {parent!r} of path {path!r} is not writable: '
+                     f'{e.strerror}.') from None
+  if os.path.exists(path) and not os.access(path, os.W_OK):
+    raise ValueError(f'path {path!r} exists and is not writable.')
+  for i, seg in enumerate(g.segments):
+    if (seg.kind, seg.normalizer, seg.activation) != ('block', 'softmax', 'relu'):
+      raise ValueError(f'segment {i} is a {seg.kind} with {seg.normalizer} / {seg.activation}; '
+                       'export needs softmax attention + ReLU blocks (Lemma 6).')
+  return path
+
+
+def _block_weights(p: dict, dt) -> dict:
+  """One segment's paper params [L, ...] -> the graph's right-multiplied weights [L, ...]."""
+  att, ff = p['attention'], p['feedforward']
+  L, h, m, d = np.shape(att['W_Q'])
+
+  def proj(w):  # [L, h, m, d] -> [L, d, h m]
+    return np.asarray(w, dt).reshape(L, h * m, d).transpose(0, 2, 1)
+
+  return {
+      'Wq': proj(att['W_Q']), 'bq': np.asarray(att['b_Q'], dt).reshape(L, h * m),
+      'Wk': proj(att['W_K']), 'Wv': proj(att['W_V']),
+      'Wo': np.asarray(att['W_O'], dt).transpose(0, 1, 3, 2).reshape(L, h * m, d),
+      'W1': np.asarray(ff['W_1'], dt).transpose(0, 2, 1),
+      'b1': np.asarray(ff['b_1'], dt),
+      'W2': np.asarray(ff['W_2'], dt).transpose(0, 2, 1),
+      'b2': np.asarray(ff['b_2'], dt),
+  }
+
+
+def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
+  """The Scan body: one block X -> X' with the layer's weights as inputs."""
+  h, m = seg.num_heads, seg.head_size
+  nodes, consts = [], [numpy_helper.from_array(np.array([0, 0, h, m], np.int64), 'split_heads'),
+                       numpy_helper.from_array(np.array([0, 0, h * m], np.int64), 'merge_heads')]
+
+  def op(kind, inputs, out, **attrs):
+    nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+    return out
+
+  def heads(name, x):  # x [B, n, h m] -> [B, h, n, m]
+    return op('Transpose', [op('Reshape', [x, 'split_heads'], f'{name}_bnhm')], f'{name}_heads',
+              perm=[0, 2, 1, 3])
+
+  q = heads('q', op('Add', [op('MatMul', ['x', 'Wq'], 'xwq'), 'bq'], 'q'))
+  k = heads('k', op('MatMul', ['x', 'Wk'], 'k'))
+  v = heads('v', op('MatMul', ['x', 'Wv'], 'v'))
+  scores = op('MatMul', [q, op('Transpose', [k], 'k_t', perm=[0, 1, 3, 2])], 'scores')
+  if seg.lam != 1.0:
+    consts.append(numpy_helper.from_array(np.array(seg.lam, weights['Wq'].dtype), 'lam'))
+    scores = op('Mul', [scores, 'lam'], 'scaled_scores')
+  mixed = op('MatMul', [op('Softmax', [scores], 'weights', axis=-1), v], 'mixed')  # [B,h,n,m]
+  merged = op('Reshape', [op('Transpose', [mixed], 'mixed_bnhm', perm=[0, 2, 1, 3]),
+                          'merge_heads'], 'merged')
+  x_att = op('Add', ['x', op('MatMul', [merged, 'Wo'], 'att_update')], 'x_att')
+  hidden = op('Relu', [op('Add', [op('MatMul', [x_att, 'W1'], 'pre'), 'b1'], 'pre_b')], 'hidden')
+  ff = op('Add', [op('MatMul', [hidden, 'W2'], 'ff_w2'), 'b2'], 'ff_update')
+  op('Add', [x_att, ff], 'x_out')
+  layer_inputs = [helper.make_tensor_value_info(name, elem_type, w.shape[1:])
+                  for name, w in weights.items()]
+  return helper.make_graph(
+      nodes, 'block',
+      [helper.make_tensor_value_info('x', elem_type, None)] + layer_inputs,
+      [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
+
+
+def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'float64'):
+  """Writes the realized network g as an ONNX model; returns ``path``.
+
+  Args:
+    g: a ``yun.Realized`` (``Approximator.realize``).
+    path: the .onnx file to write (its directory must exist and be writable).
+    batch: fixed batch size, or None for a symbolic ``batch`` dimension.
+    dtype: 'float64' or 'float32': input X, weights and output. g's params are cast
+      (float64 -> float32 rounds them as ``realize(dtype='float32')`` does).
+  Model: input ``X`` [batch, n, d], output ``Y`` = g(X) [batch, n, d].
+  Raises:
+    ValueError: g is not a Realized, bad dtype / batch, or path cannot be written.
+  """
+  path = _check_args(g, path, batch, dtype)
+  dt = np.dtype(dtype)
+  elem_type = _TENSOR_TYPES[dtype]
+  d = int(np.shape(g.params['segment_0']['feedforward']['b_2'])[-1])
+  shape = ['batch' if batch is None else int(batch), g.n, d]
+  nodes, inits = [], []
+  x = 'X'
+  if g.positional:
+    inits.append(numpy_helper.from_array(np.asarray(g.params['E'], dt), 'E'))
+    nodes.append(helper.make_node('Add', ['X', 'E'], ['X_plus_E']))
+    x = 'X_plus_E'
+  for i, seg in enumerate(g.segments):
+    weights = _block_weights(g.params[f'segment_{i}'], dt)
+    names = []
+    for name, w in weights.items():
+      names.append(f'segment_{i}/{name}')
+      inits.append(numpy_helper.from_array(w, names[-1]))
+    out = 'Y' if i == len(g.segments) - 1 else f'segment_{i}_out'
+    nodes.append(helper.make_node('Scan', [x] + names, [out], name=f'segment_{i}',
+                                  num_scan_inputs=len(names),
+                                  body=_block_body(seg, weights, elem_type)))
+    x = out
+  graph = helper.make_graph(
+      nodes, 'realized_transformer',
+      [helper.make_tensor_value_info('X', elem_type, shape)],
+      [helper.make_tensor_value_info('Y', elem_type, shape)], initializer=inits)
+  model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', OPSET)],
+                            producer_name='transformer_ua', ir_version=IR_VERSION,
+                            doc_string=('Yun et al. 2020 Lemma 6 realization g: softmax '
+                                        'attention + ReLU blocks, T^{2,1,4}.'))
+  helper.set_model_props(model, {
+      'lam': repr(g.lam), 'epsilon': repr(g.epsilon), 'realized_dtype': g.dtype,
+      'positional': str(g.positional), 'n': str(g.n), 'd': str(d),
+      'blocks': str(sum(s.depth for s in g.segments))})
+  onnx.checker.check_model(model, full_check=True)
+  onnx.save_model(model, path)
+  return path

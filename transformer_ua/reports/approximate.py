@@ -1,0 +1,197 @@
+"""Report and figure writers of the main job (experiments/approximate.py).
+
+``write_report(result, path)`` writes approximate.md from the job's result dict (the
+JSON written next to it); ``make_figures(result, net, outdir)`` draws error vs delta,
+error vs (lambda, epsilon) and the contextual-mapping values u^T g_c(L) of the grid.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import provenance
+from transformer_ua.yun import approximator, contextual, distances, grids
+
+
+def contextual_values(net):
+  """u^T g_c(L) for the whole grid (or all class representatives), with categories."""
+  cm = net.g_bar.contextual
+  N, d, n = net.resolution, net.d, net.n
+  if net.positional:
+    k = contextual.positional_grid(d, n, N)
+  else:
+    total = (N + 1) ** (d * n)
+    if total > 200_000:
+      return None
+    with jax.enable_x64(True):  # every ordered point of G+ (entries -1..N-1)
+      k = np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
+  q = cm.ops.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
+  good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
+  return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
+
+
+def make_figures(result, net, outdir):
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  paths = []
+  # 1. Error vs delta.
+  fig, ax = plt.subplots(figsize=(6, 4.5))
+  for lad in result['ladders']:
+    rows = lad['rows']
+    deltas = [r['delta'] for r in rows]
+    tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else '')
+    for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--')):
+      vals = [r[key]['value'] for r in rows]
+      if not lad['positional'] or key == 'f|f_bar':
+        lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
+        hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
+        slope = lad['slopes'][key]
+        ax.errorbar(deltas, vals, yerr=[lo, hi], fmt=style, capsize=2,
+                    label=f'{tag}: d_p({key.replace("|", ", ")}) slope '
+                          f'{slope:.2f}' if slope is not None else tag)
+  theo = result['ladders'][0]
+  if theo['theory_slope_f_bar_g_bar'] is not None:
+    rows = theo['rows']
+    x0, y0 = rows[0]['delta'], rows[0]['f_bar|g_bar']['value']
+    xs = np.array([rows[-1]['delta'], x0])
+    ax.plot(xs, y0 * (xs / x0) ** theo['theory_slope_f_bar_g_bar'], 'k:',
+            label=f'slope d/p = {theo["theory_slope_f_bar_g_bar"]:.2f}')
+  ax.set_xscale('log')
+  ax.set_yscale('log')
+  ax.set_xlabel('delta = 1/N')
+  ax.set_ylabel(f'd_p (p = {result["config"]["p"]})')
+  ax.set_title('Approximation error vs resolution')
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, 'error_vs_delta.png'))
+  fig.savefig(paths[-1], dpi=120)
+  plt.close(fig)
+  # 2. Error vs lambda and epsilon.
+  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  for ax, key in zip(axes, ('lam', 'epsilon')):
+    rows = result['sweeps'][key]
+    xs = [r[key] for r in rows]
+    ax.plot(xs, [max(r['dp_g_bar_g']['value'], 1e-17) for r in rows], 'o-',
+            label='d_p(g_bar, g), uniform X')
+    ax.plot(xs, [max(r['max_interior_error'], 1e-17) if math.isfinite(r['max_interior_error'])
+                 else np.nan for r in rows], 's--', label='max |g - g_bar|, cube interiors')
+    ax.set_xscale('log')
+    ax.set_yscale('log')
+    ax.set_xlabel('lambda' if key == 'lam' else 'epsilon')
+    fixed = result['config']['epsilon'] if key == 'lam' else result['config']['lam']
+    ax.set_title(f'{"epsilon" if key == "lam" else "lambda"} = {fixed:g}, '
+                 f'{result["config"]["dtype"]}')
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  paths.append(os.path.join(outdir, 'error_vs_lambda_epsilon.png'))
+  fig.savefig(paths[-1], dpi=120)
+  plt.close(fig)
+  # 3. Contextual-mapping values.
+  cv = contextual_values(net)
+  if cv is not None:
+    fig, ax = plt.subplots(figsize=(7, 4))
+    q = cv['q']
+    idx = np.repeat(np.arange(q.shape[0])[:, None], q.shape[1], axis=1)
+    good = np.repeat(cv['good'][:, None], q.shape[1], axis=1)
+    for mask, color, label in ((good, 'tab:blue', 'distinct in-range columns (G~)'),
+                               (~good, 'tab:red', 'repeated or out-of-range columns')):
+      for sign, marker in ((1, 'o'), (-1, 'x')):
+        m = mask & (np.sign(q) == sign)
+        if m.any():
+          ax.scatter(idx[m], np.abs(q[m]), s=6, color=color, marker=marker,
+                     label=label + (' (negative: |q|)' if sign < 0 else ''))
+    for t, name in ((cv['t_l'], 't_l'), (cv['t_r'], 't_r')):
+      ax.axhline(t, color='k', lw=0.8, ls='--')
+      ax.text(0, t, f' {name}', va='bottom', fontsize=8)
+    ax.set_yscale('log')
+    ax.set_xlabel('grid point L (index; -1 = out of range included)')
+    ax.set_ylabel('|q| = |u^T g_c(L)_j|, every token j')
+    ax.set_title(f'Contextual mapping, d={net.d}, n={net.n}, N={net.resolution}')
+    ax.legend(fontsize=8, loc='lower right')
+    fig.tight_layout()
+    paths.append(os.path.join(outdir, 'contextual_mapping_values.png'))
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  return paths
+
+
+def _ci(e) -> str:
+  return f'{e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}]'
+
+
+def write_report(result, path) -> None:
+  """Markdown summary of a run (the tables of results/approximation/approximate.md)."""
+  c, prov = result['config'], result['provenance']
+  lines = ['# Yun et al. Theorems 2/3 end to end: error decomposition', '',
+           provenance.markdown_header(prov), '',
+           f'Run time {result["seconds"]} s. Target `{c["target"]}`, d={c["d"]}, n={c["n"]}, '
+           f'N={c["resolution"]}, p={c["p"]}, {c["samples"]} Monte Carlo samples (95% CI), '
+           f'{"Theorem 3 (positional)" if result["positional"] else "Theorem 2"}.', '',
+           '## Depth (built vs the paper\'s formulas)', '',
+           '| stage | built | formula |', '|---|---|---|']
+  for key in ('quantization', 'contextual', 'value', 'total'):
+    lines.append(f'| {key} | {result["depth"]["built"][key]} | {result["depth"]["formula"][key]} |')
+  rd = result['realized_depth']
+  lines += ['', f'Realized g: {rd["blocks"]} blocks of T^{{2,1,4}} ({rd["attention_on"]} with '
+            f'attention on, {rd["feedforward_on"]} with feed-forward on), lambda={c["lam"]:g}, '
+            f'epsilon={c["epsilon"]:g}, {c["dtype"]}.', '',
+            '## Error decomposition', '', '| term | d_p [95% CI] |', '|---|---|']
+  for key, e in result['decomposition']['estimates'].items():
+    a, b = key.split('|')
+    lines.append(f'| d_p({a}, {b}) | {_ci(e)} |')
+  ex = result['decomposition'].get('exact')
+  if ex:
+    lines += ['', f'Exact (whole grid): bad-set measure {ex["bad_set_measure"]:.6g}, '
+              f'd_p(f_bar, g_bar) = {ex["dp_f_bar_g_bar"]:.6g}.']
+  rep = result['realization']
+  lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
+            f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '
+            f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.', '',
+            '## Resolution ladders', '']
+  for lad in result['ladders']:
+    thm = 'Theorem 3' if lad['positional'] else 'Theorem 2'
+    lines += [f'### {lad["target"]} ({thm})', '',
+              '| N | layers | d_p(f, f_bar) | d_p(f_bar, g_bar) | exact d_p(f_bar, g_bar) | '
+              'd_p(f, g_bar) | build s |', '|---|---|---|---|---|---|---|']
+    for r in lad['rows']:
+      exact = r['exact']['dp_f_bar_g_bar'] if r['exact'] else float('nan')
+      lines.append(f'| {r["resolution"]} | {r["layers"]} | {_ci(r["f|f_bar"])} | '
+                   f'{_ci(r["f_bar|g_bar"])} | {exact:.4g} | {_ci(r["f|g_bar"])} | '
+                   f'{r["build_seconds"]} |')
+    fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+    sl, ts = lad['slopes'], lad['tail_slopes']
+    lines += ['', f'Log-log slopes vs delta (all points / N in {lad["tail_resolutions"]}): '
+              f'd_p(f, f_bar) {fmt(sl["f|f_bar"])} / {fmt(ts["f|f_bar"])} (theory 1 for a '
+              f'Lipschitz f); d_p(f_bar, g_bar) {fmt(sl["f_bar|g_bar"])} / '
+              f'{fmt(ts["f_bar|g_bar"])} '
+              + ('(exactly 0 for Theorem 3).' if lad['positional'] else
+                 f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).'), '']
+  lines += ['## Lambda and epsilon sweeps (main configuration)', '',
+            '| lambda | epsilon | d_p(g_bar, g) | max interior error |', '|---|---|---|---|']
+  for key in ('lam', 'epsilon'):
+    for r in result['sweeps'][key]:
+      lines.append(f'| {r["lam"]:g} | {r["epsilon"]:g} | {_ci(r["dp_g_bar_g"])} | '
+                   f'{r["max_interior_error"]:.3g} |')
+  if result.get('precision_map'):
+    lines += ['', '## Precision map (token_times_mean, Theorem 2)', '',
+              'g "reproduces" g_bar when max |g - g_bar| <= '
+              f'{approximator.REPRODUCE_RTOL:g} max(1, max|A|) on {c["map_samples"]} cube-interior '
+              f'points; lambda ladder {list(c["map_lams"])}, epsilon in {list(c["map_epsilons"])}.',
+              '', '| d | n | N | layers | t_r | dtype | works | smallest lambda | epsilon | '
+              'best max error |', '|---|---|---|---|---|---|---|---|---|---|']
+    for r in result['precision_map']:
+      lam = '-' if r['smallest_lam'] is None else f'{r["smallest_lam"]:g}'
+      eps = '-' if r['epsilon'] is None else f'{r["epsilon"]:g}'
+      lines.append(f'| {r["d"]} | {r["n"]} | {r["resolution"]} | {r["layers"]} | '
+                   f'{r["t_r"]:.3g} | {r["dtype"]} | {"yes" if r["works"] else "no"} | {lam} | '
+                   f'{eps} | {r["best_error"]:.3g} |')
+  lines += ['', '## Figures', ''] + [f'![{os.path.basename(p)}]({os.path.basename(p)})'
+                                     for p in result['figures']]
+  with open(path, 'w') as fh:
+    fh.write('\n'.join(lines) + '\n')

@@ -1,0 +1,139 @@
+r"""Fang et al. 2022, Section 5 on the one training loop: ``train_and_evaluate``.
+
+The task (``fang.regression``) supplies its unit and its evaluation; ``train.loop.run``
+does resume, logging, evaluation, checkpoints and the data-parallel mesh:
+
+    unit      one epoch: the training set in the order permutation(seed, epoch), per
+              batch one ``jax.jit(train_step, donate_argnums=0)`` SGD update
+    evaluate  test MSE of the current params
+
+A finished run writes ``result.json`` (MSE_Tr / MSE_Te against the noisy targets and
+the noiseless f, epochs to convergence, run times, history, provenance), ``params.npz``
+(read back by ``fang.regression.load_params``) and ``curves.png``.
+
+    from transformer_ua.train import fang_regression
+    from experiments.configs import fang_f1
+    result = fang_train_and_evaluate(fang_f1.get_config(), '/tmp/fang/f1')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import provenance
+from transformer_ua.fang.regression import (count_params, epochs_to_convergence,
+                                             init_params, make_data, make_optimizer,
+                                             make_predict, make_train_step, mse, predict,
+                                             resolved_sizes, run_name, shard_training_batch,
+                                             validate_config)
+from transformer_ua.train import loop
+from transformer_ua.train.metrics import MetricsWriter
+
+
+def train_and_evaluate(config, workdir: str, *, stop_after_epochs: int | None = None,
+                       progress: bool = True) -> dict:
+  """Trains one (target, model, seed) run in ``workdir``; resumes from its checkpoint.
+
+  Args:
+    config: ``ml_collections.ConfigDict`` (see experiments/configs/fang_f1.py).
+    workdir: run directory (checkpoints/, metrics.jsonl, result.json, params.npz).
+    stop_after_epochs: stop (after checkpointing) once this many epochs are done in
+      total -- simulates an interruption; the result then has 'complete': False.
+    progress: show a tqdm bar.
+  Returns:
+    dict with MSE_Tr/MSE_Te (noisy targets and noiseless f), epochs to convergence,
+    run times, parameter count, per-epoch history and provenance.
+  """
+  validate_config(config)
+  sizes = resolved_sizes(config)
+  dtype = jnp.float64 if config.dtype == 'float64' else jnp.float32
+  with jax.enable_x64(config.dtype == 'float64'):
+    return _train(config, workdir, sizes, dtype, stop_after_epochs, progress)
+
+
+class _Task:
+  """Section 5's training unit (one epoch of per-step SGD updates) and its evaluation."""
+
+  def __init__(self, config, data, dtype, tx, lr_fn, mesh):
+    self.config, self.data, self.dtype, self.lr_fn, self.mesh = config, data, dtype, lr_fn, mesh
+    self.n_train = data['x_train'].shape[0]
+    self.steps_per_epoch = -(-self.n_train // config.batch_size)
+    self.train_step = make_train_step(config.model, tx, config.grad_chunk, mesh)
+    self.predict_fn = make_predict(config.model)
+    self.x_train = data['x_train'].astype(np.dtype(dtype))
+    self.y_train = data['y_train'].astype(np.dtype(dtype))
+
+  def train_epoch(self, state, epoch):
+    config = self.config
+    order = np.random.default_rng([config.seed, epoch]).permutation(self.n_train)
+    total, count = 0.0, 0
+    for s in range(self.steps_per_epoch):
+      idx = order[s * config.batch_size:(s + 1) * config.batch_size]
+      if self.mesh is None:
+        batch = {'x': jnp.asarray(self.x_train[idx]), 'y': jnp.asarray(self.y_train[idx])}
+      else:
+        batch = shard_training_batch(self.x_train[idx], self.y_train[idx], self.mesh)
+      state, loss = self.train_step(state, batch)
+      total += float(loss) * idx.size
+      count += idx.size
+    return state, {'train_mse': total / count, 'lr': float(self.lr_fn(int(state['step']) - 1))}
+
+  def evaluate(self, state):
+    pred = predict(self.predict_fn, state['params'], self.data['x_test'], self.dtype)
+    return {'test_mse': mse(pred, self.data['y_test'])}
+
+
+def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
+  os.makedirs(workdir, exist_ok=True)
+  data = make_data(config.target, config.data_seed)
+  n_tr = data['x_train'].shape[0]
+  steps_per_epoch = -(-n_tr // config.batch_size)
+  tx, lr_fn = make_optimizer(config, steps_per_epoch)
+  params = init_params(jax.random.PRNGKey(config.seed), model=config.model, d=sizes['d'],
+                       q=sizes['q'], num_tokens=sizes['num_tokens'],
+                       depth_width=sizes['depth_width'], dtype=dtype)
+  state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
+  mesh = loop.training_mesh(config)
+  task = _Task(config, data, dtype, tx, lr_fn, mesh)
+  schedule = loop.Schedule(
+      num_units=config.epochs, eval_every=config.eval_every,
+      checkpoint_every=config.checkpoint_every, unit='epoch', stop_after=stop_after_epochs,
+      finite_key='train_mse', max_to_keep=2, tensorboard=config.tensorboard,
+      desc=run_name(config), progress=progress)
+  out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+  state, history, elapsed = out.state, out.history, out.elapsed
+  predict_fn = task.predict_fn
+  complete = len(history) >= config.epochs
+  result = {'name': run_name(config), 'target': config.target, 'model': config.model,
+            'seed': config.seed, 'data_seed': config.data_seed, **sizes,
+            'num_params': count_params(state['params']), 'epochs_done': len(history),
+            'complete': complete, 'run_time_s': elapsed}
+  if complete:
+    p = state['params']
+    pred_tr = predict(predict_fn, p, data['x_train'], dtype)
+    pred_te = predict(predict_fn, p, data['x_test'], dtype)
+    train_curve = [r['train_mse'] for r in history]
+    first, stable = epochs_to_convergence(train_curve)
+    per_epoch = elapsed / max(1, len(history))
+    result.update({
+        'mse_train': mse(pred_tr, data['y_train']), 'mse_test': mse(pred_te, data['y_test']),
+        'mse_train_vs_f': mse(pred_tr, data['f_train']),
+        'mse_test_vs_f': mse(pred_te, data['f_test']),
+        'epochs_to_convergence': first, 'epochs_to_stable_convergence': stable,
+        'run_time_to_convergence_s': None if first is None else per_epoch * first,
+        'history': history, 'provenance': provenance.record(),
+    })
+    np.savez(os.path.join(workdir, 'params.npz'),
+             **{'/'.join(str(getattr(k, 'key', getattr(k, 'idx', k))) for k in path):
+                np.asarray(v) for path, v in jax.tree_util.tree_flatten_with_path(p)[0]})
+    with open(os.path.join(workdir, 'result.json'), 'w') as f:
+      json.dump(result, f, indent=1)
+    MetricsWriter(workdir, tensorboard=False).plot('curves.png', keys=['train_mse', 'test_mse'],
+                                                   logy=True)
+  result['final_params'] = jax.device_get(state['params'])
+  return result
