@@ -1,126 +1,135 @@
-r"""Grid points per second: the JAX whole-grid verifier vs a NumPy implementation.
+r"""Whole-grid verification, end to end: the project's binary vs a NumPy reference.
 
     python benchmarks/verify_throughput.py --output_json=results/verify_throughput.json
 
-For each configuration, in the same process:
+For each configuration (N, d, n), in the same run, one after the other:
 
-* ``jax``   -- the verifier's jit-compiled chunk function on full-grid chunks
-  (decode on device, g_c in exact int64 or limbs, Properties 8.1/8.3/8.4, Lemma 10
-  bounds, equivariance lookup), timed after compilation, with both kernels:
-  ``core`` (the core's attention layers / generic limb layers: the same algorithm as
-  the NumPy baseline) and ``fast`` (the shared-projection identity, the verifier's
-  default);
-* ``numpy`` -- a straightforward vectorized NumPy evaluation of the *same layers*
-  (``reference.numpy_apply_segment``: int64 where the planner allows it, Python-int
-  ``object`` arrays otherwise) on decoded points, forward pass only (so the baseline
-  does strictly less work).
+* ``binary``    -- ``experiments/verify_contextual_mapping.py --grid=full --nolemma9``
+  (kernel 'sweep', one XLA host device per core), wall time of the whole process:
+  start-up, build, the multiset pass, every point of G+_delta, Lemma 7's checks;
+* ``reference`` -- ``benchmarks/verify_reference.py`` (vectorized NumPy, int64 where the
+  proven bounds allow, Python-int object arrays beyond; one process), wall time of the
+  whole process. When ``--reference_max_chunks`` limits it, the time of the full grid
+  is extrapolated from the chunks run (start-up and class table + per-point time x
+  points) and marked ``extrapolated``.
 
-Reports points/s for both and the speed-up, writes JSON, and appends one line per
-configuration to runs/benchmarks/benchmarks.md (command, revision, machine;
+CPU seconds (user + sys) of both processes are recorded too: on a shared machine the
+wall-time ratio moves with the other processes' load. Both check Properties 8.1-8.4, Lemma 10 (bounds, one-to-one), permutation
+equivariance and the category counts on every point, and must report no violation.
+Beside the measurement the script prints the ALU limit of the sweep kernel,
+
+    ops_per_point x points / (cores x ops per second per core),
+
+with ops_per_point counted from the kernel (``ops_per_point``) and 1.2e10 int64
+operations per second per core (3 GHz x 4 AVX2 lanes). Appends one line per
+configuration to runs/benchmarks/benchmarks.md (command, revision, machine, load;
 ``--markdown=results/benchmarks.md`` updates the record).
 """
 
 import json
 import os
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 
 from absl import app
 from absl import flags
-import jax
-import jax.numpy as jnp
-import numpy as np
 
-from transformer_ua import cli, provenance, yun
-from transformer_ua.exact import reference
-from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.yun import grids
+from transformer_ua import cli, provenance
+from transformer_ua.exact import planner
+from transformer_ua.yun import contextual
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4',
-                    'Semicolon-separated N,d,n triples.')
-flags.DEFINE_integer('chunk_size', 32768, 'Points per jit call.')
-flags.DEFINE_integer('jax_chunks', 6, 'Timed JAX chunks per configuration.')
-flags.DEFINE_float('numpy_seconds', 20.0, 'Approximate NumPy time budget per configuration.')
+flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4', 'Semicolon-separated N,d,n triples.')
+flags.DEFINE_string('reference_max_chunks', '0;4;2',
+                    'Per config: 2^20-point chunks the reference runs (0: all, then no '
+                    'extrapolation).')
 flags.DEFINE_string('output_json', '', 'Write results here.')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
                     'Append a line per configuration (results/benchmarks.md for the record).')
+flags.DEFINE_float('ops_per_second_per_core', 1.2e10, 'ALU rate assumed per core.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
+REFERENCE = os.path.join(ROOT, 'benchmarks', 'verify_reference.py')
 
 
-def _numpy_params(cm):
-  """The exact scaled params as NumPy: int64 where the plan allows it, else objects."""
-  dtype = 'int64' if cm.arithmetic.kind == 'int64' else 'object'
-  _, exact = yun.contextual_mapping_params(d=cm.d, n=cm.n, resolution=cm.resolution,
-                                           dtype=dtype)
-  return jax.tree_util.tree_map(np.asarray, exact)
+def ops_per_point(N: int, d: int, n: int) -> int:
+  """Integer operations per grid point of the sweep kernel (words: limbs of the final
+  arithmetic; every final-arithmetic op counted once per word)."""
+  bits = planner.bits_for(contextual.contextual_mapping_bound(d, n, N))
+  words = 1 if bits <= planner.INT64_BITS else planner.limb_layout(bits)[0]
+  sweep = N ** d * (2 * (n - 1) + 2 + 5 * n)        # max, min, spread x gain; 2 cmp, and, add, select
+  shift = 3 * (n - 1) + 2 + 4 * n                    # max, min, sum, mean; per token select x2, mul, add
+  checks = (n * (n - 1) + 4 * n + 2 * n) * words     # distinct pairs, interval, equivariance compare
+  index = n * (n - 1) + 6 * n                        # positions, rank and table indices
+  return sweep + shift * words + checks + index
 
 
-def _numpy_forward(cm, params, k):
-  """The same layers in NumPy (``reference.numpy_apply_segment``), then u^T."""
-  dtype = np.int64 if cm.arithmetic.kind == 'int64' else object
-  S, N = cm.scale, cm.resolution
-  x = np.where(k < 0, -S * cm.out_of_range, k * (S // N)).astype(dtype)
-  y, _, _ = reference.numpy_apply_segment(cm.segments[0], params['segment_0'], x)
-  y, _, _ = reference.numpy_apply_segment(cm.segments[1], params['segment_1'], y)
-  return y @ np.asarray(cm.u, dtype=dtype)
+def _run(cmd):
+  """(wall s, CPU s of the child, completed process)."""
+  t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+  r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+  cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+  return time.time() - t0, cpu, proc
 
 
-def _time_kernel(cm, kernel, chunk, jax_chunks, total, table, rng):
-  _, full_chunk = vc._make_chunk_fns(cm, chunk, None, kernel)  # pylint: disable=protected-access
-  t0 = time.time()
-  jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(total), table))
-  compile_s = time.time() - t0
-  starts = rng.integers(0, max(1, total - chunk), size=jax_chunks)
-  t0 = time.time()
-  for s in starts:
-    jax.block_until_ready(full_chunk(cm.exact_params, jnp.int64(int(s)), jnp.int64(total), table))
-  return jax_chunks * chunk / (time.time() - t0), compile_s
-
-
-def bench(N, d, n, chunk, jax_chunks, numpy_seconds):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
-  total = grids.grid_size(d, n, N, 'full')
-  m = grids.grid_size(d, n, N, 'multiset')
-  codec = grids.make_codec(d, n, N)
-  with jax.enable_x64(True):
-    # Equivariance table: q of a prefix of the representatives suffices for timing
-    # (the lookup cost does not depend on the values).
-    reps = codec['decode_multiset'](jnp.arange(min(m, 4 * chunk)))
-    table = cm.forward(np.asarray(reps))['ids']
-    table = jnp.concatenate([table] * (-(-m // table.shape[0])))[:m]
-    rng = np.random.default_rng(0)
-    rates = {}
-    for kernel in ('fast', 'core'):
-      rates[kernel] = _time_kernel(cm, kernel, chunk, jax_chunks, total, table, rng)
-    jax_rate, compile_s = rates['fast']
-    # NumPy: grow the batch until the time budget is used.
-    np_params = _numpy_params(cm)
-    batch, np_points, np_s = 256, 0, 0.0
-    while np_s < numpy_seconds:
-      idx = jnp.asarray(rng.integers(0, total, size=batch))
-      k = np.asarray(codec['decode_full'](idx))
-      t0 = time.time()
-      q_np = _numpy_forward(cm, np_params, k)
-      np_s += time.time() - t0
-      np_points += batch
-      batch = min(batch * 2, 1 << 16)
-    q_jax = cm.ops.to_python(cm.forward(k)['ids'])
-    agree = bool(np.all(q_np.astype(object) == q_jax))
-  np_rate = np_points / np_s
-  return {'N': N, 'd': d, 'n': n, 'grid_points': total, 'arithmetic': cm.arithmetic.describe(),
-          'numpy_dtype': 'int64' if cm.arithmetic.kind == 'int64' else 'object (Python ints)',
-          'jax_points_per_s': round(jax_rate), 'numpy_points_per_s': round(np_rate),
-          'speedup': round(jax_rate / np_rate, 1), 'jax_compile_s': round(compile_s, 2),
-          'jax_core_kernel_points_per_s': round(rates['core'][0]),
-          'speedup_core_kernel': round(rates['core'][0] / np_rate, 1),
-          'jax_timed_points': jax_chunks * chunk, 'numpy_timed_points': np_points,
-          'outputs_agree': agree}
+def bench(N, d, n, ref_chunks, ops_rate):
+  total = (N + 1) ** (n * d)
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, 'r.json')
+    bin_s, bin_cpu, proc = _run([sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}',
+                        '--grid=full', '--nolemma9', '--noprogress', f'--output_json={out}'])
+    if proc.returncode != 0:
+      raise RuntimeError(f'binary failed: {proc.stderr[-2000:]}')
+    with open(out) as fh:
+      res = json.load(fh)
+  cmd = [sys.executable, REFERENCE, f'--d={d}', f'--n={n}', f'--resolution={N}']
+  if ref_chunks:
+    cmd.append(f'--max_chunks={ref_chunks}')
+  ref_s, ref_cpu, rproc = _run(cmd)
+  if rproc.returncode != 0:
+    raise RuntimeError(f'reference failed: {rproc.stderr[-2000:]}')
+  ref = json.loads(rproc.stdout.strip().splitlines()[-1])
+  checked = ref['points_checked']
+  extrapolated = checked < total
+  ref_full_s = ref_s
+  if extrapolated:  # start-up + table, then per point
+    fixed = ref_s - ref['seconds'] + ref['table_seconds']
+    ref_full_s = fixed + (ref['seconds'] - ref['table_seconds']) * total / checked
+  ops = ops_per_point(N, d, n)
+  alu_s = ops * total / (os.cpu_count() * ops_rate)
+  agree = all(res['violations'][k] == ref['counts'][k]
+              for k in ref['counts'] if k in res['violations']) and \
+      all(res['categories'][str(c)] == ref['counts'][f'category_{c}'] for c in (1, 2, 3)
+          if not extrapolated)
+  return {'N': N, 'd': d, 'n': n, 'grid_points': total,
+          'arithmetic': res['arithmetic_detail'], 'sweep': res.get('full_pass', {}).get('sweep'),
+          'devices': res['devices'],
+          'binary_wall_s': round(bin_s, 2), 'binary_grid_check_s': res['grid_check_seconds'],
+          'binary_all_hold': res['all_hold'],
+          'reference_arithmetic': ref['arithmetic'], 'reference_wall_s': round(ref_s, 2),
+          'reference_points_checked': checked, 'reference_full_grid_s': round(ref_full_s, 2),
+          'reference_extrapolated': extrapolated,
+          'reference_violations': sum(v for k, v in ref['counts'].items()
+                                      if not k.startswith('category') and k != 'points'),
+          'speedup_end_to_end': round(ref_full_s / bin_s, 2),
+          # CPU seconds (user + sys) of each process: less sensitive to the other
+          # processes on a shared machine than wall time.
+          'binary_cpu_s': round(bin_cpu, 2), 'reference_cpu_s': round(ref_cpu, 2),
+          # Largest peak RSS of any child process so far (getrusage RUSAGE_CHILDREN).
+          'children_max_rss_mb': round(
+              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+          'speedup_cpu': (round(ref_cpu / bin_cpu, 2) if not extrapolated else None),
+          'ops_per_point': ops, 'alu_limit_s': round(alu_s, 3),
+          'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}
 
 
 def _markdown_path() -> str:
-  return os.path.join(ROOT, FLAGS.markdown) if not os.path.isabs(FLAGS.markdown) else FLAGS.markdown
+  return FLAGS.markdown if os.path.isabs(FLAGS.markdown) else os.path.join(ROOT, FLAGS.markdown)
 
 
 def main(argv):
@@ -132,16 +141,25 @@ def main(argv):
     cli.output_file(_markdown_path(), '--markdown')
   try:
     configs = [tuple(int(v) for v in t.split(',')) for t in FLAGS.configs.split(';')]
+    chunks = [int(c) for c in FLAGS.reference_max_chunks.split(';')]
   except ValueError:
-    configs = []
-  if not configs or any(len(c) != 3 for c in configs):
-    raise app.UsageError(f'--configs={FLAGS.configs}: expected N,d,n triples separated by ";".')
-  prov = provenance.record()
+    raise app.UsageError(f'--configs={FLAGS.configs!r} / --reference_max_chunks='
+                         f'{FLAGS.reference_max_chunks!r}: expected N,d,n triples and '
+                         'integers separated by ";".') from None
+  if any(len(c) != 3 for c in configs):
+    raise app.UsageError(f'--configs={FLAGS.configs!r}: each entry is N,d,n.')
+  cmd = 'python ' + ' '.join(sys.argv)
+  prov = provenance.record(command=cmd)
   rows = []
-  for N, d, n in configs:
-    row = bench(N, d, n, FLAGS.chunk_size, FLAGS.jax_chunks, FLAGS.numpy_seconds)
+  for i, (N, d, n) in enumerate(configs):
+    row = bench(N, d, n, chunks[i] if i < len(chunks) else 0, FLAGS.ops_per_second_per_core)
+    row['load_1min'] = os.getloadavg()[0]
     rows.append(row)
-    print(json.dumps(row))
+    print(json.dumps(row), flush=True)
+    print(f"N={N} d={d} n={n}: binary {row['binary_wall_s']} s end to end vs reference "
+          f"{row['reference_full_grid_s']} s{' (extrapolated)' if row['reference_extrapolated'] else ''}"
+          f" = {row['speedup_end_to_end']}x; ALU limit {row['alu_limit_s']} s "
+          f"({row['ops_per_point']} ops/point)", flush=True)
   result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
   if FLAGS.output_json:
     with open(FLAGS.output_json, 'w') as f:
@@ -150,13 +168,18 @@ def main(argv):
     path = _markdown_path()
     for r in rows:
       provenance.append_benchmark_line(path, (
-          f"verify_throughput N={r['N']} d={r['d']} n={r['n']} ({r['arithmetic']}): "
-          f"JAX verifier {r['jax_points_per_s']:,} points/s (fast kernel; core kernel "
-          f"{r['jax_core_kernel_points_per_s']:,}) vs NumPy ({r['numpy_dtype']}) "
-          f"{r['numpy_points_per_s']:,} points/s = {r['speedup']}x "
-          f"({r['speedup_core_kernel']}x with the core kernel); outputs agree: "
-          f"{r['outputs_agree']}"), prov)
-  sys.exit(0 if all(r['outputs_agree'] for r in rows) else 1)
+          f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid "
+          f"({r['grid_points']:,} points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host "
+          f"devices): binary end to end {r['binary_wall_s']} s (grid check "
+          f"{r['binary_grid_check_s']} s) vs NumPy reference (benchmarks/verify_reference.py, "
+          f"{r['reference_arithmetic']}) {r['reference_full_grid_s']} s"
+          f"{' extrapolated from ' + format(r['reference_points_checked'], ',') + ' points' if r['reference_extrapolated'] else ''}"
+          f" = {r['speedup_end_to_end']}x; ALU limit {r['alu_limit_s']} s "
+          f"({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); violations 0 in both: "
+          f"{r['binary_all_hold'] and r['reference_violations'] == 0}; load at end "
+          f"{r['load_1min']:.1f}"), prov)
+  sys.exit(0 if all(r['binary_all_hold'] and r['reference_violations'] == 0 for r in rows)
+           else 1)
 
 
 if __name__ == '__main__':

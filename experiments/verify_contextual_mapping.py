@@ -13,6 +13,21 @@ target (compact g_v on every point, literal g_v on a sample), and Lemma 7 on ran
 real inputs and on an exact rational grid. Prints a summary, writes JSON, and exits
 with status 0 only if every property holds (1 if one fails, 2 on bad input).
 
+Speed and long runs. By default g_c runs on column ids (``--kernel=sweep``: the rank-one
+identity, one ``lax.fori_loop`` over the sweep in the narrowest proven integer type) and
+the full grid in blocks decoded in-kernel, one per core (one XLA host device per core);
+``--kernel=fast`` / ``core`` run the literal layers instead (same integers, tested).
+``--chunk_size`` is capped at the grid size and at a memory budget, and runs whose
+global checks would hold more than ``--max_bytes`` are refused up front, so peak RSS
+stays under 2 GB. Long full-grid runs print progress with an ETA and save the
+completed blocks and partial counts to ``--state_file`` (default
+``<output_json>.state``); ``--resume`` continues from it:
+
+    python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
+        --nolemma9 --output_json=/tmp/n19.json             # ... interrupted, then
+    python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
+        --nolemma9 --output_json=/tmp/n19.json --resume
+
 Scaling out. The grid pass shards each chunk of grid indices over every device JAX
 sees (``--num_devices`` limits it) with ``jax.sharding``; violation counts are summed
 across devices and equal the one-device counts exactly. Several hosts: start the same
@@ -28,7 +43,14 @@ several host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
 """
 
 import json
+import os
 import sys
+
+# One XLA host device per core, before JAX starts: the full-grid pass runs one block
+# per device (XLA:CPU runs one computation on one core).
+if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', ''):
+  os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_'
+                             f'device_count={os.cpu_count() or 1}').strip()
 
 from absl import app
 from absl import flags
@@ -44,10 +66,17 @@ flags.DEFINE_string('grid', 'full', "'full' (every ordered point of G+) or 'mult
                     '(one point per permutation class).')
 flags.DEFINE_string('arithmetic', 'auto', "'auto', 'int64' (refused when too narrow), "
                     "'limbs' or 'limbs:K[:w]'.")
-flags.DEFINE_string('chunk_size', '32768', 'Grid points per jit call (memory bound).')
-flags.DEFINE_string('kernel', 'fast', "'fast': attention kernels using W_Q = W_K = W_V (one "
-                    "projection, no tie division); 'core': the core layers (int64) / generic "
-                    'limb layers. Same integers.')
+flags.DEFINE_string('chunk_size', str(1 << 20), 'Most grid points per jit call; capped at the grid '
+                    'size and at a memory budget (see verify.contextual_mapping.chunk_cap).')
+flags.DEFINE_string('kernel', 'sweep', "'sweep': g_c on column ids (a max, a min, two "
+                    'compares, a select and an add per layer; full grids in resumable '
+                    "blocks); the literal layers as the cross-check: 'fast' (W_Q = W_K = W_V, "
+                    "one projection) or 'core' (the core layers / generic limb layers). "
+                    'Same integers.')
+flags.DEFINE_string('state_file', '', "Full grid, kernel 'sweep': save completed blocks and "
+                    "partial counts here (default: <output_json>.state when --output_json "
+                    'is set).')
+flags.DEFINE_bool('resume', False, 'Continue a full-grid run from its state file.')
 flags.DEFINE_string('lemma7_samples', '20000', 'Random real inputs for Lemma 7.')
 flags.DEFINE_bool('lemma9', True, 'Also check Lemma 9 end to end (random target).')
 flags.DEFINE_string('lemma9_literal_points', '256',
@@ -55,6 +84,8 @@ flags.DEFINE_string('lemma9_literal_points', '256',
 flags.DEFINE_string('target_seed', '0', 'Seed of the random Lemma 9 target and samples.')
 flags.DEFINE_string('max_points', str(theorem2.MAX_POINTS),
                     'Refuse grids with more points than this.')
+flags.DEFINE_string('max_bytes', str(theorem2.MAX_BYTES),
+                    'Refuse runs whose global checks would hold more bytes than this.')
 flags.DEFINE_string('float_points', '0', 'Also run the paper-valued float64/float32 network on '
                     'this many class representatives and report where it departs from the '
                     'exact integers (observation, not a verified property).')
@@ -71,8 +102,8 @@ GRIDS = ('full', 'multiset')
 USAGE_ERROR = 2
 
 
-class BadInput(Exception):
-  """A flag value outside the allowed set."""
+#: A flag value outside the allowed set (one line, exit USAGE_ERROR).
+BadInput = cli.BadInput
 
 
 def _int_flag(name: str, low: int) -> int:
@@ -108,16 +139,23 @@ def run(argv):
   d = _int_flag('d', 1)
   n = _int_flag('n', 2)
   resolution = _int_flag('resolution', 2)
-  if FLAGS.kernel not in ('fast', 'core'):
-    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are fast and core.')
+  if FLAGS.kernel not in ('sweep', 'fast', 'core'):
+    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are sweep, fast and core.')
+  state_file = FLAGS.state_file or (FLAGS.output_json + '.state' if FLAGS.output_json else '')
+  if FLAGS.resume and not state_file:
+    raise BadInput('--resume needs --state_file or --output_json (its state file).')
   if FLAGS.grid not in GRIDS:
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
+  if FLAGS.output_json:  # writable before the work starts
+    cli.output_file(FLAGS.output_json, '--output_json')
+  if state_file:
+    cli.output_file(state_file, '--state_file')
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
                 target_seed=_int_flag('target_seed', 0), max_points=_int_flag('max_points', 1),
-                float_points=_int_flag('float_points', 0), num_devices=num_devices)
-  if FLAGS.output_json:  # before the work, not after it
-    cli.output_file(FLAGS.output_json, '--output_json')
+                max_bytes=_int_flag('max_bytes', 1),
+                float_points=_int_flag('float_points', 0), num_devices=num_devices,
+                state_path=state_file or None, resume=FLAGS.resume)
   try:
     result = theorem2.verify_theorem2(d=d, n=n, resolution=resolution, grid=FLAGS.grid,
                                       arithmetic=FLAGS.arithmetic, lemma9=FLAGS.lemma9,

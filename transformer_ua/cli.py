@@ -158,7 +158,7 @@ def output_dir(path: str, flag: str = '--output_dir') -> str:
     raise BadInput(f'{flag}={path} cannot be created: {e.strerror}.') from None
   if not os.access(path, os.W_OK | os.X_OK):
     raise BadInput(f'{flag}={path} is not writable.')
-  probe = os.path.join(path, '.write_probe')
+  probe = os.path.join(path, f'.write_probe.{os.getpid()}')  # own name: concurrent runs
   try:
     with open(probe, 'w', encoding='utf-8'):
       pass

@@ -33,6 +33,12 @@ the entries of q(L) are those of q(C) and the entries of q(L') those of q(C') wi
 C != C', which share no entry -- Property 8.2 on the whole grid. (Claim 1 proves the
 equivariance for any Transformer; here it is *checked*, on the integers computed.)
 
+Kernels. By default (``kernel='sweep'``) g_c runs on column ids (``yun.sweep``) and the
+full-grid pass runs in blocks with in-kernel decoding (``sweep_kernel``: resumable,
+with progress and ETA); ``'fast'`` / ``'core'`` run the literal layers (the cross-check:
+tests compare all three on whole grids). Chunks are capped at the grid size and at a
+working-set budget (``chunk_cap``).
+
 Devices. Each chunk's linear indices ``start + arange(chunk)`` are generated on device
 and constrained to ``NamedSharding(mesh, P('data'))`` over a 1-D mesh of all devices
 (``transformer_ua.parallel``; every host's devices after ``initialize_distributed``),
@@ -54,13 +60,27 @@ import tqdm
 
 from transformer_ua import parallel, provenance
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import grids
+from transformer_ua.verify import sweep_kernel
+from transformer_ua.yun import grids, sweep
 
 PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside_interval',
               '8.4_outside_interval', 'lemma10_bounds', 'lemma10_one_to_one',
               'permutation_equivariance', 'exact_tie_averages', 'grid_point_count',
               'category_counts', 'bits_within_plan')
-DEFAULT_CHUNK = 1 << 15
+DEFAULT_CHUNK = 1 << 20
+#: Default budget (bytes) of one chunk's working set in the literal kernels; the chunk
+#: is capped by it and by the grid size (``chunk_cap``).
+CHUNK_BUDGET = 1 << 29
+#: Working-set bytes per point, per token and word, of the literal kernels (measured:
+#: peak RSS grows by less than this per point of a chunk).
+LITERAL_POINT_BYTES = 256
+
+
+def chunk_cap(cm, chunk_size: int, points: int, budget: int = CHUNK_BUDGET) -> int:
+  """``chunk_size`` capped at the points to run and at ``budget`` bytes of working set."""
+  words = cm.arithmetic.num_limbs if cm.limbs else 1
+  per_point = LITERAL_POINT_BYTES * cm.n * (cm.d + 2) * words
+  return max(1, min(int(chunk_size), int(points), budget // per_point))
 
 
 # ---------------------------------------------------------------------------
@@ -145,7 +165,7 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     shard = lambda x: x
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
-  forward = cm.forward_fn(kernel)
+  forward = sweep.kernel_fn(cm, kernel)
 
   def run(params, k, valid):
     out = forward(params, k)
@@ -207,7 +227,8 @@ class _Totals:
 
 def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
                               progress: bool = True, value_mapping=None,
-                              kernel: str = 'fast', num_devices: int | None = None) -> dict:
+                              kernel: str = 'sweep', num_devices: int | None = None,
+                              state_path: str | None = None, resume: bool = False) -> dict:
   """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
 
   Args:
@@ -219,11 +240,15 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     value_mapping: optional ``yun.value.ValueMapping`` for ``cm``; then every point
       also checks Lemma 9 end to end (``lemma9_value_mapping``): the compact g_v of
       g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
-    kernel: 'fast' (shared-projection identity) or 'core' (the core's layers for
-      int64, generic limb layers beyond); see ``ContextualMapping.forward_fn``.
+    kernel: 'sweep' (g_c on column ids, ``yun.sweep``; the full grid runs in blocks,
+      ``sweep_kernel``), 'fast' (shared-projection identity) or 'core' (the core's
+      layers for int64, generic limb layers beyond): the literal kernels, the
+      cross-check. See ``yun.sweep.kernel_fn``.
     num_devices: shard each chunk over the first this many devices (default: all of
       ``jax.devices()``, every host's in a multi-host run); the chunk is rounded up to
       a multiple of it. Counts do not depend on it.
+    state_path, resume: full grid with kernel 'sweep': save the completed blocks and
+      partial counts here; continue from them (``sweep_kernel.full_pass``).
   Returns:
     dict with ``grid_points``, ``violations`` (property -> count), category counts,
     ``max_abs_value`` seen vs the planned bound, ``devices``, ``chunk_size`` (as
@@ -241,6 +266,10 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
+  f_total = grids.grid_size(d, n, N, 'full')
+  requested_chunk = chunk_size
+  chunk_size = chunk_cap(cm, chunk_size, m_total if grid == 'multiset' or kernel == 'sweep'
+                         else f_total)
   chunk_size = -(-chunk_size // num_dev) * num_dev
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel,
@@ -275,12 +304,29 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     totals = totals_m
     if grid == 'full':
       table = np.concatenate(table)
-      table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
-      f_total = grids.grid_size(d, n, N, 'full')
+      if kernel != 'sweep':  # the block pass takes the host table (one device copy)
+        table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
       totals = _Totals(ops)
-      for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points', disable=not progress,
-                             unit='chunk'):
-        totals.add(full_chunk(params, jnp.int64(start), jnp.int64(f_total), table))
+      if kernel == 'sweep':
+        extra = None
+        if value_mapping is not None:
+          codec = grids.make_codec(d, n, N)
+          class_codec = grids.make_class_codec(d, n, N)
+          extra = lambda k, z, cat, valid: _value_mapping_check(  # noqa: E731
+              value_mapping, ops, codec, class_codec, k, z, cat, valid)
+        run = sweep_kernel.full_pass(cm, table, chunk_size=requested_chunk,
+                                     progress=progress, extra=extra, num_devices=num_dev,
+                                     state_path=state_path, resume=resume)
+        totals.counts = dict(run['counts'])
+        if value_mapping is not None:
+          totals.counts['lemma9_value_mapping'] = totals.counts.pop('extra')
+        totals.max_abs = run['max_abs']
+        result['full_pass'] = {k: run[k] for k in ('block', 'num_blocks', 'resumed_from',
+                                                   'sweep')}
+      else:
+        for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points',
+                               disable=not progress, unit='chunk'):
+          totals.add(full_chunk(params, jnp.int64(start), jnp.int64(f_total), table))
       expected = grids.category_counts(d, n, N, 'full')
       bad_counts += int(totals.counts['points'] != f_total) + sum(
           int(totals.counts[f'category_{k}'] != expected[k]) for k in (1, 2, 3))

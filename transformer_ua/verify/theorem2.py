@@ -20,9 +20,11 @@ from transformer_ua.exact import planner
 from transformer_ua.verify import contextual_mapping, floating, quantization, value_mapping
 from transformer_ua.yun import common, contextual, grids, value
 
-#: Default refusal thresholds: points enumerated and bytes held for global checks.
+#: Default refusal thresholds: points enumerated and bytes held for global checks. With
+#: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
+#: ``contextual_mapping.chunk_cap`` / ``sweep_kernel.BLOCK_BUDGET``) peak RSS stays < 2 GB.
 MAX_POINTS = 2 * 10 ** 9
-MAX_BYTES = 6 * 2 ** 30
+MAX_BYTES = 2 ** 29
 #: Budget (layers x points) of the literal value-mapping check.
 LITERAL_BUDGET = 2 * 10 ** 8
 
@@ -56,8 +58,9 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                     lemma7_samples: int = 20000, lemma9: bool = True,
                     lemma9_literal_points: int = 256, target_seed: int = 0,
                     max_points: int = MAX_POINTS, max_bytes: int = MAX_BYTES,
-                    progress: bool = True, kernel: str = 'fast',
-                    float_points: int = 0, num_devices: int | None = None) -> dict:
+                    progress: bool = True, kernel: str = 'sweep',
+                    float_points: int = 0, num_devices: int | None = None,
+                    state_path: str | None = None, resume: bool = False) -> dict:
   """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
 
   The whole-grid pass is sharded over ``num_devices`` devices (default: all; see
@@ -96,7 +99,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
                                                         progress=progress, value_mapping=vm,
                                                         kernel=kernel,
-                                                        num_devices=num_devices)
+                                                        num_devices=num_devices,
+                                                        state_path=state_path, resume=resume)
   violations = dict(result['violations'])
   lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
                                             samples=lemma7_samples, seed=target_seed)

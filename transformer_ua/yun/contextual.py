@@ -159,10 +159,8 @@ def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
   return n * resolution ** ((n + 1) * d + 1)
 
 
-def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
-  """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+def sweep_id_max(d: int, n: int, N: int) -> Fraction:
+  """U_s: bound on |every column id| during the sweep, unscaled (module docstring)."""
   a = Fraction(N ** d - 1, N)
   omega = common.out_of_range_value(d, n, N)
   r = sum(common.u_vector(d, N))
@@ -173,7 +171,18 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   m3 = a
   for _ in range(n - 1):
     m3 = a + nd * (m3 + omega * r)
-  u_s = max(m12, m3, Fraction(omega * r))
+  return max(m12, m3, Fraction(omega * r))
+
+
+def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  a = Fraction(N ** d - 1, N)
+  omega = common.out_of_range_value(d, n, N)
+  r = sum(common.u_vector(d, N))
+  nd = N ** d
+  u_s = sweep_id_max(d, n, N)
   u_f = u_s * (1 + N ** ((n + 1) * d))
   bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
   return math.ceil(S * bound)
@@ -475,7 +484,8 @@ class ContextualMapping:
         'fast' uses the shared-projection identity (W_Q = W_K = W_V in every Yun
         head, checked on the params): one projection, no tie division
         (``int64.int64_shared_attention_update`` / ``limb_attention_update``).
-        Both compute the same integers (tested on whole grids).
+        Both compute the same integers (tested on whole grids); ``yun.sweep.forward_fn``
+        computes them again on column ids alone.
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
     ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
     Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.

@@ -59,7 +59,7 @@ from transformer_ua import layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual, contextual_ties, grids
+from transformer_ua.yun import common, contextual, contextual_ties, grids, sweep
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -471,7 +471,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     denominator: the target is A = targets / denominator.
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
-    kernel: g_c kernel for the representatives ('fast' or 'core', same integers).
+    kernel: g_c kernel for the representatives ('sweep', 'fast' or 'core', same
+      integers; ``sweep.kernel_fn``).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
@@ -509,7 +510,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
   decode = _class_decoder(d, n, N, cm.positional, ties)
-  forward = cm.forward_fn(kernel)
+  forward = sweep.kernel_fn(cm, kernel)
 
   def run(params, start):
     rank = start + jnp.arange(chunk_size, dtype=jnp.int64)

@@ -1,0 +1,202 @@
+"""The id-only kernel and the block pass vs the literal layers; the NumPy reference; memory
+caps and refusals; resumable, logged full-grid runs."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.verify import contextual_mapping as vc
+from transformer_ua.verify import sweep_kernel, theorem2
+from transformer_ua.yun import grids, sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
+
+
+def _reference():
+  spec = importlib.util.spec_from_file_location(
+      'verify_reference', os.path.join(ROOT, 'benchmarks', 'verify_reference.py'))
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+
+def _whole_grid(d, n, N):
+  with jax.enable_x64(True):
+    return np.asarray(grids.make_codec(d, n, N)['decode_full'](
+        jnp.arange(grids.grid_size(d, n, N, 'full'))))
+
+
+# (N, d, n, mapping arithmetic, sweep arithmetic): int32 / int64 sweeps, int64 and
+# multi-limb global shifts, and a limb sweep.
+CONFIGS = [(2, 2, 3, 'auto', 'auto'), (3, 1, 4, 'auto', 'int64'), (3, 1, 3, 'limbs:3', 'auto'),
+           (2, 2, 2, 'limbs:3', 'limbs'), (2, 1, 3, 'auto', 'limbs')]
+
+
+@pytest.mark.parametrize('N,d,n,arithmetic,sweep_arith', CONFIGS)
+def test_sweep_kernel_equals_literal_layers_on_whole_grid(N, d, n, arithmetic, sweep_arith):
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  k = _whole_grid(d, n, N)
+  with jax.enable_x64(True):
+    lit = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(k))
+    fast = jax.jit(sweep.forward_fn(cm, sweep_arith))(cm.exact_params, jnp.asarray(k))
+  for key in ('sweep_ids', 'ids', 'z'):
+    assert np.array_equal(np.asarray(lit[key]), np.asarray(fast[key])), key
+  assert int(lit['inexact']) == int(fast['inexact']) == 0
+  assert sweep.read_program(cm, sweep_arith).kind == (
+      sweep_arith if sweep_arith != 'auto' else 'int32')
+
+
+@pytest.mark.parametrize('N,d,n,arithmetic,chunk', [(2, 2, 3, 'auto', 100),
+                                                    (3, 1, 4, 'auto', 20),
+                                                    (3, 1, 3, 'limbs:3', 10)])
+def test_block_pass_equals_literal_verifier(N, d, n, arithmetic, chunk):
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  lit = vc.verify_contextual_mapping(cm, grid='full', chunk_size=chunk, progress=False,
+                                     kernel='core')
+  fast = vc.verify_contextual_mapping(cm, grid='full', chunk_size=chunk, progress=False,
+                                      kernel='sweep')
+  assert fast['full_pass']['num_blocks'] > 1
+  assert fast['violations'] == lit['violations'] and fast['all_hold']
+  assert fast['categories'] == lit['categories']
+  assert fast['max_abs_output'] == lit['max_abs_output']
+
+
+def test_sweep_kernel_detects_a_broken_network():
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
+  with jax.enable_x64(True):
+    att = dict(cm.exact_params['segment_0']['attention'])
+    att['W_O'] = att['W_O'].at[1].set(0)   # layer for column id 1 shifts nothing
+    broken = dict(cm.exact_params, segment_0={'attention': att})
+  cm_broken = type(cm)(**{**cm.__dict__, 'exact_params': broken})
+  r = vc.verify_contextual_mapping(cm_broken, grid='full', chunk_size=16, progress=False,
+                                   kernel='sweep')
+  assert r['violations']['8.3_inside_interval'] > 0 and not r['all_hold']
+
+
+def test_sweep_kernel_detects_a_broken_equivariance_table():
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=2)
+  m = grids.grid_size(1, 3, 2, 'multiset')
+  with jax.enable_x64(True):
+    reps = grids.make_codec(1, 3, 2)['decode_multiset'](jnp.arange(m))
+    table = np.array(cm.forward(np.asarray(reps))['ids'])
+  good = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
+  table[3, 1] += 2
+  bad = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
+  assert good['counts']['permutation_equivariance'] == 0
+  assert bad['counts']['permutation_equivariance'] > 0
+
+
+def test_sweep_kernel_refuses_params_of_another_shape():
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  with jax.enable_x64(True):
+    att = dict(cm.exact_params['segment_0']['attention'])
+    att['W_V'] = att['W_V'] * 2
+    other = dict(cm.exact_params, segment_0={'attention': att})
+  with pytest.raises(ValueError, match='not of that shape'):
+    sweep.read_program(type(cm)(**{**cm.__dict__, 'exact_params': other}))
+  with pytest.raises(ValueError, match='needs .* bits'):
+    sweep.read_program(yun.build_contextual_mapping(d=2, n=6, resolution=3), 'int32')
+
+
+@pytest.mark.parametrize('N,d,n', [(2, 2, 3), (3, 1, 4), (2, 1, 2)])
+def test_reference_agrees_with_layers_and_verifier(N, d, n):
+  ref = _reference()
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  cfg = ref.Config(d, n, N)
+  total = grids.grid_size(d, n, N, 'full')
+  _, k = ref.decode(cfg, np.arange(total))
+  assert np.array_equal(k, _whole_grid(d, n, N))
+  lt, q, _ = ref.g_c(cfg, k)
+  with jax.enable_x64(True):
+    out = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(k))
+  assert np.array_equal(np.asarray(out['ids']), q)
+  assert np.array_equal(np.asarray(out['sweep_ids']), lt)
+  r = ref.verify(d, n, N, chunk=7)
+  v = vc.verify_contextual_mapping(cm, grid='full', progress=False, kernel='core')
+  for key, count in r['counts'].items():
+    if key.startswith('category'):
+      assert count == v['categories'][key[-1]]
+    elif key != 'points':
+      assert count == v['violations'][key] == 0, key
+  assert r['counts']['points'] == total and r['max_abs'] == int(v['max_abs_output'])
+
+
+def test_reference_beyond_int64_matches_limb_layers():
+  ref = _reference()
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic='limbs:3')
+  cfg = ref.Config(1, 3, 3)
+  cfg.sweep_int64 = cfg.final_int64 = False   # Python ints throughout
+  _, k = ref.decode(cfg, np.arange(64))
+  _, q, _ = ref.g_c(cfg, k)
+  with jax.enable_x64(True):
+    out = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(k))
+  assert q.dtype == object and np.array_equal(cm.ops.to_python(out['ids']), q)
+
+
+def test_chunk_is_capped_at_grid_size_and_budget():
+  cm = yun.build_contextual_mapping(d=2, n=3, resolution=3)   # 4,096 points
+  for kernel in ('sweep', 'fast'):
+    r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=10 ** 12, progress=False,
+                                     kernel=kernel)
+    assert r['all_hold'] and r['chunk_size'] <= grids.grid_size(2, 3, 3, 'full')
+  assert vc.chunk_cap(cm, 10 ** 12, 10 ** 15) * vc.LITERAL_POINT_BYTES <= vc.CHUNK_BUDGET
+  _, block, _ = sweep_kernel.layout(yun.build_contextual_mapping(d=1, n=19, resolution=2),
+                                    10 ** 12)
+  assert block <= sweep_kernel.block_points_cap(
+      yun.build_contextual_mapping(d=1, n=19, resolution=2))
+
+
+def test_memory_budget_refused_up_front():
+  with pytest.raises(ValueError, match='GiB'):
+    theorem2.verify_theorem2(d=2, n=4, resolution=8, grid='multiset', progress=False)
+
+
+def test_resume_continues_from_the_state_file(tmp_path, capsys):
+  cm = yun.build_contextual_mapping(d=2, n=3, resolution=2)
+  m = grids.grid_size(2, 3, 2, 'multiset')
+  with jax.enable_x64(True):
+    reps = grids.make_codec(2, 3, 2)['decode_multiset'](jnp.arange(m))
+    table = np.asarray(cm.forward(np.asarray(reps))['ids'])
+  whole = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
+  state = str(tmp_path / 'state.json')
+  part = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=True, state_path=state,
+                                max_seconds=0.0, log_every=0.0)
+  assert not part['complete'] and 0 < part['blocks_done'] < part['num_blocks']
+  saved = json.loads(open(state).read())
+  assert saved['completed_blocks'] == [[0, part['blocks_done']]]
+  assert 'ETA' in capsys.readouterr().err
+  rest = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False, state_path=state,
+                                resume=True)
+  assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
+  assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
+  other = yun.build_contextual_mapping(d=1, n=3, resolution=2)
+  with pytest.raises(ValueError, match='cannot resume'):
+    sweep_kernel.full_pass(other, table, chunk_size=9, progress=False, state_path=state,
+                           resume=True)
+
+
+def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
+  out = tmp_path / 'r.json'
+  ok = subprocess.run([sys.executable, BINARY, '--d=2', '--n=3', '--resolution=3',
+                       '--chunk_size=1000000000000', '--nolemma9', '--noprogress',
+                       '--lemma7_samples=10', f'--output_json={out}'],
+                      capture_output=True, text=True, timeout=600, cwd=ROOT)
+  assert ok.returncode == 0, ok.stderr[-2000:]
+  r = json.loads(out.read_text())
+  assert r['all_hold'] and r['kernel'] == 'sweep' and r['chunk_size'] <= 4096
+  assert os.path.exists(str(out) + '.state')
+  bad = subprocess.run([sys.executable, BINARY, '--d=2', '--n=4', '--resolution=8',
+                        '--grid=multiset'], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+  assert bad.returncode == 2 and 'Traceback' not in bad.stderr
+  lines = [l for l in bad.stderr.splitlines() if l.startswith('error:')]
+  assert len(lines) == 1 and 'GiB' in lines[0], bad.stderr

@@ -1,0 +1,355 @@
+r"""Lemma 8's g_c evaluated on column ids alone (rank-one, shared-projection identity).
+
+Yun et al. 2020, Appendix E.3; the layers are those of ``yun.contextual``. Every head
+of g_c has W_Q = W_K = W_V = u^T (head size m = 1, u = (1, N, ..., N^(d-1))) and
+W_O = g e_1 (a multiple of the first unit vector). With id_j = u^T Z_j (token j) and
+u_1 = 1, a layer changes Z only in row 1 and changes every id by the same amount, so
+the network can be run on the n ids of a point instead of its n x d entries:
+
+    id_j <- id_j + sum_h g_h mix_h(id)_j,    mix_h(id)_j = max_k id_k   if id_j + b_h > 0
+                                                           min_k id_k   if id_j + b_h < 0
+                                                           mean_k id_k  if id_j + b_h = 0
+
+(hardmax with rank-one scores s_jk = (id_j + b_h) id_k: the arg max of the keys for a
+positive query, the arg min for a negative one, a tie of all keys for 0; tied keys are
+equal, so are their values). A selective-shift layer has two heads, b = -(c - delta/2)
+and -(c + delta/2), g = +N^d and -N^d, hence
+
+    id_j <- id_j + N^d (max_k id_k - min_k id_k) [c - delta/2 < id_j < c + delta/2]   (*)
+
+-- per layer a max and a min over the n tokens, two threshold compares, a select and an
+add. No query is 0 in the sweep: in scaled units (S = 2N) the ids are multiples of S/N
+(the inputs are, and so is every shift), the thresholds odd multiples of S/(2N) (checked
+on the params), so (*) is exact. The global shift (one head, b_f, gain F = N^((n+1)d)):
+
+    q_j = id_j + F mix(id)_j                  (the mean branch counts inexact averages)
+    g_c(L)_j = Z_j + (q_j - id_j) e_1         (Z: the encoded input)
+
+Arithmetic. The sweep runs in the narrowest integer type its own proven bound allows
+(``sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
+limbs), the global shift and everything after it in the mapping's planned arithmetic
+(``cm.arithmetic``: int64 or limbs) -- e.g. at N=8, d=2, n=4 the sweep needs 58 bits
+and only the final layer's 81 bits need limbs.
+
+The constants (thresholds c -+ delta/2, gains, u, F, b_f) are read from
+``cm.exact_params`` and their structure is checked on the host; a network that is not
+of this shape is refused (use the literal kernels). Tests compare this kernel with the
+literal layers on whole grids, int64 and limbs.
+
+Shapes: ids are lists of n arrays ``[B]`` (int) or ``[B, K]`` (limbs), one per token
+(token-major lists keep every per-layer operation elementwise over the batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua.exact import limbs, planner
+from transformer_ua.exact.ops import ExactOps
+from transformer_ua.yun import common, contextual
+
+#: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
+SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
+SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
+#: g_c kernels: 'sweep' (this module) and the literal ones of ``ContextualMapping.forward_fn``.
+KERNELS = ('sweep',) + contextual.KERNELS
+
+
+def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every integer| of the sweep computed on column ids alone.
+
+  The id-only sweep forms ids (|id| <= U_s, ``contextual.sweep_id_max``), thresholds
+  (< A + 1), spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and,
+  for the global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  u_s = contextual.sweep_id_max(d, n, N)
+  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """The integers of g_c that the id-only evaluation needs (scaled by S).
+
+  Attributes:
+    lo, hi: [L] Python ints, thresholds c - delta/2 and c + delta/2 of the sweep layers.
+    gain: [L] Python ints, N^d of each sweep layer.
+    final_bias: b_f of the global shift (0 for Yun); final_gain: F.
+    u: the shared projection (Python ints, u[0] = 1).
+    kind: the sweep's arithmetic, 'int32', 'int64' or 'limbs'; spec: its LimbSpec.
+    sweep_bits: bits the sweep needs (``sweep_bound``).
+  """
+
+  lo: tuple
+  hi: tuple
+  gain: tuple
+  final_bias: int
+  final_gain: int
+  u: tuple
+  kind: str
+  spec: limbs.LimbSpec | None
+  sweep_bits: int
+
+  @property
+  def dtype(self):
+    return {'int32': jnp.int32, 'int64': jnp.int64}.get(self.kind)
+
+  def describe(self) -> str:
+    if self.kind == 'limbs':
+      return (f'sweep in limbs ({self.spec.num_limbs} x {self.spec.limb_bits}; '
+              f'{self.sweep_bits} bits)')
+    return f'sweep in {self.kind} ({self.sweep_bits} bits)'
+
+
+def _ints(leaf, limb_bits: int) -> np.ndarray:
+  """Params leaf (int64, or signed digit constants [..., Kc]) -> object array of ints."""
+  a = np.asarray(leaf)
+  if not limb_bits:
+    return a.astype(object)
+  out = np.zeros(a.shape[:-1], dtype=object)
+  for j in range(a.shape[-1]):
+    out = out + (a[..., j].astype(object) << (limb_bits * j))
+  return out
+
+
+def read_program(cm, arithmetic: str = 'auto') -> Program:
+  """Reads and checks the id-only program from ``cm.exact_params``; plans the sweep.
+
+  Args:
+    cm: a ``yun.ContextualMapping`` (Theorem 2 or 3).
+    arithmetic: the sweep's arithmetic: 'auto' (narrowest that holds
+      ``sweep_bound``), 'int32', 'int64' (refused when too narrow), 'limbs'.
+  Raises:
+    ValueError: the params are not of the selective-shift shape, or the arithmetic
+      is too narrow.
+  """
+  if arithmetic not in SWEEP_ARITHMETICS:
+    raise ValueError(f'sweep arithmetic {arithmetic!r}; allowed: {SWEEP_ARITHMETICS}.')
+  w = cm.arithmetic.limb_bits if cm.limbs else 0
+  sw = {k: _ints(v, w) for k, v in cm.exact_params['segment_0']['attention'].items()}
+  fi = {k: _ints(v, w) for k, v in cm.exact_params['segment_1']['attention'].items()}
+  u = np.asarray(cm.u, dtype=object)
+  shape_error = ValueError('the id-only kernel needs W_Q = W_K = W_V = u^T in every head, '
+                           'W_O along e_1, and selective-shift head pairs; these params are '
+                           "not of that shape (use kernel='fast' or 'core').")
+  for p, heads in ((sw, contextual.SWEEP_HEADS), (fi, contextual.FINAL_HEADS)):
+    if p['W_Q'].shape[1:] != (heads, 1, cm.d) or p['W_O'].shape[1:] != (heads, cm.d, 1):
+      raise shape_error
+    for key in ('W_Q', 'W_K', 'W_V'):
+      if not np.all(p[key] == u):
+        raise shape_error
+    if np.any(p['W_O'][:, :, 1:, :] != 0):
+      raise shape_error
+  if u[0] != 1:
+    raise shape_error
+  g = sw['W_O'][:, :, 0, 0]                       # [L, 2]
+  lo, hi = -sw['b_Q'][:, 0, 0], -sw['b_Q'][:, 1, 0]
+  half = cm.scale // (2 * cm.resolution)
+  step = cm.scale // cm.resolution
+  if (np.any(g[:, 0] != -g[:, 1]) or np.any(g[:, 0] < 0) or np.any(hi - lo != 2 * half)
+      or np.any((lo - half) % step != 0)):
+    raise shape_error
+  bound = (cm.bound if cm.positional else
+           sweep_bound(cm.d, cm.n, cm.resolution, cm.scale))
+  bits = planner.bits_for(bound)
+  if arithmetic == 'auto':
+    kind = next((name for name, cap in SWEEP_INT_TYPES if bits <= cap), 'limbs')
+  else:
+    kind = arithmetic
+    cap = dict(SWEEP_INT_TYPES).get(kind)
+    if cap is not None and bits > cap:
+      raise ValueError(f'the sweep needs {bits} bits; {kind} holds {cap}. Use '
+                       "'auto' or 'limbs'.")
+  spec = None
+  if kind == 'limbs':
+    spec = planner.plan(bound, 'limbs').spec
+  return Program(lo=tuple(int(v) for v in lo), hi=tuple(int(v) for v in hi),
+                 gain=tuple(int(v) for v in g[:, 0]), final_bias=int(fi['b_Q'][0, 0, 0]),
+                 final_gain=int(fi['W_O'][0, 0, 0, 0]), u=tuple(int(v) for v in u),
+                 kind=kind, spec=spec, sweep_bits=bits)
+
+
+# ---------------------------------------------------------------------------
+# Elementwise ops on one arithmetic (int arrays [B] or limbs [B, K]).
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Ops:
+  """max/min/compare/select/add/multiply for int values or limb numbers ``spec``."""
+
+  dtype: object
+  spec: limbs.LimbSpec | None = None
+
+  def const(self, values):
+    """Python ints -> constants (jnp, leading shape of ``values``)."""
+    if self.spec is not None:
+      return jnp.asarray(limbs.from_python(np.asarray(values, dtype=object), self.spec))
+    return jnp.asarray(np.asarray(values, dtype=object).astype(np.int64)).astype(self.dtype)
+
+  def gt(self, a, b):
+    return limbs.compare(a, b, self.spec) > 0 if self.spec else a > b
+
+  def lt(self, a, b):
+    return limbs.compare(a, b, self.spec) < 0 if self.spec else a < b
+
+  def eq(self, a, b):
+    return jnp.all(a == b, axis=-1) if self.spec else a == b
+
+  def max(self, a, b):
+    return jnp.where(self.gt(a, b)[..., None], a, b) if self.spec else jnp.maximum(a, b)
+
+  def min(self, a, b):
+    return jnp.where(self.lt(a, b)[..., None], a, b) if self.spec else jnp.minimum(a, b)
+
+  def where(self, cond, a, b):
+    return jnp.where(cond[..., None], a, b) if self.spec else jnp.where(cond, a, b)
+
+  def add(self, a, b):
+    return limbs.add(a, b, self.spec) if self.spec else a + b
+
+  def sub(self, a, b):
+    return limbs.sub(a, b, self.spec) if self.spec else a - b
+
+  def mul(self, a, c):
+    """a times a constant (Python int, or a value of this arithmetic for int types)."""
+    if self.spec is None:
+      return a * c
+    digits = jnp.asarray(limbs.digits_from_python(np.asarray(c, dtype=object),
+                                                  self.spec.limb_bits))
+    return limbs.mul_const(a, digits, self.spec)
+
+  def convert(self, x, src: 'Ops'):
+    """A value of arithmetic ``src`` as a value of this one (exact; caller proves fit)."""
+    if self.spec is None and src.spec is not None:  # limbs -> int: two's complement
+      w, k = src.spec.limb_bits, src.spec.num_limbs
+      raw = sum(jnp.left_shift(x[..., i], w * i) for i in range(k) if w * i < 64)
+      if w * k < 64:
+        raw = raw - jnp.where(limbs.is_negative(x, src.spec), 1 << (w * k), 0)
+      return raw.astype(self.dtype)
+    if self.spec is None:
+      return x.astype(self.dtype)
+    if src.spec is None:
+      return limbs.from_int64(x.astype(jnp.int64), self.spec)
+    return limbs.resize(x, src.spec, self.spec)
+
+
+def sweep_ops(prog: Program) -> Ops:
+  return Ops(prog.dtype, prog.spec)
+
+
+def final_ops(cm) -> Ops:
+  return Ops(jnp.int64, cm.arithmetic.spec if cm.limbs else None)
+
+
+# ---------------------------------------------------------------------------
+# The kernel.
+# ---------------------------------------------------------------------------
+
+
+def input_ids(cm, prog: Program, k):
+  """Scaled ids u^T Z_j of grid indices k [B, n, d], as a list of n sweep values."""
+  if prog.spec is None:  # the encoding of ``cm.encode`` in the sweep's int type
+    inside = k * (cm.scale // cm.resolution)
+    if cm.positional:
+      inside = inside + cm.scale * jnp.arange(cm.n, dtype=jnp.int64)[:, None]
+    x = jnp.where(k < 0, -cm.scale * cm.out_of_range, inside).astype(prog.dtype)
+    ids = jnp.sum(x * jnp.asarray(prog.u, prog.dtype), axis=-1)
+    return [ids[:, j] for j in range(cm.n)]
+  x = limbs.resize(cm.encode(k), cm.arithmetic.spec, prog.spec) if cm.limbs else \
+      limbs.from_int64(cm.encode(k), prog.spec)
+  ids = ExactOps(prog.spec).dot_const(x, prog.u)      # [B, n, K]
+  return [ids[:, j] for j in range(cm.n)]
+
+
+def run_sweep(prog: Program, ids: list) -> list:
+  """The N^d selective shifts (*) on ids, one ``lax.fori_loop``."""
+  ops = sweep_ops(prog)
+  lo, hi = ops.const(prog.lo), ops.const(prog.hi)
+  if prog.spec is None:
+    gain = ops.const(prog.gain)
+  else:
+    gain = jnp.asarray(limbs.digits_from_python(np.asarray(prog.gain, dtype=object),
+                                                prog.spec.limb_bits))
+
+  def body(l, ids):
+    big = functools.reduce(ops.max, ids)
+    small = functools.reduce(ops.min, ids)
+    spread = ops.sub(big, small)
+    shift = spread * gain[l] if prog.spec is None else limbs.mul_const(spread, gain[l],
+                                                                       prog.spec)
+    return tuple(ops.where(ops.gt(x, lo[l]) & ops.lt(x, hi[l]), ops.add(x, shift), x)
+                 for x in ids)
+
+  return list(jax.lax.fori_loop(0, len(prog.lo), body, tuple(ids)))
+
+
+def global_shift(cm, prog: Program, ids: list):
+  """q_j = id_j + F mix(id)_j in the mapping's arithmetic; (q list, sweep ids in the
+  mapping's arithmetic, inexact tie averages)."""
+  s_ops, f_ops = sweep_ops(prog), final_ops(cm)
+  n = len(ids)
+  big = functools.reduce(s_ops.max, ids)
+  small = functools.reduce(s_ops.min, ids)
+  total = functools.reduce(s_ops.add, ids)
+  if prog.spec is None:
+    mean, rem = total // n, total % n
+    inexact_mean = rem != 0
+  else:
+    mean, inexact_mean = limbs.div_small(total, n, prog.spec)
+  neg_b = s_ops.const(-prog.final_bias)
+  q, lt, inexact = [], [], jnp.zeros((), jnp.int32)
+  for x in ids:
+    sel = s_ops.where(s_ops.gt(x, neg_b), big, s_ops.where(s_ops.lt(x, neg_b), small, mean))
+    inexact = inexact + jnp.sum(s_ops.eq(x, neg_b) & inexact_mean).astype(jnp.int32)
+    xf = f_ops.convert(x, s_ops)
+    lt.append(xf)
+    q.append(f_ops.add(xf, f_ops.mul(f_ops.convert(sel, s_ops), prog.final_gain)))
+  return q, lt, inexact
+
+
+def forward_fn(cm, arithmetic: str = 'auto'):
+  """``f(params, k) -> dict`` with the outputs of ``ContextualMapping.forward_fn``.
+
+  The program is read from ``cm.exact_params`` now (``read_program``); ``params`` is
+  accepted for the same signature and must be ``cm.exact_params``. Call under x64.
+  Output: ``sweep_ids`` (l~), ``ids`` (q), ``z`` (g_c output), ``inexact``, arrays in
+  ``cm.arithmetic`` ([B, n] int64 or [B, n, K] limbs).
+  """
+  prog = read_program(cm, arithmetic)
+  f_ops = final_ops(cm)
+
+  def f(params, k):
+    del params
+    k = jnp.asarray(k, jnp.int64)
+    ids0 = input_ids(cm, prog, k)
+    ids = run_sweep(prog, ids0)
+    q, lt, inexact = global_shift(cm, prog, ids)
+    axis = -2 if cm.limbs else -1
+    q_arr, lt_arr = jnp.stack(q, axis=axis), jnp.stack(lt, axis=axis)
+    id0 = jnp.stack([f_ops.convert(x, sweep_ops(prog)) for x in ids0], axis=axis)
+    x = cm.encode(k)                                   # [B, n, d(, K)]
+    z0 = f_ops.add(x[:, :, 0], f_ops.sub(q_arr, id0))
+    z = x.at[:, :, 0].set(z0)
+    return {'sweep_ids': lt_arr, 'ids': q_arr, 'z': z, 'inexact': inexact}
+
+  return f
+
+
+def kernel_fn(cm, kernel: str):
+  """``f(params, k) -> dict`` of g_c by ``kernel``: 'sweep' (``forward_fn``, column ids
+  alone) or 'fast' / 'core' (the literal layers, ``ContextualMapping.forward_fn``); all
+  compute the same integers (tested on whole grids)."""
+  if kernel not in KERNELS:
+    raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
+  if kernel == 'sweep' and cm.ties != 'paper':
+    raise ValueError(f"kernel='sweep' runs the paper's g_c; ties={cm.ties!r} needs "
+                     "kernel='fast' or 'core'.")
+  return forward_fn(cm) if kernel == 'sweep' else cm.forward_fn(kernel)
