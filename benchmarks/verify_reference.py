@@ -35,8 +35,10 @@ import math
 import sys
 import time
 
+from absl import flags
 import numpy as np
 
+from transformer_ua import cli
 from transformer_ua.exact import planner
 from transformer_ua.yun import contextual, sweep
 
@@ -182,11 +184,21 @@ def verify(d: int, n: int, N: int, chunk: int = CHUNK, max_chunks: int | None = 
           'table_seconds': table_s, 'seconds': time.time() - t0}
 
 
+def _define_flags() -> None:
+  """Flags of the binary (defined only when run as one: tests import ``verify``)."""
+  flags.DEFINE_integer('d', 2, 'Embedding dimension d >= 1.', lower_bound=1)
+  flags.DEFINE_integer('n', 6, 'Sequence length n >= 2.', lower_bound=2)
+  flags.DEFINE_integer('resolution', 3, 'Grid resolution N = 1/delta >= 2.', lower_bound=2)
+  flags.DEFINE_integer('max_chunks', None, 'Stop after this many 2^20-point chunks.',
+                       lower_bound=1)
+
+
 def main(argv):
-  """``--d= --n= --resolution= [--max_chunks=]``: prints the result as one JSON line."""
-  args = dict(a.lstrip('-').split('=') for a in argv[1:])
-  r = verify(int(args.get('d', 2)), int(args.get('n', 6)), int(args.get('resolution', 3)),
-             max_chunks=int(args['max_chunks']) if 'max_chunks' in args else None)
+  """Prints the result as one JSON line; exit status 1 if a property fails."""
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  f = flags.FLAGS
+  r = verify(f.d, f.n, f.resolution, max_chunks=f.max_chunks)
   r['max_abs'] = str(r['max_abs'])
   print(json.dumps(r))
   sys.exit(0 if not any(v for k, v in r['counts'].items()
@@ -194,4 +206,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  main(sys.argv)
+  _define_flags()
+  cli.run(main)
