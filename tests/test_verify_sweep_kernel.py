@@ -35,6 +35,15 @@ def _whole_grid(d, n, N):
         jnp.arange(grids.grid_size(d, n, N, 'full'))))
 
 
+def _class_table(cm):
+  """g_c's ids of every multiset-class representative (the equivariance table), writable."""
+  d, n, N = cm.d, cm.n, cm.resolution
+  with jax.enable_x64(True):
+    reps = grids.make_codec(d, n, N)['decode_multiset'](
+        jnp.arange(grids.grid_size(d, n, N, 'multiset')))
+    return np.array(cm.forward(np.asarray(reps))['ids'])
+
+
 # (N, d, n, mapping arithmetic, sweep arithmetic): int32 / int64 sweeps, int64 and
 # multi-limb global shifts, and a limb sweep.
 CONFIGS = [(2, 2, 3, 'auto', 'auto'), (3, 1, 4, 'auto', 'int64'), (3, 1, 3, 'limbs:3', 'auto'),
@@ -84,10 +93,7 @@ def test_sweep_kernel_detects_a_broken_network():
 
 def test_sweep_kernel_detects_a_broken_equivariance_table():
   cm = yun.build_contextual_mapping(d=1, n=3, resolution=2)
-  m = grids.grid_size(1, 3, 2, 'multiset')
-  with jax.enable_x64(True):
-    reps = grids.make_codec(1, 3, 2)['decode_multiset'](jnp.arange(m))
-    table = np.array(cm.forward(np.asarray(reps))['ids'])
+  table = _class_table(cm)
   good = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
   table[3, 1] += 2
   bad = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
@@ -162,10 +168,7 @@ def test_memory_budget_refused_up_front():
 
 def test_resume_continues_from_the_state_file(tmp_path, capsys):
   cm = yun.build_contextual_mapping(d=2, n=3, resolution=2)
-  m = grids.grid_size(2, 3, 2, 'multiset')
-  with jax.enable_x64(True):
-    reps = grids.make_codec(2, 3, 2)['decode_multiset'](jnp.arange(m))
-    table = np.asarray(cm.forward(np.asarray(reps))['ids'])
+  table = _class_table(cm)
   whole = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
   state = str(tmp_path / 'state.json')
   part = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=True, state_path=state,
