@@ -71,3 +71,41 @@ def test_output_file_checks_its_directory(tmp_path):
     cli.output_file(str(tmp_path), '--output_json')
   with pytest.raises(cli.BadInput, match='cannot be created'):
     cli.output_file('/proc/x/y.json', '--output_json')
+
+
+FANG_BINARY = os.path.join(ROOT, 'experiments', 'fang_regression.py')
+CONFIGS = sorted(f for f in os.listdir(os.path.join(ROOT, 'experiments', 'configs'))
+                 if f.endswith('.py') and f != '__init__.py')
+
+
+@pytest.mark.parametrize('text, fragment', [
+    ('import no_such_module\n\ndef get_config():\n  return None\n', 'No module named'),
+    ('def get_config(:\n', 'SyntaxError'),
+])
+def test_config_file_that_does_not_load_is_one_line(tmp_path, text, fragment):
+  config = tmp_path / 'config.py'
+  config.write_text(text)
+  proc = subprocess.run([sys.executable, FANG_BINARY, f'--config={config}',
+                         f'--workdir={tmp_path / "w"}'], capture_output=True, text=True,
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=False)
+  _one_line_error(proc, fragment)
+  assert not (tmp_path / 'w').exists()
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_every_config_loads_as_a_file(tmp_path, name):
+  """absl loads --config=path as a file: the repo root is not importable then (only the
+  installed package is), so a config may not import ``experiments``."""
+  os.symlink(os.path.join(ROOT, 'transformer_ua'), tmp_path / 'transformer_ua')
+  code = ('import inspect, runpy, sys\n'
+          'g = runpy.run_path(sys.argv[1])["get_config"]\n'
+          'if not any(p.default is p.empty for p in inspect.signature(g).parameters.values()):\n'
+          '  print(type(g()).__name__)\n'
+          'else:\n'
+          '  print("ConfigDict")\n')
+  path = os.path.join(ROOT, 'experiments', 'configs', name)
+  proc = subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True,
+                        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)),
+                        timeout=120, check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stdout.strip() == 'ConfigDict', proc.stdout

@@ -88,6 +88,8 @@ def _parse_flags(argv: list[str]) -> list[str]:
     fail(e)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
     _config_error(e)
+  except (ImportError, SyntaxError, OSError) as e:  # a config file that does not load
+    fail(f'config file did not load: {type(e).__name__}: {e}')
   return []  # unreachable: fail() exits
 
 

@@ -18,11 +18,17 @@ Command (its own workdir, so it never mixes with the paper's runs; resumable):
 --results_dir keeps the report of these runs out of results/ (the paper's report).
 """
 
-from experiments.configs import fang_f2
+import os
+import runpy
+
+# The paper's f2 config, loaded by path so this file works however it is loaded
+# (absl's --config=path loads a config as a file, not as a package module).
+fang_f2_get_config = runpy.run_path(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fang_f2.py'))['get_config']
 
 
 def get_config():
-  c = fang_f2.get_config()
+  c = fang_f2_get_config()
   c.optimizer = 'adam'       # DEVIATION: Section 5 uses SGD
   c.sweep = ('attention:n_q', 'attention:4368')
   return c
