@@ -83,15 +83,15 @@ def _column_tables(cm):
   return k, np.any(k < 0, axis=1), x, ids
 
 
-def table_bytes(cm) -> int:
-  """Bytes of the class table (q of every multiset representative, ``cm.arithmetic``)."""
-  words = cm.arithmetic.num_limbs if cm.limbs else 1
-  return 8 * words * cm.n * grids.grid_size(cm.d, cm.n, cm.resolution, 'multiset')
+def table_bytes(d: int, n: int, resolution: int, words: int) -> int:
+  """Bytes of the class table: q of every multiset representative, ``words`` int64 each."""
+  return 8 * words * n * grids.grid_size(d, n, resolution, 'multiset')
 
 
 def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:
   """Whether the equivariance check reads a class table (else: in-kernel representative)."""
-  return table_bytes(cm) <= budget
+  words = cm.arithmetic.num_limbs if cm.limbs else 1
+  return table_bytes(cm.d, cm.n, cm.resolution, words) <= budget
 
 
 def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
@@ -163,7 +163,9 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   if extra is not None:
     k_block = jnp.asarray(np.stack([col_k[(np.arange(block) // v ** j) % v]
                                     for j in range(m)], axis=1))           # [B, m, d]
-  limb_axis = (lambda a: a[..., None]) if cm.limbs else (lambda a: a)
+  # Token gathers: indices [n, B] get a trailing axis for limb values [n, B, K].
+  s_idx = (lambda a: a[..., None]) if prog.spec is not None else (lambda a: a)
+  f_idx = (lambda a: a[..., None]) if cm.limbs else (lambda a: a)
 
   def one_block(t, num_blocks, table_flat, c):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
@@ -200,13 +202,13 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     else:  # the representative's ids: C_p = L_j where pos_j = p
       inv = jnp.sum(jnp.where(pos[None] == jnp.arange(n, dtype=idx_dt)[:, None, None],
                               jnp.arange(n, dtype=idx_dt)[None, :, None], 0), axis=1)
-      ids_c = jnp.take_along_axis(ids0, limb_axis(inv), axis=0)
+      ids_c = jnp.take_along_axis(ids0, s_idx(inv), axis=0)
       both = sweep.run_sweep(prog, jnp.concatenate([ids0, ids_c], axis=1))  # [n, 2B]
       ids = both[:, :block]
       q, _, inexact = sweep.global_shift(cm, prog, ids)
       q_c, _, inexact_c = sweep.global_shift(cm, prog, both[:, block:])
       inexact = inexact + inexact_c
-      ref = jnp.take_along_axis(q_c, limb_axis(pos), axis=0)
+      ref = jnp.take_along_axis(q_c, f_idx(pos), axis=0)
     same = jnp.all(f_ops.eq(q, ref), axis=0)
     # 8.1 distinct entries, 8.3 / 8.4 interval, Lemma 10 bounds.
     inside = ~f_ops.lt(q, t_l) & ~f_ops.gt(q, t_r)                         # [n, B]
@@ -319,7 +321,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   """Runs every block of the full grid; returns counts, ``max_abs`` and run info.
 
   Args:
-    table: q of the class representatives (host array, multiset rank order).
+    table: q of the class representatives (host array, multiset rank order), or None:
+      every point's representative is recomputed in-kernel (``make_block_fn``).
     chunk_size: upper bound on the points of one block (per device).
     progress: print a progress line with the ETA every ``log_every`` seconds (stderr).
     state_path: save ``{config, completed_blocks, counts, max_abs}`` here every
@@ -376,4 +379,6 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_blocks,
           'blocks_done': t, 'num_blocks': num_blocks, 'block': block,
           'resumed_from': resumed_from,
-          'sweep': sweep.read_program(cm, sweep_arithmetic).describe()}
+          'sweep': sweep.read_program(cm, sweep_arithmetic).describe(),
+          'equivariance': ('class table' if table is not None else
+                           'representative recomputed in-kernel')}
