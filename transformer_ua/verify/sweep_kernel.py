@@ -185,7 +185,8 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     # Stable sorted positions pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j}, O(n) per
     # point: block columns j < m add #{decoded c_i < c_j} (a [V] table per block);
     # decoded columns add #{block c_i <= c_j} (row c_j of ``leq``; i < j) and a scalar.
-    less_pre = jnp.sum(pre[:, None] < jnp.arange(v, dtype=jnp.int32)[None, :], axis=0)
+    less_pre = jnp.sum(pre[:, None] < jnp.arange(v, dtype=jnp.int32)[None, :], axis=0,
+                       dtype=jnp.int32)
     pos_blk = c['pos'] + less_pre[c['cols']]
     pre_lt = pre[:, None] < pre[None, :]                                   # [i, j]
     pre_tie = pre_eq & (jnp.arange(n - m)[:, None] < jnp.arange(n - m)[None, :])
@@ -226,8 +227,10 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
     z0 = f_ops.add(q, zoff)
-    max_q, min_q = ops.extremes(q, jnp.ones((n, block), bool))
-    max_z, min_z = ops.extremes(z0, jnp.ones((n, block), bool))
+    if cm.limbs:
+      ext = ops.extremes(q, True) + ops.extremes(z0, True)
+    else:
+      ext = (jnp.max(q), jnp.min(q), jnp.max(z0), jnp.min(z0))
     ok = valid.astype(jnp.int64)
     counts = {
         'points': ok * block,
@@ -247,7 +250,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       z = x.at[:, :, 0].set(jnp.moveaxis(z0, 0, 1))
       cat = jnp.where(any_oor, 3, jnp.where(repeated, 2, 1)).astype(jnp.int32)
       counts['extra'] = ok * extra(k, z, cat, jnp.ones((block,), bool)).astype(jnp.int64)
-    return counts, (max_q, min_q, max_z, min_z)
+    return counts, ext
 
   def local(ts, num_blocks, table_flat, c):  # this device's blocks [D_local]
     counts, ext = jax.vmap(one_block, in_axes=(0, None, None, None))(ts, num_blocks,
