@@ -9,17 +9,28 @@ first m through all V^m combinations:
 
 so block t holds exactly the points p = t V^m + b, the V^(n-m) blocks tile the grid
 with no padding, and per-point decoding is a lookup of precomputed block columns.
-Each block runs g_c on ids (``yun.sweep``: one ``lax.fori_loop`` over the sweep, the
-sweep in the narrowest proven integer type, the global shift in the planned
-arithmetic) and checks, per point (L in G+, C its class representative):
+Each block runs g_c on ids (``yun.sweep``: token-major [n, B] arrays, one
+``lax.fori_loop`` over the sweep, the sweep in the narrowest proven integer type, the
+global shift in the planned arithmetic) and checks, per point (L in G+, C its class
+representative, the columns of L sorted):
 
     8.1, 8.3, 8.4, Lemma 10 bounds      as ``contextual_mapping._point_checks``
     permutation equivariance            q(L)_j = q(C)_{pos_j},  pos_j = #{i: c_i < c_j}
-                                        + #{i < j: c_i = c_j} (stable sorted position),
-                                        C ranked by sum_j C(c_j + pos_j, pos_j + 1)
+                                        + #{i < j: c_i = c_j} (stable sorted position)
 
-and returns only counts and extremes. With D devices, each call runs D consecutive
-blocks, one per device (leading axis sharded).
+and returns only counts and extremes. The positions cost O(n) per point: the block
+columns' positions among themselves, #{block c_i <= c} and {c : some block c_i = c}
+([V, B] tables) are host constants, the decoded columns are scalars per block. q(C)
+comes from one of two places:
+
+    class table (when it holds <= TABLE_BUDGET bytes): q of every representative from
+        the multiset pass, C ranked by sum_j C(c_j + pos_j, pos_j + 1) (colex rank);
+    in-kernel: C's ids are L's ids permuted (C_p = L_j where pos_j = p) and g_c runs on
+        them in the same call -- twice the sweep, no table (N=3, d=3, n=5: the table
+        would be 1.2 GiB).
+
+With D devices, each call runs D consecutive blocks, one per device (leading axis
+sharded).
 
 Long runs: ``full_pass`` logs progress with an ETA and, with a ``state_path``,
 saves the completed block range and the partial counts (JSON, atomically) so that a
