@@ -203,3 +203,41 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
   assert bad.returncode == 2 and 'Traceback' not in bad.stderr
   lines = [l for l in bad.stderr.splitlines() if l.startswith('error:')]
   assert len(lines) == 1 and 'GiB' in lines[0], bad.stderr
+
+
+@pytest.mark.parametrize('N,d,n,arithmetic', [(2, 2, 3, 'auto'), (3, 1, 4, 'auto'),
+                                              (3, 1, 3, 'limbs:3')])
+def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
+  """Without a table (each point's sorted-column representative run through g_c in the
+  same call) the block pass gives the counts of the table pass, on whole grids."""
+  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  with_table = sweep_kernel.full_pass(cm, _class_table(cm), chunk_size=20, progress=False)
+  without = sweep_kernel.full_pass(cm, None, chunk_size=20, progress=False)
+  assert with_table['num_blocks'] > 1
+  assert without['counts'] == with_table['counts'] and without['max_abs'] == with_table['max_abs']
+  assert with_table['counts']['permutation_equivariance'] == 0
+  assert without['equivariance'] == 'representative recomputed in-kernel'
+
+
+def test_in_kernel_representative_detects_a_position_dependent_kernel(monkeypatch):
+  """The recomputed check can fail: a global shift that adds the token's position."""
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=2)
+  shift = sweep.global_shift
+
+  def skewed(cm_, prog, ids):
+    q, lt, inexact = shift(cm_, prog, ids)
+    return q + jnp.arange(q.shape[0], dtype=q.dtype)[:, None], lt, inexact
+
+  monkeypatch.setattr(sweep, 'global_shift', skewed)
+  bad = sweep_kernel.full_pass(cm, None, chunk_size=9, progress=False)
+  assert bad['counts']['permutation_equivariance'] > 0
+
+
+def test_large_class_table_is_not_held():
+  """N=3, d=3, n=5: the 1.2 GiB table is replaced by the in-kernel representative, so the
+  run is planned within the memory budget instead of refused."""
+  res = theorem2.plan_resources(3, 5, 3, 'full', lemma9=False)
+  assert res['bytes'] <= theorem2.MAX_BYTES
+  assert sweep_kernel.table_bytes(3, 5, 3, 3) > sweep_kernel.TABLE_BUDGET
+  assert theorem2.plan_resources(3, 5, 3, 'full', lemma9=False, kernel='core')['bytes'] > \
+      theorem2.MAX_BYTES

@@ -271,6 +271,9 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   chunk_size = chunk_cap(cm, chunk_size, m_total if grid == 'multiset' or kernel == 'sweep'
                          else f_total)
   chunk_size = -(-chunk_size // num_dev) * num_dev
+  # The block pass reads a class table when it is small, else recomputes each point's
+  # representative in-kernel (no table held).
+  keep_table = grid == 'full' and (kernel != 'sweep' or sweep_kernel.uses_table(cm))
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel,
                                                  mesh)
@@ -286,7 +289,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       q_host = parallel.to_host(q)
       cat1_q.append(q_host[is1])
       cat1_ltn.append(parallel.to_host(ltn)[is1])
-      if grid == 'full':
+      if keep_table:
         table.append(q_host[valid])
     cat1_q = np.concatenate(cat1_q)
     cat1_ltn = np.concatenate(cat1_ltn)
@@ -303,7 +306,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
         int(totals_m.counts[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
     totals = totals_m
     if grid == 'full':
-      table = np.concatenate(table)
+      table = np.concatenate(table) if keep_table else None
       if kernel != 'sweep':  # the block pass takes the host table (one device copy)
         table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
       totals = _Totals(ops)
@@ -322,7 +325,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
           totals.counts['lemma9_value_mapping'] = totals.counts.pop('extra')
         totals.max_abs = run['max_abs']
         result['full_pass'] = {k: run[k] for k in ('block', 'num_blocks', 'resumed_from',
-                                                   'sweep')}
+                                                   'sweep', 'equivariance')}
       else:
         for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points',
                                disable=not progress, unit='chunk'):

@@ -9,17 +9,28 @@ first m through all V^m combinations:
 
 so block t holds exactly the points p = t V^m + b, the V^(n-m) blocks tile the grid
 with no padding, and per-point decoding is a lookup of precomputed block columns.
-Each block runs g_c on ids (``yun.sweep``: one ``lax.fori_loop`` over the sweep, the
-sweep in the narrowest proven integer type, the global shift in the planned
-arithmetic) and checks, per point (L in G+, C its class representative):
+Each block runs g_c on ids (``yun.sweep``: token-major [n, B] arrays, one
+``lax.fori_loop`` over the sweep, the sweep in the narrowest proven integer type, the
+global shift in the planned arithmetic) and checks, per point (L in G+, C its class
+representative, the columns of L sorted):
 
     8.1, 8.3, 8.4, Lemma 10 bounds      as ``contextual_mapping._point_checks``
     permutation equivariance            q(L)_j = q(C)_{pos_j},  pos_j = #{i: c_i < c_j}
-                                        + #{i < j: c_i = c_j} (stable sorted position),
-                                        C ranked by sum_j C(c_j + pos_j, pos_j + 1)
+                                        + #{i < j: c_i = c_j} (stable sorted position)
 
-and returns only counts and extremes. With D devices, each call runs D consecutive
-blocks, one per device (leading axis sharded).
+and returns only counts and extremes. The positions cost O(n) per point: the block
+columns' positions among themselves, #{block c_i <= c} and {c : some block c_i = c}
+([V, B] tables) are host constants, the decoded columns are scalars per block. q(C)
+comes from one of two places:
+
+    class table (when it holds <= TABLE_BUDGET bytes): q of every representative from
+        the multiset pass, C ranked by sum_j C(c_j + pos_j, pos_j + 1) (colex rank);
+    in-kernel: C's ids are L's ids permuted (C_p = L_j where pos_j = p) and g_c runs on
+        them in the same call -- twice the sweep, no table (N=3, d=3, n=5: the table
+        would be 1.2 GiB).
+
+With D devices, each call runs D consecutive blocks, one per device (leading axis
+sharded).
 
 Long runs: ``full_pass`` logs progress with an ETA and, with a ``state_path``,
 saves the completed block range and the partial counts (JSON, atomically) so that a
@@ -46,6 +57,9 @@ from transformer_ua.yun import grids, sweep
 POINT_BYTES_PER_TOKEN_WORD = 96
 #: Default memory budget of one block's working set.
 BLOCK_BUDGET = 1 << 29
+#: Largest class table the equivariance check reads; beyond it each point's class
+#: representative is recomputed in-kernel (``make_block_fn``).
+TABLE_BUDGET = 1 << 26
 #: Seconds between progress lines / state saves.
 LOG_EVERY, SAVE_EVERY = 30.0, 60.0
 STATE_VERSION = 1
@@ -80,13 +94,53 @@ def _column_tables(cm):
   return k, np.any(k < 0, axis=1), x, ids
 
 
+def table_bytes(d: int, n: int, resolution: int, words: int) -> int:
+  """Bytes of the class table: q of every multiset representative, ``words`` int64 each."""
+  return 8 * words * n * grids.grid_size(d, n, resolution, 'multiset')
+
+
+def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:
+  """Whether the equivariance check reads a class table (else: in-kernel representative)."""
+  words = cm.arithmetic.num_limbs if cm.limbs else 1
+  return table_bytes(cm.d, cm.n, cm.resolution, words) <= budget
+
+
+def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
+  """Host constants of every block (columns j < m of the block points), device arrays:
+
+    cols [m, B] int32, ids [m, B(, K)], zoff [m, B(, K)] (x_j1 - id_j), oor [B],
+    rep [B] (two equal columns among them), pos [m, B] int32 (stable positions among
+    them), leq [V, B] int8 (#{j < m: c_j <= c}), has [V, B] (some c_j = c).
+  """
+  v = grids.num_column_values(cm.d, cm.resolution)
+  _, col_oor, col_x, col_ids = _column_tables(cm)
+  b = np.arange(v ** m, dtype=np.int64)
+  bc = np.stack([(b // v ** j) % v for j in range(m)])                  # [m, B]
+  pos = np.zeros(bc.shape, np.int32)
+  rep = np.zeros(b.shape, bool)
+  for j in range(m):
+    for i in range(m):
+      if i != j:
+        pos[j] += (bc[i] < bc[j]) | ((bc[i] == bc[j]) & (i < j))
+        rep |= bc[i] == bc[j]
+  values = np.arange(v)[:, None, None]
+  return {'cols': jnp.asarray(bc.astype(np.int32)), 'ids': s_ops.const(col_ids[bc]),
+          'zoff': f_ops.const(col_x[bc, 0] - col_ids[bc]),
+          'oor': jnp.asarray(col_oor[bc].any(axis=0)), 'rep': jnp.asarray(rep),
+          'pos': jnp.asarray(pos),
+          'leq': jnp.asarray((bc[None] <= values).sum(axis=1).astype(np.int8)),
+          'has': jnp.asarray((bc[None] == values).any(axis=1))}
+
+
 def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
                   sweep_arithmetic: str = 'auto'):
   """Jitted ``f(t0, num_blocks) -> counts`` for blocks t0 .. t0 + D - 1 (D devices).
 
   Args:
     cm: the contextual mapping; m: block columns; table: q of every class
-      representative [M, n(, K)] in ``cm.arithmetic`` (host, multiset rank order).
+      representative [M, n(, K)] in ``cm.arithmetic`` (host, multiset rank order), or
+      None: each point's representative C (its columns sorted) is run through g_c in
+      the same call (twice the sweep, no table in memory).
     extra: optional ``extra(k [P, n, d], z [P, n, d(, K)], cat [P], valid [P]) -> count``
       added as ``counts['extra']`` (the verifier's Lemma 9 check).
   """
@@ -97,103 +151,97 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   v = grids.num_column_values(d, N)
   block = v ** m
   col_k, col_oor, col_x, col_ids = _column_tables(cm)
-  # Block constants (host, once): columns j < m of every block point, their ids, the
-  # z offsets x_j1 - id_j, the out-of-range / repeated flags and stable positions
-  # among themselves.
-  b = np.arange(block, dtype=np.int64)
-  bc = [(b // v ** j) % v for j in range(m)]                             # m x [B]
-  blk_cols = [jnp.asarray(c.astype(np.int32)) for c in bc]
-  blk_ids = [s_ops.const(col_ids[c]) for c in bc]
-  blk_zoff = [f_ops.const(col_x[c, 0] - col_ids[c]) for c in bc]
-  blk_oor = jnp.asarray(np.any([col_oor[c] for c in bc], axis=0))
-  blk_rep = jnp.asarray(np.any([bc[i] == bc[j] for i in range(m) for j in range(i + 1, m)]
-                               + [np.zeros(block, bool)], axis=0))
-  blk_pos = [jnp.asarray(sum((bc[i] < bc[j]).astype(np.int32) + ((bc[i] == bc[j]) & (i < j))
-                             for i in range(m) if i != j) + np.zeros(block, np.int32))
-             for j in range(m)]
   # Category 1 (G~) is empty when n > N^d; then 8.1, 8.3 and Lemma 10 are vacuous (the
   # category counts, checked against the closed forms, confirm no point is in G~).
   has_cat1 = math.perm(N ** d, n) > 0
-  # Index arithmetic of the equivariance lookup in int32 when it fits.
-  idx_dt = jnp.int32 if max(table.shape[0] * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
   # Per-column tables for the n - m columns decoded from the block index.
   ids_tab, zoff_tab = s_ops.const(col_ids), f_ops.const(col_x[:, 0] - col_ids)
   oor_tab = jnp.asarray(col_oor)
-  col_pow = [v ** j for j in range(n - m)]
+  col_pow = np.asarray([v ** j for j in range(n - m)], np.int64)
   binom = np.zeros((n + 1, v + n), dtype=np.int64)
   for i in range(n + 1):
     for xx in range(v + n):
       binom[i, xx] = min(math.comb(xx, i), grids.MAX_INDEX)
+  with_table = table is not None
+  # Index arithmetic of the equivariance lookup in int32 when it fits.
+  rows = table.shape[0] if with_table else 0
+  idx_dt = jnp.int32 if max(rows * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
   binom_flat = jnp.asarray(binom.reshape(-1))
-  table = np.asarray(table)
   t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
   lo10, hi10 = int(cm.id_lower * S), int(cm.id_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
   if extra is not None:
-    k_block = jnp.asarray(np.stack([col_k[c] for c in bc], axis=1))    # [B, m, d]
+    k_block = jnp.asarray(np.stack([col_k[(np.arange(block) // v ** j) % v]
+                                    for j in range(m)], axis=1))           # [B, m, d]
+  # Token gathers: indices [n, B] get a trailing axis for limb values [n, B, K].
+  s_idx = (lambda a: a[..., None]) if prog.spec is not None else (lambda a: a)
+  f_idx = (lambda a: a[..., None]) if cm.limbs else (lambda a: a)
 
-  def one_block(t, num_blocks, table_flat):
+  def one_block(t, num_blocks, table_flat, c):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     valid = t < num_blocks
     tt = jnp.minimum(t, num_blocks - 1)
-    pre = [((tt // col_pow[j]) % v).astype(jnp.int32) for j in range(n - m)]  # scalars
-    cols = blk_cols + pre
-    ids0 = blk_ids + [ids_tab[c] for c in pre]
-    zoff = blk_zoff + [zoff_tab[c] for c in pre]
-    any_oor = blk_oor
-    for c in pre:
-      any_oor = any_oor | oor_tab[c]
-    repeated = blk_rep
-    for i in range(m, n):
-      for j in range(n):
-        if j < i:
-          repeated = repeated | (cols[j] == cols[i])
-    # Stable sorted position of every column: #{i: c_i < c_j} + #{i < j: c_i = c_j}.
-    pos = []
-    for j in range(n):
-      p = blk_pos[j] if j < m else jnp.zeros((), jnp.int32)
-      for i in range(n):
-        if i == j or (i < m and j < m):
-          continue
-        p = p + (cols[i] < cols[j]) + ((cols[i] == cols[j]) if i < j else False)
-      pos.append(p)
+    pre = ((tt // col_pow) % v).astype(jnp.int32)                         # [n - m]
+    cols = jnp.concatenate([c['cols'], jnp.broadcast_to(pre[:, None], (n - m, block))])
+    ids0 = jnp.concatenate([c['ids'], jnp.broadcast_to(ids_tab[pre][:, None],
+                                                       (n - m, block) + ids_tab.shape[1:])])
+    zoff = jnp.concatenate([c['zoff'], jnp.broadcast_to(zoff_tab[pre][:, None],
+                                                        (n - m, block) + zoff_tab.shape[1:])])
+    any_oor = c['oor'] | jnp.any(oor_tab[pre])
+    # Repeated columns: among the block columns, among the decoded ones, across.
+    pre_eq = pre[:, None] == pre[None, :]
+    repeated = c['rep'] | jnp.any(pre_eq & ~jnp.eye(n - m, dtype=bool))
+    repeated = repeated | jnp.any(c['has'][pre], axis=0)
+    # Stable sorted positions pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j}, O(n) per
+    # point: block columns j < m add #{decoded c_i < c_j} (a [V] table per block);
+    # decoded columns add #{block c_i <= c_j} (row c_j of ``leq``; i < j) and a scalar.
+    less_pre = jnp.sum(pre[:, None] < jnp.arange(v, dtype=jnp.int32)[None, :], axis=0,
+                       dtype=jnp.int32)
+    pos_blk = c['pos'] + less_pre[c['cols']]
+    pre_lt = pre[:, None] < pre[None, :]                                   # [i, j]
+    pre_tie = pre_eq & (jnp.arange(n - m)[:, None] < jnp.arange(n - m)[None, :])
+    pre_own = jnp.sum(pre_lt | pre_tie, axis=0).astype(jnp.int32)          # [n - m]
+    pos_pre = c['leq'][pre].astype(jnp.int32) + pre_own[:, None]
+    pos = jnp.concatenate([pos_blk, pos_pre]).astype(idx_dt)               # [n, B]
     cat1 = ~any_oor & ~repeated
     cat2 = ~any_oor & repeated
-    ids = sweep.run_sweep(prog, [jnp.broadcast_to(x, blk_ids[0].shape) for x in ids0])
-    q, _, inexact = sweep.global_shift(cm, prog, ids)
-    # 8.1: distinct entries (category 1).
+    if with_table:
+      ids = sweep.run_sweep(prog, ids0)
+      q, _, inexact = sweep.global_shift(cm, prog, ids)
+      rank = jnp.sum(binom_flat[(pos + 1) * (v + n) + cols.astype(idx_dt) + pos], axis=0)
+      ref = table_flat[rank.astype(idx_dt)[None] * n + pos]                # [n, B(, K)]
+    else:  # the representative's ids: C_p = L_j where pos_j = p
+      inv = jnp.sum(jnp.where(pos[None] == jnp.arange(n, dtype=idx_dt)[:, None, None],
+                              jnp.arange(n, dtype=idx_dt)[None, :, None], 0), axis=1)
+      ids_c = jnp.take_along_axis(ids0, s_idx(inv), axis=0)
+      both = sweep.run_sweep(prog, jnp.concatenate([ids0, ids_c], axis=1))  # [n, 2B]
+      ids = both[:, :block]
+      q, _, inexact = sweep.global_shift(cm, prog, ids)
+      q_c, _, inexact_c = sweep.global_shift(cm, prog, both[:, block:])
+      inexact = inexact + inexact_c
+      ref = jnp.take_along_axis(q_c, f_idx(pos), axis=0)
+    same = jnp.all(f_ops.eq(q, ref), axis=0)
+    # 8.1 distinct entries, 8.3 / 8.4 interval, Lemma 10 bounds.
+    inside = ~f_ops.lt(q, t_l) & ~f_ops.gt(q, t_r)                         # [n, B]
+    inside_all, outside_all = jnp.all(inside, axis=0), jnp.all(~inside, axis=0)
     distinct = jnp.ones((block,), bool)
-    inside_all = jnp.ones((block,), bool)
-    outside_all = jnp.ones((block,), bool)
     l10 = jnp.ones((block,), bool)
-    for x in q:
-      inside = ~f_ops.lt(x, t_l) & ~f_ops.gt(x, t_r)
-      inside_all = inside_all & inside
-      outside_all = outside_all & ~inside
     if has_cat1:
       for i in range(n):
         for j in range(i + 1, n):
           distinct = distinct & ~f_ops.eq(q[i], q[j])
-      conv = (lambda x: x) if l10_ops is s_ops else (lambda x: f_ops.convert(x, s_ops))
-      ltn = conv(ids[0])
-      for x in ids[1:]:
-        ltn = l10_ops.max(ltn, conv(x))
+      ltn = s_ops.reduce_max(ids)
+      if l10_ops is not s_ops:
+        ltn = f_ops.convert(ltn, s_ops)
       l10 = ~l10_ops.lt(ltn, lo10) & ~l10_ops.gt(ltn, hi10)
-    # Permutation equivariance against the class table.
-    pos = [p.astype(idx_dt) for p in pos]
-    rank = sum(binom_flat[(pos[j] + 1) * (v + n) + cols[j].astype(idx_dt) + pos[j]]
-               for j in range(n)).astype(idx_dt)
-    same = jnp.ones((block,), bool)
-    for j in range(n):
-      same = same & f_ops.eq(q[j], table_flat[rank * n + pos[j]])
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
-    z0 = [f_ops.add(x, o) for x, o in zip(q, zoff)]
-    q_all = jnp.stack(q, axis=0)
-    z_all = jnp.stack(z0, axis=0)
-    max_q, min_q = ops.extremes(q_all, jnp.ones((n, block), bool))
-    max_z, min_z = ops.extremes(z_all, jnp.ones((n, block), bool))
+    z0 = f_ops.add(q, zoff)
+    if cm.limbs:
+      ext = ops.extremes(q, True) + ops.extremes(z0, True)
+    else:
+      ext = (jnp.max(q), jnp.min(q), jnp.max(z0), jnp.min(z0))
     ok = valid.astype(jnp.int64)
     counts = {
         'points': ok * block,
@@ -207,37 +255,42 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
         'inexact': ok * inexact.astype(jnp.int64),
     }
     if extra is not None:
-      k = jnp.concatenate([k_block] + [jnp.broadcast_to(jnp.asarray(col_k)[c], (block, 1, d))
-                                       for c in pre], axis=1)
+      k = jnp.concatenate([k_block, jnp.broadcast_to(jnp.asarray(col_k)[pre][None],
+                                                     (block, n - m, d))], axis=1)
       x = cm.encode(k)
-      z = x.at[:, :, 0].set(jnp.stack(z0, axis=-2 if cm.limbs else -1))
+      z = x.at[:, :, 0].set(jnp.moveaxis(z0, 0, 1))
       cat = jnp.where(any_oor, 3, jnp.where(repeated, 2, 1)).astype(jnp.int32)
       counts['extra'] = ok * extra(k, z, cat, jnp.ones((block,), bool)).astype(jnp.int64)
-    return counts, (max_q, min_q, max_z, min_z)
+    return counts, ext
 
-  def local(ts, num_blocks, table_flat):  # this device's blocks [D_local]
-    counts, ext = jax.vmap(one_block, in_axes=(0, None, None))(ts, num_blocks, table_flat)
+  def local(ts, num_blocks, table_flat, c):  # this device's blocks [D_local]
+    counts, ext = jax.vmap(one_block, in_axes=(0, None, None, None))(ts, num_blocks,
+                                                                      table_flat, c)
     return {key: jnp.sum(val, keepdims=True) for key, val in counts.items()}, ext
 
   if num_devices > 1:
     mesh = parallel.make_mesh(num_devices)
     spec = jax.sharding.PartitionSpec(mesh.axis_names[0])
-    local = jax.shard_map(local, mesh=mesh, in_specs=(spec, jax.sharding.PartitionSpec(),
-                                                      jax.sharding.PartitionSpec()),
+    rep_spec = jax.sharding.PartitionSpec()
+    local = jax.shard_map(local, mesh=mesh, in_specs=(spec, rep_spec, rep_spec, rep_spec),
                           out_specs=spec, check_vma=False)
 
-  def f(t0, num_blocks, table_flat):
-    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks, table_flat)
+  def f(t0, num_blocks, table_flat, c):
+    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks,
+                        table_flat, c)
     return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
-  # The class table is an argument, not a closed-over constant (a constant is copied
-  # into the compiled program).
-  table_flat = jnp.asarray(table.reshape((-1,) + table.shape[2:]))
+  # The class table and the block constants are arguments, not closed-over constants
+  # (a constant is copied into the compiled program).
+  consts = _block_constants(cm, m, s_ops, f_ops)
+  table_flat = (jnp.asarray(np.asarray(table).reshape((-1,) + np.shape(table)[2:]))
+                if with_table else jnp.zeros((1,), jnp.int64))
   if num_devices > 1:  # placed on every device once, not copied on every call
-    table_flat = jax.device_put(table_flat, jax.sharding.NamedSharding(
-        parallel.make_mesh(num_devices), jax.sharding.PartitionSpec()))
+    everywhere = jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
+                                            jax.sharding.PartitionSpec())
+    table_flat, consts = jax.device_put((table_flat, consts), everywhere)
   jitted = jax.jit(f)
-  return lambda t0, num_blocks: jitted(t0, num_blocks, table_flat)
+  return lambda t0, num_blocks: jitted(t0, num_blocks, table_flat, consts)
 
 
 def _config_key(cm, block: int) -> dict:
@@ -282,7 +335,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   """Runs every block of the full grid; returns counts, ``max_abs`` and run info.
 
   Args:
-    table: q of the class representatives (host array, multiset rank order).
+    table: q of the class representatives (host array, multiset rank order), or None:
+      every point's representative is recomputed in-kernel (``make_block_fn``).
     chunk_size: upper bound on the points of one block (per device).
     progress: print a progress line with the ETA every ``log_every`` seconds (stderr).
     state_path: save ``{config, completed_blocks, counts, max_abs}`` here every
@@ -339,4 +393,6 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_blocks,
           'blocks_done': t, 'num_blocks': num_blocks, 'block': block,
           'resumed_from': resumed_from,
-          'sweep': sweep.read_program(cm, sweep_arithmetic).describe()}
+          'sweep': sweep.read_program(cm, sweep_arithmetic).describe(),
+          'equivariance': ('class table' if table is not None else
+                           'representative recomputed in-kernel')}

@@ -17,7 +17,8 @@ import time
 
 from transformer_ua import provenance
 from transformer_ua.exact import planner
-from transformer_ua.verify import contextual_mapping, floating, quantization, value_mapping
+from transformer_ua.verify import (contextual_mapping, floating, quantization, sweep_kernel,
+                                   value_mapping)
 from transformer_ua.yun import common, contextual, grids, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
@@ -34,7 +35,7 @@ def _fmt(count: int) -> str:
 
 
 def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str = 'auto',
-                   lemma9: bool = True) -> dict:
+                   lemma9: bool = True, kernel: str = 'sweep') -> dict:
   """Points, bytes and the arithmetic a run needs, before anything runs."""
   d, n, N = common.check_config(d, n, resolution)
   if grid not in grids.GRIDS:
@@ -45,10 +46,14 @@ def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str =
   multisets = grids.grid_size(d, n, N, 'multiset')
   classes = math.comb(N ** d, n)
   points = grids.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
-  # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode,
-  # and the value mapping's per-class arrays (ids, z, targets, centers).
-  nbytes = 8 * words * (3 * classes * (n + 1) + (multisets * n if grid == 'full' else 0)
-                        + (classes * n * (3 * d + 2) if lemma9 else 0))
+  # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode
+  # (kernel 'sweep' holds it only within sweep_kernel.TABLE_BUDGET, else it recomputes
+  # each point's representative), and the value mapping's per-class arrays.
+  table = sweep_kernel.table_bytes(d, n, N, words) if grid == 'full' else 0
+  if kernel == 'sweep' and table > sweep_kernel.TABLE_BUDGET:
+    table = 0
+  nbytes = 8 * words * (3 * classes * (n + 1) + (classes * n * (3 * d + 2) if lemma9 else 0))
+  nbytes += table
   return {'points': points, 'bytes': nbytes, 'arithmetic': arith, 'classes': classes,
           'multisets': multisets}
 
@@ -73,7 +78,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   """
   t0 = time.time()
   prov = provenance.record()  # at the start: the revision that runs
-  res = plan_resources(d, n, resolution, grid, arithmetic, lemma9)
+  res = plan_resources(d, n, resolution, grid, arithmetic, lemma9, kernel)
   if res['points'] > max_points:
     raise ValueError(f'grid={grid} for d={d}, n={n}, resolution={resolution} has '
                      f'{_fmt(res["points"])} points to evaluate; at most {max_points:,} allowed '

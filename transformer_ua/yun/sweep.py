@@ -36,8 +36,8 @@ The constants (thresholds c -+ delta/2, gains, u, F, b_f) are read from
 of this shape is refused (use the literal kernels). Tests compare this kernel with the
 literal layers on whole grids, int64 and limbs.
 
-Shapes: ids are lists of n arrays ``[B]`` (int) or ``[B, K]`` (limbs), one per token
-(token-major lists keep every per-layer operation elementwise over the batch).
+Shapes: ids are token-major arrays ``[n, B]`` (int) or ``[n, B, K]`` (limbs): per
+layer one reduction over the leading axis and elementwise operations over the batch.
 """
 
 from __future__ import annotations
@@ -218,6 +218,16 @@ class Ops:
   def sub(self, a, b):
     return limbs.sub(a, b, self.spec) if self.spec else a - b
 
+  def reduce_max(self, a):
+    """Max over the leading (token) axis."""
+    return functools.reduce(self.max, list(a)) if self.spec else jnp.max(a, axis=0)
+
+  def reduce_min(self, a):
+    return functools.reduce(self.min, list(a)) if self.spec else jnp.min(a, axis=0)
+
+  def reduce_sum(self, a):
+    return functools.reduce(self.add, list(a)) if self.spec else jnp.sum(a, axis=0)
+
   def mul(self, a, c):
     """a times a constant (Python int, or a value of this arithmetic for int types)."""
     if self.spec is None:
@@ -255,24 +265,28 @@ def final_ops(cm) -> Ops:
 
 
 def input_ids(cm, prog: Program, k):
-  """Scaled ids u^T Z_j of grid indices k [B, n, d], as a list of n sweep values."""
+  """Scaled ids u^T Z_j of grid indices k [B, n, d], as sweep values [n, B(, K)]."""
   if prog.spec is None:  # the encoding of ``cm.encode`` in the sweep's int type
     inside = k * (cm.scale // cm.resolution)
     if cm.positional:
       inside = inside + cm.scale * jnp.arange(cm.n, dtype=jnp.int64)[:, None]
     x = jnp.where(k < 0, -cm.scale * cm.out_of_range, inside).astype(prog.dtype)
-    ids = jnp.sum(x * jnp.asarray(prog.u, prog.dtype), axis=-1)
-    return [ids[:, j] for j in range(cm.n)]
+    return jnp.sum(x * jnp.asarray(prog.u, prog.dtype), axis=-1).T
   x = limbs.resize(cm.encode(k), cm.arithmetic.spec, prog.spec) if cm.limbs else \
       limbs.from_int64(cm.encode(k), prog.spec)
-  ids = ExactOps(prog.spec).dot_const(x, prog.u)      # [B, n, K]
-  return [ids[:, j] for j in range(cm.n)]
+  return jnp.moveaxis(ExactOps(prog.spec).dot_const(x, prog.u), 1, 0)   # [n, B, K]
 
 
-def run_sweep(prog: Program, ids: list) -> list:
-  """The N^d selective shifts (*) on ids, one ``lax.fori_loop``."""
+def run_sweep(prog: Program, ids):
+  """The L selective shifts (*) on ids [n, B(, K)] (token-major), one ``lax.fori_loop``.
+
+  Token-major arrays, max / min reduced over the leading axis: XLA fuses each layer
+  into one pass over the batch (measured 4x faster than a tuple of per-token arrays).
+  A gain shared by every layer (Yun: N^d) is a compile-time constant.
+  """
   ops = sweep_ops(prog)
   lo, hi = ops.const(prog.lo), ops.const(prog.hi)
+  same_gain = len(set(prog.gain)) == 1
   if prog.spec is None:
     gain = ops.const(prog.gain)
   else:
@@ -280,38 +294,33 @@ def run_sweep(prog: Program, ids: list) -> list:
                                                 prog.spec.limb_bits))
 
   def body(l, ids):
-    big = functools.reduce(ops.max, ids)
-    small = functools.reduce(ops.min, ids)
-    spread = ops.sub(big, small)
-    shift = spread * gain[l] if prog.spec is None else limbs.mul_const(spread, gain[l],
-                                                                       prog.spec)
-    return tuple(ops.where(ops.gt(x, lo[l]) & ops.lt(x, hi[l]), ops.add(x, shift), x)
-                 for x in ids)
+    spread = ops.sub(ops.reduce_max(ids), ops.reduce_min(ids))
+    if prog.spec is None:
+      shift = spread * (prog.gain[0] if same_gain else gain[l])
+    else:
+      shift = limbs.mul_const(spread, gain[l], prog.spec)
+    inside = ops.gt(ids, lo[l]) & ops.lt(ids, hi[l])
+    return ops.where(inside, ops.add(ids, shift), ids)
 
-  return list(jax.lax.fori_loop(0, len(prog.lo), body, tuple(ids)))
+  return jax.lax.fori_loop(0, len(prog.lo), body, ids)
 
 
-def global_shift(cm, prog: Program, ids: list):
-  """q_j = id_j + F mix(id)_j in the mapping's arithmetic; (q list, sweep ids in the
-  mapping's arithmetic, inexact tie averages)."""
+def global_shift(cm, prog: Program, ids):
+  """q_j = id_j + F mix(id)_j in the mapping's arithmetic, on sweep ids [n, B(, K)];
+  (q [n, B(, K')], the sweep ids in the mapping's arithmetic, inexact tie averages)."""
   s_ops, f_ops = sweep_ops(prog), final_ops(cm)
-  n = len(ids)
-  big = functools.reduce(s_ops.max, ids)
-  small = functools.reduce(s_ops.min, ids)
-  total = functools.reduce(s_ops.add, ids)
+  n = ids.shape[0]
+  big, small, total = s_ops.reduce_max(ids), s_ops.reduce_min(ids), s_ops.reduce_sum(ids)
   if prog.spec is None:
     mean, rem = total // n, total % n
     inexact_mean = rem != 0
   else:
     mean, inexact_mean = limbs.div_small(total, n, prog.spec)
   neg_b = s_ops.const(-prog.final_bias)
-  q, lt, inexact = [], [], jnp.zeros((), jnp.int32)
-  for x in ids:
-    sel = s_ops.where(s_ops.gt(x, neg_b), big, s_ops.where(s_ops.lt(x, neg_b), small, mean))
-    inexact = inexact + jnp.sum(s_ops.eq(x, neg_b) & inexact_mean).astype(jnp.int32)
-    xf = f_ops.convert(x, s_ops)
-    lt.append(xf)
-    q.append(f_ops.add(xf, f_ops.mul(f_ops.convert(sel, s_ops), prog.final_gain)))
+  sel = s_ops.where(s_ops.gt(ids, neg_b), big, s_ops.where(s_ops.lt(ids, neg_b), small, mean))
+  inexact = jnp.sum(s_ops.eq(ids, neg_b) & inexact_mean).astype(jnp.int32)
+  lt = f_ops.convert(ids, s_ops)
+  q = f_ops.add(lt, f_ops.mul(f_ops.convert(sel, s_ops), prog.final_gain))
   return q, lt, inexact
 
 
@@ -329,12 +338,10 @@ def forward_fn(cm, arithmetic: str = 'auto'):
   def f(params, k):
     del params
     k = jnp.asarray(k, jnp.int64)
-    ids0 = input_ids(cm, prog, k)
-    ids = run_sweep(prog, ids0)
-    q, lt, inexact = global_shift(cm, prog, ids)
-    axis = -2 if cm.limbs else -1
-    q_arr, lt_arr = jnp.stack(q, axis=axis), jnp.stack(lt, axis=axis)
-    id0 = jnp.stack([f_ops.convert(x, sweep_ops(prog)) for x in ids0], axis=axis)
+    ids0 = input_ids(cm, prog, k)                      # [n, B(, K)]
+    q, lt, inexact = global_shift(cm, prog, run_sweep(prog, ids0))
+    q_arr, lt_arr = jnp.moveaxis(q, 0, 1), jnp.moveaxis(lt, 0, 1)
+    id0 = jnp.moveaxis(f_ops.convert(ids0, sweep_ops(prog)), 0, 1)
     x = cm.encode(k)                                   # [B, n, d(, K)]
     z0 = f_ops.add(x[:, :, 0], f_ops.sub(q_arr, id0))
     z = x.at[:, :, 0].set(z0)
