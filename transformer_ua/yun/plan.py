@@ -246,7 +246,7 @@ def simulate(net) -> dict:
             dist = min(abs(t - br) for br in f.breaks) if f.breaks else None
             if dist is not None:
               clearance[name] = min(clearance.get(name, dist), dist)
-          upd = [x + o * f(t).item() for x, t in zip(upd, ts)]
+          upd = [x + o * Fraction(f(t)) for x, t in zip(upd, ts)]
           k_class *= 1 + R * abs(o * a) * slope
         ids = [v + x for v, x in zip(ids, upd)]
       else:
