@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import time
+import warnings
 
 from absl import app, flags
 import numpy as np
@@ -161,6 +162,40 @@ def run_ladder(name, c, positional, log, ties='paper'):
           'theory_slope_f_f_bar': 1.0}
 
 
+def run_ties_main(c, log) -> dict:
+  """The main configuration with ties='complete' (``yun.contextual_ties``): its float
+  realization at (lam, interior_epsilon), checked on cube interiors as the paper
+  network's is, and the certified max |g - g_bar| over every cube interior of its exact
+  realization at the planned (lam, epsilon) (``yun.plan``; the cubes are all multisets
+  of cells, repeated cells included: there is no bad set)."""
+  net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
+                                        ties='complete')
+  out = {'layers': net.depth()['built']['total'], 't_r': float(net.g_bar.contextual.t_r)}
+  try:
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always', yun_plan.FloatRealizationWarning)
+      g = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
+  except ValueError as e:   # epsilon below the dtype's ulps of t_r
+    out['float'] = {'refused': str(e)}
+    float_msg = f'{c.dtype} realization refused: {e}'
+  else:
+    rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
+    out['float'] = {**rep, 'warning': str(caught[0].message) if caught else None}
+    float_msg = (f'{c.dtype} g with lam={c.lam:g}, epsilon={c.interior_epsilon:g} on cube '
+                 f'interiors: max |g - g_bar| = {rep["max_abs_error"]:.3g} (reproduces '
+                 f'g_bar: {rep["reproduces"]})')
+  p = yun_plan.plan_realization(net)
+  g_exact = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+  cert = g_exact.certify_interiors()
+  out.update(plan=p.as_dict(), plan_text=p.describe(), certified=cert)
+  log(f'  ties=complete ({out["layers"]} layers, t_r = {out["t_r"]:.3g}): {float_msg}')
+  log(f'  ties=complete certified: {p.describe()}; max |g - g_bar| <= '
+      f'{cert["max_abs_error"]:.3g} on every cube interior (margin {cert["margin"]} delta, '
+      f'{cert["cubes"]} cubes, repeated cells included; {cert["bits"]} bits, '
+      f'{cert["seconds"]:.1f} s)')
+  return out
+
+
 def run_sweeps(net, c, log):
   out = {'lam': [], 'epsilon': []}
   for key, values in (('lam', c.lam_sweep), ('epsilon', c.epsilon_sweep)):
@@ -271,6 +306,9 @@ def run(c, outdir, log=print) -> dict:
   log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
       f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
       f'(reproduces g_bar: {rep["reproduces"]})')
+  ties_main = None
+  if c.get('compare_ties') and not positional:
+    ties_main = run_ties_main(c, log)
   log('\nresolution ladder')
   targets = ([c.target] + [t for t in sorted(targets_lib.BUILTIN_TARGETS) if t != c.target]
              if c.all_targets else [c.target])
@@ -301,7 +339,8 @@ def run(c, outdir, log=print) -> dict:
     pmap = run_precision_map(c, log)
   result = {'config': c.to_dict(), 'provenance': prov, 'positional': positional,
             'depth': dep, 'realized_depth': g.depth(), 'decomposition': dec,
-            'realization': rep, 'certified': certified, 'ladders': ladders, 'sweeps': sweeps,
+            'realization': rep, 'certified': certified, 'ties_main': ties_main,
+            'ladders': ladders, 'sweeps': sweeps,
             'precision_map': pmap}
   result['figures'] = report.make_figures(result, net, outdir)
   result['seconds'] = round(time.time() - t_start, 1)

@@ -8,11 +8,13 @@ ReLU as max(0, .)) at twice the plan's precision; it shares no code with exact.b
 import warnings
 from fractions import Fraction
 
+import jax
 import mpmath
 import numpy as np
 import pytest
 
-from transformer_ua.yun import approximator, build_approximator, plan
+from transformer_ua.yun import approximator, build_approximator, plan, rational
+from transformer_ua.yun import contextual_ties as ct
 
 
 @pytest.fixture(scope='module')
@@ -183,3 +185,117 @@ def test_theorem2_n16_every_cube_interior_certified():
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
   cert = g.certify_interiors()
   assert cert['cubes'] == 816 and cert['certified'], cert
+
+
+# -- ties='complete' (yun.contextual_ties): offset FF layer, sweep with shift V + 2n,
+# global min head, max + counting heads; planned, realized exactly and certified by the
+# same code path.
+
+
+@pytest.fixture(scope='module')
+def ties134():
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=4, ties='complete')
+  p = plan.plan_realization(net)
+  return net, p, net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+
+
+def _repeated_points(rng, N):
+  """Cube-interior points with repeated cells (2 and 3 tokens in one cell), n = 3, d = 1."""
+  k = np.asarray([[0, 0, 0], [1, 1, 3], [2, 0, 2], [N - 1, N - 1, N - 1]])[..., None]
+  return (k + 0.25 + 0.5 * rng.random(k.shape)) / N
+
+
+@pytest.mark.parametrize('N', [2, 4, 8])
+def test_ties_simulation_equals_the_reference_g_c_on_every_class(N):
+  """The plan's id simulation (from the exact params' layer list) against the
+  independent pure-Python g_c of contextual_ties.reference_ids, every multiset with
+  repeats; the ids are distinct per (multiset, value) pair."""
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=N, ties='complete')
+  sim = plan.simulate(net)
+  assert len(sim['classes']) == ct.num_classes(1, 3, N)
+  assert sim['tied_heads'] == 1   # the counting head: exact in softmax
+  owners = {}
+  for k, ids in zip(sim['classes'], sim['ids']):
+    ticks = [int(c) for c in k[:, 0]]
+    swept, q = ct.reference_ids(ticks, 1, 3, N)
+    assert [v / N for v in q] == ids
+    for t, v in zip(ticks, ids):
+      assert owners.setdefault(v, (tuple(sorted(ticks)), t)) == (tuple(sorted(ticks)), t)
+    assert max(abs(v) for v in swept) / N <= sim['max_id']
+  assert len(owners) == ct.num_ids(1, 3, N)
+  p = plan.plan_realization(net)
+  assert p.bounds['clearance_offset'] == 1     # offset: t = 0, breakpoints -1, 1
+  assert p.bounds['t_l'] == ct.interval(1, 3, N)[0]
+
+
+def test_ties_exact_params_equal_the_float_params(ties134):
+  net, _, _ = ties134
+  ex = rational.exact_params(net.g_bar, net.values)
+  fl = net.g_bar.float_params(net.values)
+  assert len(ex) == len(fl) == 7   # g_q, offset, sweep, min, max+count, kill, bumps
+  for (path, a), (_, b) in zip(jax.tree_util.tree_flatten_with_path(ex)[0],
+                               jax.tree_util.tree_flatten_with_path(fl)[0]):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, path
+    if a.dtype != bool:
+      assert all(isinstance(v, (int, Fraction)) for v in a.ravel()), path
+    np.testing.assert_allclose(a.astype(np.float64), b, rtol=1e-12, atol=0, err_msg=str(path))
+  assert ex['segment_1']['feedforward']['W_2'][0, 0, 0] == Fraction(1, 4)   # delta e_1
+
+
+def test_ties_apply_certified_encloses_mpmath_at_twice_the_bits(ties134):
+  net, p, g = ties134
+  rng = np.random.default_rng(5)
+  x = np.concatenate([rng.random((1, 3, 1)), _repeated_points(rng, 4)])
+  mid, rad = g.apply_certified(x)
+  assert np.all(rad[1:] < 1e-6)
+  for b in range(x.shape[0]):
+    ref = mp_literal(g, x[b], 2 * p.bits)
+    for j in range(3):
+      with mpmath.workprec(2 * p.bits):
+        assert abs(ref[j][0] - mpmath.mpf(mid[b, j, 0])) <= mpmath.mpf(rad[b, j, 0])
+  # repeated cells are not the bad set here: g ~ g_bar = f_bar != 0 there
+  np.testing.assert_allclose(mid[1:], net.apply(x[1:]), atol=1e-6)
+  assert np.all(np.abs(net.apply(x[1:])) > 0)
+
+
+def test_ties_certified_bound_dominates_sampled_errors(ties134):
+  net, p, g = ties134
+  cert = g.certify_interiors(workers=1)
+  assert cert['certified'] and cert['cubes'] == 20
+  rng = np.random.default_rng(1)
+  x = np.concatenate([_repeated_points(rng, 4),
+                      approximator.interior_points(rng, 2, d=1, n=3, resolution=4)])
+  gbar = net.apply(x)
+  for b in range(x.shape[0]):
+    ref = mp_literal(g, x[b], 2 * p.bits)
+    err = max(abs(float(ref[j][0]) - gbar[b, j, 0]) for j in range(3))
+    assert err <= cert['max_abs_error']
+  assert not g.certify_interiors(bits=24, check_plan=False, workers=1)['certified']
+
+
+def test_ties_float64_is_checked_against_the_plan():
+  """The float64 realization of the tie-complete map now has a plan to be checked
+  against (before, 'no plan for this realization')."""
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=4, ties='complete')
+  p = plan.plan_realization(net)
+  with pytest.warns(plan.FloatRealizationWarning, match='float64 carries 53 bits; the plan needs'):
+    net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
+
+
+def test_a_g_c_layer_not_reading_u_is_refused_in_one_line():
+  """The id simulation models layers whose projections are multiples of u^T (every
+  Lemma 8 and tie-complete layer); anything else is refused, not mis-planned."""
+  assert plan._multiple_of([2, 8], [1, 4], 'W_Q') == 2  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match='W_Q is not a multiple of u'):
+    plan._multiple_of([1, 2], [1, 4], 'W_Q')  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('N', [2, 8])
+def test_ties_every_cube_interior_certified(N):
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=N, ties='complete')
+  p = plan.plan_realization(net)
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+  cert = g.certify_interiors()
+  assert cert['cubes'] == ct.num_classes(1, 3, N) and cert['certified'], cert

@@ -303,6 +303,12 @@ def test_main_job_writes_json_and_figures(tmp_path):
   assert all(r['exact']['dp_f_bar_g_bar'] < 1e-12 for r in complete['rows'])
   assert any(r['exact']['dp_f_bar_g_bar'] > 0.1 for r in res['ladders'][0]['rows'])
   assert res['realization']['reproduces']
+  # the main configuration with ties='complete': certified on every cube interior,
+  # repeated cells included (C(3 + 3 - 1, 3) = 10 multisets at N = 3)
+  cert = res['ties_main']['certified']
+  assert cert['certified'] and cert['cubes'] == 10, cert
+  assert any(l.startswith('  ties=complete certified:') for l in lines), lines
+  assert 'ties=complete' in (tmp_path / 'approximate.md').read_text()
   for path in res['figures']:
     assert os.path.getsize(path) > 1000
   with open(tmp_path / 'approximate.json') as fh:

@@ -203,15 +203,15 @@ def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
   assert sum(dep['by_kind'].values()) == dep['built']['total']
 
 
-def test_exact_realization_and_plan_are_refused_in_one_line():
-  """yun.plan / yun.rational model the paper's g_c only: ties='complete' is refused
-  (not realized with the wrong contextual params); a float realization still builds,
-  with a warning that no plan checks it."""
+def test_exact_realization_is_planned_and_certified():
+  """yun.plan / yun.rational take g_c as its layer list, so the tie-complete map is
+  planned, realized with exact params and certified on every cube interior (repeated
+  cells included); tests/test_realization_certified.py checks it against mpmath."""
   net = yun.build_approximator(_max_target, d=1, n=2, resolution=2, ties='complete')
-  with pytest.raises(ValueError, match="ties='complete' has no exact Lemma 6 realization"):
-    net.realize(lam=2 ** 20, epsilon=2 ** -8, dtype='exact')
-  with pytest.raises(ValueError, match="use ties='paper'"):
-    yun.plan_realization(net)
-  with pytest.warns(yun.plan.FloatRealizationWarning, match='no plan for this realization'):
-    g = net.realize(lam=1e4, epsilon=1e-2)
-  assert g.apply(np.full((1, 2, 1), 0.25)).shape == (1, 2, 1)
+  p = yun.plan_realization(net)
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
+  cert = g.certify_interiors(workers=1)
+  assert cert['cubes'] == ct.num_classes(1, 2, 2) == 3 and cert['certified'], cert
+  mid, rad = g.apply_certified(np.full((1, 2, 1), 0.25))   # both tokens in cell 0
+  np.testing.assert_allclose(mid, net.apply(np.full((1, 2, 1), 0.25)), atol=1e-6)
+  assert np.all(rad < 1e-6)

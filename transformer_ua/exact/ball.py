@@ -33,8 +33,11 @@ Speed: a layer is exactly the identity outside an exact interval of t = w.x (its
 units read one t, Lemma 6); runs of feed-forward layers find the few candidate layers
 per token with one vectorized test and skip the rest (``_FeedForwardRun``). Heads
 sharing W_V are combined coefficient-wise, and tokens known to be equal (constant
-pieces give them the same ball object; equivariance keeps them equal) are computed
-once with exactly zero key differences: both avoid the dependency problem.
+pieces give them the same ball object, and a token reaching another's state in a
+feed-forward run takes its output objects; equivariance keeps them equal) are computed
+once with exactly zero key differences: both avoid the dependency problem (without
+it, an exact tie between repeated tokens, e.g. the tie-complete map's all-equal
+classes, would amplify rounding through every softmax that ties).
 
 Shapes: a state is a list of n tokens, each a list of d arb balls.
 """
@@ -319,9 +322,20 @@ class _FeedForwardRun:
     mask[:pos] = False
     return np.flatnonzero(mask)
 
-  def token(self, x):
-    pos, total = 0, len(self.layers)
+  def token(self, x, seen=None):
+    """Runs one token through the layers. ``seen``: {(position, entry object ids):
+    output} of the tokens already run in this call; a token that reaches a state
+    another one passed through (the same ball *objects*, e.g. the constants of a
+    quantization bin) has the same exact value from there on, so it gets that output
+    (the same objects: later layers then know the tokens are equal, ``_equal_tokens``)."""
+    seen = {} if seen is None else seen
+    pos, total, path = 0, len(self.layers), []
     while pos < total:
+      key = (pos, tuple(id(v) for v in x))
+      if key in seen:
+        x = seen[key][1]
+        break
+      path.append((key, x))
       nxt = total
       for li in self._candidates(x, pos):
         layer = self.layers[li]
@@ -343,14 +357,16 @@ class _FeedForwardRun:
           nxt = li + 1
           break
       pos = nxt
+    for key, state in path:
+      seen[key] = (state, x)   # the state is kept so that its object ids stay its own
     return x
 
   def __call__(self, z, rep):
     if not self.layers:
       return z
-    out = []
+    out, seen = [], {}
     for j, x in enumerate(z):
-      out.append(out[rep[j]] if rep[j] != j else self.token(x))
+      out.append(out[rep[j]] if rep[j] != j else self.token(x, seen))
     return out
 
 

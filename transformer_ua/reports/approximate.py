@@ -169,8 +169,22 @@ def write_report(result, path) -> None:
   rep = result['realization']
   lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
             f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '
-            f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.', '',
-            '## Resolution ladders', '']
+            f'{rep["max_abs_error"]:.3g}, reproduces g_bar: {rep["reproduces"]}.']
+  tm = result.get('ties_main')
+  if tm:
+    fl, cert = tm['float'], tm['certified']
+    lines += ['', f'The same configuration with ties=complete ({tm["layers"]} layers, t_r = '
+              f'{tm["t_r"]:.3g}): ' + (
+                  f'the {c["dtype"]} realization is refused ({fl["refused"]})'
+                  if fl.get('refused') else
+                  f'{c["dtype"]} g with epsilon={c["interior_epsilon"]:g} on cube interiors: '
+                  f'max |g - g_bar| = {fl["max_abs_error"]:.3g}, reproduces g_bar: '
+                  f'{fl["reproduces"]}') + '. '
+              f'Certified (exact realization, {tm["plan_text"]}; arb balls at {cert["bits"]} '
+              f'bits): max |g - g_bar| <= {cert["max_abs_error"]:.3g} on every cube interior '
+              f'(margin {cert["margin"]} delta, {cert["cubes"]} cubes, repeated cells '
+              'included: no bad set, g_bar = f_bar on each).']
+  lines += ['', '## Resolution ladders', '']
   for lad in result['ladders']:
     thm = ('Theorem 3' if lad['positional'] else
            'Theorem 2, ties=complete' if lad.get('ties') == 'complete' else 'Theorem 2')

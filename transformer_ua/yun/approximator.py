@@ -334,7 +334,6 @@ class Approximator:
           or not math.isfinite(float(v)) or v <= 0:
         raise ValueError(f'{name} must be a positive finite number, got {v!r}.')
     if dtype == 'exact':  # exact arithmetic: no ulps, so no check_epsilon
-      plan.check_plannable(self)
       lam, epsilon = Fraction(lam), Fraction(epsilon)
       params = rational.exact_params(self.g_bar, self.values)
       segments = self.g_bar.segments

@@ -7,25 +7,38 @@ g -> g_bar as lam -> inf, epsilon -> 0 outside the ramp windows; this module pic
 certifies what they give.
 
 Exact quantities (``simulate``: the ids u^T Z of every grid class through every
-hardmax layer, in Python integers, checked equal to g_c's exact evaluation):
+layer of g_c, in exact rationals, checked equal to g_c's exact evaluation). g_c is
+taken as its list of layers (``id_layers``, from the exact params): Lemma 8's sweep +
+global shift, or ``ties='complete'``'s offset FF layer, sweep (shift V + 2n), global
+min (b_Q = -1) and max + counting heads (``yun.contextual_ties``); one code path.
 
     gap      = min over layers, heads, classes, queries j of s_top - s_next
-               (s_jk = key_k query_j; exact ties are exact in softmax too)
+               (s_jk = key_k query_j; exact ties are exact in softmax too: the
+               counting head has W_Q = 0, b_Q = 0, so all its scores are exactly 0
+               and softmax averages exactly, whatever lam -- it adds no gap and no
+               softmax error)
     max_score = max |query| max |key|
     shifts   = max number of selective shifts a class undergoes
     clearances of the Phi units (distance of a pre-activation to a breakpoint on
     the ramp's side): margin delta (quantization, cube interiors shrunk by margin
     delta), delta/2 (bumps: ids and centres are multiples of delta), the kill gap of
-    the killed ids to [t_l, t_r] (Lemma 8.4) and the trap gap t_l - delta/2 - max|u^T A|.
+    the killed ids to [t_l, t_r] (Lemma 8.4), the trap gap t_l - delta/2 - max|u^T A|,
+    and g_c's own Phi units (ties='complete': the offset's pre-activation is 0, its
+    breakpoints +-1: clearance 1).
 
 Choices (all powers of two, so lam and epsilon are exact binary rationals):
 
     epsilon = 2^floor(log2(min clearance / 2))
-    K       = (1 + 2 N^d R)^shifts (1 + F R)      error amplification through g_c
-              (R = sum u, F = global-shift scale)
+    K       = max over classes of prod over g_c layers of (1 + R sum_h |o_h|)^e
+              error amplification through g_c (R = sum u, o_h = u^T W_O of head h;
+              e = shifted tokens for a selective shift, 1 for a global layer): for
+              Lemma 8, (1 + 2 N^d R)^shifts (1 + F R), F = global-shift scale
+    F       = largest |o_h| of a head softmax can get wrong (Lemma 8: the global
+              shift's; ties='complete': C1 of the max head)
     K_v     = 1 + (M + 1) R / epsilon if some kept id sits on t_l or t_r, else 1
     E_c     = min(tol / (2 K_v), gap / (4 R max|id|))     allowed g_c error
     lam     = 2^ceil(log2(2 ln(L_att h F (n - 1) max|id| K / E_c) / gap))
+              (L_att attention layers of g_c, h = most heads in one of them)
               (softmax leaves weight <= exp(-lam gap / 2) off the arg max)
     bits    = ceil(log2(L max(C_q K K_v, C_a K K_v, C_v K_v, tol lam max_score K) / tol))
               + GUARD_BITS
@@ -52,7 +65,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua import realize
+from transformer_ua import activations, realize
 from transformer_ua.exact import ball
 from transformer_ua.yun import common, rational
 
@@ -111,70 +124,161 @@ def grid_classes(net) -> np.ndarray:
   return digits[combos]
 
 
-def _select(ids, q):
-  """Hardmax of s_k = ids_k q (one query): selected value, and top - next key gap."""
-  if q > 0:
+def _select(ids, c):
+  """Hardmax of s_k = c ids_k (one query, c = query * key weight): selected id, and the
+  top - next id gap (None when every key ties with the top)."""
+  if c > 0:
     top = max(ids)
     rest = [v for v in ids if v != top]
     return top, (top - max(rest)) if rest else None
-  if q < 0:
+  if c < 0:
     top = min(ids)
     rest = [v for v in ids if v != top]
     return top, (min(rest) - top) if rest else None
   return Fraction(sum(ids), len(ids)), None
 
 
+def _multiple_of(row, u, what: str) -> Fraction:
+  """a with row = a u (exactly), or ValueError: every g_c projection reads u^T Z."""
+  a = Fraction(row[0]) / u[0]
+  if any(Fraction(r) != a * ui for r, ui in zip(row, u)):
+    raise ValueError(f'{what} is not a multiple of u^T; the id simulation models g_c layers '
+                     'that read u^T Z only.')
+  return a
+
+
+def id_layers(net) -> list[tuple]:
+  """g_c's layers as maps on the column ids id_j = u^T Z_j, from the exact params.
+
+  Every g_c layer reads Z through u^T and writes along e_1 (u_1 = 1), so it acts on the
+  ids alone:
+
+    ('attention', heads):  id_j += sum_h o_h v_h sel_h(j),  heads (a, b, k, v, o):
+        query a id_j + b, key k id_k, value v id_k, o = u^T W_O; sel_h(j) = hardmax of
+        s_jk = (a id_j + b) k id_k (a = 0, b = 0: every score ties, the mean)
+    ('feedforward', units): id_j += sum_r o_r phi_r(a_r id_j + b_r) + u^T b_2,
+        units (a, b, Phi, o, max |slope|), o = u^T W_2[:, r]
+
+  Returns one entry per layer, in order: (segment name, kind, heads or units).
+  """
+  cm = net.g_bar.contextual
+  u = [Fraction(v) for v in cm.u]
+  out = []
+  for seg, p in zip(cm.segments, rational.contextual_exact(net.g_bar)):
+    for layer in range(seg.depth):
+      if seg.kind == 'attention':
+        att = {k: np.asarray(v)[layer] for k, v in p['attention'].items()}
+        heads = []
+        for h in range(att['W_Q'].shape[0]):
+          heads.append((_multiple_of(att['W_Q'][h, 0], u, 'W_Q'), Fraction(att['b_Q'][h, 0]),
+                        _multiple_of(att['W_K'][h, 0], u, 'W_K'),
+                        _multiple_of(att['W_V'][h, 0], u, 'W_V'),
+                        sum(Fraction(w) * ui for w, ui in zip(att['W_O'][h, :, 0], u))))
+        out.append((seg.name, 'attention', heads))
+      else:
+        ff = {k: v for k, v in p['feedforward'].items() if k != 'phi'}
+        ff = {k: np.asarray(v)[layer] for k, v in ff.items()}
+        phi = {k: np.asarray(v)[layer] for k, v in p['feedforward']['phi'].items()}
+        units = []
+        for r in range(ff['W_1'].shape[0]):
+          f = activations.Phi(tuple(phi['breaks'][r]),
+                              tuple(zip(phi['slopes'][r], phi['intercepts'][r])),
+                              tuple(bool(c) for c in phi['left_closed'][r]))
+          units.append((_multiple_of(ff['W_1'][r], u, 'W_1'), Fraction(ff['b_1'][r]), f,
+                        sum(Fraction(w) * ui for w, ui in zip(ff['W_2'][:, r], u)),
+                        max(abs(Fraction(a)) for a, _ in f.pieces)))
+        const = sum(Fraction(b) * ui for b, ui in zip(ff['b_2'], u))
+        out.append((seg.name, 'feedforward', (units, const)))
+  return out
+
+
 @functools.lru_cache(maxsize=16)
 def simulate(net) -> dict:
-  """Ids of every grid class through every hardmax layer of g_c, exactly.
+  """Ids of every grid class through every layer of g_c (``id_layers``), exactly.
 
-  Returns (unscaled Fractions): 'gap' (smallest top-vs-next score gap), 'max_score',
+  Per class: the hardmax score gaps, |scores|, largest |id|, the pre-activation
+  clearances of g_c's Phi units, and the error amplification of the layers,
+
+    K_class = prod over attention layers of (1 + R sum_h |o_h|)^e,
+              e = number of tokens shifted when the heads' o_h sum to 0 (a selective
+              shift: where both heads select the same id the layer is the identity),
+              e = 1 otherwise (a global layer);
+    times prod over feed-forward layers of (1 + R sum_r |o_r a_r| max|slope_r|).
+
+  Heads whose scores tie exactly on every class (a = b = 0: the counting head) are
+  exact in softmax too (weights 1/n whatever lam): they contribute no score gap and
+  are reported as ``tied_heads``.
+
+  Returns (Fractions, real units): 'gap' (smallest top-vs-next score gap), 'max_score',
   'max_id' (largest |id| anywhere in g_c), 'shifts' (largest number of selective
-  shifts of one class), 'ids' [C][n] (final ids q), 'classes' K [C, n, d].
+  shifts of one class), 'amplification' (max_class K_class), 'max_weight' (largest
+  |o_h| of a head with score gaps), 'attention_layers', 'heads', 'tied_heads',
+  'clearance' ({segment name: smallest distance of a g_c Phi pre-activation to a
+  breakpoint}), 'ids' [C][n] (final ids q), 'classes' K [C, n, d].
   Raises RuntimeError if the final ids differ from g_c's exact evaluation.
   """
   cm = net.g_bar.contextual
-  d, n, N, S = cm.d, cm.n, cm.resolution, cm.scale
+  n, N = cm.n, cm.resolution
+  R = sum(cm.u)
   k = grid_classes(net)
   u = np.asarray(cm.u, object)
-  ids_all = (k.astype(object) * (S // N)) @ u
+  ids_all = (k.astype(object) @ u) * Fraction(1, N)
   if cm.positional:
-    ids_all = ids_all + np.asarray([S * j * sum(cm.u) for j in range(n)], object)[None, :]
-  half, shift = S // (2 * N), N ** d
-  gap, max_score, max_id, max_shifts = None, 0, 0, 0
+    ids_all = ids_all + np.asarray([j * R for j in range(n)], object)[None, :]
+  layers = id_layers(net)
+  att = [heads for _, kind, heads in layers if kind == 'attention']
+  tied_heads = sum(1 for heads in att for a, b, *_ in heads if a == 0 and b == 0)
+  max_weight = max((abs(o) for heads in att for a, b, _, _, o in heads
+                    if not (a == 0 and b == 0)), default=Fraction(0))
+  gap, max_score, max_id, max_shifts, amp = None, Fraction(0), Fraction(0), 0, Fraction(1)
+  clearance = {}
   finals = []
   for row in ids_all:
-    ids = [Fraction(int(v)) for v in row]
-    shifts = 0
-    layers = [(int(l) * (S // N), shift) for l in cm.sweep_ids] + [(None, cm.final_scale)]
-    for center, scale in layers:
-      thresholds = [center - half, center + half] if center is not None else [0]
-      sels = []
-      for b in thresholds:
-        sel_j = []
-        for j in range(n):
-          q = ids[j] - b
-          sel, g = _select(ids, q)
-          sel_j.append(sel)
-          max_score = max(max_score, abs(q) * max(abs(v) for v in ids))
-          if g is not None:
-            gap = abs(q) * g if gap is None else min(gap, abs(q) * g)
-        sels.append(sel_j)
-      if center is not None:
-        delta = [scale * (a - b) for a, b in zip(sels[0], sels[1])]
-        shifts += sum(1 for v in delta if v != 0)
+    ids = [Fraction(v) for v in row]
+    shifts, k_class = 0, Fraction(1)
+    for name, kind, spec in layers:
+      if kind == 'feedforward':
+        units, const = spec
+        upd = [const] * n
+        for a, b, f, o, slope in units:
+          ts = [a * v + b for v in ids]
+          for t in ts:
+            dist = min(abs(t - br) for br in f.breaks) if f.breaks else None
+            if dist is not None:
+              clearance[name] = min(clearance.get(name, dist), dist)
+          upd = [x + o * Fraction(f(t)) for x, t in zip(upd, ts)]
+          k_class *= 1 + R * abs(o * a) * slope
+        ids = [v + x for v, x in zip(ids, upd)]
       else:
-        delta = [scale * a for a in sels[0]]
-      ids = [a + b for a, b in zip(ids, delta)]
-      max_id = max(max_id, max(abs(v) for v in ids))
+        upd = [Fraction(0)] * n
+        for a, b, kw, v, o in spec:
+          for j in range(n):
+            q = a * ids[j] + b
+            sel, g = _select(ids, q * kw)
+            upd[j] += o * v * sel
+            max_score = max(max_score, abs(q * kw) * max(abs(x) for x in ids))
+            if g is not None:
+              gap = abs(q * kw) * g if gap is None else min(gap, abs(q * kw) * g)
+        gain = 1 + R * sum(abs(o) for *_, o in spec)
+        if sum(o for *_, o in spec) == 0:       # selective shift
+          fired = sum(1 for x in upd if x != 0)
+          shifts += fired
+          k_class *= gain ** fired
+        else:
+          k_class *= gain
+        ids = [x + y for x, y in zip(ids, upd)]
+      max_id = max(max_id, max(abs(x) for x in ids))
     max_shifts = max(max_shifts, shifts)
+    amp = max(amp, k_class)
     finals.append(ids)
   exact = cm.ops.to_python(np.asarray(cm.column_ids_batch(k)))
-  if any(Fraction(int(a)) != b for ra, rb in zip(exact, finals) for a, b in zip(ra, rb)):
+  if any(Fraction(int(a), cm.scale) != b for ra, rb in zip(exact, finals)
+         for a, b in zip(ra, rb)):
     raise RuntimeError('the id simulation disagrees with the exact evaluation of g_c.')
-  return {'gap': Fraction(gap, S * S) if gap is not None else None,
-          'max_score': Fraction(max_score, S * S), 'max_id': Fraction(max_id, S),
-          'shifts': max_shifts, 'ids': [[v / S for v in r] for r in finals], 'classes': k}
+  return {'gap': gap, 'max_score': max_score, 'max_id': max_id, 'shifts': max_shifts,
+          'amplification': amp, 'max_weight': max_weight, 'attention_layers': len(att),
+          'heads': max((len(h) for h in att), default=0), 'tied_heads': tied_heads,
+          'clearance': clearance, 'ids': finals, 'classes': k}
 
 
 # ---------------------------------------------------------------------------
@@ -254,8 +358,8 @@ def _cancellation(params, segments, t_bound_by_name) -> float:
 def _plan_cached(net, tolerance: float, margin: float) -> Plan:
   sim = simulate(net)
   cm, vm = net.g_bar.contextual, net.g_bar.value
-  d, n, N = net.d, net.n, net.resolution
-  delta = Fraction(1, N)
+  d, n = net.d, net.n
+  delta = Fraction(1, net.resolution)
   R = sum(cm.u)
   t_l, t_r = cm.t_l, cm.t_r
   if sim['gap'] is None:
@@ -280,7 +384,8 @@ def _plan_cached(net, tolerance: float, margin: float) -> Plan:
   max_ua = max((abs(sum(Fraction(float(a)) * ui for a, ui in zip(col, cm.u)))
                 for col in values.reshape(-1, d)), default=Fraction(0))
   trap = t_l - delta / 2 - max_ua
-  clear = {'quantization': quant, 'bump': bump, 'kill': kill_gap, 'trap': trap}
+  clear = {'quantization': quant, 'bump': bump, 'kill': kill_gap, 'trap': trap,
+           **sim['clearance']}
   for name, v in clear.items():
     if v is not None and v <= 0:
       raise ValueError(f'{name} clearance is {v}: no epsilon > 0 keeps the ramps of the '
@@ -288,15 +393,14 @@ def _plan_cached(net, tolerance: float, margin: float) -> Plan:
   epsilon = _pow2_floor(EPS_FRACTION * min(v for v in clear.values() if v is not None))
   # Amplification and lam.
   m_plus_1 = vm.kill_bound + 1
-  big_f = cm.final_scale
-  amp = Fraction(1 + 2 * N ** d * R) ** sim['shifts'] * (1 + big_f * R)
+  big_f = sim['max_weight']   # largest W_O of a head that softmax can get wrong
+  amp = sim['amplification']
   kill_amp = (lambda eps: 1 + Fraction(m_plus_1 * R) / Fraction(eps)) if kill_touch \
       else (lambda eps: Fraction(1))
   max_id = max(sim['max_id'], Fraction(1))
   tol = Fraction(tolerance)
   e_c = min(tol / (2 * kill_amp(epsilon)), sim['gap'] / (4 * R * max_id))
-  att_layers = cm.depth()
-  heads = 2
+  att_layers, heads = sim['attention_layers'], sim['heads']
   arg = _log2(Fraction(att_layers * heads * big_f * max(n - 1, 1)) * max_id * amp / e_c)
   lam_real = 2 * arg * math.log(2) / float(sim['gap'])
   lam = Fraction(2) ** max(0, math.ceil(math.log2(lam_real)))
@@ -306,33 +410,26 @@ def _plan_cached(net, tolerance: float, margin: float) -> Plan:
       [s for s in net.g_bar.segments], params, epsilon)
   t_quant = 2 + (n if net.positional else 0)
   t_value = 2 * max_id + max_ua + 1
+  # feed-forward layers before g_c's first attention layer (g_q; ties='complete': the
+  # offset, |t| <= 1) are amplified through g_c like the quantization; the rest are g_v
+  first_att = next(i for i, s in enumerate(segs) if s.has_attention)
   names = {}
-  for s in segs:
+  for i, s in enumerate(segs):
     if s.has_feedforward:
-      names[s.name] = ('quantization', t_quant) if s.name == 'quantization' \
-          else ('value', t_value)
+      names[s.name] = ('quantization', t_quant) if i < first_att else ('value', t_value)
   canc = _cancellation(params, segs, names)
   canc.setdefault('quantization', Fraction(0))
   canc.setdefault('value', Fraction(0))
   canc['attention'] = big_f * max_id
   layers = sum(s.depth for s in net.g_bar.segments)
   bounds = {'gap': sim['gap'], 'max_score': sim['max_score'], 'max_id': sim['max_id'],
-            'shifts': sim['shifts'], 'amplification_K': amp, 'kill_touch': kill_touch,
+            'shifts': sim['shifts'], 'tied_heads': sim['tied_heads'],
+            'amplification_K': amp, 'kill_touch': kill_touch,
             'kill_amplification': kill_amp, 'g_c_error_budget': e_c, 'layers': layers,
             't_l': t_l, 't_r': t_r, **{f'clearance_{k}': v for k, v in clear.items()}}
   plan = Plan(lam=lam, epsilon=epsilon, bits=0, tolerance=tolerance, margin=margin,
               bounds=bounds, cancellation=canc)
   return dataclasses.replace(plan, bits=plan.bits_for())
-
-
-def check_plannable(net) -> None:
-  """Refuses a g_bar this module cannot plan or realize exactly: ``ties='complete'``
-  (its g_c adds an offset feed-forward layer and min / max+count heads, which
-  ``simulate``, the bounds and ``rational.exact_params`` do not model)."""
-  if net.ties != 'paper':
-    raise ValueError(f"ties={net.ties!r} has no exact Lemma 6 realization or plan (only the "
-                     "paper's g_c is modelled); use ties='paper' for dtype='exact', "
-                     'plan_realization and certified evaluation.')
 
 
 def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGIN) -> Plan:
@@ -344,9 +441,9 @@ def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGI
     margin: cube interiors are shrunk by margin delta per side (in (0, 1/2)).
   Raises:
     ValueError: tolerance <= 0, a bad margin, or a bound that admits no finite choice
-      (named in the message), or ``ties='complete'`` (``check_plannable``).
+      (named in the message), or a g_c layer the id simulation does not model
+      (``id_layers``).
   """
-  check_plannable(net)
   return _plan_cached(net, _check_tolerance(tolerance), _check_margin(margin))
 
 

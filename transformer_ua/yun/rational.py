@@ -2,7 +2,9 @@ r"""g_bar's parameters as exact rationals (the input of an exact Lemma 6 realiza
 
 Yun et al. 2020, Appendices E and G. Every parameter of g_bar = g_v o g_c o g_q is a
 rational number: grid values k/N, thresholds l -+ delta/2, the out-of-range value
--N^(nd), the sweep and global-shift weights, Lemma 8's t_l, t_r, the kill constant M,
+-N^(nd), the sweep and global-shift weights (or, for ``ties='complete'``, the offset
+delta e_1, the sweep with shift V + 2n and the min / max+count heads' C3, C1, n C2 and
+query biases -1, +1, 0: ``yun.contextual_ties``), Lemma 8's t_l, t_r, the kill constant M,
 the bump centres q_cj and the bump weights A_cj - g_c(L_c)_j with A = f(C_L) (a float64
 target value, itself an exact dyadic rational). ``GBar.float_params`` rounds them to
 float64; ``exact_params`` below returns the same pytree with NumPy object arrays of
@@ -12,6 +14,8 @@ the builders already have:
     scaled form (scale S):  every value v is carried as the integer S v.
     g_q, g_c:  weights (W_1, W_2, slopes; W_Q, W_K, W_V, W_O) are not scaled,
                biases, breakpoints and intercepts are:  b -> b_S / S.
+               Exception: the tie-complete offset unit outputs the unscaled constant
+               phi_1(0) = 1 and carries S in W_2 = S delta e_1 (``OFFSET_SCALED_LEAVES``).
     g_v:       from the construction's exact quantities (t_l, t_r, M, the exact
                g_c outputs of the class representatives, the sorted centres).
 
@@ -26,10 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua.yun import contextual, quantize, value
+from transformer_ua.yun import contextual, contextual_ties, quantize, value
 
 #: Leaves of a scaled-integer layer that carry the scale S (divided out here).
 SCALED_LEAVES = ('b_1', 'b_2', 'b_Q', 'breaks', 'intercepts')
+#: The same for the tie-complete offset layer Z <- Z + delta e_1 phi_1(0 . Z): its Phi
+#: outputs the constant 1 unscaled, so S sits in W_2 (= S/N e_1), not in the intercepts.
+OFFSET_SCALED_LEAVES = ('b_1', 'b_2', 'breaks', 'W_2')
 
 
 def _obj(a) -> np.ndarray:
@@ -40,14 +47,14 @@ def _obj(a) -> np.ndarray:
   return np.vectorize(int, otypes=[object])(a) if a.size else a.astype(object)
 
 
-def _unscale(tree, scale: int):
-  """Scaled-integer params -> exact rationals: SCALED_LEAVES / S, the rest as ints."""
+def _unscale(tree, scale: int, scaled_leaves=SCALED_LEAVES):
+  """Scaled-integer params -> exact rationals: ``scaled_leaves`` / S, the rest as ints."""
   def fix(path, leaf):
     leaf = _obj(leaf)
     if leaf.dtype == bool:
       return leaf
     name = getattr(path[-1], 'key', None)
-    if name in SCALED_LEAVES:
+    if name in scaled_leaves:
       return np.vectorize(lambda v: _canon(Fraction(int(v), scale)), otypes=[object])(leaf)
     return leaf
   return jax.tree_util.tree_map_with_path(fix, tree)
@@ -78,14 +85,22 @@ def quantization_exact(gb) -> dict:
   return _unscale(params, S)
 
 
-def contextual_exact(gb) -> tuple[dict, dict]:
-  """g_c's two segment params (sweep, global shift), exact."""
+def contextual_exact(gb) -> list[dict]:
+  """g_c's segment params, exact, one per ``gb.contextual.segments``: (sweep, global
+  shift) for Lemma 8; (offset, sweep, global min, global max+count) for
+  ``ties='complete'``."""
   cm = gb.contextual
-  _, scaled = contextual.contextual_mapping_params(
-      d=cm.d, n=cm.n, resolution=cm.resolution, sweep_ids=cm.sweep_ids,
-      final_scale=cm.final_scale, scale=cm.scale, dtype='object')
+  if cm.ties == 'complete':
+    scaled = contextual_ties.params(d=cm.d, n=cm.n, resolution=cm.resolution, scale=cm.scale,
+                                    dtype='object')
+  else:
+    _, scaled = contextual.contextual_mapping_params(
+        d=cm.d, n=cm.n, resolution=cm.resolution, sweep_ids=cm.sweep_ids,
+        final_scale=cm.final_scale, scale=cm.scale, dtype='object')
   scaled = jax.tree_util.tree_map(np.asarray, scaled)
-  return _unscale(scaled['segment_0'], cm.scale), _unscale(scaled['segment_1'], cm.scale)
+  return [_unscale(scaled[f'segment_{i}'], cm.scale,
+                   OFFSET_SCALED_LEAVES if seg.name == 'offset' else SCALED_LEAVES)
+          for i, seg in enumerate(cm.segments)]
 
 
 def value_exact(gb, values) -> list[dict]:
