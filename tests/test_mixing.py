@@ -75,6 +75,34 @@ def test_interrupted_and_resumed_equals_uninterrupted(pre_run):
   assert losses('full') == losses('resumed')
 
 
+def test_several_steps_per_call_is_the_same_training(pre_run):
+  """lax.scan over 2 stacked batches per jit call, metrics logged every 2 steps from the
+  on-device accumulator: the same parameters as one step per call, and the logged loss
+  is the mean of the two per-step losses."""
+  c, tmp, full = pre_run
+  c = ml_collections.ConfigDict(c.to_dict())
+  c.pretrain.update(steps_per_call=2, log_every=2)
+  two = mixing_train.pretrain(c, str(tmp / 'two'))
+  assert two['step'] == 4
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
+                         _params(tmp / 'full', 4), _params(tmp / 'two', 4))
+  rows = lambda d: [json.loads(l) for l in open(tmp / d / 'metrics.jsonl')]
+  one = {r['step']: r['loss'] for r in rows('full') if 'loss' in r}
+  got = {r['step']: r['loss'] for r in rows('two') if 'loss' in r}
+  assert sorted(got) == [2, 4]
+  for s in (2, 4):
+    assert got[s] == pytest.approx((one[s - 1] + one[s]) / 2, rel=1e-4)
+  assert two['train_tokens_per_s'] > 0
+
+
+def test_steps_per_call_must_divide_the_periods(tmp_path):
+  c = small_config(tmp_path)
+  c.pretrain.update(steps_per_call=3)
+  with pytest.raises(ValueError, match='num_steps=4 is not a multiple of '
+                                       r'config.pretrain.steps_per_call=3'):
+    mixing_train.pretrain(c, str(tmp_path / 'x'))
+
+
 def test_finetune_mnli_starts_from_pretrained_encoder(pre_run, tmp_path):
   c, tmp, _ = pre_run
   c = ml_collections.ConfigDict(c.to_dict())
