@@ -1,9 +1,36 @@
-r"""Training throughput of our Transformer pre-training model vs Hugging Face BERT.
+r"""Training throughput of the Appendix H models vs Hugging Face BERT, with FLOP counts.
 
     python benchmarks/bert_throughput.py [--hidden=128 --layers=4 --heads=4 --mlp=512 \
-        --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=none]
+        --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=none] \
+        [--mixers=attention,average,bilinear,sepconv] [--pipeline_steps=120]
 
-Measures, in one process, training steps per second of
+Three parts, in one process:
+
+1. Machine peak: GFLOP/s of a float32 2048 x 2048 x 2048 matmul in XLA (2 n^3 FLOPs).
+2. Per mixer (``--mixers``): training tokens/s of ``BertPretrainer`` on synthetic
+   batches (no padding), the analytic FLOPs per token (``train_flops_per_token``) and
+   the achieved GFLOP/s = FLOPs/token x tokens/s, next to the peak. For the Transformer
+   also the Hugging Face reference of the same size (below).
+3. End to end (``--pipeline_steps`` > 0; needs the WordNet corpus): ``mixing_train.pretrain``
+   with the ``tiny`` config on the real corpus, real (non-padding) tokens/s, with the old
+   settings (one step per jit call, a metrics row and a host sync every step, TensorBoard)
+   and the new ones (``--steps_per_call`` steps per call via ``lax.scan``, a row every
+   ``--log_every`` steps from on-device sums, batches built one call ahead), interleaved.
+
+FLOPs per token (forward, one multiply-add = 2 FLOPs; d hidden, n sequence length,
+r feed-forward width, V vocabulary, P/n predicted positions per token, L layers):
+
+    attention   8 d^2 + 4 n d        (Q, K, V, O projections; scores and a.V)
+    average     2 d^2 + 2 d          (W_O; the masked mean)
+    bilinear    2 d^2 + 2 n d        (W_O; W_P applied along the tokens)
+    sepconv     6 d^2 + 2 n d        (GLU 2d x d; the banded conv as our n x n matmul; W_O)
+    per layer   + 4 d r              (feed-forward)
+    heads       + (P/n) (2 d^2 + 2 d V)   (MLM transform and tied output, at P positions)
+    forward     F = L (mixer + 4 d r) + heads;  training = 3 F (backward ~ 2 x forward)
+
+Layer norms, softmax, GELU, embeddings and the optimizer are left out (O(d) per token).
+
+Part 2 measures, in one process, training steps per second of
 
 * ours: ``transformer_ua.models.BertPretrainer`` (mixing='attention', the Table 1
   Transformer; MLM + sentence-pair heads), AdamW, dropout 0.1, one
@@ -23,6 +50,7 @@ updates the record). The reference needs ``pip install torch==2.13.0 transformer
 """
 
 import json
+import math
 import os
 import statistics
 import sys
@@ -36,6 +64,7 @@ import optax
 
 from transformer_ua import cli, provenance
 from transformer_ua.models import encoder as enc
+from transformer_ua.models import mixing_train
 
 flags.DEFINE_integer('hidden', 128, 'd')
 flags.DEFINE_integer('layers', 4, 'layers')
@@ -51,7 +80,39 @@ flags.DEFINE_string('out', 'runs/benchmarks/mixing_bert_throughput.json',
                     'JSON output (--out=results/... to update the record)')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
                     'Markdown log (appended; --markdown=results/benchmarks.md for the record)')
+flags.DEFINE_list('mixers', ['attention', 'average', 'bilinear', 'sepconv'],
+                  'mixing layers timed on synthetic batches')
+flags.DEFINE_integer('conv_width', 31, 'SepConv filter width K')
+flags.DEFINE_integer('pipeline_steps', 0, 'end-to-end tiny pre-training steps per setting '
+                     '(0 = skip; needs the WordNet corpus)')
+flags.DEFINE_integer('steps_per_call', 20, 'new pipeline setting: steps per jit call')
+flags.DEFINE_integer('log_every', 40, 'new pipeline setting: steps per metrics row')
 FLAGS = flags.FLAGS
+MIXER_FLOPS = {   # forward FLOPs per token of one mixing layer (module doc)
+    'attention': lambda d, n: 8 * d * d + 4 * n * d,
+    'average': lambda d, n: 2 * d * d + 2 * d,
+    'bilinear': lambda d, n: 2 * d * d + 2 * n * d,
+    'sepconv': lambda d, n: 6 * d * d + 2 * n * d,
+}
+
+
+def train_flops_per_token(mixing, *, d, n, r, V, P, L):
+  """3 x the forward FLOPs per token position (module doc)."""
+  forward = L * (MIXER_FLOPS[mixing](d, n) + 4 * d * r) + (P / n) * (2 * d * d + 2 * d * V)
+  return 3 * forward
+
+
+def peak_gflops(size=2048, reps=5):
+  """GFLOP/s of a float32 size^3 matmul in XLA (best of ``reps``)."""
+  a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
+  mm = jax.jit(lambda x: x @ x)
+  mm(a).block_until_ready()
+  best = float('inf')
+  for _ in range(reps):
+    t = time.perf_counter()
+    mm(a).block_until_ready()
+    best = min(best, time.perf_counter() - t)
+  return 2 * size ** 3 / best / 1e9
 
 
 def make_batches(rng, n_batches):
@@ -71,10 +132,10 @@ def make_batches(rng, n_batches):
   return out
 
 
-def ours(batches):
+def ours(batches, mixing='attention'):
   cfg = enc.EncoderConfig(vocab_size=FLAGS.vocab, max_len=FLAGS.seq, hidden=FLAGS.hidden,
                           num_layers=FLAGS.layers, num_heads=FLAGS.heads, mlp_dim=FLAGS.mlp,
-                          dropout=0.1)
+                          dropout=0.1, mixing=mixing, conv_width=FLAGS.conv_width)
   model = enc.BertPretrainer(cfg)
   b = batches[0]
   params = model.init(jax.random.PRNGKey(0), b['input_ids'], b['type_ids'], b['mask'],
@@ -84,27 +145,21 @@ def ours(batches):
   def loss_fn(p, b, rng):
     mlm, nsp = model.apply({'params': p}, b['input_ids'], b['type_ids'], b['mask'],
                            b['mlm_positions'], deterministic=False, rngs={'dropout': rng})
-    return (optax.softmax_cross_entropy_with_integer_labels(mlm, b['mlm_ids']).mean()
+    loss = (optax.softmax_cross_entropy_with_integer_labels(mlm, b['mlm_ids']).mean()
             + optax.softmax_cross_entropy_with_integer_labels(nsp, b['nsp_labels']).mean())
+    return loss, {'loss': loss}
 
-  def step(state, b):
-    rng = jax.random.fold_in(state['rng'], state['step'])
-    loss, g = jax.value_and_grad(loss_fn)(state['params'], b, rng)
-    upd, opt = tx.update(g, state['opt_state'], state['params'])
-    return {'params': optax.apply_updates(state['params'], upd), 'opt_state': opt,
-            'step': state['step'] + 1, 'rng': state['rng']}, loss
+  # The training step of mixing_train (one jit call runs len(batches) steps, lax.scan).
+  step = mixing_train.make_train_step(loss_fn, tx, len(batches))
+  stack = jax.device_put({k: np.stack([b[k] for b in batches]) for k in batches[0]})
+  holder = {'state': {'params': params, 'opt_state': tx.init(params),
+                      'step': jnp.zeros((), jnp.int32), 'rng': jax.random.PRNGKey(1)},
+            'acc': mixing_train.init_metrics_acc(loss_fn, params, batches[0])}
 
-  step = jax.jit(step, donate_argnums=0)
-  state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32),
-           'rng': jax.random.PRNGKey(1)}
-  dev = [jax.device_put(b) for b in batches]
-  holder = {'state': state}
-
-  def run(k):
-    loss = None
-    for i in range(k):
-      holder['state'], loss = step(holder['state'], dev[i % len(dev)])
-    jax.block_until_ready(loss)
+  def run(k):      # k steps, rounded up to whole calls
+    for _ in range(-(-k // len(batches))):
+      holder['state'], holder['acc'] = step(holder['state'], holder['acc'], stack)
+    jax.block_until_ready(holder['acc'])
 
   return enc.count_params(params), run
 
@@ -148,54 +203,118 @@ def reference(batches):
                          'torch_threads': torch.get_num_threads()}
 
 
+def pipeline(num_steps, rounds):
+  """End-to-end ``mixing_train.pretrain`` (tiny config, real corpus): {setting: [tokens/s]}."""
+  import shutil
+  import tempfile
+  from experiments.configs import mixing_tiny
+  c, le = FLAGS.steps_per_call, FLAGS.log_every
+  settings = {
+      'old (1 step per jit call, a row + host sync every step, TensorBoard)':
+          dict(steps_per_call=1, log_every=1, tensorboard=True),
+      f'new ({c} steps per jit call, a row every {le} steps from on-device sums)':
+          dict(steps_per_call=c, log_every=le, tensorboard=False)}
+  out = {k: [] for k in settings}
+  root = tempfile.mkdtemp(prefix='bert_pipeline_')
+  try:
+    for i in range(rounds):
+      for name, kw in settings.items():
+        cfg = mixing_tiny.get_config()
+        cfg.pretrain.update(num_steps=num_steps, eval_every=num_steps, eval_batches=1,
+                            checkpoint_every=num_steps, checkpoint_seconds=1e9, **kw)
+        r = mixing_train.pretrain(cfg, os.path.join(root, f'{i}_{kw["steps_per_call"]}'))
+        out[name].append(r['train_tokens_per_s'])
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  return out
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f'error: unexpected arguments {argv[1:]}')
-  for name in ('hidden', 'layers', 'heads', 'mlp', 'seq', 'batch', 'vocab', 'steps', 'rounds'):
+  for name in ('hidden', 'layers', 'heads', 'mlp', 'seq', 'batch', 'vocab', 'steps', 'rounds',
+               'conv_width', 'steps_per_call', 'log_every'):
     if FLAGS[name].value < 1:
       sys.exit(f'error: --{name} must be >= 1, got {FLAGS[name].value}')
   if FLAGS.hidden % FLAGS.heads:
     sys.exit(f'error: --hidden={FLAGS.hidden} is not divisible by --heads={FLAGS.heads}')
+  bad = [m for m in FLAGS.mixers if m not in MIXER_FLOPS]
+  if bad or not FLAGS.mixers:
+    sys.exit(f'error: --mixers must be a non-empty subset of {sorted(MIXER_FLOPS)}, got {bad}')
+  if FLAGS.hidden % 16 and 'sepconv' in FLAGS.mixers:
+    sys.exit(f'error: --hidden={FLAGS.hidden} is not divisible by the 16 SepConv filters')
+  period = math.lcm(FLAGS.steps_per_call, FLAGS.log_every)
+  if FLAGS.pipeline_steps < 0 or FLAGS.pipeline_steps % period:
+    sys.exit(f'error: --pipeline_steps must be a multiple of lcm(--steps_per_call, '
+             f'--log_every) = {period}, got {FLAGS.pipeline_steps}')
   cli.output_file(FLAGS.out, '--out')
   cli.output_file(FLAGS.markdown, '--markdown')
   prov = provenance.record()
+  peak = peak_gflops()
   batches = make_batches(np.random.default_rng(0), 4)
-  systems = {'ours (JAX/Flax)': ours(batches)}
+  P = batches[0]['mlm_positions'].shape[1]
+  shape = dict(d=FLAGS.hidden, n=FLAGS.seq, r=FLAGS.mlp, V=FLAGS.vocab, P=P, L=FLAGS.layers)
+  systems, flops = {}, {}
+  for m in FLAGS.mixers:
+    systems[f'ours {m} (JAX/Flax)'] = ours(batches, m)
+    flops[f'ours {m} (JAX/Flax)'] = train_flops_per_token(m, **shape)
   versions = {}
+  ref_key = 'Hugging Face BertForPreTraining (PyTorch)'
   if FLAGS.reference == 'hf':
     n, run, versions = reference(batches)
-    systems['Hugging Face BertForPreTraining (PyTorch)'] = (n, run)
+    systems[ref_key] = (n, run)
+    flops[ref_key] = train_flops_per_token('attention', **shape)
   counts = {k: v[0] for k, v in systems.items()}
-  if len(set(counts.values())) != 1:
+  ours_att = 'ours attention (JAX/Flax)'
+  if ref_key in counts and ours_att in counts and counts[ref_key] != counts[ours_att]:
     sys.exit(f'error: parameter counts differ, not an equal-size comparison: {counts}')
   for _, run in systems.values():
-    run(3)                                           # compile / warm up
+    run(3 * len(batches))                            # compile / warm up
   times = {k: [] for k in systems}
   for _ in range(FLAGS.rounds):
     for k, (_, run) in systems.items():
       t = time.perf_counter()
       run(FLAGS.steps)
       times[k].append(time.perf_counter() - t)
-  tokens = FLAGS.batch * FLAGS.seq * FLAGS.steps
-  tps = {k: tokens / statistics.median(v) for k, v in times.items()}
-  keys = list(systems)
-  result = {'benchmark': 'bert_throughput', 'params': counts[keys[0]],
+  steps = {k: -(-FLAGS.steps // len(batches)) * len(batches) if k != ref_key else FLAGS.steps
+           for k in systems}
+  tps = {k: FLAGS.batch * FLAGS.seq * steps[k] / statistics.median(v) for k, v in times.items()}
+  gflops = {k: flops[k] * tps[k] / 1e9 for k in systems}
+  result = {'benchmark': 'bert_throughput', 'params': counts,
             'shape': {f: FLAGS[f].value for f in ('hidden', 'layers', 'heads', 'mlp', 'seq',
-                                                  'batch', 'vocab')},
-            'steps_per_round': FLAGS.steps, 'rounds': FLAGS.rounds,
+                                                  'batch', 'vocab', 'conv_width')},
+            'predicted_positions': P, 'peak_matmul_gflops': peak,
+            'train_flops_per_token': flops, 'achieved_gflops': gflops,
+            'fraction_of_peak': {k: g / peak for k, g in gflops.items()},
+            'steps_per_round': steps, 'rounds': FLAGS.rounds,
             'tokens_per_s': tps, 'round_seconds': times, 'versions': versions,
             'jax': jax.__version__, 'provenance': prov}
-  if len(keys) == 2:
-    result['speedup_ours_over_reference'] = tps[keys[0]] / tps[keys[1]]
+  if ref_key in tps and ours_att in tps:
+    result['speedup_ours_over_reference'] = tps[ours_att] / tps[ref_key]
+  if FLAGS.pipeline_steps:
+    pipe = pipeline(FLAGS.pipeline_steps, FLAGS.rounds)
+    med = {k: statistics.median(v) for k, v in pipe.items()}
+    old, new = list(med)
+    result['pipeline_tiny'] = {'steps': FLAGS.pipeline_steps, 'tokens_per_s': pipe,
+                               'median_tokens_per_s': med, 'speedup_new_over_old':
+                               med[new] / med[old]}
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
   with open(FLAGS.out, 'w') as f:
     json.dump(result, f, indent=1)
   summary = (f"BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} "
-             f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}, "
-             f"{counts[keys[0]]:,} params): " +
-             ', '.join(f'{k} {v:,.0f} tokens/s' for k, v in tps.items()) +
-             (f"; ours/reference = {result['speedup_ours_over_reference']:.2f}x"
-              if len(keys) == 2 else ''))
+             f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}"
+             f"; matmul peak {peak:.0f} GFLOP/s): " +
+             ', '.join(f'{k} {tps[k]:,.0f} tokens/s = {gflops[k]:.1f} GFLOP/s '
+                       f'({flops[k] / 1e6:.2f} MFLOP/token, {counts[k]:,} params)'
+                       for k in systems) +
+             (f"; Transformer ours/reference = {result['speedup_ours_over_reference']:.2f}x"
+              if 'speedup_ours_over_reference' in result else ''))
+  if FLAGS.pipeline_steps:
+    p = result['pipeline_tiny']
+    summary += ('; end to end tiny pre-training (real tokens/s, median of '
+                f'{FLAGS.rounds}): ' + ', '.join(f'{k} {v:,.0f}' for k, v in
+                                                  p['median_tokens_per_s'].items())
+                + f" = {p['speedup_new_over_old']:.2f}x")
   line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
   print(line, end='')
 

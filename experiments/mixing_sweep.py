@@ -1,15 +1,22 @@
 r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al. 2020).
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
-        --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--shard=0/2] [--report_only]
+        --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
+        [--stages=pretrain,mnli,squad] [--shard=0/2] [--report_only | --status]
 
-Jobs, seed-major (every model's seed 0 first):
+Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
 * Table 1: mixing in (average, bilinear, sepconv, attention), pre-training (MLM +
   sentence pair) then MNLI-analogue fine-tuning (and SQuAD-analogue for sepconv and
   attention, which are Figure 1's k = L and k = 0).
-* Figure 1: hybrids with the first k = 1 .. L-1 layers sepconv, the rest attention;
-  pre-training then both fine-tuning tasks.
+* Figure 1: hybrids with the first k = 1 .. L-1 layers sepconv, the rest attention, at
+  ``--hybrid_seeds`` seeds (default ``--seeds``); pre-training then both tasks.
+
+``--stages`` runs only those stages of every job (``--stages=pretrain`` first, then
+``--stages=mnli,squad``: every pre-training before any fine-tuning). ``--status`` runs
+nothing: it lists every stage of the sweep as done / partial (step i of n, from the
+newest checkpoint) / missing, with an ETA from the measured seconds per step of the
+finished stages (or of the partial ones' checkpoints).
 
 A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
 its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
@@ -41,34 +48,120 @@ _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
 _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report goes (default '
                                 '<workdir>/report; --results_dir=results updates the record).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
-_HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1).')
+_HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1; '
+                                '"" = none).')
+_HYBRID_SEEDS = flags.DEFINE_integer('hybrid_seeds', None, 'Seeds per hybrid (default --seeds).')
+_STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
+                            'Stages run for every job (pretrain, mnli, squad).')
+_STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
+                            'ETA; run nothing.')
+STAGES = ('pretrain', 'mnli', 'squad')
 
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
          'attention': 'Transformer'}
 
 
-def jobs(num_layers: int, seeds: int, hybrid_ks=None):
-  """[(name, mixing, k, seed, tasks)] seed-major."""
+def jobs(num_layers: int, seeds: int, hybrid_ks=None, hybrid_seeds=None):
+  """[(name, mixing, k, seed, tasks)]: Table 1 seed-major, then the hybrids seed-major."""
   hybrid_ks = range(1, num_layers) if hybrid_ks is None else hybrid_ks
+  hybrid_seeds = seeds if hybrid_seeds is None else hybrid_seeds
   out = []
   for seed in range(seeds):
     for m in TABLE_MODELS:
       both = m in ('sepconv', 'attention')
       out.append((f'{m}_s{seed}', m, 0, seed, ('mnli', 'squad') if both else ('mnli',)))
+  for seed in range(hybrid_seeds):
     for k in hybrid_ks:
       out.append((f'hybrid_k{k}_s{seed}', 'attention', k, seed, ('mnli', 'squad')))
   return out
 
 
-def run_job(config, root, job):
+def _checkpoint_progress(stage_dir):
+  """(newest finished checkpoint step, its elapsed seconds or None), or (0, None)."""
+  ck = os.path.join(stage_dir, 'checkpoints')
+  steps = sorted(int(d) for d in (os.listdir(ck) if os.path.isdir(ck) else []) if d.isdigit())
+  if not steps:
+    return 0, None
+  elapsed = None
+  for meta in glob.glob(os.path.join(ck, str(steps[-1]), 'meta', '*')):
+    try:
+      with open(meta) as f:
+        elapsed = float(json.load(f)['elapsed'])
+      break
+    except (OSError, ValueError, KeyError, TypeError):
+      continue
+  return steps[-1], elapsed
+
+
+def status(config, root, job_list, stages=STAGES):
+  """[{'run', 'stage', 'state' (done | partial | missing), 'step', 'num_steps',
+  'seconds_per_step'}] of every stage of ``job_list``, and the ETA summary dict."""
+  rows = []
+  for name, _, _, _, tasks in job_list:
+    for stage in ('pretrain', *tasks):
+      if stage not in stages:
+        continue
+      sec = config.pretrain if stage == 'pretrain' else config.finetune
+      d = os.path.join(root, name, stage)
+      row = {'run': name, 'stage': stage, 'num_steps': sec.num_steps, 'step': 0,
+             'state': 'missing', 'seconds_per_step': None}
+      res = os.path.join(d, 'result.json')
+      if os.path.exists(res):
+        with open(res) as f:
+          r = json.load(f)
+        row.update(state='done', step=r['step'], seconds_per_step=r['wall_s'] / max(1, r['step']))
+      else:
+        step, elapsed = _checkpoint_progress(d)
+        if step:
+          row.update(state='partial', step=step,
+                     seconds_per_step=elapsed / step if elapsed else None)
+      rows.append(row)
+  rate = {}
+  for kind in ('pretrain', 'finetune'):
+    rs = [r['seconds_per_step'] for r in rows if r['seconds_per_step']
+          and (r['stage'] == 'pretrain') == (kind == 'pretrain')]
+    rate[kind] = float(np.median(rs)) if rs else None
+  remaining, unknown = 0.0, 0
+  for r in rows:
+    sps = rate['pretrain' if r['stage'] == 'pretrain' else 'finetune']
+    left = r['num_steps'] - r['step'] if r['state'] != 'done' else 0
+    if left and sps is None:
+      unknown += 1
+    elif left:
+      remaining += left * sps
+  counts = {s: sum(r['state'] == s for r in rows) for s in ('done', 'partial', 'missing')}
+  return rows, {**counts, 'seconds_per_step': rate, 'eta_seconds': remaining,
+                'stages_without_rate': unknown}
+
+
+def format_status(rows, summary):
+  lines = []
+  for r in rows:
+    what = {'done': 'done', 'missing': 'missing',
+            'partial': f"partial (step {r['step']} of {r['num_steps']})"}[r['state']]
+    lines.append(f"{r['run'] + '/' + r['stage']:<28} {what}")
+  sps = summary['seconds_per_step']
+  fmt = lambda v: f'{v:.3f} s/step' if v else 'no rate yet'
+  eta = summary['eta_seconds']
+  lines.append(f"{summary['done']} done, {summary['partial']} partial, {summary['missing']} "
+               f"missing; pre-training {fmt(sps['pretrain'])}, fine-tuning "
+               f"{fmt(sps['finetune'])}; ETA {eta / 3600:.1f} h at these rates"
+               + (f" (+ {summary['stages_without_rate']} stages with no measured rate)"
+                  if summary['stages_without_rate'] else ''))
+  return '\n'.join(lines)
+
+
+def run_job(config, root, job, stages=STAGES):
   name, mixing, k, seed, tasks = job
   c = ml_collections.ConfigDict(config.to_dict())
   c.model.mixing, c.model.num_conv_layers, c.seed = mixing, k, seed
   run = os.path.join(root, name)
-  if not os.path.exists(os.path.join(run, 'pretrain', 'result.json')):
+  if 'pretrain' in stages and not os.path.exists(os.path.join(run, 'pretrain', 'result.json')):
     mixing_train.pretrain(c, os.path.join(run, 'pretrain'))
   for task in tasks:
+    if task not in stages:
+      continue
     if os.path.exists(os.path.join(run, task, 'result.json')):
       continue
     c.finetune.task = task
@@ -101,7 +194,62 @@ def collect(root):
   return runs
 
 
-def report(config, root, results_dir, config_name, prov):
+def learning_curves(root):
+  """{(mixing, k): {seed: [(step, held-out MLM accuracy %)]}} from every pre-training
+  run's ``metrics.jsonl`` (finished or not)."""
+  curves = {}
+  for path in sorted(glob.glob(os.path.join(root, '*', 'pretrain', 'metrics.jsonl'))):
+    cfg_path = os.path.join(os.path.dirname(path), 'config.json')
+    if not os.path.exists(cfg_path):
+      continue
+    with open(cfg_path) as f:
+      c = json.load(f)
+    with open(path) as f:
+      rows = [json.loads(l) for l in f if l.strip()]
+    pts = [(r['step'], r['eval_mlm_accuracy']) for r in rows if 'eval_mlm_accuracy' in r]
+    if pts:
+      key = (c['model']['mixing'], c['model']['num_conv_layers'])
+      curves.setdefault(key, {})[c['seed']] = pts
+  return curves
+
+
+def _curve_band(per_seed):
+  """Steps common to every seed, mean and sample std of the accuracy there."""
+  common = sorted(set.intersection(*(set(s for s, _ in pts) for pts in per_seed.values())))
+  vals = np.array([[dict(pts)[s] for s in common] for pts in per_seed.values()])
+  std = vals.std(0, ddof=1) if len(vals) > 1 else np.zeros(len(common))
+  return np.array(common), vals.mean(0), std
+
+
+def _plot_curves(curves, tokens_per_step, path, L):
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, ax = plt.subplots(figsize=(7.5, 4.2))
+  for key in [(m, 0) for m in TABLE_MODELS] + [('attention', k) for k in range(1, L)]:
+    if key not in curves:
+      continue
+    steps, mean, std = _curve_band(curves[key])
+    if not len(steps):
+      continue
+    x = steps * tokens_per_step / 1e6
+    label = (f'{NAMES[key[0]]} (n={len(curves[key])})' if key[1] == 0 else
+             f'hybrid k={key[1]} (n={len(curves[key])})')
+    line, = ax.plot(x, mean, ls='-' if key[1] == 0 else '--', label=label)
+    ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2)
+  ax.set_xlabel('training token positions (M) = step x batch x max_len')
+  ax.set_ylabel('held-out masked-LM accuracy (%)')
+  ax.set_title('Pre-training learning curves (mean ± std over seeds)')
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def report(config, root, results_dir, config_name, prov, job_list=None):
+  """Rebuilds the report from every ``result.json`` under ``root``; returns the status
+  rows of ``job_list`` that are not done (they are listed in the report)."""
   runs = collect(root)
   L = config.model.num_layers
   get = lambda key, stage, f: _ms([f(r) for r in runs.get(key, {}).get(stage, [])])
@@ -152,14 +300,25 @@ def report(config, root, results_dir, config_name, prov):
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
          'config_values': config.to_dict()})
+  curves = learning_curves(root)
+  out['learning_curves'] = {f'{m}_k{k}': {str(s): pts for s, pts in v.items()}
+                            for (m, k), v in curves.items()}
+  not_done = []
+  if job_list is not None:
+    not_done = [r for r in status(config, root, job_list)[0] if r['state'] != 'done']
+  out['not_done'] = not_done
   os.makedirs(results_dir, exist_ok=True)
   stem = 'mixing_layers' if config_name == 'tiny' else f'mixing_layers_{config_name}'
   _atomic_write(os.path.join(results_dir, stem + '.json'),
                 json.dumps(out, indent=1, sort_keys=True, default=str))
   _plots(table, figure, L, os.path.join(results_dir, stem), baselines)
+  if curves:
+    _plot_curves(curves, config.pretrain.batch_size * config.model.max_len,
+                 os.path.join(results_dir, stem) + '_curves.png', L)
   _atomic_write(os.path.join(results_dir, stem + '.md'),
                 _markdown(out, table, figure, L, config, stem, prov,
-                          os.path.join(results_dir, stem)))
+                          os.path.join(results_dir, stem), bool(curves)))
+  return not_done
 
 
 def _atomic_write(path, s):
@@ -213,7 +372,7 @@ def _plots(table, figure, L, stem, baselines=None):
   plt.close(fig)
 
 
-def _markdown(out, table, figure, L, config, stem, prov, stem_path=''):
+def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False):
   m = config.model
   lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
            provenance.markdown_header(prov).replace('- command:', '- report command:'),
@@ -252,6 +411,18 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path=''):
                  if f['params_encoder_pooler'] else f'| {k} | — | — | — | — | — |')
   lines += ['', f'![Table 1]({os.path.basename(stem)}_table1.png)',
             f'![Figure 1]({os.path.basename(stem)}_figure1.png)', '']
+  if curves:
+    lines += ['## Learning curves', '', 'Held-out masked-LM accuracy during pre-training '
+              f'(every {config.pretrain.eval_every} steps; mean ± std band over the seeds '
+              'that reached each step).', '',
+              f'![Learning curves]({os.path.basename(stem)}_curves.png)', '']
+  if out['not_done']:
+    lines += ['## Not finished', '', f"{len(out['not_done'])} stages of the sweep are not "
+              'done; the tables above cover only the finished ones:', '']
+    lines += [f"- {r['run']}/{r['stage']}: " + (f"partial, step {r['step']} of "
+              f"{r['num_steps']}" if r['state'] == 'partial' else 'missing')
+              for r in out['not_done']]
+    lines.append('')
   td = out['task_data']
   lines += ['## Tasks, sizes and baselines', '']
   if out['pretrain_data']:
@@ -313,26 +484,40 @@ def main(argv):
   name = os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])).removesuffix('.py')
   name = name.removeprefix('mixing_') or 'custom'
   prov = provenance.record()
+  ks = None
+  if _HYBRID_KS.value is not None:
+    try:
+      ks = [int(k) for k in _HYBRID_KS.value if k.strip()]
+    except ValueError:
+      sys.exit(f'error: --hybrid_ks must be integers, got {_HYBRID_KS.value}')
+    bad = [k for k in ks if not 1 <= k < config.model.num_layers]
+    if bad:
+      sys.exit(f'error: --hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
+               f'(k = 0 and k = L are in Table 1), got {bad}')
+  if _HYBRID_SEEDS.value is not None and _HYBRID_SEEDS.value < 0:
+    sys.exit(f'error: --hybrid_seeds must be >= 0, got {_HYBRID_SEEDS.value}')
+  bad = [s for s in _STAGES.value if s not in STAGES]
+  if bad or not _STAGES.value:
+    sys.exit(f'error: --stages must be a non-empty subset of {",".join(STAGES)}, got {bad}')
+  job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value)
+  if _STATUS.value:
+    print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
+    return
   if not _REPORT_ONLY.value:
     try:
       wordnet.check_corpus(config.data.wordnet_dir or None)
     except wordnet.CorpusMissingError as e:
       sys.exit(f'error: {e}')
-    ks = None
-    if _HYBRID_KS.value is not None:
-      try:
-        ks = [int(k) for k in _HYBRID_KS.value]
-      except ValueError:
-        sys.exit(f'error: --hybrid_ks must be integers, got {_HYBRID_KS.value}')
-      bad = [k for k in ks if not 1 <= k < config.model.num_layers]
-      if bad:
-        sys.exit(f'error: --hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
-                 f'(k = 0 and k = L are in Table 1), got {bad}')
-    for j, job in enumerate(jobs(config.model.num_layers, _SEEDS.value, ks)):
+    for j, job in enumerate(job_list):
       if j % m == i:
-        run_job(config, _WORKDIR.value, job)
-        report(config, _WORKDIR.value, results_dir, name, prov)
-  report(config, _WORKDIR.value, results_dir, name, prov)
+        run_job(config, _WORKDIR.value, job, _STAGES.value)
+        report(config, _WORKDIR.value, results_dir, name, prov, job_list)
+  not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
+  if not_done:
+    print(f'report in {results_dir}: {len(not_done)} stages not done: ' + ', '.join(
+        f"{r['run']}/{r['stage']}" + (f" (step {r['step']} of {r['num_steps']})"
+                                      if r['state'] == 'partial' else '')
+        for r in not_done))
 
 
 if __name__ == '__main__':

@@ -75,6 +75,34 @@ def test_interrupted_and_resumed_equals_uninterrupted(pre_run):
   assert losses('full') == losses('resumed')
 
 
+def test_several_steps_per_call_is_the_same_training(pre_run):
+  """lax.scan over 2 stacked batches per jit call, metrics logged every 2 steps from the
+  on-device accumulator: the same parameters as one step per call, and the logged loss
+  is the mean of the two per-step losses."""
+  c, tmp, full = pre_run
+  c = ml_collections.ConfigDict(c.to_dict())
+  c.pretrain.update(steps_per_call=2, log_every=2)
+  two = mixing_train.pretrain(c, str(tmp / 'two'))
+  assert two['step'] == 4
+  jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
+                         _params(tmp / 'full', 4), _params(tmp / 'two', 4))
+  rows = lambda d: [json.loads(l) for l in open(tmp / d / 'metrics.jsonl')]
+  one = {r['step']: r['loss'] for r in rows('full') if 'loss' in r}
+  got = {r['step']: r['loss'] for r in rows('two') if 'loss' in r}
+  assert sorted(got) == [2, 4]
+  for s in (2, 4):
+    assert got[s] == pytest.approx((one[s - 1] + one[s]) / 2, rel=1e-4)
+  assert two['train_tokens_per_s'] > 0
+
+
+def test_steps_per_call_must_divide_the_periods(tmp_path):
+  c = small_config(tmp_path)
+  c.pretrain.update(steps_per_call=3)
+  with pytest.raises(ValueError, match='num_steps=4 is not a multiple of '
+                                       r'config.pretrain.steps_per_call=3'):
+    mixing_train.pretrain(c, str(tmp_path / 'x'))
+
+
 def test_finetune_mnli_starts_from_pretrained_encoder(pre_run, tmp_path):
   c, tmp, _ = pre_run
   c = ml_collections.ConfigDict(c.to_dict())
@@ -132,13 +160,82 @@ def test_binary_missing_corpus_and_bad_flags(tmp_path):
   assert 'Traceback' not in p.stderr
 
 
-def test_sweep_jobs_are_seed_major_and_cover_table_and_figure():
+def test_sweep_jobs_table_seed_major_then_hybrids():
   from experiments import mixing_sweep
   jobs = mixing_sweep.jobs(4, 2, [1, 2])
-  assert [j[0] for j in jobs[:6]] == ['average_s0', 'bilinear_s0', 'sepconv_s0',
-                                      'attention_s0', 'hybrid_k1_s0', 'hybrid_k2_s0']
-  assert len(jobs) == 12 and {j[3] for j in jobs[6:]} == {1}
-  assert all(('squad' in j[4]) == (j[1] == 'sepconv' or j[1] == 'attention') for j in jobs)
+  assert [j[0] for j in jobs] == [
+      'average_s0', 'bilinear_s0', 'sepconv_s0', 'attention_s0',
+      'average_s1', 'bilinear_s1', 'sepconv_s1', 'attention_s1',
+      'hybrid_k1_s0', 'hybrid_k2_s0', 'hybrid_k1_s1', 'hybrid_k2_s1']
+  assert [j[0] for j in mixing_sweep.jobs(4, 3, [1, 3], 1)[-2:]] == ['hybrid_k1_s0',
+                                                                     'hybrid_k3_s0']
+  assert len(mixing_sweep.jobs(4, 3, [], 1)) == 12
+
+
+def _fake_sweep(root):
+  """attention_s0: pre-training done (2000 steps in 1000 s) and MNLI partial (step 300,
+  its checkpoint meta says 60 s); average_s0: pre-training partial at step 500 with no
+  meta; everything else missing. A learning curve for the partial average_s0."""
+  done = root / 'attention_s0' / 'pretrain'
+  done.mkdir(parents=True)
+  (done / 'result.json').write_text(json.dumps({'step': 2000, 'wall_s': 1000.0}))
+  meta = root / 'attention_s0' / 'mnli' / 'checkpoints' / '300' / 'meta'
+  meta.mkdir(parents=True)
+  (meta / 'metadata').write_text(json.dumps({'step': 300, 'elapsed': 60.0}))
+  part = root / 'average_s0' / 'pretrain'
+  (part / 'checkpoints' / '500').mkdir(parents=True)
+  (part / 'checkpoints' / '600.orbax-checkpoint-tmp-1').mkdir()   # unfinished save
+  (part / 'config.json').write_text(json.dumps({'seed': 0, 'model': {
+      'mixing': 'average', 'num_conv_layers': 0}}))
+  (part / 'metrics.jsonl').write_text(''.join(
+      json.dumps({'step': s, 'eval_mlm_accuracy': a}) + '\n'
+      for s, a in ((100, 5.0), (200, 7.5))))
+
+
+def test_sweep_status_on_a_fake_workdir(tmp_path):
+  from experiments import mixing_sweep
+  from experiments.configs import mixing_cpu
+  _fake_sweep(tmp_path)
+  c = mixing_cpu.get_config()
+  c.pretrain.num_steps, c.finetune.num_steps = 2000, 1000
+  job_list = mixing_sweep.jobs(4, 1, [1], 1)
+  rows, summary = mixing_sweep.status(c, str(tmp_path), job_list)
+  by = {(r['run'], r['stage']): r for r in rows}
+  assert len(rows) == 2 + 2 + 3 + 3 + 3          # average, bilinear, sepconv, attention, k1
+  assert by[('attention_s0', 'pretrain')]['state'] == 'done'
+  assert by[('attention_s0', 'mnli')]['state'] == 'partial'
+  assert by[('attention_s0', 'mnli')]['step'] == 300
+  assert by[('average_s0', 'pretrain')]['state'] == 'partial'
+  assert by[('average_s0', 'pretrain')]['step'] == 500
+  assert by[('hybrid_k1_s0', 'squad')]['state'] == 'missing'
+  assert (summary['done'], summary['partial'], summary['missing']) == (1, 2, 10)
+  assert summary['seconds_per_step'] == {'pretrain': 0.5, 'finetune': 0.2}
+  # pre-training left: 1500 (average) + 3 x 2000 = 7500 steps x 0.5 s; fine-tuning left:
+  # 700 (attention mnli) + 7 x 1000 = 7700 steps x 0.2 s.
+  assert summary['eta_seconds'] == pytest.approx(7500 * 0.5 + 7700 * 0.2)
+  text = mixing_sweep.format_status(rows, summary)
+  assert 'average_s0/pretrain' in text and 'partial (step 500 of 2000)' in text
+  assert '1 done, 2 partial, 10 missing' in text
+
+
+def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
+  _fake_sweep(tmp_path / 'runs')
+  args = ['experiments/mixing_sweep.py', '--config=experiments/configs/mixing_cpu.py',
+          f'--workdir={tmp_path}/runs', '--seeds=1', '--hybrid_ks=', '--stages=pretrain']
+  p = _binary([*args, '--status'])
+  assert p.returncode == 0, p.stderr
+  assert p.stdout.splitlines()[0].split() == ['average_s0/pretrain', 'partial', '(step',
+                                              '500', 'of', '2000)']
+  assert '1 done, 1 partial, 2 missing' in p.stdout
+  (tmp_path / 'runs' / 'attention_s0' / 'pretrain' / 'result.json').unlink()  # a stub
+  p = _binary([*args, '--report_only', f'--results_dir={tmp_path}/rep'])
+  assert p.returncode == 0, p.stderr
+  assert '10 stages not done' in p.stdout   # the report covers every stage and 'bilinear_s0/pretrain' in p.stdout
+  md = (tmp_path / 'rep' / 'mixing_layers_cpu.md').read_text()
+  assert '- average_s0/pretrain: partial, step 500 of 2000' in md
+  assert (tmp_path / 'rep' / 'mixing_layers_cpu_curves.png').stat().st_size > 0
+  out = json.loads((tmp_path / 'rep' / 'mixing_layers_cpu.json').read_text())
+  assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
 
 
 def test_throughput_benchmark_runs_without_torch(tmp_path):
@@ -148,7 +245,27 @@ def test_throughput_benchmark_runs_without_torch(tmp_path):
                f'--markdown={tmp_path}/b.md'])
   assert p.returncode == 0, p.stderr[-2000:]
   r = json.load(open(tmp_path / 'b.json'))
-  assert r['tokens_per_s']['ours (JAX/Flax)'] > 0 and r['params'] > 0
+  for m in ('attention', 'average', 'bilinear', 'sepconv'):
+    key = f'ours {m} (JAX/Flax)'
+    assert r['tokens_per_s'][key] > 0 and r['params'][key] > 0
+    assert r['achieved_gflops'][key] == pytest.approx(
+        r['train_flops_per_token'][key] * r['tokens_per_s'][key] / 1e9)
+  assert r['peak_matmul_gflops'] > 0
   assert 'tokens/s' in open(tmp_path / 'b.md').read()
   p = _binary(['benchmarks/bert_throughput.py', '--hidden=10', '--heads=3'])
   assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
+  p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
+  assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
+
+
+def test_train_flops_per_token_by_hand():
+  """The module-doc formulas at d = 2, n = 3, r = 5, V = 7, P = 1, L = 1."""
+  sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+  import bert_throughput as bt
+  heads = (1 / 3) * (2 * 4 + 2 * 2 * 7)           # (P/n)(2 d^2 + 2 d V) = 12
+  ff = 4 * 2 * 5                                  # 4 d r = 40
+  mixer = {'attention': 8 * 4 + 4 * 3 * 2, 'average': 2 * 4 + 2 * 2,
+           'bilinear': 2 * 4 + 2 * 3 * 2, 'sepconv': 6 * 4 + 2 * 3 * 2}
+  for m, f in mixer.items():
+    assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1) == pytest.approx(
+        3 * (f + ff + heads))

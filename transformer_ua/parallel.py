@@ -64,9 +64,9 @@ def make_mesh(num_devices: int | None = None) -> Mesh:
   return Mesh(np.asarray(devices), (DATA_AXIS,))
 
 
-def data_sharding(mesh: Mesh) -> NamedSharding:
-  """Leading axis split across the mesh."""
-  return NamedSharding(mesh, P(DATA_AXIS))
+def data_sharding(mesh: Mesh, axis: int = 0) -> NamedSharding:
+  """Axis ``axis`` (default: the leading one) split across the mesh."""
+  return NamedSharding(mesh, P(*([None] * axis), DATA_AXIS))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -78,8 +78,9 @@ def replicate(tree: Any, mesh: Mesh) -> Any:
   return jax.device_put(tree, replicated(mesh))
 
 
-def shard_batch(batch: Any, mesh: Mesh) -> Any:
-  """Shards every leaf of ``batch`` along its leading axis over the mesh.
+def shard_batch(batch: Any, mesh: Mesh, axis: int = 0) -> Any:
+  """Shards every leaf of ``batch`` along axis ``axis`` (default: the leading one; 1 for
+  a stack of batches ``[steps, batch, ...]``) over the mesh.
 
   On one host this is ``device_put`` with ``P('data')``; with several processes each
   passes its local slice and the global array is assembled across hosts.
@@ -87,13 +88,13 @@ def shard_batch(batch: Any, mesh: Mesh) -> Any:
   Raises:
     ValueError: a leading dimension not divisible by the number of devices.
   """
-  sharding = data_sharding(mesh)
+  sharding = data_sharding(mesh, axis)
   local_devices = len(mesh.local_devices)
 
   def put(x):
     x = np.asarray(x) if not isinstance(x, jax.Array) else x
-    if x.shape[0] % local_devices:
-      raise ValueError(f'batch dimension {x.shape[0]} is not divisible by the '
+    if x.shape[axis] % local_devices:
+      raise ValueError(f'batch dimension {x.shape[axis]} is not divisible by the '
                        f'{local_devices} local devices of the mesh; choose a batch size '
                        'that is a multiple of the device count.')
     if jax.process_count() == 1:

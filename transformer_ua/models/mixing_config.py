@@ -37,7 +37,9 @@ def base_config() -> ml_collections.ConfigDict:
   p.learning_rate = 2e-3
   p.warmup_steps = 20               # linear warm-up, then linear decay to 0
   p.weight_decay = 0.01             # AdamW, matrices only
-  p.log_every = 1                   # metrics.jsonl / TensorBoard rows
+  p.log_every = 1                   # metrics.jsonl / TensorBoard rows (means over the window)
+  p.steps_per_call = 1              # optimizer steps per jit call (lax.scan over batches)
+  p.tensorboard = True              # mirror metrics.jsonl to TensorBoard event files
   p.eval_every = 100                # held-out MLM / NSP evaluation
   p.eval_batches = 20               # held-out batches per evaluation
   p.checkpoint_every = 100
@@ -56,6 +58,8 @@ def base_config() -> ml_collections.ConfigDict:
   f.num_eval_examples = 1000        # 0 = all
   f.max_answer_tokens = 10          # span task: longest predicted answer
   f.log_every = 1
+  f.steps_per_call = 1
+  f.tensorboard = True
   f.eval_every = 100
   f.checkpoint_every = 100
   f.checkpoint_seconds = 300.0

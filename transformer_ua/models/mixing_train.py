@@ -29,6 +29,7 @@ resumes from the latest one, and because batches and dropout keys are functions 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -79,8 +80,12 @@ def make_optimizer(opt, num_steps: int) -> optax.GradientTransformation:
                   mask=decay_mask))
 
 
-def make_train_step(loss_fn, tx):
-  """``loss_fn(params, batch, rng) -> (loss, metrics)``; returns jitted (state, batch)."""
+def make_train_step(loss_fn, tx, steps_per_call: int = 1):
+  """``loss_fn(params, batch, rng) -> (loss, metrics)``; returns the jitted
+  ``(state, acc, batches) -> (state, acc)``: ``steps_per_call`` optimizer steps over a
+  stack of batches (leading axis = step; ``lax.scan``), their metrics *summed* into the
+  on-device accumulator ``acc`` (``init_metrics_acc`` builds it), so nothing is copied to
+  the host between log rows."""
   def step(state, batch):
     rng = jax.random.fold_in(state['rng'], state['step'])
     (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(
@@ -90,7 +95,25 @@ def make_train_step(loss_fn, tx):
     new = {'params': optax.apply_updates(state['params'], updates),
            'opt_state': opt_state, 'step': state['step'] + 1, 'rng': state['rng']}
     return new, metrics
-  return jax.jit(step, donate_argnums=0)
+
+  def run(state, acc, batches):
+    if steps_per_call == 1:
+      state, metrics = step(state, jax.tree_util.tree_map(lambda a: a[0], batches))
+      total = metrics
+    else:
+      state, metrics = jax.lax.scan(step, state, batches)
+      total = jax.tree_util.tree_map(lambda m: m.sum(0), metrics)
+    return state, jax.tree_util.tree_map(jnp.add, acc, total)
+  return jax.jit(run, donate_argnums=(0, 1))
+
+
+def init_metrics_acc(loss_fn, params, batch):
+  """Zeros shaped like the train metrics (plus grad_norm): the accumulator of
+  ``make_train_step``."""
+  _, metrics = jax.eval_shape(lambda p, b: loss_fn(p, b, jax.random.PRNGKey(0)),
+                              params, batch)
+  metrics['grad_norm'] = jax.ShapeDtypeStruct((), jnp.float32)
+  return jax.tree_util.tree_map(lambda m: jnp.zeros(m.shape, m.dtype), metrics)
 
 
 def _check(config):
@@ -102,6 +125,13 @@ def _check(config):
       v = config[sec][n]
       if not isinstance(v, int) or v < 1:
         raise ValueError(f'config.{sec}.{n} must be a positive integer, got {v!r}')
+    c = config[sec].get('steps_per_call', 1)
+    if not isinstance(c, int) or c < 1:
+      raise ValueError(f'config.{sec}.steps_per_call must be a positive integer, got {c!r}')
+    for n in ('num_steps', 'checkpoint_every', 'eval_every', 'log_every'):
+      if config[sec][n] % c:
+        raise ValueError(f'config.{sec}.{n}={config[sec][n]} is not a multiple of '
+                         f'config.{sec}.steps_per_call={c}')
   if config.finetune.task not in TASKS:
     raise ValueError(f'unknown fine-tuning task {config.finetune.task!r}; choose one of '
                      f'{TASKS}')
@@ -148,41 +178,94 @@ def load_corpus_and_tokenizer(config, workdir: str):
 
 
 class _StepTask:
-  """One unit = one step of ``train_step`` on ``get_batch(step)`` (sharded over a mesh),
-  with the throughput of the training steps: real (non-padding) tokens per second,
-  the first two steps of a process (compilation) excluded."""
+  """One call = ``steps_per_call`` steps of ``train_step`` on the stacked batches
+  ``get_batch(step) .. get_batch(step + c - 1)`` (sharded over a mesh), built one call
+  ahead in a background thread. Train metrics are summed on device and returned as
+  their mean over the log window (the host waits only at the end of a window, every
+  ``log_every`` steps, and at the last one). Throughput: real (non-padding) tokens per
+  second of training between the end of the first call (compilation) and the end of
+  the last finished window."""
 
-  def __init__(self, train_step, get_batch, eval_fn, mesh=None):
-    self.train_step, self.eval_fn = train_step, eval_fn
-    self.get_batch = (get_batch if mesh is None
-                      else lambda s: parallel.shard_batch(get_batch(s), mesh))
-    self.calls, self.tokens, self.train_time, self.tps = 0, 0, 0.0, float('nan')
+  def __init__(self, train_step, get_batch, eval_fn, acc0, *, steps_per_call, log_every,
+               num_steps, mesh=None):
+    self.train_step, self.eval_fn, self.acc0 = train_step, eval_fn, acc0
+    self.c, self.log_every, self.num_steps, self.mesh = (steps_per_call, log_every,
+                                                         num_steps, mesh)
+    self.get_batch = get_batch
+    self.pool = concurrent.futures.ThreadPoolExecutor(1)
+    self.pending = None                    # (first step, future of the next stack)
+    self.acc, self.count = None, 0
+    self.tokens, self.window_tokens, self.train_time = 0, 0, 0.0
+    self.t_start = None                    # perf_counter at the end of the first call
+    self.tps = float('nan')
+
+  def _stack(self, step):
+    bs = [self.get_batch(s) for s in range(step, step + self.c)]
+    stacked = {k: np.stack([b[k] for b in bs]) for k in bs[0]}
+    return stacked, int(stacked['mask'].sum())
+
+  def _batches(self, step):
+    if self.pending is not None and self.pending[0] == step:
+      stacked, ntok = self.pending[1].result()
+    else:
+      stacked, ntok = self._stack(step)
+    nxt = step + self.c
+    self.pending = ((nxt, self.pool.submit(self._stack, nxt))
+                    if nxt < self.num_steps else None)
+    if self.mesh is not None:     # the batch axis is axis 1 of the stack
+      stacked = parallel.shard_batch(stacked, self.mesh, axis=1)
+    return stacked, ntok
 
   def train_epoch(self, state, step):
-    t0 = time.perf_counter()
-    batch = self.get_batch(step)
-    state, metrics = self.train_step(state, batch)
-    jax.block_until_ready(metrics)
-    if self.calls >= 2:
-      self.train_time += time.perf_counter() - t0
-      self.tokens += int(batch['mask'].sum())
-      self.tps = self.tokens / self.train_time
-    self.calls += 1
-    return state, {**metrics, 'tokens_per_s': self.tps}
+    batches, ntok = self._batches(step)
+    if self.acc is None:
+      self.acc = jax.tree_util.tree_map(jnp.copy, self.acc0)
+    state, self.acc = self.train_step(state, self.acc, batches)
+    self.count += self.c
+    done = step + self.c
+    if self.t_start is None:        # compilation: excluded from the throughput
+      jax.block_until_ready(self.acc)
+      self.t_start = time.perf_counter()
+    else:
+      self.window_tokens += ntok
+    mean = jax.tree_util.tree_map(lambda a: a / self.count, self.acc)
+    if done % self.log_every == 0 or done == self.num_steps:
+      jax.block_until_ready(mean)
+      self.tokens += self.window_tokens
+      self.window_tokens = 0
+      self.train_time = time.perf_counter() - self.t_start
+      if self.train_time > 0 and self.tokens:
+        self.tps = self.tokens / self.train_time
+      self.acc, self.count = None, 0
+    return state, {**mean, 'tokens_per_s': self.tps}
 
   def evaluate(self, state):
-    return self.eval_fn(state['params'])
+    t = time.perf_counter()
+    out = self.eval_fn(state['params'])
+    if self.t_start is not None:     # evaluation time is not training time
+      self.t_start += time.perf_counter() - t
+    return out
+
+  def close(self):
+    self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _loop(*, workdir, state, train_step, get_batch, cfg, eval_fn, desc, halt_after, mesh):
+def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, halt_after,
+          mesh):
   """The one loop (``transformer_ua.train.loop``) over steps; returns (state, tokens/s)."""
-  task = _StepTask(train_step, get_batch, eval_fn, mesh)
+  c = cfg.get('steps_per_call', 1)
+  task = _StepTask(train_step, get_batch, eval_fn, acc0, steps_per_call=c,
+                   log_every=cfg.log_every, num_steps=cfg.num_steps, mesh=mesh)
   schedule = loop.Schedule(
       num_units=cfg.num_steps, eval_every=cfg.eval_every,
       checkpoint_every=cfg.checkpoint_every, log_every=cfg.log_every, unit='step',
       checkpoint_seconds=cfg.get('checkpoint_seconds', loop.CHECKPOINT_SECONDS),
-      stop_after=halt_after if halt_after > 0 else None, eval_prefix='eval_', desc=desc)
-  out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+      stop_after=halt_after if halt_after > 0 else None, eval_prefix='eval_', desc=desc,
+      units_per_call=c, tensorboard=cfg.get('tensorboard', True))
+  try:
+    out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+  finally:
+    task.close()
   MetricsWriter(workdir, tensorboard=False).plot('curves.png')
   return out.state, task.tps
 
@@ -268,9 +351,10 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
             'nsp_accuracy': 100 * s[3] / s[4]}
 
   t0 = time.perf_counter()
-  state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
+  state, tps = _loop(workdir=workdir, state=state,
+                     train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
                      get_batch=lambda s: train_data.batch(s, p.batch_size),
-                     cfg=p, eval_fn=eval_fn, desc='pretrain',
+                     acc0=init_metrics_acc(loss_fn, params, b0), cfg=p, eval_fn=eval_fn, desc='pretrain',
                      halt_after=config.get('halt_after', -1), mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])
   return _write_result(workdir, {
@@ -425,8 +509,10 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return {k: v[idx] for k, v in train.items()}
 
   t0 = time.perf_counter()
-  state, tps = _loop(workdir=workdir, state=state, train_step=make_train_step(loss_fn, tx),
-                     get_batch=get_batch, cfg=f, eval_fn=eval_fn,
+  state, tps = _loop(workdir=workdir, state=state,
+                     train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
+                     get_batch=get_batch, acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
+                     cfg=f, eval_fn=eval_fn,
                      desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
                      mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])

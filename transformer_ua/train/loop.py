@@ -7,11 +7,14 @@ and its evaluation; ``run`` does everything else, the same way for every task.
     scalars        = task.evaluate(state)             # every ``eval_every`` units
 
 A *unit* is what the task counts in (``Schedule.unit``): one optimizer step (the
-Section H BERT runs) or one epoch (the Fang regression). An epoch may be a Python loop
+Section H BERT runs) or one epoch (the Fang regression). With ``units_per_call = c > 1``
+one call ``task.train_epoch(state, u)`` runs units ``u .. u + c - 1`` (e.g. ``lax.scan``
+over a stack of c batches in one jit call) and ``done = u + c``; the periods below
+must then be multiples of c. An epoch may be a Python loop
 of jitted per-step updates or one compiled function that runs the whole epoch
 (``lax.scan`` over its minibatches inside one jit); the loop cannot tell them apart.
 
-Per unit u (``done = u + 1``):
+Per call starting at unit u (``done = u + units_per_call``):
 
     log     done % log_every == 0 or last:  write {**train scalars, **eval scalars}
     eval    done % eval_every == 0 or last:  ``task.evaluate`` (prefixed ``eval_prefix``)
@@ -82,6 +85,8 @@ class Schedule:
     eval_prefix: prepended to the evaluation scalars' names.
     finite_key: a train scalar that must stay finite (FloatingPointError otherwise).
     max_to_keep: checkpoints kept.
+    units_per_call: units run by one ``task.train_epoch`` call (num_units and the
+      periods must be multiples of it).
     tensorboard: mirror the metrics to TensorBoard.
     desc: progress-bar label (and the name in error messages).
     progress: show the progress bar.
@@ -100,12 +105,22 @@ class Schedule:
   tensorboard: bool = True
   desc: str = 'train'
   progress: bool = True
+  units_per_call: int = 1
 
   def __post_init__(self):
-    for name in ('num_units', 'eval_every', 'checkpoint_every', 'log_every'):
+    for name in ('num_units', 'eval_every', 'checkpoint_every', 'log_every',
+                 'units_per_call'):
       v = getattr(self, name)
       if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise ValueError(f'{name}={v!r}; it must be an integer >= 1.')
+    c = self.units_per_call
+    for name in ('num_units', 'eval_every', 'checkpoint_every', 'log_every'):
+      if getattr(self, name) % c:
+        raise ValueError(f'{name}={getattr(self, name)} is not a multiple of '
+                         f'units_per_call={c} ({self.unit}s run per call).')
+    if self.stop_after is not None and self.stop_after % c:
+      raise ValueError(f'stop_after={self.stop_after} is not a multiple of '
+                       f'units_per_call={c}.')
     c = self.checkpoint_seconds
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not c >= 0:
       raise ValueError(f'checkpoint_seconds={c!r}; it must be a number >= 0 (seconds).')
@@ -192,7 +207,7 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
   if mesh is not None:
     state = parallel.replicate(state, mesh)
   end = s.num_units if s.stop_after is None else min(s.num_units, s.stop_after)
-  bar = tqdm(range(start, end), initial=start, total=s.num_units, desc=s.desc,
+  bar = tqdm(range(start, end, s.units_per_call), initial=start, total=s.num_units, desc=s.desc,
              disable=not s.progress, mininterval=2.0, dynamic_ncols=True)
   t0 = time.perf_counter()
   saved, saved_at = start, t0   # the newest checkpoint: units, perf_counter time
@@ -219,7 +234,9 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
     try:
       for unit in bar:
         state, scalars = task.train_epoch(state, unit)
-        done = unit + 1
+        done = unit + s.units_per_call
+        if s.units_per_call > 1:
+          bar.update(s.units_per_call - 1)
         last = done == s.num_units
         row = {}
         if done % s.log_every == 0 or last:

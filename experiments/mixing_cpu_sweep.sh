@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Appendix H sweep at the `cpu` budget (experiments/configs/mixing_cpu.py), in phases:
+#   1. pre-training, Table 1: 4 mixers x seeds 0, 1, 2
+#   2. pre-training, Figure 1 hybrids k = 1, 2, 3 at seed 0
+#   3. fine-tuning on the MNLI and SQuAD analogues from every checkpoint of 1 and 2
+# Every stage resumes from its orbax checkpoint (every 5 min of wall time and on SIGTERM)
+# and is skipped once its result.json exists; a phase with nothing left is skipped, so
+# the sweep spans sessions. Each phase logs its command, revision and 1-min load.
+#   setsid nohup nice -n 19 bash experiments/mixing_cpu_sweep.sh /work/runs_mixing \
+#       >> /work/runs_mixing/sweep.log 2>&1 &
+#   echo $! > /work/bg/mixing.pgid        # setsid: the pid is the process group id
+# Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
+# Status: python experiments/mixing_sweep.py $COMMON --status   (COMMON as below)
+set -u
+cd "$(dirname "$0")/.." || exit 2
+workdir="${1:-runs/mixing_cpu}"
+py="${PYTHON:-python}"
+[ -z "${PYTHON:-}" ] && [ -f .venv/bin/activate ] && . .venv/bin/activate
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+common="--config=experiments/configs/mixing_cpu.py --workdir=$workdir --seeds=3"
+phases=("--hybrid_ks= --stages=pretrain"
+        "--hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
+        "--hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli,squad")
+for phase in "${phases[@]}"; do
+  # shellcheck disable=SC2086
+  left=$("$py" experiments/mixing_sweep.py $common $phase --status | tail -1)
+  if [[ "$left" == *" 0 partial, 0 missing"* ]]; then
+    echo "== $(date -u +%FT%TZ) skip (done): $phase"; continue
+  fi
+  echo "== $(date -u +%FT%TZ) rev $(git rev-parse --short HEAD) load $(cut -d' ' -f1 /proc/loadavg)"
+  echo "   $py experiments/mixing_sweep.py $common $phase"
+  echo "   before: $left"
+  # shellcheck disable=SC2086
+  "$py" experiments/mixing_sweep.py $common $phase || { rc=$?; echo "== stopped rc=$rc"; exit $rc; }
+done
+echo "== $(date -u +%FT%TZ) sweep done; report in $workdir/report"
