@@ -4,6 +4,9 @@
 # Ctrl-C / SIGTERM) and is skipped once its result exists, so the sweep can span
 # sessions:  nohup nice -n 19 bash experiments/fang_f2_sweep.sh [WORKDIR] > sweep.log &
 set -u
+# With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
+# session, and setsid starts a new one: lower the whole session's CPU share as well.
+{ echo 19 > /proc/self/autogroup; } 2>/dev/null || true
 cd "$(dirname "$0")/.." || exit 2
 workdir="${1:-runs/fang_f2}"
 [ -f .venv/bin/activate ] && . .venv/bin/activate

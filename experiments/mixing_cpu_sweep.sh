@@ -12,6 +12,9 @@
 # Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
 # Status: python experiments/mixing_sweep.py $COMMON --status   (COMMON as below)
 set -u
+# With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
+# session, and setsid starts a new one: lower the whole session's CPU share as well.
+{ echo 19 > /proc/self/autogroup; } 2>/dev/null || true
 cd "$(dirname "$0")/.." || exit 2
 workdir="${1:-runs/mixing_cpu}"
 py="${PYTHON:-python}"
