@@ -7,17 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from experiments.configs import fang_f1
+import fang_tiny
 from transformer_ua.fang import epoch, regression
 from transformer_ua.train import fang_regression as fang_training
 
 
 def tiny_config(**kw):
-  c = fang_f1.get_config()
-  c.update(model='attention', num_tokens=4, epochs=6, batch_size=2000, checkpoint_every=1,
-           tensorboard=False, grad_chunk=500)
-  c.update(**kw)
-  return c
+  return fang_tiny.tiny_config(**{'grad_chunk': 500, **kw})
 
 
 def _rel(a, b):

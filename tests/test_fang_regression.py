@@ -15,6 +15,7 @@ from experiments.configs import fang_f1, fang_f2
 from transformer_ua import fang
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_regression as fang_training
+from fang_tiny import tiny_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,14 +119,6 @@ def test_one_cycle_schedule_matches_pytorch_defaults():
 def test_epochs_to_convergence_rule():
   assert regression.epochs_to_convergence([10.0, 5.0, 4.995, 3.0, 2.995, 2.99]) == (3, 5)
   assert regression.epochs_to_convergence([10.0, 5.0, 1.0]) == (None, None)
-
-
-def tiny_config(**kw):
-  c = fang_f1.get_config()
-  c.update(model='attention', num_tokens=4, epochs=6, batch_size=2000, checkpoint_every=1,
-           tensorboard=False, grad_chunk=1000)
-  c.update(**kw)
-  return c
 
 
 @pytest.mark.parametrize('model', ['attention',
