@@ -92,6 +92,14 @@ def test_config_file_that_does_not_load_is_one_line(tmp_path, text, fragment):
   assert not (tmp_path / 'w').exists()
 
 
+def test_config_file_that_does_not_exist_is_one_line(tmp_path):
+  proc = subprocess.run([sys.executable, FANG_BINARY, f'--config={tmp_path / "nope.py"}',
+                         f'--workdir={tmp_path / "w"}'], capture_output=True, text=True,
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=False)
+  _one_line_error(proc, 'nope.py')
+  assert not (tmp_path / 'w').exists()
+
+
 @pytest.mark.parametrize('name', CONFIGS)
 def test_every_config_loads_as_a_file(tmp_path, name):
   """absl loads --config=path as a file: the repo root is not importable then (only the

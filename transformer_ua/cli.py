@@ -80,10 +80,23 @@ def _config_error(e: Exception) -> None:
   fail(f'bad config override: {text}')
 
 
+def _check_config_files_loaded() -> None:
+  """ml_collections defers an unreadable config file (missing path, permissions) to the
+  first attribute access, deep inside a run; report it at parse time instead."""
+  for name in flags.FLAGS:
+    value = flags.FLAGS[name].value
+    if type(value).__name__ == '_ErrorConfig':  # ml_collections' stand-in for a failed load
+      # Its message ends with the reason per attempted path, e.g. "[Errno 2] No such file".
+      reason = str(vars(value)['_error']).strip().splitlines()[-1].strip()
+      fail(f'config file did not load: {reason}')
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, with any failure reported in one line."""
   try:
-    return flags.FLAGS(argv)
+    rest = flags.FLAGS(argv)
+    _check_config_files_loaded()
+    return rest
   except flags.Error as e:
     fail(e)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
