@@ -3,7 +3,8 @@ r"""Fang et al. 2022, Section 5: Table 1, Figure 2 (f1 surfaces), Figure 3 (f2 c
     python experiments/fang_regression.py --config=experiments/configs/fang_f1.py \
         --workdir=/tmp/fang_runs
     python experiments/fang_regression.py --config=experiments/configs/fang_f2.py \
-        --workdir=/tmp/fang_runs [--only=attention:4368,nn_depth] [--report_only]
+        --workdir=/tmp/fang_runs [--only=attention:4368,nn_depth] [--report_only] \
+        [--deviations=Adam=/tmp/fang_adam_runs]
 
 Runs every sweep entry of the config for every seed (seed-major: all models' seed 0
 first). A finished run (``result.json``) is skipped; an unfinished one resumes from
@@ -38,6 +39,10 @@ _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report is written
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
+_DEVIATIONS = flags.DEFINE_list(
+    'deviations', [], 'LABEL=WORKDIR pairs: finished runs of a config that deviates from the '
+    'paper (e.g. Adam=/tmp/fang_adam for experiments/configs/fang_f2_adam.py), added to '
+    'Table 1 and Figure 3 as rows labelled [DEVIATION: LABEL].')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/configs/fang_f2.py'}
@@ -100,6 +105,13 @@ def main(argv):
   bad = [o for o in _ONLY.value if o not in known]
   if bad:
     raise app.UsageError(f'--only {bad} not in the sweep; allowed: {sorted(known)}.')
+  deviations = {}
+  for pair in _DEVIATIONS.value:
+    label, _, path = pair.partition('=')
+    if not label or not path or not os.path.isdir(path):
+      raise app.UsageError(f'--deviations entry {pair!r}: expected LABEL=WORKDIR with an '
+                           'existing run directory.')
+    deviations[label] = path
   from transformer_ua.reports import fang_regression as fang_report
   if not _REPORT_ONLY.value:
     command = 'python ' + ' '.join(sys.argv)
@@ -121,9 +133,8 @@ def main(argv):
           result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
       with open(os.path.join(workdir, 'result.json'), 'w') as f:
         json.dump(result, f, indent=1)
-      fang_report.write_report(_WORKDIR.value, results_dir,
-                               sweep_plans())
-  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans())
+      fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations)
+  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations)
 
 
 if __name__ == '__main__':

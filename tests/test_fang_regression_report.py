@@ -110,3 +110,24 @@ def test_optimum_rows_beside_the_trained_rows(tmp_path):
       '| attention (n = 2002)')))
   data = json.load(open(os.path.join(res, 'fang_regression_f2.json')))
   assert data['optimum'] == opt
+
+
+def test_deviation_rows_are_labelled_and_kept_out_of_the_claims(tmp_path):
+  """A run with a config that deviates from the paper (its own workdir) is a Table 1 row
+  named '[DEVIATION: label]', in the JSON under 'deviations', and not in the claims."""
+  work, dev, res = (str(tmp_path / d) for d in ('runs', 'adam', 'res'))
+  _finished(work, 'f2_attention_2002_seed0', 'attention', 0, 6.5, num_tokens=2002,
+            depth_width=120)
+  _finished(dev, 'f2_attention_2002_seed0', 'attention', 0, 1.0625, num_tokens=2002,
+            depth_width=120)
+  md = open(regression_report.write_report(work, res, deviations={'Adam': dev})).read()
+  lines = md[md.index('## f2'):].splitlines()
+  row = next(l for l in lines if l.startswith('| attention (n = 2002) [DEVIATION: Adam] |'))
+  assert '| 1.062 |' in row
+  claims = md[md.index('Claims of the paper', md.index('## f2')):].split('Figure 3')[0]
+  assert 'DEVIATION' not in claims and '6.5 vs noise variance 1' in claims
+  data = json.load(open(os.path.join(res, 'fang_regression_f2.json')))
+  (name,) = data['deviations']
+  assert name == 'attention (n = 2002) [DEVIATION: Adam]'
+  assert data['deviations'][name]['runs'][0]['mse_test'] == 1.0625
+  assert [r['mse_test'] for r in data['runs']] == [6.5]

@@ -13,6 +13,11 @@ epoch so far -- and never enters the Table 1 rows, the seed statistics or the cl
 With ``plans`` (target -> planned run names, from the configs) the runs of the sweep
 that were never started are listed too. Unfinished curves are drawn dashed in the
 convergence figure.
+
+Deviations from the paper (``deviations``: label -> workdir of a sweep run with a
+changed config, e.g. ``{'Adam': ...}`` for experiments/configs/fang_f2_adam.py) enter
+Table 1 and Figure 3 as rows named ``<model> [DEVIATION: <label>]``, with their own
+commands, and are kept out of the automatic claims about the paper.
 """
 
 from __future__ import annotations
@@ -162,12 +167,12 @@ def optimum_rows(opt) -> list[str]:
   return rows
 
 
-def table(groups, optimum=None) -> str:
+def table(groups, optimum=None, deviation_groups=None) -> str:
   lines = ['| model | params | seeds | MSE_Tr | MSE_Te | MSE_Te vs f (noiseless) | '
            '# epochs (paper rule) | epochs (rule holds from then on) | run time to conv. (s) '
            '| run time total (s) | s / epoch |',
            '|---|---|---|---|---|---|---|---|---|---|---|']
-  for name, rs in groups.items():
+  for name, rs in {**groups, **(deviation_groups or {})}.items():
     conv = [r['epochs_to_convergence'] for r in rs]
     lines.append(
         f"| {name} | {rs[0]['num_params']} | {len(rs)} | {_ms([r['mse_train'] for r in rs])} | "
@@ -288,13 +293,33 @@ def claims(groups) -> str:
   best_att = min((np.mean([r['mse_test'] for r in rs]) for rs in att.values()), default=math.nan)
   for name, rs in mlp.items():
     te = np.mean([r['mse_test'] for r in rs])
+    if not att:
+      lines.append(f'- {name}: mean MSE_Te {te:.4g}; no finished ATTENTION run to compare with.')
+      continue
     rel = 'worse than' if te > best_att else 'not worse than'
     lines.append(f'- {name}: mean MSE_Te {te:.4g}, {rel} the best ATTENTION run ({best_att:.4g}).')
   return '\n'.join(lines)
 
 
-def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> str:
-  """Writes the report; ``plans``: target -> {run name: planned epochs} of the full sweep."""
+def _deviation_groups(deviations, target):
+  """label -> workdir  =>  ({'<model> [DEVIATION: label]': runs}, [runs])."""
+  groups, runs = {}, []
+  for label, wd in (deviations or {}).items():
+    rs = [dict(r, _deviation=label) for r in _load(wd, target)]
+    runs += rs
+    groups.update({f'{name} [DEVIATION: {label}]': g for name, g in _group(rs).items()})
+  return groups, runs
+
+
+def _curves(runs):
+  return {r['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')] for h in r['history']]
+          for r in runs}
+
+
+def write_report(workdir: str, results_dir: str, plans: dict | None = None,
+                 deviations: dict | None = None) -> str:
+  """Writes the report; ``plans``: target -> {run name: planned epochs} of the full sweep;
+  ``deviations``: label -> workdir of runs with a config that deviates from the paper."""
   os.makedirs(results_dir, exist_ok=True)
   plans = plans or {}
   md = ['# Fang et al. 2022, Section 5: noisy polynomial regression', '',
@@ -315,12 +340,16 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
       md += [f'## {target}', '', 'No runs yet.', '']
       continue
     groups = _group(results)
-    slim = [{k: v for k, v in r.items() if k not in ('history', '_dir')} for r in results]
-    curves = {r['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')] for h in r['history']]
-              for r in results}
+    dev_groups, dev_runs = _deviation_groups(deviations, target)
+    slim = lambda runs: [{k: v for k, v in r.items() if k not in ('history', '_dir',
+                                                                  '_deviation')}
+                         for r in runs]
     opt = load_optimum(results_dir, target)
     with open(os.path.join(results_dir, f'fang_regression_{target}.json'), 'w') as f:
-      json.dump({'runs': slim, 'curves_epoch_train_test': curves, 'optimum': opt,
+      json.dump({'runs': slim(results), 'curves_epoch_train_test': _curves(results),
+                 'optimum': opt,
+                 'deviations': {name: {'runs': slim(rs), 'curves_epoch_train_test': _curves(rs)}
+                                for name, rs in dev_groups.items()},
                  'unfinished_runs': [{k: v for k, v in u.items() if k != 'history'}
                                      for u in unfinished],
                  'unfinished_curves_epoch_train_test': {
@@ -328,7 +357,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
                                  for h in u['history']] for u in unfinished},
                  'not_started': not_started}, f, indent=1)
     conv_png = f'fang_{target}_convergence.png'
-    convergence_figure(groups, os.path.join(results_dir, conv_png),
+    convergence_figure({**groups, **dev_groups}, os.path.join(results_dir, conv_png),
                        f'{target}: MSE per epoch (mean over seeds, band = min..max; '
                        'dashed = unfinished run)', unfinished)
     spec = regression.DATA[target]
@@ -337,7 +366,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None) -> s
     if planned:
       md += [f'Sweep status: {len(results)} of {len(planned)} planned runs finished, '
              f'{len(unfinished)} unfinished, {len(not_started)} not started.', '']
-    md += _finished_section(target, results, groups, opt) if results else [
+    md += _finished_section(target, results, groups, opt, dev_groups, dev_runs) if results else [
         'No finished runs yet: no Table 1 rows.', '']
     if unfinished:
       md += ['UNFINISHED runs -- not in Table 1 nor in the automatic claims; their numbers '
@@ -373,22 +402,24 @@ def _optimum_note(opt) -> str:
           f"1-min load {pv['load_average_1min_at_start']}.")
 
 
-def _finished_section(target, results, groups, optimum=None):
+def _finished_section(target, results, groups, optimum=None, deviation_groups=None,
+                      deviation_runs=()):
   md = []
   provs = {json.dumps({k: r['provenance'][k] for k in ('command', 'git_revision')})
-           for r in results}
+           for r in [*results, *deviation_runs]}
   for pv in sorted(provs):
     pv = json.loads(pv)
     md.append(f"- command: `{pv['command']}` at revision `{pv['git_revision']}`")
   r0 = results[0]['provenance']
-  loads = [r['provenance']['load_average_1min_at_start'] for r in results]
+  loads = [r['provenance']['load_average_1min_at_start'] for r in [*results, *deviation_runs]]
   md += [f"- machine: {r0['machine']}; 1-min load when the results were recorded "
          f"{min(loads)}..{max(loads)} "
          '(shared machine: run times include contention)', '']
-  md += [table(groups, optimum), '']
+  md += [table(groups, optimum, deviation_groups), '']
   if optimum:
     md += [_optimum_note(optimum), '']
-  lit = [(r['name'], r['literal_check']) for r in results if 'literal_check' in r]
+  lit = [(r['name'] + (f" [DEVIATION: {r['_deviation']}]" if '_deviation' in r else ''),
+          r['literal_check']) for r in [*results, *deviation_runs] if 'literal_check' in r]
   if lit:
     md += ['Literal network (trained F, beta, b + the fixed Lemma 3.1 blocks, float64) vs the '
            'compact path the model was trained through, on test inputs:', '',
