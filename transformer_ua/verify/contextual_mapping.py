@@ -305,6 +305,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     bad_counts = int(totals_m.counts['points'] != m_total) + sum(
         int(totals_m.counts[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
     totals = totals_m
+    t_multiset = time.time() - t0
     if grid == 'full':
       table = np.concatenate(table) if keep_table else None
       if kernel != 'sweep':  # the block pass takes the host table (one device copy)
@@ -366,6 +367,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       'num_layers': cm.depth(), 'num_params': cm.num_params(),
       'category_1_classes': m1, 'chunk_size': chunk_size, 'devices': num_dev,
       'seconds': round(time.time() - t0, 3),
+      'multiset_pass_seconds': round(t_multiset, 3),
       'provenance': prov,
   })
   return result
