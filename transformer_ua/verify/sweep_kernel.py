@@ -41,6 +41,7 @@ run can be resumed (``resume=True``) where it stopped.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -52,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import parallel
+from transformer_ua.exact import limbs
 from transformer_ua.yun import grids, sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
@@ -145,6 +147,48 @@ def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
           'has': jnp.asarray((bc[None] == values).any(axis=1))}
 
 
+def words_fn(cm):
+  """Values of the mapping's arithmetic [...(, K)] -> int64 words [...], most
+  significant first, ordered and identified lexicographically: the value itself (int64),
+  or ``limbs.ordered_words`` (2 words for 3 limbs of 30 bits)."""
+  if cm.limbs:
+    return lambda x: limbs.ordered_words(x, cm.arithmetic.spec)
+  return lambda x: [x]
+
+
+def words_to_python(cm, words) -> np.ndarray:
+  """Host words [..., C] (``words_fn``) -> Python ints."""
+  if cm.limbs:
+    return limbs.words_to_python(words, cm.arithmetic.spec)
+  return np.asarray(words)[..., 0].astype(object)
+
+
+def _words_eq(a, b):
+  return functools.reduce(jnp.logical_and, [x == y for x, y in zip(a, b)])
+
+
+def _words_lt(a, b):
+  """a < b, lexicographic over the words (broadcast)."""
+  less, tied = False, True
+  for x, y in zip(a, b):
+    less = less | (tied & (x < y))
+    tied = tied & (x == y)
+  return less
+
+
+def _words_extremes(words):
+  """(max, min) over every entry, each as its words stacked [C]."""
+  out = []
+  for largest, fill in ((True, jnp.iinfo(jnp.int64).min), (False, jnp.iinfo(jnp.int64).max)):
+    cand, ext = True, []
+    for w in words:
+      e = (jnp.max if largest else jnp.min)(jnp.where(cand, w, fill))
+      ext.append(e)
+      cand = cand & (w == e)
+    out.append(jnp.stack(ext))
+  return tuple(out)
+
+
 def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
                   sweep_arithmetic: str = 'auto', steps: int = 1):
   """Jitted ``f(t0, num_blocks) -> counts`` for blocks t0 .. t0 + D steps - 1: device k
@@ -160,7 +204,6 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   """
   prog = sweep.read_program(cm, sweep_arithmetic)
   s_ops, f_ops = sweep.sweep_ops(prog), sweep.final_ops(cm)
-  ops = cm.ops
   d, n, N, S = cm.d, cm.n, cm.resolution, cm.scale
   v = grids.num_column_values(d, N)
   block = v ** m
@@ -181,7 +224,9 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   rows = table.shape[0] if with_table else 0
   idx_dt = jnp.int32 if max(rows * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
   binom_flat = jnp.asarray(binom.reshape(-1))
-  t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
+  # The final values are compared, ordered and reduced as int64 words (``words_fn``).
+  words = words_fn(cm)
+  t_l, t_r = words(f_ops.const(int(cm.t_l * S))), words(f_ops.const(int(cm.t_r * S)))
   lo10, hi10 = int(cm.id_lower * S), int(cm.id_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
@@ -221,8 +266,8 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       ids = sweep.run_sweep(prog, ids0)
       q, _, inexact = sweep.global_shift(cm, prog, ids)
       rank = jnp.sum(binom_flat[(pos + 1) * (v + n) + cols.astype(idx_dt) + pos], axis=0)
-      rows = table_rows[rank.astype(idx_dt)]                               # [B, n(, K)]
-      ref = [rows[:, p] for p in range(n)]
+      rows = table_rows[rank.astype(idx_dt)]                               # [B, n, C]
+      ref = [[rows[:, p, i] for i in range(rows.shape[-1])] for p in range(n)]
     else:  # the representative's ids: C_p = L_j where pos_j = p
       ids_c = []
       for p in range(n):
@@ -235,22 +280,23 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       q, _, inexact = sweep.global_shift(cm, prog, ids)
       q_c, _, inexact_c = sweep.global_shift(cm, prog, both[:, block:])
       inexact = inexact + inexact_c
-      ref = list(q_c)
+      ref = [[w[p] for w in words(q_c)] for p in range(n)]
     # q(L)_j = q(C)_{pos_j}: a compare for every (j, p) with pos_j = p -- an [n, n]
     # network vectorized over the block instead of per-token gathers (3x slower).
+    qw = words(q)                                                          # C x [n, B]
     same = jnp.ones((block,), bool)
     for j in range(n):
       for p in range(n):
-        same = same & (~at[j][p] | f_ops.eq(q[j], ref[p]))
+        same = same & (~at[j][p] | _words_eq([w[j] for w in qw], ref[p]))
     # 8.1 distinct entries, 8.3 / 8.4 interval, Lemma 10 bounds.
-    inside = ~f_ops.lt(q, t_l) & ~f_ops.gt(q, t_r)                         # [n, B]
+    inside = ~_words_lt(qw, t_l) & ~_words_lt(t_r, qw)                     # [n, B]
     inside_all, outside_all = jnp.all(inside, axis=0), jnp.all(~inside, axis=0)
     distinct = jnp.ones((block,), bool)
     l10 = jnp.ones((block,), bool)
     if has_cat1:
       for i in range(n):
         for j in range(i + 1, n):
-          distinct = distinct & ~f_ops.eq(q[i], q[j])
+          distinct = distinct & ~_words_eq([w[i] for w in qw], [w[j] for w in qw])
       ltn = s_ops.reduce_max(ids)
       if l10_ops is not s_ops:
         ltn = f_ops.convert(ltn, s_ops)
@@ -258,10 +304,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
     z0 = f_ops.add(q, zoff)
-    if cm.limbs:
-      ext = ops.extremes(q, True) + ops.extremes(z0, True)
-    else:
-      ext = (jnp.max(q), jnp.min(q), jnp.max(z0), jnp.min(z0))
+    ext = _words_extremes(qw) + _words_extremes(words(z0))                 # 4 x [C]
     ok = valid.astype(jnp.int64)
     counts = {
         'points': ok * block,
@@ -309,7 +352,8 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   # The class table and the block constants are arguments, not closed-over constants
   # (a constant is copied into the compiled program).
   consts = _block_constants(cm, m, s_ops, f_ops)
-  table_flat = jnp.asarray(table) if with_table else jnp.zeros((1,), jnp.int64)
+  table_flat = (jnp.stack(words(jnp.asarray(table)), axis=-1) if with_table  # [M, n, C]
+                else jnp.zeros((1,), jnp.int64))
   if num_devices > 1:  # placed on every device once, not copied on every call
     everywhere = jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
                                             jax.sharding.PartitionSpec())
@@ -375,7 +419,6 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   m, block, num_blocks = layout(cm, chunk_size)
   steps = steps_per_call(cm, chunk_size, block, num_blocks, num_devices)
   key = _config_key(cm, block)
-  ops = cm.ops
   _, _, col_x, _ = _column_tables(cm)
   max_abs = int(max(abs(int(x)) for x in col_x.reshape(-1)))
   counts: dict = {}
@@ -397,10 +440,10 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
       c, ext = fn(jnp.int64(t), jnp.int64(num_blocks))
       for k_, val in c.items():
         counts[k_] = counts.get(k_, 0) + int(val)
-      for val in ext:  # [D, steps] or [D, steps, K] (every host's devices: gathered)
+      for val in ext:  # words [D, steps, C] (every host's devices: gathered)
         val = parallel.to_host(val)
-        val = val.reshape((-1,) + val.shape[2:])
-        max_abs = max([max_abs] + [abs(int(x)) for x in ops.to_python(val)])
+        max_abs = max([max_abs] + [abs(int(x)) for x in
+                                   words_to_python(cm, val.reshape(-1, val.shape[-1]))])
       t = min(t + num_devices * steps, num_blocks)
       now = time.time()
       if progress and (now - last_log >= log_every or t == num_blocks):
