@@ -176,7 +176,7 @@ def _words_lt(a, b):
   return less
 
 
-def _words_extremes(words):
+def words_extremes(words):
   """(max, min) over every entry, each as its words stacked [C]."""
   out = []
   for largest, fill in ((True, jnp.iinfo(jnp.int64).min), (False, jnp.iinfo(jnp.int64).max)):
@@ -304,7 +304,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
     z0 = f_ops.add(q, zoff)
-    ext = _words_extremes(qw) + _words_extremes(words(z0))                 # 4 x [C]
+    ext = words_extremes(qw) + words_extremes(words(z0))                 # 4 x [C]
     ok = valid.astype(jnp.int64)
     counts = {
         'points': ok * block,
