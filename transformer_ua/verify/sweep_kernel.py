@@ -1,4 +1,4 @@
-r"""Whole-grid pass of the verifier on column ids: blocks of G+_delta, one jit call each.
+r"""Whole-grid pass of the verifier on column ids: blocks of G+_delta, many per jit call.
 
 The full grid G+_delta has V^n points (V = (N+1)^d columns, ``grids``: point p has
 column j = digit j of p in base V). A *block* fixes the last n - m columns and runs the
@@ -28,6 +28,13 @@ comes from one of two places:
     in-kernel: C's ids are L's ids permuted (C_p = L_j where pos_j = p) and g_c runs on
         them in the same call -- twice the sweep, no table (N=3, d=3, n=5: the table
         would be 1.2 GiB).
+
+The comparison q(L)_j = q(C)_{pos_j} is an [n, n] network (for every j, p: pos_j != p
+or the two are equal), vectorized over the block: no per-token gathers (the class
+table is read by one row gather per point). Final values are compared, ordered and
+reduced as int64 *words* (``words_fn``): the value itself in int64, or the limbs
+packed two to a word (``limbs.ordered_words``; 3 limbs of 30 bits -> 2 words), so a
+limb comparison costs two int64 ones.
 
 Blocks hold at most ``CACHE_POINTS`` points (their [n, B] arrays stay in L2); one jit
 call runs ``steps`` consecutive blocks per device in a ``lax.scan`` (a call covers up
@@ -332,10 +339,9 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
         jnp.arange(steps, dtype=jnp.int64))
     return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
-  def local(ts, num_blocks, table_flat, c):  # this device's first blocks [D_local]
-    counts, ext = jax.vmap(run_steps, in_axes=(0, None, None, None))(ts, num_blocks,
-                                                                     table_flat, c)
-    return {key: jnp.sum(val, keepdims=True) for key, val in counts.items()}, ext
+  def local(ts, num_blocks, table_flat, c):  # ts [1]: this device's first block
+    counts, ext = run_steps(ts[0], num_blocks, table_flat, c)
+    return {key: val[None] for key, val in counts.items()}, tuple(e[None] for e in ext)
 
   if num_devices > 1:
     mesh = parallel.make_mesh(num_devices)
