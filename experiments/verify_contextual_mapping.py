@@ -17,7 +17,10 @@ Speed and long runs. By default g_c runs on column ids (``--kernel=sweep``: the 
 identity, one ``lax.fori_loop`` over the sweep in the narrowest proven integer type) and
 the full grid in blocks decoded in-kernel, one per core (one XLA host device per core);
 ``--kernel=fast`` / ``core`` run the literal layers instead (same integers, tested).
-``--chunk_size`` is capped at the grid size and at a memory budget, and runs whose
+Compiled XLA programs are kept in JAX's persistent compilation cache
+(``--compilation_cache``, default ``~/.cache/transformer_ua/jax_compilation_cache``;
+empty turns it off), so a later run of the same configuration skips compiling (about
+4 s at N=3, d=2, n=6). ``--chunk_size`` is capped at the grid size and at a memory budget, and runs whose
 global checks would hold more than ``--max_bytes`` are refused up front, so peak RSS
 stays under 2 GB. Long full-grid runs print progress with an ETA and save the
 completed blocks and partial counts to ``--state_file`` (default
