@@ -69,8 +69,9 @@ POINT_BYTES_PER_TOKEN_WORD = 96
 #: Default memory budget of one block's working set.
 BLOCK_BUDGET = 1 << 29
 #: Most points of one block: its [n, B] arrays then stay in a core's L2 cache (1 MiB on
-#: the AMD EPYC measured; 4096 points ran fastest there, 64k points 1.5x slower). One
-#: call runs ``steps`` consecutive blocks per device (``lax.scan``), up to the chunk size.
+#: the AMD EPYC measured; 4,096-point blocks were as fast as 16k-64k ones within the
+#: +-20% noise of that shared machine) and a call's working set stays small. One call
+#: runs ``steps`` consecutive blocks per device (``lax.scan``), up to the chunk size.
 CACHE_POINTS = 4096
 #: Largest class table the equivariance check reads; beyond it each point's class
 #: representative is recomputed in-kernel (``make_block_fn``).
@@ -412,7 +413,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   Args:
     table: q of the class representatives (host array, multiset rank order), or None:
       every point's representative is recomputed in-kernel (``make_block_fn``).
-    chunk_size: upper bound on the points of one block (per device).
+    chunk_size: upper bound on the points one call runs per device (blocks of at most
+      ``CACHE_POINTS``, ``steps_per_call`` of them).
     progress: print a progress line with the ETA every ``log_every`` seconds (stderr).
     state_path: save ``{config, completed_blocks, counts, max_abs}`` here every
       ``save_every`` seconds and at the end; ``resume``: continue from it.
