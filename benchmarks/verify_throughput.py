@@ -6,7 +6,10 @@ For each configuration (N, d, n), in the same run, one after the other:
 
 * ``binary``    -- ``experiments/verify_contextual_mapping.py --grid=full --nolemma9``
   (kernel 'sweep', one XLA host device per core), wall time of the whole process:
-  start-up, build, the multiset pass, every point of G+_delta, Lemma 7's checks;
+  start-up, build, the multiset pass, every point of G+_delta, Lemma 7's checks. Run
+  twice with a fresh JAX persistent compilation cache (``--compilation_cache``): *cold*
+  (empty cache: every XLA program compiled) and *warm* (the second run reads them);
+  both are reported, with each run's peak RSS;
 * ``reference`` -- ``benchmarks/verify_reference.py`` (vectorized NumPy, int64 where the
   proven bounds allow, Python-int object arrays beyond; one process), wall time of the
   whole process. When ``--reference_max_chunks`` limits it, the time of the full grid
@@ -28,7 +31,6 @@ configuration to runs/benchmarks/benchmarks.md (command, revision, machine, load
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -69,31 +71,46 @@ def ops_per_point(N: int, d: int, n: int) -> int:
 
 
 def _run(cmd):
-  """(wall s, CPU s of the child, completed process)."""
-  t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-  r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-  cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-  return time.time() - t0, cpu, proc
+  """(wall s, CPU s, peak RSS MB of the child, its return code, stdout, stderr)."""
+  with tempfile.TemporaryFile('w+') as out, tempfile.TemporaryFile('w+') as err:
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=ROOT)
+    _, status, usage = os.wait4(proc.pid, 0)   # this child's own rusage
+    wall = time.time() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+            proc.returncode, out.read(), err.read())
 
 
 def bench(N, d, n, ref_chunks, ops_rate):
   total = (N + 1) ** (n * d)
+  binary = {}
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, 'r.json')
-    bin_s, bin_cpu, proc = _run([sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}',
-                        '--grid=full', '--nolemma9', '--noprogress', f'--output_json={out}'])
-    if proc.returncode != 0:
-      raise RuntimeError(f'binary failed: {proc.stderr[-2000:]}')
-    with open(out) as fh:
-      res = json.load(fh)
+    cache = os.path.join(tmp, 'jax_cache')      # fresh: the first run is cold
+    for kind in ('cold', 'warm'):
+      wall, cpu, rss, rc, _, err = _run([
+          sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}', '--grid=full',
+          '--nolemma9', '--noprogress', f'--output_json={out}', f'--compilation_cache={cache}'])
+      if rc != 0:
+        raise RuntimeError(f'binary failed: {err[-2000:]}')
+      with open(out) as fh:
+        res = json.load(fh)
+      binary[kind] = {'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2),
+                      'peak_rss_mb': round(rss), 'grid_check_s': res['grid_check_seconds'],
+                      'phase_seconds': res['phase_seconds'],
+                      'multiset_pass_s': res['multiset_pass_seconds'],
+                      'all_hold': res['all_hold']}
+  bin_s = binary['warm']['wall_s']
   cmd = [sys.executable, REFERENCE, f'--d={d}', f'--n={n}', f'--resolution={N}']
   if ref_chunks:
     cmd.append(f'--max_chunks={ref_chunks}')
-  ref_s, ref_cpu, rproc = _run(cmd)
-  if rproc.returncode != 0:
-    raise RuntimeError(f'reference failed: {rproc.stderr[-2000:]}')
-  ref = json.loads(rproc.stdout.strip().splitlines()[-1])
+  ref_s, ref_cpu, ref_rss, rc, rout, rerr = _run(cmd)
+  if rc != 0:
+    raise RuntimeError(f'reference failed: {rerr[-2000:]}')
+  ref = json.loads(rout.strip().splitlines()[-1])
   checked = ref['points_checked']
   extrapolated = checked < total
   ref_full_s = ref_s
@@ -109,21 +126,26 @@ def bench(N, d, n, ref_chunks, ops_rate):
   return {'N': N, 'd': d, 'n': n, 'grid_points': total,
           'arithmetic': res['arithmetic_detail'], 'sweep': res.get('full_pass', {}).get('sweep'),
           'devices': res['devices'],
-          'binary_wall_s': round(bin_s, 2), 'binary_grid_check_s': res['grid_check_seconds'],
-          'binary_all_hold': res['all_hold'],
+          'binary_cold_cache': binary['cold'], 'binary_warm_cache': binary['warm'],
+          'binary_wall_s': bin_s, 'binary_grid_check_s': binary['warm']['grid_check_s'],
+          'binary_all_hold': binary['cold']['all_hold'] and binary['warm']['all_hold'],
           'reference_arithmetic': ref['arithmetic'], 'reference_wall_s': round(ref_s, 2),
           'reference_points_checked': checked, 'reference_full_grid_s': round(ref_full_s, 2),
           'reference_extrapolated': extrapolated,
           'reference_violations': sum(v for k, v in ref['counts'].items()
                                       if not k.startswith('category') and k != 'points'),
+          # End to end, warm compilation cache (the binary's default after its first
+          # run of a configuration) and cold (first run).
           'speedup_end_to_end': round(ref_full_s / bin_s, 2),
+          'speedup_end_to_end_cold': round(ref_full_s / binary['cold']['wall_s'], 2),
           # CPU seconds (user + sys) of each process: less sensitive to the other
           # processes on a shared machine than wall time.
-          'binary_cpu_s': round(bin_cpu, 2), 'reference_cpu_s': round(ref_cpu, 2),
-          # Largest peak RSS of any child process so far (getrusage RUSAGE_CHILDREN).
-          'children_max_rss_mb': round(
-              resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
-          'speedup_cpu': (round(ref_cpu / bin_cpu, 2) if not extrapolated else None),
+          'binary_cpu_s': binary['warm']['cpu_s'], 'reference_cpu_s': round(ref_cpu, 2),
+          'binary_peak_rss_mb': max(binary['cold']['peak_rss_mb'],
+                                    binary['warm']['peak_rss_mb']),
+          'reference_peak_rss_mb': round(ref_rss),
+          'speedup_cpu': (round(ref_cpu / binary['warm']['cpu_s'], 2) if not extrapolated
+                          else None),
           'ops_per_point': ops, 'alu_limit_s': round(alu_s, 3),
           'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}
 
@@ -156,10 +178,12 @@ def main(argv):
     row['load_1min'] = os.getloadavg()[0]
     rows.append(row)
     print(json.dumps(row), flush=True)
-    print(f"N={N} d={d} n={n}: binary {row['binary_wall_s']} s end to end vs reference "
+    print(f"N={N} d={d} n={n}: binary end to end {row['binary_wall_s']} s (warm compilation "
+          f"cache; cold {row['binary_cold_cache']['wall_s']} s) vs reference "
           f"{row['reference_full_grid_s']} s{' (extrapolated)' if row['reference_extrapolated'] else ''}"
-          f" = {row['speedup_end_to_end']}x; ALU limit {row['alu_limit_s']} s "
-          f"({row['ops_per_point']} ops/point)", flush=True)
+          f" = {row['speedup_end_to_end']}x warm, {row['speedup_end_to_end_cold']}x cold; "
+          f"ALU limit {row['alu_limit_s']} s ({row['ops_per_point']} ops/point); binary peak "
+          f"RSS {row['binary_peak_rss_mb']} MB", flush=True)
   result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
   if FLAGS.output_json:
     with open(FLAGS.output_json, 'w') as f:
@@ -170,12 +194,14 @@ def main(argv):
       provenance.append_benchmark_line(path, (
           f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid "
           f"({r['grid_points']:,} points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host "
-          f"devices): binary end to end {r['binary_wall_s']} s (grid check "
-          f"{r['binary_grid_check_s']} s) vs NumPy reference (benchmarks/verify_reference.py, "
+          f"devices): binary end to end {r['binary_wall_s']} s with a warm compilation cache "
+          f"(grid check {r['binary_grid_check_s']} s), {r['binary_cold_cache']['wall_s']} s "
+          f"cold, vs NumPy reference (benchmarks/verify_reference.py, "
           f"{r['reference_arithmetic']}) {r['reference_full_grid_s']} s"
           f"{' extrapolated from ' + format(r['reference_points_checked'], ',') + ' points' if r['reference_extrapolated'] else ''}"
-          f" = {r['speedup_end_to_end']}x; ALU limit {r['alu_limit_s']} s "
-          f"({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); violations 0 in both: "
+          f" = {r['speedup_end_to_end']}x warm, {r['speedup_end_to_end_cold']}x cold; ALU "
+          f"limit {r['alu_limit_s']} s ({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); "
+          f"binary peak RSS {r['binary_peak_rss_mb']} MB; violations 0 in both: "
           f"{r['binary_all_hold'] and r['reference_violations'] == 0}; load at end "
           f"{r['load_1min']:.1f}"), prov)
   sys.exit(0 if all(r['binary_all_hold'] and r['reference_violations'] == 0 for r in rows)

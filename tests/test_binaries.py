@@ -100,6 +100,8 @@ CASES = [
     ('experiments/verify_contextual_mapping.py', ('--output_json=/proc/x/cm.json',),
      '--output_json'),
     ('experiments/verify_contextual_mapping.py', ('--output_json={tmp}',), 'directory'),
+    ('experiments/verify_contextual_mapping.py', ('--compilation_cache={file}',),
+     'is a file'),
     ('experiments/mixing_pretrain.py', ('--config=experiments/configs/mixing_tiny.py',
                                         '--workdir=/proc/x'), '--workdir=/proc/x'),
     ('experiments/mixing_sweep.py', ('--config=experiments/configs/mixing_tiny.py',

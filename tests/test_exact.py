@@ -67,6 +67,25 @@ def test_limb_division_extremes_and_resize(spec):
     assert list(limbs.to_python(limbs.resize(_lim(a, spec), spec, wider), wider)) == a
 
 
+@pytest.mark.parametrize('spec', SPECS + [limbs.LimbSpec(2, 30), limbs.LimbSpec(4, 30)],
+                         ids=str)
+def test_ordered_words_order_and_identify_values(spec):
+  rng = random.Random(11)
+  cap = spec.num_limbs * spec.limb_bits
+  with jax.enable_x64(True):
+    a = _ints(rng, 150, cap) + [-2 ** (cap - 1), 2 ** (cap - 1) - 1, 0, -1, 1]
+    a += a[:5]  # repeated values
+    words = np.stack([np.asarray(w) for w in limbs.ordered_words(_lim(a, spec), spec)], -1)
+    assert words.dtype == np.int64 and words.min() >= 0
+    assert list(limbs.words_to_python(words, spec)) == a
+    # Lexicographic order of the words is the order of the integers; equal iff equal.
+    keys = [tuple(int(x) for x in row) for row in words]
+    for i in range(0, len(a), 7):
+      for j in range(len(a)):
+        assert (keys[i] < keys[j]) == (a[i] < a[j])
+        assert (keys[i] == keys[j]) == (a[i] == a[j])
+
+
 @hypothesis.settings(max_examples=8)
 @hypothesis.given(st.lists(st.integers(-2 ** 62, 2 ** 62), min_size=16, max_size=16))
 def test_int64_conversions(values):

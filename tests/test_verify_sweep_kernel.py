@@ -241,3 +241,30 @@ def test_large_class_table_is_not_held():
   assert sweep_kernel.table_bytes(3, 5, 3, 3) > sweep_kernel.TABLE_BUDGET
   assert theorem2.plan_resources(3, 5, 3, 'full', lemma9=False, kernel='core')['bytes'] > \
       theorem2.MAX_BYTES
+
+
+@pytest.mark.parametrize('sweep_bits', [45, 53, 63])
+def test_global_shift_tie_mean_equals_python_floor_division(sweep_bits):
+  """The tie average floor(sum / n) and its inexact flag, through float64 up to 53 bits
+  and int64 division beyond, equal Python's // and % on ids near the bound."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  cm = yun.build_contextual_mapping(d=1, n=5, resolution=2)
+  prog = dataclasses.replace(sweep.read_program(cm), sweep_bits=sweep_bits)
+  n, big = cm.n, 2 ** (min(sweep_bits, 63) - 1) // cm.n - 1   # |sum of n ids| < 2^(bits-1)
+  rng = np.random.default_rng(sweep_bits)
+  ids = rng.integers(-big, big, size=(n, 400), dtype=np.int64)
+  ids[:, :100] = rng.integers(-3, 4, size=(n, 100))          # small sums, both signs
+  ids[rng.random(ids.shape) < 0.3] = -prog.final_bias        # the mean branch
+  ids[:, -5:] = [[big] * 5, [big] * 5, [big - 1] * 5, [-prog.final_bias] * 5, [big] * 5]
+  with jax.enable_x64(True):
+    q, _, inexact = sweep.global_shift(cm, prog, jnp.asarray(ids))
+  ref = ids.astype(object)
+  total = ref.sum(axis=0)
+  sel = np.where(ref > -prog.final_bias, ref.max(axis=0),
+                 np.where(ref < -prog.final_bias, ref.min(axis=0), total // n))
+  expected = ref + prog.final_gain * sel
+  # Compared modulo 2^64: the final gain makes q wrap int64 at 63 bits (sel is exact).
+  got = np.asarray(q).astype(object) % 2 ** 64
+  assert (got == expected % 2 ** 64).all()
+  ties = (ref == -prog.final_bias) & (total % n != 0)[None]
+  assert int(inexact) == int(ties.sum())

@@ -157,6 +157,31 @@ def run(main: Callable[[list[str]], object]) -> None:
   app.run(wrapped, flags_parser=_parse_flags)
 
 
+#: Default directory of JAX's persistent compilation cache (``compilation_cache``).
+DEFAULT_COMPILATION_CACHE = os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'),
+    'transformer_ua', 'jax_compilation_cache')
+
+
+def compilation_cache(path: str) -> str:
+  """Turns on JAX's persistent compilation cache in ``path`` ('' turns it off).
+
+  A compiled XLA program is written there and read back by a later run of the same
+  program (same JAX, flags and devices), which then skips compiling it. Every program
+  is cached, however fast it compiled. Returns the directory used ('' when off).
+  """
+  import jax  # pylint: disable=import-outside-toplevel
+  if not path:
+    jax.config.update('jax_enable_compilation_cache', False)
+    return ''
+  output_dir(path, flag='--compilation_cache')
+  jax.config.update('jax_enable_compilation_cache', True)
+  jax.config.update('jax_compilation_cache_dir', path)
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
+  return path
+
+
 def output_dir(path: str, flag: str = '--output_dir') -> str:
   """Creates ``path`` if needed and checks that it is a writable directory.
 

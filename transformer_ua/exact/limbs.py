@@ -132,6 +132,38 @@ def _ordered_limbs(x, spec: LimbSpec):
   return [top] + [x[..., i] for i in range(spec.num_limbs - 2, -1, -1)]
 
 
+def ordered_words(x, spec: LimbSpec) -> list:
+  """Limb numbers [..., K] -> int64 words [...], most significant first, that order and
+  identify the values: the limbs with the top bit flipped (``_ordered_limbs``: U = v +
+  2^(Kw-1), 0 <= U < 2^(Kw)), packed 63 // w limbs to a word (each word in [0, 2^63)).
+
+  Lexicographic order of the words is the signed order of the values, and equal words
+  mean equal values -- fewer, wider comparisons than limb by limb (``words_to_python``
+  inverts it).
+  """
+  w, k = spec.limb_bits, spec.num_limbs
+  per = max(1, 63 // w)
+  limbs = [x[..., i] for i in range(k)]
+  limbs[-1] = jnp.bitwise_xor(limbs[-1], spec.top_bit)
+  words = []
+  for lo in range(0, k, per):
+    word = limbs[lo]
+    for j in range(lo + 1, min(k, lo + per)):
+      word = word + jnp.left_shift(limbs[j], w * (j - lo))
+    words.append(word)
+  return words[::-1]
+
+
+def words_to_python(words, spec: LimbSpec) -> np.ndarray:
+  """``ordered_words`` (host array [..., C], most significant first) -> Python ints."""
+  words = np.asarray(words).astype(object)
+  per = max(1, 63 // spec.limb_bits)
+  total = words[..., 0]
+  for c in range(1, words.shape[-1]):  # every word below the top holds ``per`` limbs
+    total = (total << (spec.limb_bits * per)) + words[..., c]
+  return total - (spec.modulus >> 1)
+
+
 def compare(a, b, spec: LimbSpec):
   """sign(a - b) per element (-1, 0, 1), lexicographic; no subtraction, no overflow."""
   result = jnp.zeros(jnp.broadcast_shapes(a.shape[:-1], b.shape[:-1]), jnp.int32)

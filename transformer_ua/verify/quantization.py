@@ -35,13 +35,23 @@ EXACT_FACTOR = 4
 
 
 def _exact_index(x: np.ndarray, resolution: int) -> np.ndarray:
-  """g_q^ent index of float64 values: k for [k/N, (k+1)/N), -1 outside [0, 1); exact."""
-  xn = x * resolution
+  """g_q^ent index of float64 values: k for [k/N, (k+1)/N), -1 outside [0, 1); exact.
+
+  Where x N is within 1e-6 of an integer, floor(x N) is computed on the float's exact
+  value x = m 2^e (m, e integers, ``np.frexp``): floor(m N 2^e) = (m N) >> -e (an
+  arithmetic shift floors), in Python ints (object arrays), vectorized.
+  """
+  inside = (x >= 0) & (x < 1)
+  xn = np.where(inside, x, 0.0) * resolution
   k = np.floor(xn).astype(np.int64)
-  close = np.abs(xn - np.rint(xn)) < 1e-6
-  for pos in zip(*np.nonzero(close)):
-    k[pos] = int(np.floor(Fraction(float(x[pos])) * resolution))
-  return np.where((x < 0) | (x >= 1), -1, k)
+  close = inside & (np.abs(xn - np.rint(xn)) < 1e-6)
+  frac, exp = np.frexp(x[close])                     # x = frac 2^exp, 0.5 <= |frac| < 1
+  mant = (frac * 2.0 ** 53).astype(np.int64).astype(object)   # exact: 53-bit integer
+  shift = (53 - exp).astype(object)                  # x = mant 2^-shift
+  exact = np.where(shift >= 0, (mant * resolution) >> np.maximum(shift, 0),
+                   (mant * resolution) << np.maximum(-shift, 0))
+  k[close] = exact.astype(np.int64)
+  return np.where(inside, k, -1)
 
 
 def _samples(n, d, resolution, count, rng):

@@ -1,4 +1,4 @@
-r"""Whole-grid pass of the verifier on column ids: blocks of G+_delta, one jit call each.
+r"""Whole-grid pass of the verifier on column ids: blocks of G+_delta, many per jit call.
 
 The full grid G+_delta has V^n points (V = (N+1)^d columns, ``grids``: point p has
 column j = digit j of p in base V). A *block* fixes the last n - m columns and runs the
@@ -29,8 +29,17 @@ comes from one of two places:
         them in the same call -- twice the sweep, no table (N=3, d=3, n=5: the table
         would be 1.2 GiB).
 
-With D devices, each call runs D consecutive blocks, one per device (leading axis
-sharded).
+The comparison q(L)_j = q(C)_{pos_j} is an [n, n] network (for every j, p: pos_j != p
+or the two are equal), vectorized over the block: no per-token gathers (the class
+table is read by one row gather per point). Final values are compared, ordered and
+reduced as int64 *words* (``words_fn``): the value itself in int64, or the limbs
+packed two to a word (``limbs.ordered_words``; 3 limbs of 30 bits -> 2 words), so a
+limb comparison costs two int64 ones.
+
+Blocks hold at most ``CACHE_POINTS`` points (their [n, B] arrays stay in L2); one jit
+call runs ``steps`` consecutive blocks per device in a ``lax.scan`` (a call covers up
+to the chunk size), so the per-call dispatch is paid once per chunk. With D devices,
+device k runs blocks t0 + k steps .. t0 + (k + 1) steps - 1 (leading axis sharded).
 
 Long runs: ``full_pass`` logs progress with an ETA and, with a ``state_path``,
 saves the completed block range and the partial counts (JSON, atomically) so that a
@@ -39,6 +48,7 @@ run can be resumed (``resume=True``) where it stopped.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -50,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import parallel
+from transformer_ua.exact import limbs
 from transformer_ua.yun import grids, sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
@@ -57,6 +68,11 @@ from transformer_ua.yun import grids, sweep
 POINT_BYTES_PER_TOKEN_WORD = 96
 #: Default memory budget of one block's working set.
 BLOCK_BUDGET = 1 << 29
+#: Most points of one block: its [n, B] arrays then stay in a core's L2 cache (1 MiB on
+#: the AMD EPYC measured; 4,096-point blocks were as fast as 16k-64k ones within the
+#: +-20% noise of that shared machine) and a call's working set stays small. One call
+#: runs ``steps`` consecutive blocks per device (``lax.scan``), up to the chunk size.
+CACHE_POINTS = 4096
 #: Largest class table the equivariance check reads; beyond it each point's class
 #: representative is recomputed in-kernel (``make_block_fn``).
 TABLE_BUDGET = 1 << 26
@@ -73,13 +89,20 @@ def block_points_cap(cm, budget: int = BLOCK_BUDGET) -> int:
 
 def layout(cm, chunk_size: int) -> tuple[int, int, int]:
   """(m, block = V^m, num_blocks = V^(n-m)): the largest block of at most
-  ``min(chunk_size, block_points_cap)`` points (m >= 1)."""
+  ``min(chunk_size, block_points_cap, CACHE_POINTS)`` points (m >= 1)."""
   v = grids.num_column_values(cm.d, cm.resolution)
-  cap = min(int(chunk_size), block_points_cap(cm))
+  cap = min(int(chunk_size), block_points_cap(cm), CACHE_POINTS)
   m = 1
   while m < cm.n and v ** (m + 1) <= cap:
     m += 1
   return m, v ** m, v ** (cm.n - m)
+
+
+def steps_per_call(cm, chunk_size: int, block: int, num_blocks: int,
+                   num_devices: int) -> int:
+  """Blocks each device runs per call: up to ``chunk_size`` points (at most the grid)."""
+  per_device = -(-num_blocks // num_devices)
+  return max(1, min(int(chunk_size) // block, per_device))
 
 
 def _column_tables(cm):
@@ -132,9 +155,52 @@ def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
           'has': jnp.asarray((bc[None] == values).any(axis=1))}
 
 
+def words_fn(cm):
+  """Values of the mapping's arithmetic [...(, K)] -> int64 words [...], most
+  significant first, ordered and identified lexicographically: the value itself (int64),
+  or ``limbs.ordered_words`` (2 words for 3 limbs of 30 bits)."""
+  if cm.limbs:
+    return lambda x: limbs.ordered_words(x, cm.arithmetic.spec)
+  return lambda x: [x]
+
+
+def words_to_python(cm, words) -> np.ndarray:
+  """Host words [..., C] (``words_fn``) -> Python ints."""
+  if cm.limbs:
+    return limbs.words_to_python(words, cm.arithmetic.spec)
+  return np.asarray(words)[..., 0].astype(object)
+
+
+def _words_eq(a, b):
+  return functools.reduce(jnp.logical_and, [x == y for x, y in zip(a, b)])
+
+
+def _words_lt(a, b):
+  """a < b, lexicographic over the words (broadcast)."""
+  less, tied = False, True
+  for x, y in zip(a, b):
+    less = less | (tied & (x < y))
+    tied = tied & (x == y)
+  return less
+
+
+def words_extremes(words):
+  """(max, min) over every entry, each as its words stacked [C]."""
+  out = []
+  for largest, fill in ((True, jnp.iinfo(jnp.int64).min), (False, jnp.iinfo(jnp.int64).max)):
+    cand, ext = True, []
+    for w in words:
+      e = (jnp.max if largest else jnp.min)(jnp.where(cand, w, fill))
+      ext.append(e)
+      cand = cand & (w == e)
+    out.append(jnp.stack(ext))
+  return tuple(out)
+
+
 def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
-                  sweep_arithmetic: str = 'auto'):
-  """Jitted ``f(t0, num_blocks) -> counts`` for blocks t0 .. t0 + D - 1 (D devices).
+                  sweep_arithmetic: str = 'auto', steps: int = 1):
+  """Jitted ``f(t0, num_blocks) -> counts`` for blocks t0 .. t0 + D steps - 1: device k
+  runs blocks t0 + k steps + i, i < steps, one after the other (``lax.scan``).
 
   Args:
     cm: the contextual mapping; m: block columns; table: q of every class
@@ -146,7 +212,6 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   """
   prog = sweep.read_program(cm, sweep_arithmetic)
   s_ops, f_ops = sweep.sweep_ops(prog), sweep.final_ops(cm)
-  ops = cm.ops
   d, n, N, S = cm.d, cm.n, cm.resolution, cm.scale
   v = grids.num_column_values(d, N)
   block = v ** m
@@ -167,18 +232,17 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   rows = table.shape[0] if with_table else 0
   idx_dt = jnp.int32 if max(rows * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
   binom_flat = jnp.asarray(binom.reshape(-1))
-  t_l, t_r = f_ops.const(int(cm.t_l * S)), f_ops.const(int(cm.t_r * S))
+  # The final values are compared, ordered and reduced as int64 words (``words_fn``).
+  words = words_fn(cm)
+  t_l, t_r = words(f_ops.const(int(cm.t_l * S))), words(f_ops.const(int(cm.t_r * S)))
   lo10, hi10 = int(cm.id_lower * S), int(cm.id_upper * S)
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
   if extra is not None:
     k_block = jnp.asarray(np.stack([col_k[(np.arange(block) // v ** j) % v]
                                     for j in range(m)], axis=1))           # [B, m, d]
-  # Token gathers: indices [n, B] get a trailing axis for limb values [n, B, K].
-  s_idx = (lambda a: a[..., None]) if prog.spec is not None else (lambda a: a)
-  f_idx = (lambda a: a[..., None]) if cm.limbs else (lambda a: a)
 
-  def one_block(t, num_blocks, table_flat, c):
+  def one_block(t, num_blocks, table_rows, c):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     valid = t < num_blocks
     tt = jnp.minimum(t, num_blocks - 1)
@@ -194,11 +258,10 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     repeated = c['rep'] | jnp.any(pre_eq & ~jnp.eye(n - m, dtype=bool))
     repeated = repeated | jnp.any(c['has'][pre], axis=0)
     # Stable sorted positions pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j}, O(n) per
-    # point: block columns j < m add #{decoded c_i < c_j} (a [V] table per block);
+    # point: block columns j < m add #{decoded c_i < c_j} (n - m compares, no gather);
     # decoded columns add #{block c_i <= c_j} (row c_j of ``leq``; i < j) and a scalar.
-    less_pre = jnp.sum(pre[:, None] < jnp.arange(v, dtype=jnp.int32)[None, :], axis=0,
-                       dtype=jnp.int32)
-    pos_blk = c['pos'] + less_pre[c['cols']]
+    pos_blk = c['pos'] + jnp.sum(pre[:, None, None] < c['cols'][None], axis=0,
+                                 dtype=jnp.int32)
     pre_lt = pre[:, None] < pre[None, :]                                   # [i, j]
     pre_tie = pre_eq & (jnp.arange(n - m)[:, None] < jnp.arange(n - m)[None, :])
     pre_own = jnp.sum(pre_lt | pre_tie, axis=0).astype(jnp.int32)          # [n - m]
@@ -206,31 +269,42 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     pos = jnp.concatenate([pos_blk, pos_pre]).astype(idx_dt)               # [n, B]
     cat1 = ~any_oor & ~repeated
     cat2 = ~any_oor & repeated
+    at = [[pos[j] == p for p in range(n)] for j in range(n)]               # [j][p] [B]
     if with_table:
       ids = sweep.run_sweep(prog, ids0)
       q, _, inexact = sweep.global_shift(cm, prog, ids)
       rank = jnp.sum(binom_flat[(pos + 1) * (v + n) + cols.astype(idx_dt) + pos], axis=0)
-      ref = table_flat[rank.astype(idx_dt)[None] * n + pos]                # [n, B(, K)]
+      rows = table_rows[rank.astype(idx_dt)]                               # [B, n, C]
+      ref = [[rows[:, p, i] for i in range(rows.shape[-1])] for p in range(n)]
     else:  # the representative's ids: C_p = L_j where pos_j = p
-      inv = jnp.sum(jnp.where(pos[None] == jnp.arange(n, dtype=idx_dt)[:, None, None],
-                              jnp.arange(n, dtype=idx_dt)[None, :, None], 0), axis=1)
-      ids_c = jnp.take_along_axis(ids0, s_idx(inv), axis=0)
-      both = sweep.run_sweep(prog, jnp.concatenate([ids0, ids_c], axis=1))  # [n, 2B]
-      ids = both[:, :block]
+      ids_c = []
+      for p in range(n):
+        c_p = ids0[0]
+        for j in range(1, n):
+          c_p = s_ops.where(at[j][p], ids0[j], c_p)
+        ids_c.append(c_p)
+      both = sweep.run_sweep(prog, jnp.concatenate([ids0, jnp.stack(ids_c)], axis=1))
+      ids = both[:, :block]                                     # both: [n, 2B(, K)]
       q, _, inexact = sweep.global_shift(cm, prog, ids)
       q_c, _, inexact_c = sweep.global_shift(cm, prog, both[:, block:])
       inexact = inexact + inexact_c
-      ref = jnp.take_along_axis(q_c, f_idx(pos), axis=0)
-    same = jnp.all(f_ops.eq(q, ref), axis=0)
+      ref = [[w[p] for w in words(q_c)] for p in range(n)]
+    # q(L)_j = q(C)_{pos_j}: a compare for every (j, p) with pos_j = p -- an [n, n]
+    # network vectorized over the block instead of per-token gathers (3x slower).
+    qw = words(q)                                                          # C x [n, B]
+    same = jnp.ones((block,), bool)
+    for j in range(n):
+      for p in range(n):
+        same = same & (~at[j][p] | _words_eq([w[j] for w in qw], ref[p]))
     # 8.1 distinct entries, 8.3 / 8.4 interval, Lemma 10 bounds.
-    inside = ~f_ops.lt(q, t_l) & ~f_ops.gt(q, t_r)                         # [n, B]
+    inside = ~_words_lt(qw, t_l) & ~_words_lt(t_r, qw)                     # [n, B]
     inside_all, outside_all = jnp.all(inside, axis=0), jnp.all(~inside, axis=0)
     distinct = jnp.ones((block,), bool)
     l10 = jnp.ones((block,), bool)
     if has_cat1:
       for i in range(n):
         for j in range(i + 1, n):
-          distinct = distinct & ~f_ops.eq(q[i], q[j])
+          distinct = distinct & ~_words_eq([w[i] for w in qw], [w[j] for w in qw])
       ltn = s_ops.reduce_max(ids)
       if l10_ops is not s_ops:
         ltn = f_ops.convert(ltn, s_ops)
@@ -238,10 +312,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
     z0 = f_ops.add(q, zoff)
-    if cm.limbs:
-      ext = ops.extremes(q, True) + ops.extremes(z0, True)
-    else:
-      ext = (jnp.max(q), jnp.min(q), jnp.max(z0), jnp.min(z0))
+    ext = words_extremes(qw) + words_extremes(words(z0))                 # 4 x [C]
     ok = valid.astype(jnp.int64)
     counts = {
         'points': ok * block,
@@ -263,10 +334,15 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       counts['extra'] = ok * extra(k, z, cat, jnp.ones((block,), bool)).astype(jnp.int64)
     return counts, ext
 
-  def local(ts, num_blocks, table_flat, c):  # this device's blocks [D_local]
-    counts, ext = jax.vmap(one_block, in_axes=(0, None, None, None))(ts, num_blocks,
-                                                                      table_flat, c)
-    return {key: jnp.sum(val, keepdims=True) for key, val in counts.items()}, ext
+  def run_steps(t, num_blocks, table_flat, c):  # blocks t .. t + steps - 1
+    _, (counts, ext) = jax.lax.scan(
+        lambda carry, i: (carry, one_block(t + i, num_blocks, table_flat, c)), None,
+        jnp.arange(steps, dtype=jnp.int64))
+    return {key: jnp.sum(val) for key, val in counts.items()}, ext
+
+  def local(ts, num_blocks, table_flat, c):  # ts [1]: this device's first block
+    counts, ext = run_steps(ts[0], num_blocks, table_flat, c)
+    return {key: val[None] for key, val in counts.items()}, tuple(e[None] for e in ext)
 
   if num_devices > 1:
     mesh = parallel.make_mesh(num_devices)
@@ -276,15 +352,15 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
                           out_specs=spec, check_vma=False)
 
   def f(t0, num_blocks, table_flat, c):
-    counts, ext = local(t0 + jnp.arange(num_devices, dtype=jnp.int64), num_blocks,
+    counts, ext = local(t0 + steps * jnp.arange(num_devices, dtype=jnp.int64), num_blocks,
                         table_flat, c)
     return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
   # The class table and the block constants are arguments, not closed-over constants
   # (a constant is copied into the compiled program).
   consts = _block_constants(cm, m, s_ops, f_ops)
-  table_flat = (jnp.asarray(np.asarray(table).reshape((-1,) + np.shape(table)[2:]))
-                if with_table else jnp.zeros((1,), jnp.int64))
+  table_flat = (jnp.stack(words(jnp.asarray(table)), axis=-1) if with_table  # [M, n, C]
+                else jnp.zeros((1,), jnp.int64))
   if num_devices > 1:  # placed on every device once, not copied on every call
     everywhere = jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
                                             jax.sharding.PartitionSpec())
@@ -337,7 +413,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   Args:
     table: q of the class representatives (host array, multiset rank order), or None:
       every point's representative is recomputed in-kernel (``make_block_fn``).
-    chunk_size: upper bound on the points of one block (per device).
+    chunk_size: upper bound on the points one call runs per device (blocks of at most
+      ``CACHE_POINTS``, ``steps_per_call`` of them).
     progress: print a progress line with the ETA every ``log_every`` seconds (stderr).
     state_path: save ``{config, completed_blocks, counts, max_abs}`` here every
       ``save_every`` seconds and at the end; ``resume``: continue from it.
@@ -348,8 +425,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
     ``num_blocks``, ``block``, ``resumed_from`` (block), ``sweep`` (its arithmetic).
   """
   m, block, num_blocks = layout(cm, chunk_size)
+  steps = steps_per_call(cm, chunk_size, block, num_blocks, num_devices)
   key = _config_key(cm, block)
-  ops = cm.ops
   _, _, col_x, _ = _column_tables(cm)
   max_abs = int(max(abs(int(x)) for x in col_x.reshape(-1)))
   counts: dict = {}
@@ -366,14 +443,16 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   t = start
   total_points = num_blocks * block
   with jax.enable_x64(True):
-    fn = make_block_fn(cm, m, table, num_devices, extra, sweep_arithmetic)
+    fn = make_block_fn(cm, m, table, num_devices, extra, sweep_arithmetic, steps)
     while t < num_blocks:
       c, ext = fn(jnp.int64(t), jnp.int64(num_blocks))
       for k_, val in c.items():
         counts[k_] = counts.get(k_, 0) + int(val)
-      for val in ext:  # [D] or [D, K] (every host's devices: gathered)
-        max_abs = max([max_abs] + [abs(int(x)) for x in ops.to_python(parallel.to_host(val))])
-      t = min(t + num_devices, num_blocks)
+      for val in ext:  # words [D, steps, C] (every host's devices: gathered)
+        val = parallel.to_host(val)
+        max_abs = max([max_abs] + [abs(int(x)) for x in
+                                   words_to_python(cm, val.reshape(-1, val.shape[-1]))])
+      t = min(t + num_devices * steps, num_blocks)
       now = time.time()
       if progress and (now - last_log >= log_every or t == num_blocks):
         rate = (t - start) * block / max(now - t_begin, 1e-9)

@@ -88,7 +88,10 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
     raise ValueError(f'this run would hold about {res["bytes"] / 2 ** 30:.1f} GiB for its '
                      f'global checks; at most {max_bytes / 2 ** 30:.1f} GiB allowed (smaller '
                      'configuration, --nolemma9, or raise --max_bytes).')
+  phases = {}  # seconds of each part of the run
+  tp = time.time()
   cm = contextual.build_contextual_mapping(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
+  phases['build_g_c'] = time.time() - tp
   vm = None
   lemma9_result = {}
   if lemma9:
@@ -106,12 +109,16 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                                                         kernel=kernel,
                                                         num_devices=num_devices,
                                                         state_path=state_path, resume=resume)
+  phases['grid_check'] = result['seconds']
   violations = dict(result['violations'])
+  tp = time.time()
   lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
                                             samples=lemma7_samples, seed=target_seed)
   violations['lemma7_real_inputs'] = lemma7['lemma7_real_inputs']
   violations['lemma7_exact_rational'] = lemma7['lemma7_exact_rational']
   lemma7.pop('provenance')
+  phases['lemma7'] = time.time() - tp
+  tp = time.time()
   if vm is not None:
     budget_points = max(1, LITERAL_BUDGET // vm.depth())
     count = min(lemma9_literal_points, budget_points)
@@ -120,6 +127,9 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
     lit.pop('provenance')
     violations['lemma9_literal_equals_compact'] = lit['lemma9_literal_equals_compact']
     lemma9_result.update(lit)
+  phases['lemma9_literal'] = time.time() - tp
+  if vm is not None:
+    phases['build_g_v'] = lemma9_result['build_seconds']
   result['grid_check_seconds'] = result['seconds']
   if float_points:
     result['float'] = floating.float_breakdown(cm, max_points=float_points)
@@ -130,6 +140,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
       'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.depth(),
                        'value': value.layer_count(d, n, resolution)},
       'seconds': round(time.time() - t0, 3),
+      'phase_seconds': {k: round(v, 3) for k, v in phases.items()},
       'provenance': prov,
   })
   return result

@@ -57,6 +57,8 @@ from transformer_ua.yun import common, contextual
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
 SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
 SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
+#: Bits (incl. sign) up to which integers are exact in float64 with room for a quotient.
+FLOAT_EXACT_BITS = 53
 #: g_c kernels: 'sweep' (this module) and the literal ones of ``ContextualMapping.forward_fn``.
 KERNELS = ('sweep',) + contextual.KERNELS
 
@@ -311,7 +313,13 @@ def global_shift(cm, prog: Program, ids):
   s_ops, f_ops = sweep_ops(prog), final_ops(cm)
   n = ids.shape[0]
   big, small, total = s_ops.reduce_max(ids), s_ops.reduce_min(ids), s_ops.reduce_sum(ids)
-  if prog.spec is None:
+  if prog.spec is None and prog.sweep_bits <= FLOAT_EXACT_BITS:
+    # floor(total / n) through float64 (no vector int64 division on x86): |total| <
+    # 2^52, so total is exact in float64 and the rounded quotient is within
+    # |total / n| 2^-53 < 1/n of total / n -- never across an integer.
+    mean = jnp.floor(total.astype(jnp.float64) / n).astype(total.dtype)
+    inexact_mean = mean * n != total
+  elif prog.spec is None:
     mean, rem = total // n, total % n
     inexact_mean = rem != 0
   else:
