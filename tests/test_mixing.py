@@ -269,3 +269,8 @@ def test_train_flops_per_token_by_hand():
   for m, f in mixer.items():
     assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1) == pytest.approx(
         3 * (f + ff + heads))
+  packed = {'attention': 8 * 4 + 4 * 3 * 2, 'average': 2 * 4 + 2 * 3 * 2,     # S = 4
+            'bilinear': 2 * 4 + 2 * 3 * 2, 'sepconv': 6 * 4 + 2 * 4 * 3 * 2}
+  for m, f in packed.items():
+    assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1,
+                                    segments=4) == pytest.approx(3 * (f + ff + heads))

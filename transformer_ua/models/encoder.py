@@ -20,7 +20,8 @@ Shape glossary:
 
 Packed rows (pre-training with sequence packing, ``transformer_ua.data.text``): the
 optional ``segment_ids [B, n]``, ``positions [B, n]`` and ``cls_positions [B, S]``
-make every instance of a row its own sequence: positions restart at 0 per instance
+(the encoder alone takes ``num_segments`` = S instead of ``cls_positions``) make every
+instance of a row its own sequence: positions restart at 0 per instance
 (``position[positions]`` instead of ``position[:n]``), every mixing layer mixes only
 within an instance (``transformer_ua.models.mixing``), and the pooler / NSP head read
 each instance's [CLS]: ``nsp_logits [B, S, 2]``. No new parameters; without them the
@@ -87,13 +88,14 @@ class Block(nn.Module):
   kind: str
 
   @nn.compact
-  def __call__(self, x, mask, deterministic, segment_ids=None, positions=None):
+  def __call__(self, x, mask, deterministic, segment_ids=None, positions=None,
+               num_segments=None):
     c = self.cfg
     mix = mixing_lib.make_mixing(self.kind, num_heads=c.num_heads, max_len=c.max_len,
                                  conv_filters=c.conv_filters, conv_width=c.conv_width,
                                  dropout=c.dropout, name=self.kind)
     u = mix(x, mask, segment_ids=segment_ids, positions=positions,
-            deterministic=deterministic)
+            num_segments=num_segments, deterministic=deterministic)
     x = nn.LayerNorm(epsilon=1e-12, name='mix_norm')(
         x + nn.Dropout(c.dropout)(u, deterministic=deterministic))
     h = nn.gelu(_dense(c.mlp_dim, 'mlp_in')(x), approximate=False)
@@ -118,7 +120,7 @@ class Encoder(nn.Module):
     self.blocks = [Block(c, kind, name=f'layer_{i}') for i, kind in enumerate(c.kinds)]
 
   def __call__(self, input_ids, type_ids, mask, *, segment_ids=None, positions=None,
-               deterministic: bool = True):
+               num_segments=None, deterministic: bool = True):
     n = input_ids.shape[-1]
     if n > self.cfg.max_len:
       raise ValueError(f'sequence length {n} exceeds max_len={self.cfg.max_len}')
@@ -128,7 +130,7 @@ class Encoder(nn.Module):
     x = self.word(input_ids) + pos + self.token_type(type_ids)
     x = self.drop(self.norm(x), deterministic=deterministic)
     for block in self.blocks:
-      x = block(x, mask, deterministic, segment_ids, positions)
+      x = block(x, mask, deterministic, segment_ids, positions, num_segments)
     return x
 
   def attend(self, h):
@@ -167,7 +169,9 @@ class BertPretrainer(nn.Module):
     if (segment_ids is None) != (cls_positions is None):
       raise ValueError('packed rows need segment_ids, positions and cls_positions together')
     seq = self.encoder(input_ids, type_ids, mask, segment_ids=segment_ids,
-                       positions=positions, deterministic=deterministic)
+                       positions=positions,
+                       num_segments=None if cls_positions is None else cls_positions.shape[-1],
+                       deterministic=deterministic)
     h = jnp.take_along_axis(seq, mlm_positions[..., None], axis=-2)      # [B, P, d]
     h = self.mlm_norm(nn.gelu(self.mlm_transform(h), approximate=False))
     mlm_logits = self.encoder.attend(h) + self.mlm_bias

@@ -41,8 +41,11 @@ and computes what the instance alone (at positions 0.., padded) would:
   j's own instance: a block-diagonal n x n matmul, 2 n d FLOPs per token instead of 2 d);
 * bi-linear: ``u_j = sum_k same[j, k] W_P[pos_k, pos_j] (W_O x_k + b_O)`` (each
   instance uses the leading block of ``W_P``, as it would alone);
-* sepconv: the banded matrix times ``same`` (taps reaching another instance read 0,
-  as they read padding zeros alone).
+* sepconv: taps reaching another instance read 0, as they read padding zeros alone:
+  ``y = sum_s [seg = s] * conv(g * [seg = s])`` over the ``num_segments`` = S slots,
+  i.e. S masked copies of g through the same banded matmul (S x 2 n d FLOPs per token;
+  one [B, H, n, n] matrix per row would cost 2 n d but runs as tiny per-row matmuls
+  of d / H columns, slower on CPU).
 
 ``segment_ids=None`` is the unpacked path, unchanged.
 """
@@ -71,7 +74,7 @@ class SelfAttention(nn.Module):
   dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x, mask, *, segment_ids=None, positions=None,
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
                deterministic: bool = True):
     B, n, d = x.shape
     if d % self.num_heads:
@@ -95,7 +98,7 @@ class AverageAttention(nn.Module):
   """Attention with the matrix 1/n' over the n' non-padding tokens (H.4)."""
 
   @nn.compact
-  def __call__(self, x, mask, *, segment_ids=None, positions=None,
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
                deterministic: bool = True):
     d = x.shape[-1]
     if segment_ids is not None:          # the mean over j's own instance
@@ -112,7 +115,7 @@ class BilinearProjection(nn.Module):
   max_len: int
 
   @nn.compact
-  def __call__(self, x, mask, *, segment_ids=None, positions=None,
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
                deterministic: bool = True):
     n, d = x.shape[-2:]
     if n > self.max_len:
@@ -138,7 +141,7 @@ class LightweightConv(nn.Module):
   dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x, mask, *, segment_ids=None, positions=None,
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
                deterministic: bool = True):
     B, n, d = x.shape
     H, K = self.num_filters, self.width
@@ -158,8 +161,12 @@ class LightweightConv(nn.Module):
     a = jnp.where(band[None], w[:, jnp.clip(tap, 0, K - 1)], 0.0)         # [H, n, n]
     g = g.reshape(B, n, H, d // H)
     if segment_ids is not None:          # taps into another instance read 0
-      a = jnp.where(same_segment(segment_ids, mask)[:, None], a[None], 0.0)   # [B, H, n, n]
-      y = jnp.einsum('bhjk,bkhc->bjhc', a.astype(g.dtype), g)
+      if num_segments is None:
+        raise ValueError('packed rows need num_segments (instances per row at most)')
+      one = (segment_ids[:, None, :] == jnp.arange(1, num_segments + 1)[None, :, None])
+      one = one.astype(g.dtype)[..., None, None]                      # [B, S, n, 1, 1]
+      y = jnp.einsum('hjk,bskhc->bsjhc', a.astype(g.dtype), g[:, None] * one)
+      y = (y * one).sum(1)
     else:
       y = jnp.einsum('hjk,bkhc->bjhc', a.astype(g.dtype), g)
     y = y.reshape(B, n, d)
