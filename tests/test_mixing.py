@@ -256,6 +256,10 @@ def test_throughput_benchmark_runs_without_torch(tmp_path):
   assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
   assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
+  p = _binary(['benchmarks/bert_throughput.py', '--pipeline_mixers=conv'])
+  assert p.returncode != 0 and '--pipeline_mixers must be a non-empty subset' in p.stderr
+  p = _binary(['benchmarks/bert_throughput.py', '--max_segments=0'])
+  assert p.returncode != 0 and '--max_segments must be >= 1' in p.stderr
 
 
 def test_train_flops_per_token_by_hand():
