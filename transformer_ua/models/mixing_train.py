@@ -25,6 +25,11 @@ resumes from the latest one, and because batches and dropout keys are functions 
 ``(seed, step)`` the resumed run is the uninterrupted run. Metrics go to
 ``workdir/metrics.jsonl`` and TensorBoard every ``log_every`` steps, curves to
 ``workdir/curves.png``, the final numbers to ``workdir/result.json`` with provenance.
+Sequence packing (``config.data.max_segments`` = S > 1; default 1, unpacked): training
+rows hold up to S instances kept apart by segment masks (``transformer_ua.data.text``,
+``transformer_ua.models.mixing``); evaluation stays unpacked. Same parameters and
+checkpoints; ``train_tokens_per_s`` counts real (non-padding) tokens,
+``train_row_tokens_per_s`` every position.
 """
 
 from __future__ import annotations
