@@ -2,7 +2,8 @@ r"""Training throughput of the Appendix H models vs Hugging Face BERT, with FLOP
 
     python benchmarks/bert_throughput.py [--hidden=128 --layers=4 --heads=4 --mlp=512 \
         --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=none] \
-        [--mixers=attention,average,bilinear,sepconv] [--pipeline_steps=120]
+        [--mixers=attention,average,bilinear,sepconv] [--pipeline_steps=120] \
+        [--pipeline_config=tiny|cpu] [--pipeline_mixers=attention,...] [--max_segments=4]
 
 Three parts, in one process:
 
@@ -12,16 +13,28 @@ Three parts, in one process:
    the achieved GFLOP/s = FLOPs/token x tokens/s, next to the peak. For the Transformer
    also the Hugging Face reference of the same size (below).
 3. End to end (``--pipeline_steps`` > 0; needs the WordNet corpus): ``mixing_train.pretrain``
-   with the ``tiny`` config on the real corpus, real (non-padding) tokens/s, with the old
-   settings (one step per jit call, a metrics row and a host sync every step, TensorBoard)
-   and the new ones (``--steps_per_call`` steps per call via ``lax.scan``, a row every
-   ``--log_every`` steps from on-device sums, batches built one call ahead), interleaved.
+   with the ``--pipeline_config`` config (``tiny`` or ``cpu``) on the real corpus, for each
+   of ``--pipeline_mixers``, in three settings, interleaved:
+     old:  one step per jit call, a metrics row and a host sync every step, TensorBoard,
+           one instance per row (the settings before the throughput work);
+     new:  ``--steps_per_call`` steps per call via ``lax.scan``, a row every
+           ``--log_every`` steps from on-device sums, batches built one call ahead;
+     new + packing: as new, with up to ``--max_segments`` instances packed per row
+           (``config.data.max_segments``; segment-aware mixing, same model and parameters).
+   Reported: real (non-padding) tokens/s -- the honest measure, since padding is work
+   that trains nothing -- and row tokens/s (batch x max_len per step, padding included);
+   the speed-ups over old are in real tokens/s. When the synthetic shape flags equal the
+   config's shape, also the ratio of each setting's real tokens/s to the Hugging Face
+   reference's tokens/s (the reference sees unpadded synthetic rows, so every token it
+   processes is real: a bound the reference could not beat on padded data).
 
 FLOPs per token (forward, one multiply-add = 2 FLOPs; d hidden, n sequence length,
 r feed-forward width, V vocabulary, P/n predicted positions per token, L layers):
 
     attention   8 d^2 + 4 n d        (Q, K, V, O projections; scores and a.V)
     average     2 d^2 + 2 d          (W_O; the masked mean)
+                2 d^2 + 2 n d        packed rows: the per-segment mean as an n x n matmul
+    sepconv     6 d^2 + 2 S n d      packed rows of <= S instances: S masked copies
     bilinear    2 d^2 + 2 n d        (W_O; W_P applied along the tokens)
     sepconv     6 d^2 + 2 n d        (GLU 2d x d; the banded conv as our n x n matmul; W_O)
     per layer   + 4 d r              (feed-forward)
@@ -29,6 +42,9 @@ r feed-forward width, V vocabulary, P/n predicted positions per token, L layers)
     forward     F = L (mixer + 4 d r) + heads;  training = 3 F (backward ~ 2 x forward)
 
 Layer norms, softmax, GELU, embeddings and the optimizer are left out (O(d) per token).
+These are the FLOPs computed per row position; packed rows compute the same n x n
+mixing as unpacked ones (segment masks, no FLOPs saved), so GFLOP/s = FLOPs/position x
+row tokens/s, and FLOPs per real token = FLOPs/position / (fraction of real positions).
 
 Part 2 measures, in one process, training steps per second of
 
@@ -83,8 +99,13 @@ flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
 flags.DEFINE_list('mixers', ['attention', 'average', 'bilinear', 'sepconv'],
                   'mixing layers timed on synthetic batches')
 flags.DEFINE_integer('conv_width', 31, 'SepConv filter width K')
-flags.DEFINE_integer('pipeline_steps', 0, 'end-to-end tiny pre-training steps per setting '
+flags.DEFINE_integer('pipeline_steps', 0, 'end-to-end pre-training steps per setting '
                      '(0 = skip; needs the WordNet corpus)')
+flags.DEFINE_enum('pipeline_config', 'tiny', ['tiny', 'cpu'],
+                  'end-to-end config: experiments/configs/mixing_<name>.py')
+flags.DEFINE_list('pipeline_mixers', ['attention'], 'mixers run end to end')
+flags.DEFINE_integer('pipeline_rounds', 0, 'end-to-end interleaved rounds (0 = --rounds)')
+flags.DEFINE_integer('max_segments', 4, 'new + packing setting: instances per row at most')
 flags.DEFINE_integer('steps_per_call', 20, 'new pipeline setting: steps per jit call')
 flags.DEFINE_integer('log_every', 40, 'new pipeline setting: steps per metrics row')
 FLAGS = flags.FLAGS
@@ -94,11 +115,20 @@ MIXER_FLOPS = {   # forward FLOPs per token of one mixing layer (module doc)
     'bilinear': lambda d, n: 2 * d * d + 2 * n * d,
     'sepconv': lambda d, n: 6 * d * d + 2 * n * d,
 }
+PACKED_MIXER_FLOPS = {   # the same on packed rows of up to S instances (module doc)
+    'attention': lambda d, n, S: MIXER_FLOPS['attention'](d, n),
+    'average': lambda d, n, S: 2 * d * d + 2 * n * d,
+    'bilinear': lambda d, n, S: MIXER_FLOPS['bilinear'](d, n),
+    'sepconv': lambda d, n, S: 6 * d * d + 2 * S * n * d,
+}
 
 
-def train_flops_per_token(mixing, *, d, n, r, V, P, L):
-  """3 x the forward FLOPs per token position (module doc)."""
-  forward = L * (MIXER_FLOPS[mixing](d, n) + 4 * d * r) + (P / n) * (2 * d * d + 2 * d * V)
+def train_flops_per_token(mixing, *, d, n, r, V, P, L, segments=0):
+  """3 x the forward FLOPs per token position (module doc); ``segments`` = S > 0:
+  packed rows of up to S instances."""
+  mixer = (PACKED_MIXER_FLOPS[mixing](d, n, segments) if segments
+           else MIXER_FLOPS[mixing](d, n))
+  forward = L * (mixer + 4 * d * r) + (P / n) * (2 * d * d + 2 * d * V)
   return 3 * forward
 
 
@@ -203,29 +233,87 @@ def reference(batches):
                          'torch_threads': torch.get_num_threads()}
 
 
-def pipeline(num_steps, rounds):
-  """End-to-end ``mixing_train.pretrain`` (tiny config, real corpus): {setting: [tokens/s]}."""
+PIPELINE_CONFIGS = ('tiny', 'cpu')
+
+
+def pipeline_settings():
+  """{name: (pretrain overrides, data.max_segments)} of the three end-to-end settings."""
+  c, le, S = FLAGS.steps_per_call, FLAGS.log_every, FLAGS.max_segments
+  new = f'{c} steps per jit call, a row every {le} steps from on-device sums'
+  return {
+      'old (1 step per jit call, a row + host sync every step, TensorBoard, no packing)':
+          (dict(steps_per_call=1, log_every=1, tensorboard=True), 1),
+      f'new ({new})': (dict(steps_per_call=c, log_every=le, tensorboard=False), 1),
+      f'new + packing ({new}, <= {S} instances per row)':
+          (dict(steps_per_call=c, log_every=le, tensorboard=False), S)}
+
+
+def pipeline_config():
+  import importlib
+  return importlib.import_module(
+      f'experiments.configs.mixing_{FLAGS.pipeline_config}').get_config()
+
+
+def pipeline(mixers, num_steps, rounds):
+  """End-to-end ``mixing_train.pretrain`` on the real corpus: {mixer: {setting:
+  {'tokens_per_s': [..], 'row_tokens_per_s': [..]}}} (real and padded-row tokens/s)."""
   import shutil
   import tempfile
-  from experiments.configs import mixing_tiny
-  c, le = FLAGS.steps_per_call, FLAGS.log_every
-  settings = {
-      'old (1 step per jit call, a row + host sync every step, TensorBoard)':
-          dict(steps_per_call=1, log_every=1, tensorboard=True),
-      f'new ({c} steps per jit call, a row every {le} steps from on-device sums)':
-          dict(steps_per_call=c, log_every=le, tensorboard=False)}
-  out = {k: [] for k in settings}
+  settings = pipeline_settings()
+  out = {m: {k: {'tokens_per_s': [], 'row_tokens_per_s': []} for k in settings}
+         for m in mixers}
   root = tempfile.mkdtemp(prefix='bert_pipeline_')
   try:
     for i in range(rounds):
-      for name, kw in settings.items():
-        cfg = mixing_tiny.get_config()
-        cfg.pretrain.update(num_steps=num_steps, eval_every=num_steps, eval_batches=1,
-                            checkpoint_every=num_steps, checkpoint_seconds=1e9, **kw)
-        r = mixing_train.pretrain(cfg, os.path.join(root, f'{i}_{kw["steps_per_call"]}'))
-        out[name].append(r['train_tokens_per_s'])
+      for m in mixers:
+        for j, (name, (kw, S)) in enumerate(settings.items()):
+          cfg = pipeline_config()
+          cfg.model.mixing = m
+          cfg.data.max_segments = S
+          cfg.pretrain.update(num_steps=num_steps, eval_every=num_steps, eval_batches=1,
+                              checkpoint_every=num_steps, checkpoint_seconds=1e9, **kw)
+          r = mixing_train.pretrain(cfg, os.path.join(root, f'{i}_{m}_{j}'))
+          out[m][name]['tokens_per_s'].append(r['train_tokens_per_s'])
+          out[m][name]['row_tokens_per_s'].append(r['train_row_tokens_per_s'])
   finally:
     shutil.rmtree(root, ignore_errors=True)
+  return out
+
+
+def pipeline_result(pipe, ref_tps, peak):
+  """Medians, speed-ups over the old setting (real tokens/s), FLOPs and GFLOP/s of the
+  end-to-end runs; the ratio to the reference when the shapes agree."""
+  cfg = pipeline_config()
+  m = cfg.model
+  shape = dict(d=m.hidden, n=m.max_len, r=m.mlp_dim, V=cfg.data.vocab_size,
+               P=cfg.data.max_predictions, L=m.num_layers)
+  same = (FLAGS.hidden, FLAGS.layers, FLAGS.heads, FLAGS.mlp, FLAGS.seq, FLAGS.batch,
+          FLAGS.vocab, FLAGS.conv_width) == (
+              m.hidden, m.num_layers, m.num_heads, m.mlp_dim, m.max_len,
+              cfg.pretrain.batch_size, cfg.data.vocab_size, m.conv_width)
+  settings = pipeline_settings()
+  out = {'config': FLAGS.pipeline_config, 'steps': FLAGS.pipeline_steps,
+         'rounds': len(next(iter(next(iter(pipe.values())).values()))['tokens_per_s']),
+         'shape': {**shape, 'B': cfg.pretrain.batch_size},
+         'same_shape_as_synthetic': same, 'mixers': {}}
+  for mixer, runs in pipe.items():
+    rows = {}
+    for k, v in runs.items():
+      med = statistics.median(v['tokens_per_s'])
+      row = statistics.median(v['row_tokens_per_s'])
+      S = settings[k][1]
+      fpt = train_flops_per_token(mixer, segments=S if S > 1 else 0, **shape)
+      rows[k] = {**v, 'median_tokens_per_s': med, 'median_row_tokens_per_s': row,
+                 'real_fraction': med / row, 'train_flops_per_position': fpt,
+                 'train_flops_per_real_token': fpt * row / med,
+                 'achieved_gflops': fpt * row / 1e9,
+                 'fraction_of_peak': fpt * row / 1e9 / peak}
+      if ref_tps and same and mixer == 'attention':
+        rows[k]['over_reference'] = med / ref_tps
+    old = rows[next(iter(settings))]['median_tokens_per_s']
+    for k in list(rows)[1:]:
+      rows[k]['speedup_over_old'] = rows[k]['median_tokens_per_s'] / old
+    out['mixers'][mixer] = rows
   return out
 
 
@@ -233,7 +321,7 @@ def main(argv):
   if len(argv) > 1:
     sys.exit(f'error: unexpected arguments {argv[1:]}')
   for name in ('hidden', 'layers', 'heads', 'mlp', 'seq', 'batch', 'vocab', 'steps', 'rounds',
-               'conv_width', 'steps_per_call', 'log_every'):
+               'conv_width', 'steps_per_call', 'log_every', 'max_segments'):
     if FLAGS[name].value < 1:
       sys.exit(f'error: --{name} must be >= 1, got {FLAGS[name].value}')
   if FLAGS.hidden % FLAGS.heads:
@@ -247,6 +335,12 @@ def main(argv):
   if FLAGS.pipeline_steps < 0 or FLAGS.pipeline_steps % period:
     sys.exit(f'error: --pipeline_steps must be a multiple of lcm(--steps_per_call, '
              f'--log_every) = {period}, got {FLAGS.pipeline_steps}')
+  bad = [m for m in FLAGS.pipeline_mixers if m not in MIXER_FLOPS]
+  if bad or not FLAGS.pipeline_mixers:
+    sys.exit(f'error: --pipeline_mixers must be a non-empty subset of {sorted(MIXER_FLOPS)}, '
+             f'got {bad}')
+  if FLAGS.pipeline_rounds < 0:
+    sys.exit(f'error: --pipeline_rounds must be >= 0, got {FLAGS.pipeline_rounds}')
   cli.output_file(FLAGS.out, '--out')
   cli.output_file(FLAGS.markdown, '--markdown')
   prov = provenance.record()
@@ -292,12 +386,10 @@ def main(argv):
   if ref_key in tps and ours_att in tps:
     result['speedup_ours_over_reference'] = tps[ours_att] / tps[ref_key]
   if FLAGS.pipeline_steps:
-    pipe = pipeline(FLAGS.pipeline_steps, FLAGS.rounds)
-    med = {k: statistics.median(v) for k, v in pipe.items()}
-    old, new = list(med)
-    result['pipeline_tiny'] = {'steps': FLAGS.pipeline_steps, 'tokens_per_s': pipe,
-                               'median_tokens_per_s': med, 'speedup_new_over_old':
-                               med[new] / med[old]}
+    result['pipeline'] = pipeline_result(
+        pipeline(FLAGS.pipeline_mixers, FLAGS.pipeline_steps,
+                 FLAGS.pipeline_rounds or FLAGS.rounds),
+        tps.get(ref_key), peak)
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
   with open(FLAGS.out, 'w') as f:
     json.dump(result, f, indent=1)
@@ -310,11 +402,16 @@ def main(argv):
              (f"; Transformer ours/reference = {result['speedup_ours_over_reference']:.2f}x"
               if 'speedup_ours_over_reference' in result else ''))
   if FLAGS.pipeline_steps:
-    p = result['pipeline_tiny']
-    summary += ('; end to end tiny pre-training (real tokens/s, median of '
-                f'{FLAGS.rounds}): ' + ', '.join(f'{k} {v:,.0f}' for k, v in
-                                                  p['median_tokens_per_s'].items())
-                + f" = {p['speedup_new_over_old']:.2f}x")
+    p = result['pipeline']
+    old = next(iter(pipeline_settings()))
+    summary += (f"; end to end {p['config']} pre-training (real = non-padding tokens/s, "
+                f"median of {p['rounds']}; row tokens/s incl. padding in brackets): " +
+                '; '.join(f'{m}: ' + ', '.join(
+                    f"{k.split(' (')[0]} {v['median_tokens_per_s']:,.0f} "
+                    f"[{v['median_row_tokens_per_s']:,.0f}]"
+                    + (f" = {v['speedup_over_old']:.2f}x" if k != old else '')
+                    + (f" ({v['over_reference']:.2f}x HF)" if 'over_reference' in v else '')
+                    for k, v in p['mixers'][m].items()) for m in p['mixers']))
   line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
   print(line, end='')
 

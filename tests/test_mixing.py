@@ -256,6 +256,10 @@ def test_throughput_benchmark_runs_without_torch(tmp_path):
   assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
   assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
+  p = _binary(['benchmarks/bert_throughput.py', '--pipeline_mixers=conv'])
+  assert p.returncode != 0 and '--pipeline_mixers must be a non-empty subset' in p.stderr
+  p = _binary(['benchmarks/bert_throughput.py', '--max_segments=0'])
+  assert p.returncode != 0 and '--max_segments must be >= 1' in p.stderr
 
 
 def test_train_flops_per_token_by_hand():
@@ -269,3 +273,8 @@ def test_train_flops_per_token_by_hand():
   for m, f in mixer.items():
     assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1) == pytest.approx(
         3 * (f + ff + heads))
+  packed = {'attention': 8 * 4 + 4 * 3 * 2, 'average': 2 * 4 + 2 * 3 * 2,     # S = 4
+            'bilinear': 2 * 4 + 2 * 3 * 2, 'sepconv': 6 * 4 + 2 * 4 * 3 * 2}
+  for m, f in packed.items():
+    assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1,
+                                    segments=4) == pytest.approx(3 * (f + ff + heads))

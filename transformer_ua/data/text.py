@@ -23,6 +23,26 @@ Batch arrays (B = batch size, n = max_len, P = max_predictions):
     mask       [B, n] bool    True on real tokens
     mlm_positions [B, P] int32, mlm_ids [B, P] int32, mlm_weights [B, P] float32
     nsp_labels [B] int32,  nsp_weights [B] float32
+
+Sequence packing (``PretrainData.batch(step, B, max_segments=S)`` with S > 1): WordNet
+instances are short (28 tokens on average), so one instance per row leaves 44% (max_len
+64) or 42% (max_len 48) of every batch as padding. A packed row holds up to S instances
+``r = I_1 I_2 ... I_s [PAD]...`` (each ``[CLS] A [SEP] (B [SEP])``, truncated to n as
+before), placed *first-fit* in draw order: instance t goes into the first row with
+room for it and fewer than S instances; the batch is complete at the first instance
+that fits no row (that one instance is dropped; on the WordNet lengths this keeps the
+mean instance length within 0.3% of the unpacked stream and fills 87% (n = 48, B = 64)
+or 91% (n = 64, B = 32) of the positions). Masking is per row: 15% of the row's
+non-special tokens (at most P), 80/10/10 as above. Extra arrays:
+
+    segment_ids [B, n] int32  s = 1..S on the tokens of instance s, 0 on padding
+    positions   [B, n] int32  position inside its instance (0 at its [CLS]), 0 on padding
+    cls_positions [B, S] int32  row index of instance s's [CLS] (0 for an empty slot)
+    nsp_labels [B, S] int32,  nsp_weights [B, S] float32   (weight 0 for an empty slot)
+
+The model keeps instances apart (``transformer_ua.models.mixing``: every mixing layer
+mixes only tokens of the same segment; positions restart at 0 per instance), so a
+packed row computes exactly what its instances would compute in rows of their own.
 """
 
 from __future__ import annotations
@@ -159,7 +179,12 @@ class PretrainData:
     ex = self.examples[t]
     return self.headlines[s], ex[rng.integers(len(ex))], 0, 1.0
 
-  def batch(self, step: int, batch_size: int) -> dict[str, np.ndarray]:
+  def batch(self, step: int, batch_size: int, max_segments: int = 1
+            ) -> dict[str, np.ndarray]:
+    """Batch ``step``: one instance per row (``max_segments=1``) or packed rows of up
+    to ``max_segments`` instances (module doc)."""
+    if max_segments != 1:
+      return self._packed_batch(step, batch_size, max_segments)
     rng = np.random.default_rng([self.seed, int(step)])
     n, P = self.max_len, self.max_predictions
     out = {
@@ -185,4 +210,51 @@ class PretrainData:
       out['mlm_weights'][i, :len(pos)] = 1.0
       out['nsp_labels'][i] = label
       out['nsp_weights'][i] = w
+    return out
+
+  def _packed_batch(self, step: int, batch_size: int, max_segments: int):
+    """Packed rows (module doc): first-fit in draw order, complete at the first misfit."""
+    if not isinstance(max_segments, int) or max_segments < 1:
+      raise ValueError(f'max_segments must be a positive integer, got {max_segments!r}')
+    rng = np.random.default_rng([self.seed, int(step), max_segments])
+    B, n, P, S = batch_size, self.max_len, self.max_predictions, max_segments
+    free = np.full(B, n)                       # room left in each row
+    rows = [[] for _ in range(B)]              # (ids, types, nsp label, nsp weight)
+    while True:
+      a, b, label, w = self.instance(rng)
+      ids, types = pack_pair(a, b, n)
+      fits = np.flatnonzero((free >= len(ids)) & (np.array([len(r) for r in rows]) < S))
+      if not len(fits):
+        break
+      i = fits[0]
+      rows[i].append((ids, types, label, w))
+      free[i] -= len(ids)
+    out = {
+        'input_ids': np.zeros((B, n), np.int32), 'type_ids': np.zeros((B, n), np.int32),
+        'mask': np.zeros((B, n), bool), 'segment_ids': np.zeros((B, n), np.int32),
+        'positions': np.zeros((B, n), np.int32),
+        'mlm_positions': np.zeros((B, P), np.int32), 'mlm_ids': np.zeros((B, P), np.int32),
+        'mlm_weights': np.zeros((B, P), np.float32),
+        'cls_positions': np.zeros((B, S), np.int32), 'nsp_labels': np.zeros((B, S), np.int32),
+        'nsp_weights': np.zeros((B, S), np.float32),
+    }
+    for i, row in enumerate(rows):
+      start = 0
+      for s, (ids, types, label, w) in enumerate(row):
+        end = start + len(ids)
+        out['input_ids'][i, start:end] = ids
+        out['type_ids'][i, start:end] = types
+        out['segment_ids'][i, start:end] = s + 1
+        out['positions'][i, start:end] = np.arange(len(ids))
+        out['cls_positions'][i, s] = start
+        out['nsp_labels'][i, s] = label
+        out['nsp_weights'][i, s] = w
+        start = end
+      out['mask'][i, :start] = True
+      masked, pos, orig = mask_tokens(out['input_ids'][i], rng, self.vocab_size,
+                                      self.mask_prob, P)
+      out['input_ids'][i] = masked
+      out['mlm_positions'][i, :len(pos)] = pos
+      out['mlm_ids'][i, :len(pos)] = orig
+      out['mlm_weights'][i, :len(pos)] = 1.0
     return out

@@ -18,6 +18,15 @@ Shape glossary:
     Classifier head: Dense(num_classes) on the pooled [CLS]   [B, C]
     Span head: Dense(2) per token -> start, end logits        [B, n] each
 
+Packed rows (pre-training with sequence packing, ``transformer_ua.data.text``): the
+optional ``segment_ids [B, n]``, ``positions [B, n]`` and ``cls_positions [B, S]``
+(the encoder alone takes ``num_segments`` = S instead of ``cls_positions``) make every
+instance of a row its own sequence: positions restart at 0 per instance
+(``position[positions]`` instead of ``position[:n]``), every mixing layer mixes only
+within an instance (``transformer_ua.models.mixing``), and the pooler / NSP head read
+each instance's [CLS]: ``nsp_logits [B, S, 2]``. No new parameters; without them the
+computation is the unpacked one, unchanged.
+
 With ``mixing='attention'``, ``num_conv_layers=0``, V = 30522, max_len = 512,
 d = 768, 12 layers, 12 heads, r = 3072 the encoder + pooler is BERT-base exactly
 (109,482,240 parameters, as Hugging Face's ``BertModel``).
@@ -79,12 +88,14 @@ class Block(nn.Module):
   kind: str
 
   @nn.compact
-  def __call__(self, x, mask, deterministic):
+  def __call__(self, x, mask, deterministic, segment_ids=None, positions=None,
+               num_segments=None):
     c = self.cfg
     mix = mixing_lib.make_mixing(self.kind, num_heads=c.num_heads, max_len=c.max_len,
                                  conv_filters=c.conv_filters, conv_width=c.conv_width,
                                  dropout=c.dropout, name=self.kind)
-    u = mix(x, mask, deterministic=deterministic)
+    u = mix(x, mask, segment_ids=segment_ids, positions=positions,
+            num_segments=num_segments, deterministic=deterministic)
     x = nn.LayerNorm(epsilon=1e-12, name='mix_norm')(
         x + nn.Dropout(c.dropout)(u, deterministic=deterministic))
     h = nn.gelu(_dense(c.mlp_dim, 'mlp_in')(x), approximate=False)
@@ -108,14 +119,18 @@ class Encoder(nn.Module):
     self.drop = nn.Dropout(c.dropout)
     self.blocks = [Block(c, kind, name=f'layer_{i}') for i, kind in enumerate(c.kinds)]
 
-  def __call__(self, input_ids, type_ids, mask, *, deterministic: bool = True):
+  def __call__(self, input_ids, type_ids, mask, *, segment_ids=None, positions=None,
+               num_segments=None, deterministic: bool = True):
     n = input_ids.shape[-1]
     if n > self.cfg.max_len:
       raise ValueError(f'sequence length {n} exceeds max_len={self.cfg.max_len}')
-    x = self.word(input_ids) + self.position[:n] + self.token_type(type_ids)
+    if (segment_ids is None) != (positions is None):
+      raise ValueError('packed rows need both segment_ids and positions')
+    pos = self.position[:n] if positions is None else self.position[positions]
+    x = self.word(input_ids) + pos + self.token_type(type_ids)
     x = self.drop(self.norm(x), deterministic=deterministic)
     for block in self.blocks:
-      x = block(x, mask, deterministic)
+      x = block(x, mask, deterministic, segment_ids, positions, num_segments)
     return x
 
   def attend(self, h):
@@ -126,14 +141,18 @@ class Pooler(nn.Module):
   hidden: int
 
   @nn.compact
-  def __call__(self, seq):
-    return jnp.tanh(_dense(self.hidden, 'dense')(seq[..., 0, :]))
+  def __call__(self, seq, cls_positions=None):
+    """[CLS] at row index 0 (``[B, d]``) or at ``cls_positions [B, S]`` (``[B, S, d]``)."""
+    cls = (seq[..., 0, :] if cls_positions is None
+           else jnp.take_along_axis(seq, cls_positions[..., None], axis=-2))
+    return jnp.tanh(_dense(self.hidden, 'dense')(cls))
 
 
 class BertPretrainer(nn.Module):
   """Encoder + pooler + masked-LM head (tied) + NSP head.
 
-  Returns ``(mlm_logits [B, P, V], nsp_logits [B, 2])``.
+  Returns ``(mlm_logits [B, P, V], nsp_logits [B, 2])``, or ``nsp_logits [B, S, 2]``
+  for packed rows (``segment_ids``, ``positions``, ``cls_positions``).
   """
   cfg: EncoderConfig
 
@@ -145,12 +164,18 @@ class BertPretrainer(nn.Module):
     self.mlm_bias = self.param('mlm_bias', nn.initializers.zeros, (self.cfg.vocab_size,))
     self.nsp = _dense(2, 'nsp')
 
-  def __call__(self, input_ids, type_ids, mask, mlm_positions, *, deterministic=True):
-    seq = self.encoder(input_ids, type_ids, mask, deterministic=deterministic)
+  def __call__(self, input_ids, type_ids, mask, mlm_positions, *, segment_ids=None,
+               positions=None, cls_positions=None, deterministic=True):
+    if (segment_ids is None) != (cls_positions is None):
+      raise ValueError('packed rows need segment_ids, positions and cls_positions together')
+    seq = self.encoder(input_ids, type_ids, mask, segment_ids=segment_ids,
+                       positions=positions,
+                       num_segments=None if cls_positions is None else cls_positions.shape[-1],
+                       deterministic=deterministic)
     h = jnp.take_along_axis(seq, mlm_positions[..., None], axis=-2)      # [B, P, d]
     h = self.mlm_norm(nn.gelu(self.mlm_transform(h), approximate=False))
     mlm_logits = self.encoder.attend(h) + self.mlm_bias
-    return mlm_logits, self.nsp(self.pooler(seq))
+    return mlm_logits, self.nsp(self.pooler(seq, cls_positions))
 
 
 class BertClassifier(nn.Module):

@@ -29,6 +29,25 @@ norm (``LN(x + dropout(u))``, post-LN as BERT), so ``x + u`` is the paper's laye
   d = 768, so 48 channels per filter), non-causal (centred: ``(K-1)//2`` taps to the
   left, ``K//2`` to the right), with padding tokens zeroed before mixing; then the
   output projection ``W_O``. Params ``3 d^2 + 3 d + H K``.
+
+Packed rows (sequence packing in pre-training, ``transformer_ua.data.text``): with
+``segment_ids [B, n]`` (s >= 1 on the tokens of instance s, 0 on padding) and
+``positions [B, n]`` (the index inside the instance), every layer mixes token j only
+with the tokens k of its own instance, ``same[b, j, k] = (seg_j == seg_k) & mask_k``,
+and computes what the instance alone (at positions 0.., padded) would:
+
+* attention: the keys of other instances are masked like padding;
+* average: ``u_j = W_O (sum_k same[j, k] x_k / sum_k same[j, k]) + b_O`` (the mean of
+  j's own instance: a block-diagonal n x n matmul, 2 n d FLOPs per token instead of 2 d);
+* bi-linear: ``u_j = sum_k same[j, k] W_P[pos_k, pos_j] (W_O x_k + b_O)`` (each
+  instance uses the leading block of ``W_P``, as it would alone);
+* sepconv: taps reaching another instance read 0, as they read padding zeros alone:
+  ``y = sum_s [seg = s] * conv(g * [seg = s])`` over the ``num_segments`` = S slots,
+  i.e. S masked copies of g through the same banded matmul (S x 2 n d FLOPs per token;
+  one [B, H, n, n] matrix per row would cost 2 n d but runs as tiny per-row matmuls
+  of d / H columns, slower on CPU).
+
+``segment_ids=None`` is the unpacked path, unchanged.
 """
 
 from __future__ import annotations
@@ -44,13 +63,19 @@ def _dense(features, name, init_std=0.02):
   return nn.Dense(features, name=name, kernel_init=nn.initializers.normal(init_std))
 
 
+def same_segment(segment_ids, mask):
+  """``same[b, j, k] = (seg[b, j] == seg[b, k]) & mask[b, k]``: ``[B, n, n]`` bool."""
+  return (segment_ids[:, :, None] == segment_ids[:, None, :]) & mask[:, None, :]
+
+
 class SelfAttention(nn.Module):
   """Multi-head softmax self-attention with a padding mask over keys."""
   num_heads: int
   dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x, mask, *, deterministic: bool = True):
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
+               deterministic: bool = True):
     B, n, d = x.shape
     if d % self.num_heads:
       raise ValueError(f'hidden size {d} is not divisible by num_heads={self.num_heads}')
@@ -60,7 +85,9 @@ class SelfAttention(nn.Module):
     k = split(_dense(d, 'key')(x))
     v = split(_dense(d, 'value')(x))
     s = jnp.einsum('bjhm,bkhm->bhjk', q, k) / jnp.sqrt(m).astype(x.dtype)
-    s = jnp.where(mask[:, None, None, :], s, jnp.finfo(s.dtype).min)
+    keys = (mask[:, None, None, :] if segment_ids is None
+            else same_segment(segment_ids, mask)[:, None])
+    s = jnp.where(keys, s, jnp.finfo(s.dtype).min)
     a = jax.nn.softmax(s, axis=-1)
     a = nn.Dropout(self.dropout)(a, deterministic=deterministic)
     o = jnp.einsum('bhjk,bkhm->bjhm', a, v).reshape(B, n, d)
@@ -71,8 +98,13 @@ class AverageAttention(nn.Module):
   """Attention with the matrix 1/n' over the n' non-padding tokens (H.4)."""
 
   @nn.compact
-  def __call__(self, x, mask, *, deterministic: bool = True):
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
+               deterministic: bool = True):
     d = x.shape[-1]
+    if segment_ids is not None:          # the mean over j's own instance
+      a = same_segment(segment_ids, mask).astype(x.dtype)
+      a = a / jnp.maximum(a.sum(-1, keepdims=True), 1)
+      return _dense(d, 'out')(jnp.einsum('bjk,bkd->bjd', a, x))
     w = mask.astype(x.dtype)[..., None]
     mean = (x * w).sum(-2, keepdims=True) / jnp.maximum(w.sum(-2, keepdims=True), 1)
     return _dense(d, 'out')(jnp.broadcast_to(mean, x.shape))
@@ -83,7 +115,8 @@ class BilinearProjection(nn.Module):
   max_len: int
 
   @nn.compact
-  def __call__(self, x, mask, *, deterministic: bool = True):
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
+               deterministic: bool = True):
     n, d = x.shape[-2:]
     if n > self.max_len:
       raise ValueError(
@@ -93,6 +126,11 @@ class BilinearProjection(nn.Module):
     w_p = self.param('w_p', nn.initializers.normal(1.0 / self.max_len ** 0.5),
                      (self.max_len, self.max_len))
     y = _dense(d, 'out')(x) * mask.astype(x.dtype)[..., None]
+    if segment_ids is not None:          # W_P[pos_k, pos_j] within each instance
+      same = same_segment(segment_ids, mask)
+      w = w_p[positions[:, :, None], positions[:, None, :]]           # [B, k, j]
+      w = jnp.where(jnp.swapaxes(same, 1, 2), w, 0.0)
+      return jnp.einsum('bkj,bkd->bjd', w.astype(y.dtype), y)
     return jnp.einsum('kj,bkd->bjd', w_p[:n, :n], y)
 
 
@@ -103,7 +141,8 @@ class LightweightConv(nn.Module):
   dropout: float = 0.0
 
   @nn.compact
-  def __call__(self, x, mask, *, deterministic: bool = True):
+  def __call__(self, x, mask, *, segment_ids=None, positions=None, num_segments=None,
+               deterministic: bool = True):
     B, n, d = x.shape
     H, K = self.num_filters, self.width
     if d % H:
@@ -120,7 +159,16 @@ class LightweightConv(nn.Module):
     tap = jnp.arange(n)[None, :] - jnp.arange(n)[:, None] + left       # [n, n]
     band = (tap >= 0) & (tap < K)
     a = jnp.where(band[None], w[:, jnp.clip(tap, 0, K - 1)], 0.0)         # [H, n, n]
-    y = jnp.einsum('hjk,bkhc->bjhc', a.astype(g.dtype), g.reshape(B, n, H, d // H))
+    g = g.reshape(B, n, H, d // H)
+    if segment_ids is not None:          # taps into another instance read 0
+      if num_segments is None:
+        raise ValueError('packed rows need num_segments (instances per row at most)')
+      one = (segment_ids[:, None, :] == jnp.arange(1, num_segments + 1)[None, :, None])
+      one = one.astype(g.dtype)[..., None, None]                      # [B, S, n, 1, 1]
+      y = jnp.einsum('hjk,bskhc->bsjhc', a.astype(g.dtype), g[:, None] * one)
+      y = (y * one).sum(1)
+    else:
+      y = jnp.einsum('hjk,bkhc->bjhc', a.astype(g.dtype), g)
     y = y.reshape(B, n, d)
     return _dense(d, 'out')(y)
 

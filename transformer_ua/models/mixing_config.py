@@ -29,7 +29,11 @@ def base_config() -> ml_collections.ConfigDict:
   d.vocab_size = 4000               # WordPiece vocabulary
   d.heldout_fraction = 0.1          # synsets held out of pre-training and task training
   d.mask_prob = 0.15                # BERT masking rate (80/10/10)
-  d.max_predictions = 10            # masked positions per sequence at most
+  d.max_predictions = 10            # masked positions per sequence (per row) at most
+  d.max_segments = 1                # pre-training instances per row: 1 = one instance per
+                                    # row, padded; > 1 = sequence packing, up to this many
+                                    # instances per row, kept apart by segment masks
+                                    # (transformer_ua/data/text.py); evaluation is unpacked
 
   c.pretrain = p = ml_collections.ConfigDict()
   p.num_steps = 200

@@ -25,6 +25,11 @@ resumes from the latest one, and because batches and dropout keys are functions 
 ``(seed, step)`` the resumed run is the uninterrupted run. Metrics go to
 ``workdir/metrics.jsonl`` and TensorBoard every ``log_every`` steps, curves to
 ``workdir/curves.png``, the final numbers to ``workdir/result.json`` with provenance.
+Sequence packing (``config.data.max_segments`` = S > 1; default 1, unpacked): training
+rows hold up to S instances kept apart by segment masks (``transformer_ua.data.text``,
+``transformer_ua.models.mixing``); evaluation stays unpacked. Same parameters and
+checkpoints; ``train_tokens_per_s`` counts real (non-padding) tokens,
+``train_row_tokens_per_s`` every position.
 """
 
 from __future__ import annotations
@@ -144,6 +149,10 @@ def _check(config):
     if config[sec].batch_size % k:
       raise ValueError(f'config.{sec}.batch_size={config[sec].batch_size} is not a multiple '
                        f'of the {k} devices used for data parallelism (set num_devices)')
+  S = config.data.get('max_segments', 1)
+  if not isinstance(S, int) or S < 1:
+    raise ValueError(f'config.data.max_segments must be a positive integer (1 = no '
+                     f'packing), got {S!r}')
   if not 0 < config.data.mask_prob < 1:
     raise ValueError(f'config.data.mask_prob must be in (0, 1), got {config.data.mask_prob}')
 
@@ -184,7 +193,8 @@ class _StepTask:
   their mean over the log window (the host waits only at the end of a window, every
   ``log_every`` steps, and at the last one). Throughput: real (non-padding) tokens per
   second of training between the end of the first call (compilation) and the end of
-  the last finished window."""
+  the last finished window (``tps``); ``row_tps`` counts every position of every row,
+  padding included (batch x max_len per step)."""
 
   def __init__(self, train_step, get_batch, eval_fn, acc0, *, steps_per_call, log_every,
                num_steps, mesh=None):
@@ -196,13 +206,14 @@ class _StepTask:
     self.pending = None                    # (first step, future of the next stack)
     self.acc, self.count = None, 0
     self.tokens, self.window_tokens, self.train_time = 0, 0, 0.0
+    self.rows, self.window_rows = 0, 0     # the same, every position of every row
     self.t_start = None                    # perf_counter at the end of the first call
-    self.tps = float('nan')
+    self.tps = self.row_tps = float('nan')
 
   def _stack(self, step):
     bs = [self.get_batch(s) for s in range(step, step + self.c)]
     stacked = {k: np.stack([b[k] for b in bs]) for k in bs[0]}
-    return stacked, int(stacked['mask'].sum())
+    return stacked, (int(stacked['mask'].sum()), stacked['mask'].size)
 
   def _batches(self, step):
     if self.pending is not None and self.pending[0] == step:
@@ -227,15 +238,18 @@ class _StepTask:
       jax.block_until_ready(self.acc)
       self.t_start = time.perf_counter()
     else:
-      self.window_tokens += ntok
+      self.window_tokens += ntok[0]
+      self.window_rows += ntok[1]
     mean = jax.tree_util.tree_map(lambda a: a / self.count, self.acc)
     if done % self.log_every == 0 or done == self.num_steps:
       jax.block_until_ready(mean)
       self.tokens += self.window_tokens
-      self.window_tokens = 0
+      self.rows += self.window_rows
+      self.window_tokens = self.window_rows = 0
       self.train_time = time.perf_counter() - self.t_start
       if self.train_time > 0 and self.tokens:
         self.tps = self.tokens / self.train_time
+        self.row_tps = self.rows / self.train_time
       self.acc, self.count = None, 0
     return state, {**mean, 'tokens_per_s': self.tps}
 
@@ -252,7 +266,8 @@ class _StepTask:
 
 def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, halt_after,
           mesh):
-  """The one loop (``transformer_ua.train.loop``) over steps; returns (state, tokens/s)."""
+  """The one loop (``transformer_ua.train.loop``) over steps; returns (state, the
+  ``_StepTask`` with its throughput ``tps`` and ``row_tps``)."""
   c = cfg.get('steps_per_call', 1)
   task = _StepTask(train_step, get_batch, eval_fn, acc0, steps_per_call=c,
                    log_every=cfg.log_every, num_steps=cfg.num_steps, mesh=mesh)
@@ -267,7 +282,7 @@ def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, ha
   finally:
     task.close()
   MetricsWriter(workdir, tensorboard=False).plot('curves.png')
-  return out.state, task.tps
+  return out.state, task
 
 
 def _write_result(workdir, result):
@@ -323,8 +338,11 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   state = _init_state(params, tx, config.seed)
 
   def forward(params, batch, rng=None):
+    packed = {k: batch[k] for k in ('segment_ids', 'positions', 'cls_positions')
+              if k in batch}                      # packed rows (data.max_segments > 1)
     return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
-                       batch['mask'], batch['mlm_positions'], deterministic=rng is None,
+                       batch['mask'], batch['mlm_positions'], **packed,
+                       deterministic=rng is None,
                        rngs=None if rng is None else {'dropout': rng})
 
   def loss_fn(params, batch, rng):
@@ -350,12 +368,15 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return {'mlm_accuracy': 100 * s[0] / s[1], 'mlm_loss': s[2] / s[1],
             'nsp_accuracy': 100 * s[3] / s[4]}
 
+  S = d.get('max_segments', 1)
   t0 = time.perf_counter()
-  state, tps = _loop(workdir=workdir, state=state,
-                     train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
-                     get_batch=lambda s: train_data.batch(s, p.batch_size),
-                     acc0=init_metrics_acc(loss_fn, params, b0), cfg=p, eval_fn=eval_fn, desc='pretrain',
-                     halt_after=config.get('halt_after', -1), mesh=loop.training_mesh(config))
+  state, task = _loop(workdir=workdir, state=state,
+                      train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
+                      get_batch=lambda s: train_data.batch(s, p.batch_size, S),
+                      acc0=init_metrics_acc(loss_fn, params, train_data.batch(0, 2, S)),
+                      cfg=p, eval_fn=eval_fn, desc='pretrain',
+                      halt_after=config.get('halt_after', -1),
+                      mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])
   return _write_result(workdir, {
       'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
@@ -363,7 +384,8 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
       'params': enc.count_params(params),
       'params_encoder_pooler': enc.count_params(params['encoder'])
                                + enc.count_params(params['pooler']),
-      'eval': final, 'train_tokens_per_s': tps,
+      'eval': final, 'train_tokens_per_s': task.tps,
+      'train_row_tokens_per_s': task.row_tps, 'max_segments': S,
       'wall_s': round(time.perf_counter() - t0, 1),
       'data': {'vocab_size': V, 'train_synsets': len(train_data.headlines),
                'train_pair_synsets': int(len(train_data.with_examples)),
@@ -509,19 +531,20 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return {k: v[idx] for k, v in train.items()}
 
   t0 = time.perf_counter()
-  state, tps = _loop(workdir=workdir, state=state,
-                     train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
-                     get_batch=get_batch, acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
-                     cfg=f, eval_fn=eval_fn,
-                     desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
-                     mesh=loop.training_mesh(config))
+  state, task = _loop(workdir=workdir, state=state,
+                      train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
+                      get_batch=get_batch,
+                      acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
+                      cfg=f, eval_fn=eval_fn,
+                      desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
+                      mesh=loop.training_mesh(config))
   final = eval_fn(state['params'])
   info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
   return _write_result(workdir, {
       'stage': 'finetune', 'task': f.task, 'mixing': cfg.mixing,
       'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
       'seed': config.seed, 'step': int(state['step']), 'pretrained_from': src,
-      'params': enc.count_params(params), 'eval': final, 'train_tokens_per_s': tps,
+      'params': enc.count_params(params), 'eval': final, 'train_tokens_per_s': task.tps,
       'wall_s': round(time.perf_counter() - t0, 1),
       'data': {'train_examples': n_train, 'test_examples': int(len(test['input_ids'])),
                **info},
