@@ -189,9 +189,9 @@ def load_corpus_and_tokenizer(config, workdir: str):
 class _StepTask:
   """One call = ``steps_per_call`` steps of ``train_step`` on the stacked batches
   ``get_batch(step) .. get_batch(step + c - 1)`` (sharded over a mesh), built one call
-  ahead in a background thread. Train metrics are summed on device and returned as
-  their mean over the log window (the host waits only at the end of a window, every
-  ``log_every`` steps, and at the last one). Throughput: real (non-padding) tokens per
+  ahead in a background thread. Train metrics are summed on device; on log rows only
+  (every ``log_every`` steps and the last one, where the host waits) their mean over the
+  window is computed and returned. Throughput: real (non-padding) tokens per
   second of training between the end of the first call (compilation) and the end of
   the last finished window (``tps``); ``row_tps`` counts every position of every row,
   padding included (batch x max_len per step)."""
@@ -240,17 +240,18 @@ class _StepTask:
     else:
       self.window_tokens += ntok[0]
       self.window_rows += ntok[1]
+    if done % self.log_every != 0 and done != self.num_steps:
+      return state, {'tokens_per_s': self.tps}   # the loop reads scalars only on log rows
     mean = jax.tree_util.tree_map(lambda a: a / self.count, self.acc)
-    if done % self.log_every == 0 or done == self.num_steps:
-      jax.block_until_ready(mean)
-      self.tokens += self.window_tokens
-      self.rows += self.window_rows
-      self.window_tokens = self.window_rows = 0
-      self.train_time = time.perf_counter() - self.t_start
-      if self.train_time > 0 and self.tokens:
-        self.tps = self.tokens / self.train_time
-        self.row_tps = self.rows / self.train_time
-      self.acc, self.count = None, 0
+    jax.block_until_ready(mean)
+    self.tokens += self.window_tokens
+    self.rows += self.window_rows
+    self.window_tokens = self.window_rows = 0
+    self.train_time = time.perf_counter() - self.t_start
+    if self.train_time > 0 and self.tokens:
+      self.tps = self.tokens / self.train_time
+      self.row_tps = self.rows / self.train_time
+    self.acc, self.count = None, 0
     return state, {**mean, 'tokens_per_s': self.tps}
 
   def evaluate(self, state):
