@@ -98,7 +98,7 @@ def layout(cm, chunk_size: int) -> tuple[int, int, int]:
   return m, v ** m, v ** (cm.n - m)
 
 
-def steps_per_call(cm, chunk_size: int, block: int, num_blocks: int,
+def steps_per_call(chunk_size: int, block: int, num_blocks: int,
                    num_devices: int) -> int:
   """Blocks each device runs per call: up to ``chunk_size`` points (at most the grid)."""
   per_device = -(-num_blocks // num_devices)
@@ -425,7 +425,7 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
     ``num_blocks``, ``block``, ``resumed_from`` (block), ``sweep`` (its arithmetic).
   """
   m, block, num_blocks = layout(cm, chunk_size)
-  steps = steps_per_call(cm, chunk_size, block, num_blocks, num_devices)
+  steps = steps_per_call(chunk_size, block, num_blocks, num_devices)
   key = _config_key(cm, block)
   _, _, col_x, _ = _column_tables(cm)
   max_abs = int(max(abs(int(x)) for x in col_x.reshape(-1)))
