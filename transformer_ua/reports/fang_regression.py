@@ -352,9 +352,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
                                 for name, rs in dev_groups.items()},
                  'unfinished_runs': [{k: v for k, v in u.items() if k != 'history'}
                                      for u in unfinished],
-                 'unfinished_curves_epoch_train_test': {
-                     u['name']: [[h['epoch'], h['train_mse'], h.get('test_mse')]
-                                 for h in u['history']] for u in unfinished},
+                 'unfinished_curves_epoch_train_test': _curves(unfinished),
                  'not_started': not_started}, f, indent=1)
     conv_png = f'fang_{target}_convergence.png'
     convergence_figure({**groups, **dev_groups}, os.path.join(results_dir, conv_png),
