@@ -1,7 +1,7 @@
 r"""Fang et al. 2022, Section 5: what the ATTENTION representation can reach on the data.
 
     python experiments/fang_optimum.py --config=experiments/configs/fang_f2.py \
-        --out=results/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs]
+        --out=results/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs] [--resume]
 
 On the experiment's own data (``regression.make_data(target, config.data_seed)``) it
 computes in float64 (``transformer_ua.fang.optimum``):
@@ -11,6 +11,10 @@ computes in float64 (``transformer_ua.fang.optimum``):
 * for every ATTENTION sweep entry and every seed: the optimum over (beta, b) with F
   fixed at the seed's initial F (``regression.init_params``), and at the trained F when
   ``--runs_dir`` holds that run's ``params.npz``; with the spectrum of G = Phi M(F).
+
+``--resume`` keeps what an existing ``--out`` already holds and solves only the F it
+lacks (each F is an SVD of a [3003, n q + 1] matrix, minutes for f2), so the trained F
+of a sweep can be added seed by seed as its runs finish.
 
 The report writer (``transformer_ua.reports.fang_regression``) reads ``--out`` from the results directory
 and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and beside
@@ -34,6 +38,25 @@ _OUT = flags.DEFINE_string('out', 'runs/fang_optimum.json',
                            'JSON result (--out=results/fang_optimum_f2.json to update the record).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
                             '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
+_RESUME = flags.DEFINE_bool('resume', False, 'Keep the entries of an existing --out (same '
+                           'target and data_seed) and solve only the F it lacks.')
+
+
+def _previous(config) -> dict:
+  """The existing --out for --resume, checked to be of this config's data."""
+  try:
+    with open(_OUT.value) as f:
+      done = json.load(f)
+  except (OSError, ValueError) as e:
+    raise cli.BadInput(f'--resume: cannot read --out={_OUT.value} ({e}); run without '
+                       '--resume to start a new file.')
+  if (done.get('target'), done.get('data_seed')) != (config.target, config.data_seed):
+    raise cli.BadInput(f"--resume: --out={_OUT.value} is for target {done.get('target')!r}, "
+                       f"data_seed {done.get('data_seed')!r}; the config has "
+                       f'{config.target!r}, {config.data_seed}.')
+  if not {'polynomial', 'fixed_F', 'seconds', 'provenance'} <= set(done):
+    raise cli.BadInput(f'--resume: --out={_OUT.value} is not a fang_optimum result.')
+  return done
 
 
 def main(argv):
@@ -48,6 +71,7 @@ def main(argv):
     runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
   except ValueError as e:
     raise app.UsageError(str(e))
+  done = _previous(config) if _RESUME.value else None
   prov = provenance.record('python ' + ' '.join(sys.argv))
   t0 = time.perf_counter()
   data = regression.make_data(config.target, config.data_seed)
@@ -66,7 +90,7 @@ def main(argv):
       label = f'{regression.run_name(c)}:trained'
       Fs[label] = np.asarray(regression.load_params(trained)['F'], np.float64)
       meta[label] = dict(meta[f'{regression.run_name(c)}:init'], F='trained')
-  res = optimum.optimum_report(data, q, Fs)
+  res = optimum.optimum_report(data, q, Fs, done)
   for label, m in meta.items():
     res['fixed_F'][label].update(m)
   result = {'target': config.target, 'data_seed': config.data_seed,
@@ -75,6 +99,9 @@ def main(argv):
             'note': ('Same data set for every seed (data_seed); seeds change the '
                      'initialization only, so the polynomial optimum is one number.'),
             'seconds': time.perf_counter() - t0, **res, 'provenance': prov}
+  if done is not None:
+    result['earlier_runs'] = done.get('earlier_runs', []) + [
+        {'seconds': done['seconds'], 'provenance': done['provenance']}]
   os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
   with open(_OUT.value, 'w') as f:
     json.dump(result, f, indent=1)

@@ -113,6 +113,8 @@ CASES = [
     ('experiments/realization_certified.py', ('--outdir={file}',), 'is a file'),
     ('benchmarks/realization_certified.py', ('--out=/proc/x/y.json',), '--out'),
     ('benchmarks/fang_epoch_cost.py', ('--out=/proc/x/y.json',), '--out'),
+    ('experiments/fang_optimum.py', ('--config=experiments/configs/fang_f1.py',
+                                     '--out={file}', '--resume'), '--resume'),
 ]
 
 

@@ -125,3 +125,19 @@ def test_bad_input_one_line():
   ls = optimum.LeastSquares(*(lambda d: (d['x_train'], d['y_train']))(_tiny()), 2)
   with pytest.raises(ValueError, match=r'F must be \[n, 2\]'):
     ls.fixed_features_optimum(np.zeros((3, 4)))
+
+
+def test_report_resumes_from_an_earlier_report():
+  """``done``: its entries are kept as they are (not recomputed) and only the missing
+  labels are solved, each equal to the from-scratch solve."""
+  data = _tiny()
+  rng = np.random.default_rng(3)
+  Fs = {'a': rng.normal(size=(3, 2)), 'b': rng.normal(size=(1, 2))}
+  full = optimum.optimum_report(data, 2, Fs)
+  earlier = optimum.optimum_report(data, 2, {'a': Fs['a']})
+  earlier['fixed_F']['a'] = dict(earlier['fixed_F']['a'], marker=1)   # kept, not re-solved
+  resumed = optimum.optimum_report(data, 2, Fs, done=earlier)
+  assert resumed['fixed_F']['a']['marker'] == 1
+  assert resumed['fixed_F']['b'] == full['fixed_F']['b']
+  assert resumed['polynomial'] is earlier['polynomial']
+  assert 'b' not in earlier['fixed_F']                               # done is not mutated

@@ -177,17 +177,22 @@ def mse(a, b) -> float:
   return float(np.mean((np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** 2))
 
 
-def optimum_report(data: dict, q: int, F_by_label: dict) -> dict:
+def optimum_report(data: dict, q: int, F_by_label: dict, done: dict | None = None) -> dict:
   """Both optima on one data set (``regression.make_data``'s dict), float64.
 
   F_by_label: label -> F [n, d] (e.g. 'seed0_init'); each gets the fixed-F optimum.
+  done: an earlier report of this function on the same data: its polynomial optimum and
+  fixed-F entries are kept, and only the labels it lacks are solved.
   Returns JSON-ready numbers (coefficients dropped).
   """
   ls = LeastSquares(data['x_train'], data['y_train'], q)
-  poly = ls.polynomial_optimum()
-  out = {'polynomial': _with_test(ls, poly, data), 'fixed_F': {}}
+  if done is None:
+    out = {'polynomial': _with_test(ls, ls.polynomial_optimum(), data), 'fixed_F': {}}
+  else:
+    out = {'polynomial': done['polynomial'], 'fixed_F': dict(done['fixed_F'])}
   for label, F in F_by_label.items():
-    out['fixed_F'][label] = _with_test(ls, ls.fixed_features_optimum(F), data)
+    if label not in out['fixed_F']:
+      out['fixed_F'][label] = _with_test(ls, ls.fixed_features_optimum(F), data)
   return out
 
 
