@@ -30,7 +30,13 @@ def get_config():
       mlp_dim=512,           # r = 4 d
       conv_filters=16,       # H: 8 channels per filter
       conv_width=31)         # K: covers 2/3 of the sequence (paper: 128 of 512)
-  c.data.update(max_predictions=8)   # 15% of 48 tokens = 7.2
+  c.data.update(max_predictions=8,   # 15% of 48 tokens = 7.2
+                max_segments=1)      # no packing: the pilots chose the step count and
+                                     # learning rate on unpacked rows, and the sweep's
+                                     # first runs were unpacked. Packing (<= 4 instances
+                                     # per row) carries more real tokens per step at the
+                                     # same step cost (results/mixing_bert_throughput_
+                                     # packing.json) but changes what a step sees.
   c.pretrain.update(
       num_steps=2000,
       batch_size=64,
