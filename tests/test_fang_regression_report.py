@@ -110,6 +110,13 @@ def test_optimum_rows_beside_the_trained_rows(tmp_path):
       '| attention (n = 2002)')))
   data = json.load(open(os.path.join(res, 'fang_regression_f2.json')))
   assert data['optimum'] == opt
+  assert 'entries kept (--resume)' not in md
+  # A resumed optimum (fang_optimum --resume) names the runs its kept entries came from.
+  opt['earlier_runs'] = [{'seconds': 1.0, 'provenance': dict(PROV, git_revision='feed123')}]
+  with open(os.path.join(res, 'fang_optimum_f2.json'), 'w') as f:
+    json.dump(opt, f)
+  md = open(regression_report.write_report(work, res)).read()
+  assert 'entries kept (--resume)' in md and '`feed123`' in md
 
 
 def test_deviation_rows_are_labelled_and_kept_out_of_the_claims(tmp_path):

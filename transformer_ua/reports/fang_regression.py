@@ -397,7 +397,11 @@ def _optimum_note(opt) -> str:
           'error of the train-optimal fit, not a bound). Training MSE of every model in the '
           'class, trained rows included, is >= the first OPTIMUM row. '
           f"Command `{pv['command']}` at revision `{pv['git_revision']}`, {pv['machine']}, "
-          f"1-min load {pv['load_average_1min_at_start']}.")
+          f"1-min load {pv['load_average_1min_at_start']}" + ''.join(
+              f"; entries kept (--resume) from `{e['provenance']['command']}` at revision "
+              f"`{e['provenance']['git_revision']}`, 1-min load "
+              f"{e['provenance']['load_average_1min_at_start']}"
+              for e in opt.get('earlier_runs', [])) + '.')
 
 
 def _finished_section(target, results, groups, optimum=None, deviation_groups=None,
