@@ -22,6 +22,27 @@ ends with its losses on the host). It also records the largest relative differen
 the per-step losses of the compile epoch between each path and the reference (same
 order, same initial state). On a shared machine the times include contention from
 other jobs (the 1-min load is recorded at start and end).
+
+Roofline (``benchmarks/roofline.py``), to say how far each path is from what the
+machine can do. Measured once per run, before the models: P = float32 2048^3 matmul
+GFLOP/s in XLA, W = in-place float32 axpy over 256 MiB, GB/s; and, from /proc/cpuinfo,
+P_fma = cores x nominal clock x 32 FLOPs/cycle (2 AVX2 FMA units). Per model and path, from
+XLA's cost model of the compiled programs (``cost_analysis``, scan loops counted per
+iteration):
+
+    F, M = FLOPs, bytes accessed per epoch   (scan: the one epoch program on the
+           host-drawn order; per-step paths: the sum over the epoch's batches of the
+           step program at that batch size; host gather and transfer not counted)
+    achieved GFLOP/s = F / t,  GB/s = M / t   (t = median seconds per epoch)
+    bound = max(F / P, M / W)  (roofline seconds per epoch),  t / bound
+    bound_fma = max(F / P_fma, M / W),  t / bound_fma   (P can be beaten: XLA's
+           square matmul is not the fastest code for every shape; P_fma is the hardware's)
+
+Reading it: t / bound near 1 means the path runs near the speed the machine allows for
+its work (as XLA counts it), so no restructuring of the same work can make it much
+faster; t / bound >> 1 means time goes elsewhere (small kernels, host work,
+synchronization). M counts every fused operation's operands and results as memory
+traffic (none from cache), so M / W overstates the memory time of cache-resident work.
 """
 
 import copy
@@ -38,6 +59,8 @@ import numpy as np
 from transformer_ua import cli, provenance
 from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang import regression
+
+import roofline   # benchmarks/roofline.py (benchmarks/ is on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONFIG = cli.define_config_file(
@@ -76,8 +99,48 @@ def _scan_epoch(c, train_epoch):
   return run
 
 
-def epoch_seconds(c, data, rounds, chunk):
-  """{path: (median s/epoch, compile-epoch losses)} for one sweep entry."""
+def _spec(tree):
+  return jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), tree)
+
+
+def epoch_costs(steps, train_epoch, state, x, y, batch_sizes):
+  """{path: {'flops', 'bytes'}} per epoch from XLA's cost model (module doc).
+
+  steps: {path: jitted per-step program} of the per-step paths; train_epoch: the scan
+  path (``fang.epoch``); state: a training state (shapes only are used); x [N, d],
+  y [N]; batch_sizes: the epoch's batch sizes in order."""
+  st = _spec(state)
+  out = {}
+  for path, step in steps.items():
+    by_size = {b: roofline.program_cost(step, st, {
+        'x': jax.ShapeDtypeStruct((b,) + x.shape[1:], x.dtype),
+        'y': jax.ShapeDtypeStruct((b,), y.dtype)}) for b in set(batch_sizes)}
+    out[path] = {k: sum(by_size[b][k] for b in batch_sizes) for k in ('flops', 'bytes')}
+  n = x.shape[0]
+  out['scan'] = roofline.program_cost(
+      train_epoch.program, st, jax.ShapeDtypeStruct(x.shape, x.dtype),
+      jax.ShapeDtypeStruct(y.shape, y.dtype), jax.ShapeDtypeStruct((n,), jnp.int32))
+  return out
+
+
+def roofline_row(seconds, cost, peak, bandwidth, fma_peak=None):
+  """Achieved rates, roofline bound and the measured time over it, for one path
+  (``fma_peak``: also the bound at the nominal FMA peak)."""
+  bound = roofline.bound_seconds(cost['flops'], cost['bytes'], peak, bandwidth)
+  row = {'flops_per_epoch': cost['flops'], 'bytes_per_epoch': cost['bytes'],
+         'achieved_gflops': cost['flops'] / seconds / 1e9,
+         'achieved_gbps': cost['bytes'] / seconds / 1e9,
+         'compute_seconds': cost['flops'] / (peak * 1e9),
+         'memory_seconds': cost['bytes'] / (bandwidth * 1e9),
+         'bound_seconds': bound, 'time_over_bound': seconds / bound}
+  if fma_peak:
+    fma_bound = roofline.bound_seconds(cost['flops'], cost['bytes'], fma_peak, bandwidth)
+    row.update(bound_seconds_fma=fma_bound, time_over_bound_fma=seconds / fma_bound)
+  return row
+
+
+def epoch_seconds(c, data, rounds, chunk, peak, bandwidth, fma_peak):
+  """{path: {median s/epoch, roofline, ...}} for one sweep entry (module doc)."""
   sizes = regression.resolved_sizes(c)
   dtype = jnp.float64 if c.dtype == 'float64' else jnp.float32
   n_tr = data['x_train'].shape[0]
@@ -90,17 +153,21 @@ def epoch_seconds(c, data, rounds, chunk):
   y = data['y_train'].astype(np.dtype(dtype))
   chunked = copy.deepcopy(c)
   chunked.grad_chunk = chunk
-  runners = {
-      'per_step': _loop_epoch(c, regression.make_train_step(c.model, tx, c.grad_chunk),
-                              x, y, n_tr, steps),
-      'per_step_chunk': _loop_epoch(c, regression.make_train_step(c.model, tx, chunk),
-                                    x, y, n_tr, steps),
-      'scan': _scan_epoch(c, fang_epoch.make_train_epoch(chunked, tx, x, y))}
+  step_programs = {'per_step': regression.make_train_step(c.model, tx, c.grad_chunk),
+                   'per_step_chunk': regression.make_train_step(c.model, tx, chunk)}
+  train_epoch = fang_epoch.make_train_epoch(chunked, tx, x, y)
+  runners = {p: _loop_epoch(c, f, x, y, n_tr, steps) for p, f in step_programs.items()}
+  runners['scan'] = _scan_epoch(c, train_epoch)
+
+  def fresh_state():   # a copy per path: every path donates its state
+    return {'params': jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True), params),
+            'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
+
+  sizes = [min(c.batch_size, n_tr - s * c.batch_size) for s in range(steps)]
+  costs = epoch_costs(step_programs, train_epoch, fresh_state(), x, y, sizes)
   states, first, times = {}, {}, {p: [] for p in runners}
   for path, run in runners.items():
-    st = {'params': jax.tree_util.tree_map(lambda a: jnp.array(a, copy=True), params),
-          'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
-    states[path], first[path] = run(st, 0)     # compile + the agreement epoch
+    states[path], first[path] = run(fresh_state(), 0)     # compile + the agreement epoch
   for r in range(rounds):
     for path, run in runners.items():
       t0 = time.perf_counter()
@@ -110,8 +177,10 @@ def epoch_seconds(c, data, rounds, chunk):
   out = {}
   for path in runners:
     diff = float(np.max(np.abs(np.asarray(first[path]) - ref) / np.abs(ref)))
-    out[path] = {'seconds_per_epoch': statistics.median(times[path]),
-                 'all_seconds': times[path], 'max_rel_loss_diff_vs_per_step': diff}
+    t = statistics.median(times[path])
+    out[path] = {'seconds_per_epoch': t, 'all_seconds': times[path],
+                 'max_rel_loss_diff_vs_per_step': diff,
+                 **roofline_row(t, costs[path], peak, bandwidth, fma_peak)}
   return out, regression.count_params(params)
 
 
@@ -123,13 +192,20 @@ def main(argv):
   cli.output_file(_OUT.value, '--out')
   config = _CONFIG.value
   prov = provenance.record()
+  load_start = os.getloadavg()[0]
+  peak, bandwidth = roofline.peak_gflops(), roofline.bandwidth_gbps()
+  fma_peak = roofline.nominal_fma_gflops()
+  print(f'machine: float32 2048^3 matmul in XLA {peak:.1f} GFLOP/s, nominal FMA peak '
+        f'{fma_peak or float("nan"):.1f} GFLOP/s, memory stream {bandwidth:.1f} GB/s',
+        flush=True)
   data = regression.make_data(config.target, config.data_seed)
   rows, seen = [], set()
   for entry, c in regression.run_configs(config):
     if entry in seen or (_ONLY.value and entry not in _ONLY.value):
       continue
     seen.add(entry)
-    paths, n_params = epoch_seconds(copy.deepcopy(c), data, _ROUNDS.value, _CHUNK.value)
+    paths, n_params = epoch_seconds(copy.deepcopy(c), data, _ROUNDS.value, _CHUNK.value,
+                                    peak, bandwidth, fma_peak)
     ref = paths['per_step']['seconds_per_epoch']
     s = paths['scan']['seconds_per_epoch']
     rows.append({'entry': entry, 'run': regression.run_name(c), 'params': n_params,
@@ -143,11 +219,26 @@ def main(argv):
         for p, v in paths.items()) +
           f"  -> scan x{ref / s:.2f}; {rows[-1]['sweep_seconds'] / 3600:.2f} h for "
           f"{c.epochs} epochs x {len(config.seeds)} seeds", flush=True)
+    print(f"{'':16s} roofline: " + '  '.join(
+        f"{p} {v['flops_per_epoch'] / 1e9:.3g} GFLOP {v['bytes_per_epoch'] / 1e9:.3g} GB "
+        f"-> {v['achieved_gflops']:.3g} GFLOP/s {v['achieved_gbps']:.3g} GB/s, bound "
+        f"{v['bound_seconds']:.3g} s (compute {v['compute_seconds']:.3g}, memory "
+        f"{v['memory_seconds']:.3g}), t/bound {v['time_over_bound']:.2f}"
+        + (f" (at the FMA peak {v['time_over_bound_fma']:.2f})" if fma_peak else '')
+        for p, v in paths.items()), flush=True)
   total = sum(r['sweep_seconds'] for r in rows)
   print(f'full sweep at the scan rates: {total / 3600:.2f} h', flush=True)
   result = {'benchmark': f'fang {config.target} seconds per training epoch: per-step loop '
                          '(reference) vs one jit per epoch', 'rows': rows,
-            'full_sweep_seconds': total, 'grad_chunk_of_new_paths': _CHUNK.value, 'backend': jax.default_backend(),
+            'full_sweep_seconds': total, 'grad_chunk_of_new_paths': _CHUNK.value,
+            'backend': jax.default_backend(),
+            'machine_peak_matmul_gflops': peak, 'machine_stream_gbps': bandwidth,
+            'machine_nominal_fma_gflops': fma_peak,
+            'roofline': 'bound = max(flops / matmul peak, bytes / stream), bound_fma = '
+                        'max(flops / nominal FMA peak, bytes / stream), flops and bytes from '
+                        'XLA cost_analysis (scan loops counted per iteration); see '
+                        'benchmarks/roofline.py',
+            'load_average_1min_at_start': load_start,
             'load_average_1min_at_end': os.getloadavg()[0], 'provenance': prov}
   if _OUT.value:
     os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
