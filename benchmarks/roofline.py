@@ -68,7 +68,7 @@ def bandwidth_gbps(mib=256, reps=5):
   the array: 2 x its bytes), best of ``reps``. In place (the input is donated): a
   fresh output buffer would time the kernel's first-touch page faults (10x slower on
   the 2-core CPU), not the memory stream. ``mib`` well above the last-level cache."""
-  state = [jnp.ones((mib * 2 ** 20 // 4,), jnp.float32)]
+  state = [jnp.ones((int(mib * 2 ** 20) // 4,), jnp.float32)]
   nbytes = state[0].nbytes
   axpy = jax.jit(lambda v: 0.5 * v + 1.0, donate_argnums=0)
 
