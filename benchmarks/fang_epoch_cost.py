@@ -24,7 +24,8 @@ order, same initial state). On a shared machine the times include contention fro
 other jobs (the 1-min load is recorded at start and end).
 
 Roofline (``benchmarks/roofline.py``), to say how far each path is from what the
-machine can do. Measured once per run, before the models: P = float32 2048^3 matmul
+machine can do. Measured before and after the models (the best of the two is used:
+other jobs only lower a measured figure): P = float32 2048^3 matmul
 GFLOP/s in XLA; W = in-place float32 axpy over 256 MiB (DRAM stream), W_c = the same
 over 8 MiB (inside the 32 MiB L3), GB/s; from /proc/cpuinfo, P_fma = cores x nominal
 clock x 32 FLOPs/cycle (2 AVX2 FMA units). Per model and path, from XLA's cost model of
@@ -40,7 +41,7 @@ the compiled programs (``cost_analysis``, scan loops counted per iteration):
 
 Reading it: t / bound near 1 means the path runs near the speed the machine allows for
 its work as XLA counts it, so no restructuring of the same work can make it much faster
-unless its traffic moves into cache (bound_optimistic: the best case) ; t / bound >> 1
+unless its traffic moves into cache (bound_optimistic: the best case); t / bound >> 1
 means time goes elsewhere (small kernels, host work, synchronization). M counts every
 fused operation's operands and results as memory traffic (none reused from cache
 between operations); P can be beaten by shapes XLA compiles better than a square matmul.
@@ -144,8 +145,9 @@ def roofline_row(seconds, cost, machine):
           'time_over_bound_optimistic': seconds / optimistic}
 
 
-def epoch_seconds(c, data, rounds, chunk, machine):
-  """{path: {median s/epoch, roofline, ...}} for one sweep entry (module doc)."""
+def epoch_seconds(c, data, rounds, chunk):
+  """({path: {median s/epoch, ...}}, {path: XLA cost per epoch}, parameter count) for
+  one sweep entry (module doc)."""
   sizes = regression.resolved_sizes(c)
   dtype = jnp.float64 if c.dtype == 'float64' else jnp.float32
   n_tr = data['x_train'].shape[0]
@@ -184,9 +186,22 @@ def epoch_seconds(c, data, rounds, chunk, machine):
     diff = float(np.max(np.abs(np.asarray(first[path]) - ref) / np.abs(ref)))
     t = statistics.median(times[path])
     out[path] = {'seconds_per_epoch': t, 'all_seconds': times[path],
-                 'max_rel_loss_diff_vs_per_step': diff,
-                 **roofline_row(t, costs[path], machine)}
-  return out, regression.count_params(params)
+                 'max_rel_loss_diff_vs_per_step': diff}
+  return out, costs, regression.count_params(params)
+
+
+def measure_machine():
+  """The machine figures of the module doc, measured now."""
+  return {'peak': roofline.peak_gflops(), 'fma_peak': roofline.nominal_fma_gflops(),
+          'stream': roofline.bandwidth_gbps(mib=STREAM_MIB),
+          'cache_stream': roofline.bandwidth_gbps(mib=CACHE_STREAM_MIB, reps=20)}
+
+
+def print_machine(when, m):
+  print(f"machine ({when}): float32 2048^3 matmul in XLA {m['peak']:.1f} GFLOP/s, nominal "
+        f"FMA peak {m['fma_peak'] or float('nan'):.1f} GFLOP/s, stream {m['stream']:.1f} "
+        f"GB/s ({STREAM_MIB} MiB), {m['cache_stream']:.1f} GB/s ({CACHE_STREAM_MIB} MiB, "
+        "cache-resident)", flush=True)
 
 
 def main(argv):
@@ -198,25 +213,20 @@ def main(argv):
   config = _CONFIG.value
   prov = provenance.record()
   load_start = os.getloadavg()[0]
-  machine = {'peak': roofline.peak_gflops(), 'fma_peak': roofline.nominal_fma_gflops(),
-             'stream': roofline.bandwidth_gbps(mib=STREAM_MIB),
-             'cache_stream': roofline.bandwidth_gbps(mib=CACHE_STREAM_MIB, reps=20)}
-  print(f"machine: float32 2048^3 matmul in XLA {machine['peak']:.1f} GFLOP/s, nominal FMA "
-        f"peak {machine['fma_peak'] or float('nan'):.1f} GFLOP/s, stream "
-        f"{machine['stream']:.1f} GB/s ({STREAM_MIB} MiB), {machine['cache_stream']:.1f} GB/s "
-        f"({CACHE_STREAM_MIB} MiB, cache-resident)", flush=True)
+  machine_start = measure_machine()
+  print_machine('start', machine_start)
   data = regression.make_data(config.target, config.data_seed)
   rows, seen = [], set()
   for entry, c in regression.run_configs(config):
     if entry in seen or (_ONLY.value and entry not in _ONLY.value):
       continue
     seen.add(entry)
-    paths, n_params = epoch_seconds(copy.deepcopy(c), data, _ROUNDS.value, _CHUNK.value,
-                                    machine)
+    paths, costs, n_params = epoch_seconds(copy.deepcopy(c), data, _ROUNDS.value,
+                                           _CHUNK.value)
     ref = paths['per_step']['seconds_per_epoch']
     s = paths['scan']['seconds_per_epoch']
     rows.append({'entry': entry, 'run': regression.run_name(c), 'params': n_params,
-                 'paths': paths, 'speedup_scan_vs_per_step': ref / s,
+                 'paths': paths, 'costs': costs, 'speedup_scan_vs_per_step': ref / s,
                  'speedup_per_step_chunk_vs_per_step':
                      ref / paths['per_step_chunk']['seconds_per_epoch'],
                  'seconds_per_epoch': s, 'epochs': c.epochs, 'seeds': len(config.seeds),
@@ -226,15 +236,25 @@ def main(argv):
         for p, v in paths.items()) +
           f"  -> scan x{ref / s:.2f}; {rows[-1]['sweep_seconds'] / 3600:.2f} h for "
           f"{c.epochs} epochs x {len(config.seeds)} seeds", flush=True)
-    print(f"{'':16s} roofline: " + '  '.join(
+  total = sum(r['sweep_seconds'] for r in rows)
+  print(f'full sweep at the scan rates: {total / 3600:.2f} h', flush=True)
+  machine_end = measure_machine()
+  print_machine('end', machine_end)
+  # Best of the two measurements: a peak is what the machine can do, and contention
+  # from other jobs only lowers a measured figure.
+  machine = {k: max(machine_start[k], machine_end[k]) if machine_start[k] else None
+             for k in machine_start}
+  for row in rows:
+    costs = row.pop('costs')
+    for p, v in row['paths'].items():
+      v.update(roofline_row(v['seconds_per_epoch'], costs[p], machine))
+    print(f"{row['entry']:16s} roofline: " + '  '.join(
         f"{p} {v['flops_per_epoch'] / 1e9:.3g} GFLOP {v['bytes_per_epoch'] / 1e9:.3g} GB "
         f"-> {v['achieved_gflops']:.3g} GFLOP/s {v['achieved_gbps']:.3g} GB/s, bound "
         f"{v['bound_seconds']:.3g} s (compute {v['compute_seconds']:.3g}, memory "
         f"{v['memory_seconds']:.3g}), t/bound {v['time_over_bound']:.2f}; optimistic "
         f"{v['bound_seconds_optimistic']:.3g} s, t/bound {v['time_over_bound_optimistic']:.2f}"
-        for p, v in paths.items()), flush=True)
-  total = sum(r['sweep_seconds'] for r in rows)
-  print(f'full sweep at the scan rates: {total / 3600:.2f} h', flush=True)
+        for p, v in row['paths'].items()), flush=True)
   result = {'benchmark': f'fang {config.target} seconds per training epoch: per-step loop '
                          '(reference) vs one jit per epoch', 'rows': rows,
             'full_sweep_seconds': total, 'grad_chunk_of_new_paths': _CHUNK.value,
@@ -244,6 +264,7 @@ def main(argv):
             'machine_stream_gbps': machine['stream'], 'stream_mib': STREAM_MIB,
             'machine_cache_stream_gbps': machine['cache_stream'],
             'cache_stream_mib': CACHE_STREAM_MIB,
+            'machine_at_start': machine_start, 'machine_at_end': machine_end,
             'roofline': 'bound = max(flops / matmul peak, bytes / stream); bound_optimistic '
                         '= max(flops / nominal FMA peak, bytes / cache-resident stream); '
                         'flops and bytes from XLA cost_analysis (scan loops counted per '
