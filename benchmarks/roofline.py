@@ -27,11 +27,14 @@ the one iteration XLA counted inside J; cost(b_s) recurses into b_s's own loops)
 
 What the bound means. 'bytes accessed' is XLA's sum over the (fused) operations of
 their operand and result bytes, as if nothing stayed in cache between operations;
-W is the bandwidth of a stream through DRAM. M / W is therefore the memory time of the
-program's traffic if none of it were served from cache, and F / P the compute time at
-the speed of a large matmul (the fastest XLA code on the machine). A program whose
-time is close to bound_seconds runs as fast as XLA's model of it allows; one far
-above it loses time elsewhere (small kernels, dispatch, host work, synchronization).
+with W the bandwidth of a stream through DRAM (``mib`` well above the last-level
+cache), M / W is the memory time of the program's traffic if none of it were served
+from cache (bandwidth_gbps with ``mib`` inside the cache gives the cache-resident rate:
+the optimistic case). F / P is the compute time at the speed of XLA's large square
+matmul: other shapes can run faster; nominal_fma_gflops is the hardware's ceiling. A
+program whose time is close to bound_seconds runs as fast as XLA's model of it allows;
+one far above it loses time elsewhere (small kernels, dispatch, host work, page faults,
+synchronization).
 """
 
 from __future__ import annotations
