@@ -82,6 +82,8 @@ from transformer_ua import cli, provenance
 from transformer_ua.models import encoder as enc
 from transformer_ua.models import mixing_train
 
+from roofline import peak_gflops   # benchmarks/roofline.py (benchmarks/ is on sys.path)
+
 flags.DEFINE_integer('hidden', 128, 'd')
 flags.DEFINE_integer('layers', 4, 'layers')
 flags.DEFINE_integer('heads', 4, 'heads')
@@ -130,19 +132,6 @@ def train_flops_per_token(mixing, *, d, n, r, V, P, L, segments=0):
            else MIXER_FLOPS[mixing](d, n))
   forward = L * (mixer + 4 * d * r) + (P / n) * (2 * d * d + 2 * d * V)
   return 3 * forward
-
-
-def peak_gflops(size=2048, reps=5):
-  """GFLOP/s of a float32 size^3 matmul in XLA (best of ``reps``)."""
-  a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
-  mm = jax.jit(lambda x: x @ x)
-  mm(a).block_until_ready()
-  best = float('inf')
-  for _ in range(reps):
-    t = time.perf_counter()
-    mm(a).block_until_ready()
-    best = min(best, time.perf_counter() - t)
-  return 2 * size ** 3 / best / 1e9
 
 
 def make_batches(rng, n_batches):

@@ -38,6 +38,8 @@ def make_train_epoch(config, tx, x_train: np.ndarray, y_train: np.ndarray):
   """``train_epoch(state, epoch_rng) -> (state, metrics)`` (module doc); state donated.
 
   x_train [N, d], y_train [N]: numpy arrays in the run's dtype, put on the device once.
+  ``train_epoch.program`` is the jitted (state, x [N, d], y [N], order [N] int32) ->
+  (state, losses) program (for cost analysis: benchmarks/fang_epoch_cost.py).
   """
   step = regression.train_step_fn(
       tx, regression.batch_loss_and_grad(config.model, config.grad_chunk))
@@ -71,4 +73,5 @@ def make_train_epoch(config, tx, x_train: np.ndarray, y_train: np.ndarray):
       total += float(loss) * size
     return state, {'losses': losses, 'sizes': np.asarray(sizes_list), 'train_mse': total / n}
 
+  train_epoch.program = compiled
   return train_epoch
