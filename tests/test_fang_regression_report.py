@@ -55,7 +55,7 @@ def test_partial_sweep_report(tmp_path):
   assert 'Sweep status: 2 of 4 planned runs finished, 1 unfinished, 1 not started.' in f2
   # Table 1 row: the finished runs only, with their seed count.
   row = next(l for l in f2.splitlines() if l.startswith('| nn_depth (width 120) |'))
-  assert row.split('|')[3].strip() == '2' and '51 ± 1' in row
+  assert row.split('|')[3].strip() == '2' and '51 ± 1.414' in row      # sample std of 50, 52: sqrt(2)
   assert not any(l.startswith('| attention') for l in f2.splitlines())
   # The unfinished run: epoch reached, checkpoint, latest MSE_Tr / MSE_Te, s/epoch.
   row = next(l for l in f2.splitlines() if l.startswith('| f2_attention_2002_seed0'))

@@ -130,7 +130,7 @@ def _ms(vals, fmt='{:.4g}'):
     return 'never'
   if len(vals) == 1:
     return fmt.format(vals[0])
-  return f"{fmt.format(np.mean(vals))} ± {fmt.format(np.std(vals))}"
+  return f"{fmt.format(np.mean(vals))} ± {fmt.format(np.std(vals, ddof=1))}"
 
 
 def load_optimum(results_dir, target):
@@ -328,7 +328,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
         'noisy targets y = f + N(0,1) (noise variance 1 is the floor); "vs f" is against '
         'the noiseless f on the test set. Epochs to convergence: the paper\'s rule, the first '
         'epoch with |MSE_Tr(e) - MSE_Tr(e-1)| < 0.01 (MSE_Tr = mean of the epoch\'s batch '
-        'losses), and the first epoch from which the rule holds to the end. Mean ± std over '
+        'losses), and the first epoch from which the rule holds to the end. Mean ± sample std (ddof 1) over '
         'seeds (model initialization; one data set, data_seed 0).', '']
   for target in regression.TARGETS:
     results = _load(workdir, target)
