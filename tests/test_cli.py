@@ -15,7 +15,7 @@ PROBE = os.path.join(ROOT, 'tests', 'scripts', 'cli_probe.py')
 def _run(*args):
   env = dict(os.environ, PYTHONPATH=ROOT)
   return subprocess.run([sys.executable, PROBE, *args], capture_output=True, text=True,
-                        env=env, timeout=120, check=False)
+                        env=env, timeout=600, check=False)
 
 
 def _one_line_error(proc, fragment):
@@ -87,7 +87,7 @@ def test_config_file_that_does_not_load_is_one_line(tmp_path, text, fragment):
   config.write_text(text)
   proc = subprocess.run([sys.executable, FANG_BINARY, f'--config={config}',
                          f'--workdir={tmp_path / "w"}'], capture_output=True, text=True,
-                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=False)
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=600, check=False)
   _one_line_error(proc, fragment)
   assert not (tmp_path / 'w').exists()
 
@@ -95,7 +95,7 @@ def test_config_file_that_does_not_load_is_one_line(tmp_path, text, fragment):
 def test_config_file_that_does_not_exist_is_one_line(tmp_path):
   proc = subprocess.run([sys.executable, FANG_BINARY, f'--config={tmp_path / "nope.py"}',
                          f'--workdir={tmp_path / "w"}'], capture_output=True, text=True,
-                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=120, check=False)
+                        env=dict(os.environ, PYTHONPATH=ROOT), timeout=600, check=False)
   _one_line_error(proc, 'nope.py')
   assert not (tmp_path / 'w').exists()
 
@@ -114,6 +114,6 @@ def test_every_config_loads_as_a_file(tmp_path, name):
   path = os.path.join(ROOT, 'experiments', 'configs', name)
   proc = subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True,
                         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)),
-                        timeout=120, check=False)
+                        timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.strip() == 'ConfigDict', proc.stdout

@@ -160,7 +160,7 @@ def test_bad_config_values(field, value, match):
     regression.validate_config(c)
 
 
-def _binary(*args, timeout=120):
+def _binary(*args, timeout=600):
   return subprocess.run([sys.executable, os.path.join(ROOT, 'experiments', 'fang_regression.py'),
                          *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 

@@ -65,7 +65,7 @@ def test_a_failing_cell_fails_the_run(tmp_path):
   from nbclient.exceptions import CellExecutionError
   nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('assert 1 + 1 == 3')])
   with pytest.raises(CellExecutionError):
-    NotebookClient(nb, timeout=60, kernel_name='python3',
+    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name='python3',
                    resources={'metadata': {'path': str(tmp_path)}}).execute()
 
 
@@ -84,7 +84,7 @@ def test_notebook_executes_and_saves_figures(path, tmp_path):
   os.environ.update(env)
   t0 = time.time()
   try:
-    NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name='python3',
+    NotebookClient(nb, timeout=CELL_TIMEOUT, startup_timeout=300, kernel_name='python3',
                    resources={'metadata': {'path': COLABS}}).execute()
   finally:
     for k, v in env_before.items():

@@ -161,7 +161,7 @@ def test_binary_interrupt_is_one_line_with_the_resume_command(tmp_path, sig, sta
   workdir = tmp_path / 'run'
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu')
   proc = subprocess.run([sys.executable, str(script), str(workdir)], capture_output=True,
-                        text=True, env=env, timeout=120, check=False)
+                        text=True, env=env, timeout=600, check=False)
   assert proc.returncode == status, proc.stderr
   assert 'Traceback' not in proc.stderr and 'finished' not in proc.stdout
   last = proc.stderr.strip().splitlines()[-1]
