@@ -201,7 +201,10 @@ def unfinished_table(unfinished) -> str:
   return '\n'.join(lines)
 
 
-def convergence_figure(groups, path, title, unfinished=()):
+def convergence_figure(groups, path, title, unfinished=(), optimum=None):
+  """Figure 3 analogue: MSE_Tr and MSE_Te per epoch, mean over seeds with a band of
+  +- 1 sample std (ddof 1, as in Table 1), the noise variance, and -- given the
+  ``fang_optimum`` record -- the float64 least-squares optimum of the ATTENTION class."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -230,16 +233,26 @@ def convergence_figure(groups, path, title, unfinished=()):
       seeds = f"{len(rs)} seed{'s' if len(rs) > 1 else ''}"
       ax.plot(ep, np.mean(vals, 0), color=color, label=f'{name} ({seeds})')
       if len(rs) > 1:
-        ax.fill_between(ep, vals.min(0), vals.max(0), color=color, alpha=0.2)
-  for ax, key in zip(axes, ('MSE_Tr (epoch mean of batch losses)', 'MSE_Te')):
+        mean, std = np.mean(vals, 0), np.std(vals, 0, ddof=1)
+        # log axis: a band reaching below zero is drawn down to a tenth of the mean
+        ax.fill_between(ep, np.maximum(mean - std, mean / 10), mean + std, color=color,
+                        alpha=0.2)
+  poly = (optimum or {}).get('polynomial')
+  for ax, title_, opt_key in zip(axes, ('MSE_Tr (epoch mean of batch losses)', 'MSE_Te'),
+                                 ('mse_train', 'mse_test')):
     ax.set_yscale('log')
     ax.axhline(NOISE_VARIANCE, color='k', ls=':', lw=1, label='noise variance 1')
+    if poly:
+      ax.axhline(poly[opt_key], color='0.4', ls='--', lw=1,
+                 label='least-squares optimum of the ATTENTION class (float64): '
+                       f"MSE_Tr {poly['mse_train']:.3f}, MSE_Te {poly['mse_test']:.3f}")
     ax.set_xlabel('epoch')
-    ax.set_title(key)
+    ax.set_title(title_)
   axes[0].set_ylabel('MSE')
-  axes[1].legend(fontsize=7)
+  handles, labels = axes[0].get_legend_handles_labels()
+  fig.legend(handles, labels, loc='lower center', ncol=2, fontsize=7, frameon=False)
   fig.suptitle(title)
-  fig.tight_layout()
+  fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(labels) + 1) // 2), 1, 1))
   fig.savefig(path, dpi=110)
   plt.close(fig)
 
@@ -356,8 +369,8 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
                  'not_started': not_started}, f, indent=1)
     conv_png = f'fang_{target}_convergence.png'
     convergence_figure({**groups, **dev_groups}, os.path.join(results_dir, conv_png),
-                       f'{target}: MSE per epoch (mean over seeds, band = min..max; '
-                       'dashed = unfinished run)', unfinished)
+                       f'{target}: MSE per epoch (mean over seeds, band = +- 1 sample '
+                       'std; dashed = unfinished run)', unfinished, opt)
     spec = regression.DATA[target]
     md += [f'## {target} (d = {spec["d"]}, q = {spec["q"]}, {spec["num_train"]} train / '
            f'{spec["num_samples"] - spec["num_train"]} test)', '']
