@@ -234,7 +234,7 @@ def convergence_figure(groups, path, title, unfinished=(), optimum=None):
       ax.plot(ep, np.mean(vals, 0), color=color, label=f'{name} ({seeds})')
       if len(rs) > 1:
         mean, std = np.mean(vals, 0), np.std(vals, 0, ddof=1)
-        # log axis: a band reaching below zero is drawn down to a tenth of the mean
+        # log axis: mean - std can be <= 0, so the lower edge stops at a tenth of the mean
         ax.fill_between(ep, np.maximum(mean - std, mean / 10), mean + std, color=color,
                         alpha=0.2)
   poly = (optimum or {}).get('polynomial')
