@@ -133,8 +133,10 @@ def main(argv):
           result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
       with open(os.path.join(workdir, 'result.json'), 'w') as f:
         json.dump(result, f, indent=1)
-      fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations)
-  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations)
+      fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,
+                               provenance.record(command))
+  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,
+                           provenance.record())
 
 
 if __name__ == '__main__':

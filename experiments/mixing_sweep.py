@@ -375,7 +375,7 @@ def _plots(table, figure, L, stem, baselines=None):
 def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False):
   m = config.model
   lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
-           provenance.markdown_header(prov).replace('- command:', '- report command:'),
+           provenance.markdown_header(prov, 'report command'),
            *_runs_lines(out['runs_summary']),
            f'Model: {L} layers, d = {m.hidden}, {m.num_heads} heads, FF {m.mlp_dim}, '
            f'max_len {m.max_len}, SepConv {m.conv_filters} filters of width {m.conv_width}; '

@@ -138,3 +138,21 @@ def test_deviation_rows_are_labelled_and_kept_out_of_the_claims(tmp_path):
   assert name == 'attention (n = 2002) [DEVIATION: Adam]'
   assert data['deviations'][name]['runs'][0]['mse_test'] == 1.0625
   assert [r['mse_test'] for r in data['runs']] == [6.5]
+
+
+def test_report_names_the_command_that_built_it(tmp_path):
+  """The tables and figures carry the report command's own provenance (the runs' commands
+  are listed per section): in the Markdown header and in every target's JSON."""
+  work, res = str(tmp_path / 'runs'), str(tmp_path / 'res')
+  _finished(work, 'f2_nn_depth_120_seed0', 'nn_depth', 0, 50.0, num_tokens=0, depth_width=120)
+  report = dict(PROV, command='python experiments/fang_regression.py --report_only',
+                git_revision='cafe456', utc_time='2026-11-23T20:00:00+00:00')
+  md = open(regression_report.write_report(work, res, report_provenance=report)).read()
+  head = md[:md.index('## f1')]
+  assert '- report command (tables, figures): `python experiments/fang_regression.py ' \
+         '--report_only`' in head and '- git revision: `cafe456`' in head
+  data = json.load(open(os.path.join(res, 'fang_regression_f2.json')))
+  assert data['report_provenance'] == report
+  # Without one (library use), no report command is claimed.
+  md = open(regression_report.write_report(work, res)).read()
+  assert 'report command' not in md

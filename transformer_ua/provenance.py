@@ -65,9 +65,10 @@ def record(command: str | None = None) -> dict:
   }
 
 
-def markdown_header(prov: dict) -> str:
-  """A few Markdown lines stating the provenance, for results/*.md files."""
-  return (f"- command: `{prov['command']}`\n- git revision: `{prov['git_revision']}`\n"
+def markdown_header(prov: dict, what: str = 'command') -> str:
+  """A few Markdown lines stating the provenance, for results/*.md files; ``what`` names
+  the command (e.g. 'report command' for a report built from runs that carry their own)."""
+  return (f"- {what}: `{prov['command']}`\n- git revision: `{prov['git_revision']}`\n"
           f"- machine: {prov['machine']} (1-min load {prov['load_average_1min_at_start']})\n"
           f"- time (UTC): {prov['utc_time']}\n")
 

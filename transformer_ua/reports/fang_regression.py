@@ -30,6 +30,7 @@ import re
 
 import numpy as np
 
+from transformer_ua import provenance
 from transformer_ua.fang import regression
 
 NOISE_VARIANCE = regression.NOISE_STD ** 2
@@ -249,11 +250,11 @@ def convergence_figure(groups, path, title, unfinished=(), optimum=None):
     ax.set_xlabel('epoch')
     ax.set_title(title_)
   axes[0].set_ylabel('MSE')
-  handles, labels = axes[0].get_legend_handles_labels()
-  fig.legend(handles, labels, loc='lower center', ncol=2, fontsize=7, frameon=False)
   fig.suptitle(title)
-  fig.tight_layout(rect=(0, 0.04 + 0.035 * ((len(labels) + 1) // 2), 1, 1))
-  fig.savefig(path, dpi=110)
+  fig.tight_layout()
+  fig.legend(*axes[0].get_legend_handles_labels(), loc='upper center',
+             bbox_to_anchor=(0.5, 0), ncol=2, fontsize=7, frameon=False)
+  fig.savefig(path, dpi=110, bbox_inches='tight')      # the box takes in the legend
   plt.close(fig)
 
 
@@ -330,9 +331,12 @@ def _curves(runs):
 
 
 def write_report(workdir: str, results_dir: str, plans: dict | None = None,
-                 deviations: dict | None = None) -> str:
+                 deviations: dict | None = None, report_provenance: dict | None = None
+                 ) -> str:
   """Writes the report; ``plans``: target -> {run name: planned epochs} of the full sweep;
-  ``deviations``: label -> workdir of runs with a config that deviates from the paper."""
+  ``deviations``: label -> workdir of runs with a config that deviates from the paper;
+  ``report_provenance``: ``provenance.record()`` of the command building the report and
+  its figures (each run's own command is listed in its section)."""
   os.makedirs(results_dir, exist_ok=True)
   plans = plans or {}
   md = ['# Fang et al. 2022, Section 5: noisy polynomial regression', '',
@@ -342,7 +346,9 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
         'the noiseless f on the test set. Epochs to convergence: the paper\'s rule, the first '
         'epoch with |MSE_Tr(e) - MSE_Tr(e-1)| < 0.01 (MSE_Tr = mean of the epoch\'s batch '
         'losses), and the first epoch from which the rule holds to the end. Mean ± sample std (ddof 1) over '
-        'seeds (model initialization; one data set, data_seed 0).', '']
+        'seeds (model initialization and batch order; one data set, data_seed 0).', '']
+  if report_provenance:
+    md += [provenance.markdown_header(report_provenance, 'report command (tables, figures)')]
   for target in regression.TARGETS:
     results = _load(workdir, target)
     planned = plans.get(target, {})
@@ -366,7 +372,8 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
                  'unfinished_runs': [{k: v for k, v in u.items() if k != 'history'}
                                      for u in unfinished],
                  'unfinished_curves_epoch_train_test': _curves(unfinished),
-                 'not_started': not_started}, f, indent=1)
+                 'not_started': not_started, 'report_provenance': report_provenance},
+                f, indent=1)
     conv_png = f'fang_{target}_convergence.png'
     convergence_figure({**groups, **dev_groups}, os.path.join(results_dir, conv_png),
                        f'{target}: MSE per epoch (mean over seeds, band = +- 1 sample '
