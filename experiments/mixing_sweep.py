@@ -21,8 +21,8 @@ finished stages (or of the partial ones' checkpoints).
 A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
 its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
 2 cores better than one). After each job the report is rebuilt from every
-``result.json`` under the workdir: ``mixing_layers.md`` (for ``tiny``;
-``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
+``result.json`` under the workdir: ``mixing_layers.md`` (for ``cpu``, the recorded
+budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
 ``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results`` updates the
 checked-in record).
 """
@@ -58,6 +58,7 @@ _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stag
 STAGES = ('pretrain', 'mnli', 'squad')
 
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
+RECORD_CONFIG = 'cpu'   # its report is results/mixing_layers.md; others get a suffix
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
          'attention': 'Transformer'}
 
@@ -213,6 +214,89 @@ def learning_curves(root):
   return curves
 
 
+def last_quarter_gain(per_seed, num_steps):
+  """Held-out MLM accuracy gained over the last quarter of the schedule, per seed that
+  finished it: acc(num_steps) - acc(newest eval at or before 3/4 num_steps). Near 0 on a
+  plateau; with a learning rate decaying to 0 a positive gain means the schedule ended
+  before the curve flattened."""
+  gains = []
+  for pts in per_seed.values():
+    d = dict(pts)
+    before = [s for s in d if s <= 0.75 * num_steps]
+    if num_steps in d and before:
+      gains.append(d[num_steps] - d[max(before)])
+  return gains
+
+
+# Paper, Table 1 (BERT-base; MLM and MNLI accuracy %) and Figure 1's reading.
+PAPER_TABLE1 = {'mlm_accuracy': {'average': 28, 'bilinear': 59, 'sepconv': 60, 'attention': 63},
+                'mnli_accuracy': {'average': 66, 'bilinear': 72.3, 'sepconv': 73,
+                                  'attention': 78.2}}
+SE_MULTIPLE = 2   # a difference counts when |d| >= 2 standard errors
+
+
+def compare(a, b):
+  """(mean_a - mean_b, its standard error or None) of two ``_ms`` summaries.
+
+  SE = sqrt(s_a^2 / n_a + s_b^2 / n_b) with sample variances. One run has no spread of its
+  own, so a single run borrows the other side's sample variance; SE is None when neither
+  side has two runs.
+  """
+  var = lambda x: float(np.var(x['values'], ddof=1)) if x['n'] > 1 else None
+  va, vb = var(a), var(b)
+  if va is None and vb is None:
+    return a['mean'] - b['mean'], None
+  va, vb = (vb if va is None else va), (va if vb is None else vb)
+  return a['mean'] - b['mean'], float(np.sqrt(va / a['n'] + vb / b['n']))
+
+
+def verdict(d, se, sign):
+  """'holds' / 'fails' / 'not resolved' for a claim that d has the sign ``sign``."""
+  if se is None:
+    return 'not judged (one run on each side, no spread)'
+  if abs(d) < SE_MULTIPLE * se:
+    return f'not resolved (|difference| < {SE_MULTIPLE} SE)'
+  return 'holds' if d * sign > 0 else 'fails (the opposite, by >= 2 SE)'
+
+
+def claims(table, figure, L, baselines):
+  """[(claim, measured, verdict)] of the paper's Appendix H claims, from finished runs."""
+  out = []
+
+  def check(claim, a, b, sign, unit='points'):
+    if a and b:
+      d, se = compare(a, b)
+      pm = f' ± {se:.1f}' if se is not None else ''
+      out.append((claim, f'{d:+.1f}{pm} {unit} (n = {a["n"]} vs {b["n"]})', verdict(d, se, sign)))
+
+  for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue')):
+    paper = PAPER_TABLE1[key]
+    for m in ('bilinear', 'sepconv', 'attention'):
+      check(f'{what}: {NAMES[m]} above average attention (paper {paper[m]} vs '
+            f'{paper["average"]})', table[m][key], table['average'][key], +1)
+    check(f'{what}: SepConv above BProj (paper {paper["sepconv"]} vs {paper["bilinear"]})',
+          table['sepconv'][key], table['bilinear'][key], +1)
+    check(f'{what}: Transformer above SepConv (paper {paper["attention"]} vs '
+          f'{paper["sepconv"]})', table['attention'][key], table['sepconv'][key], +1)
+  if 'mnli' in (baselines or {}):
+    base = baselines['mnli']['majority_baseline_accuracy']
+    for m in TABLE_MODELS:
+      a = table[m]['mnli_accuracy']
+      if a:
+        se = a['std'] / np.sqrt(a['n']) if a['n'] > 1 else None
+        d = a['mean'] - base
+        pm = f' ± {se:.1f}' if se is not None else ''
+        out.append((f'MNLI analogue: {NAMES[m]} above the majority class ({base:.1f}%)',
+                    f'{d:+.1f}{pm} points (n = {a["n"]})', verdict(d, se, +1)))
+  for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue'),
+                    ('squad_f1', 'SQuAD-analogue F1')):
+    for k in range(1, L):
+      sign, how = (+1, 'better') if k <= 2 else (-1, 'worse')
+      check(f'Figure 1, {what}: k = {k} SepConv layers {how} than the Transformer',
+            figure[k][key], figure[0][key], sign)
+  return out
+
+
 def _curve_band(per_seed):
   """Steps common to every seed, mean and sample std of the accuracy there."""
   common = sorted(set.intersection(*(set(s for s, _ in pts) for pts in per_seed.values())))
@@ -251,8 +335,10 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
   """Rebuilds the report from every ``result.json`` under ``root``; returns the status
   rows of ``job_list`` that are not done (they are listed in the report)."""
   runs = collect(root)
+  curves = learning_curves(root)
   L = config.model.num_layers
   get = lambda key, stage, f: _ms([f(r) for r in runs.get(key, {}).get(stage, [])])
+  gain = lambda key: _ms(last_quarter_gain(curves.get(key, {}), config.pretrain.num_steps))
   table = {}
   for m in TABLE_MODELS:
     key = (m, 0)
@@ -260,6 +346,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
     table[m] = {
         'params_encoder_pooler': pre[0]['params_encoder_pooler'] if pre else None,
         'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
+        'mlm_gain_last_quarter': gain(key),
         'nsp_accuracy': get(key, 'pretrain', lambda r: r['eval']['nsp_accuracy']),
         'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
         'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
@@ -273,6 +360,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
         'params_encoder_pooler': (runs[key]['pretrain'][0]['params_encoder_pooler']
                                   if runs.get(key, {}).get('pretrain') else None),
         'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
+        'mlm_gain_last_quarter': gain(key),
         'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
         'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
         'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
@@ -300,7 +388,8 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
          'config_values': config.to_dict()})
-  curves = learning_curves(root)
+  out['claims'] = [{'claim': c, 'measured': m, 'verdict': v}
+                   for c, m, v in claims(table, figure, L, baselines)]
   out['learning_curves'] = {f'{m}_k{k}': {str(s): pts for s, pts in v.items()}
                             for (m, k), v in curves.items()}
   not_done = []
@@ -308,7 +397,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
     not_done = [r for r in status(config, root, job_list)[0] if r['state'] != 'done']
   out['not_done'] = not_done
   os.makedirs(results_dir, exist_ok=True)
-  stem = 'mixing_layers' if config_name == 'tiny' else f'mixing_layers_{config_name}'
+  stem = report_stem(config_name)
   _atomic_write(os.path.join(results_dir, stem + '.json'),
                 json.dumps(out, indent=1, sort_keys=True, default=str))
   _plots(table, figure, L, os.path.join(results_dir, stem), baselines)
@@ -319,6 +408,11 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
                 _markdown(out, table, figure, L, config, stem, prov,
                           os.path.join(results_dir, stem), bool(curves)))
   return not_done
+
+
+def report_stem(config_name):
+  """File stem of a config's report: ``mixing_layers`` for the recorded budget."""
+  return 'mixing_layers' if config_name == RECORD_CONFIG else f'mixing_layers_{config_name}'
 
 
 def _atomic_write(path, s):
@@ -332,8 +426,9 @@ def _plots(table, figure, L, stem, baselines=None):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-  for ax, (key, label) in zip(axes, [('mnli_accuracy', 'MNLI-analogue accuracy (%)'),
+  fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
+  for ax, (key, label) in zip(axes, [('mlm_accuracy', 'held-out masked-LM accuracy (%)'),
+                                     ('mnli_accuracy', 'MNLI-analogue accuracy (%)'),
                                      ('squad_em', 'SQuAD-analogue EM (%)'),
                                      ('squad_f1', 'SQuAD-analogue F1 (%)')]):
     ks = [k for k in range(L + 1) if figure[k][key]]
@@ -392,6 +487,8 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
   row('# params (encoder + pooler)', lambda t: f"{t['params_encoder_pooler']:,}"
       if t['params_encoder_pooler'] else '—')
   row('Masked LM accuracy (%)', lambda t: _fmt(t['mlm_accuracy']))
+  row('MLM gain over the last quarter of steps (points)',
+      lambda t: _fmt(t['mlm_gain_last_quarter']))
   row('Sentence-pair accuracy (%)', lambda t: _fmt(t['nsp_accuracy']))
   row('MNLI-analogue accuracy (%)', lambda t: _fmt(t['mnli_accuracy']))
   row('SQuAD-analogue EM / F1 (%)', lambda t: (_fmt(t['squad_em']) + ' / ' +
@@ -402,19 +499,33 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
             '## Figure 1 analogue', '',
             f'k lower layers SepConv, {L} - k upper layers self-attention (k = 0 is the '
             f'Transformer, k = {L} is the all-SepConv model of the table).', '',
-            '| k | # params | MLM acc (%) | MNLI-analogue acc (%) | SQuAD-analogue EM (%) | '
-            'SQuAD-analogue F1 (%) |', '|---|---|---|---|---|---|']
+            '| k | # params | MLM acc (%) | MLM gain, last quarter | MNLI-analogue acc (%) | '
+            'SQuAD-analogue EM (%) | SQuAD-analogue F1 (%) |', '|---|---|---|---|---|---|---|']
   for k in range(L + 1):
     f = figure[k]
     lines.append(f"| {k} | {f['params_encoder_pooler'] or '—':,} | {_fmt(f['mlm_accuracy'])} | "
-                 f"{_fmt(f['mnli_accuracy'])} | {_fmt(f['squad_em'])} | {_fmt(f['squad_f1'])} |"
-                 if f['params_encoder_pooler'] else f'| {k} | — | — | — | — | — |')
+                 f"{_fmt(f['mlm_gain_last_quarter'])} | {_fmt(f['mnli_accuracy'])} | "
+                 f"{_fmt(f['squad_em'])} | {_fmt(f['squad_f1'])} |"
+                 if f['params_encoder_pooler'] else f'| {k} | — | — | — | — | — | — |')
   lines += ['', f'![Table 1]({os.path.basename(stem)}_table1.png)',
             f'![Figure 1]({os.path.basename(stem)}_figure1.png)', '']
+  if out['claims']:
+    lines += ["## The paper's claims, checked automatically", '',
+              'Differences are mean over seeds minus mean over seeds, ± their standard error '
+              'sqrt(s_a^2/n_a + s_b^2/n_b) (a single run borrows the other side\'s sample '
+              f'variance). A claim holds or fails only when |difference| >= {SE_MULTIPLE} SE; '
+              'finished runs only.', '',
+              '| claim | measured difference | verdict |', '|---|---|---|']
+    lines += [f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in out['claims']]
+    lines.append('')
   if curves:
     lines += ['## Learning curves', '', 'Held-out masked-LM accuracy during pre-training '
               f'(every {config.pretrain.eval_every} steps; mean ± std band over the seeds '
-              'that reached each step).', '',
+              'that reached each step). The learning rate warms up linearly over '
+              f'{config.pretrain.warmup_steps} steps, then decays linearly to 0 at step '
+              f'{config.pretrain.num_steps}: a curve that still rises over the last quarter '
+              '(the "MLM gain" row above) was stopped by the end of its schedule, not by a '
+              'plateau.', '',
               f'![Learning curves]({os.path.basename(stem)}_curves.png)', '']
   if out['not_done']:
     lines += ['## Not finished', '', f"{len(out['not_done'])} stages of the sweep are not "

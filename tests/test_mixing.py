@@ -231,10 +231,10 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   p = _binary([*args, '--report_only', f'--results_dir={tmp_path}/rep'])
   assert p.returncode == 0, p.stderr
   assert '10 stages not done' in p.stdout   # the report covers every stage and 'bilinear_s0/pretrain' in p.stdout
-  md = (tmp_path / 'rep' / 'mixing_layers_cpu.md').read_text()
+  md = (tmp_path / 'rep' / 'mixing_layers.md').read_text()
   assert '- average_s0/pretrain: partial, step 500 of 2000' in md
-  assert (tmp_path / 'rep' / 'mixing_layers_cpu_curves.png').stat().st_size > 0
-  out = json.loads((tmp_path / 'rep' / 'mixing_layers_cpu.json').read_text())
+  assert (tmp_path / 'rep' / 'mixing_layers_curves.png').stat().st_size > 0
+  out = json.loads((tmp_path / 'rep' / 'mixing_layers.json').read_text())
   assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
 
 
@@ -278,3 +278,47 @@ def test_train_flops_per_token_by_hand():
   for m, f in packed.items():
     assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1,
                                     segments=4) == pytest.approx(3 * (f + ff + heads))
+
+
+def test_last_quarter_gain_uses_the_eval_at_three_quarters():
+  from experiments import mixing_sweep
+  per_seed = {0: [(100, 5.0), (1400, 15.0), (1500, 16.0), (2000, 18.5)],
+              1: [(100, 4.0), (1500, 20.0), (1900, 20.5)]}     # seed 1 did not finish
+  assert mixing_sweep.last_quarter_gain(per_seed, 2000) == [2.5]
+  # 1900 steps: seed 0 has no eval there; seed 1's newest eval <= 1425 is step 100.
+  assert mixing_sweep.last_quarter_gain(per_seed, 1900) == [16.5]
+
+
+def test_claims_compare_means_against_two_standard_errors():
+  from experiments import mixing_sweep
+  ms = mixing_sweep._ms
+  # a - b = 3, SE = sqrt(1/3 + 1/3) = 0.816: 3 >= 2 SE -> the sign decides.
+  d, se = mixing_sweep.compare(ms([20.0, 21.0, 22.0]), ms([17.0, 18.0, 19.0]))
+  assert (d, se) == (pytest.approx(3.0), pytest.approx(np.sqrt(2 / 3)))
+  assert mixing_sweep.verdict(d, se, +1) == 'holds'
+  assert mixing_sweep.verdict(-d, se, +1).startswith('fails')
+  assert mixing_sweep.verdict(1.0, se, +1).startswith('not resolved')
+  # one run borrows the other side's variance (1): SE = sqrt(1/3 + 1/1).
+  assert mixing_sweep.compare(ms([25.0]), ms([20.0, 21.0, 22.0]))[1] == pytest.approx(
+      np.sqrt(4 / 3))
+  assert mixing_sweep.compare(ms([25.0]), ms([20.0]))[1] is None
+  assert mixing_sweep.verdict(5.0, None, +1).startswith('not judged')
+  empty = dict.fromkeys(('mlm_accuracy', 'mnli_accuracy', 'squad_f1'))
+  table = {m: dict(empty) for m in mixing_sweep.TABLE_MODELS}
+  table['average']['mlm_accuracy'] = ms([18.0, 18.2, 18.4])
+  table['attention']['mlm_accuracy'] = ms([21.0, 21.2, 21.4])
+  table['sepconv']['mlm_accuracy'] = ms([25.0, 25.2, 25.4])
+  table['attention']['mnli_accuracy'] = ms([40.0, 41.0, 42.0])
+  figure = {k: dict(empty) for k in range(5)}
+  figure[0]['mlm_accuracy'] = table['attention']['mlm_accuracy']
+  figure[1]['mlm_accuracy'] = ms([21.3])
+  rows = {c: (m, v) for c, m, v in mixing_sweep.claims(
+      table, figure, 4, {'mnli': {'majority_baseline_accuracy': 36.0}})}
+  assert rows['MLM: Transformer above average attention (paper 63 vs 28)'][1] == 'holds'
+  assert rows['MLM: Transformer above SepConv (paper 63 vs 60)'][1].startswith('fails')
+  m, v = rows['MNLI analogue: Transformer above the majority class (36.0%)']
+  assert m.startswith('+5.0 ± 0.6 points') and v == 'holds'   # SE = 1 / sqrt(3)
+  m, v = rows['Figure 1, MLM: k = 1 SepConv layers better than the Transformer']
+  assert m.startswith('+0.1 ± 0.2') and v.startswith('not resolved')
+  assert not any('BProj' in c for c in rows)                   # no BProj runs: no claim
+  assert not any('k = 2' in c for c in rows)
