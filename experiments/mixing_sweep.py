@@ -298,14 +298,16 @@ def claims(table, figure, L, baselines):
 
 
 def _curve_band(per_seed):
-  """Steps common to every seed, mean and sample std of the accuracy there."""
-  common = sorted(set.intersection(*(set(s for s, _ in pts) for pts in per_seed.values())))
-  vals = np.array([[dict(pts)[s] for s in common] for pts in per_seed.values()])
-  std = vals.std(0, ddof=1) if len(vals) > 1 else np.zeros(len(common))
-  return np.array(common), vals.mean(0), std
+  """Every evaluated step; mean and sample std of the accuracy over the seeds that reached
+  it (std 0 where only one did), so an unfinished seed does not cut the others short."""
+  steps = sorted(set().union(*(set(s for s, _ in pts) for pts in per_seed.values())))
+  at = [[dict(pts)[s] for pts in per_seed.values() if s in dict(pts)] for s in steps]
+  mean = np.array([np.mean(v) for v in at])
+  std = np.array([np.std(v, ddof=1) if len(v) > 1 else 0.0 for v in at])
+  return np.array(steps), mean, std
 
 
-def _plot_curves(curves, tokens_per_step, path, L):
+def _plot_curves(curves, tokens_per_step, path, L, num_steps):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -317,8 +319,10 @@ def _plot_curves(curves, tokens_per_step, path, L):
     if not len(steps):
       continue
     x = steps * tokens_per_step / 1e6
-    label = (f'{NAMES[key[0]]} (n={len(curves[key])})' if key[1] == 0 else
-             f'hybrid k={key[1]} (n={len(curves[key])})')
+    n = len(curves[key])
+    running = sum(max(s for s, _ in pts) < num_steps for pts in curves[key].values())
+    label = ((NAMES[key[0]] if key[1] == 0 else f'hybrid k={key[1]}') + f' (n={n}'
+             + (f', {running} unfinished' if running else '') + ')')
     line, = ax.plot(x, mean, ls='-' if key[1] == 0 else '--', label=label)
     ax.fill_between(x, mean - std, mean + std, color=line.get_color(), alpha=0.2)
   ax.set_xlabel('training token positions (M) = step x batch x max_len')
@@ -403,7 +407,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
   _plots(table, figure, L, os.path.join(results_dir, stem), baselines)
   if curves:
     _plot_curves(curves, config.pretrain.batch_size * config.model.max_len,
-                 os.path.join(results_dir, stem) + '_curves.png', L)
+                 os.path.join(results_dir, stem) + '_curves.png', L, config.pretrain.num_steps)
   _atomic_write(os.path.join(results_dir, stem + '.md'),
                 _markdown(out, table, figure, L, config, stem, prov,
                           os.path.join(results_dir, stem), bool(curves)))

@@ -322,3 +322,12 @@ def test_claims_compare_means_against_two_standard_errors():
   assert m.startswith('+0.1 ± 0.2') and v.startswith('not resolved')
   assert not any('BProj' in c for c in rows)                   # no BProj runs: no claim
   assert not any('k = 2' in c for c in rows)
+
+
+def test_curve_band_keeps_the_steps_only_some_seeds_reached():
+  from experiments import mixing_sweep
+  steps, mean, std = mixing_sweep._curve_band({0: [(100, 5.0), (200, 7.0), (300, 9.0)],
+                                               1: [(100, 6.0), (200, 9.0)]})
+  assert steps.tolist() == [100, 200, 300]
+  assert mean.tolist() == [5.5, 8.0, 9.0]
+  assert std == pytest.approx([np.sqrt(0.5), np.sqrt(2.0), 0.0])
