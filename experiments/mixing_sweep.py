@@ -287,7 +287,8 @@ def claims(table, figure, L, baselines):
         d = a['mean'] - base
         pm = f' ± {se:.1f}' if se is not None else ''
         out.append((f'MNLI analogue: {NAMES[m]} above the majority class ({base:.1f}%)',
-                    f'{d:+.1f}{pm} points (n = {a["n"]})', verdict(d, se, +1)))
+                    f'{d:+.1f}{pm} points (n = {a["n"]})',
+                    verdict(d, se, +1) if se is not None else 'not judged (one run, no spread)'))
   for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue'),
                     ('squad_f1', 'SQuAD-analogue F1')):
     for k in range(1, L):
