@@ -5,7 +5,8 @@
 #   2. MNLI-analogue fine-tuning of those 12 checkpoints            (Table 1, MNLI)
 #   3. pre-training, Figure 1 hybrids k = 1, 2, 3 at seed 0         (Figure 1, MLM)
 #   4. MNLI-analogue fine-tuning of the hybrids                     (Figure 1, MNLI)
-#   5. SQuAD-analogue fine-tuning of SepConv, Transformer, hybrids  (Figure 1, SQuAD)
+#   5. SQuAD-analogue fine-tuning at seed 0: k = 0 .. 4             (Figure 1, SQuAD)
+#   6. SQuAD-analogue fine-tuning of the other seeds of k = 0 and 4
 # Every stage resumes from its orbax checkpoint (every 5 min of wall time and on SIGTERM)
 # and is skipped once its result.json exists; a phase with nothing left is skipped, so
 # the sweep spans sessions. Each phase logs its command, revision and 1-min load.
@@ -13,7 +14,8 @@
 #       >> /work/runs_mixing/sweep.log 2>&1 &
 #   echo $! > /work/bg/mixing.pgid        # setsid: the pid is the process group id
 # Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
-# Status: python experiments/mixing_sweep.py $COMMON --status   (COMMON as below)
+# Status: python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
+#   --workdir=WORKDIR --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --status
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
@@ -23,12 +25,13 @@ workdir="${1:-runs/mixing_cpu}"
 py="${PYTHON:-python}"
 [ -z "${PYTHON:-}" ] && [ -f .venv/bin/activate ] && . .venv/bin/activate
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-common="--config=experiments/configs/mixing_cpu.py --workdir=$workdir --seeds=3"
-phases=("--hybrid_ks= --stages=pretrain"
-        "--hybrid_ks= --stages=mnli"
-        "--hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
-        "--hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli"
-        "--hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad")
+common="--config=experiments/configs/mixing_cpu.py --workdir=$workdir"
+phases=("--seeds=3 --hybrid_ks= --stages=pretrain"
+        "--seeds=3 --hybrid_ks= --stages=mnli"
+        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
+        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli"
+        "--seeds=1 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad"
+        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad")
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086
   left=$("$py" experiments/mixing_sweep.py $common $phase --status | tail -1)
