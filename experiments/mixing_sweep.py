@@ -291,7 +291,7 @@ def claims(table, figure, L, baselines):
                     verdict(d, se, +1) if se is not None else 'not judged (one run, no spread)'))
   for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue'),
                     ('squad_f1', 'SQuAD-analogue F1')):
-    for k in range(1, L):
+    for k in range(1, L + 1):      # k = L: every layer SepConv (the table's SepConv)
       sign, how = (+1, 'better') if k <= 2 else (-1, 'worse')
       check(f'Figure 1, {what}: k = {k} SepConv layers {how} than the Transformer',
             figure[k][key], figure[0][key], sign)
