@@ -466,6 +466,10 @@ def _plots(table, figure, L, stem, baselines=None):
     ax.set_xticks(range(len(ms)))
     ax.set_xticklabels([NAMES[m] for m in ms], rotation=15)
     ax.set_ylabel(label)
+    if key == 'mnli_accuracy' and baselines and 'mnli' in baselines:
+      ax.axhline(baselines['mnli']['majority_baseline_accuracy'], color='gray', ls='--',
+                 label='majority class')
+      ax.legend(fontsize=8, loc='lower right')
   fig.suptitle('Table 1 analogue (mean ± std over seeds)')
   fig.tight_layout()
   fig.savefig(stem + '_table1.png', dpi=110)
