@@ -16,22 +16,38 @@
 # Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
 # Status: python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
 #   --workdir=WORKDIR --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --status
+#
+# `bash experiments/mixing_cpu_sweep.sh WORKDIR long` runs the plateau check instead
+# (experiments/configs/mixing_cpu_long.py: 3x the steps, seed 0 of each mixer):
+#   1. pre-training of SepConv and the Transformer (the pair whose order is in question)
+#   2. pre-training of average attention and BProj
+#   3. MNLI-analogue fine-tuning of the 4 checkpoints
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
 { echo 19 > /proc/self/autogroup; } 2>/dev/null || true
 cd "$(dirname "$0")/.." || exit 2
 workdir="${1:-runs/mixing_cpu}"
+schedule="${2:-cpu}"
 py="${PYTHON:-python}"
 [ -z "${PYTHON:-}" ] && [ -f .venv/bin/activate ] && . .venv/bin/activate
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-common="--config=experiments/configs/mixing_cpu.py --workdir=$workdir"
-phases=("--seeds=3 --hybrid_ks= --stages=pretrain"
-        "--seeds=3 --hybrid_ks= --stages=mnli"
-        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
-        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli"
-        "--seeds=1 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad"
-        "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad")
+case "$schedule" in
+  cpu)
+    common="--config=experiments/configs/mixing_cpu.py --workdir=$workdir"
+    phases=("--seeds=3 --hybrid_ks= --stages=pretrain"
+            "--seeds=3 --hybrid_ks= --stages=mnli"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli"
+            "--seeds=1 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad") ;;
+  long)
+    common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir --seeds=1 --hybrid_ks="
+    phases=("--mixers=sepconv,attention --stages=pretrain"
+            "--stages=pretrain"
+            "--stages=mnli") ;;
+  *) echo "error: schedule must be cpu or long, got '$schedule'" >&2; exit 2 ;;
+esac
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086
   left=$("$py" experiments/mixing_sweep.py $common $phase --status | tail -1)

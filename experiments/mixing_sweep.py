@@ -41,6 +41,8 @@ from transformer_ua.models import mixing_train
 from transformer_ua import cli, provenance
 from transformer_ua.data import wordnet
 
+TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
+
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/mixing_*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
 _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
@@ -53,23 +55,25 @@ _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1
 _HYBRID_SEEDS = flags.DEFINE_integer('hybrid_seeds', None, 'Seeds per hybrid (default --seeds).')
 _STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
                             'Stages run for every job (pretrain, mnli, squad).')
+_MIXERS = flags.DEFINE_list('mixers', list(TABLE_MODELS),
+                            'Table 1 mixers whose runs this call makes (default all).')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
-
-TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
 RECORD_CONFIG = 'cpu'   # its report is results/mixing_layers.md; others get a suffix
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
          'attention': 'Transformer'}
 
 
-def jobs(num_layers: int, seeds: int, hybrid_ks=None, hybrid_seeds=None):
-  """[(name, mixing, k, seed, tasks)]: Table 1 seed-major, then the hybrids seed-major."""
+def jobs(num_layers: int, seeds: int, hybrid_ks=None, hybrid_seeds=None,
+         mixers=TABLE_MODELS):
+  """[(name, mixing, k, seed, tasks)]: Table 1 seed-major (the ``mixers`` only), then the
+  hybrids seed-major."""
   hybrid_ks = range(1, num_layers) if hybrid_ks is None else hybrid_ks
   hybrid_seeds = seeds if hybrid_seeds is None else hybrid_seeds
   out = []
   for seed in range(seeds):
-    for m in TABLE_MODELS:
+    for m in (m for m in TABLE_MODELS if m in mixers):
       both = m in ('sepconv', 'attention')
       out.append((f'{m}_s{seed}', m, 0, seed, ('mnli', 'squad') if both else ('mnli',)))
   for seed in range(hybrid_seeds):
@@ -619,7 +623,11 @@ def main(argv):
   bad = [s for s in _STAGES.value if s not in STAGES]
   if bad or not _STAGES.value:
     sys.exit(f'error: --stages must be a non-empty subset of {",".join(STAGES)}, got {bad}')
-  job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value)
+  bad = [x for x in _MIXERS.value if x not in TABLE_MODELS]
+  if bad:
+    sys.exit(f'error: --mixers must be a subset of {",".join(TABLE_MODELS)}, got {bad}')
+  job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value,
+                  _MIXERS.value)
   if _STATUS.value:
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return

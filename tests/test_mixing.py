@@ -170,6 +170,9 @@ def test_sweep_jobs_table_seed_major_then_hybrids():
   assert [j[0] for j in mixing_sweep.jobs(4, 3, [1, 3], 1)[-2:]] == ['hybrid_k1_s0',
                                                                      'hybrid_k3_s0']
   assert len(mixing_sweep.jobs(4, 3, [], 1)) == 12
+  # --mixers keeps Table 1's order whatever order it is given in
+  assert [j[0] for j in mixing_sweep.jobs(4, 1, [], 0, ['attention', 'sepconv'])] == [
+      'sepconv_s0', 'attention_s0']
 
 
 def _fake_sweep(root):
