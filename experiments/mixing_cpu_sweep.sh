@@ -43,7 +43,7 @@ case "$schedule" in
             "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad") ;;
   long)
     common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir --seeds=1 --hybrid_ks="
-    phases=("--mixers=sepconv,attention --stages=pretrain"
+    phases=("--table_mixers=sepconv,attention --stages=pretrain"
             "--stages=pretrain"
             "--stages=mnli") ;;
   *) echo "error: schedule must be cpu or long, got '$schedule'" >&2; exit 2 ;;

@@ -2,7 +2,8 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
-        [--stages=pretrain,mnli,squad] [--shard=0/2] [--report_only | --status]
+        [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
+        [--report_only | --status] [--compare_to=CPU_WORKDIR]
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -25,6 +26,11 @@ its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded process
 budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
 ``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results`` updates the
 checked-in record).
+
+``--compare_to=CPU_WORKDIR`` (with a ``cpu_long`` sweep as ``--workdir``) also writes
+``mixing_layers_plateau.{md,json,png}``: each mixer's seed 0 under the ``cpu`` schedule
+against 3x its steps, i.e. whether pre-training has plateaued and whether the mixers'
+order survives more tokens.
 """
 
 import glob
@@ -55,8 +61,11 @@ _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1
 _HYBRID_SEEDS = flags.DEFINE_integer('hybrid_seeds', None, 'Seeds per hybrid (default --seeds).')
 _STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
                             'Stages run for every job (pretrain, mnli, squad).')
-_MIXERS = flags.DEFINE_list('mixers', list(TABLE_MODELS),
+_TABLE_MIXERS = flags.DEFINE_list('table_mixers', list(TABLE_MODELS),
                             'Table 1 mixers whose runs this call makes (default all).')
+_COMPARE_TO = flags.DEFINE_string('compare_to', None, 'Workdir of a `cpu` sweep: with this '
+                                  '(`cpu_long`) sweep, also report whether pre-training has '
+                                  'plateaued (mixing_layers_plateau.md).')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
@@ -243,10 +252,14 @@ def compare(a, b):
   """(mean_a - mean_b, its standard error or None) of two ``_ms`` summaries.
 
   SE = sqrt(s_a^2 / n_a + s_b^2 / n_b) with sample variances. One run has no spread of its
-  own, so a single run borrows the other side's sample variance; SE is None when neither
-  side has two runs.
+  own: it uses its ``seed_std`` when the summary carries one (a seed-noise estimate made
+  elsewhere, e.g. from the same model's seeds under a shorter schedule), else it borrows
+  the other side's sample variance; SE is None when neither side has any.
   """
-  var = lambda x: float(np.var(x['values'], ddof=1)) if x['n'] > 1 else None
+  def var(x):
+    if x['n'] > 1:
+      return float(np.var(x['values'], ddof=1))
+    return float(x['seed_std']) ** 2 if x.get('seed_std') is not None else None
   va, vb = var(a), var(b)
   if va is None and vb is None:
     return a['mean'] - b['mean'], None
@@ -264,7 +277,8 @@ def verdict(d, se, sign):
 
 
 def claims(table, figure, L, baselines):
-  """[(claim, measured, verdict)] of the paper's Appendix H claims, from finished runs."""
+  """[(claim, measured, verdict)] of the paper's Appendix H claims, from finished runs
+  (``figure=None``: Table 1's claims only)."""
   out = []
 
   def check(claim, a, b, sign, unit='points'):
@@ -287,14 +301,14 @@ def claims(table, figure, L, baselines):
     for m in TABLE_MODELS:
       a = table[m]['mnli_accuracy']
       if a:
-        se = a['std'] / np.sqrt(a['n']) if a['n'] > 1 else None
+        se = a['std'] / np.sqrt(a['n']) if a['n'] > 1 else a.get('seed_std')
         d = a['mean'] - base
         pm = f' ± {se:.1f}' if se is not None else ''
         out.append((f'MNLI analogue: {NAMES[m]} above the majority class ({base:.1f}%)',
                     f'{d:+.1f}{pm} points (n = {a["n"]})',
                     verdict(d, se, +1) if se is not None else 'not judged (one run, no spread)'))
   for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue'),
-                    ('squad_f1', 'SQuAD-analogue F1')):
+                    ('squad_f1', 'SQuAD-analogue F1')) if figure else ():
     for k in range(1, L + 1):      # k = L: every layer SepConv (the table's SepConv)
       sign, how = (+1, 'better') if k <= 2 else (-1, 'worse')
       check(f'Figure 1, {what}: k = {k} SepConv layers {how} than the Transformer',
@@ -382,17 +396,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
       baselines[stage] = {k: v for k, v in r['data'].items()}
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
                    if s == 'pretrain'), None)
-  provs = [r['provenance'] for d in runs.values() for rs in d.values() for r in rs]
-  out = {'runs_summary': {
-      'result_files': len(provs),
-      'git_revisions': sorted({p['git_revision'] for p in provs}),
-      'machines': sorted({p['machine'] for p in provs}),
-      'load_average_1min_range': ([min(p['load_average_1min_at_start'] for p in provs),
-                                   max(p['load_average_1min_at_start'] for p in provs)]
-                                  if provs else None),
-      'utc_range': [min(p['utc_time'] for p in provs), max(p['utc_time'] for p in provs)]
-                   if provs else None,
-      'sweep_commands': sorted({p['command'] for p in provs})}}
+  out = {'runs_summary': runs_summary(runs)}
   out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
@@ -417,6 +421,18 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
                 _markdown(out, table, figure, L, config, stem, prov,
                           os.path.join(results_dir, stem), bool(curves)))
   return not_done
+
+
+def runs_summary(runs):
+  """Commands, revisions, machines, load and time range of every run in ``collect()``."""
+  provs = [r['provenance'] for d in runs.values() for rs in d.values() for r in rs]
+  span = lambda key: [min(p[key] for p in provs), max(p[key] for p in provs)] if provs else None
+  return {'result_files': len(provs),
+          'git_revisions': sorted({p['git_revision'] for p in provs}),
+          'machines': sorted({p['machine'] for p in provs}),
+          'load_average_1min_range': span('load_average_1min_at_start'),
+          'utc_range': span('utc_time'),
+          'sweep_commands': sorted({p['command'] for p in provs})}
 
 
 def report_stem(config_name):
@@ -587,6 +603,181 @@ def _runs_lines(rs):
           '- run machines: ' + '; '.join(rs['machines']), '']
 
 
+# --- Has pre-training plateaued? (--compare_to) -----------------------------------------
+#
+# The `cpu` schedule (the --compare_to workdir: 2000 steps, seeds 0..2) against a
+# `cpu_long` sweep (this call's --workdir: 6000 steps, seed 0;
+# experiments/configs/mixing_cpu_long.py). Same model, data, batches and peak learning
+# rate; only the step count, and with it the learning-rate decay, differs. For each
+# Table 1 mixer m, with acc = held-out masked-LM accuracy (%):
+#
+#     gain_3x(m)  = acc_long(m, seed 0) - acc_short(m, seed 0)     what 3x the tokens buys
+#     gain_lq(m)  = acc_long(m, 6000) - acc_long(m, 4500)         the long run's last quarter
+#
+# A curve that has flattened has gain_lq near 0. The long runs' ordering of the mixers is
+# checked against the paper's Table 1 claims by claims(), one run per side, each side's
+# seed noise taken to be the sample std of the same mixer over the short schedule's seeds
+# (an assumption, stated in the report).
+
+PLATEAU_STEM = 'mixing_layers_plateau'
+PLATEAU_SEED = 0   # the long schedule's seed; the short one's seed 0 is its twin
+
+
+def _final(runs, m, stage, field):
+  """[(seed, value)] of finished runs of Table 1 mixer m."""
+  return [(r['seed'], r['eval'][field]) for r in runs.get((m, 0), {}).get(stage, [])]
+
+
+def compare_schedules(short_root, long_root):
+  """({mixer: the numbers above}, the long runs' claims, short curves, long curves,
+  long runs)."""
+  short, long_ = collect(short_root), collect(long_root)
+  c_short, c_long = learning_curves(short_root), learning_curves(long_root)
+  rows, table_long = {}, {}
+  for m in TABLE_MODELS:
+    s_mlm = dict(_final(short, m, 'pretrain', 'mlm_accuracy'))
+    l_mlm = dict(_final(long_, m, 'pretrain', 'mlm_accuracy'))
+    s_mnli = dict(_final(short, m, 'mnli', 'accuracy'))
+    l_mnli = dict(_final(long_, m, 'mnli', 'accuracy'))
+    short_ms = _ms(list(s_mlm.values()))
+    short_mnli_ms = _ms(list(s_mnli.values()))
+    long_pts = dict(c_long.get((m, 0), {}).get(PLATEAU_SEED, []))
+    l_steps = (long_[(m, 0)]['pretrain'][0]['step'] if long_.get((m, 0), {}).get('pretrain')
+               else None)
+    lq = last_quarter_gain({PLATEAU_SEED: list(long_pts.items())}, l_steps) if l_steps else []
+    s_steps = (short[(m, 0)]['pretrain'][0]['step'] if short.get((m, 0), {}).get('pretrain')
+               else None)
+    slq = last_quarter_gain(c_short.get((m, 0), {}), s_steps) if s_steps else []
+    rows[m] = {
+        'short_steps': s_steps, 'long_steps': l_steps,
+        'short_mlm_seed0': s_mlm.get(PLATEAU_SEED), 'short_mlm': short_ms,
+        'long_mlm_seed0': l_mlm.get(PLATEAU_SEED),
+        'gain_3x': (l_mlm[PLATEAU_SEED] - s_mlm[PLATEAU_SEED]) if PLATEAU_SEED in l_mlm and PLATEAU_SEED in s_mlm else None,
+        'short_gain_last_quarter': _ms(slq),
+        'long_gain_last_quarter': lq[0] if lq else None,
+        'short_mnli_seed0': s_mnli.get(PLATEAU_SEED), 'short_mnli': short_mnli_ms,
+        'long_mnli_seed0': l_mnli.get(PLATEAU_SEED),
+    }
+    # One long run per mixer, its seed noise estimated by the short schedule's seeds.
+    one = lambda v, ref: (dict(_ms([v]), seed_std=ref['std'] if ref and ref['n'] > 1
+                                else None) if v is not None else None)
+    table_long[m] = {'mlm_accuracy': one(l_mlm.get(PLATEAU_SEED), short_ms),
+                     'mnli_accuracy': one(l_mnli.get(PLATEAU_SEED), short_mnli_ms)}
+  baselines = {}
+  for d in long_.values():
+    if d.get('mnli'):
+      baselines['mnli'] = d['mnli'][0]['data']
+      break
+  checks = [{'claim': c, 'measured': v, 'verdict': w}
+            for c, v, w in claims(table_long, None, 0, baselines)]
+  return rows, checks, c_short, c_long, long_
+
+
+def _plot_schedules(rows, c_short, c_long, tokens_per_step, path):
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={'width_ratios': [3, 2]})
+  for m in TABLE_MODELS:
+    color = None
+    for curves, ls, what in ((c_long, '-', 'long'), (c_short, ':', 'short')):
+      pts = curves.get((m, 0), {}).get(PLATEAU_SEED)
+      if not pts:
+        continue
+      steps, acc = zip(*pts)
+      line, = ax.plot([s * tokens_per_step / 1e6 for s in steps], acc, ls=ls, color=color,
+                      label=f"{NAMES[m]}, {rows[m][what + '_steps'] or '?'} steps")
+      color = line.get_color()
+  ax.set_xlabel('training token positions (M) = step x batch x max_len')
+  ax.set_ylabel('held-out masked-LM accuracy (%)')
+  ax.set_title(f'seed {PLATEAU_SEED}: the cpu schedule (dotted) and 3x its steps (solid)')
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7, ncol=2)
+  ms = list(TABLE_MODELS)
+  x = range(len(ms))
+  short = [rows[m]['short_mlm'] for m in ms]
+  bx.bar([i - 0.2 for i in x], [s['mean'] if s else 0 for s in short], 0.4,
+         yerr=[s['std'] if s else 0 for s in short], capsize=3,
+         label='short (mean ± std, 3 seeds)')
+  bx.bar([i + 0.2 for i in x], [rows[m]['long_mlm_seed0'] or 0 for m in ms], 0.4,
+         label=f'long (seed {PLATEAU_SEED})')
+  bx.set_xticks(list(x))
+  bx.set_xticklabels([NAMES[m] for m in ms], rotation=15)
+  bx.set_ylabel('final held-out masked-LM accuracy (%)')
+  bx.legend(fontsize=8, loc='lower right')
+  bx.grid(alpha=0.3, axis='y')
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def _num(v, fmt='{:.1f}'):
+  return '—' if v is None else fmt.format(v)
+
+
+def _schedules_markdown(rows, checks, prov, runs_summary):
+  ms = TABLE_MODELS
+  cols = ' | '.join(NAMES[m] for m in ms)
+  row = lambda name, f: f'| {name} | ' + ' | '.join(f(rows[m]) for m in ms) + ' |'
+  lines = [
+      '# Appendix H pre-training: the `cpu` schedule against 3x its steps', '',
+      provenance.markdown_header(prov, 'report command'),
+      *_runs_lines(runs_summary),
+      'Same model, data, batches and peak learning rate; the long schedule has 3x the steps '
+      '(its learning rate decays to 0 over 6000 steps instead of 2000). Held-out masked-LM '
+      'accuracy (%) on 640 sequences; MNLI analogue on its 1000 held-out pairs.', '',
+      f'![plateau]({PLATEAU_STEM}.png)', '',
+      f'| | {cols} |', '|---|' + '---|' * len(ms),
+      row('short: MLM, seed 0', lambda r: _num(r['short_mlm_seed0'])),
+      row('short: MLM, mean ± std (n)', lambda r: _fmt(r['short_mlm'])),
+      row('long: MLM, seed 0', lambda r: _num(r['long_mlm_seed0'])),
+      row('gain from 3x the tokens (seed 0)', lambda r: _num(r['gain_3x'], '{:+.1f}')),
+      row('short: last-quarter gain', lambda r: _fmt(r['short_gain_last_quarter'])),
+      row('long: last-quarter gain', lambda r: _num(r['long_gain_last_quarter'], '{:+.1f}')),
+      row('short: MNLI, seed 0', lambda r: _num(r['short_mnli_seed0'])),
+      row('short: MNLI, mean ± std (n)', lambda r: _fmt(r['short_mnli'])),
+      row('long: MNLI, seed 0', lambda r: _num(r['long_mnli_seed0'])), '',
+      '## The paper\'s Table 1 claims on the long runs', '',
+      'One run per mixer. The standard error of a difference takes each side\'s seed noise '
+      'to be the sample std of the same mixer over the short schedule\'s 3 seeds (an '
+      'assumption: seed noise at 6000 steps was not measured). A difference counts at '
+      f'>= {SE_MULTIPLE} SE.', '',
+      '| claim | measured (long) | verdict |', '|---|---|---|',
+      *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in checks], '']
+  return '\n'.join(lines)
+
+
+def _tokens_per_step(root):
+  """batch x max_len of the first pre-training run's config.json under ``root``."""
+  for name in sorted(os.listdir(root)):
+    path = os.path.join(root, name, 'pretrain', 'config.json')
+    if os.path.exists(path):
+      with open(path) as f:
+        c = json.load(f)
+      return c['pretrain']['batch_size'] * c['model']['max_len']
+  raise FileNotFoundError(f'no pre-training config.json under {root}')
+
+
+
+
+def plateau_report(short_root, long_root, results_dir, prov):
+  """Writes ``mixing_layers_plateau.{md,json,png}`` to ``results_dir``; None, or why not."""
+  rows, checks, c_short, c_long, long_ = compare_schedules(short_root, long_root)
+  if not c_long:
+    return f'no pre-training learning curve under {long_root} yet'
+  summary = runs_summary(long_)
+  out = {'rows': rows, 'claims': checks, 'runs_summary': summary, 'report_provenance': prov,
+         'learning_curves': {
+             name: {m: c.get((m, 0), {}).get(PLATEAU_SEED) for m in TABLE_MODELS}
+             for name, c in (('short', c_short), ('long', c_long))}}
+  os.makedirs(results_dir, exist_ok=True)
+  stem = os.path.join(results_dir, PLATEAU_STEM)
+  _atomic_write(stem + '.json', json.dumps(out, indent=1, sort_keys=True, default=str))
+  _plot_schedules(rows, c_short, c_long, _tokens_per_step(long_root), stem + '.png')
+  _atomic_write(stem + '.md', _schedules_markdown(rows, checks, prov, summary))
+  return None
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f'error: unexpected arguments {argv[1:]}')
@@ -601,6 +792,9 @@ def main(argv):
   if _SEEDS.value < 1:
     sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
+  if _COMPARE_TO.value and not os.path.isdir(_COMPARE_TO.value):
+    sys.exit(f'error: --compare_to={_COMPARE_TO.value} is not a directory (the workdir of '
+             'a `cpu` sweep)')
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
                                '--results_dir')
   logging.set_verbosity(logging.WARNING)
@@ -623,11 +817,11 @@ def main(argv):
   bad = [s for s in _STAGES.value if s not in STAGES]
   if bad or not _STAGES.value:
     sys.exit(f'error: --stages must be a non-empty subset of {",".join(STAGES)}, got {bad}')
-  bad = [x for x in _MIXERS.value if x not in TABLE_MODELS]
+  bad = [x for x in _TABLE_MIXERS.value if x not in TABLE_MODELS]
   if bad:
-    sys.exit(f'error: --mixers must be a subset of {",".join(TABLE_MODELS)}, got {bad}')
+    sys.exit(f'error: --table_mixers must be a subset of {",".join(TABLE_MODELS)}, got {bad}')
   job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value,
-                  _MIXERS.value)
+                  _TABLE_MIXERS.value)
   if _STATUS.value:
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return
@@ -641,6 +835,10 @@ def main(argv):
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
+  if _COMPARE_TO.value:
+    why_not = plateau_report(_COMPARE_TO.value, _WORKDIR.value, results_dir, prov)
+    print(f'plateau report not written: {why_not}' if why_not else
+          f'plateau report: {os.path.join(results_dir, PLATEAU_STEM)}.md')
   if not_done:
     print(f'report in {results_dir}: {len(not_done)} stages not done: ' + ', '.join(
         f"{r['run']}/{r['stage']}" + (f" (step {r['step']} of {r['num_steps']})"

@@ -170,7 +170,7 @@ def test_sweep_jobs_table_seed_major_then_hybrids():
   assert [j[0] for j in mixing_sweep.jobs(4, 3, [1, 3], 1)[-2:]] == ['hybrid_k1_s0',
                                                                      'hybrid_k3_s0']
   assert len(mixing_sweep.jobs(4, 3, [], 1)) == 12
-  # --mixers keeps Table 1's order whatever order it is given in
+  # --table_mixers keeps Table 1's order whatever order it is given in
   assert [j[0] for j in mixing_sweep.jobs(4, 1, [], 0, ['attention', 'sepconv'])] == [
       'sepconv_s0', 'attention_s0']
 
@@ -258,7 +258,7 @@ def test_throughput_benchmark_runs_without_torch(tmp_path):
   p = _binary(['benchmarks/bert_throughput.py', '--hidden=10', '--heads=3'])
   assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
-  assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
+  assert p.returncode != 0 and '--table_mixers must be a non-empty subset' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--pipeline_mixers=conv'])
   assert p.returncode != 0 and '--pipeline_mixers must be a non-empty subset' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--max_segments=0'])
@@ -334,3 +334,53 @@ def test_curve_band_keeps_the_steps_only_some_seeds_reached():
   assert steps.tolist() == [100, 200, 300]
   assert mean.tolist() == [5.5, 8.0, 9.0]
   assert std == pytest.approx([np.sqrt(0.5), np.sqrt(2.0), 0.0])
+
+
+def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli=None):
+  """A finished stage under root/<mixing>_s<seed>/<stage> with the fields collect() reads."""
+  d = root / f'{mixing}_s{seed}' / stage
+  d.mkdir(parents=True)
+  prov = {'command': 'fake', 'git_revision': 'r', 'machine': 'm', 'utc_time': 't',
+          'load_average_1min_at_start': 0.0}
+  r = {'stage': stage, 'task': stage, 'mixing': mixing, 'num_conv_layers': 0, 'seed': seed,
+       'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0}}
+  r['eval'] = {'mlm_accuracy': mlm} if stage == 'pretrain' else {'accuracy': mnli}
+  (d / 'result.json').write_text(json.dumps(r))
+  if stage == 'pretrain':
+    (d / 'config.json').write_text(json.dumps({'seed': seed, 'model': {
+        'mixing': mixing, 'num_conv_layers': 0, 'max_len': 4}, 'pretrain': {'batch_size': 2}}))
+    (d / 'metrics.jsonl').write_text(''.join(
+        json.dumps({'step': s, 'eval_mlm_accuracy': a}) + '\n' for s, a in curve))
+
+
+def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
+  from experiments import mixing_sweep
+  short, long_ = tmp_path / 'short', tmp_path / 'long'
+  for seed, (att, sep) in enumerate([(20.0, 24.0), (21.0, 25.0), (22.0, 26.0)]):
+    _fake_run(short, 'attention', seed, 2000, [(1500, att - 2), (2000, att)], mlm=att)
+    _fake_run(short, 'sepconv', seed, 2000, [(1500, sep - 1), (2000, sep)], mlm=sep)
+  _fake_run(long_, 'attention', 0, 6000, [(4500, 24.5), (6000, 25.0)], mlm=25.0)
+  _fake_run(long_, 'sepconv', 0, 6000, [(4000, 25.0), (4500, 26.0), (6000, 30.0)], mlm=30.0)
+  _fake_run(long_, 'attention', 0, 1000, [], stage='mnli', mnli=60.0)
+  rows, checks, _, _, _ = mixing_sweep.compare_schedules(str(short), str(long_))
+  att, sep = rows['attention'], rows['sepconv']
+  assert att['gain_3x'] == pytest.approx(5.0) and sep['gain_3x'] == pytest.approx(6.0)
+  assert att['long_gain_last_quarter'] == pytest.approx(0.5)
+  assert sep['long_gain_last_quarter'] == pytest.approx(4.0)
+  assert att['short_gain_last_quarter']['mean'] == pytest.approx(2.0)
+  assert rows['average']['long_mlm_seed0'] is None and rows['average']['gain_3x'] is None
+  # Transformer - SepConv on the long runs: 25 - 30 = -5, SE = sqrt(1^2 + 1^2) from the
+  # short seeds' sample stds (both 1.0): |-5| >= 2 x 1.414, the claim fails.
+  by = {c['claim'].split(' (')[0]: c for c in checks}
+  c = by['MLM: Transformer above SepConv']
+  assert c['measured'].startswith('-5.0 ± 1.4') and c['verdict'].startswith('fails')
+  # MNLI: only the Transformer has a long run, and no short MNLI runs give it a seed std.
+  c = by['MNLI analogue: Transformer above the majority class']
+  assert c['measured'].startswith('+24.0 points') and c['verdict'].startswith('not judged')
+  p = mixing_sweep.plateau_report(str(short), str(long_), str(tmp_path / 'rep'),
+                                  {'command': 'c', 'git_revision': 'r', 'machine': 'm',
+                                   'utc_time': 't', 'load_average_1min_at_start': 0.0})
+  assert p is None
+  md = (tmp_path / 'rep' / 'mixing_layers_plateau.md').read_text()
+  assert '| gain from 3x the tokens (seed 0) | — | — | +6.0 | +5.0 |' in md
+  assert (tmp_path / 'rep' / 'mixing_layers_plateau.png').stat().st_size > 0

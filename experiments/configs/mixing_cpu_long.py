@@ -9,15 +9,13 @@ over the last quarter of its 2000-step schedule (results/mixing_layers.md), so t
 Model, data, vocabulary, batch, peak learning rate and warm-up are those of `cpu`, so
 the two schedules differ only in how long the learning rate takes to decay to 0. One
 seed per mixer (seed 0, the same batches as the `cpu` seed 0 for the first 2000 steps).
-Comparing the two schedules per mixer (experiments/mixing_plateau.py) says how much
-3x the tokens buys and whether the `cpu` ordering of the mixers survives it.
+Comparing the two schedules per mixer says how much 3x the tokens buys and whether the
+`cpu` ordering of the mixers survives it:
 
+    bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_long long    # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
-        --workdir=/work/runs_mixing_long --seeds=1 --hybrid_ks= --stages=pretrain
-    python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
-        --workdir=/work/runs_mixing_long --seeds=1 --hybrid_ks= --stages=mnli
-    python experiments/mixing_plateau.py --short=/work/runs_mixing \
-        --long=/work/runs_mixing_long --results_dir=results
+        --workdir=/work/runs_mixing_long --seeds=1 --hybrid_ks= --report_only \
+        --compare_to=/work/runs_mixing --results_dir=results  # mixing_layers_plateau.md
 """
 
 import os
