@@ -624,8 +624,14 @@ PLATEAU_SEED = 0   # the long schedule's seed; the short one's seed 0 is its twi
 
 
 def _final(runs, m, stage, field):
-  """[(seed, value)] of finished runs of Table 1 mixer m."""
-  return [(r['seed'], r['eval'][field]) for r in runs.get((m, 0), {}).get(stage, [])]
+  """{seed: value} of the finished ``stage`` runs of Table 1 mixer m."""
+  return {r['seed']: r['eval'][field] for r in runs.get((m, 0), {}).get(stage, [])}
+
+
+def _steps(runs, m):
+  """Pre-training steps of Table 1 mixer m's finished runs (None if there is none)."""
+  pre = runs.get((m, 0), {}).get('pretrain')
+  return pre[0]['step'] if pre else None
 
 
 def compare_schedules(short_root, long_root):
@@ -633,41 +639,37 @@ def compare_schedules(short_root, long_root):
   long runs)."""
   short, long_ = collect(short_root), collect(long_root)
   c_short, c_long = learning_curves(short_root), learning_curves(long_root)
+  seed = PLATEAU_SEED
   rows, table_long = {}, {}
   for m in TABLE_MODELS:
-    s_mlm = dict(_final(short, m, 'pretrain', 'mlm_accuracy'))
-    l_mlm = dict(_final(long_, m, 'pretrain', 'mlm_accuracy'))
-    s_mnli = dict(_final(short, m, 'mnli', 'accuracy'))
-    l_mnli = dict(_final(long_, m, 'mnli', 'accuracy'))
-    short_ms = _ms(list(s_mlm.values()))
-    short_mnli_ms = _ms(list(s_mnli.values()))
-    long_pts = dict(c_long.get((m, 0), {}).get(PLATEAU_SEED, []))
-    l_steps = (long_[(m, 0)]['pretrain'][0]['step'] if long_.get((m, 0), {}).get('pretrain')
-               else None)
-    lq = last_quarter_gain({PLATEAU_SEED: list(long_pts.items())}, l_steps) if l_steps else []
-    s_steps = (short[(m, 0)]['pretrain'][0]['step'] if short.get((m, 0), {}).get('pretrain')
-               else None)
-    slq = last_quarter_gain(c_short.get((m, 0), {}), s_steps) if s_steps else []
+    s_mlm, l_mlm = _final(short, m, 'pretrain', 'mlm_accuracy'), _final(long_, m, 'pretrain',
+                                                                         'mlm_accuracy')
+    s_mnli, l_mnli = _final(short, m, 'mnli', 'accuracy'), _final(long_, m, 'mnli', 'accuracy')
+    s_steps, l_steps = _steps(short, m), _steps(long_, m)
+    long_curve = {seed: c_long[(m, 0)][seed]} if seed in c_long.get((m, 0), {}) else {}
+    l_lq = last_quarter_gain(long_curve, l_steps) if l_steps else []
     rows[m] = {
         'short_steps': s_steps, 'long_steps': l_steps,
-        'short_mlm_seed0': s_mlm.get(PLATEAU_SEED), 'short_mlm': short_ms,
-        'long_mlm_seed0': l_mlm.get(PLATEAU_SEED),
-        'gain_3x': (l_mlm[PLATEAU_SEED] - s_mlm[PLATEAU_SEED]) if PLATEAU_SEED in l_mlm and PLATEAU_SEED in s_mlm else None,
-        'short_gain_last_quarter': _ms(slq),
-        'long_gain_last_quarter': lq[0] if lq else None,
-        'short_mnli_seed0': s_mnli.get(PLATEAU_SEED), 'short_mnli': short_mnli_ms,
-        'long_mnli_seed0': l_mnli.get(PLATEAU_SEED),
+        'short_mlm_seed0': s_mlm.get(seed), 'short_mlm': _ms(list(s_mlm.values())),
+        'long_mlm_seed0': l_mlm.get(seed),
+        'gain_3x': l_mlm[seed] - s_mlm[seed] if seed in l_mlm and seed in s_mlm else None,
+        'short_gain_last_quarter': _ms(last_quarter_gain(c_short.get((m, 0), {}), s_steps)
+                                       if s_steps else []),
+        'long_gain_last_quarter': l_lq[0] if l_lq else None,
+        'short_mnli_seed0': s_mnli.get(seed), 'short_mnli': _ms(list(s_mnli.values())),
+        'long_mnli_seed0': l_mnli.get(seed),
     }
-    # One long run per mixer, its seed noise estimated by the short schedule's seeds.
-    one = lambda v, ref: (dict(_ms([v]), seed_std=ref['std'] if ref and ref['n'] > 1
-                                else None) if v is not None else None)
-    table_long[m] = {'mlm_accuracy': one(l_mlm.get(PLATEAU_SEED), short_ms),
-                     'mnli_accuracy': one(l_mnli.get(PLATEAU_SEED), short_mnli_ms)}
-  baselines = {}
-  for d in long_.values():
-    if d.get('mnli'):
-      baselines['mnli'] = d['mnli'][0]['data']
-      break
+
+    def one(v, short_summary):
+      """One long run, its seed noise taken from the short schedule's seeds."""
+      if v is None:
+        return None
+      n = short_summary['n'] if short_summary else 0
+      return dict(_ms([v]), seed_std=short_summary['std'] if n > 1 else None)
+    table_long[m] = {'mlm_accuracy': one(l_mlm.get(seed), rows[m]['short_mlm']),
+                     'mnli_accuracy': one(l_mnli.get(seed), rows[m]['short_mnli'])}
+  baselines = next(({'mnli': d['mnli'][0]['data']} for d in long_.values() if d.get('mnli')),
+                   {})
   checks = [{'claim': c, 'measured': v, 'verdict': w}
             for c, v, w in claims(table_long, None, 0, baselines)]
   return rows, checks, c_short, c_long, long_
