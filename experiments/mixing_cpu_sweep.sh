@@ -7,6 +7,7 @@
 #   4. MNLI-analogue fine-tuning of the hybrids                     (Figure 1, MNLI)
 #   5. SQuAD-analogue fine-tuning at seed 0: k = 0 .. 4             (Figure 1, SQuAD)
 #   6. SQuAD-analogue fine-tuning of the other seeds of k = 0 and 4
+#   7-9. the hybrids' seeds 1 and 2: pre-training, MNLI, SQuAD      (Figure 1, 3 seeds)
 # Every stage resumes from its orbax checkpoint (every 5 min of wall time and on SIGTERM)
 # and is skipped once its result.json exists; a phase with nothing left is skipped, so
 # the sweep spans sessions. Each phase logs its command, revision and 1-min load.
@@ -15,7 +16,7 @@
 #   echo $! > /work/bg/mixing.pgid        # setsid: the pid is the process group id
 # Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
 # Status: python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
-#   --workdir=WORKDIR --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --status
+#   --workdir=WORKDIR --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --status
 #
 # `bash experiments/mixing_cpu_sweep.sh WORKDIR long` runs the plateau check instead
 # (experiments/configs/mixing_cpu_long.py: 3x the steps, seed 0 of each mixer):
@@ -40,7 +41,10 @@ case "$schedule" in
             "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=pretrain"
             "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=mnli"
             "--seeds=1 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad"
-            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad") ;;
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --stages=squad"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --stages=pretrain"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --stages=mnli"
+            "--seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --stages=squad") ;;
   long)
     common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir --seeds=1 --hybrid_ks="
     phases=("--table_mixers=sepconv,attention --stages=pretrain"

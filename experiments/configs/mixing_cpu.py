@@ -14,7 +14,7 @@ the step count and learning rate are recorded in results/mixing_cpu_pilots.md.
         --workdir=/work/runs_mixing/attention_s0/pretrain
     bash experiments/mixing_cpu_sweep.sh /work/runs_mixing       # the whole sweep
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
-        --workdir=/work/runs_mixing --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=1 --status
+        --workdir=/work/runs_mixing --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --status
 """
 
 from transformer_ua.models import mixing_config
