@@ -208,9 +208,10 @@ def collect(root):
   return runs
 
 
-def learning_curves(root):
+def learning_curves(root, metric='eval_mlm_accuracy'):
   """{(mixing, k): {seed: [(step, held-out MLM accuracy %)]}} from every pre-training
-  run's ``metrics.jsonl`` (finished or not)."""
+  run's ``metrics.jsonl`` (finished or not); ``metric='eval_nsp_accuracy'``: held-out
+  sentence-pair accuracy instead."""
   curves = {}
   for path in sorted(glob.glob(os.path.join(root, '*', 'pretrain', 'metrics.jsonl'))):
     cfg_path = os.path.join(os.path.dirname(path), 'config.json')
@@ -220,7 +221,7 @@ def learning_curves(root):
       c = json.load(f)
     with open(path) as f:
       rows = [json.loads(l) for l in f if l.strip()]
-    pts = [(r['step'], r['eval_mlm_accuracy']) for r in rows if 'eval_mlm_accuracy' in r]
+    pts = [(r['step'], r[metric]) for r in rows if metric in r]
     if pts:
       key = (c['model']['mixing'], c['model']['num_conv_layers'])
       curves.setdefault(key, {})[c['seed']] = pts
@@ -634,11 +635,18 @@ def _steps(runs, m):
   return pre[0]['step'] if pre else None
 
 
+CURVE_METRICS = {'mlm': ('eval_mlm_accuracy', 'held-out masked-LM accuracy (%)'),
+                 'nsp': ('eval_nsp_accuracy', 'held-out sentence-pair accuracy (%)')}
+
+
 def compare_schedules(short_root, long_root):
-  """({mixer: the numbers above}, the long runs' claims, short curves, long curves,
-  long runs)."""
+  """({mixer: the numbers above}, the long runs' claims, {'mlm' | 'nsp': {'short' |
+  'long': learning_curves()}}, the long runs)."""
   short, long_ = collect(short_root), collect(long_root)
-  c_short, c_long = learning_curves(short_root), learning_curves(long_root)
+  curves = {k: {'short': learning_curves(short_root, metric),
+                'long': learning_curves(long_root, metric)}
+            for k, (metric, _) in CURVE_METRICS.items()}
+  c_short, c_long = curves['mlm']['short'], curves['mlm']['long']
   seed = PLATEAU_SEED
   rows, table_long = {}, {}
   for m in TABLE_MODELS:
@@ -656,6 +664,8 @@ def compare_schedules(short_root, long_root):
         'short_gain_last_quarter': _ms(last_quarter_gain(c_short.get((m, 0), {}), s_steps)
                                        if s_steps else []),
         'long_gain_last_quarter': l_lq[0] if l_lq else None,
+        'short_nsp': _ms(list(_final(short, m, 'pretrain', 'nsp_accuracy').values())),
+        'long_nsp_seed0': _final(long_, m, 'pretrain', 'nsp_accuracy').get(seed),
         'short_mnli_seed0': s_mnli.get(seed), 'short_mnli': _ms(list(s_mnli.values())),
         'long_mnli_seed0': l_mnli.get(seed),
     }
@@ -672,37 +682,41 @@ def compare_schedules(short_root, long_root):
                    {})
   checks = [{'claim': c, 'measured': v, 'verdict': w}
             for c, v, w in claims(table_long, None, 0, baselines)]
-  return rows, checks, c_short, c_long, long_
+  return rows, checks, curves, long_
 
 
-def _plot_schedules(rows, c_short, c_long, tokens_per_step, path):
+def _plot_schedules(rows, curves, tokens_per_step, path):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={'width_ratios': [3, 2]})
-  for m in TABLE_MODELS:
-    color = None
-    for curves, ls, what in ((c_long, '-', 'long'), (c_short, ':', 'short')):
-      pts = curves.get((m, 0), {}).get(PLATEAU_SEED)
-      if not pts:
-        continue
-      steps, acc = zip(*pts)
-      line, = ax.plot([s * tokens_per_step / 1e6 for s in steps], acc, ls=ls, color=color,
-                      label=f"{NAMES[m]}, {rows[m][what + '_steps'] or '?'} steps")
-      color = line.get_color()
-  ax.set_xlabel('training token positions (M) = step x batch x max_len')
-  ax.set_ylabel('held-out masked-LM accuracy (%)')
-  ax.set_title(f'seed {PLATEAU_SEED}: the cpu schedule (dotted) and 3x its steps (solid)')
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7, ncol=2)
+  fig, axes = plt.subplots(1, 3, figsize=(18, 4.6), gridspec_kw={'width_ratios': [3, 3, 2]})
+  for ax, (key, (_, ylabel)) in zip(axes, CURVE_METRICS.items()):
+    for m in TABLE_MODELS:
+      color = None
+      for what, ls in (('long', '-'), ('short', ':')):
+        pts = curves[key][what].get((m, 0), {}).get(PLATEAU_SEED)
+        if not pts:
+          continue
+        steps, acc = zip(*pts)
+        line, = ax.plot([s * tokens_per_step / 1e6 for s in steps], acc, ls=ls, color=color,
+                        label=f"{NAMES[m]}, " + (f"{rows[m][what + '_steps']} steps"
+                                                  if rows[m][what + '_steps'] else 'unfinished'))
+        color = line.get_color()
+    ax.set_xlabel('training token positions (M) = step x batch x max_len')
+    ax.set_ylabel(ylabel)
+    ax.set_title(f'seed {PLATEAU_SEED}: 2000 steps (dotted), 6000 steps (solid)')
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+      ax.legend(fontsize=7, ncol=2)
+  bx = axes[-1]
   ms = list(TABLE_MODELS)
   x = range(len(ms))
   short = [rows[m]['short_mlm'] for m in ms]
   bx.bar([i - 0.2 for i in x], [s['mean'] if s else 0 for s in short], 0.4,
          yerr=[s['std'] if s else 0 for s in short], capsize=3,
-         label='short (mean ± std, 3 seeds)')
+         label='2000 steps (mean ± std over seeds)')
   bx.bar([i + 0.2 for i in x], [rows[m]['long_mlm_seed0'] or 0 for m in ms], 0.4,
-         label=f'long (seed {PLATEAU_SEED})')
+         label=f'6000 steps (seed {PLATEAU_SEED})')
   bx.set_xticks(list(x))
   bx.set_xticklabels([NAMES[m] for m in ms], rotation=15)
   bx.set_ylabel('final held-out masked-LM accuracy (%)')
@@ -736,6 +750,8 @@ def _schedules_markdown(rows, checks, prov, runs_summary):
       row('gain from 3x the tokens (seed 0)', lambda r: _num(r['gain_3x'], '{:+.1f}')),
       row('short: last-quarter gain', lambda r: _fmt(r['short_gain_last_quarter'])),
       row('long: last-quarter gain', lambda r: _num(r['long_gain_last_quarter'], '{:+.1f}')),
+      row('short: sentence pair, mean ± std (n)', lambda r: _fmt(r['short_nsp'])),
+      row('long: sentence pair, seed 0', lambda r: _num(r['long_nsp_seed0'])),
       row('short: MNLI, seed 0', lambda r: _num(r['short_mnli_seed0'])),
       row('short: MNLI, mean ± std (n)', lambda r: _fmt(r['short_mnli'])),
       row('long: MNLI, seed 0', lambda r: _num(r['long_mnli_seed0'])), '',
@@ -764,18 +780,18 @@ def _tokens_per_step(root):
 
 def plateau_report(short_root, long_root, results_dir, prov):
   """Writes ``mixing_layers_plateau.{md,json,png}`` to ``results_dir``; None, or why not."""
-  rows, checks, c_short, c_long, long_ = compare_schedules(short_root, long_root)
-  if not c_long:
+  rows, checks, curves, long_ = compare_schedules(short_root, long_root)
+  if not curves['mlm']['long']:
     return f'no pre-training learning curve under {long_root} yet'
   summary = runs_summary(long_)
+  seed0 = lambda c: {m: c.get((m, 0), {}).get(PLATEAU_SEED) for m in TABLE_MODELS}
   out = {'rows': rows, 'claims': checks, 'runs_summary': summary, 'report_provenance': prov,
-         'learning_curves': {
-             name: {m: c.get((m, 0), {}).get(PLATEAU_SEED) for m in TABLE_MODELS}
-             for name, c in (('short', c_short), ('long', c_long))}}
+         'learning_curves_seed0': {key: {what: seed0(c) for what, c in v.items()}
+                                   for key, v in curves.items()}}
   os.makedirs(results_dir, exist_ok=True)
   stem = os.path.join(results_dir, PLATEAU_STEM)
   _atomic_write(stem + '.json', json.dumps(out, indent=1, sort_keys=True, default=str))
-  _plot_schedules(rows, c_short, c_long, _tokens_per_step(long_root), stem + '.png')
+  _plot_schedules(rows, curves, _tokens_per_step(long_root), stem + '.png')
   _atomic_write(stem + '.md', _schedules_markdown(rows, checks, prov, summary))
   return None
 

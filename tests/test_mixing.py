@@ -350,7 +350,8 @@ def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli
           'load_average_1min_at_start': 0.0}
   r = {'stage': stage, 'task': stage, 'mixing': mixing, 'num_conv_layers': 0, 'seed': seed,
        'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0}}
-  r['eval'] = {'mlm_accuracy': mlm} if stage == 'pretrain' else {'accuracy': mnli}
+  r['eval'] = ({'mlm_accuracy': mlm, 'nsp_accuracy': 50.0 + seed} if stage == 'pretrain'
+               else {'accuracy': mnli})
   (d / 'result.json').write_text(json.dumps(r))
   if stage == 'pretrain':
     (d / 'config.json').write_text(json.dumps({'seed': seed, 'model': {
@@ -368,13 +369,14 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   _fake_run(long_, 'attention', 0, 6000, [(4500, 24.5), (6000, 25.0)], mlm=25.0)
   _fake_run(long_, 'sepconv', 0, 6000, [(4000, 25.0), (4500, 26.0), (6000, 30.0)], mlm=30.0)
   _fake_run(long_, 'attention', 0, 1000, [], stage='mnli', mnli=60.0)
-  rows, checks, _, _, _ = mixing_sweep.compare_schedules(str(short), str(long_))
+  rows, checks, _, _ = mixing_sweep.compare_schedules(str(short), str(long_))
   att, sep = rows['attention'], rows['sepconv']
   assert att['gain_3x'] == pytest.approx(5.0) and sep['gain_3x'] == pytest.approx(6.0)
   assert att['long_gain_last_quarter'] == pytest.approx(0.5)
   assert sep['long_gain_last_quarter'] == pytest.approx(4.0)
   assert att['short_gain_last_quarter']['mean'] == pytest.approx(2.0)
   assert rows['average']['long_mlm_seed0'] is None and rows['average']['gain_3x'] is None
+  assert att['short_nsp']['mean'] == pytest.approx(51.0) and att['long_nsp_seed0'] == 50.0
   # Transformer - SepConv on the long runs: 25 - 30 = -5, SE = sqrt(1^2 + 1^2) from the
   # short seeds' sample stds (both 1.0): |-5| >= 2 x 1.414, the claim fails.
   by = {c['claim'].split(' (')[0]: c for c in checks}
