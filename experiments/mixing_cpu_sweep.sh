@@ -23,6 +23,7 @@
 #   1. pre-training of SepConv and the Transformer (the pair whose order is in question)
 #   2. pre-training of average attention and BProj
 #   3. MNLI-analogue fine-tuning of the 4 checkpoints
+#   4. SQuAD-analogue fine-tuning of SepConv and the Transformer (Figure 1's k = 4, 0)
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
@@ -49,7 +50,8 @@ case "$schedule" in
     common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir --seeds=1 --hybrid_ks="
     phases=("--table_mixers=sepconv,attention --stages=pretrain"
             "--stages=pretrain"
-            "--stages=mnli") ;;
+            "--stages=mnli"
+            "--stages=squad") ;;
   *) echo "error: schedule must be cpu or long, got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
