@@ -24,6 +24,8 @@
 #   2. pre-training of average attention and BProj
 #   3. MNLI-analogue fine-tuning of the 4 checkpoints
 #   4. SQuAD-analogue fine-tuning of SepConv and the Transformer (Figure 1's k = 4, 0)
+#   5. seeds 1 and 2 of SepConv and the Transformer (their order at 6000 steps was inside
+#      the seed noise at one seed), then 6. their MNLI-analogue fine-tuning
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
@@ -51,7 +53,9 @@ case "$schedule" in
     phases=("--table_mixers=sepconv,attention --stages=pretrain"
             "--stages=pretrain"
             "--stages=mnli"
-            "--stages=squad") ;;
+            "--stages=squad"
+            "--seeds=3 --table_mixers=sepconv,attention --stages=pretrain"
+            "--seeds=3 --table_mixers=sepconv,attention --stages=mnli") ;;
   *) echo "error: schedule must be cpu or long, got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
