@@ -264,7 +264,7 @@ def test_throughput_benchmark_runs_without_torch(tmp_path):
   p = _binary(['benchmarks/bert_throughput.py', '--hidden=10', '--heads=3'])
   assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
-  assert p.returncode != 0 and '--table_mixers must be a non-empty subset' in p.stderr
+  assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--pipeline_mixers=conv'])
   assert p.returncode != 0 and '--pipeline_mixers must be a non-empty subset' in p.stderr
   p = _binary(['benchmarks/bert_throughput.py', '--max_segments=0'])
