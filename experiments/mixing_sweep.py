@@ -704,7 +704,7 @@ def _plot_schedules(rows, curves, tokens_per_step, path):
         color = line.get_color()
     ax.set_xlabel('training token positions (M) = step x batch x max_len')
     ax.set_ylabel(ylabel)
-    ax.set_title(f'seed {PLATEAU_SEED}: 2000 steps (dotted), 6000 steps (solid)')
+    ax.set_title(f'seed {PLATEAU_SEED}: the short schedule (dotted), the long one (solid)')
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
       ax.legend(fontsize=7, ncol=2)
@@ -765,21 +765,9 @@ def _schedules_markdown(rows, checks, prov, runs_summary):
   return '\n'.join(lines)
 
 
-def _tokens_per_step(root):
-  """batch x max_len of the first pre-training run's config.json under ``root``."""
-  for name in sorted(os.listdir(root)):
-    path = os.path.join(root, name, 'pretrain', 'config.json')
-    if os.path.exists(path):
-      with open(path) as f:
-        c = json.load(f)
-      return c['pretrain']['batch_size'] * c['model']['max_len']
-  raise FileNotFoundError(f'no pre-training config.json under {root}')
-
-
-
-
-def plateau_report(short_root, long_root, results_dir, prov):
-  """Writes ``mixing_layers_plateau.{md,json,png}`` to ``results_dir``; None, or why not."""
+def plateau_report(short_root, long_root, results_dir, prov, tokens_per_step):
+  """Writes ``mixing_layers_plateau.{md,json,png}`` to ``results_dir``; None, or why not.
+  ``tokens_per_step`` (batch x max_len) puts the curves on a token axis."""
   rows, checks, curves, long_ = compare_schedules(short_root, long_root)
   if not curves['mlm']['long']:
     return f'no pre-training learning curve under {long_root} yet'
@@ -791,7 +779,7 @@ def plateau_report(short_root, long_root, results_dir, prov):
   os.makedirs(results_dir, exist_ok=True)
   stem = os.path.join(results_dir, PLATEAU_STEM)
   _atomic_write(stem + '.json', json.dumps(out, indent=1, sort_keys=True, default=str))
-  _plot_schedules(rows, curves, _tokens_per_step(long_root), stem + '.png')
+  _plot_schedules(rows, curves, tokens_per_step, stem + '.png')
   _atomic_write(stem + '.md', _schedules_markdown(rows, checks, prov, summary))
   return None
 
@@ -854,7 +842,8 @@ def main(argv):
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   if _COMPARE_TO.value:
-    why_not = plateau_report(_COMPARE_TO.value, _WORKDIR.value, results_dir, prov)
+    why_not = plateau_report(_COMPARE_TO.value, _WORKDIR.value, results_dir, prov,
+                             config.pretrain.batch_size * config.model.max_len)
     print(f'plateau report not written: {why_not}' if why_not else
           f'plateau report: {os.path.join(results_dir, PLATEAU_STEM)}.md')
   if not_done:

@@ -387,7 +387,8 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   assert c['measured'].startswith('+24.0 points') and c['verdict'].startswith('not judged')
   p = mixing_sweep.plateau_report(str(short), str(long_), str(tmp_path / 'rep'),
                                   {'command': 'c', 'git_revision': 'r', 'machine': 'm',
-                                   'utc_time': 't', 'load_average_1min_at_start': 0.0})
+                                   'utc_time': 't', 'load_average_1min_at_start': 0.0},
+                                  tokens_per_step=8)
   assert p is None
   md = (tmp_path / 'rep' / 'mixing_layers_plateau.md').read_text()
   assert '| gain from 3x the tokens (seed 0) | — | — | +6.0 | +5.0 |' in md
