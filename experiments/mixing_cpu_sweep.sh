@@ -26,6 +26,10 @@
 #   4. SQuAD-analogue fine-tuning of SepConv and the Transformer (Figure 1's k = 4, 0)
 #   5. seeds 1 and 2 of SepConv and the Transformer (their order at 6000 steps was inside
 #      the seed noise at one seed), then 6. their MNLI-analogue fine-tuning
+# `... WORKDIR longer` triples the steps once more (experiments/configs/
+# mixing_cpu_longer.py: 18000 steps, seed 0), one mixer per phase in the order of what
+# is still gaining most: 1. the Transformer, 2. SepConv, 3. BProj, 4. average attention
+# (flat at 6000 steps), then 5. MNLI-analogue fine-tuning of the 4 checkpoints.
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
@@ -56,7 +60,14 @@ case "$schedule" in
             "--stages=squad"
             "--seeds=3 --table_mixers=sepconv,attention --stages=pretrain"
             "--seeds=3 --table_mixers=sepconv,attention --stages=mnli") ;;
-  *) echo "error: schedule must be cpu or long, got '$schedule'" >&2; exit 2 ;;
+  longer)
+    common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --seeds=1 --hybrid_ks="
+    phases=("--table_mixers=attention --stages=pretrain"
+            "--table_mixers=sepconv --stages=pretrain"
+            "--table_mixers=bilinear --stages=pretrain"
+            "--stages=pretrain"
+            "--stages=mnli") ;;
+  *) echo "error: schedule must be cpu, long or longer, got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086
