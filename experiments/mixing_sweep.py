@@ -3,7 +3,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
         [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
-        [--report_only | --status] [--compare_to=CPU_WORKDIR]
+        [--report_only | --status] [--compare_to=WORKDIR,...]
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -27,10 +27,11 @@ budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figure
 ``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results`` updates the
 checked-in record).
 
-``--compare_to=CPU_WORKDIR`` (with a ``cpu_long`` sweep as ``--workdir``) also writes
-``mixing_layers_plateau.{md,json,png}``: each mixer's seed 0 under the ``cpu`` schedule
-against 3x its steps, i.e. whether pre-training has plateaued and whether the mixers'
-order survives more tokens.
+``--compare_to=WORKDIR,...`` (sweeps of the same config under other step counts, e.g.
+``cpu`` and ``cpu_long`` for a ``cpu_longer`` ``--workdir``) also writes
+``mixing_layers_plateau.{md,json,png}``: each mixer's final accuracy per schedule, what
+each tripling of the tokens buys, i.e. whether pre-training has plateaued, and whether
+the mixers' order survives more tokens.
 """
 
 import glob
@@ -63,9 +64,10 @@ _STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
                             'Stages run for every job (pretrain, mnli, squad).')
 _TABLE_MIXERS = flags.DEFINE_list('table_mixers', list(TABLE_MODELS),
                             'Table 1 mixers whose runs this call makes (default all).')
-_COMPARE_TO = flags.DEFINE_string('compare_to', None, 'Workdir of a `cpu` sweep: with this '
-                                  '(`cpu_long`) sweep, also report whether pre-training has '
-                                  'plateaued (mixing_layers_plateau.md).')
+_COMPARE_TO = flags.DEFINE_list('compare_to', [], 'Workdirs of the same sweep under other '
+                                'pre-training schedules (e.g. `cpu` for a `cpu_long` '
+                                '--workdir): also report whether pre-training has plateaued '
+                                '(mixing_layers_plateau.md).')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
@@ -606,122 +608,160 @@ def _runs_lines(rs):
 
 # --- Has pre-training plateaued? (--compare_to) -----------------------------------------
 #
-# The `cpu` schedule (the --compare_to workdir: 2000 steps, seeds 0..2) against a
-# `cpu_long` sweep (this call's --workdir: 6000 steps, seed 0;
-# experiments/configs/mixing_cpu_long.py). Same model, data, batches and peak learning
-# rate; only the step count, and with it the learning-rate decay, differs. For each
-# Table 1 mixer m, with acc = held-out masked-LM accuracy (%):
+# Sweeps of one model, data, batch order and peak learning rate under schedules of
+# different lengths (`cpu` 2000 steps, `cpu_long` 6000, `cpu_longer` 18000: the
+# --compare_to workdirs and this call's --workdir). Only the step count differs, and
+# with it the linear decay of the learning rate to 0. With acc_S(m, s) the held-out
+# masked-LM accuracy (%) of Table 1 mixer m, seed s, at the end of the S-step schedule,
+# and S' the next shorter schedule:
 #
-#     gain_3x(m)  = acc_long(m, seed 0) - acc_short(m, seed 0)     what 3x the tokens buys
-#     gain_lq(m)  = acc_long(m, 6000) - acc_long(m, 4500)         the long run's last quarter
+#     gain(m, S)    = acc_S(m, 0) - acc_S'(m, 0)             what S / S' x the tokens buy
+#     gain_lq(m, S) = acc_S(m, s; step S) - acc_S(m, s; 3S/4) the last quarter, per seed
 #
-# A curve that has flattened has gain_lq near 0. The long runs' ordering of the mixers is
-# checked against the paper's Table 1 claims by claims(), one run per side, each side's
-# seed noise taken to be the sample std of the same mixer over the short schedule's seeds
-# (an assumption, stated in the report).
+# m has plateaued at S when gain(m, S) < PLATEAU_POINTS. Every schedule but the shortest
+# (whose claims are in its own report) is checked against the paper's Table 1 claims by
+# claims(), on the means over its finished seeds; a mixer with one finished seed takes
+# as its seed noise the sample std of its nearest shorter schedule with >= 2 seeds (an
+# assumption, stated in the report).
 
 PLATEAU_STEM = 'mixing_layers_plateau'
-PLATEAU_SEED = 0   # the long schedule's seed; the short one's seed 0 is its twin
-
-
-def _final(runs, m, stage, field):
-  """{seed: value} of the finished ``stage`` runs of Table 1 mixer m."""
-  return {r['seed']: r['eval'][field] for r in runs.get((m, 0), {}).get(stage, [])}
-
-
-def _steps(runs, m):
-  """Pre-training steps of Table 1 mixer m's finished runs (None if there is none)."""
-  pre = runs.get((m, 0), {}).get('pretrain')
-  return pre[0]['step'] if pre else None
-
-
+PLATEAU_SEED = 0        # every schedule has it; its batches are the same across schedules
+PLATEAU_POINTS = 1.0    # plateaued: the last tripling of the tokens bought < 1 point
 CURVE_METRICS = {'mlm': ('eval_mlm_accuracy', 'held-out masked-LM accuracy (%)'),
                  'nsp': ('eval_nsp_accuracy', 'held-out sentence-pair accuracy (%)')}
 
 
-def compare_schedules(short_root, long_root):
-  """({mixer: the numbers above}, the long runs' claims, {'mlm' | 'nsp': {'short' |
-  'long': learning_curves()}}, the long runs)."""
-  short, long_ = collect(short_root), collect(long_root)
-  curves = {k: {'short': learning_curves(short_root, metric),
-                'long': learning_curves(long_root, metric)}
+class ScheduleError(ValueError):
+  """A --compare_to / --workdir set that cannot be compared (one line for the user)."""
+
+
+def schedule_steps(root):
+  """The pre-training step count of the sweep under ``root``, from its runs' config.json."""
+  steps = set()
+  for path in glob.glob(os.path.join(root, '*', 'pretrain', 'config.json')):
+    with open(path) as f:
+      n = json.load(f).get('pretrain', {}).get('num_steps')
+    if n is None:
+      raise ScheduleError(f'{path} has no pretrain.num_steps')
+    steps.add(int(n))
+  if len(steps) != 1:
+    raise ScheduleError(f'{root} holds ' + (f'runs of several schedules ({sorted(steps)} steps)'
+                                            if steps else 'no pre-training run'))
+  return steps.pop()
+
+
+def _finals(runs, m, stage, field):
+  """{seed: value} of the finished ``stage`` runs of Table 1 mixer m."""
+  return {r['seed']: r['eval'][field] for r in runs.get((m, 0), {}).get(stage, [])}
+
+
+def compare_schedules(roots):
+  """(schedules, rows, plateau, checks, curves) for sweeps ``roots`` of one model under
+  schedules of different lengths, shortest first:
+
+  schedules: [{'root', 'steps', 'runs_summary'}];
+  rows: {mixer: [one dict per schedule: mlm, gain_last_quarter, nsp, mnli (mean ± std over
+        finished seeds), mlm_seed0, mnli_seed0, gain_seed0 (over the previous schedule)]};
+  plateau: {mixer: None or {'steps', 'from_steps', 'gain', 'plateaued'}} at its longest
+        schedule with a gain; checks: {steps: claims()} from the second schedule on;
+  curves: {'mlm' | 'nsp': [learning_curves() per schedule]}.
+  """
+  scheds = sorted(({'root': r, 'steps': schedule_steps(r)} for r in roots),
+                  key=lambda x: x['steps'])
+  dup = [a['steps'] for a, b in zip(scheds, scheds[1:]) if a['steps'] == b['steps']]
+  if dup:
+    raise ScheduleError(f'two workdirs hold the same {dup[0]}-step schedule')
+  runs = [collect(x['root']) for x in scheds]
+  for x, r in zip(scheds, runs):
+    x['runs_summary'] = runs_summary(r)
+  curves = {k: [learning_curves(x['root'], metric) for x in scheds]
             for k, (metric, _) in CURVE_METRICS.items()}
-  c_short, c_long = curves['mlm']['short'], curves['mlm']['long']
   seed = PLATEAU_SEED
-  rows, table_long = {}, {}
+  rows, plateau = {}, {}
   for m in TABLE_MODELS:
-    s_mlm, l_mlm = _final(short, m, 'pretrain', 'mlm_accuracy'), _final(long_, m, 'pretrain',
-                                                                         'mlm_accuracy')
-    s_mnli, l_mnli = _final(short, m, 'mnli', 'accuracy'), _final(long_, m, 'mnli', 'accuracy')
-    s_steps, l_steps = _steps(short, m), _steps(long_, m)
-    long_curve = {seed: c_long[(m, 0)][seed]} if seed in c_long.get((m, 0), {}) else {}
-    l_lq = last_quarter_gain(long_curve, l_steps) if l_steps else []
-    rows[m] = {
-        'short_steps': s_steps, 'long_steps': l_steps,
-        'short_mlm_seed0': s_mlm.get(seed), 'short_mlm': _ms(list(s_mlm.values())),
-        'long_mlm_seed0': l_mlm.get(seed),
-        'gain_3x': l_mlm[seed] - s_mlm[seed] if seed in l_mlm and seed in s_mlm else None,
-        'short_gain_last_quarter': _ms(last_quarter_gain(c_short.get((m, 0), {}), s_steps)
-                                       if s_steps else []),
-        'long_gain_last_quarter': l_lq[0] if l_lq else None,
-        'short_nsp': _ms(list(_final(short, m, 'pretrain', 'nsp_accuracy').values())),
-        'long_nsp_seed0': _final(long_, m, 'pretrain', 'nsp_accuracy').get(seed),
-        'short_mnli_seed0': s_mnli.get(seed), 'short_mnli': _ms(list(s_mnli.values())),
-        'long_mnli_seed0': l_mnli.get(seed),
-    }
+    rows[m] = []
+    for i, (x, r) in enumerate(zip(scheds, runs)):
+      mlm, mnli = _finals(r, m, 'pretrain', 'mlm_accuracy'), _finals(r, m, 'mnli', 'accuracy')
+      prev = rows[m][-1]['mlm_seed0'] if i else None
+      rows[m].append({
+          'steps': x['steps'], 'mlm': _ms(list(mlm.values())), 'mlm_seed0': mlm.get(seed),
+          'gain_seed0': (mlm[seed] - prev if seed in mlm and prev is not None else None),
+          'gain_last_quarter': _ms(last_quarter_gain(curves['mlm'][i].get((m, 0), {}),
+                                                     x['steps'])),
+          'nsp': _ms(list(_finals(r, m, 'pretrain', 'nsp_accuracy').values())),
+          'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed)})
+    last = next((i for i in reversed(range(len(scheds))) if rows[m][i]['gain_seed0'] is not None),
+                None)
+    plateau[m] = None if last is None else {
+        'steps': scheds[last]['steps'], 'from_steps': scheds[last - 1]['steps'],
+        'gain': rows[m][last]['gain_seed0'],
+        'plateaued': rows[m][last]['gain_seed0'] < PLATEAU_POINTS}
 
-    def one(v, short_summary):
-      """One long run, its seed noise taken from the short schedule's seeds."""
-      if v is None:
-        return None
-      n = short_summary['n'] if short_summary else 0
-      return dict(_ms([v]), seed_std=short_summary['std'] if n > 1 else None)
-    table_long[m] = {'mlm_accuracy': one(l_mlm.get(seed), rows[m]['short_mlm']),
-                     'mnli_accuracy': one(l_mnli.get(seed), rows[m]['short_mnli'])}
-  baselines = next(({'mnli': d['mnli'][0]['data']} for d in long_.values() if d.get('mnli')),
-                   {})
-  checks = [{'claim': c, 'measured': v, 'verdict': w}
-            for c, v, w in claims(table_long, None, 0, baselines)]
-  return rows, checks, curves, long_
+  def with_noise(m, i, key):
+    """Schedule i's summary of m's ``key``; one run borrows a shorter schedule's std."""
+    s = rows[m][i][key]
+    if s is None or s['n'] > 1:
+      return s
+    donor = next((rows[m][j][key] for j in reversed(range(i)) if (rows[m][j][key] or {}).get(
+        'n', 0) > 1), None)
+    return dict(s, seed_std=donor['std'] if donor else None)
+
+  checks = {}
+  for i in range(1, len(scheds)):
+    table = {m: {'mlm_accuracy': with_noise(m, i, 'mlm'),
+                 'mnli_accuracy': with_noise(m, i, 'mnli')} for m in TABLE_MODELS}
+    baselines = next(({'mnli': d['mnli'][0]['data']} for d in runs[i].values() if d.get('mnli')),
+                     {})
+    checks[scheds[i]['steps']] = [{'claim': c, 'measured': v, 'verdict': w}
+                                  for c, v, w in claims(table, None, 0, baselines)]
+  return scheds, rows, plateau, checks, curves
 
 
-def _plot_schedules(rows, curves, tokens_per_step, path):
+SCHEDULE_STYLES = (':', '--', '-', '-.')
+
+
+def _plot_schedules(scheds, rows, curves, tokens_per_step, path):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  fig, axes = plt.subplots(1, 3, figsize=(18, 4.6), gridspec_kw={'width_ratios': [3, 3, 2]})
+  fig, axes = plt.subplots(1, 3, figsize=(19, 4.8))
+  colors = {m: f'C{i}' for i, m in enumerate(TABLE_MODELS)}
+  mpos = lambda steps: np.asarray(steps) * tokens_per_step / 1e6
   for ax, (key, (_, ylabel)) in zip(axes, CURVE_METRICS.items()):
-    for m in TABLE_MODELS:
-      color = None
-      for what, ls in (('long', '-'), ('short', ':')):
-        pts = curves[key][what].get((m, 0), {}).get(PLATEAU_SEED)
-        if not pts:
-          continue
-        steps, acc = zip(*pts)
-        line, = ax.plot([s * tokens_per_step / 1e6 for s in steps], acc, ls=ls, color=color,
-                        label=f"{NAMES[m]}, " + (f"{rows[m][what + '_steps']} steps"
-                                                  if rows[m][what + '_steps'] else 'unfinished'))
-        color = line.get_color()
+    for i, x in enumerate(scheds):
+      for m in TABLE_MODELS:
+        pts = curves[key][i].get((m, 0), {}).get(PLATEAU_SEED)
+        if pts:
+          steps, acc = zip(*pts)
+          ax.plot(mpos(steps), acc, ls=SCHEDULE_STYLES[i % len(SCHEDULE_STYLES)],
+                  color=colors[m], label=f"{NAMES[m]}, {x['steps']} steps")
+    ax.set_xscale('log')
     ax.set_xlabel('training token positions (M) = step x batch x max_len')
     ax.set_ylabel(ylabel)
-    ax.set_title(f'seed {PLATEAU_SEED}: the short schedule (dotted), the long one (solid)')
-    ax.grid(alpha=0.3)
+    ax.set_title(f'seed {PLATEAU_SEED}, one line style per schedule')
+    ax.grid(alpha=0.3, which='both')
     if ax.get_legend_handles_labels()[0]:
-      ax.legend(fontsize=7, ncol=2)
+      ax.legend(fontsize=6, ncol=2)
   bx = axes[-1]
-  ms = list(TABLE_MODELS)
-  x = range(len(ms))
-  short = [rows[m]['short_mlm'] for m in ms]
-  bx.bar([i - 0.2 for i in x], [s['mean'] if s else 0 for s in short], 0.4,
-         yerr=[s['std'] if s else 0 for s in short], capsize=3,
-         label='2000 steps (mean ± std over seeds)')
-  bx.bar([i + 0.2 for i in x], [rows[m]['long_mlm_seed0'] or 0 for m in ms], 0.4,
-         label=f'6000 steps (seed {PLATEAU_SEED})')
-  bx.set_xticks(list(x))
-  bx.set_xticklabels([NAMES[m] for m in ms], rotation=15)
+  for m in TABLE_MODELS:
+    pts = [(x['steps'], r['mlm']) for x, r in zip(scheds, rows[m]) if r['mlm']]
+    if not pts:
+      continue
+    steps, summ = zip(*pts)
+    bx.errorbar(mpos(steps), [s['mean'] for s in summ], yerr=[s['std'] for s in summ],
+                color=colors[m], marker='o', capsize=3, label=NAMES[m])
+    for st, s in pts:
+      bx.scatter(mpos([st] * s['n']), s['values'], color=colors[m], s=8, alpha=0.5)
+  bx.set_xscale('log')
+  bx.set_xticks(mpos([x['steps'] for x in scheds]))
+  bx.set_xticklabels([f"{p:.1f}M\n{x['steps']} steps"
+                      for p, x in zip(mpos([x['steps'] for x in scheds]), scheds)])
+  bx.minorticks_off()
+  bx.set_xlabel('schedule length (token positions)')
   bx.set_ylabel('final held-out masked-LM accuracy (%)')
-  bx.legend(fontsize=8, loc='lower right')
-  bx.grid(alpha=0.3, axis='y')
+  bx.set_title('end of each schedule: mean ± std over seeds (dots: seeds)')
+  bx.grid(alpha=0.3, which='both')
+  bx.legend(fontsize=8)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
@@ -731,56 +771,74 @@ def _num(v, fmt='{:.1f}'):
   return '—' if v is None else fmt.format(v)
 
 
-def _schedules_markdown(rows, checks, prov, runs_summary):
+def _fmt_n(s):
+  """_fmt(), without a spread for one run."""
+  return f"{s['mean']:.1f} (n=1)" if s and s['n'] == 1 else _fmt(s)
+
+
+def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
   ms = TABLE_MODELS
   cols = ' | '.join(NAMES[m] for m in ms)
-  row = lambda name, f: f'| {name} | ' + ' | '.join(f(rows[m]) for m in ms) + ' |'
   lines = [
-      '# Appendix H pre-training: the `cpu` schedule against 3x its steps', '',
-      provenance.markdown_header(prov, 'report command'),
-      *_runs_lines(runs_summary),
-      'Same model, data, batches and peak learning rate; the long schedule has 3x the steps '
-      '(its learning rate decays to 0 over 6000 steps instead of 2000). Held-out masked-LM '
-      'accuracy (%) on 640 sequences; MNLI analogue on its 1000 held-out pairs.', '',
+      '# Appendix H pre-training: has held-out masked-LM accuracy plateaued?', '',
+      provenance.markdown_header(prov, 'report command')]
+  for x in scheds:
+    lines += [f"**{x['steps']} steps** (`{x['root']}`):", '', *_runs_lines(x['runs_summary'])]
+  lines += [
+      'Same model, data, batch order and peak learning rate under every schedule; only '
+      'the step count differs, and with it the linear decay of the learning rate to 0. '
+      'Held-out masked-LM accuracy (%) on 640 sequences; MNLI analogue on its 1000 held-out '
+      f'pairs. "gain" is seed {PLATEAU_SEED}\'s final accuracy minus its final accuracy under '
+      'the next shorter schedule; a mixer counts as plateaued when that gain is below '
+      f'{PLATEAU_POINTS:.1f} point.', '',
+      f'The learning curves and the "gain over" rows are seed {PLATEAU_SEED}\'s; the rows '
+      'marked (n) are mean ± std over the schedule\'s finished seeds.', '',
       f'![plateau]({PLATEAU_STEM}.png)', '',
-      f'| | {cols} |', '|---|' + '---|' * len(ms),
-      row('short: MLM, seed 0', lambda r: _num(r['short_mlm_seed0'])),
-      row('short: MLM, mean ± std (n)', lambda r: _fmt(r['short_mlm'])),
-      row('long: MLM, seed 0', lambda r: _num(r['long_mlm_seed0'])),
-      row('gain from 3x the tokens (seed 0)', lambda r: _num(r['gain_3x'], '{:+.1f}')),
-      row('short: last-quarter gain', lambda r: _fmt(r['short_gain_last_quarter'])),
-      row('long: last-quarter gain', lambda r: _num(r['long_gain_last_quarter'], '{:+.1f}')),
-      row('short: sentence pair, mean ± std (n)', lambda r: _fmt(r['short_nsp'])),
-      row('long: sentence pair, seed 0', lambda r: _num(r['long_nsp_seed0'])),
-      row('short: MNLI, seed 0', lambda r: _num(r['short_mnli_seed0'])),
-      row('short: MNLI, mean ± std (n)', lambda r: _fmt(r['short_mnli'])),
-      row('long: MNLI, seed 0', lambda r: _num(r['long_mnli_seed0'])), '',
-      '## The paper\'s Table 1 claims on the long runs', '',
-      'One run per mixer. The standard error of a difference takes each side\'s seed noise '
-      'to be the sample std of the same mixer over the short schedule\'s 3 seeds (an '
-      'assumption: seed noise at 6000 steps was not measured). A difference counts at '
-      f'>= {SE_MULTIPLE} SE.', '',
-      '| claim | measured (long) | verdict |', '|---|---|---|',
-      *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in checks], '']
+      f'| | {cols} |', '|---|' + '---|' * len(ms)]
+  row = lambda name, f, i: f'| {name} | ' + ' | '.join(f(rows[m][i]) for m in ms) + ' |'
+  for i, x in enumerate(scheds):
+    S = f"{x['steps']} ({x['steps'] * tokens_per_step / 1e6:.1f}M positions)"
+    lines += [
+        row(f'**{S}**: MLM, seed {PLATEAU_SEED}', lambda r: _num(r['mlm_seed0']), i),
+        row('MLM, mean ± std (n)', lambda r: _fmt_n(r['mlm']), i),
+        *([row(f'gain over {scheds[i - 1]["steps"]} steps (seed {PLATEAU_SEED})',
+               lambda r: _num(r['gain_seed0'], '{:+.1f}'), i)] if i else []),
+        row('last-quarter gain, mean ± std (n)', lambda r: _fmt_n(r['gain_last_quarter']), i),
+        row('sentence pair, mean ± std (n)', lambda r: _fmt_n(r['nsp']), i),
+        row('MNLI analogue, mean ± std (n)', lambda r: _fmt_n(r['mnli']), i)]
+  verdict_of = lambda p: '—' if p is None else (
+      f"{'plateaued' if p['plateaued'] else 'still rising'} ({p['gain']:+.1f}, "
+      f"{p['from_steps']} -> {p['steps']})")
+  lines += ['| **plateau?** | ' + ' | '.join(verdict_of(plateau[m]) for m in ms) + ' |', '']
+  for steps, cs in checks.items():
+    lines += [
+        f"## The paper's Table 1 claims at {steps} steps", '',
+        'Means over the finished seeds. A mixer with one finished seed takes as its seed '
+        'noise the sample std of its nearest shorter schedule with >= 2 seeds (an '
+        f'assumption). A difference counts at >= {SE_MULTIPLE} SE.', '',
+        '| claim | measured | verdict |', '|---|---|---|',
+        *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in cs], '']
   return '\n'.join(lines)
 
 
-def plateau_report(short_root, long_root, results_dir, prov, tokens_per_step):
-  """Writes ``mixing_layers_plateau.{md,json,png}`` to ``results_dir``; None, or why not.
-  ``tokens_per_step`` (batch x max_len) puts the curves on a token axis."""
-  rows, checks, curves, long_ = compare_schedules(short_root, long_root)
-  if not curves['mlm']['long']:
-    return f'no pre-training learning curve under {long_root} yet'
-  summary = runs_summary(long_)
+def plateau_report(roots, results_dir, prov, tokens_per_step):
+  """Writes ``mixing_layers_plateau.{md,json,png}`` for the sweeps ``roots`` to
+  ``results_dir``; None, or why not. ``tokens_per_step`` (batch x max_len) puts the
+  curves on a token axis. Raises ScheduleError for roots that cannot be compared."""
+  scheds, rows, plateau, checks, curves = compare_schedules(roots)
+  if not any(curves['mlm']):
+    return 'no pre-training learning curve yet'
   seed0 = lambda c: {m: c.get((m, 0), {}).get(PLATEAU_SEED) for m in TABLE_MODELS}
-  out = {'rows': rows, 'claims': checks, 'runs_summary': summary, 'report_provenance': prov,
-         'learning_curves_seed0': {key: {what: seed0(c) for what, c in v.items()}
-                                   for key, v in curves.items()}}
+  out = {'schedules': scheds, 'rows': rows, 'plateau': plateau, 'plateau_points': PLATEAU_POINTS,
+         'claims': checks, 'report_provenance': prov, 'tokens_per_step': tokens_per_step,
+         'learning_curves_seed0': {key: {x['steps']: seed0(c) for x, c in zip(scheds, cs)}
+                                   for key, cs in curves.items()}}
   os.makedirs(results_dir, exist_ok=True)
   stem = os.path.join(results_dir, PLATEAU_STEM)
   _atomic_write(stem + '.json', json.dumps(out, indent=1, sort_keys=True, default=str))
-  _plot_schedules(rows, curves, tokens_per_step, stem + '.png')
-  _atomic_write(stem + '.md', _schedules_markdown(rows, checks, prov, summary))
+  _plot_schedules(scheds, rows, curves, tokens_per_step, stem + '.png')
+  _atomic_write(stem + '.md', _schedules_markdown(scheds, rows, plateau, checks, prov,
+                                                  tokens_per_step))
   return None
 
 
@@ -798,9 +856,10 @@ def main(argv):
   if _SEEDS.value < 1:
     sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
-  if _COMPARE_TO.value and not os.path.isdir(_COMPARE_TO.value):
-    sys.exit(f'error: --compare_to={_COMPARE_TO.value} is not a directory (the workdir of '
-             'a `cpu` sweep)')
+  for d in _COMPARE_TO.value:
+    if not os.path.isdir(d):
+      sys.exit(f'error: --compare_to: {d} is not a directory (each entry is the workdir '
+               'of a sweep of this config under another schedule)')
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
                                '--results_dir')
   logging.set_verbosity(logging.WARNING)
@@ -842,8 +901,11 @@ def main(argv):
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   if _COMPARE_TO.value:
-    why_not = plateau_report(_COMPARE_TO.value, _WORKDIR.value, results_dir, prov,
-                             config.pretrain.batch_size * config.model.max_len)
+    try:
+      why_not = plateau_report([*_COMPARE_TO.value, _WORKDIR.value], results_dir, prov,
+                               config.pretrain.batch_size * config.model.max_len)
+    except ScheduleError as e:
+      sys.exit(f'error: --compare_to: {e}')
     print(f'plateau report not written: {why_not}' if why_not else
           f'plateau report: {os.path.join(results_dir, PLATEAU_STEM)}.md')
   if not_done:

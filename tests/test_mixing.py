@@ -240,7 +240,8 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   assert (tmp_path / 'rep' / 'mixing_layers_curves.png').stat().st_size > 0
   out = json.loads((tmp_path / 'rep' / 'mixing_layers.json').read_text())
   assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
-  for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to='),
+  for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to: '),
+                        (f'--compare_to={tmp_path}', 'error: --compare_to: '),
                         ('--table_mixers=attn', 'error: --table_mixers must be a subset')):
     p = _binary([*args, '--report_only', bad])
     assert p.returncode != 0 and p.stderr.strip().splitlines()[-1].startswith(fragment)
@@ -355,41 +356,82 @@ def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli
   (d / 'result.json').write_text(json.dumps(r))
   if stage == 'pretrain':
     (d / 'config.json').write_text(json.dumps({'seed': seed, 'model': {
-        'mixing': mixing, 'num_conv_layers': 0, 'max_len': 4}, 'pretrain': {'batch_size': 2}}))
+        'mixing': mixing, 'num_conv_layers': 0, 'max_len': 4},
+        'pretrain': {'batch_size': 2, 'num_steps': steps}}))
     (d / 'metrics.jsonl').write_text(''.join(
         json.dumps({'step': s, 'eval_mlm_accuracy': a}) + '\n' for s, a in curve))
 
 
 def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   from experiments import mixing_sweep
-  short, long_ = tmp_path / 'short', tmp_path / 'long'
+  short, long_, longer = tmp_path / 'short', tmp_path / 'long', tmp_path / 'longer'
   for seed, (att, sep) in enumerate([(20.0, 24.0), (21.0, 25.0), (22.0, 26.0)]):
     _fake_run(short, 'attention', seed, 2000, [(1500, att - 2), (2000, att)], mlm=att)
     _fake_run(short, 'sepconv', seed, 2000, [(1500, sep - 1), (2000, sep)], mlm=sep)
   _fake_run(long_, 'attention', 0, 6000, [(4500, 24.5), (6000, 25.0)], mlm=25.0)
   _fake_run(long_, 'sepconv', 0, 6000, [(4000, 25.0), (4500, 26.0), (6000, 30.0)], mlm=30.0)
+  _fake_run(long_, 'sepconv', 1, 6000, [(4500, 27.0), (6000, 28.0)], mlm=28.0)
   _fake_run(long_, 'attention', 0, 1000, [], stage='mnli', mnli=60.0)
-  rows, checks, _, _ = mixing_sweep.compare_schedules(str(short), str(long_))
+  _fake_run(longer, 'attention', 0, 18000, [(13500, 25.4), (18000, 25.5)], mlm=25.5)
+  _fake_run(longer, 'sepconv', 0, 18000, [(13500, 33.0), (18000, 34.0)], mlm=34.0)
+  # any order in, shortest schedule first out
+  scheds, rows, plateau, checks, _ = mixing_sweep.compare_schedules(
+      [str(longer), str(short), str(long_)])
+  assert [x['steps'] for x in scheds] == [2000, 6000, 18000]
   att, sep = rows['attention'], rows['sepconv']
-  assert att['gain_3x'] == pytest.approx(5.0) and sep['gain_3x'] == pytest.approx(6.0)
-  assert att['long_gain_last_quarter'] == pytest.approx(0.5)
-  assert sep['long_gain_last_quarter'] == pytest.approx(4.0)
-  assert att['short_gain_last_quarter']['mean'] == pytest.approx(2.0)
-  assert rows['average']['long_mlm_seed0'] is None and rows['average']['gain_3x'] is None
-  assert att['short_nsp']['mean'] == pytest.approx(51.0) and att['long_nsp_seed0'] == 50.0
-  # Transformer - SepConv on the long runs: 25 - 30 = -5, SE = sqrt(1^2 + 1^2) from the
-  # short seeds' sample stds (both 1.0): |-5| >= 2 x 1.414, the claim fails.
-  by = {c['claim'].split(' (')[0]: c for c in checks}
-  c = by['MLM: Transformer above SepConv']
-  assert c['measured'].startswith('-5.0 ± 1.4') and c['verdict'].startswith('fails')
-  # MNLI: only the Transformer has a long run, and no short MNLI runs give it a seed std.
-  c = by['MNLI analogue: Transformer above the majority class']
+  assert att[0]['gain_seed0'] is None
+  assert [att[1]['gain_seed0'], att[2]['gain_seed0']] == pytest.approx([5.0, 0.5])
+  assert [sep[1]['gain_seed0'], sep[2]['gain_seed0']] == pytest.approx([6.0, 4.0])
+  assert att[0]['gain_last_quarter']['mean'] == pytest.approx(2.0)
+  assert att[1]['gain_last_quarter']['values'] == pytest.approx([0.5])
+  assert sep[1]['gain_last_quarter']['values'] == pytest.approx([4.0, 1.0])
+  assert sep[1]['mlm']['mean'] == pytest.approx(29.0) and sep[1]['mlm']['n'] == 2
+  assert att[0]['nsp']['mean'] == pytest.approx(51.0) and att[1]['nsp']['values'] == [50.0]
+  assert rows['average'][1]['mlm_seed0'] is None and plateau['average'] is None
+  # 6000 -> 18000 buys the Transformer 0.5 < PLATEAU_POINTS = 1, SepConv 4.0
+  assert plateau['attention'] == {'steps': 18000, 'from_steps': 6000,
+                                  'gain': pytest.approx(0.5), 'plateaued': True}
+  assert plateau['sepconv']['plateaued'] is False
+  assert sorted(checks) == [6000, 18000]     # the shortest schedule's are in its own report
+  by = {s: {c['claim'].split(' (')[0]: c for c in cs} for s, cs in checks.items()}
+  # 6000 steps: Transformer 25 (n = 1, seed noise = the 2000-step seeds' std 1.0) against
+  # SepConv 29 (n = 2, its own std sqrt(2)): SE = sqrt(1/1 + 2/2) = 1.414, |-4| >= 2 SE.
+  c = by[6000]['MLM: Transformer above SepConv']
+  assert c['measured'] == '-4.0 ± 1.4 points (n = 1 vs 2)' and c['verdict'].startswith('fails')
+  # 18000 steps: one run each; the Transformer borrows 1.0 from 2000 steps (6000 has one
+  # seed), SepConv sqrt(2) from 6000: SE = sqrt(1 + 2) = 1.732, d = 25.5 - 34 = -8.5.
+  c = by[18000]['MLM: Transformer above SepConv']
+  assert c['measured'] == '-8.5 ± 1.7 points (n = 1 vs 1)' and c['verdict'].startswith('fails')
+  # MNLI: only the Transformer has a run, and no shorter schedule gives it a seed std.
+  c = by[6000]['MNLI analogue: Transformer above the majority class']
   assert c['measured'].startswith('+24.0 points') and c['verdict'].startswith('not judged')
-  p = mixing_sweep.plateau_report(str(short), str(long_), str(tmp_path / 'rep'),
-                                  {'command': 'c', 'git_revision': 'r', 'machine': 'm',
-                                   'utc_time': 't', 'load_average_1min_at_start': 0.0},
-                                  tokens_per_step=8)
+  prov = {'command': 'c', 'git_revision': 'r', 'machine': 'm', 'utc_time': 't',
+          'load_average_1min_at_start': 0.0}
+  p = mixing_sweep.plateau_report([str(short), str(long_), str(longer)], str(tmp_path / 'rep'),
+                                  prov, tokens_per_step=8)
   assert p is None
   md = (tmp_path / 'rep' / 'mixing_layers_plateau.md').read_text()
-  assert '| gain from 3x the tokens (seed 0) | — | — | +6.0 | +5.0 |' in md
+  assert '| gain over 6000 steps (seed 0) | — | — | +4.0 | +0.5 |' in md
+  assert '| MLM, mean ± std (n) | — | — | 29.0 ± 1.4 (n=2) | 25.0 (n=1) |' in md
+  assert ('| **plateau?** | — | — | still rising (+4.0, 6000 -> 18000) | '
+          'plateaued (+0.5, 6000 -> 18000) |') in md
+  out = json.loads((tmp_path / 'rep' / 'mixing_layers_plateau.json').read_text())
+  assert out['plateau']['attention']['plateaued'] is True
+  assert out['learning_curves_seed0']['mlm']['18000']['sepconv'] == [[13500, 33.0],
+                                                                      [18000, 34.0]]
   assert (tmp_path / 'rep' / 'mixing_layers_plateau.png').stat().st_size > 0
+  for roots, fragment in (([str(short), str(short)], 'two workdirs hold the same 2000-step'),
+                          ([str(short), str(tmp_path / 'rep')], 'holds no pre-training run')):
+    with pytest.raises(mixing_sweep.ScheduleError, match=fragment):
+      mixing_sweep.compare_schedules(roots)
+
+
+@pytest.mark.parametrize('name, steps', [('mixing_cpu_long', 6000), ('mixing_cpu_longer', 18000)])
+def test_longer_schedules_change_only_the_step_count(name, steps):
+  import runpy
+  from experiments.configs import mixing_cpu
+  path = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', name + '.py')
+  c = runpy.run_path(path)['get_config']().to_dict()
+  base = mixing_cpu.get_config().to_dict()
+  assert c['pretrain'].pop('num_steps') == steps and base['pretrain'].pop('num_steps') == 2000
+  assert c == base
