@@ -661,7 +661,9 @@ def compare_schedules(roots):
 
   schedules: [{'root', 'steps', 'runs_summary'}];
   rows: {mixer: [one dict per schedule: mlm, gain_last_quarter, nsp, mnli (mean ± std over
-        finished seeds), mlm_seed0, mnli_seed0, gain_seed0 (over the previous schedule)]};
+        finished seeds), mlm_seed0, mnli_seed0, gain_seed0 (over the previous schedule),
+        train_mlm_seed0 (% on the training batches of the last log window, with dropout:
+        far above the held-out mlm means memorisation)]};
   plateau: {mixer: None or {'steps', 'from_steps', 'gain', 'plateaued'}} at its longest
         schedule with a gain; checks: {steps: claims()} from the second schedule on;
   curves: {'mlm' | 'nsp': [learning_curves() per schedule]}.
@@ -676,6 +678,7 @@ def compare_schedules(roots):
     x['runs_summary'] = runs_summary(r)
   curves = {k: [learning_curves(x['root'], metric) for x in scheds]
             for k, (metric, _) in CURVE_METRICS.items()}
+  train = [learning_curves(x['root'], 'mlm_accuracy') for x in scheds]   # fractions
   seed = PLATEAU_SEED
   rows, plateau = {}, {}
   for m in TABLE_MODELS:
@@ -689,7 +692,10 @@ def compare_schedules(roots):
           'gain_last_quarter': _ms(last_quarter_gain(curves['mlm'][i].get((m, 0), {}),
                                                      x['steps'])),
           'nsp': _ms(list(_finals(r, m, 'pretrain', 'nsp_accuracy').values())),
-          'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed)})
+          'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed),
+          'train_mlm_seed0': (100 * dict(train[i][(m, 0)][seed])[x['steps']]
+                              if seed in mlm and x['steps'] in dict(
+                                  train[i].get((m, 0), {}).get(seed, [])) else None)})
     last = next((i for i in reversed(range(len(scheds))) if rows[m][i]['gain_seed0'] is not None),
                 None)
     plateau[m] = None if last is None else {
@@ -803,6 +809,8 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
         row('MLM, mean ± std (n)', lambda r: _fmt_n(r['mlm']), i),
         *([row(f'gain over {scheds[i - 1]["steps"]} steps (seed {PLATEAU_SEED})',
                lambda r: _num(r['gain_seed0'], '{:+.1f}'), i)] if i else []),
+        row(f'train MLM at the end (seed {PLATEAU_SEED}; training batches, dropout on)',
+            lambda r: _num(r['train_mlm_seed0']), i),
         row('last-quarter gain, mean ± std (n)', lambda r: _fmt_n(r['gain_last_quarter']), i),
         row('sentence pair, mean ± std (n)', lambda r: _fmt_n(r['nsp']), i),
         row('MNLI analogue, mean ± std (n)', lambda r: _fmt_n(r['mnli']), i)]

@@ -359,7 +359,8 @@ def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli
         'mixing': mixing, 'num_conv_layers': 0, 'max_len': 4},
         'pretrain': {'batch_size': 2, 'num_steps': steps}}))
     (d / 'metrics.jsonl').write_text(''.join(
-        json.dumps({'step': s, 'eval_mlm_accuracy': a}) + '\n' for s, a in curve))
+        json.dumps({'step': s, 'eval_mlm_accuracy': a, 'mlm_accuracy': a / 100 - 0.01}) + '\n'
+        for s, a in curve))
 
 
 def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
@@ -388,6 +389,7 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   assert sep[1]['mlm']['mean'] == pytest.approx(29.0) and sep[1]['mlm']['n'] == 2
   assert att[0]['nsp']['mean'] == pytest.approx(51.0) and att[1]['nsp']['values'] == [50.0]
   assert rows['average'][1]['mlm_seed0'] is None and plateau['average'] is None
+  assert att[2]['train_mlm_seed0'] == pytest.approx(24.5)   # the training rows' fraction, in %
   # 6000 -> 18000 buys the Transformer 0.5 < PLATEAU_POINTS = 1, SepConv 4.0
   assert plateau['attention'] == {'steps': 18000, 'from_steps': 6000,
                                   'gain': pytest.approx(0.5), 'plateaued': True}
