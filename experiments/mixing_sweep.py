@@ -824,8 +824,9 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
         'Means over the finished seeds. A mixer with one finished seed takes as its seed '
         'noise the sample std of its nearest shorter schedule with >= 2 seeds (an '
         f'assumption). A difference counts at >= {SE_MULTIPLE} SE.', '',
-        '| claim | measured | verdict |', '|---|---|---|',
-        *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in cs], '']
+        *(['| claim | measured | verdict |', '|---|---|---|',
+           *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in cs]] if cs else
+          ['No two mixers have finished this schedule yet.']), '']
   return '\n'.join(lines)
 
 

@@ -422,6 +422,13 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   assert out['learning_curves_seed0']['mlm']['18000']['sepconv'] == [[13500, 33.0],
                                                                       [18000, 34.0]]
   assert (tmp_path / 'rep' / 'mixing_layers_plateau.png').stat().st_size > 0
+  lonely = tmp_path / 'lonely'                       # one mixer: no claim to judge yet
+  _fake_run(lonely, 'attention', 0, 18000, [(18000, 25.5)], mlm=25.5)
+  assert mixing_sweep.plateau_report([str(short), str(lonely)], str(tmp_path / 'rep1'), prov,
+                                     tokens_per_step=8) is None
+  md = (tmp_path / 'rep1' / 'mixing_layers_plateau.md').read_text()
+  assert "## The paper's Table 1 claims at 18000 steps" in md and '| claim |' not in md
+  assert md.rstrip().endswith('No two mixers have finished this schedule yet.')
   for roots, fragment in (([str(short), str(short)], 'two workdirs hold the same 2000-step'),
                           ([str(short), str(tmp_path / 'rep')], 'holds no pre-training run')):
     with pytest.raises(mixing_sweep.ScheduleError, match=fragment):
