@@ -29,7 +29,7 @@
 # `... WORKDIR longer` triples the steps once more (experiments/configs/
 # mixing_cpu_longer.py: 18000 steps, seed 0), one mixer per phase in the order of what
 # is still gaining most: 1. the Transformer, 2. SepConv, 3. BProj, 4. average attention
-# (flat at 6000 steps), then 5. MNLI-analogue fine-tuning of the 4 checkpoints.
+# (the nearest to flat at 6000 steps), then 5. MNLI-analogue fine-tuning of the 4 checkpoints.
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.

@@ -214,7 +214,12 @@ def learning_curves(root, metric='eval_mlm_accuracy'):
   """{(mixing, k): {seed: [(step, held-out MLM accuracy %)]}} from every pre-training
   run's ``metrics.jsonl`` (finished or not); ``metric='eval_nsp_accuracy'``: held-out
   sentence-pair accuracy instead."""
-  curves = {}
+  return learning_curves_of(root, (metric,))[metric]
+
+
+def learning_curves_of(root, metrics):
+  """{metric: learning_curves(root, metric)} for several metrics, each file read once."""
+  curves = {metric: {} for metric in metrics}
   for path in sorted(glob.glob(os.path.join(root, '*', 'pretrain', 'metrics.jsonl'))):
     cfg_path = os.path.join(os.path.dirname(path), 'config.json')
     if not os.path.exists(cfg_path):
@@ -223,10 +228,11 @@ def learning_curves(root, metric='eval_mlm_accuracy'):
       c = json.load(f)
     with open(path) as f:
       rows = [json.loads(l) for l in f if l.strip()]
-    pts = [(r['step'], r[metric]) for r in rows if metric in r]
-    if pts:
-      key = (c['model']['mixing'], c['model']['num_conv_layers'])
-      curves.setdefault(key, {})[c['seed']] = pts
+    key = (c['model']['mixing'], c['model']['num_conv_layers'])
+    for metric in metrics:
+      pts = [(r['step'], r[metric]) for r in rows if metric in r]
+      if pts:
+        curves[metric].setdefault(key, {})[c['seed']] = pts
   return curves
 
 
@@ -392,11 +398,7 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
         'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
     }
   any_run = next((rs[0] for d in runs.values() for rs in d.values()), None)
-  baselines = {}
-  for stage in ('mnli', 'squad'):
-    r = next((rs[0] for d in runs.values() for s, rs in d.items() if s == stage), None)
-    if r:
-      baselines[stage] = {k: v for k, v in r['data'].items()}
+  baselines = task_baselines(runs)
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
                    if s == 'pretrain'), None)
   out = {'runs_summary': runs_summary(runs)}
@@ -424,6 +426,17 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
                 _markdown(out, table, figure, L, config, stem, prov,
                           os.path.join(results_dir, stem), bool(curves)))
   return not_done
+
+
+def task_baselines(runs):
+  """{'mnli' | 'squad': the task's data record (sizes, baselines)} of ``collect()`` runs,
+  from the first finished fine-tuning run of each task."""
+  baselines = {}
+  for stage in ('mnli', 'squad'):
+    r = next((rs[0] for d in runs.values() for s, rs in d.items() if s == stage), None)
+    if r:
+      baselines[stage] = dict(r['data'])
+  return baselines
 
 
 def runs_summary(runs):
@@ -676,9 +689,10 @@ def compare_schedules(roots):
   runs = [collect(x['root']) for x in scheds]
   for x, r in zip(scheds, runs):
     x['runs_summary'] = runs_summary(r)
-  curves = {k: [learning_curves(x['root'], metric) for x in scheds]
-            for k, (metric, _) in CURVE_METRICS.items()}
-  train = [learning_curves(x['root'], 'mlm_accuracy') for x in scheds]   # fractions
+  train_metric = 'mlm_accuracy'   # training rows, a fraction
+  per_root = [learning_curves_of(x['root'], [m for m, _ in CURVE_METRICS.values()] +
+                                 [train_metric]) for x in scheds]
+  curves = {k: [c[metric] for c in per_root] for k, (metric, _) in CURVE_METRICS.items()}
   seed = PLATEAU_SEED
   rows, plateau = {}, {}
   for m in TABLE_MODELS:
@@ -686,6 +700,7 @@ def compare_schedules(roots):
     for i, (x, r) in enumerate(zip(scheds, runs)):
       mlm, mnli = _finals(r, m, 'pretrain', 'mlm_accuracy'), _finals(r, m, 'mnli', 'accuracy')
       prev = rows[m][-1]['mlm_seed0'] if i else None
+      train = dict(per_root[i][train_metric].get((m, 0), {}).get(seed, []))
       rows[m].append({
           'steps': x['steps'], 'mlm': _ms(list(mlm.values())), 'mlm_seed0': mlm.get(seed),
           'gain_seed0': (mlm[seed] - prev if seed in mlm and prev is not None else None),
@@ -693,9 +708,8 @@ def compare_schedules(roots):
                                                      x['steps'])),
           'nsp': _ms(list(_finals(r, m, 'pretrain', 'nsp_accuracy').values())),
           'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed),
-          'train_mlm_seed0': (100 * dict(train[i][(m, 0)][seed])[x['steps']]
-                              if seed in mlm and x['steps'] in dict(
-                                  train[i].get((m, 0), {}).get(seed, [])) else None)})
+          'train_mlm_seed0': (100 * train[x['steps']] if seed in mlm and x['steps'] in train
+                              else None)})
     last = next((i for i in reversed(range(len(scheds))) if rows[m][i]['gain_seed0'] is not None),
                 None)
     plateau[m] = None if last is None else {
@@ -716,10 +730,8 @@ def compare_schedules(roots):
   for i in range(1, len(scheds)):
     table = {m: {'mlm_accuracy': with_noise(m, i, 'mlm'),
                  'mnli_accuracy': with_noise(m, i, 'mnli')} for m in TABLE_MODELS}
-    baselines = next(({'mnli': d['mnli'][0]['data']} for d in runs[i].values() if d.get('mnli')),
-                     {})
     checks[scheds[i]['steps']] = [{'claim': c, 'measured': v, 'verdict': w}
-                                  for c, v, w in claims(table, None, 0, baselines)]
+                                  for c, v, w in claims(table, None, 0, task_baselines(runs[i]))]
   return scheds, rows, plateau, checks, curves
 
 
