@@ -3,7 +3,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
         [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
-        [--report_only | --status] [--compare_to=WORKDIR,...]
+        [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR]
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -31,12 +31,22 @@ checked-in record).
 ``cpu`` and ``cpu_long`` for a ``cpu_longer`` ``--workdir``) also writes
 ``mixing_layers_plateau.{md,json,png}``: each mixer's final accuracy per schedule, what
 each tripling of the tokens buys, i.e. whether pre-training has plateaued, and whether
-the mixers' order survives more tokens.
+the mixers' order survives more tokens. An entry may also be an earlier
+``mixing_layers_plateau.json``: its schedules come in as recorded there (for workdirs
+that are gone), and a mixer a workdir has more finished seeds of replaces its row.
+
+A workdir lives on one machine. ``--archive_to=results/mixing_runs/<config>`` copies
+every finished stage's small records (no checkpoints) there, to be committed; every
+report can be rebuilt from that copy (``--workdir=`` it, ``--report_only``, or
+``--compare_to=`` it). Fine-tuning still needs the pre-training checkpoint, so a
+machine should run a checkpoint's fine-tuning before it goes.
 """
 
+import filecmp
 import glob
 import json
 import os
+import shutil
 import sys
 
 from absl import app, flags, logging
@@ -64,10 +74,15 @@ _STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
                             'Stages run for every job (pretrain, mnli, squad).')
 _TABLE_MIXERS = flags.DEFINE_list('table_mixers', list(TABLE_MODELS),
                             'Table 1 mixers whose runs this call makes (default all).')
-_COMPARE_TO = flags.DEFINE_list('compare_to', [], 'Workdirs of the same sweep under other '
-                                'pre-training schedules (e.g. `cpu` for a `cpu_long` '
-                                '--workdir): also report whether pre-training has plateaued '
-                                '(mixing_layers_plateau.md).')
+_COMPARE_TO = flags.DEFINE_list('compare_to', [], 'Workdirs (or their --archive_to copies) '
+                                'of the same sweep under other pre-training schedules (e.g. '
+                                '`cpu` for a `cpu_long` --workdir), or an earlier '
+                                'mixing_layers_plateau.json: also report whether pre-training '
+                                'has plateaued (mixing_layers_plateau.md).')
+_ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished stage\'s '
+                                  'records (config.json, result.json, metrics.jsonl; no '
+                                  'checkpoint) here, e.g. results/mixing_runs/<config>, so the '
+                                  'reports outlive the workdir.')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
@@ -183,6 +198,42 @@ def run_job(config, root, job, stages=STAGES):
     c.finetune.task = task
     c.finetune.pretrain_workdir = os.path.join(run, 'pretrain')
     mixing_train.finetune(c, os.path.join(run, task))
+
+
+ARCHIVE_FILES = ('config.json', 'result.json', 'metrics.jsonl')  # all that the reports read
+
+
+def archive(root, dest):
+  """Copies every finished stage's records (ARCHIVE_FILES: no checkpoint, no tokenizer)
+  from the workdir ``root`` to ``dest/<run>/<stage>/``; returns how many stages it copied.
+
+  A workdir dies with its machine; its archive is ~0.1 MB a stage and can be committed,
+  and every report reads it like the workdir (``--workdir=DEST --report_only``,
+  ``--compare_to=DEST``). A stage already archived with the same bytes is skipped; one
+  archived with other bytes (a rerun) raises cli.BadInput before anything is copied.
+  """
+  todo = []
+  for res in sorted(glob.glob(os.path.join(root, '*', '*', 'result.json'))):
+    src = os.path.dirname(res)
+    out = os.path.join(dest, os.path.relpath(src, root))
+    files = [f for f in ARCHIVE_FILES if os.path.exists(os.path.join(src, f))]
+    new = []
+    for f in files:
+      a, b = os.path.join(src, f), os.path.join(out, f)
+      if not os.path.exists(b):
+        new.append(f)
+      elif not filecmp.cmp(a, b, shallow=False):
+        raise cli.BadInput(f'--archive_to: {b} already holds a different record of this stage '
+                           f'than {a}; move it away to archive the new run')
+    if new:
+      todo.append((src, out, new))
+  for src, out, new in todo:
+    os.makedirs(out, exist_ok=True)
+    for f in sorted(new, key=lambda f: f == 'result.json'):  # result.json last: done marker
+      tmp = os.path.join(out, f + f'.tmp{os.getpid()}')
+      shutil.copyfile(os.path.join(src, f), tmp)
+      os.replace(tmp, os.path.join(out, f))
+  return len(todo)
 
 
 def _ms(xs):
@@ -668,54 +719,137 @@ def _finals(runs, m, stage, field):
   return {r['seed']: r['eval'][field] for r in runs.get((m, 0), {}).get(stage, [])}
 
 
-def compare_schedules(roots):
-  """(schedules, rows, plateau, checks, curves) for sweeps ``roots`` of one model under
-  schedules of different lengths, shortest first:
+def _schedule_of_workdir(root):
+  """One schedule from the runs under ``root`` (a workdir or its --archive_to copy):
+  {'steps', 'baselines', 'sources': [{'root', 'via': None, 'runs_summary'}],
+   'rows': {mixer: row without 'gain_seed0'}, 'curves': {'mlm' | 'nsp': {mixer: seed-0
+   points or None}}}; a row's 'source' is ``root``."""
+  steps = schedule_steps(root)
+  runs = collect(root)
+  train_metric = 'mlm_accuracy'   # training rows, a fraction
+  c = learning_curves_of(root, [m for m, _ in CURVE_METRICS.values()] + [train_metric])
+  mlm_curves = c[CURVE_METRICS['mlm'][0]]
+  seed = PLATEAU_SEED
+  rows = {}
+  for m in TABLE_MODELS:
+    mlm, mnli = _finals(runs, m, 'pretrain', 'mlm_accuracy'), _finals(runs, m, 'mnli', 'accuracy')
+    train = dict(c[train_metric].get((m, 0), {}).get(seed, []))
+    rows[m] = {
+        'steps': steps, 'source': root, 'mlm': _ms(list(mlm.values())),
+        'mlm_seed0': mlm.get(seed),
+        'gain_last_quarter': _ms(last_quarter_gain(mlm_curves.get((m, 0), {}), steps)),
+        'nsp': _ms(list(_finals(runs, m, 'pretrain', 'nsp_accuracy').values())),
+        'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed),
+        'train_mlm_seed0': (100 * train[steps] if seed in mlm and steps in train else None)}
+  curves = {key: {m: c[metric].get((m, 0), {}).get(seed) for m in TABLE_MODELS}
+            for key, (metric, _) in CURVE_METRICS.items()}
+  return {'steps': steps, 'baselines': task_baselines(runs), 'rows': rows, 'curves': curves,
+          'sources': [{'root': root, 'via': None, 'runs_summary': runs_summary(runs)}]}
 
-  schedules: [{'root', 'steps', 'runs_summary'}];
+
+def _schedules_of_report(path):
+  """The schedules of an earlier plateau report (its ``.json``), shaped as
+  _schedule_of_workdir's: the record of sweeps whose workdirs are gone. Every source
+  and row gets 'via': ``path`` and the report's revision (an earlier 'via' is kept)."""
+  try:
+    with open(path) as f:
+      d = json.load(f)
+    scheds, rev = d['schedules'], d['report_provenance']['git_revision'][:7]
+    rows, curves = d['rows'], d['learning_curves_seed0']
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise ScheduleError(f'{path} is not a plateau report written by --compare_to '
+                        f'({type(e).__name__}: {e})') from None
+  via = f'{path} (report at {rev})'
+  out = []
+  for x in scheds:
+    steps = int(x['steps'])
+    srcs = x.get('sources') or [{'root': x['root'], 'runs_summary': x['runs_summary']}]
+    out.append({
+        'steps': steps, 'baselines': x.get('baselines') or {},
+        'sources': [dict(s, via=s.get('via') or via) for s in srcs],
+        'rows': {m: dict(r, source=r.get('source') or srcs[0]['root'],
+                         via=r.get('via') or via)
+                 for m in TABLE_MODELS for r in rows.get(m, []) if r['steps'] == steps},
+        'curves': {key: {m: [tuple(p) for p in pts] if pts else None
+                         for m, pts in curves.get(key, {}).get(str(steps), {}).items()}
+                   for key in CURVE_METRICS},
+        'claims': d.get('claims', {}).get(str(steps))})
+  return out
+
+
+def _merge_schedules(parts):
+  """One schedule per step count, shortest first, from _schedule_of_workdir() and
+  _schedules_of_report() parts. Per mixer, the part with the most finished seeds gives the
+  row and the curves (ties: one with a learning curve, then a workdir over a report), so a
+  rerun in a workdir replaces what an earlier report recorded. Two workdirs of one
+  schedule raise ScheduleError."""
+  by_steps = {}
+  for p in parts:
+    by_steps.setdefault(p['steps'], []).append(p)
+  out = []
+  for steps, ps in sorted(by_steps.items()):
+    if sum(p['sources'][0]['via'] is None for p in ps) > 1:
+      raise ScheduleError(f'two workdirs hold the same {steps}-step schedule')
+    rank = lambda p, m: ((p['rows'].get(m, {}).get('mlm') or {}).get('n', 0),
+                         p['curves']['mlm'].get(m) is not None, p['sources'][0]['via'] is None)
+    pick = {m: max(ps, key=lambda p: rank(p, m)) for m in TABLE_MODELS}
+    used = [p for p in ps if any(pick[m] is p for m in TABLE_MODELS)]
+    x = {'steps': steps,
+         'baselines': next((p['baselines'] for p in ps if p['baselines']), {}),
+         'sources': [dict(s, mixers=[m for m in TABLE_MODELS if pick[m] is p and rank(p, m)[:2]
+                                     != (0, False)]) for p in used for s in p['sources']],
+         'rows': {m: pick[m]['rows'].get(m) or _empty_row(steps) for m in TABLE_MODELS},
+         'curves': {key: {m: pick[m]['curves'][key].get(m) for m in TABLE_MODELS}
+                    for key in CURVE_METRICS}}
+    if len(used) == 1 and used[0].get('claims') is not None:
+      x['report_claims'] = used[0]['claims']
+    out.append(x)
+  return out
+
+
+def _empty_row(steps):
+  return {'steps': steps, 'source': None, 'mlm': None, 'mlm_seed0': None,
+          'gain_last_quarter': None, 'nsp': None, 'mnli': None, 'mnli_seed0': None,
+          'train_mlm_seed0': None}
+
+
+def compare_schedules(roots):
+  """(schedules, rows, plateau, checks) for the sweeps of one model under schedules of
+  different lengths, shortest first. Each of ``roots`` is a workdir (or its archive) or
+  the ``.json`` of an earlier plateau report (for sweeps whose workdirs are gone).
+
+  schedules: [{'steps', 'baselines', 'sources': [{'root', 'via', 'runs_summary',
+        'mixers'}], 'curves': {'mlm' | 'nsp': {mixer: seed-0 learning curve}}}];
   rows: {mixer: [one dict per schedule: mlm, gain_last_quarter, nsp, mnli (mean ± std over
         finished seeds), mlm_seed0, mnli_seed0, gain_seed0 (over the previous schedule),
         train_mlm_seed0 (% on the training batches of the last log window, with dropout:
-        far above the held-out mlm means memorisation)]};
+        far above the held-out mlm means memorisation), source (its workdir), via (the
+        report it was read from, if any)]};
   plateau: {mixer: None or {'steps', 'from_steps', 'gain', 'plateaued'}} at its longest
-        schedule with a gain; checks: {steps: claims()} from the second schedule on;
-  curves: {'mlm' | 'nsp': [learning_curves() per schedule]}.
+        schedule with a gain; checks: {steps: claims()} from the second schedule on.
   """
-  scheds = sorted(({'root': r, 'steps': schedule_steps(r)} for r in roots),
-                  key=lambda x: x['steps'])
-  dup = [a['steps'] for a, b in zip(scheds, scheds[1:]) if a['steps'] == b['steps']]
-  if dup:
-    raise ScheduleError(f'two workdirs hold the same {dup[0]}-step schedule')
-  runs = [collect(x['root']) for x in scheds]
-  for x, r in zip(scheds, runs):
-    x['runs_summary'] = runs_summary(r)
-  train_metric = 'mlm_accuracy'   # training rows, a fraction
-  per_root = [learning_curves_of(x['root'], [m for m, _ in CURVE_METRICS.values()] +
-                                 [train_metric]) for x in scheds]
-  curves = {k: [c[metric] for c in per_root] for k, (metric, _) in CURVE_METRICS.items()}
+  parts = []
+  for r in roots:
+    parts += _schedules_of_report(r) if r.endswith('.json') else [_schedule_of_workdir(r)]
+  scheds = _merge_schedules(parts)
   seed = PLATEAU_SEED
   rows, plateau = {}, {}
   for m in TABLE_MODELS:
     rows[m] = []
-    for i, (x, r) in enumerate(zip(scheds, runs)):
-      mlm, mnli = _finals(r, m, 'pretrain', 'mlm_accuracy'), _finals(r, m, 'mnli', 'accuracy')
+    for i, x in enumerate(scheds):
+      r = dict(x['rows'][m])
       prev = rows[m][-1]['mlm_seed0'] if i else None
-      train = dict(per_root[i][train_metric].get((m, 0), {}).get(seed, []))
-      rows[m].append({
-          'steps': x['steps'], 'mlm': _ms(list(mlm.values())), 'mlm_seed0': mlm.get(seed),
-          'gain_seed0': (mlm[seed] - prev if seed in mlm and prev is not None else None),
-          'gain_last_quarter': _ms(last_quarter_gain(curves['mlm'][i].get((m, 0), {}),
-                                                     x['steps'])),
-          'nsp': _ms(list(_finals(r, m, 'pretrain', 'nsp_accuracy').values())),
-          'mnli': _ms(list(mnli.values())), 'mnli_seed0': mnli.get(seed),
-          'train_mlm_seed0': (100 * train[x['steps']] if seed in mlm and x['steps'] in train
-                              else None)})
+      r['gain_seed0'] = (r['mlm_seed0'] - prev if r['mlm_seed0'] is not None
+                         and prev is not None else None)
+      rows[m].append(r)
     last = next((i for i in reversed(range(len(scheds))) if rows[m][i]['gain_seed0'] is not None),
                 None)
     plateau[m] = None if last is None else {
         'steps': scheds[last]['steps'], 'from_steps': scheds[last - 1]['steps'],
         'gain': rows[m][last]['gain_seed0'],
         'plateaued': rows[m][last]['gain_seed0'] < PLATEAU_POINTS}
+  for x in scheds:
+    del x['rows']
 
   def with_noise(m, i, key):
     """Schedule i's summary of m's ``key``; one run borrows a shorter schedule's std."""
@@ -726,19 +860,30 @@ def compare_schedules(roots):
         'n', 0) > 1), None)
     return dict(s, seed_std=donor['std'] if donor else None)
 
+  # The task data do not depend on the step count (the configs differ only in it), so
+  # any schedule's fine-tuning runs give the baselines. Without any (reports before
+  # 2026-11-24 did not store them), a schedule recorded whole by one report keeps that
+  # report's judgement of the claims, which had them.
+  baselines = next((x['baselines'] for x in scheds if x['baselines']), {})
   checks = {}
   for i in range(1, len(scheds)):
+    kept = scheds[i].pop('report_claims', None)
+    if kept is not None and not baselines:
+      scheds[i]['claims_via'] = scheds[i]['sources'][0]['via']
+      checks[scheds[i]['steps']] = kept
+      continue
     table = {m: {'mlm_accuracy': with_noise(m, i, 'mlm'),
                  'mnli_accuracy': with_noise(m, i, 'mnli')} for m in TABLE_MODELS}
     checks[scheds[i]['steps']] = [{'claim': c, 'measured': v, 'verdict': w}
-                                  for c, v, w in claims(table, None, 0, task_baselines(runs[i]))]
-  return scheds, rows, plateau, checks, curves
+                                  for c, v, w in claims(table, None, 0, baselines)]
+  scheds[0].pop('report_claims', None)
+  return scheds, rows, plateau, checks
 
 
 SCHEDULE_STYLES = (':', '--', '-', '-.')
 
 
-def _plot_schedules(scheds, rows, curves, tokens_per_step, path):
+def _plot_schedules(scheds, rows, tokens_per_step, path):
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
@@ -748,7 +893,7 @@ def _plot_schedules(scheds, rows, curves, tokens_per_step, path):
   for ax, (key, (_, ylabel)) in zip(axes, CURVE_METRICS.items()):
     for i, x in enumerate(scheds):
       for m in TABLE_MODELS:
-        pts = curves[key][i].get((m, 0), {}).get(PLATEAU_SEED)
+        pts = x['curves'][key].get(m)
         if pts:
           steps, acc = zip(*pts)
           ax.plot(mpos(steps), acc, ls=SCHEDULE_STYLES[i % len(SCHEDULE_STYLES)],
@@ -801,7 +946,13 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
       '# Appendix H pre-training: has held-out masked-LM accuracy plateaued?', '',
       provenance.markdown_header(prov, 'report command')]
   for x in scheds:
-    lines += [f"**{x['steps']} steps** (`{x['root']}`):", '', *_runs_lines(x['runs_summary'])]
+    lines += [f"**{x['steps']} steps**:", '']
+    for src in x['sources']:
+      whose = ', '.join(NAMES[m] for m in src.get('mixers', TABLE_MODELS)) or 'no mixer'
+      lines += [f"- {whose}: runs in `{src['root']}`" + (
+          f", read from `{src['via']}` (that workdir is gone; its run records were not "
+          'archived)' if src['via'] else '')]
+      lines += ['  ' + l if l else l for l in _runs_lines(src['runs_summary'])] or ['']
   lines += [
       'Same model, data, batch order and peak learning rate under every schedule; only '
       'the step count differs, and with it the linear decay of the learning rate to 0. '
@@ -830,12 +981,15 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
       f"{'plateaued' if p['plateaued'] else 'still rising'} ({p['gain']:+.1f}, "
       f"{p['from_steps']} -> {p['steps']})")
   lines += ['| **plateau?** | ' + ' | '.join(verdict_of(plateau[m]) for m in ms) + ' |', '']
+  via = {x['steps']: x.get('claims_via') for x in scheds}
   for steps, cs in checks.items():
     lines += [
         f"## The paper's Table 1 claims at {steps} steps", '',
         'Means over the finished seeds. A mixer with one finished seed takes as its seed '
         'noise the sample std of its nearest shorter schedule with >= 2 seeds (an '
-        f'assumption). A difference counts at >= {SE_MULTIPLE} SE.', '',
+        f'assumption). A difference counts at >= {SE_MULTIPLE} SE.' + (
+            f' As judged in `{via[steps]}` (the same runs; it had their task baselines).'
+            if via[steps] else ''), '',
         *(['| claim | measured | verdict |', '|---|---|---|',
            *[f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in cs]] if cs else
           ['No two mixers have finished this schedule yet.']), '']
@@ -843,21 +997,22 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
 
 
 def plateau_report(roots, results_dir, prov, tokens_per_step):
-  """Writes ``mixing_layers_plateau.{md,json,png}`` for the sweeps ``roots`` to
-  ``results_dir``; None, or why not. ``tokens_per_step`` (batch x max_len) puts the
+  """Writes ``mixing_layers_plateau.{md,json,png}`` for ``roots`` (see compare_schedules)
+  to ``results_dir``; None, or why not. ``tokens_per_step`` (batch x max_len) puts the
   curves on a token axis. Raises ScheduleError for roots that cannot be compared."""
-  scheds, rows, plateau, checks, curves = compare_schedules(roots)
-  if not any(curves['mlm']):
+  scheds, rows, plateau, checks = compare_schedules(roots)
+  if not any(pts for x in scheds for pts in x['curves']['mlm'].values()):
     return 'no pre-training learning curve yet'
-  seed0 = lambda c: {m: c.get((m, 0), {}).get(PLATEAU_SEED) for m in TABLE_MODELS}
-  out = {'schedules': scheds, 'rows': rows, 'plateau': plateau, 'plateau_points': PLATEAU_POINTS,
+  out = {'schedules': [{k: v for k, v in x.items() if k != 'curves'} for x in scheds],
+         'rows': rows, 'plateau': plateau, 'plateau_points': PLATEAU_POINTS,
          'claims': checks, 'report_provenance': prov, 'tokens_per_step': tokens_per_step,
-         'learning_curves_seed0': {key: {x['steps']: seed0(c) for x, c in zip(scheds, cs)}
-                                   for key, cs in curves.items()}}
+         'learning_curves_seed0': {key: {x['steps']: x['curves'][key] for x in scheds}
+                                   for key in CURVE_METRICS}}
   os.makedirs(results_dir, exist_ok=True)
   stem = os.path.join(results_dir, PLATEAU_STEM)
+  # read every root before writing: the report may be rebuilt over its own .json
   _atomic_write(stem + '.json', json.dumps(out, indent=1, sort_keys=True, default=str))
-  _plot_schedules(scheds, rows, curves, tokens_per_step, stem + '.png')
+  _plot_schedules(scheds, rows, tokens_per_step, stem + '.png')
   _atomic_write(stem + '.md', _schedules_markdown(scheds, rows, plateau, checks, prov,
                                                   tokens_per_step))
   return None
@@ -878,9 +1033,11 @@ def main(argv):
     sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
   for d in _COMPARE_TO.value:
-    if not os.path.isdir(d):
-      sys.exit(f'error: --compare_to: {d} is not a directory (each entry is the workdir '
-               'of a sweep of this config under another schedule)')
+    if not (os.path.isdir(d) or d.endswith('.json') and os.path.isfile(d)):
+      sys.exit(f'error: --compare_to: {d} is neither a directory nor a .json file (each '
+               'entry is the workdir of a sweep of this config under another schedule, its '
+               '--archive_to copy, or an earlier mixing_layers_plateau.json)')
+  archive_dir = _ARCHIVE_TO.value and cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
                                '--results_dir')
   logging.set_verbosity(logging.WARNING)
@@ -921,6 +1078,9 @@ def main(argv):
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
+  if archive_dir:
+    n = archive(_WORKDIR.value, archive_dir)
+    print(f'archived the records of {n} newly finished stages to {archive_dir}')
   if _COMPARE_TO.value:
     try:
       why_not = plateau_report([*_COMPARE_TO.value, _WORKDIR.value], results_dir, prov,

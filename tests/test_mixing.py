@@ -240,11 +240,15 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   assert (tmp_path / 'rep' / 'mixing_layers_curves.png').stat().st_size > 0
   out = json.loads((tmp_path / 'rep' / 'mixing_layers.json').read_text())
   assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
+  (tmp_path / 'rep' / 'other.json').write_text('[]')
   for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to: '),
                         (f'--compare_to={tmp_path}', 'error: --compare_to: '),
+                        (f'--compare_to={tmp_path}/rep/other.json',
+                         'error: --compare_to: '),
+                        (f'--archive_to={tmp_path}/rep/other.json', 'error: --archive_to='),
                         ('--table_mixers=attn', 'error: --table_mixers must be a subset')):
     p = _binary([*args, '--report_only', bad])
-    assert p.returncode != 0 and p.stderr.strip().splitlines()[-1].startswith(fragment)
+    assert p.returncode != 0 and p.stderr.strip().splitlines()[0].startswith(fragment), p.stderr
     assert 'Traceback' not in p.stderr
 
 
@@ -376,7 +380,7 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   _fake_run(longer, 'attention', 0, 18000, [(13500, 25.4), (18000, 25.5)], mlm=25.5)
   _fake_run(longer, 'sepconv', 0, 18000, [(13500, 33.0), (18000, 34.0)], mlm=34.0)
   # any order in, shortest schedule first out
-  scheds, rows, plateau, checks, _ = mixing_sweep.compare_schedules(
+  scheds, rows, plateau, checks = mixing_sweep.compare_schedules(
       [str(longer), str(short), str(long_)])
   assert [x['steps'] for x in scheds] == [2000, 6000, 18000]
   att, sep = rows['attention'], rows['sepconv']
@@ -433,6 +437,111 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
                           ([str(short), str(tmp_path / 'rep')], 'holds no pre-training run')):
     with pytest.raises(mixing_sweep.ScheduleError, match=fragment):
       mixing_sweep.compare_schedules(roots)
+
+
+def _three_schedules(tmp_path):
+  """2000 steps: 3 seeds of the Transformer and SepConv; 6000: seed 0 of both, and SepConv
+  seed 1, and the Transformer's MNLI (baseline 36); 18000: seed 0 of the Transformer."""
+  short, long_, longer = tmp_path / 'short', tmp_path / 'long', tmp_path / 'longer'
+  for seed, (att, sep) in enumerate([(20.0, 24.0), (21.0, 25.0), (22.0, 26.0)]):
+    _fake_run(short, 'attention', seed, 2000, [(1500, att - 2), (2000, att)], mlm=att)
+    _fake_run(short, 'sepconv', seed, 2000, [(1500, sep - 1), (2000, sep)], mlm=sep)
+  _fake_run(long_, 'attention', 0, 6000, [(4500, 24.5), (6000, 25.0)], mlm=25.0)
+  _fake_run(long_, 'sepconv', 0, 6000, [(4500, 26.0), (6000, 30.0)], mlm=30.0)
+  _fake_run(long_, 'sepconv', 1, 6000, [(4500, 27.0), (6000, 28.0)], mlm=28.0)
+  _fake_run(long_, 'attention', 0, 1000, [], stage='mnli', mnli=60.0)
+  _fake_run(longer, 'attention', 0, 18000, [(13500, 25.4), (18000, 25.5)], mlm=25.5)
+  return short, long_, longer
+
+
+PROV = {'command': 'c', 'git_revision': 'abcdef0123', 'machine': 'm', 'utc_time': 't',
+        'load_average_1min_at_start': 0.0}
+
+
+def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tmp_path):
+  from experiments import mixing_sweep
+  short, long_, longer = _three_schedules(tmp_path)
+  assert mixing_sweep.plateau_report([str(short), str(long_), str(longer)],
+                                     str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
+  earlier = str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
+  # the workdirs are gone; a new machine reruns SepConv at 18000 steps and adds average
+  new = tmp_path / 'new'
+  _fake_run(new, 'sepconv', 0, 18000, [(13500, 34.0), (18000, 35.0)], mlm=35.0)
+  _fake_run(new, 'average', 0, 18000, [(13500, 15.0), (18000, 15.2)], mlm=15.2)
+  scheds, rows, plateau, checks = mixing_sweep.compare_schedules([earlier, str(new)])
+  assert [x['steps'] for x in scheds] == [2000, 6000, 18000]
+  att, sep, avg = rows['attention'], rows['sepconv'], rows['average']
+  # the earlier report's rows, as recorded, and marked with where they were read
+  assert [r['mlm_seed0'] for r in att] == [20.0, 25.0, 25.5]
+  assert att[2]['source'] == str(longer) and att[2]['via'] == f'{earlier} (report at abcdef0)'
+  assert sep[1]['mlm']['values'] == [30.0, 28.0] and sep[1]['gain_last_quarter']['values'] == [
+      4.0, 1.0]
+  # the new workdir's rows; gains over the earlier report's shorter schedules
+  assert sep[2]['source'] == str(new) and sep[2].get('via') is None
+  assert sep[2]['gain_seed0'] == pytest.approx(35.0 - 30.0)
+  assert avg[2]['mlm_seed0'] == 15.2 and avg[2]['gain_seed0'] is None
+  assert plateau['attention']['plateaued'] is True and plateau['sepconv']['gain'] == 5.0
+  srcs = {s['root']: s for s in scheds[2]['sources']}
+  assert srcs[str(new)]['mixers'] == ['average', 'sepconv'] and srcs[str(new)]['via'] is None
+  assert srcs[str(longer)]['mixers'] == ['attention'] and srcs[str(longer)]['via']
+  # 18000 steps, recomputed with the 6000-step schedule's MNLI baseline: Transformer 25.5
+  # (seed std 1.0 from 2000 steps) vs SepConv 35 (sqrt(2) from 6000): SE = sqrt(3)
+  c = next(c for c in checks[18000] if c['claim'].startswith('MLM: Transformer above SepConv'))
+  assert c['measured'] == '-9.5 ± 1.7 points (n = 1 vs 1)'
+  # a report from before baselines were stored: its schedules recorded whole keep its
+  # judgement of the claims; a merged schedule is judged anew (without the baselines)
+  with open(earlier) as f:
+    d = json.load(f)
+  for x in d['schedules']:
+    del x['baselines']
+  d['claims']['6000'][0]['verdict'] = 'as recorded'
+  with open(earlier, 'w') as f:
+    json.dump(d, f)
+  scheds, rows, _, checks = mixing_sweep.compare_schedules([earlier, str(new)])
+  assert checks[6000][0]['verdict'] == 'as recorded' and scheds[1]['claims_via']
+  assert not any('majority' in c['claim'] for c in checks[18000])
+  assert 'claims_via' not in scheds[2]
+  # the new report holds everything the next one needs: rebuilt from it alone, same rows
+  assert mixing_sweep.plateau_report([earlier, str(new)], str(tmp_path / 'rep2'), PROV,
+                                     tokens_per_step=8) is None
+  md = (tmp_path / 'rep2' / 'mixing_layers_plateau.md').read_text()
+  assert f'- Transformer: runs in `{longer}`, read from `{earlier} (report at abcdef0)`' in md
+  assert f'- Average attention, SepConv: runs in `{new}`' in md
+  again = mixing_sweep.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')])
+  strip = lambda rs: {m: [{k: v for k, v in r.items() if k not in ('via', 'source')} for r in rr]
+                      for m, rr in rs.items()}
+  assert strip(json.loads(json.dumps(again[1]))) == strip(json.loads(json.dumps(rows)))
+  (tmp_path / 'other.json').write_text('{"table1": {}}')     # e.g. a per-config report
+  for bad in (tmp_path / 'other.json', tmp_path / 'none.json', tmp_path / 'rep2' / 'x.json'):
+    with pytest.raises(mixing_sweep.ScheduleError, match='is not a plateau report'):
+      mixing_sweep.compare_schedules([str(bad)])
+
+
+def test_archive_keeps_what_the_reports_read(tmp_path):
+  from experiments import mixing_sweep
+  from transformer_ua import cli
+  _, long_, _ = _three_schedules(tmp_path)
+  (long_ / 'sepconv_s0' / 'pretrain' / 'checkpoints' / '6000').mkdir(parents=True)
+  (long_ / 'sepconv_s0' / 'pretrain' / 'tokenizer.json').write_text('{}')
+  partial = long_ / 'sepconv_s2' / 'pretrain'               # unfinished: not archived
+  partial.mkdir(parents=True)
+  (partial / 'metrics.jsonl').write_text('{"step": 100}\n')
+  arch = tmp_path / 'archive'
+  assert mixing_sweep.archive(str(long_), str(arch)) == 4
+  assert sorted(str(p.relative_to(arch)) for p in arch.rglob('*') if p.is_file()) == sorted(
+      [f'{r}/pretrain/{f}' for r in ('attention_s0', 'sepconv_s0', 'sepconv_s1')
+       for f in ('config.json', 'metrics.jsonl', 'result.json')] + ['attention_s0/mnli/result.json'])
+  assert mixing_sweep.archive(str(long_), str(arch)) == 0      # nothing new
+  a = mixing_sweep.compare_schedules([str(arch), str(tmp_path / 'short')])
+  b = mixing_sweep.compare_schedules([str(long_), str(tmp_path / 'short')])
+  drop = lambda rs: {m: [{k: v for k, v in r.items() if k != 'source'} for r in rr]
+                     for m, rr in rs.items()}
+  assert drop(a[1]) == drop(b[1]) and a[3] == b[3]
+  res = long_ / 'sepconv_s1' / 'pretrain' / 'result.json'      # a rerun with another result
+  res.write_text(res.read_text().replace('28.0', '28.5'))
+  with pytest.raises(cli.BadInput, match='already holds a different record'):
+    mixing_sweep.archive(str(long_), str(arch))
+  assert '28.0' in (arch / 'sepconv_s1' / 'pretrain' / 'result.json').read_text()
 
 
 @pytest.mark.parametrize('name, steps', [('mixing_cpu_long', 6000), ('mixing_cpu_longer', 18000)])
