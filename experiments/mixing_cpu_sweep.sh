@@ -11,6 +11,9 @@
 # Every stage resumes from its orbax checkpoint (every 5 min of wall time and on SIGTERM)
 # and is skipped once its result.json exists; a phase with nothing left is skipped, so
 # the sweep spans sessions. Each phase logs its command, revision and 1-min load.
+# A workdir lives and dies with its machine: with ARCHIVE_TO=DIR (e.g. the main
+# checkout's results/mixing_runs/cpu) every finished stage's records are also copied to
+# DIR, to be committed; the reports rebuild from there (mixing_sweep.py --archive_to).
 #   setsid nohup nice -n 19 bash experiments/mixing_cpu_sweep.sh /work/runs_mixing \
 #       >> /work/runs_mixing/sweep.log 2>&1 &
 #   echo $! > /work/bg/mixing.pgid        # setsid: the pid is the process group id
@@ -79,6 +82,7 @@ for phase in "${phases[@]}"; do
   echo "   $py experiments/mixing_sweep.py $common $phase"
   echo "   before: $left"
   # shellcheck disable=SC2086
-  "$py" experiments/mixing_sweep.py $common $phase || { rc=$?; echo "== stopped rc=$rc"; exit $rc; }
+  "$py" experiments/mixing_sweep.py $common $phase ${ARCHIVE_TO:+--archive_to="$ARCHIVE_TO"} \
+    || { rc=$?; echo "== stopped rc=$rc"; exit $rc; }
 done
 echo "== $(date -u +%FT%TZ) sweep done; report in $workdir/report"

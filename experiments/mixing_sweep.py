@@ -1077,10 +1077,12 @@ def main(argv):
       if j % m == i:
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
+        if archive_dir:
+          archive(_WORKDIR.value, archive_dir)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   if archive_dir:
     n = archive(_WORKDIR.value, archive_dir)
-    print(f'archived the records of {n} newly finished stages to {archive_dir}')
+    print(f'archive {archive_dir}: {n} newly finished stages copied')
   if _COMPARE_TO.value:
     try:
       why_not = plateau_report([*_COMPARE_TO.value, _WORKDIR.value], results_dir, prov,
