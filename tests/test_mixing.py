@@ -505,7 +505,7 @@ def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tm
   assert mixing_sweep.plateau_report([earlier, str(new)], str(tmp_path / 'rep2'), PROV,
                                      tokens_per_step=8) is None
   md = (tmp_path / 'rep2' / 'mixing_layers_plateau.md').read_text()
-  assert f'- Transformer: runs in `{longer}`, read from `{earlier} (report at abcdef0)`' in md
+  assert f'- Transformer: runs in `{longer}`, as recorded in `{earlier} (report at abcdef0)`' in md
   assert f'- Average attention, SepConv: runs in `{new}`' in md
   again = mixing_sweep.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')])
   strip = lambda rs: {m: [{k: v for k, v in r.items() if k not in ('via', 'source')} for r in rr]
