@@ -4,6 +4,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
         [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
         [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR]
+    python experiments/mixing_sweep.py --config=... --results_dir=results --rerender
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -85,6 +86,9 @@ _ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished 
                                   'reports outlive the workdir.')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
+_RERENDER = flags.DEFINE_bool('rerender', False, 'Only rewrite the report\'s .md in '
+                              '--results_dir from its .json and the current notes (a report '
+                              'whose workdir is gone); run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
 RECORD_CONFIG = 'cpu'   # its report is results/mixing_layers.md; others get a suffix
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
@@ -477,6 +481,32 @@ def report(config, root, results_dir, config_name, prov, job_list=None):
                 _markdown(out, table, figure, L, config, stem, prov,
                           os.path.join(results_dir, stem), bool(curves)))
   return not_done
+
+
+def rerender(results_dir, config_name, prov):
+  """Rewrites ``<stem>.md`` in ``results_dir`` from its ``.json`` and the current
+  ``<stem>_notes.md``, for a report whose workdir is gone when only the hand-written
+  discussion changed: tables, claims and figures stay those of the JSON, whose report
+  provenance stays in the header, with a line naming this re-render. Returns the path.
+  Raises cli.BadInput when the JSON is missing or not a report."""
+  stem = os.path.join(results_dir, report_stem(config_name))
+  try:
+    with open(stem + '.json') as f:
+      out = json.load(f)
+    config = ml_collections.ConfigDict(out['config_values'])
+    figure = {int(k): v for k, v in out['figure1'].items()}
+    md = _markdown(out, out['table1'], figure, config.model.num_layers, config, stem,
+                   out['sweep_provenance'], stem, bool(out['learning_curves']))
+  except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    raise cli.BadInput(f'--rerender: {stem}.json is not a report of the {config_name} config '
+                       f'({type(e).__name__}: {e})') from None
+  header = provenance.markdown_header(out['sweep_provenance'], 'report command')
+  md = md.replace(header, header + (
+      f"- discussion re-rendered from `{os.path.basename(stem)}.json` and the notes by "
+      f"`{prov['command']}` at git revision `{prov['git_revision']}`, {prov['utc_time']}\n"),
+                  1)
+  _atomic_write(stem + '.md', md)
+  return stem + '.md'
 
 
 def task_baselines(runs):
@@ -1017,9 +1047,20 @@ def plateau_report(roots, results_dir, prov, tokens_per_step):
   return None
 
 
+def _config_name():
+  """'cpu' for experiments/configs/mixing_cpu.py: the report's name (report_stem)."""
+  name = os.path.basename(config_flags.get_config_filename(flags.FLAGS['config']))
+  return name.removesuffix('.py').removeprefix('mixing_') or 'custom'
+
+
 def main(argv):
   if len(argv) > 1:
     sys.exit(f'error: unexpected arguments {argv[1:]}')
+  if _RERENDER.value:
+    if _CONFIG.value is None or not _RESULTS.value:
+      sys.exit('error: --rerender needs --config and --results_dir (where the report is)')
+    print('re-rendered', rerender(_RESULTS.value, _config_name(), provenance.record()))
+    return
   if _CONFIG.value is None or not _WORKDIR.value:
     sys.exit('error: --config and --workdir are required')
   try:
@@ -1041,8 +1082,7 @@ def main(argv):
                                '--results_dir')
   logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
-  name = os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])).removesuffix('.py')
-  name = name.removeprefix('mixing_') or 'custom'
+  name = _config_name()
   prov = provenance.record()
   ks = None
   if _HYBRID_KS.value is not None:

@@ -240,6 +240,22 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   assert (tmp_path / 'rep' / 'mixing_layers_curves.png').stat().st_size > 0
   out = json.loads((tmp_path / 'rep' / 'mixing_layers.json').read_text())
   assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
+  # the workdir gone, a new discussion: --rerender rewrites the .md from the .json alone
+  from experiments import mixing_sweep
+  (tmp_path / 'rep' / 'mixing_layers_notes.md').write_text('New discussion.\n')
+  gone = tmp_path / 'runs'
+  gone.rename(tmp_path / 'gone')
+  mixing_sweep.rerender(str(tmp_path / 'rep'), 'cpu', PROV)
+  again = (tmp_path / 'rep' / 'mixing_layers.md').read_text()
+  header_end = md.index('- time (UTC)')
+  header_end = md.index('\n', header_end) + 1
+  assert again == (md[:header_end] + '- discussion re-rendered from `mixing_layers.json` and the '
+                   'notes by `c` at git revision `abcdef0123`, t\n' + md[header_end:]
+                   + '\n## Discussion\n\nNew discussion.\n')
+  p = _binary(['experiments/mixing_sweep.py', '--config=experiments/configs/mixing_cpu.py',
+               '--rerender', f'--results_dir={tmp_path}/gone'])
+  assert p.returncode != 0 and p.stderr.startswith('error: --rerender: ') and 'Traceback' not in p.stderr
+  (tmp_path / 'gone').rename(gone)
   (tmp_path / 'rep' / 'other.json').write_text('[]')
   for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to: '),
                         (f'--compare_to={tmp_path}', 'error: --compare_to: '),
