@@ -254,7 +254,8 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
                    + '\n## Discussion\n\nNew discussion.\n')
   p = _binary(['experiments/mixing_sweep.py', '--config=experiments/configs/mixing_cpu.py',
                '--rerender', f'--results_dir={tmp_path}/gone'])
-  assert p.returncode != 0 and p.stderr.startswith('error: --rerender: ') and 'Traceback' not in p.stderr
+  assert p.returncode != 0 and p.stderr.startswith('error: --rerender: ')
+  assert 'Traceback' not in p.stderr
   (tmp_path / 'gone').rename(gone)
   (tmp_path / 'rep' / 'other.json').write_text('[]')
   for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to: '),
@@ -546,7 +547,8 @@ def test_archive_keeps_what_the_reports_read(tmp_path):
   assert mixing_sweep.archive(str(long_), str(arch)) == 4
   assert sorted(str(p.relative_to(arch)) for p in arch.rglob('*') if p.is_file()) == sorted(
       [f'{r}/pretrain/{f}' for r in ('attention_s0', 'sepconv_s0', 'sepconv_s1')
-       for f in ('config.json', 'metrics.jsonl', 'result.json')] + ['attention_s0/mnli/result.json'])
+       for f in ('config.json', 'metrics.jsonl', 'result.json')]
+      + ['attention_s0/mnli/result.json'])
   assert mixing_sweep.archive(str(long_), str(arch)) == 0      # nothing new
   a = mixing_sweep.compare_schedules([str(arch), str(tmp_path / 'short')])
   b = mixing_sweep.compare_schedules([str(long_), str(tmp_path / 'short')])
