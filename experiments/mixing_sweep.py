@@ -496,15 +496,13 @@ def rerender(results_dir, config_name, prov):
     config = ml_collections.ConfigDict(out['config_values'])
     figure = {int(k): v for k, v in out['figure1'].items()}
     md = _markdown(out, out['table1'], figure, config.model.num_layers, config, stem,
-                   out['sweep_provenance'], stem, bool(out['learning_curves']))
+                   out['sweep_provenance'], stem, bool(out['learning_curves']), rerendered=(
+                       f"- discussion re-rendered from `{os.path.basename(stem)}.json` and "
+                       f"the notes by `{prov['command']}` at git revision "
+                       f"`{prov['git_revision']}`, {prov['utc_time']}\n"))
   except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     raise cli.BadInput(f'--rerender: {stem}.json is not a report of the {config_name} config '
                        f'({type(e).__name__}: {e})') from None
-  header = provenance.markdown_header(out['sweep_provenance'], 'report command')
-  md = md.replace(header, header + (
-      f"- discussion re-rendered from `{os.path.basename(stem)}.json` and the notes by "
-      f"`{prov['command']}` at git revision `{prov['git_revision']}`, {prov['utc_time']}\n"),
-                  1)
   _atomic_write(stem + '.md', md)
   return stem + '.md'
 
@@ -593,10 +591,11 @@ def _plots(table, figure, L, stem, baselines=None):
   plt.close(fig)
 
 
-def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False):
+def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False,
+              rerendered=''):
   m = config.model
   lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
-           provenance.markdown_header(prov, 'report command'),
+           provenance.markdown_header(prov, 'report command') + rerendered,
            *_runs_lines(out['runs_summary']),
            f'Model: {L} layers, d = {m.hidden}, {m.num_heads} heads, FF {m.mlp_dim}, '
            f'max_len {m.max_len}, SepConv {m.conv_filters} filters of width {m.conv_width}; '
@@ -793,6 +792,9 @@ def _schedules_of_report(path):
   out = []
   for x in scheds:
     steps = int(x['steps'])
+    if any(sum(r['steps'] == steps for r in rows.get(m, [])) != 1 for m in TABLE_MODELS):
+      raise ScheduleError(f'{path} is not a plateau report written by --compare_to (its '
+                          f'rows do not hold one row per mixer for {steps} steps)')
     srcs = x.get('sources') or [{'root': x['root'], 'runs_summary': x['runs_summary']}]
     out.append({
         'steps': steps, 'baselines': x.get('baselines') or {},
@@ -820,27 +822,22 @@ def _merge_schedules(parts):
   for steps, ps in sorted(by_steps.items()):
     if sum(p['sources'][0]['via'] is None for p in ps) > 1:
       raise ScheduleError(f'two workdirs hold the same {steps}-step schedule')
-    rank = lambda p, m: ((p['rows'].get(m, {}).get('mlm') or {}).get('n', 0),
+    rank = lambda p, m: ((p['rows'][m]['mlm'] or {}).get('n', 0),
                          p['curves']['mlm'].get(m) is not None, p['sources'][0]['via'] is None)
     pick = {m: max(ps, key=lambda p: rank(p, m)) for m in TABLE_MODELS}
     used = [p for p in ps if any(pick[m] is p for m in TABLE_MODELS)]
     x = {'steps': steps,
          'baselines': next((p['baselines'] for p in ps if p['baselines']), {}),
-         'sources': [dict(s, mixers=[m for m in TABLE_MODELS if pick[m] is p and rank(p, m)[:2]
-                                     != (0, False)]) for p in used for s in p['sources']],
-         'rows': {m: pick[m]['rows'].get(m) or _empty_row(steps) for m in TABLE_MODELS},
+         'sources': [dict(s, mixers=ms) for p in used for s in p['sources'] if (ms := [
+             m for m in TABLE_MODELS if pick[m] is p and pick[m]['rows'][m]['source'] == s['root']
+             and rank(p, m)[:2] != (0, False)])],
+         'rows': {m: pick[m]['rows'][m] for m in TABLE_MODELS},
          'curves': {key: {m: pick[m]['curves'][key].get(m) for m in TABLE_MODELS}
                     for key in CURVE_METRICS}}
     if len(used) == 1 and used[0].get('claims') is not None:
       x['report_claims'] = used[0]['claims']
     out.append(x)
   return out
-
-
-def _empty_row(steps):
-  return {'steps': steps, 'source': None, 'mlm': None, 'mlm_seed0': None,
-          'gain_last_quarter': None, 'nsp': None, 'mnli': None, 'mnli_seed0': None,
-          'train_mlm_seed0': None}
 
 
 def compare_schedules(roots):
@@ -978,7 +975,7 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
   for x in scheds:
     lines += [f"**{x['steps']} steps**:", '']
     for src in x['sources']:
-      whose = ', '.join(NAMES[m] for m in src.get('mixers', TABLE_MODELS)) or 'no mixer'
+      whose = ', '.join(NAMES[m] for m in src['mixers'])
       lines += [f"- {whose}: runs in `{src['root']}`" + (
           f", as recorded in `{src['via']}`" if src['via'] else '')]
       lines += ['  ' + l if l else l for l in _runs_lines(src['runs_summary'])] or ['']
@@ -1107,6 +1104,7 @@ def main(argv):
   if _STATUS.value:
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return
+  archived = 0
   if not _REPORT_ONLY.value:
     try:
       wordnet.check_corpus(config.data.wordnet_dir or None)
@@ -1117,11 +1115,11 @@ def main(argv):
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         report(config, _WORKDIR.value, results_dir, name, prov, job_list)
         if archive_dir:
-          archive(_WORKDIR.value, archive_dir)
+          archived += archive(_WORKDIR.value, archive_dir)
   not_done = report(config, _WORKDIR.value, results_dir, name, prov, job_list)
   if archive_dir:
-    n = archive(_WORKDIR.value, archive_dir)
-    print(f'archive {archive_dir}: {n} newly finished stages copied')
+    archived += archive(_WORKDIR.value, archive_dir)
+    print(f'archive {archive_dir}: {archived} newly finished stages copied')
   if _COMPARE_TO.value:
     try:
       why_not = plateau_report([*_COMPARE_TO.value, _WORKDIR.value], results_dir, prov,

@@ -528,6 +528,11 @@ def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tm
   strip = lambda rs: {m: [{k: v for k, v in r.items() if k not in ('via', 'source')} for r in rr]
                       for m, rr in rs.items()}
   assert strip(json.loads(json.dumps(again[1]))) == strip(json.loads(json.dumps(rows)))
+  # rebuilt from that report and the same workdir again: each mixer under its own source
+  twice = mixing_sweep.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json'),
+                                          str(new)])
+  assert sorted((s['root'], s['via'] is None, s['mixers']) for s in twice[0][2]['sources']) == [
+      (str(longer), False, ['attention']), (str(new), True, ['average', 'sepconv'])]
   (tmp_path / 'other.json').write_text('{"table1": {}}')     # e.g. a per-config report
   for bad in (tmp_path / 'other.json', tmp_path / 'none.json', tmp_path / 'rep2' / 'x.json'):
     with pytest.raises(mixing_sweep.ScheduleError, match='is not a plateau report'):
