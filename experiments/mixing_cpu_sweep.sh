@@ -33,6 +33,9 @@
 # mixing_cpu_longer.py: 18000 steps, seed 0), one mixer per phase in the order of what
 # is still gaining most: 1. the Transformer, 2. SepConv, 3. BProj, 4. average attention
 # (the nearest to flat at 6000 steps), then 5. MNLI-analogue fine-tuning of the 4 checkpoints.
+# `... WORKDIR longest` triples them again (experiments/configs/mixing_cpu_longest.py: 54000
+# steps, ~2.8 h a run): 1. average attention (the nearest to flat at 18000 steps), 2. the
+# Transformer, 3. SepConv, 4. BProj, then 5. MNLI-analogue fine-tuning of the 4 checkpoints.
 set -u
 # With autogroup scheduling (the Linux default) `nice` only ranks processes inside one
 # session, and setsid starts a new one: lower the whole session's CPU share as well.
@@ -70,7 +73,14 @@ case "$schedule" in
             "--table_mixers=bilinear --stages=pretrain"
             "--stages=pretrain"
             "--stages=mnli") ;;
-  *) echo "error: schedule must be cpu, long or longer, got '$schedule'" >&2; exit 2 ;;
+  longest)
+    common="--config=experiments/configs/mixing_cpu_longest.py --workdir=$workdir --seeds=1 --hybrid_ks="
+    phases=("--table_mixers=average --stages=pretrain"
+            "--table_mixers=attention --stages=pretrain"
+            "--table_mixers=sepconv --stages=pretrain"
+            "--stages=pretrain"
+            "--stages=mnli") ;;
+  *) echo "error: schedule must be cpu, long, longer or longest, got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086

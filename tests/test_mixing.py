@@ -567,7 +567,8 @@ def test_archive_keeps_what_the_reports_read(tmp_path):
   assert '28.0' in (arch / 'sepconv_s1' / 'pretrain' / 'result.json').read_text()
 
 
-@pytest.mark.parametrize('name, steps', [('mixing_cpu_long', 6000), ('mixing_cpu_longer', 18000)])
+@pytest.mark.parametrize('name, steps', [('mixing_cpu_long', 6000), ('mixing_cpu_longer', 18000),
+                                         ('mixing_cpu_longest', 54000)])
 def test_longer_schedules_change_only_the_step_count(name, steps):
   import runpy
   from experiments.configs import mixing_cpu
