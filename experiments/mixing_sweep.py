@@ -178,12 +178,15 @@ def format_status(rows, summary):
     lines.append(f"{r['run'] + '/' + r['stage']:<28} {what}")
   sps = summary['seconds_per_step']
   fmt = lambda v: f'{v:.3f} s/step' if v else 'no rate yet'
-  eta = summary['eta_seconds']
+  eta, unknown = summary['eta_seconds'], summary['stages_without_rate']
+  if unknown and not eta:      # nothing left has a rate yet: no number to give
+    eta_text = f'ETA unknown ({unknown} stages left with no measured rate yet)'
+  else:
+    eta_text = (f'ETA {eta / 3600:.1f} h at these rates'
+                + (f' (+ {unknown} stages with no measured rate)' if unknown else ''))
   lines.append(f"{summary['done']} done, {summary['partial']} partial, {summary['missing']} "
                f"missing; pre-training {fmt(sps['pretrain'])}, fine-tuning "
-               f"{fmt(sps['finetune'])}; ETA {eta / 3600:.1f} h at these rates"
-               + (f" (+ {summary['stages_without_rate']} stages with no measured rate)"
-                  if summary['stages_without_rate'] else ''))
+               f"{fmt(sps['finetune'])}; {eta_text}")
   return '\n'.join(lines)
 
 

@@ -218,7 +218,12 @@ def test_sweep_status_on_a_fake_workdir(tmp_path):
   assert summary['eta_seconds'] == pytest.approx(7500 * 0.5 + 7700 * 0.2)
   text = mixing_sweep.format_status(rows, summary)
   assert 'average_s0/pretrain' in text and 'partial (step 500 of 2000)' in text
-  assert '1 done, 2 partial, 10 missing' in text
+  assert '1 done, 2 partial, 10 missing' in text and 'ETA 1.5 h at these rates' in text
+  # A fresh workdir has no rate to extrapolate: the ETA is unknown, not 0.0 h.
+  rows, summary = mixing_sweep.status(c, str(tmp_path / 'fresh'), job_list)
+  assert summary['stages_without_rate'] == 13 and summary['eta_seconds'] == 0
+  text = mixing_sweep.format_status(rows, summary)
+  assert 'ETA unknown (13 stages left with no measured rate yet)' in text and '0.0 h' not in text
 
 
 def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
