@@ -11,8 +11,9 @@ import ml_collections
 import numpy as np
 import pytest
 
-from transformer_ua.models import mixing_train
 from experiments.configs import mixing_tiny
+from transformer_ua.models import mixing_train
+from transformer_ua.reports import mixing as mixing_report, mixing_plateau
 from transformer_ua.train.checkpointing import Checkpointer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,11 +247,10 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   out = json.loads((tmp_path / 'rep' / 'mixing_layers.json').read_text())
   assert out['learning_curves']['average_k0']['0'] == [[100, 5.0], [200, 7.5]]
   # the workdir gone, a new discussion: --rerender rewrites the .md from the .json alone
-  from experiments import mixing_sweep
   (tmp_path / 'rep' / 'mixing_layers_notes.md').write_text('New discussion.\n')
   gone = tmp_path / 'runs'
   gone.rename(tmp_path / 'gone')
-  mixing_sweep.rerender(str(tmp_path / 'rep'), 'cpu', PROV)
+  mixing_report.rerender(str(tmp_path / 'rep'), 'cpu', PROV)
   again = (tmp_path / 'rep' / 'mixing_layers.md').read_text()
   header_end = md.index('- time (UTC)')
   header_end = md.index('\n', header_end) + 1
@@ -317,30 +317,28 @@ def test_train_flops_per_token_by_hand():
 
 
 def test_last_quarter_gain_uses_the_eval_at_three_quarters():
-  from experiments import mixing_sweep
   per_seed = {0: [(100, 5.0), (1400, 15.0), (1500, 16.0), (2000, 18.5)],
               1: [(100, 4.0), (1500, 20.0), (1900, 20.5)]}     # seed 1 did not finish
-  assert mixing_sweep.last_quarter_gain(per_seed, 2000) == [2.5]
+  assert mixing_report.last_quarter_gain(per_seed, 2000) == [2.5]
   # 1900 steps: seed 0 has no eval there; seed 1's newest eval <= 1425 is step 100.
-  assert mixing_sweep.last_quarter_gain(per_seed, 1900) == [16.5]
+  assert mixing_report.last_quarter_gain(per_seed, 1900) == [16.5]
 
 
 def test_claims_compare_means_against_two_standard_errors():
-  from experiments import mixing_sweep
-  ms = mixing_sweep._ms
+  ms = mixing_report.mean_std
   # a - b = 3, SE = sqrt(1/3 + 1/3) = 0.816: 3 >= 2 SE -> the sign decides.
-  d, se = mixing_sweep.compare(ms([20.0, 21.0, 22.0]), ms([17.0, 18.0, 19.0]))
+  d, se = mixing_report.compare(ms([20.0, 21.0, 22.0]), ms([17.0, 18.0, 19.0]))
   assert (d, se) == (pytest.approx(3.0), pytest.approx(np.sqrt(2 / 3)))
-  assert mixing_sweep.verdict(d, se, +1) == 'holds'
-  assert mixing_sweep.verdict(-d, se, +1).startswith('fails')
-  assert mixing_sweep.verdict(1.0, se, +1).startswith('not resolved')
+  assert mixing_report.verdict(d, se, +1) == 'holds'
+  assert mixing_report.verdict(-d, se, +1).startswith('fails')
+  assert mixing_report.verdict(1.0, se, +1).startswith('not resolved')
   # one run borrows the other side's variance (1): SE = sqrt(1/3 + 1/1).
-  assert mixing_sweep.compare(ms([25.0]), ms([20.0, 21.0, 22.0]))[1] == pytest.approx(
+  assert mixing_report.compare(ms([25.0]), ms([20.0, 21.0, 22.0]))[1] == pytest.approx(
       np.sqrt(4 / 3))
-  assert mixing_sweep.compare(ms([25.0]), ms([20.0]))[1] is None
-  assert mixing_sweep.verdict(5.0, None, +1).startswith('not judged')
+  assert mixing_report.compare(ms([25.0]), ms([20.0]))[1] is None
+  assert mixing_report.verdict(5.0, None, +1).startswith('not judged')
   empty = dict.fromkeys(('mlm_accuracy', 'mnli_accuracy', 'squad_f1'))
-  table = {m: dict(empty) for m in mixing_sweep.TABLE_MODELS}
+  table = {m: dict(empty) for m in mixing_report.TABLE_MODELS}
   table['average']['mlm_accuracy'] = ms([18.0, 18.2, 18.4])
   table['attention']['mlm_accuracy'] = ms([21.0, 21.2, 21.4])
   table['sepconv']['mlm_accuracy'] = ms([25.0, 25.2, 25.4])
@@ -348,7 +346,7 @@ def test_claims_compare_means_against_two_standard_errors():
   figure = {k: dict(empty) for k in range(5)}
   figure[0]['mlm_accuracy'] = table['attention']['mlm_accuracy']
   figure[1]['mlm_accuracy'] = ms([21.3])
-  rows = {c: (m, v) for c, m, v in mixing_sweep.claims(
+  rows = {c: (m, v) for c, m, v in mixing_report.claims(
       table, figure, 4, {'mnli': {'majority_baseline_accuracy': 36.0}})}
   assert rows['MLM: Transformer above average attention (paper 63 vs 28)'][1] == 'holds'
   assert rows['MLM: Transformer above SepConv (paper 63 vs 60)'][1].startswith('fails')
@@ -361,8 +359,7 @@ def test_claims_compare_means_against_two_standard_errors():
 
 
 def test_curve_band_keeps_the_steps_only_some_seeds_reached():
-  from experiments import mixing_sweep
-  steps, mean, std = mixing_sweep._curve_band({0: [(100, 5.0), (200, 7.0), (300, 9.0)],
+  steps, mean, std = mixing_report._curve_band({0: [(100, 5.0), (200, 7.0), (300, 9.0)],
                                                1: [(100, 6.0), (200, 9.0)]})
   assert steps.tolist() == [100, 200, 300]
   assert mean.tolist() == [5.5, 8.0, 9.0]
@@ -390,7 +387,6 @@ def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli
 
 
 def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
-  from experiments import mixing_sweep
   short, long_, longer = tmp_path / 'short', tmp_path / 'long', tmp_path / 'longer'
   for seed, (att, sep) in enumerate([(20.0, 24.0), (21.0, 25.0), (22.0, 26.0)]):
     _fake_run(short, 'attention', seed, 2000, [(1500, att - 2), (2000, att)], mlm=att)
@@ -402,7 +398,7 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   _fake_run(longer, 'attention', 0, 18000, [(13500, 25.4), (18000, 25.5)], mlm=25.5)
   _fake_run(longer, 'sepconv', 0, 18000, [(13500, 33.0), (18000, 34.0)], mlm=34.0)
   # any order in, shortest schedule first out
-  scheds, rows, plateau, checks = mixing_sweep.compare_schedules(
+  scheds, rows, plateau, checks = mixing_plateau.compare_schedules(
       [str(longer), str(short), str(long_)])
   assert [x['steps'] for x in scheds] == [2000, 6000, 18000]
   att, sep = rows['attention'], rows['sepconv']
@@ -435,7 +431,7 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   assert c['measured'].startswith('+24.0 points') and c['verdict'].startswith('not judged')
   prov = {'command': 'c', 'git_revision': 'r', 'machine': 'm', 'utc_time': 't',
           'load_average_1min_at_start': 0.0}
-  p = mixing_sweep.plateau_report([str(short), str(long_), str(longer)], str(tmp_path / 'rep'),
+  p = mixing_plateau.plateau_report([str(short), str(long_), str(longer)], str(tmp_path / 'rep'),
                                   prov, tokens_per_step=8)
   assert p is None
   md = (tmp_path / 'rep' / 'mixing_layers_plateau.md').read_text()
@@ -450,15 +446,15 @@ def test_plateau_comparison_on_hand_made_sweeps(tmp_path):
   assert (tmp_path / 'rep' / 'mixing_layers_plateau.png').stat().st_size > 0
   lonely = tmp_path / 'lonely'                       # one mixer: no claim to judge yet
   _fake_run(lonely, 'attention', 0, 18000, [(18000, 25.5)], mlm=25.5)
-  assert mixing_sweep.plateau_report([str(short), str(lonely)], str(tmp_path / 'rep1'), prov,
+  assert mixing_plateau.plateau_report([str(short), str(lonely)], str(tmp_path / 'rep1'), prov,
                                      tokens_per_step=8) is None
   md = (tmp_path / 'rep1' / 'mixing_layers_plateau.md').read_text()
   assert "## The paper's Table 1 claims at 18000 steps" in md and '| claim |' not in md
   assert md.rstrip().endswith('No two mixers have finished this schedule yet.')
   for roots, fragment in (([str(short), str(short)], 'two workdirs hold the same 2000-step'),
                           ([str(short), str(tmp_path / 'rep')], 'holds no pre-training run')):
-    with pytest.raises(mixing_sweep.ScheduleError, match=fragment):
-      mixing_sweep.compare_schedules(roots)
+    with pytest.raises(mixing_plateau.ScheduleError, match=fragment):
+      mixing_plateau.compare_schedules(roots)
 
 
 def _three_schedules(tmp_path):
@@ -481,16 +477,15 @@ PROV = {'command': 'c', 'git_revision': 'abcdef0123', 'machine': 'm', 'utc_time'
 
 
 def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tmp_path):
-  from experiments import mixing_sweep
   short, long_, longer = _three_schedules(tmp_path)
-  assert mixing_sweep.plateau_report([str(short), str(long_), str(longer)],
+  assert mixing_plateau.plateau_report([str(short), str(long_), str(longer)],
                                      str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
   earlier = str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
   # the workdirs are gone; a new machine reruns SepConv at 18000 steps and adds average
   new = tmp_path / 'new'
   _fake_run(new, 'sepconv', 0, 18000, [(13500, 34.0), (18000, 35.0)], mlm=35.0)
   _fake_run(new, 'average', 0, 18000, [(13500, 15.0), (18000, 15.2)], mlm=15.2)
-  scheds, rows, plateau, checks = mixing_sweep.compare_schedules([earlier, str(new)])
+  scheds, rows, plateau, checks = mixing_plateau.compare_schedules([earlier, str(new)])
   assert [x['steps'] for x in scheds] == [2000, 6000, 18000]
   att, sep, avg = rows['attention'], rows['sepconv'], rows['average']
   # the earlier report's rows, as recorded, and marked with where they were read
@@ -519,29 +514,29 @@ def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tm
   d['claims']['6000'][0]['verdict'] = 'as recorded'
   with open(earlier, 'w') as f:
     json.dump(d, f)
-  scheds, rows, _, checks = mixing_sweep.compare_schedules([earlier, str(new)])
+  scheds, rows, _, checks = mixing_plateau.compare_schedules([earlier, str(new)])
   assert checks[6000][0]['verdict'] == 'as recorded' and scheds[1]['claims_via']
   assert not any('majority' in c['claim'] for c in checks[18000])
   assert 'claims_via' not in scheds[2]
   # the new report holds everything the next one needs: rebuilt from it alone, same rows
-  assert mixing_sweep.plateau_report([earlier, str(new)], str(tmp_path / 'rep2'), PROV,
+  assert mixing_plateau.plateau_report([earlier, str(new)], str(tmp_path / 'rep2'), PROV,
                                      tokens_per_step=8) is None
   md = (tmp_path / 'rep2' / 'mixing_layers_plateau.md').read_text()
   assert f'- Transformer: runs in `{longer}`, as recorded in `{earlier} (report at abcdef0)`' in md
   assert f'- Average attention, SepConv: runs in `{new}`' in md
-  again = mixing_sweep.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')])
+  again = mixing_plateau.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')])
   strip = lambda rs: {m: [{k: v for k, v in r.items() if k not in ('via', 'source')} for r in rr]
                       for m, rr in rs.items()}
   assert strip(json.loads(json.dumps(again[1]))) == strip(json.loads(json.dumps(rows)))
   # rebuilt from that report and the same workdir again: each mixer under its own source
-  twice = mixing_sweep.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json'),
+  twice = mixing_plateau.compare_schedules([str(tmp_path / 'rep2' / 'mixing_layers_plateau.json'),
                                           str(new)])
   assert sorted((s['root'], s['via'] is None, s['mixers']) for s in twice[0][2]['sources']) == [
       (str(longer), False, ['attention']), (str(new), True, ['average', 'sepconv'])]
   (tmp_path / 'other.json').write_text('{"table1": {}}')     # e.g. a per-config report
   for bad in (tmp_path / 'other.json', tmp_path / 'none.json', tmp_path / 'rep2' / 'x.json'):
-    with pytest.raises(mixing_sweep.ScheduleError, match='is not a plateau report'):
-      mixing_sweep.compare_schedules([str(bad)])
+    with pytest.raises(mixing_plateau.ScheduleError, match='is not a plateau report'):
+      mixing_plateau.compare_schedules([str(bad)])
 
 
 def test_archive_keeps_what_the_reports_read(tmp_path):
@@ -560,8 +555,8 @@ def test_archive_keeps_what_the_reports_read(tmp_path):
        for f in ('config.json', 'metrics.jsonl', 'result.json')]
       + ['attention_s0/mnli/result.json'])
   assert mixing_sweep.archive(str(long_), str(arch)) == 0      # nothing new
-  a = mixing_sweep.compare_schedules([str(arch), str(tmp_path / 'short')])
-  b = mixing_sweep.compare_schedules([str(long_), str(tmp_path / 'short')])
+  a = mixing_plateau.compare_schedules([str(arch), str(tmp_path / 'short')])
+  b = mixing_plateau.compare_schedules([str(long_), str(tmp_path / 'short')])
   drop = lambda rs: {m: [{k: v for k, v in r.items() if k != 'source'} for r in rr]
                      for m, rr in rs.items()}
   assert drop(a[1]) == drop(b[1]) and a[3] == b[3]

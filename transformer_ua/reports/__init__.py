@@ -1,2 +1,3 @@
-"""Markdown and figure writers shared by the binaries: ``approximate`` (the main job)
-and ``fang_regression`` (Fang et al. Section 5 sweeps)."""
+"""Markdown and figure writers of the binaries: ``approximate`` (the main job),
+``fang_regression`` (Fang et al. Section 5 sweeps), ``mixing`` and ``mixing_plateau``
+(Yun et al. Appendix H sweeps, experiments/mixing_sweep.py)."""
