@@ -18,7 +18,7 @@ Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 ``--stages=mnli,squad``: every pre-training before any fine-tuning). ``--status`` runs
 nothing: it lists every stage of the sweep as done / partial (step i of n, from the
 newest checkpoint) / missing, with an ETA from the measured seconds per step of the
-finished stages (or of the partial ones' checkpoints).
+finished stages and of the partial ones past 10% of their steps (their checkpoints).
 
 A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
 its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
@@ -126,9 +126,14 @@ def _checkpoint_progress(stage_dir):
   return steps[-1], elapsed
 
 
+RATE_MIN_FRACTION = 0.1   # a partial stage's seconds per step count once it is 10% done
+
+
 def status(config, root, job_list, stages=STAGES):
   """[{'run', 'stage', 'state' (done | partial | missing), 'step', 'num_steps',
-  'seconds_per_step'}] of every stage of ``job_list``, and the ETA summary dict."""
+  'seconds_per_step'}] of every stage of ``job_list``, and the ETA summary dict: the
+  median seconds per step of the finished stages and of the partial ones past
+  RATE_MIN_FRACTION of their steps, times the steps left."""
   rows = []
   for name, _, _, _, tasks in job_list:
     for stage in ('pretrain', *tasks):
@@ -145,9 +150,9 @@ def status(config, root, job_list, stages=STAGES):
         row.update(state='done', step=r['step'], seconds_per_step=r['wall_s'] / max(1, r['step']))
       else:
         step, elapsed = _checkpoint_progress(d)
-        if step:
-          row.update(state='partial', step=step,
-                     seconds_per_step=elapsed / step if elapsed else None)
+        if step:   # a rate only once the one-off jit compile (1-2 min) no longer dominates
+          row.update(state='partial', step=step, seconds_per_step=(
+              elapsed / step if elapsed and step >= RATE_MIN_FRACTION * sec.num_steps else None))
       rows.append(row)
   rate = {}
   for kind in ('pretrain', 'finetune'):

@@ -225,6 +225,13 @@ def test_sweep_status_on_a_fake_workdir(tmp_path):
   assert summary['stages_without_rate'] == 13 and summary['eta_seconds'] == 0
   text = mixing_sweep.format_status(rows, summary)
   assert 'ETA unknown (13 stages left with no measured rate yet)' in text and '0.0 h' not in text
+  # A stage 150 steps into 2000 has mostly compiled: its rate would give an absurd ETA.
+  meta = tmp_path / 'fresh' / 'average_s0' / 'pretrain' / 'checkpoints' / '150' / 'meta'
+  meta.mkdir(parents=True)
+  (meta / 'metadata').write_text(json.dumps({'step': 150, 'elapsed': 700.0}))
+  rows, summary = mixing_sweep.status(c, str(tmp_path / 'fresh'), job_list)
+  assert [r['step'] for r in rows if r['state'] == 'partial'] == [150]
+  assert summary['seconds_per_step']['pretrain'] is None and summary['eta_seconds'] == 0
 
 
 def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
