@@ -546,6 +546,45 @@ def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tm
       mixing_plateau.compare_schedules([str(bad)])
 
 
+def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
+  short, long_, longer = _three_schedules(tmp_path)
+  assert mixing_plateau.plateau_report([str(short), str(long_), str(longer)],
+                                       str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
+  earlier = str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
+  # another machine reruns the Transformer's 18000-step seed 0: it replaces the recorded
+  # row (a workdir over a report), and the recorded run stays as a rerun with its curve
+  new = tmp_path / 'new'
+  _fake_run(new, 'attention', 0, 18000, [(9000, 22.0), (13500, 26.0), (18000, 26.5)],
+            mlm=26.5)
+  scheds, rows, _, _ = mixing_plateau.compare_schedules([earlier, str(new)])
+  att = rows['attention'][2]
+  assert att['mlm_seed0'] == 26.5 and att['source'] == str(new)
+  assert [(r['source'], r['mlm_seed0'], r['machines']) for r in att['reruns']] == [
+      (str(longer), 25.5, ['m'])]
+  assert att['reruns'][0]['via'] == f'{earlier} (report at abcdef0)'
+  assert all(not r['reruns'] for m in rows for r in rows[m][:2])
+  # 26.0 - 25.4 at step 13500, 26.5 - 25.5 at 18000; step 9000 is the new run's alone
+  assert mixing_plateau.curve_difference(
+      [(9000, 22.0), (13500, 26.0), (18000, 26.5)], [[13500, 25.4], [18000, 25.5]]) == (
+          pytest.approx(1.0), 18000, 2)
+  assert mixing_plateau.curve_difference([(100, 1.0)], [(200, 1.0)]) is None
+  assert mixing_plateau.plateau_report([earlier, str(new)], str(tmp_path / 'rep2'), PROV,
+                                       tokens_per_step=8) is None
+  md = (tmp_path / 'rep2' / 'mixing_layers_plateau.md').read_text()
+  assert '## Seed 0 run more than once' in md
+  assert (f'| Transformer, 18000 steps | 26.5: `{new}` (m) | 25.5: `{longer}` as recorded in '
+          f'`{earlier} (report at abcdef0)` (m) | +1.0 | 1.0 points at step 18000 (2 common '
+          'evaluations) |') in md
+  # rebuilt from the new report alone, or with the same workdir again: the same rerun, once
+  again = str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')
+  for roots in ([again], [again, str(new)]):
+    att = mixing_plateau.compare_schedules(roots)[1]['attention'][2]
+    assert [(r['source'], r['mlm_seed0']) for r in att['reruns']] == [(str(longer), 25.5)]
+  # without a rerun, no section
+  assert '## Seed 0 run more than once' not in (tmp_path / 'rep' / 'mixing_layers_plateau.md'
+                                                ).read_text()
+
+
 def test_archive_keeps_what_the_reports_read(tmp_path):
   from experiments import mixing_sweep
   from transformer_ua import cli

@@ -127,12 +127,35 @@ def _schedules_of_report(path):
   return out
 
 
+def _reruns(ps, pick, m):
+  """The other seed-0 runs of mixer m among one schedule's parts ``ps`` (and the reruns
+  that their rows recorded), one per source: [{'source', 'via', 'machines', 'mlm_seed0',
+  'mnli_seed0', 'curve_mlm'}]. Same mixer, schedule and seed means the same batches, so
+  they differ only by the machine's numerics (or a code change between them)."""
+  seen, out = {pick[m]['rows'][m]['source']}, []
+  for p in ps:
+    r = p['rows'][m]
+    found = list(r.get('reruns') or [])
+    if p is not pick[m] and r['mlm_seed0'] is not None:
+      found.insert(0, {
+          'source': r['source'], 'via': r.get('via'), 'mlm_seed0': r['mlm_seed0'],
+          'mnli_seed0': r['mnli_seed0'], 'curve_mlm': p['curves']['mlm'].get(m),
+          'machines': next((s['runs_summary']['machines'] for s in p['sources']
+                            if s['root'] == r['source']), [])})
+    for x in found:
+      if x['source'] not in seen:
+        seen.add(x['source'])
+        out.append(x)
+  return out
+
+
 def _merge_schedules(parts):
   """One schedule per step count, shortest first, from _schedule_of_workdir() and
   _schedules_of_report() parts. Per mixer, the part with the most finished seeds gives the
   row and the curves (ties: one with a learning curve, then a workdir over a report), so a
-  rerun in a workdir replaces what an earlier report recorded. Two workdirs of one
-  schedule raise ScheduleError."""
+  rerun in a workdir replaces what an earlier report recorded, and the replaced seed-0 run
+  is kept in the row's 'reruns' (_reruns). Two workdirs of one schedule raise
+  ScheduleError."""
   by_steps = {}
   for p in parts:
     by_steps.setdefault(p['steps'], []).append(p)
@@ -149,7 +172,8 @@ def _merge_schedules(parts):
          'sources': [dict(s, mixers=ms) for p in used for s in p['sources'] if (ms := [
              m for m in TABLE_MODELS if pick[m] is p and pick[m]['rows'][m]['source'] == s['root']
              and rank(p, m)[:2] != (0, False)])],
-         'rows': {m: pick[m]['rows'][m] for m in TABLE_MODELS},
+         'rows': {m: dict(pick[m]['rows'][m], reruns=_reruns(ps, pick, m))
+                  for m in TABLE_MODELS},
          'curves': {key: {m: pick[m]['curves'][key].get(m) for m in TABLE_MODELS}
                     for key in CURVE_METRICS}}
     if len(used) == 1 and used[0].get('claims') is not None:
@@ -283,6 +307,47 @@ def _fmt_n(s):
   return f"{s['mean']:.1f} (n=1)" if s and s['n'] == 1 else fmt_mean_std(s)
 
 
+def curve_difference(a, b):
+  """(largest |a - b|, at which step, how many common steps) over the evaluation steps
+  two learning curves [(step, accuracy)] share; None when they share none."""
+  da, db = dict(a or ()), dict(b or ())
+  common = sorted(set(da) & set(db))
+  if not common:
+    return None
+  step = max(common, key=lambda s: abs(da[s] - db[s]))
+  return abs(da[step] - db[step]), step, len(common)
+
+
+def _reruns_markdown(scheds, rows):
+  """The 'Seed 0 run more than once' section: each rerun against the run used."""
+  def run(r, ms):
+    return (f"{_num(r['mlm_seed0'])}: `{r['source']}`"
+            + (f" as recorded in `{r['via']}`" if r.get('via') else '')
+            + ' (' + ('; '.join(x.split(',')[0] for x in ms) or 'machine not recorded') + ')')
+  out = []
+  for i, x in enumerate(scheds):
+    for m in TABLE_MODELS:
+      used = rows[m][i]
+      used_machines = next((s['runs_summary']['machines'] for s in x['sources']
+                            if s['root'] == used['source']), [])
+      for r in used.get('reruns') or ():
+        d = curve_difference(x['curves']['mlm'].get(m), r['curve_mlm'])
+        gap = (used['mlm_seed0'] - r['mlm_seed0'] if used['mlm_seed0'] is not None else None)
+        out.append(f"| {NAMES[m]}, {x['steps']} steps | {run(used, used_machines)} | "
+                   f"{run(r, r['machines'])} | {_num(gap, '{:+.1f}')} | "
+                   + (f'{d[0]:.1f} points at step {d[1]} ({d[2]} common evaluations)'
+                      if d else '—') + ' |')
+  if not out:
+    return []
+  return ['## Seed 0 run more than once', '',
+          f'The same mixer, schedule and seed {PLATEAU_SEED}, so the same batches, run again '
+          'elsewhere: runs on two machines differ only by their numerics (CPUs differ in the '
+          'last bits), which training can amplify. The tables use the first run of each row.',
+          '', '| mixer, schedule | run used above: final held-out MLM (%) | other run | '
+          'used - other (points) | largest gap along the held-out MLM curves |',
+          '|---|---|---|---|---|', *out, '']
+
+
 def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
   ms = TABLE_MODELS
   cols = ' | '.join(NAMES[m] for m in ms)
@@ -324,6 +389,7 @@ def _schedules_markdown(scheds, rows, plateau, checks, prov, tokens_per_step):
       f"{'plateaued' if p['plateaued'] else 'still rising'} ({p['gain']:+.1f}, "
       f"{p['from_steps']} -> {p['steps']})")
   lines += ['| **plateau?** | ' + ' | '.join(verdict_of(plateau[m]) for m in ms) + ' |', '']
+  lines += _reruns_markdown(scheds, rows)
   via = {x['steps']: x.get('claims_via') for x in scheds}
   for steps, cs in checks.items():
     lines += [
