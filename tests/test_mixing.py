@@ -373,11 +373,12 @@ def test_curve_band_keeps_the_steps_only_some_seeds_reached():
   assert std == pytest.approx([np.sqrt(0.5), np.sqrt(2.0), 0.0])
 
 
-def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli=None):
+def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli=None,
+              utc='t'):
   """A finished stage under root/<mixing>_s<seed>/<stage> with the fields collect() reads."""
   d = root / f'{mixing}_s{seed}' / stage
   d.mkdir(parents=True)
-  prov = {'command': 'fake', 'git_revision': 'r', 'machine': 'm', 'utc_time': 't',
+  prov = {'command': 'fake', 'git_revision': 'r', 'machine': 'm', 'utc_time': utc,
           'load_average_1min_at_start': 0.0}
   r = {'stage': stage, 'task': stage, 'mixing': mixing, 'num_conv_layers': 0, 'seed': seed,
        'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0}}
@@ -555,7 +556,7 @@ def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
   # row (a workdir over a report), and the recorded run stays as a rerun with its curve
   new = tmp_path / 'new'
   _fake_run(new, 'attention', 0, 18000, [(9000, 22.0), (13500, 26.0), (18000, 26.5)],
-            mlm=26.5)
+            mlm=26.5, utc='t2')
   scheds, rows, _, _ = mixing_plateau.compare_schedules([earlier, str(new)])
   att = rows['attention'][2]
   assert att['mlm_seed0'] == 26.5 and att['source'] == str(new)
@@ -580,6 +581,22 @@ def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
   for roots in ([again], [again, str(new)]):
     att = mixing_plateau.compare_schedules(roots)[1]['attention'][2]
     assert [(r['source'], r['mlm_seed0']) for r in att['reruns']] == [(str(longer), 25.5)]
+  # a copy of the workdir (its archive) holds the same runs, not reruns
+  import shutil
+  shutil.copytree(new, tmp_path / 'copy')
+  att = mixing_plateau.compare_schedules([again, str(tmp_path / 'copy')])[1]['attention'][2]
+  assert att['source'] == str(tmp_path / 'copy')
+  assert [(r['source'], r['mlm_seed0']) for r in att['reruns']] == [(str(longer), 25.5)]
+  # a report from before run ids were stored: the same run is known by its curve
+  with open(again) as f:
+    d = json.load(f)
+  for rr in d['rows'].values():
+    for r in rr:
+      r.pop('run_seed0')
+  with open(again, 'w') as f:
+    json.dump(d, f)
+  att = mixing_plateau.compare_schedules([again, str(tmp_path / 'copy')])[1]['attention'][2]
+  assert [(r['source'], r['mlm_seed0']) for r in att['reruns']] == [(str(longer), 25.5)]
   # without a rerun, no section
   assert '## Seed 0 run more than once' not in (tmp_path / 'rep' / 'mixing_layers_plateau.md'
                                                 ).read_text()

@@ -66,6 +66,13 @@ def _finals(runs, m, stage, field):
   return {r['seed']: r['eval'][field] for r in runs.get((m, 0), {}).get(stage, [])}
 
 
+def _run_id(result):
+  """What tells one pre-training run from another: its machine and start time (a copy
+  of a workdir, e.g. its --archive_to archive, holds the same runs)."""
+  p = result['provenance']
+  return f"{p['machine']} at {p['utc_time']}"
+
+
 def _schedule_of_workdir(root):
   """One schedule from the runs under ``root`` (a workdir or its --archive_to copy):
   {'steps', 'baselines', 'sources': [{'root', 'via': None, 'runs_summary'}],
@@ -87,7 +94,9 @@ def _schedule_of_workdir(root):
         'gain_last_quarter': mean_std(last_quarter_gain(mlm_curves.get((m, 0), {}), steps)),
         'nsp': mean_std(list(_finals(runs, m, 'pretrain', 'nsp_accuracy').values())),
         'mnli': mean_std(list(mnli.values())), 'mnli_seed0': mnli.get(seed),
-        'train_mlm_seed0': (100 * train[steps] if seed in mlm and steps in train else None)}
+        'train_mlm_seed0': (100 * train[steps] if seed in mlm and steps in train else None),
+        'run_seed0': next((_run_id(r) for r in runs.get((m, 0), {}).get('pretrain', [])
+                           if r['seed'] == seed), None)}
   curves = {key: {m: c[metric].get((m, 0), {}).get(seed) for m in TABLE_MODELS}
             for key, (metric, _) in CURVE_METRICS.items()}
   return {'steps': steps, 'baselines': task_baselines(runs), 'rows': rows, 'curves': curves,
@@ -127,24 +136,32 @@ def _schedules_of_report(path):
   return out
 
 
+def _points(curve):
+  return [tuple(p) for p in curve or ()]
+
+
 def _reruns(ps, pick, m):
   """The other seed-0 runs of mixer m among one schedule's parts ``ps`` (and the reruns
-  that their rows recorded), one per source: [{'source', 'via', 'machines', 'mlm_seed0',
-  'mnli_seed0', 'curve_mlm'}]. Same mixer, schedule and seed means the same batches, so
+  that their rows recorded), each once: [{'source', 'via', 'run_seed0', 'machines',
+  'mlm_seed0', 'mnli_seed0', 'curve_mlm'}]. A run is known by _run_id (rows recorded
+  before it was stored: by their source). Same mixer, schedule and seed means the same batches, so
   they differ only by the machine's numerics (or a code change between them)."""
-  seen, out = {pick[m]['rows'][m]['source']}, []
+  ident = lambda r: r.get('run_seed0') or r['source']   # reports before 2026-11-24: source
+  seen, out = {ident(pick[m]['rows'][m])}, []
+  used_curve = _points(pick[m]['curves']['mlm'].get(m))
   for p in ps:
     r = p['rows'][m]
     found = list(r.get('reruns') or [])
     if p is not pick[m] and r['mlm_seed0'] is not None:
       found.insert(0, {
-          'source': r['source'], 'via': r.get('via'), 'mlm_seed0': r['mlm_seed0'],
+          'source': r['source'], 'via': r.get('via'), 'run_seed0': r.get('run_seed0'),
+          'mlm_seed0': r['mlm_seed0'],
           'mnli_seed0': r['mnli_seed0'], 'curve_mlm': p['curves']['mlm'].get(m),
           'machines': next((s['runs_summary']['machines'] for s in p['sources']
                             if s['root'] == r['source']), [])})
-    for x in found:
-      if x['source'] not in seen:
-        seen.add(x['source'])
+    for x in found:   # an identical curve: the same run (or an exact repeat), nothing to add
+      if ident(x) not in seen and _points(x['curve_mlm']) != used_curve:
+        seen.add(ident(x))
         out.append(x)
   return out
 
