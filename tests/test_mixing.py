@@ -484,11 +484,17 @@ PROV = {'command': 'c', 'git_revision': 'abcdef0123', 'machine': 'm', 'utc_time'
         'load_average_1min_at_start': 0.0}
 
 
-def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tmp_path):
+def _earlier_report(tmp_path):
+  """The three schedules' plateau report, made while their workdirs existed; returns the
+  18000-step workdir and the report's JSON path."""
   short, long_, longer = _three_schedules(tmp_path)
   assert mixing_plateau.plateau_report([str(short), str(long_), str(longer)],
-                                     str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
-  earlier = str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
+                                       str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
+  return longer, str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
+
+
+def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tmp_path):
+  longer, earlier = _earlier_report(tmp_path)
   # the workdirs are gone; a new machine reruns SepConv at 18000 steps and adds average
   new = tmp_path / 'new'
   _fake_run(new, 'sepconv', 0, 18000, [(13500, 34.0), (18000, 35.0)], mlm=35.0)
@@ -548,10 +554,7 @@ def test_plateau_report_goes_on_from_an_earlier_report_when_workdirs_are_gone(tm
 
 
 def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
-  short, long_, longer = _three_schedules(tmp_path)
-  assert mixing_plateau.plateau_report([str(short), str(long_), str(longer)],
-                                       str(tmp_path / 'rep'), PROV, tokens_per_step=8) is None
-  earlier = str(tmp_path / 'rep' / 'mixing_layers_plateau.json')
+  longer, earlier = _earlier_report(tmp_path)
   # another machine reruns the Transformer's 18000-step seed 0: it replaces the recorded
   # row (a workdir over a report), and the recorded run stays as a rerun with its curve
   new = tmp_path / 'new'
