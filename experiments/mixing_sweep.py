@@ -35,6 +35,8 @@ each tripling of the tokens buys, i.e. whether pre-training has plateaued, and w
 the mixers' order survives more tokens (transformer_ua/reports/mixing_plateau.py). An entry may also be an earlier
 ``mixing_layers_plateau.json``: its schedules come in as recorded there (for workdirs
 that are gone), and a mixer a workdir has more finished seeds of replaces its row.
+The sweep's own report then judges the claims of a mixer with one run as the plateau
+report does: with its seeds' std under a shorter schedule as its seed noise.
 
 A workdir lives on one machine. ``--archive_to=results/mixing_runs/<config>`` copies
 every finished stage's small records (no checkpoints) there, to be committed; every
@@ -311,6 +313,12 @@ def main(argv):
   if _STATUS.value:
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return
+  noise = {}
+  if _COMPARE_TO.value:   # read (and checked) before the work
+    try:
+      noise = mixing_plateau.seed_noise(_COMPARE_TO.value, config.pretrain.num_steps)
+    except mixing_plateau.ScheduleError as e:
+      sys.exit(f'error: --compare_to: {e}')
   archived = 0
   if not _REPORT_ONLY.value:
     try:
@@ -321,11 +329,11 @@ def main(argv):
       if j % m == i:
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         mixing_report.report(config, _WORKDIR.value, results_dir, name, prov,
-                             not_done(config, _WORKDIR.value, job_list))
+                             not_done(config, _WORKDIR.value, job_list), noise)
         if archive_dir:
           archived += archive(_WORKDIR.value, archive_dir)
   left = not_done(config, _WORKDIR.value, job_list)
-  mixing_report.report(config, _WORKDIR.value, results_dir, name, prov, left)
+  mixing_report.report(config, _WORKDIR.value, results_dir, name, prov, left, noise)
   if archive_dir:
     archived += archive(_WORKDIR.value, archive_dir)
     print(f'archive {archive_dir}: {archived} newly finished stages copied')

@@ -381,7 +381,11 @@ def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli
   prov = {'command': 'fake', 'git_revision': 'r', 'machine': 'm', 'utc_time': utc,
           'load_average_1min_at_start': 0.0}
   r = {'stage': stage, 'task': stage, 'mixing': mixing, 'num_conv_layers': 0, 'seed': seed,
-       'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0}}
+       'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0},
+       'params_encoder_pooler': 1000, 'train_tokens_per_s': 1.0}
+  if stage == 'pretrain':
+    r['data'] = {'train_synsets': 10, 'train_pair_synsets': 5, 'heldout_synsets': 2,
+                 'eval_sequences': 4, 'vocab_size': 50}
   r['eval'] = ({'mlm_accuracy': mlm, 'nsp_accuracy': 50.0 + seed} if stage == 'pretrain'
                else {'accuracy': mnli})
   (d / 'result.json').write_text(json.dumps(r))
@@ -603,6 +607,39 @@ def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
   # without a rerun, no section
   assert '## Seed 0 run more than once' not in (tmp_path / 'rep' / 'mixing_layers_plateau.md'
                                                 ).read_text()
+
+
+def test_sweep_report_takes_single_runs_seed_noise_from_shorter_schedules(tmp_path):
+  from experiments.configs import mixing_cpu_longer
+  short, long_, longer = _three_schedules(tmp_path)
+  _fake_run(longer, 'sepconv', 0, 18000, [(13500, 33.0), (18000, 34.0)], mlm=34.0)
+  # 18000 steps: the Transformer's nearest shorter schedule with >= 2 seeds is 2000 (its
+  # seeds 20, 21, 22: std 1.0), SepConv's 6000 (30, 28: std sqrt 2); no MNLI has 2 seeds
+  noise = mixing_plateau.seed_noise([str(short), str(long_), str(longer)], 18000)
+  assert noise == {'attention': {'mlm_accuracy': {'std': pytest.approx(1.0), 'steps': 2000}},
+                   'sepconv': {'mlm_accuracy': {'std': pytest.approx(2 ** 0.5), 'steps': 6000}}}
+  assert mixing_plateau.seed_noise([str(short), str(long_)], 6000)['sepconv'] == {
+      'mlm_accuracy': {'std': pytest.approx(1.0), 'steps': 2000}}   # shorter only
+  config = mixing_cpu_longer.get_config()
+  by = {}
+  for name, given in (('without', None), ('with', noise)):
+    mixing_report.report(config, str(longer), str(tmp_path / name), 'cpu_longer', PROV,
+                         seed_noise=given)
+    out = json.loads((tmp_path / name / 'mixing_layers_cpu_longer.json').read_text())
+    by[name] = {c['claim'].split(' (')[0]: c for c in out['claims']}
+  # one run each: no spread without the shorter schedules' seed noise
+  c = by['without']['MLM: Transformer above SepConv']
+  assert c['measured'] == '-8.5 points (n = 1 vs 1)' and c['verdict'].startswith('not judged')
+  # with it: d = 25.5 - 34 = -8.5, SE = sqrt(1.0^2 + 2) = 1.73, beyond 2 SE
+  c = by['with']['MLM: Transformer above SepConv']
+  assert c['measured'] == '-8.5 ± 1.7 points (n = 1 vs 1)' and c['verdict'].startswith('fails')
+  # and Figure 1's k = L column is SepConv's, k = 0 the Transformer's: the same noise
+  c = by['with']['Figure 1, MLM: k = 4 SepConv layers worse than the Transformer']
+  assert c['measured'] == '+8.5 ± 1.7 points (n = 1 vs 1)' and c['verdict'].startswith('fails')
+  md = (tmp_path / 'with' / 'mixing_layers_cpu_longer.md').read_text()
+  assert 'seed noise the sample std of its seeds under the longest shorter schedule' in md
+  assert 'SepConv MLM 1.4 (6000 steps); Transformer MLM 1.0 (2000 steps).' in md
+  assert 'seed noise' not in (tmp_path / 'without' / 'mixing_layers_cpu_longer.md').read_text()
 
 
 def test_archive_keeps_what_the_reports_read(tmp_path):

@@ -214,9 +214,12 @@ def _plot_curves(curves, tokens_per_step, path, L, num_steps):
   plt.close(fig)
 
 
-def report(config, root, results_dir, config_name, prov, not_done=()):
+def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise=None):
   """Rebuilds the report from every ``result.json`` under ``root``. ``not_done``: the
-  sweep's status rows of the stages not done (mixing_sweep.status), listed in the report."""
+  sweep's status rows of the stages not done (mixing_sweep.status), listed in the report.
+  ``seed_noise``: {mixer: {'mlm_accuracy' | 'mnli_accuracy': {'std', 'steps'}}}, Table 1
+  mixers' seed noise under a shorter schedule (mixing_plateau.seed_noise); a mixer with
+  one finished run here takes it as that run's ``seed_std`` in the claims (compare())."""
   runs = collect(root)
   curves = learning_curves(root)
   L = config.model.num_layers
@@ -248,6 +251,13 @@ def report(config, root, results_dir, config_name, prov, not_done=()):
         'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
         'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
     }
+  seed_noise = seed_noise or {}
+  for m, fields in seed_noise.items():     # the Table 1 mixer and its Figure 1 column
+    same = {'attention': [figure[0]], 'sepconv': [figure[L]]}.get(m, [])
+    for field, noise in fields.items():
+      for summary in [table[m][field]] + [f[field] for f in same]:
+        if summary and summary['n'] == 1:
+          summary['seed_std'] = noise['std']
   any_run = next((rs[0] for d in runs.values() for rs in d.values()), None)
   baselines = task_baselines(runs)
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
@@ -256,7 +266,7 @@ def report(config, root, results_dir, config_name, prov, not_done=()):
   out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
-         'config_values': config.to_dict()})
+         'config_values': config.to_dict(), 'seed_noise': seed_noise})
   out['claims'] = [{'claim': c, 'measured': m, 'verdict': v}
                    for c, m, v in claims(table, figure, L, baselines)]
   out['learning_curves'] = {f'{m}_k{k}': {str(s): pts for s, pts in v.items()}
@@ -383,6 +393,18 @@ def _plots(table, figure, L, stem, baselines=None):
   plt.close(fig)
 
 
+def _seed_noise_sentence(seed_noise):
+  """What the claims took as the seed noise of single runs (report's ``seed_noise``)."""
+  if not seed_noise:
+    return ''
+  fields = {'mlm_accuracy': 'MLM', 'mnli_accuracy': 'MNLI'}
+  used = '; '.join(f"{NAMES[m]} {fields[f]} {v['std']:.1f} ({v['steps']} steps)"
+                   for m in TABLE_MODELS for f, v in seed_noise.get(m, {}).items())
+  return (' A Table 1 mixer (and its Figure 1 column) with one finished run takes as its '
+          'seed noise the sample std of its seeds under the longest shorter schedule with '
+          f'>= 2 seeds (--compare_to; an assumption): {used}.')
+
+
 def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False,
               rerendered=''):
   m = config.model
@@ -431,7 +453,7 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
               'Differences are mean over seeds minus mean over seeds, ± their standard error '
               'sqrt(s_a^2/n_a + s_b^2/n_b) (a single run borrows the other side\'s sample '
               f'variance). A claim holds or fails only when |difference| >= {SE_MULTIPLE} SE; '
-              'finished runs only.', '',
+              'finished runs only.' + _seed_noise_sentence(out.get('seed_noise')), '',
               '| claim | measured difference | verdict |', '|---|---|---|']
     lines += [f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in out['claims']]
     lines.append('')

@@ -199,6 +199,31 @@ def _merge_schedules(parts):
   return out
 
 
+def _noise_donor(mixer_rows, i, key):
+  """The index of the nearest schedule shorter than schedule i whose ``key`` summary has
+  >= 2 seeds (its sample std is the seed noise a single run borrows), or None."""
+  return next((j for j in reversed(range(i)) if (mixer_rows[j][key] or {}).get('n', 0) > 1),
+              None)
+
+
+def seed_noise(roots, steps):
+  """{mixer: {'mlm_accuracy' | 'mnli_accuracy': {'std', 'steps'}}}: for each Table 1 mixer,
+  the sample std over seeds of its held-out MLM and MNLI-analogue accuracy under the
+  longest schedule of ``roots`` (compare_schedules) shorter than ``steps`` that has >= 2
+  finished seeds. A sweep of ``steps`` steps with one run of a mixer takes it as that
+  run's seed noise (mixing.report), as the plateau report does. Raises ScheduleError."""
+  scheds, rows, _, _ = compare_schedules(roots)
+  i = sum(x['steps'] < steps for x in scheds)      # schedules are shortest first
+  out = {}
+  for m in TABLE_MODELS:
+    for key, field in (('mlm', 'mlm_accuracy'), ('mnli', 'mnli_accuracy')):
+      j = _noise_donor(rows[m], i, key)
+      if j is not None:
+        out.setdefault(m, {})[field] = {'std': rows[m][j][key]['std'],
+                                        'steps': scheds[j]['steps']}
+  return out
+
+
 def compare_schedules(roots):
   """(schedules, rows, plateau, checks) for the sweeps of one model under schedules of
   different lengths, shortest first. Each of ``roots`` is a workdir (or its archive) or
@@ -241,9 +266,8 @@ def compare_schedules(roots):
     s = rows[m][i][key]
     if s is None or s['n'] > 1:
       return s
-    donor = next((rows[m][j][key] for j in reversed(range(i)) if (rows[m][j][key] or {}).get(
-        'n', 0) > 1), None)
-    return dict(s, seed_std=donor['std'] if donor else None)
+    j = _noise_donor(rows[m], i, key)
+    return dict(s, seed_std=rows[m][j][key]['std'] if j is not None else None)
 
   # The task data do not depend on the step count (the configs differ only in it), so
   # any schedule's fine-tuning runs give the baselines. Without any (reports before
