@@ -315,10 +315,17 @@ def main(argv):
     return
   noise = {}
   if _COMPARE_TO.value:   # read (and checked) before the work
+    steps = config.pretrain.num_steps
     try:
-      noise = mixing_plateau.seed_noise(_COMPARE_TO.value, config.pretrain.num_steps)
+      same = [d for d in _COMPARE_TO.value
+              if os.path.isdir(d) and mixing_plateau.schedule_steps(d) == steps]
+      noise = mixing_plateau.seed_noise(_COMPARE_TO.value, steps)
     except mixing_plateau.ScheduleError as e:
       sys.exit(f'error: --compare_to: {e}')
+    if same:
+      sys.exit(f'error: --compare_to: {same[0]} holds runs of this config\'s own {steps}-step '
+               'schedule (the --workdir\'s); give the sweeps of other step counts, or an '
+               'earlier mixing_layers_plateau.json')
   archived = 0
   if not _REPORT_ONLY.value:
     try:

@@ -11,7 +11,7 @@ import ml_collections
 import numpy as np
 import pytest
 
-from experiments.configs import mixing_tiny
+from experiments.configs import mixing_cpu, mixing_cpu_longer, mixing_tiny
 from transformer_ua.models import mixing_train
 from transformer_ua.reports import mixing as mixing_report, mixing_plateau
 from transformer_ua.train.checkpointing import Checkpointer
@@ -198,7 +198,6 @@ def _fake_sweep(root):
 
 def test_sweep_status_on_a_fake_workdir(tmp_path):
   from experiments import mixing_sweep
-  from experiments.configs import mixing_cpu
   _fake_sweep(tmp_path)
   c = mixing_cpu.get_config()
   c.pretrain.num_steps, c.finetune.num_steps = 2000, 1000
@@ -270,10 +269,14 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
   assert 'Traceback' not in p.stderr
   (tmp_path / 'gone').rename(gone)
   (tmp_path / 'rep' / 'other.json').write_text('[]')
+  same = tmp_path / 'same'       # e.g. the workdir's own archive: not another schedule
+  _fake_run(same, 'attention', 0, 2000, [(2000, 20.0)], mlm=20.0)
   for bad, fragment in ((f'--compare_to={tmp_path}/none', 'error: --compare_to: '),
                         (f'--compare_to={tmp_path}', 'error: --compare_to: '),
                         (f'--compare_to={tmp_path}/rep/other.json',
                          'error: --compare_to: '),
+                        (f'--compare_to={same}', f'error: --compare_to: {same} holds runs of '
+                         "this config's own 2000-step schedule"),
                         (f'--archive_to={tmp_path}/rep/other.json', 'error: --archive_to='),
                         ('--table_mixers=attn', 'error: --table_mixers must be a subset')):
     p = _binary([*args, '--report_only', bad])
@@ -610,7 +613,6 @@ def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
 
 
 def test_sweep_report_takes_single_runs_seed_noise_from_shorter_schedules(tmp_path):
-  from experiments.configs import mixing_cpu_longer
   short, long_, longer = _three_schedules(tmp_path)
   _fake_run(longer, 'sepconv', 0, 18000, [(13500, 33.0), (18000, 34.0)], mlm=34.0)
   # 18000 steps: the Transformer's nearest shorter schedule with >= 2 seeds is 2000 (its
@@ -640,6 +642,16 @@ def test_sweep_report_takes_single_runs_seed_noise_from_shorter_schedules(tmp_pa
   assert 'seed noise the sample std of its seeds under the longest shorter schedule' in md
   assert 'SepConv MLM 1.4 (6000 steps); Transformer MLM 1.0 (2000 steps).' in md
   assert 'seed noise' not in (tmp_path / 'without' / 'mixing_layers_cpu_longer.md').read_text()
+  saved = {name: json.loads((tmp_path / name / 'mixing_layers_cpu_longer.json').read_text())
+           for name in by}
+  assert saved['without']['seed_noise'] == {} and saved['with']['seed_noise'] == noise
+  # a mixer with >= 2 seeds keeps its own spread: noise given for it is neither used nor listed
+  mixing_report.report(mixing_cpu.get_config(), str(short), str(tmp_path / 'own'), 'cpu', PROV,
+                       seed_noise={'attention': {'mlm_accuracy': {'std': 9.0, 'steps': 1}}})
+  out = json.loads((tmp_path / 'own' / 'mixing_layers.json').read_text())
+  c = next(c for c in out['claims'] if c['claim'].startswith('MLM: Transformer above SepConv'))
+  assert c['measured'] == '-4.0 ± 0.8 points (n = 3 vs 3)'     # sqrt(1/3 + 1/3)
+  assert out['seed_noise'] == {} and '9.0' not in (tmp_path / 'own' / 'mixing_layers.md').read_text()
 
 
 def test_archive_keeps_what_the_reports_read(tmp_path):
@@ -674,7 +686,6 @@ def test_archive_keeps_what_the_reports_read(tmp_path):
                                          ('mixing_cpu_longest', 54000)])
 def test_longer_schedules_change_only_the_step_count(name, steps):
   import runpy
-  from experiments.configs import mixing_cpu
   path = os.path.join(os.path.dirname(__file__), '..', 'experiments', 'configs', name + '.py')
   c = runpy.run_path(path)['get_config']().to_dict()
   base = mixing_cpu.get_config().to_dict()

@@ -109,12 +109,13 @@ SE_MULTIPLE = 2   # a difference counts when |d| >= 2 standard errors
 
 
 def compare(a, b):
-  """(mean_a - mean_b, its standard error or None) of two ``_ms`` summaries.
+  """(mean_a - mean_b, its standard error or None) of two mean_std() summaries.
 
   SE = sqrt(s_a^2 / n_a + s_b^2 / n_b) with sample variances. One run has no spread of its
   own: it uses its ``seed_std`` when the summary carries one (a seed-noise estimate made
   elsewhere, e.g. from the same model's seeds under a shorter schedule), else it borrows
-  the other side's sample variance; SE is None when neither side has any.
+  the other side's variance (sample, or its ``seed_std``); SE is None when neither side
+  has any.
   """
   def var(x):
     if x['n'] > 1:
@@ -251,13 +252,14 @@ def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise
         'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
         'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
     }
-  seed_noise = seed_noise or {}
-  for m, fields in seed_noise.items():     # the Table 1 mixer and its Figure 1 column
+  used_noise = {}      # the seed noise that a single run here took (the rest is unused)
+  for m, fields in (seed_noise or {}).items():   # the Table 1 mixer and its Figure 1 column
     same = {'attention': [figure[0]], 'sepconv': [figure[L]]}.get(m, [])
     for field, noise in fields.items():
       for summary in [table[m][field]] + [f[field] for f in same]:
         if summary and summary['n'] == 1:
           summary['seed_std'] = noise['std']
+          used_noise.setdefault(m, {})[field] = noise
   any_run = next((rs[0] for d in runs.values() for rs in d.values()), None)
   baselines = task_baselines(runs)
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
@@ -266,7 +268,7 @@ def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise
   out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
-         'config_values': config.to_dict(), 'seed_noise': seed_noise})
+         'config_values': config.to_dict(), 'seed_noise': used_noise})
   out['claims'] = [{'claim': c, 'measured': m, 'verdict': v}
                    for c, m, v in claims(table, figure, L, baselines)]
   out['learning_curves'] = {f'{m}_k{k}': {str(s): pts for s, pts in v.items()}
@@ -400,9 +402,10 @@ def _seed_noise_sentence(seed_noise):
   fields = {'mlm_accuracy': 'MLM', 'mnli_accuracy': 'MNLI'}
   used = '; '.join(f"{NAMES[m]} {fields[f]} {v['std']:.1f} ({v['steps']} steps)"
                    for m in TABLE_MODELS for f, v in seed_noise.get(m, {}).items())
-  return (' A Table 1 mixer (and its Figure 1 column) with one finished run takes as its '
-          'seed noise the sample std of its seeds under the longest shorter schedule with '
-          f'>= 2 seeds (--compare_to; an assumption): {used}.')
+  return (' Here a Table 1 mixer (and its Figure 1 column) with one finished run takes as '
+          'its seed noise the sample std of its seeds under the longest shorter schedule '
+          f'with >= 2 seeds (--compare_to; an assumption): {used}. A hybrid with one run '
+          'borrows the other side\'s.')
 
 
 def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=False,
@@ -451,7 +454,7 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
   if out['claims']:
     lines += ["## The paper's claims, checked automatically", '',
               'Differences are mean over seeds minus mean over seeds, ± their standard error '
-              'sqrt(s_a^2/n_a + s_b^2/n_b) (a single run borrows the other side\'s sample '
+              'sqrt(s_a^2/n_a + s_b^2/n_b) (a single run borrows the other side\'s '
               f'variance). A claim holds or fails only when |difference| >= {SE_MULTIPLE} SE; '
               'finished runs only.' + _seed_noise_sentence(out.get('seed_noise')), '',
               '| claim | measured difference | verdict |', '|---|---|---|']

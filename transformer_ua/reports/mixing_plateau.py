@@ -112,14 +112,15 @@ def _schedules_of_report(path):
       d = json.load(f)
     scheds, rev = d['schedules'], d['report_provenance']['git_revision'][:7]
     rows, curves = d['rows'], d['learning_curves_seed0']
-  except (OSError, ValueError, KeyError, TypeError) as e:
+    steps_of = [int(x['steps']) for x in scheds]
+    row_steps = {m: [r['steps'] for r in rows.get(m, [])] for m in TABLE_MODELS}
+  except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     raise ScheduleError(f'{path} is not a plateau report written by --compare_to '
                         f'({type(e).__name__}: {e})') from None
   via = f'{path} (report at {rev})'
   out = []
-  for x in scheds:
-    steps = int(x['steps'])
-    if any(sum(r['steps'] == steps for r in rows.get(m, [])) != 1 for m in TABLE_MODELS):
+  for x, steps in zip(scheds, steps_of):
+    if any(row_steps[m].count(steps) != 1 for m in TABLE_MODELS):
       raise ScheduleError(f'{path} is not a plateau report written by --compare_to (its '
                           f'rows do not hold one row per mixer for {steps} steps)')
     srcs = x.get('sources') or [{'root': x['root'], 'runs_summary': x['runs_summary']}]
