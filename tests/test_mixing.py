@@ -74,6 +74,15 @@ def test_interrupted_and_resumed_equals_uninterrupted(pre_run):
   rows = lambda d: [json.loads(l) for l in open(tmp / d / 'metrics.jsonl')]
   losses = lambda d: [(r['step'], r['loss']) for r in rows(d) if 'loss' in r]
   assert losses('full') == losses('resumed')
+  # every attempt that trained the run is on record, with the steps it ran
+  spans = lambda r: [(g['from_step'], g['to_step']) for g in r['segments']]
+  assert spans(full) == [(0, 4)] and spans(resumed) == [(0, 2), (2, 4)]
+  for g in resumed['segments']:
+    assert {'command', 'git_revision', 'machine', 'utc_time',
+            'load_average_1min_at_start'} <= set(g) and g['seconds'] > 0
+  assert resumed['provenance'] == {k: v for k, v in resumed['segments'][-1].items()
+                                   if k not in ('from_step', 'to_step', 'seconds')}
+  assert resumed['train_elapsed_s'] >= resumed['segments'][-1]['seconds']
 
 
 def test_several_steps_per_call_is_the_same_training(pre_run):
@@ -652,6 +661,21 @@ def test_sweep_report_takes_single_runs_seed_noise_from_shorter_schedules(tmp_pa
   c = next(c for c in out['claims'] if c['claim'].startswith('MLM: Transformer above SepConv'))
   assert c['measured'] == '-4.0 ± 0.8 points (n = 3 vs 3)'     # sqrt(1/3 + 1/3)
   assert out['seed_noise'] == {} and '9.0' not in (tmp_path / 'own' / 'mixing_layers.md').read_text()
+
+
+def test_runs_summary_counts_every_attempt_of_a_resumed_run():
+  seg = lambda utc, load, rev: {**PROV, 'utc_time': utc, 'load_average_1min_at_start': load,
+                                'git_revision': rev}
+  once = {'provenance': seg('t1', 0.5, 'a')}                     # before segments existed
+  resumed = {'provenance': seg('t4', 3.0, 'c'),
+             'segments': [seg('t2', 1.0, 'b'), seg('t4', 3.0, 'c')]}
+  rs = mixing_report.runs_summary({('attention', 0): {'pretrain': [once, resumed]}})
+  assert (rs['result_files'], rs['resumed'], rs['attempts']) == (2, 1, 3)
+  assert rs['git_revisions'] == ['a', 'b', 'c'] and rs['load_average_1min_range'] == [0.5, 3.0]
+  assert mixing_report.runs_lines(rs)[0] == (
+      '- runs: 2 stages (1 resumed from checkpoints: 3 attempts in all), t1 to t4 UTC, '
+      '1-min load 0.5-3.0 at stage starts and resumes')
+  assert mixing_plateau._run_id(resumed) == 'm at t2'          # known by its first attempt
 
 
 def test_archive_keeps_what_the_reports_read(tmp_path):

@@ -266,9 +266,10 @@ class _StepTask:
 
 
 def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, halt_after,
-          mesh):
-  """The one loop (``transformer_ua.train.loop``) over steps; returns (state, the
-  ``_StepTask`` with its throughput ``tps`` and ``row_tps``)."""
+          mesh, prov):
+  """The one loop (``transformer_ua.train.loop``) over steps; returns (its Outcome: the
+  state, and the segments of a run resumed across processes; the ``_StepTask`` with this
+  attempt's throughput ``tps`` and ``row_tps``)."""
   c = cfg.get('steps_per_call', 1)
   task = _StepTask(train_step, get_batch, eval_fn, acc0, steps_per_call=c,
                    log_every=cfg.log_every, num_steps=cfg.num_steps, mesh=mesh)
@@ -279,11 +280,11 @@ def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, ha
       stop_after=halt_after if halt_after > 0 else None, eval_prefix='eval_', desc=desc,
       units_per_call=c, tensorboard=cfg.get('tensorboard', True))
   try:
-    out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh)
+    out = loop.run(task, state, workdir=workdir, schedule=schedule, mesh=mesh, prov=prov)
   finally:
     task.close()
   MetricsWriter(workdir, tensorboard=False).plot('curves.png')
-  return out.state, task
+  return out, task
 
 
 def _write_result(workdir, result):
@@ -371,13 +372,14 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   S = d.get('max_segments', 1)
   t0 = time.perf_counter()
-  state, task = _loop(workdir=workdir, state=state,
-                      train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
-                      get_batch=lambda s: train_data.batch(s, p.batch_size, S),
-                      acc0=init_metrics_acc(loss_fn, params, train_data.batch(0, 2, S)),
-                      cfg=p, eval_fn=eval_fn, desc='pretrain',
-                      halt_after=config.get('halt_after', -1),
-                      mesh=loop.training_mesh(config))
+  out, task = _loop(workdir=workdir, state=state,
+                    train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
+                    get_batch=lambda s: train_data.batch(s, p.batch_size, S),
+                    acc0=init_metrics_acc(loss_fn, params, train_data.batch(0, 2, S)),
+                    cfg=p, eval_fn=eval_fn, desc='pretrain',
+                    halt_after=config.get('halt_after', -1),
+                    mesh=loop.training_mesh(config), prov=prov)
+  state = out.state
   final = eval_fn(state['params'])
   return _write_result(workdir, {
       'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
@@ -387,7 +389,8 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                + enc.count_params(params['pooler']),
       'eval': final, 'train_tokens_per_s': task.tps,
       'train_row_tokens_per_s': task.row_tps, 'max_segments': S,
-      'wall_s': round(time.perf_counter() - t0, 1),
+      'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
+      'segments': out.segments,
       'data': {'vocab_size': V, 'train_synsets': len(train_data.headlines),
                'train_pair_synsets': int(len(train_data.with_examples)),
                'heldout_synsets': len(eval_data.headlines),
@@ -532,13 +535,14 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return {k: v[idx] for k, v in train.items()}
 
   t0 = time.perf_counter()
-  state, task = _loop(workdir=workdir, state=state,
-                      train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
-                      get_batch=get_batch,
-                      acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
-                      cfg=f, eval_fn=eval_fn,
-                      desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
-                      mesh=loop.training_mesh(config))
+  out, task = _loop(workdir=workdir, state=state,
+                    train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
+                    get_batch=get_batch,
+                    acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
+                    cfg=f, eval_fn=eval_fn,
+                    desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
+                    mesh=loop.training_mesh(config), prov=prov)
+  state = out.state
   final = eval_fn(state['params'])
   info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
   return _write_result(workdir, {
@@ -546,7 +550,8 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
       'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
       'seed': config.seed, 'step': int(state['step']), 'pretrained_from': src,
       'params': enc.count_params(params), 'eval': final, 'train_tokens_per_s': task.tps,
-      'wall_s': round(time.perf_counter() - t0, 1),
+      'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
+      'segments': out.segments,
       'data': {'train_examples': n_train, 'test_examples': int(len(test['input_ids'])),
                **info},
       'provenance': prov})

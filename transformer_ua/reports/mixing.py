@@ -323,10 +323,15 @@ def task_baselines(runs):
 
 
 def runs_summary(runs):
-  """Commands, revisions, machines, load and time range of every run in ``collect()``."""
-  provs = [r['provenance'] for d in runs.values() for rs in d.values() for r in rs]
+  """Commands, revisions, machines, load and time range of every run in ``collect()``,
+  over every attempt (process) of a run resumed from its checkpoints (its 'segments';
+  results before 2026-11-24 record only their last attempt)."""
+  results = [r for d in runs.values() for rs in d.values() for r in rs]
+  provs = [g for r in results for g in (r.get('segments') or [r['provenance']])]
   span = lambda key: [min(p[key] for p in provs), max(p[key] for p in provs)] if provs else None
-  return {'result_files': len(provs),
+  return {'result_files': len(results),
+          'resumed': sum(len(r.get('segments') or ()) > 1 for r in results),
+          'attempts': len(provs),
           'git_revisions': sorted({p['git_revision'] for p in provs}),
           'machines': sorted({p['machine'] for p in provs}),
           'load_average_1min_range': span('load_average_1min_at_start'),
@@ -508,9 +513,12 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
 def runs_lines(rs):
   if not rs['result_files']:
     return []
-  return [f"- runs: {rs['result_files']} stages, {rs['utc_range'][0]} to {rs['utc_range'][1]} "
-          f"UTC, 1-min load {rs['load_average_1min_range'][0]}-"
-          f"{rs['load_average_1min_range'][1]} at stage starts",
+  resumed = (f" ({rs['resumed']} resumed from checkpoints: {rs['attempts']} attempts in all)"
+             if rs.get('resumed') else '')
+  return [f"- runs: {rs['result_files']} stages{resumed}, {rs['utc_range'][0]} to "
+          f"{rs['utc_range'][1]} UTC, 1-min load {rs['load_average_1min_range'][0]}-"
+          f"{rs['load_average_1min_range'][1]} at stage starts" + (
+              ' and resumes' if rs.get('resumed') else ''),
           '- run commands: ' + '; '.join(f'`{c}`' for c in rs['sweep_commands']),
           '- run revisions: ' + ', '.join(f'`{r}`' for r in rs['git_revisions']),
           '- run machines: ' + '; '.join(rs['machines']), '']

@@ -67,9 +67,10 @@ def _finals(runs, m, stage, field):
 
 
 def _run_id(result):
-  """What tells one pre-training run from another: its machine and start time (a copy
-  of a workdir, e.g. its --archive_to archive, holds the same runs)."""
-  p = result['provenance']
+  """What tells one pre-training run from another: its machine and start time, that of
+  its first attempt if it was resumed (a copy of a workdir, e.g. its --archive_to
+  archive, holds the same runs)."""
+  p = (result.get('segments') or [result['provenance']])[0]
   return f"{p['machine']} at {p['utc_time']}"
 
 

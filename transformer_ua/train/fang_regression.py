@@ -148,7 +148,7 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
         'mse_test_vs_f': mse(pred_te, data['f_test']),
         'epochs_to_convergence': first, 'epochs_to_stable_convergence': stable,
         'run_time_to_convergence_s': None if first is None else per_epoch * first,
-        'history': history, 'provenance': provenance.record(),
+        'history': history, 'provenance': provenance.record(), 'segments': out.segments,
     })
     np.savez(os.path.join(workdir, 'params.npz'),
              **{'/'.join(str(getattr(k, 'key', getattr(k, 'idx', k))) for k in path):

@@ -30,7 +30,8 @@ KeyboardInterrupt raised inside a unit (outside the main thread, or a second sig
 saves the last finished unit too, unless its buffers were donated to the unit. So at
 most ``checkpoint_seconds`` of work (plus the unit in progress) is ever lost.
 
-Resume: the newest checkpoint restores the state, the history and the elapsed time,
+Resume: the newest checkpoint restores the state, the history, the elapsed time and
+the segments (each attempt's provenance: command, revision, machine, time, load),
 and ``metrics.jsonl`` is cut back to it (rows of an interrupted attempt are rewritten,
 not duplicated); since batches and keys are functions of (seed, unit) the resumed run
 is the uninterrupted run. ``stop_after`` stops after that many units in total (a
@@ -52,7 +53,7 @@ from typing import Any, Protocol
 
 import jax
 
-from transformer_ua import cli, parallel
+from transformer_ua import cli, parallel, provenance
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
@@ -128,12 +129,16 @@ class Schedule:
 
 @dataclasses.dataclass
 class Outcome:
-  """What ``run`` returns: the final state, the logged rows and the training time."""
+  """What ``run`` returns: the final state, the logged rows, the training time (every
+  attempt's, summed), and ``segments``: one provenance record per attempt (process) that
+  trained this run, oldest first, each with the units it ran (``from_<unit>`` ..
+  ``to_<unit>``) and its seconds."""
 
   state: State
   history: list
   elapsed: float
   units_done: int
+  segments: list = dataclasses.field(default_factory=list)
 
 
 def training_mesh(config):
@@ -185,8 +190,11 @@ def _alive(state) -> bool:
                  for a in jax.tree_util.tree_leaves(state))
 
 
-def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None) -> Outcome:
+def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None,
+        prov: dict | None = None) -> Outcome:
   """Trains ``state`` with ``task`` in ``workdir`` (see module doc); resumes if it can.
+  ``prov``: this attempt's provenance (default: provenance.record() now); the checkpoint
+  meta carries every attempt's as ``segments`` (Outcome.segments).
 
   Raises:
     cli.Interrupted: after SIGINT / SIGTERM (or a KeyboardInterrupt), once the last
@@ -198,12 +206,16 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
   s = schedule
   ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=s.max_to_keep)
   writer = MetricsWriter(workdir, tensorboard=s.tensorboard)
-  start, history, elapsed = 0, [], 0.0
+  start, history, elapsed, segments = 0, [], 0.0, []
   restored = ckpt.restore_latest(state)
   if restored is not None:
     start, state, meta = restored
     history, elapsed = list(meta.get('history', [])), float(meta.get('elapsed', 0.0))
+    segments = list(meta.get('segments', []))    # checkpoints before 2026-11-24: none
     writer.truncate_after(start)
+  segment = {**(prov or provenance.record()), f'from_{s.unit}': start, f'to_{s.unit}': start,
+             'seconds': 0.0}
+  segments.append(segment)
   if mesh is not None:
     state = parallel.replicate(state, mesh)
   end = s.num_units if s.stop_after is None else min(s.num_units, s.stop_after)
@@ -215,9 +227,11 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
 
   def save(done, st):
     nonlocal saved, saved_at
+    segment.update({f'to_{s.unit}': done, 'seconds': round(time.perf_counter() - t0, 1)})
     ckpt.save(done, st, meta={'step': done,
                               'history': [r for r in history if r[s.unit] <= done],
-                              'elapsed': elapsed + time.perf_counter() - t0})
+                              'elapsed': elapsed + time.perf_counter() - t0,
+                              'segments': segments})
     saved, saved_at = done, time.perf_counter()
 
   def interrupted(name):
@@ -263,6 +277,8 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
       raise interrupted(str(e) or 'SIGINT') from None
   bar.close()
   elapsed += time.perf_counter() - t0
+  segment.update({f'to_{s.unit}': max(start, end), 'seconds': round(time.perf_counter() - t0, 1)})
   ckpt.close()
   writer.close()
-  return Outcome(state=state, history=history, elapsed=elapsed, units_done=max(start, end))
+  return Outcome(state=state, history=history, elapsed=elapsed, units_done=max(start, end),
+                 segments=segments)
