@@ -12,7 +12,7 @@
 # and is skipped once its result.json exists; a phase with nothing left is skipped, so
 # the sweep spans sessions. Each phase logs its command, revision and 1-min load.
 # A workdir lives and dies with its machine: with ARCHIVE_TO=DIR (e.g. the main
-# checkout's results/mixing_runs/cpu) every finished stage's records are also copied to
+# checkout's results/mixing/runs/cpu) every finished stage's records are also copied to
 # DIR, to be committed; the reports rebuild from there (mixing_sweep.py --archive_to).
 #   setsid nohup nice -n 19 bash experiments/mixing_cpu_sweep.sh /work/runs_mixing \
 #       >> /work/runs_mixing/sweep.log 2>&1 &
@@ -29,6 +29,17 @@
 #   4. SQuAD-analogue fine-tuning of SepConv and the Transformer (Figure 1's k = 4, 0)
 #   5. seeds 1 and 2 of SepConv and the Transformer (their order at 6000 steps was inside
 #      the seed noise at one seed), then 6. their MNLI-analogue fine-tuning
+# `... WORKDIR long_seeds` completes `cpu_long` (6000 steps) to 3 seeds of every model,
+# in the order that decides the most claims soonest (seed 0 of the mixers and seeds 1, 2
+# of SepConv and the Transformer are recorded in results/mixing/mixing_layers_cpu_long.json):
+#   1. pre-training of average attention and BProj, seed 1; 2. their MNLI-analogue
+#   fine-tuning; 3-4. the same for seed 2                             (Table 1, own seeds)
+#   5. pre-training of the hybrids k = 1, 2, 3, seed 0; 6. their MNLI- and SQuAD-analogue
+#   fine-tuning; 7-8. the same for seed 1; 9-10. for seed 2           (Figure 1, own seeds)
+#   11. pre-training and SQuAD-analogue fine-tuning of seeds 1, 2 of the Transformer and
+#   SepConv (k = 0 and L: their recorded runs have no SQuAD, their checkpoints are gone)
+# `... WORKDIR longer_seeds`: seeds 1 and 2 of SepConv and the Transformer at 18000 steps
+# (experiments/configs/mixing_cpu_longer.py), pre-training then MNLI-analogue fine-tuning.
 # `... WORKDIR longer` triples the steps once more (experiments/configs/
 # mixing_cpu_longer.py: 18000 steps, seed 0), one mixer per phase in the order of what
 # is still gaining most: 1. the Transformer, 2. SepConv, 3. BProj, 4. average attention
@@ -66,6 +77,26 @@ case "$schedule" in
             "--stages=squad"
             "--seeds=3 --table_mixers=sepconv,attention --stages=pretrain"
             "--seeds=3 --table_mixers=sepconv,attention --stages=mnli") ;;
+  long_seeds)
+    common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir"
+    t="--table_mixers=average,bilinear --hybrid_ks="
+    h="--table_mixers= --hybrid_ks=1,2,3 --seeds=3"
+    k="--table_mixers=attention,sepconv --hybrid_ks= --seeds=3 --first_seed=1"
+    phases=("$t --seeds=2 --first_seed=1 --stages=pretrain"
+            "$t --seeds=2 --first_seed=1 --stages=mnli"
+            "$t --seeds=3 --first_seed=2 --stages=pretrain"
+            "$t --seeds=3 --first_seed=2 --stages=mnli"
+            "$h --hybrid_seeds=1 --stages=pretrain"
+            "$h --hybrid_seeds=1 --stages=mnli,squad"
+            "$h --hybrid_seeds=2 --first_seed=1 --stages=pretrain"
+            "$h --hybrid_seeds=2 --first_seed=1 --stages=mnli,squad"
+            "$h --hybrid_seeds=3 --first_seed=2 --stages=pretrain"
+            "$h --hybrid_seeds=3 --first_seed=2 --stages=mnli,squad"
+            "$k --stages=pretrain,squad") ;;
+  longer_seeds)
+    common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --hybrid_ks="
+    common="$common --table_mixers=attention,sepconv --seeds=3 --first_seed=1"
+    phases=("--stages=pretrain" "--stages=mnli") ;;
   longer)
     common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --seeds=1 --hybrid_ks="
     phases=("--table_mixers=attention --stages=pretrain"
@@ -80,7 +111,7 @@ case "$schedule" in
             "--table_mixers=sepconv --stages=pretrain"
             "--stages=pretrain"
             "--stages=mnli") ;;
-  *) echo "error: schedule must be cpu, long, longer or longest, got '$schedule'" >&2; exit 2 ;;
+  *) echo "error: schedule must be cpu, long, long_seeds, longer, longer_seeds or longest, got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086

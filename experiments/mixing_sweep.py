@@ -2,7 +2,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
-        [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
+        [--first_seed=1] [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
         [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR]
     python experiments/mixing_sweep.py --config=... --results_dir=results --rerender
 
@@ -13,6 +13,9 @@ Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
   attention, which are Figure 1's k = L and k = 0).
 * Figure 1: hybrids with the first k = 1 .. L-1 layers sepconv, the rest attention, at
   ``--hybrid_seeds`` seeds (default ``--seeds``); pre-training then both tasks.
+
+``--first_seed=s`` leaves out every model's seeds below s (Table 1 mixers and hybrids;
+runs recorded elsewhere): ``--seeds=3 --first_seed=1`` makes seeds 1 and 2.
 
 ``--stages`` runs only those stages of every job (``--stages=pretrain`` first, then
 ``--stages=mnli,squad``: every pre-training before any fine-tuning). ``--status`` runs
@@ -73,6 +76,8 @@ _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.
 _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1; '
                                 '"" = none).')
 _HYBRID_SEEDS = flags.DEFINE_integer('hybrid_seeds', None, 'Seeds per hybrid (default --seeds).')
+_FIRST_SEED = flags.DEFINE_integer('first_seed', 0, 'Leave out seeds below this one (every '
+                                   'model; their runs are recorded elsewhere).')
 _STAGES = flags.DEFINE_list('stages', ['pretrain', 'mnli', 'squad'],
                             'Stages run for every job (pretrain, mnli, squad).')
 _TABLE_MIXERS = flags.DEFINE_list('table_mixers', list(TABLE_MODELS),
@@ -95,17 +100,17 @@ STAGES = ('pretrain', 'mnli', 'squad')
 
 
 def jobs(num_layers: int, seeds: int, hybrid_ks=None, hybrid_seeds=None,
-         mixers=TABLE_MODELS):
+         mixers=TABLE_MODELS, first_seed=0):
   """[(name, mixing, k, seed, tasks)]: Table 1 seed-major (the ``mixers`` only), then the
-  hybrids seed-major."""
+  hybrids seed-major; seeds ``first_seed`` .. ``seeds`` - 1 (``hybrid_seeds`` - 1)."""
   hybrid_ks = range(1, num_layers) if hybrid_ks is None else hybrid_ks
   hybrid_seeds = seeds if hybrid_seeds is None else hybrid_seeds
   out = []
-  for seed in range(seeds):
+  for seed in range(first_seed, seeds):
     for m in (m for m in TABLE_MODELS if m in mixers):
       both = m in ('sepconv', 'attention')
       out.append((f'{m}_s{seed}', m, 0, seed, ('mnli', 'squad') if both else ('mnli',)))
-  for seed in range(hybrid_seeds):
+  for seed in range(first_seed, hybrid_seeds):
     for k in hybrid_ks:
       out.append((f'hybrid_k{k}_s{seed}', 'attention', k, seed, ('mnli', 'squad')))
   return out
@@ -300,6 +305,8 @@ def main(argv):
     if bad:
       sys.exit(f'error: --hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
                f'(k = 0 and k = L are in Table 1), got {bad}')
+  if _FIRST_SEED.value < 0:
+    sys.exit(f'error: --first_seed must be >= 0, got {_FIRST_SEED.value}')
   if _HYBRID_SEEDS.value is not None and _HYBRID_SEEDS.value < 0:
     sys.exit(f'error: --hybrid_seeds must be >= 0, got {_HYBRID_SEEDS.value}')
   bad = [s for s in _STAGES.value if s not in STAGES]
@@ -309,7 +316,7 @@ def main(argv):
   if bad:
     sys.exit(f'error: --table_mixers must be a subset of {",".join(TABLE_MODELS)}, got {bad}')
   job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value,
-                  _TABLE_MIXERS.value)
+                  _TABLE_MIXERS.value, _FIRST_SEED.value)
   if _STATUS.value:
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return

@@ -183,6 +183,11 @@ def test_sweep_jobs_table_seed_major_then_hybrids():
   # --table_mixers keeps Table 1's order whatever order it is given in
   assert [j[0] for j in mixing_sweep.jobs(4, 1, [], 0, ['attention', 'sepconv'])] == [
       'sepconv_s0', 'attention_s0']
+  # --first_seed=1 leaves out seed 0 of every model (Table 1 mixers and hybrids)
+  assert [j[0] for j in mixing_sweep.jobs(4, 3, [2], 2, ['average'], first_seed=1)] == [
+      'average_s1', 'average_s2', 'hybrid_k2_s1']
+  assert [j[0] for j in mixing_sweep.jobs(4, 3, [1], None, [], first_seed=2)] == [
+      'hybrid_k1_s2']
 
 
 def _fake_sweep(root):
