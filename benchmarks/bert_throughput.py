@@ -60,7 +60,8 @@ after warm-up. Our MLM head computes logits only at the predicted positions (as 
 original BERT code does with ``max_predictions_per_seq``); Hugging Face computes them
 at every position and ignores the rest (labels -100): that is part of what is compared.
 Writes runs/benchmarks/mixing_bert_throughput.json and appends one line to
-runs/benchmarks/benchmarks.md (``--out=results/... --markdown=results/benchmarks.md``
+runs/benchmarks/benchmarks.md (``--out=results/benchmarks/...
+--markdown=results/benchmarks/benchmarks.md``
 updates the record). The reference needs ``pip install torch==2.13.0 transformers``
 (the CPU wheel); ``--reference=none`` times ours alone.
 """
@@ -95,9 +96,10 @@ flags.DEFINE_integer('steps', 10, 'timed steps per round')
 flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
 flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
 flags.DEFINE_string('out', 'runs/benchmarks/mixing_bert_throughput.json',
-                    'JSON output (--out=results/... to update the record)')
+                    'JSON output (--out=results/benchmarks/... to update the record)')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
-                    'Markdown log (appended; --markdown=results/benchmarks.md for the record)')
+                    'Markdown log (appended; --markdown=results/benchmarks/benchmarks.md '
+                    'for the record)')
 flags.DEFINE_list('mixers', ['attention', 'average', 'bilinear', 'sepconv'],
                   'mixing layers timed on synthetic batches')
 flags.DEFINE_integer('conv_width', 31, 'SepConv filter width K')

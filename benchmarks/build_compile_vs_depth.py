@@ -46,7 +46,7 @@ flags.DEFINE_list('methods', ['scan', 'unrolled_jit', 'per_layer_loop'], 'Method
 flags.DEFINE_float('reference_cap_s', 60.0, 'Kill a reference measurement after this long.')
 flags.DEFINE_float('ours_cap_s', 600.0, 'Kill a scan measurement after this long.')
 flags.DEFINE_string('out', 'runs/benchmarks/build_compile_vs_depth.json',
-                    'JSON result (--out=results/... to update the record).')
+                    'JSON result (--out=results/benchmarks/... to update the record).')
 flags.DEFINE_string('figure', 'runs/benchmarks/build_compile_vs_depth.png', 'PNG figure.')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 flags.DEFINE_string('child', '', 'internal: network,method,depth to measure.')

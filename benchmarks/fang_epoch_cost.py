@@ -70,7 +70,7 @@ _CONFIG = cli.define_config_file(
     'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
 _OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
-                           'JSON result (--out=results/... to update the record).')
+                           'JSON result (--out=results/benchmarks/... to update the record).')
 _CHUNK = flags.DEFINE_integer('grad_chunk', 250, 'Rows per gradient chunk of the '
                               "'per_step_chunk' and 'scan' paths.")
 _ONLY = flags.DEFINE_list('only_entries', [], 'Benchmark only these sweep entries.')

@@ -35,7 +35,7 @@ flags.DEFINE_integer('points', 4, 'Inputs timed through the literal network per 
 flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact path.')
 flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
 flags.DEFINE_string('out', 'runs/benchmarks/fang_literal_vs_compact.json',
-                    'JSON result (--out=results/... to update the record).')
+                    'JSON result (--out=results/benchmarks/... to update the record).')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 
 BOUND = 6.5  # covers Section 5's f2 data (largest norm 6.39)

@@ -1,6 +1,6 @@
 r"""Whole-grid verification, end to end: the project's binary vs a NumPy reference.
 
-    python benchmarks/verify_throughput.py --output_json=results/verify_throughput.json
+    python benchmarks/verify_throughput.py --output_json=results/benchmarks/verify_throughput.json
 
 For each configuration (N, d, n), in the same run, one after the other:
 
@@ -26,7 +26,7 @@ Beside the measurement the script prints the ALU limit of the sweep kernel,
 with ops_per_point counted from the kernel (``ops_per_point``) and 1.2e10 int64
 operations per second per core (3 GHz x 4 AVX2 lanes). Appends one line per
 configuration to runs/benchmarks/benchmarks.md (command, revision, machine, load;
-``--markdown=results/benchmarks.md`` updates the record).
+``--markdown=results/benchmarks/benchmarks.md`` updates the record).
 """
 
 import json
@@ -50,7 +50,8 @@ flags.DEFINE_string('reference_max_chunks', '0;4;2',
                     'extrapolation).')
 flags.DEFINE_string('output_json', '', 'Write results here.')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
-                    'Append a line per configuration (results/benchmarks.md for the record).')
+                    'Append a line per configuration (results/benchmarks/benchmarks.md '
+                    'for the record).')
 flags.DEFINE_float('ops_per_second_per_core', 1.2e10, 'ALU rate assumed per core.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -5,7 +5,7 @@ and Corollary 3.7 (sup error vs q).
     python experiments/fang_construction.py [--f2_literal_points=16] [--skip_corollary]
 
 Writes fang_construction.md (+ .json) and fang_corollary37.png to --results_dir
-(default runs/fang_construction; ``--results_dir=results`` updates the record).
+(default runs/fang_construction; ``--results_dir=results/fang`` updates the record).
 """
 
 import json
@@ -23,7 +23,7 @@ _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
 _RESULTS = flags.DEFINE_string('results_dir', 'runs/fang_construction',
-                               'Output directory (--results_dir=results updates the record).')
+                               'Output directory (--results_dir=results/fang updates the record).')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-9

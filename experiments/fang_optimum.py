@@ -1,7 +1,7 @@
 r"""Fang et al. 2022, Section 5: what the ATTENTION representation can reach on the data.
 
     python experiments/fang_optimum.py --config=experiments/configs/fang_f2.py \
-        --out=results/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs] [--resume]
+        --out=results/fang/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs] [--resume]
 
 On the experiment's own data (``regression.make_data(target, config.data_seed)``) it
 computes in float64 (``transformer_ua.fang.optimum``):
@@ -35,7 +35,7 @@ from transformer_ua.fang import optimum, regression
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _OUT = flags.DEFINE_string('out', 'runs/fang_optimum.json',
-                           'JSON result (--out=results/fang_optimum_f2.json to update the record).')
+                           'JSON result (--out=results/fang/fang_optimum_f2.json: the record).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
                             '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
 _RESUME = flags.DEFINE_bool('resume', False, 'Keep the entries of an existing --out (same '

@@ -4,7 +4,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
         [--first_seed=1] [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
         [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR]
-    python experiments/mixing_sweep.py --config=... --results_dir=results --rerender
+    python experiments/mixing_sweep.py --config=... --results_dir=results/mixing --rerender
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -28,7 +28,7 @@ its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded process
 2 cores better than one). After each job the report is rebuilt from every
 ``result.json`` under the workdir: ``mixing_layers.md`` (for ``cpu``, the recorded
 budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
-``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results`` updates the
+``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results/mixing`` updates the
 checked-in record); transformer_ua/reports/mixing.py writes it.
 
 ``--compare_to=WORKDIR,...`` (sweeps of the same config under other step counts, e.g.
@@ -41,7 +41,7 @@ that are gone), and a mixer a workdir has more finished seeds of replaces its ro
 The sweep's own report then judges the claims of a mixer with one run as the plateau
 report does: with its seeds' std under a shorter schedule as its seed noise.
 
-A workdir lives on one machine. ``--archive_to=results/mixing_runs/<config>`` copies
+A workdir lives on one machine. ``--archive_to=results/mixing/runs/<config>`` copies
 every finished stage's small records (no checkpoints) there, to be committed; every
 report can be rebuilt from that copy (``--workdir=`` it, ``--report_only``, or
 ``--compare_to=`` it). Fine-tuning still needs the pre-training checkpoint, so a
@@ -71,7 +71,7 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
 _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
 _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
 _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report goes (default '
-                                '<workdir>/report; --results_dir=results updates the record).')
+                                '<workdir>/report; --results_dir=results/mixing: the record).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1; '
                                 '"" = none).')
@@ -89,7 +89,7 @@ _COMPARE_TO = flags.DEFINE_list('compare_to', [], 'Workdirs (or their --archive_
                                 'has plateaued (mixing_layers_plateau.md).')
 _ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished stage\'s '
                                   'records (config.json, result.json, metrics.jsonl; no '
-                                  'checkpoint) here, e.g. results/mixing_runs/<config>, so the '
+                                  'checkpoint) here, e.g. results/mixing/runs/<config>, so the '
                                   'reports outlive the workdir.')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')

@@ -9,7 +9,7 @@ g_bar on sampled interiors (measured, for comparison). Writes
 realization_certified.{md,json,png} to --outdir (default: a run directory, never
 results/ unless asked).
 
-    python experiments/realization_certified.py --outdir=results
+    python experiments/realization_certified.py --outdir=results/yun/realization
 """
 
 from __future__ import annotations

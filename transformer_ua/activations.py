@@ -95,7 +95,8 @@ class Phi:
     In the constructions a unit's zero piece is where most inputs lie (the layer
     leaves those tokens unchanged), and with every ReLU off there the realized layer
     is *exactly* the identity in floating point; on the other pieces the ReLU terms
-    cancel, with rounding error ~ |t| ulp / epsilon (measured in results/approximation.md).
+    cancel, with rounding error ~ |t| ulp / epsilon (measured in
+    results/yun/approximation/ladder/approximate.md).
     """
     zero = [i for i, piece in enumerate(self.pieces) if piece == (0.0, 0.0)]
     if zero:

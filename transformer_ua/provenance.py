@@ -77,7 +77,7 @@ BENCHMARKS_HEADER = '# Benchmarks\n\nOne line per run, appended by the benchmark
 
 
 def benchmark_line(summary: str, prov: dict) -> str:
-  """One results/benchmarks.md line: the summary, then command, revision, machine."""
+  """One results/benchmarks/benchmarks.md line: the summary, then command, revision, machine."""
   return (f"- {summary} — `{prov['command']}`, rev `{prov['git_revision']}`, "
           f"{prov['machine']}, 1-min load {prov['load_average_1min_at_start']}, "
           f"{prov['utc_time']}\n")

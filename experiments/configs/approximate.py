@@ -7,7 +7,7 @@ r"""Default config of experiments/approximate.py (the README's main job).
 Theorem 2 on a permutation-equivariant target, d = 1, n = 3: one configuration with its
 error decomposition and realization, a ladder of resolutions for the delta^(d/p) rate,
 and sweeps over lambda and epsilon. The ``ladder`` variant runs every built-in target
-over a longer ladder (results/approximation.md) and the precision map.
+over a longer ladder (results/yun/approximation/ladder/approximate.md) and the precision map.
 """
 
 import ml_collections

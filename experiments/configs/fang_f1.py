@@ -7,7 +7,7 @@ n_q = 3, NN_width (10 hidden units), NN_depth (3 hidden layers of 4)):
         --workdir=/tmp/fang_runs
 
 Result it gave (3 seeds, mean +- std; 2-core shared CPU, ~10-50 s per run; full table
-in results/fang_regression.md):
+in results/fang/fang_regression.md):
 
     model               params  MSE_Tr          MSE_Te          MSE_Te vs noiseless f
     attention (n = 10)  41      1.012 +- 0.008  0.993 +- 0.008  0.0056 +- 0.0063

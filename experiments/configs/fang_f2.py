@@ -8,7 +8,7 @@ theory's n_q = 2002, NN_width (4368 hidden units), NN_depth (6 hidden layers of 
         --workdir=/tmp/fang_runs
 
 Result it gave (seed 0 only, 2-core shared CPU; the other seeds did not fit the CPU
-budget -- results/fang_regression.md, section f2, lists what is missing):
+budget -- results/fang/fang_regression.md, section f2, lists what is missing):
 
     model               params  MSE_Tr  MSE_Te  MSE_Te vs noiseless f  s/epoch (load 2-3)
     attention (n=4368)  65521   4.385   6.659   5.627                  1.70
@@ -18,7 +18,7 @@ budget -- results/fang_regression.md, section f2, lists what is missing):
 
 ATTENTION is ~48x / ~160x better than NN_depth / NN_width but stays above the noise
 level (1) after 2000 epochs. What the same parameters can reach on the same data (float64
-least squares): experiments/fang_optimum.py -> results/fang_optimum_f2.json. Epoch cost:
+least squares): experiments/fang_optimum.py -> results/fang/fang_optimum_f2.json. Epoch cost:
 benchmarks/fang_epoch_cost.py; the config needs no change on an accelerator.
 """
 
@@ -38,7 +38,7 @@ def get_config():
   c.literal_check_points = 2  # the literal path costs ~n^3 per point: a few points
   # Speed only (losses equal up to float summation order; seed-0 runs of the table used
   # 'per_step' and grad_chunk 1000): one jit per epoch, gradient summed over chunks of
-  # 250 rows (2-4x faster per epoch on the 2-core CPU, results/fang_epoch_cost.json).
+  # 250 rows (2-4x faster per epoch on the 2-core CPU, results/benchmarks/fang_epoch_cost.json).
   c.train_epoch = 'scan'
   c.grad_chunk = 250
   return c

@@ -1,8 +1,8 @@
 r"""DEVIATION FROM THE PAPER: Fang et al. 2022, Section 5, target f2, trained with Adam.
 
 Section 5 says SGD with a one-cycle learning rate (1e-4 -> 1e-3); with it our ATTENTION
-runs stop at test MSE ~6.5 (results/fang_regression.md); the float64 least-squares
-optimum of the same model on the same data is in results/fang_optimum_f2.json
+runs stop at test MSE ~6.5 (results/fang/fang_regression.md); the float64 least-squares
+optimum of the same model on the same data is in results/fang/fang_optimum_f2.json
 (experiments/fang_optimum.py). This config changes ONE thing, the optimizer:
 optax.adam (b1 0.9, b2 0.999, eps 1e-8) under the same one-cycle learning-rate
 schedule, the same clipping, batch, epochs, data and initialization (Adam has no

@@ -8,7 +8,7 @@ max_len = 48 truncates ~5% of them where 64 left 57% of every batch as padding.
 
 Same data, WordPiece vocabulary (4000) and token budget for every mixer and seed: the
 batches are functions of (seed, step) only. Pilot runs of the Transformer that chose
-the step count and learning rate are recorded in results/mixing_cpu_pilots.md.
+the step count and learning rate are recorded in results/mixing/mixing_cpu_pilots.md.
 
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_cpu.py \
         --workdir=/work/runs_mixing/attention_s0/pretrain
@@ -35,7 +35,7 @@ def get_config():
                                      # learning rate on unpacked rows, and the sweep's
                                      # first runs were unpacked. Packing (<= 4 instances
                                      # per row) carries more real tokens per step at the
-                                     # same step cost (results/mixing_bert_throughput_
+                                     # same step cost (results/benchmarks/mixing_bert_throughput_
                                      # packing.json) but changes what a step sees.
   c.pretrain.update(
       num_steps=2000,

@@ -3,7 +3,7 @@
 At 3x the `cpu` steps (experiments/configs/mixing_cpu_long.py, 6000 steps) average
 attention had flattened (+0.2 points of held-out masked-LM accuracy over its last
 quarter), but BProj, SepConv and the Transformer still gained 2.3-3.4 points per
-quarter (results/mixing_layers_plateau.md). This config triples the steps once more:
+quarter (results/mixing/mixing_layers_plateau.md). This config triples the steps once more:
 
     pretrain.num_steps: 2000 -> 18000     (6.1M -> 55.3M token positions per run,
                                            ~11 passes over the 105,947 training synsets)
@@ -17,7 +17,7 @@ mixing_sweep.PLATEAU_POINTS of held-out accuracy:
     bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_longer longer   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longer.py \
         --workdir=/work/runs_mixing_longer --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=/work/runs_mixing,/work/runs_mixing_long --results_dir=results
+        --compare_to=/work/runs_mixing,/work/runs_mixing_long --results_dir=results/mixing
 """
 
 import os

@@ -3,7 +3,7 @@
 At 9x the `cpu` steps (experiments/configs/mixing_cpu_longer.py, 18000 steps) no mixer
 had plateaued: the tripling 6000 -> 18000 steps bought +2.8 (average attention), +9.0
 (BProj), +9.1 (SepConv) and +12.1 (Transformer) points of held-out masked-LM accuracy
-(results/mixing_layers_plateau.md). This config triples the steps once more:
+(results/mixing/mixing_layers_plateau.md). This config triples the steps once more:
 
     pretrain.num_steps: 2000 -> 54000     (6.1M -> 166M token positions per run,
                                            ~33 passes over the 105,947 training synsets)
@@ -16,7 +16,7 @@ on the machine that holds its workdir (checkpoints are not archived).
     bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_longest longest   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longest.py \
         --workdir=/work/runs_mixing_longest --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=results/mixing_layers_plateau.json --results_dir=results
+        --compare_to=results/mixing/mixing_layers_plateau.json --results_dir=results/mixing
 """
 
 import os

@@ -1,4 +1,4 @@
-"""`tiny`: the size every Appendix H result in results/mixing_layers_tiny.md was run at on
+"""`tiny`: the size every Appendix H result in results/mixing/mixing_layers_tiny.md was run at on
 2 CPU cores (4 layers, d = 64, 4 heads, r = 256, max_len 64, WordPiece 4000; 200 pre-training
 steps at lr 2e-3 and 200 fine-tuning steps at lr 1e-3, batch 32: sized so that
 the 48 stages of the sweep fit ~90 minutes on 2 cores shared with other jobs).
@@ -13,7 +13,7 @@ the 48 stages of the sweep fit ~90 minutes on 2 cores shared with other jobs).
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 --hybrid_ks=1,2 --shard=0/2   # and 1/2
 
-Result (3 seeds, mean ± std; results/mixing_layers_tiny.md): MNLI-analogue accuracy
+Result (3 seeds, mean ± std; results/mixing/mixing_layers_tiny.md): MNLI-analogue accuracy
 Transformer 44.5 ± 3.0, average attention 42.1 ± 1.3, BProj 35.3 ± 0.8, SepConv
 32.9 ± 2.8 (majority class 36.1); masked-LM accuracy ~6% for all four (unigram regime);
 hybrids k = 1 / 2: MNLI 45.3 ± 0.8 / 44.0 ± 0.9, SQuAD-analogue F1 51.9 ± 0.9 /

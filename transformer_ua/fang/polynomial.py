@@ -27,7 +27,7 @@ then wins by >= M_k^2/9 for every input with ||x|| <= B, the boundary included, 
 still wins for ||x|| up to B (1+1/16)^(1/k) > B: inputs that round across the
 boundary are safe. Inputs with ||x|| > B (1 + BOUNDARY_RTOL) are refused (or NaN).
 
-Float64 error of the literal network (measured in results/fang_construction.md):
+Float64 error of the literal network (measured in results/fang/fang_construction.md):
 each block rounds only fl(x y + 2M_k^2), an absolute error <= ulp(4 M_k^2)/2 ~
 2^-52 * 4 X_k Y_k, and the next block multiplies it by |t| <= T. So slot k carries an
 absolute error ~ k 2^-50 T^k independent of how small x is, and the output's error is

@@ -20,7 +20,7 @@ For s < q the system is underdetermined: we take the minimum-norm solution.
 Default directions: the lattice set  { a / ||a|| : a in N^d, |a| = q }, exactly
 n_q directions, the classical unisolvent set. Measured 2-norm condition of the
 degree-5 Bombieri system for d = 10 (2002 x 2002): lattice ~9e2, Gaussian random
-~3e4, random-sign lattice ~1.5e6 (``results/fang_construction.md``).
+~3e4, random-sign lattice ~1.5e6 (``results/fang/fang_construction.md``).
 Each direction is replaced by an exactly rational point on the unit sphere
 (inverse stereographic projection of a rounded point), so ||xi|| = 1 holds
 *exactly* and the exact (Fraction) mode can use the same directions.

@@ -3,7 +3,7 @@
 ``write_report(workdir, results_dir)`` reads ``<workdir>/<target>/*/result.json`` and
 writes ``results_dir/fang_regression.md``, ``fang_regression_<target>.json``,
 ``fang_f1_surfaces.png`` (Figure 2) and ``fang_<target>_convergence.png`` (Figure 3;
-also drawn for f1). ``results_dir/fang_regression_discussion.md``, if present, is
+also drawn for f1). ``results_dir/fang_regression_notes.md``, if present, is
 included verbatim (the human reading of the numbers).
 
 Partial sweeps: a run directory without a complete ``result.json`` is reported
@@ -400,7 +400,7 @@ def write_report(workdir: str, results_dir: str, plans: dict | None = None,
       surfaces_figure({k: v for k, v in groups.items()}, os.path.join(results_dir, surf))
       md += [f'Figure 2 analogue: ![f1 surfaces]({surf})', '']
     md += [f'Figure 3 analogue: ![{target} convergence]({conv_png})', '']
-  disc = os.path.join(results_dir, 'fang_regression_discussion.md')
+  disc = os.path.join(results_dir, 'fang_regression_notes.md')
   if os.path.exists(disc):
     with open(disc) as f:
       md += [f.read()]

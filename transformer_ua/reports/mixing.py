@@ -33,7 +33,7 @@ from transformer_ua import cli, provenance
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
          'attention': 'Transformer'}
-RECORD_CONFIG = 'cpu'   # its report is results/mixing_layers.md; others get a suffix
+RECORD_CONFIG = 'cpu'   # its report is results/mixing/mixing_layers.md; others get a suffix
 
 
 def mean_std(xs):
