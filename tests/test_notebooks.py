@@ -2,8 +2,9 @@
 and is stored without outputs.
 
 Each notebook is executed with nbclient in a fresh kernel (cwd colabs/). The kernel
-inherits ``TUA_FIGURE_DIR`` (colabs/figures/<notebook stem>: the PNGs are committed so
-reviewers can see them) and ``TUA_WORKDIR`` (a temporary directory for run files), and
+inherits ``TUA_FIGURE_DIR`` and ``TUA_WORKDIR`` (temporary directories, so the suite
+leaves the committed figures in colabs/figures/<notebook stem> as they are; a notebook
+run by hand writes there), and
 ``PIP_NO_INDEX=1`` so the install cell cannot reach the network: it must find the
 package of this checkout. Every notebook runs on its own small defaults; a cell error
 (including a failed ``assert`` in a notebook's checks) fails the test. The two longest
@@ -75,10 +76,8 @@ def test_a_failing_cell_fails_the_run(tmp_path):
 def test_notebook_executes_and_saves_figures(path, tmp_path):
   from nbclient import NotebookClient
   nb = nbformat.read(path, as_version=4)
-  out_dir = os.path.join(FIGURES, _name(path))
-  os.makedirs(out_dir, exist_ok=True)
-  for f in glob.glob(os.path.join(out_dir, '*.png')):
-    os.remove(f)
+  out_dir = str(tmp_path / 'figures')
+  os.makedirs(out_dir)
   env = {'TUA_FIGURE_DIR': out_dir, 'TUA_WORKDIR': str(tmp_path), 'PIP_NO_INDEX': '1'}
   env_before = {k: os.environ.get(k) for k in env}
   os.environ.update(env)
@@ -96,3 +95,16 @@ def test_notebook_executes_and_saves_figures(path, tmp_path):
   pngs = glob.glob(os.path.join(out_dir, '*.png'))
   assert pngs, f'{_name(path)} saved no figure into {out_dir}'
   assert all(os.path.getsize(p) > 2000 for p in pngs)
+  committed = {os.path.basename(p) for p in glob.glob(os.path.join(FIGURES, _name(path), '*.png'))}
+  assert {os.path.basename(p) for p in pngs} == committed, (
+      'the notebook\'s figures differ from the committed ones in colabs/figures/')
+
+
+@pytest.mark.parametrize('path', NOTEBOOKS, ids=_name)
+def test_notebook_figures_default_to_its_own_folder(path):
+  """Run by hand (no TUA_FIGURE_DIR), a notebook writes into colabs/figures/<its stem>,
+  never flat into colabs/figures/; every committed figure sits in such a folder."""
+  nb = nbformat.read(path, as_version=4)
+  first = next(c for c in nb.cells if c.cell_type == 'code').source
+  assert f"os.path.join(ROOT, 'colabs', 'figures', '{_name(path)}')" in first
+  assert glob.glob(os.path.join(FIGURES, '*.png')) == []
