@@ -31,7 +31,10 @@ final_div_factor 1e4, and -- because PyTorch cycles SGD's momentum by default --
 momentum 0.95 -> 0.85 -> 0.95). Not stated in the paper, chosen and recorded in
 the configs: clip_norm, the momentum cycle, PyTorch-default initialization
 (U(-1/sqrt(fan_in), 1/sqrt(fan_in)); beta's fan-in is n q), epoch shuffling without
-drop_last.
+drop_last. Controlled variants (``fang.baselines``; defaults are the above): clip_norm 0
+= no clipping, config.schedule 'constant' (lr = lr_peak throughout), config.init
+'kaiming_normal', config.validation_rows = V > 0 (train on the first N_tr - V training
+rows, evaluate on the last V: ``validation_split``).
 
 The train state is a plain dict ``{'params', 'opt_state', 'step'}`` and the step is
 ``jax.jit(train_step, donate_argnums=0)(state, batch)`` with ``batch = {'x', 'y'}``.
@@ -66,6 +69,12 @@ from transformer_ua.fang import ridge
 TARGETS = ('f1', 'f2')
 MODELS = ('attention', 'nn_width', 'nn_depth')
 OPTIMIZERS = ('sgd', 'adam')   # 'sgd' is Section 5's; 'adam' is a labelled deviation
+# Learning-rate schedules: Section 5's one cycle, or a constant lr_peak (a controlled
+# variant for fang.baselines; SGD momentum then stays at momentum_max).
+SCHEDULES = ('one_cycle', 'constant')
+# Initializations: PyTorch's nn.Linear default, or Kaiming-normal weights with zero
+# biases (He et al. 2015; MLP layers only, ATTENTION keeps the default).
+INITS = ('pytorch', 'kaiming_normal')
 # How an epoch runs (speed only): one jit per step, or one jit per epoch (fang.epoch).
 TRAIN_EPOCHS = ('per_step', 'scan')
 
@@ -109,6 +118,20 @@ def make_data(target: str, seed: int) -> dict:
           'x_test': x[te], 'y_test': y[te], 'f_test': f[te]}
 
 
+def validation_split(data: dict, num_val: int) -> dict:
+  """The last ``num_val`` training rows (the split is already a random permutation) as
+  the held-out set, returned under the test keys; the rest stays the training set.
+  The test set of ``make_data`` is not used. num_val = 0 returns ``data`` unchanged."""
+  if num_val == 0:
+    return data
+  n = data['x_train'].shape[0] - num_val
+  if n < 1:
+    raise ValueError(f'validation rows {num_val} leave no training rows.')
+  return {'x_train': data['x_train'][:n], 'y_train': data['y_train'][:n],
+          'f_train': data['f_train'][:n], 'x_test': data['x_train'][n:],
+          'y_test': data['y_train'][n:], 'f_test': data['f_train'][n:]}
+
+
 # ---------------------------------------------------------------------------
 # Models: init and apply (pure functions of plain dicts).
 # ---------------------------------------------------------------------------
@@ -127,9 +150,18 @@ def _linear(key, d_in, d_out, dtype, bias=True):
   return p
 
 
+def _kaiming_linear(key, d_in, d_out, dtype):
+  return {'w': jax.random.normal(key, (d_in, d_out), dtype) * math.sqrt(2.0 / d_in),
+          'b': jnp.zeros((d_out,), dtype)}
+
+
 def init_params(key, *, model: str, d: int, q: int, num_tokens: int, depth_width: int,
-                dtype=jnp.float32) -> dict:
-  """PyTorch-default initialization of one model (see module doc)."""
+                dtype=jnp.float32, init: str = 'pytorch') -> dict:
+  """PyTorch-default initialization of one model (see module doc); ``init=
+  'kaiming_normal'`` draws the MLP layers' weights from N(0, 2 / fan_in), biases 0."""
+  if init not in INITS:
+    raise ValueError(f'init={init!r}; allowed: {INITS}.')
+  linear = _linear if init == 'pytorch' else _kaiming_linear
   if model == 'attention':
     kf, kb, kc = jax.random.split(key, 3)
     return {'F': _uniform(kf, (num_tokens, d), d, dtype),
@@ -137,11 +169,11 @@ def init_params(key, *, model: str, d: int, q: int, num_tokens: int, depth_width
             'b': _uniform(kc, (), num_tokens * q, dtype)}
   if model == 'nn_width':
     k1, k2 = jax.random.split(key)
-    return {'layers': [_linear(k1, d, num_tokens, dtype), _linear(k2, num_tokens, 1, dtype)]}
+    return {'layers': [linear(k1, d, num_tokens, dtype), linear(k2, num_tokens, 1, dtype)]}
   if model == 'nn_depth':
     keys = jax.random.split(key, q + 2)
     sizes = [d] + [depth_width] * (q + 1) + [1]
-    return {'layers': [_linear(k, a, b, dtype) for k, a, b in zip(keys, sizes[:-1], sizes[1:])]}
+    return {'layers': [linear(k, a, b, dtype) for k, a, b in zip(keys, sizes[:-1], sizes[1:])]}
   raise ValueError(f'model={model!r}; allowed: {MODELS}.')
 
 
@@ -202,14 +234,21 @@ def one_cycle(*, total_steps: int, lr_init: float, lr_peak: float, pct_start: fl
 
 
 def make_optimizer(config, steps_per_epoch: int):
+  """(optax transform, lr schedule): clip_by_global_norm(clip_norm) (none when
+  clip_norm == 0), then SGD with momentum or Adam under the config's schedule."""
   lr, mom = one_cycle(total_steps=config.epochs * steps_per_epoch, lr_init=config.lr_init,
                       lr_peak=config.lr_peak, pct_start=config.pct_start,
                       final_div_factor=config.final_div_factor,
                       momentum_max=config.momentum_max, momentum_min=config.momentum_min)
+  if config.get('schedule', 'one_cycle') == 'constant':
+    lr = optax.constant_schedule(config.lr_peak)
+    mom = config.momentum_max
   if config.get('optimizer', 'sgd') == 'adam':   # a deviation from the paper (fang_f2_adam)
     opt = optax.inject_hyperparams(optax.adam)(learning_rate=lr)
   else:
     opt = optax.inject_hyperparams(optax.sgd)(learning_rate=lr, momentum=mom)
+  if config.clip_norm == 0:
+    return opt, lr
   tx = optax.chain(optax.clip_by_global_norm(config.clip_norm), opt)
   return tx, lr
 
@@ -383,10 +422,23 @@ def validate_config(config) -> None:
   if not isinstance(config.num_tokens, int) or config.num_tokens < 0:
     raise ValueError(f'config.num_tokens must be an integer >= 0 (0 = n_q), got '
                      f'{config.num_tokens!r}.')
-  for name in ('lr_init', 'lr_peak', 'clip_norm', 'final_div_factor'):
+  for name in ('lr_init', 'lr_peak', 'final_div_factor'):
     v = getattr(config, name)
     if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
       raise ValueError(f'config.{name} must be a finite number > 0, got {v!r}.')
+  v = config.clip_norm
+  if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+    raise ValueError(f'config.clip_norm must be a finite number >= 0 (0 = no clipping), '
+                     f'got {v!r}.')
+  if config.get('schedule', 'one_cycle') not in SCHEDULES:
+    raise ValueError(f"config.schedule={config.get('schedule')!r}; allowed: {SCHEDULES}.")
+  if config.get('init', 'pytorch') not in INITS:
+    raise ValueError(f"config.init={config.get('init')!r}; allowed: {INITS}.")
+  val = config.get('validation_rows', 0)
+  if not isinstance(val, int) or isinstance(val, bool) or \
+      not 0 <= val < DATA[config.target]['num_train']:
+    raise ValueError(f'config.validation_rows must be an integer in [0, '
+                     f"{DATA[config.target]['num_train']}), got {val!r}.")
   if config.lr_init > config.lr_peak:
     raise ValueError(f'config.lr_init={config.lr_init} exceeds lr_peak={config.lr_peak}.')
   if not 0 < config.pct_start < 1:

@@ -36,7 +36,7 @@ from transformer_ua.fang.regression import (count_params, epochs_to_convergence,
                                              init_params, make_data, make_optimizer,
                                              make_predict, make_train_step, mse, predict,
                                              resolved_sizes, run_name, shard_training_batch,
-                                             validate_config)
+                                             validate_config, validation_split)
 from transformer_ua.train import loop
 from transformer_ua.train.metrics import MetricsWriter
 
@@ -110,13 +110,15 @@ class _Task:
 
 def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   os.makedirs(workdir, exist_ok=True)
-  data = make_data(config.target, config.data_seed)
+  data = validation_split(make_data(config.target, config.data_seed),
+                          config.get('validation_rows', 0))
   n_tr = data['x_train'].shape[0]
   steps_per_epoch = -(-n_tr // config.batch_size)
   tx, lr_fn = make_optimizer(config, steps_per_epoch)
   params = init_params(jax.random.PRNGKey(config.seed), model=config.model, d=sizes['d'],
                        q=sizes['q'], num_tokens=sizes['num_tokens'],
-                       depth_width=sizes['depth_width'], dtype=dtype)
+                       depth_width=sizes['depth_width'], dtype=dtype,
+                       init=config.get('init', 'pytorch'))
   state = {'params': params, 'opt_state': tx.init(params), 'step': jnp.zeros((), jnp.int32)}
   mesh = loop.training_mesh(config)
   task = _Task(config, data, dtype, tx, lr_fn, mesh)
@@ -134,7 +136,10 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
             'num_params': count_params(state['params']), 'epochs_done': len(history),
             'complete': complete, 'run_time_s': elapsed,
-            'train_epoch': epoch_program(config, mesh)}
+            'train_epoch': epoch_program(config, mesh),
+            # 'validation': mse_test / mse_test_vs_f / test_mse are on the held-out
+            # training rows (config.validation_rows), not on the test set.
+            'evaluated_on': 'validation' if config.get('validation_rows', 0) else 'test'}
   if complete:
     p = state['params']
     pred_tr = predict(predict_fn, p, data['x_train'], dtype)

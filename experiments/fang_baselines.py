@@ -1,0 +1,114 @@
+r"""Fang et al. 2022, Section 5 against baselines with the same tuning budget.
+
+    setsid nohup nice -n 19 python experiments/fang_baselines.py \
+        --config=experiments/configs/fang_baselines.py --workdir=runs/fang_baselines \
+        --output_dir=results/fang --overwrite --progress=false \
+        > runs/fang_baselines.log 2>&1 &
+
+Runs the stages of the config in order (``transformer_ua/fang/baselines.py``): for each
+target and model, the paper's recipe (3 seeds), a grid of optimizer x peak lr x clip
+chosen on a validation split, the selected setting (3 seeds), and for f1 a controlled
+study of the paper's recipe. A finished run is skipped and an unfinished one resumes
+from its checkpoint, so the same command resumes the sweep; a run being trained by
+another process (its ``running.lock``) is skipped too, so two processes can share a
+workdir (e.g. ``--config.stages='("f2:grid:nn_width+nn_depth",)'`` beside the rest).
+After every run the record is rebuilt from all finished runs under ``--workdir``:
+``fang_baselines.json``, ``fang_baselines.md`` and the ``fang_baselines_*.png``
+figures in ``--output_dir``, which must not hold a record yet unless ``--overwrite``.
+``--report_only`` only rebuilds the record. SIGINT / SIGTERM: the run in progress
+checkpoints and the binary exits 130 / 143; rerun the command to resume.
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+
+from transformer_ua import cli, provenance
+from transformer_ua.fang import baselines
+
+_CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_baselines.py')
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs (resumable).')
+_OUTPUT = flags.DEFINE_string('output_dir', None, 'Where fang_baselines.{json,md} and the '
+                              'figures are written (results/fang for the record).')
+_OVERWRITE = flags.DEFINE_bool('overwrite', False, 'Replace an existing record in '
+                               '--output_dir (needed to rebuild it after new runs).')
+_REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the record.')
+_MAX_RUNS = flags.DEFINE_integer('max_runs', 0, 'Stop after training this many runs '
+                                 '(0 = all); the record is rebuilt first.')
+_PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar per run.')
+
+OUTPUTS = ('fang_baselines.json', 'fang_baselines.md')
+
+
+def _lock(workdir):
+  """Creates ``workdir/running.lock`` (this pid); False if a live process holds it."""
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, 'running.lock')
+  for _ in range(2):
+    try:
+      fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+      os.write(fd, str(os.getpid()).encode())
+      os.close(fd)
+      return True
+    except FileExistsError:
+      try:
+        with open(path) as f:
+          pid = int(f.read().strip() or 0)
+        os.kill(pid, 0)
+        return False            # alive: another process trains this run
+      except (ValueError, ProcessLookupError, PermissionError, OSError):
+        os.remove(path)         # stale lock of a dead process
+  return False
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  if _CONFIG.value is None:
+    raise app.UsageError('--config is required (experiments/configs/fang_baselines.py).')
+  if not _WORKDIR.value:
+    raise app.UsageError('--workdir is required.')
+  if not _OUTPUT.value:
+    raise app.UsageError('--output_dir is required.')
+  if _MAX_RUNS.value < 0:
+    raise app.UsageError(f'--max_runs={_MAX_RUNS.value}; it must be >= 0.')
+  bconfig = _CONFIG.value
+  try:
+    stages = baselines.stages(bconfig, _WORKDIR.value)
+    for target in bconfig.targets:
+      baselines.grid_settings(bconfig[target])
+      baselines.paper_runs(bconfig, _WORKDIR.value, target)   # validates the entries
+  except (ValueError, KeyError, AttributeError) as e:
+    raise app.UsageError(str(e).strip('"\''))
+  cli.output_dir(_WORKDIR.value, '--workdir')
+  cli.output_dir(_OUTPUT.value, '--output_dir')
+  existing = [n for n in OUTPUTS if os.path.exists(os.path.join(_OUTPUT.value, n))]
+  if existing and not _OVERWRITE.value:
+    raise app.UsageError(f'--output_dir={_OUTPUT.value} already holds {existing}; pass '
+                         '--overwrite to replace them.')
+  logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
+  from transformer_ua.reports import fang_baselines as report  # matplotlib
+  command = 'python ' + ' '.join(sys.argv)
+  trained = 0
+  if not _REPORT_ONLY.value:
+    for name, fn in stages:
+      for run in fn():
+        if _MAX_RUNS.value and trained >= _MAX_RUNS.value:
+          break
+        if baselines.run_status(run.workdir) in ('finished', 'diverged'):
+          continue
+        if not _lock(run.workdir):
+          continue
+        try:
+          print(f'[{name}] {run.key}', file=sys.stderr, flush=True)
+          baselines.train_run(run, command, progress=_PROGRESS.value)
+          trained += 1
+        finally:
+          os.remove(os.path.join(run.workdir, 'running.lock'))
+        report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
+  report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
+
+
+if __name__ == '__main__':
+  cli.run(main)
