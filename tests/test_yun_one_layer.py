@@ -1,0 +1,196 @@
+"""One softmax attention layer as the contextual mapping (yun.one_layer, verify.one_layer)."""
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from transformer_ua.verify import one_layer as verify_ol
+from transformer_ua.yun import one_layer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
+
+
+def _token_times_mean(x):
+  """f(X)_j = x_j * mean_k x_k (entrywise): the built-in target, written out here."""
+  return x * x.mean(axis=1, keepdims=True)
+
+
+# -- plan (hand-computed constants) --------------------------------------------
+
+
+def test_cauchy_constant_bounds_b():
+  with mpmath.workprec(200):
+    b = 1 + mpmath.log(mpmath.sec(1)) + mpmath.pi / 2
+    assert b < mpmath.mpf(one_layer.CAUCHY_B.numerator) / one_layer.CAUCHY_B.denominator
+    assert b > 3.18   # and the rational bound is tight to 1e-3
+    assert float(one_layer.CAUCHY_B) - float(b) < 1e-3
+
+
+def test_plan_d1_n3_n4_by_hand():
+  # M = 4, h = 3/2, beta* = 1 / (16 B 3 1! 3^2 (3/2)^3) = 1 / (16 B 3 9 27/8)
+  p = one_layer.plan(1, 3, 4)
+  beta_star = 1 / (16 * Fraction(3187, 1000) * 3 * 9 * Fraction(27, 8))
+  assert p.beta_star == beta_star
+  # beta* / (2 (M - 1)) = 3.59e-5: 2^-15 = 3.05e-5 <= it < 2^-14
+  assert p.lam == Fraction(1, 2 ** 15)
+  assert p.w == (4,) and p.T == 3 and p.id_scale == Fraction(1, 6)
+  # gamma_mean = (lam (M - 1))^(n-2) / (2 n^(n-1) (n-2)!) = 3 / 2^15 / 18
+  assert p.gamma_mean == Fraction(3, 2 ** 15) / 18
+  q = one_layer.plan(2, 3, 4)
+  assert q.M == 16 and q.w == (4, 16)
+
+
+def test_plan_refuses_grids_past_the_limit():
+  with pytest.raises(ValueError, match='at most'):
+    one_layer.plan(2, 4, 64)
+  with pytest.raises(ValueError, match='n'):
+    one_layer.plan(1, 1, 4)
+
+
+# -- certified separation ----------------------------------------------------------
+
+
+@pytest.mark.parametrize('d,n,N', [(1, 2, 4), (1, 3, 4), (1, 3, 16), (2, 3, 4), (2, 4, 4)])
+def test_every_context_separated(d, n, N):
+  r = verify_ol.verify_one_layer(d=d, n=n, resolution=N, samples=16)
+  M = N ** d
+  assert r['contexts'] == math.comb(M + n - 1, n)
+  assert r['ids'] == M * math.comb(M + n - 2, n - 1)
+  assert r['violations'] == 0 and r['overlaps'] == 0 and r['all_hold']
+  assert r['certified_min_gap_mean'] >= r['proved_gap_mean'] > 0
+  assert r['certified_min_cross_token_gap'] >= 0.5
+  assert r['mpmath']['outside'] == 0 and r['mpmath']['closest_pair']['consistent']
+  assert r['float64']['disagreements'] == 0
+
+
+def test_repeated_tokens_are_ids_of_their_own():
+  # M = 4, n = 3: 40 (context, token) pairs; contexts without repeats are the C(4, 3) = 4
+  # sets, 3 tokens each: 12 pairs; the other 28 have a repeated token.
+  r = verify_ol.verify_one_layer(d=1, n=3, resolution=4, samples=8)
+  assert r['ids'] == 40 and r['ids_with_repeated_tokens'] == 28
+  assert r['violations'] == 0
+  # the contexts {0, 0, 1} and {0, 1, 1} differ only in multiplicity: token 0's means
+  # are (e^0 * 0 * 2 + e^b) / (2 + e^b) and (2 e^b) / (1 + 2 e^b), b = beta_0 = 3 lam
+  table = one_layer.mean_enclosures(4, 3, Fraction(1, 2 ** 15), bits=80)
+  lam = Fraction(1, 2 ** 15)
+  with mpmath.workprec(200):
+    e = mpmath.exp(mpmath.mpf(3 * lam.numerator) / lam.denominator)
+    want = {(0, 1): e / (2 + e), (1, 1): 2 * e / (1 + 2 * e)}
+  got = {}
+  for i in range(len(table)):
+    if table.tokens[i] == 0 and tuple(table.rests[i]) in want:
+      got[tuple(table.rests[i])] = (Fraction(table.lo[i], 2 ** 80), Fraction(table.hi[i], 2 ** 80))
+  with mpmath.workprec(200):
+    for rest, v in want.items():
+      lo, hi = got[rest]
+      assert mpmath.mpf(lo.numerator) / lo.denominator <= v
+      assert v <= mpmath.mpf(hi.numerator) / hi.denominator
+  assert got[(0, 1)][1] < got[(1, 1)][0]
+
+
+def test_plain_mean_collides_and_is_reported():
+  # lam = 0: softmax is the plain mean; pairs of one token whose contexts have equal sums
+  # collide. Count them independently: per token, rows minus distinct sums.
+  M, n = 4, 3
+  want = 0
+  for t in range(M):
+    sums = [t + sum(r) for r in itertools.combinations_with_replacement(range(M), n - 1)]
+    want += len(sums) - len(set(sums))
+  r = verify_ol.verify_one_layer(d=1, n=n, resolution=M, lam=0, samples=4)
+  assert want > 0 and r['overlaps'] == want
+  assert not r['all_hold']
+
+
+def test_lambda_too_small_violates_the_margin():
+  p = one_layer.plan(1, 3, 16)
+  r = verify_ol.verify_one_layer(d=1, n=3, resolution=16, lam=p.lam / 2 ** 10, samples=4)
+  assert r['violations'] > 0 and not r['all_hold']
+  # still injective (softmax of a transcendental base), only closer than the margin
+  assert r['certified_min_gap_mean'] > 0
+
+
+# -- end to end ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def net():
+  return one_layer.build('token_times_mean', d=1, n=3, resolution=4)
+
+
+def test_g_bar_is_f_bar_on_every_cube(net):
+  k = np.asarray(list(itertools.product(range(4), repeat=3)))[:, :, None]
+  x = (k + 0.5) / 4
+  np.testing.assert_array_equal(net.apply(x), _token_times_mean(x))
+
+
+def test_realized_network_has_one_attention_layer_and_certifies(net):
+  g = net.realize()
+  dep = g.depth()
+  assert dep['attention_on'] == 1
+  # quantization d (N + 1) = 5, shift 1, one bump per id: 40
+  assert dep['blocks'] == 5 + 1 + 1 + 40
+  assert net.layer_counts() == {'quantization': 5, 'attention': 1, 'shift': 1, 'value': 40}
+  cert = g.certify_interiors(workers=1)
+  assert cert['certified'] and cert['cubes'] == 20 and cert['max_abs_error'] < 1e-12
+  # repeated cells included: two tokens in cell 1, one in cell 3; compared with f itself
+  x = np.asarray([[[0.3], [0.31], [0.8]], [[0.1], [0.1], [0.1]]])
+  mid, rad = g.apply_certified(x)
+  k = np.floor(x * 4)
+  want = _token_times_mean((k + 0.5) / 4)
+  assert np.all(np.abs(mid - want) <= rad + 1e-15)
+  assert np.all(rad < 1e-12)
+
+
+def test_build_refuses_overlapping_ids():
+  with pytest.raises(ValueError, match='positive'):
+    one_layer.build('token_times_mean', d=1, n=3, resolution=4, lam=0.0)
+  # equal-sum contexts ({1, 3, 3}, {2, 2, 3}) differ by ~ lam at this scale: 2^-60 is
+  # below what 40-bit enclosures resolve
+  with pytest.raises(ValueError, match='overlap'):
+    one_layer.build('token_times_mean', d=1, n=3, resolution=4, lam=Fraction(1, 2 ** 60),
+                    id_bits=40)
+
+
+def test_realize_refuses_float_dtype(net):
+  with pytest.raises(ValueError, match="allowed: 'exact'"):
+    net.realize(dtype='float64')
+
+
+# -- the binary -----------------------------------------------------------------------
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, BINARY, *args], capture_output=True, text=True,
+                        timeout=300, cwd=ROOT)
+
+
+def test_binary_one_layer(tmp_path):
+  out = tmp_path / 'r.json'
+  r = _run('--contextual=one_layer', '--d=1', '--n=3', '--resolution=4',
+           f'--output_json={out}')
+  assert r.returncode == 0, r.stderr
+  assert 'ALL PROPERTIES HOLD' in r.stdout
+  res = json.loads(out.read_text())
+  assert res['ids'] == 40 and res['provenance']['command']
+
+
+@pytest.mark.parametrize('args,fragment', [
+    (('--contextual=hardmax',), 'allowed values are paper and one_layer'),
+    (('--contextual=one_layer', '--d=2', '--n=4', '--resolution=64'), 'at most'),
+    (('--contextual=one_layer', '--lam=-2'), '--lam=-2'),
+])
+def test_binary_bad_input_is_one_line(args, fragment):
+  r = _run(*args)
+  assert r.returncode == 2
+  first = r.stderr.strip().splitlines()[0]
+  assert first.startswith('error:') and fragment in first
+  assert 'Traceback' not in r.stderr
