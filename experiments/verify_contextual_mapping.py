@@ -48,6 +48,7 @@ several host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
 import json
 import os
 import sys
+from fractions import Fraction
 
 # One XLA host device per core, before JAX starts: the full-grid pass runs one block
 # per device (XLA:CPU runs one computation on one core).
@@ -58,7 +59,8 @@ if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', '')
 from absl import app
 from absl import flags
 
-from transformer_ua import cli, parallel
+from transformer_ua import cli, parallel, provenance
+from transformer_ua.verify import one_layer as verify_one_layer
 from transformer_ua.verify import theorem2
 
 FLAGS = flags.FLAGS
@@ -103,7 +105,20 @@ flags.DEFINE_string('coordinator_address', '', 'Multi-host: host:port of process
 flags.DEFINE_string('num_processes', '1', 'Multi-host: number of processes.')
 flags.DEFINE_string('process_id', '0', 'Multi-host: this process, in [0, num_processes).')
 
+flags.DEFINE_string('contextual', 'paper', "'paper': Lemma 8's N^d + 1 hardmax layers (the "
+                    "checks above); 'one_layer': one softmax attention layer "
+                    '(yun.one_layer), certified in arb ball arithmetic on every context '
+                    '(verify.one_layer); takes --d, --n, --resolution, --lam, --id_bits, '
+                    '--mpmath_samples and --output_json.')
+flags.DEFINE_string('lam', '', "--contextual=one_layer: softmax scale ('' = the planned "
+                    "one; a rational such as 1/1024 or 2^-10; 0 = the plain mean).")
+flags.DEFINE_string('id_bits', '', "--contextual=one_layer: arb precision of the id "
+                    "enclosures ('' = the planned one).")
+flags.DEFINE_string('mpmath_samples', '64', '--contextual=one_layer: ids re-evaluated by '
+                    'mpmath (plus the closest pair).')
+
 GRIDS = ('full', 'multiset')
+CONTEXTUALS = ('paper', 'one_layer')
 #: Exit status on bad input (a one-line message on stderr, no traceback).
 USAGE_ERROR = 2
 
@@ -134,6 +149,12 @@ def main(argv):
 def run(argv):
   if len(argv) > 1:
     raise BadInput(f'unexpected arguments: {" ".join(argv[1:])}')
+  if FLAGS.contextual not in CONTEXTUALS:
+    raise BadInput(f'--contextual={FLAGS.contextual}: allowed values are '
+                   f'{" and ".join(CONTEXTUALS)}.')
+  if FLAGS.contextual == 'one_layer':
+    run_one_layer()
+    return
   num_processes = _int_flag('num_processes', 1)
   process_id = _int_flag('process_id', 0)
   try:  # before anything touches JAX's devices
@@ -190,6 +211,57 @@ def run(argv):
     with open(FLAGS.output_json, 'w') as f:
       json.dump(result, f, indent=2, default=str)
   sys.exit(0 if result['all_hold'] else 1)
+
+
+def _lam_flag():
+  raw = FLAGS.lam.strip()
+  if not raw:
+    return None
+  try:
+    lam = (Fraction(2) ** int(raw[2:]) if raw.startswith('2^') else Fraction(raw))
+  except (ValueError, ZeroDivisionError):
+    lam = None
+  if lam is None or lam < 0:
+    raise BadInput(f'--lam={FLAGS.lam}: must be a rational >= 0 (e.g. 1/1024 or 2^-10), '
+                   'or empty for the planned lam.')
+  return lam
+
+
+def run_one_layer():
+  """--contextual=one_layer: the certified whole-grid check of ``verify.one_layer``."""
+  d, n, resolution = _int_flag('d', 1), _int_flag('n', 2), _int_flag('resolution', 2)
+  lam = _lam_flag()
+  bits = _int_flag('id_bits', 16) if FLAGS.id_bits.strip() else None
+  samples = _int_flag('mpmath_samples', 0)
+  if FLAGS.output_json:
+    cli.output_file(FLAGS.output_json, '--output_json')
+  prov = provenance.record()
+  try:
+    r = verify_one_layer.verify_one_layer(d=d, n=n, resolution=resolution, lam=lam,
+                                          bits=bits, samples=samples)
+  except ValueError as e:
+    raise BadInput(str(e)) from None
+  print(f"one softmax attention layer, d={d} n={n} N={resolution}: {r['contexts']:,} "
+        f"contexts, {r['ids']:,} (context, token) ids ({r['ids_with_repeated_tokens']:,} "
+        f"with repeated tokens), lam={r['lam']:.6g}, {r['bits']} bits, {r['seconds']:.2f} s "
+        f"(enclosures {r['enclosure_seconds']:.2f} s)")
+  print(f"  certified min id gap {r['certified_min_id_gap']:.4g} (proved bound "
+        f"{r['proved_min_id_gap']:.4g}); mean gap {r['certified_min_gap_mean']:.4g} >= "
+        f"required {r['required_gap_mean']:.4g}: "
+        + ('ok' if not r['violations'] else
+           f"{r['violations']} VIOLATIONS ({r['overlaps']} overlapping)"))
+  m = r['mpmath']
+  print(f"  mpmath ({m['precision_bits']} bits) on {m['rows']} ids: "
+        + ('all inside the enclosures' if not m['outside'] else f"{m['outside']} OUTSIDE"))
+  f = r['float64']
+  print(f"  float64 brute-force sort: {f['pairs_checked']:,} resolvable adjacent pairs, "
+        f"{f['disagreements']} disagreements, {f['pairs_below_float64_resolution']:,} below "
+        'float64 resolution')
+  print('ALL PROPERTIES HOLD' if r['all_hold'] else 'SOME PROPERTY FAILED')
+  if FLAGS.output_json:
+    with open(FLAGS.output_json, 'w') as fh:
+      json.dump({'provenance': prov, **r}, fh, indent=2, default=str)
+  sys.exit(0 if r['all_hold'] else 1)
 
 
 if __name__ == '__main__':
