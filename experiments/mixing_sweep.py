@@ -2,8 +2,9 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 [--hybrid_ks=1,2] [--hybrid_seeds=1] \
-        [--first_seed=1] [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] [--shard=0/2] \
-        [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR]
+        [--first_seed=1] [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] \
+        [--shard=0/2] [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR] \
+        [--recorded=REPORT.json,...] [--own_seeds]
     python experiments/mixing_sweep.py --config=... --results_dir=results/mixing --rerender
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
@@ -35,11 +36,25 @@ checked-in record); transformer_ua/reports/mixing.py writes it.
 ``cpu`` and ``cpu_long`` for a ``cpu_longer`` ``--workdir``) also writes
 ``mixing_layers_plateau.{md,json,png}``: each mixer's final accuracy per schedule, what
 each tripling of the tokens buys, i.e. whether pre-training has plateaued, and whether
-the mixers' order survives more tokens (transformer_ua/reports/mixing_plateau.py). An entry may also be an earlier
-``mixing_layers_plateau.json``: its schedules come in as recorded there (for workdirs
-that are gone), and a mixer a workdir has more finished seeds of replaces its row.
+the mixers' order survives more tokens (transformer_ua/reports/mixing_plateau.py). An
+entry may also be an earlier ``mixing_layers_plateau.json``: its schedules come in as
+recorded there (for workdirs that are gone), and a mixer a workdir has more finished
+seeds of replaces its row.
 The sweep's own report then judges the claims of a mixer with one run as the plateau
 report does: with its seeds' std under a shorter schedule as its seed noise.
+
+``--recorded=REPORT.json,...`` (earlier reports of this config, e.g. the checked-in
+``results/mixing/mixing_layers_cpu_long.json``) adds their per-seed rows to the report,
+for runs whose workdirs are gone; a stage run under the workdir replaces the recorded row
+of the same run and stage. The report names each row's source. ``--own_seeds`` judges
+every claim on each side's own seeds only (>= 2 a side; no seed noise borrowed from the
+other side or from ``--compare_to``), and names the runs of the full sweep (``--seeds``,
+``--hybrid_ks``, ``--hybrid_seeds``; every mixer from seed 0) that each side still lacks:
+
+    python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
+        --workdir=results/mixing/runs/cpu_long --seeds=3 --hybrid_ks=1,2,3 --own_seeds \
+        --recorded=results/mixing/mixing_layers_cpu_long.json --report_only \
+        --results_dir=results/mixing
 
 A workdir lives on one machine. ``--archive_to=results/mixing/runs/<config>`` copies
 every finished stage's small records (no checkpoints) there, to be committed; every
@@ -61,7 +76,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from transformer_ua.models import mixing_train
-from transformer_ua import cli, provenance
+from transformer_ua import provenance
 from transformer_ua.data import wordnet
 from transformer_ua.reports import mixing as mixing_report, mixing_plateau
 from transformer_ua.reports.mixing import TABLE_MODELS
@@ -91,6 +106,10 @@ _ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished 
                                   'records (config.json, result.json, metrics.jsonl; no '
                                   'checkpoint) here, e.g. results/mixing/runs/<config>, so the '
                                   'reports outlive the workdir.')
+_RECORDED = flags.DEFINE_list('recorded', [], 'Earlier reports (.json) of this config whose '
+                              'per-seed rows join the workdir\'s runs in the report.')
+_OWN_SEEDS = flags.DEFINE_bool('own_seeds', False, 'Judge each claim on each side\'s own '
+                               'seeds only (>= 2 a side), naming the runs still missing.')
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 _RERENDER = flags.DEFINE_bool('rerender', False, 'Only rewrite the report\'s .md in '
@@ -288,6 +307,9 @@ def main(argv):
       sys.exit(f'error: --compare_to: {d} is neither a directory nor a .json file (each '
                'entry is the workdir of a sweep of this config under another schedule, its '
                '--archive_to copy, or an earlier mixing_layers_plateau.json)')
+  for p in _RECORDED.value:
+    if not (p.endswith('.json') and os.path.isfile(p)):
+      sys.exit(f'error: --recorded: {p} is not a report .json file')
   archive_dir = _ARCHIVE_TO.value and cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
                                '--results_dir')
@@ -321,12 +343,22 @@ def main(argv):
     print(format_status(*status(config, _WORKDIR.value, job_list, _STAGES.value)))
     return
   noise = {}
+  expected = [(name, (mixing, k), seed, stage)
+              for name, mixing, k, seed, tasks in jobs(config.model.num_layers, _SEEDS.value, ks,
+                                                       _HYBRID_SEEDS.value)
+              for stage in ('pretrain', *tasks)] if _OWN_SEEDS.value else None
+  combine = dict(recorded=_RECORDED.value, own_seeds=_OWN_SEEDS.value, expected=expected)
+  try:   # read (and checked) before the work
+    for p in _RECORDED.value:
+      mixing_report.recorded_rows(p)
+  except cli.BadInput as e:
+    sys.exit(f'error: {e}')
   if _COMPARE_TO.value:   # read (and checked) before the work
     steps = config.pretrain.num_steps
     try:
       same = [d for d in _COMPARE_TO.value
               if os.path.isdir(d) and mixing_plateau.schedule_steps(d) == steps]
-      noise = mixing_plateau.seed_noise(_COMPARE_TO.value, steps)
+      noise = {} if _OWN_SEEDS.value else mixing_plateau.seed_noise(_COMPARE_TO.value, steps)
     except mixing_plateau.ScheduleError as e:
       sys.exit(f'error: --compare_to: {e}')
     if same:
@@ -343,11 +375,14 @@ def main(argv):
       if j % m == i:
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         mixing_report.report(config, _WORKDIR.value, results_dir, name, prov,
-                             not_done(config, _WORKDIR.value, job_list), noise)
+                             not_done(config, _WORKDIR.value, job_list), noise, **combine)
         if archive_dir:
           archived += archive(_WORKDIR.value, archive_dir)
   left = not_done(config, _WORKDIR.value, job_list)
-  mixing_report.report(config, _WORKDIR.value, results_dir, name, prov, left, noise)
+  have = {(r['run'], r['stage'])                           # a recorded stage is done
+          for p in _RECORDED.value for r in mixing_report.recorded_rows(p)[0]}
+  left = [r for r in left if (r['run'], r['stage']) not in have]
+  mixing_report.report(config, _WORKDIR.value, results_dir, name, prov, left, noise, **combine)
   if archive_dir:
     archived += archive(_WORKDIR.value, archive_dir)
     print(f'archive {archive_dir}: {archived} newly finished stages copied')

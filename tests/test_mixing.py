@@ -382,6 +382,134 @@ def test_claims_compare_means_against_two_standard_errors():
   assert not any('k = 2' in c for c in rows)
 
 
+def test_own_seeds_claims_borrow_no_noise_and_name_the_missing_runs():
+  ms = mixing_report.mean_std
+  three = ms([20.0, 21.0, 22.0])
+  # one run has no spread of its own: no SE, whatever the other side or its seed_std
+  assert mixing_report.compare(ms([25.0]), three, own_seeds=True)[1] is None
+  assert mixing_report.compare(dict(ms([25.0]), seed_std=1.0), three, own_seeds=True)[1] is None
+  # two seeds (var 2) against three (var 1): SE = sqrt(2/2 + 1/3) = sqrt(4/3)
+  d, se = mixing_report.compare(ms([23.0, 25.0]), three, own_seeds=True)
+  assert (d, se) == (pytest.approx(3.0), pytest.approx(np.sqrt(4 / 3)))
+  empty = dict.fromkeys(('mlm_accuracy', 'mnli_accuracy', 'squad_f1'))
+  table = {m: dict(empty) for m in mixing_report.TABLE_MODELS}
+  table['average']['mlm_accuracy'] = ms([18.0])
+  table['sepconv']['mlm_accuracy'] = ms([23.0, 25.0])
+  table['attention']['mlm_accuracy'] = three
+  table['attention']['mnli_accuracy'] = ms([40.0])
+  figure = {k: dict(empty) for k in range(5)}
+  figure[0]['mlm_accuracy'], figure[4]['mlm_accuracy'] = three, table['sepconv']['mlm_accuracy']
+  missing = {('table', 'average', 'mlm_accuracy'): ['average_s1/pretrain', 'average_s2/pretrain'],
+             ('table', 'sepconv', 'mlm_accuracy'): ['sepconv_s2/pretrain'],
+             ('figure', 4, 'mlm_accuracy'): ['sepconv_s2/pretrain'],     # k = L: SepConv
+             ('table', 'attention', 'mnli_accuracy'): ['attention_s1/mnli'],
+             ('figure', 1, 'mlm_accuracy'): ['hybrid_k1_s0/pretrain']}
+  rows = {c.split(' (')[0]: (m, v) for c, m, v in mixing_report.claims(
+      table, figure, 4, {'mnli': {'majority_baseline_accuracy': 36.0}}, True, missing)}
+  # the borrowing report would judge this one (SE sqrt(1/3 + 1)); here it names what is missing
+  assert rows['MLM: Transformer above average attention'] == (
+      '+3.0 points (n = 3 vs 1)', 'not judged (n = 3 vs 1: needs >= 2 finished seeds a side, '
+      'each side its own; missing: average_s1/pretrain, average_s2/pretrain)')
+  assert rows['MLM: SepConv above BProj'][0] == '— (n = 2 vs 0)'
+  # judged on 2 vs 3 seeds (d = 3 >= 2 sqrt(4/3) = 2.31), the seed still missing named
+  assert rows['Figure 1, MLM: k = 4 SepConv layers worse than the Transformer'] == (
+      '+3.0 ± 1.2 points (n = 2 vs 3)', 'fails (the opposite, by >= 2 SE) (at n = 2 vs 3; '
+      'missing: sepconv_s2/pretrain)')
+  assert rows['MLM: Transformer above SepConv'][1] == (
+      'fails (the opposite, by >= 2 SE) (at n = 3 vs 2; missing: sepconv_s2/pretrain)')
+  # every claim is listed, also one without any run on a side
+  assert rows['Figure 1, MLM: k = 1 SepConv layers better than the Transformer'] == (
+      '— (n = 0 vs 3)', 'not judged (n = 0 vs 3: needs >= 2 finished seeds a side, each side '
+      'its own; missing: hybrid_k1_s0/pretrain)')
+  assert 'Figure 1, SQuAD-analogue F1: k = 2 SepConv layers better than the Transformer' in rows
+  assert rows['MNLI analogue: Transformer above the majority class'] == (
+      '+4.0 points (n = 1)', 'not judged (n = 1: needs >= 2 finished seeds a side, each side '
+      'its own; missing: attention_s1/mnli)')
+  assert rows['MNLI analogue: BProj above the majority class'][0] == '— (n = 0)'
+  assert len(rows) == 10 + 4 + 12
+
+
+def _mnli_data(root, run):
+  """The task record a real MNLI-analogue result.json carries (the report prints it)."""
+  path = root / run / 'mnli' / 'result.json'
+  r = json.loads(path.read_text())
+  r['data'] = {'majority_baseline_accuracy': 36.0, 'majority_label': 'unrelated',
+               'train_examples': 10, 'test_examples': 5}
+  path.write_text(json.dumps(r))
+
+
+def test_report_combines_recorded_rows_with_new_runs_and_says_which_is_which(tmp_path):
+  from experiments import mixing_sweep
+  from experiments.configs import mixing_cpu_long
+  config = mixing_cpu_long.get_config()
+  old, new = tmp_path / 'old', tmp_path / 'new'
+  # an earlier report (no per-run list): the Transformer's seeds 0, 1 and average seed 0,
+  # MNLI of the Transformer's seed 0 only (seed 1's is listed as not done)
+  _fake_run(old, 'attention', 0, 6000, [(4500, 29.0), (6000, 30.0)], mlm=30.0)
+  _fake_run(old, 'attention', 1, 6000, [(4500, 31.0), (6000, 32.0)], mlm=32.0)
+  _fake_run(old, 'average', 0, 6000, [(4500, 19.5), (6000, 20.0)], mlm=20.0)
+  _fake_run(old, 'attention', 0, 1000, [], stage='mnli', mnli=70.0)
+  _mnli_data(old, 'attention_s0')
+  gone = [{'run': 'attention_s1', 'stage': 'mnli', 'state': 'missing', 'step': 0,
+           'num_steps': 1000}]
+  mixing_report.report(config, str(old), str(tmp_path / 'rec'), 'cpu_long', PROV, gone)
+  recorded = str(tmp_path / 'rec' / 'mixing_layers_cpu_long.json')
+  assert 'per_run' not in json.loads(open(recorded).read())
+  # the new runs: average seed 1, and the Transformer's seed 1 run again (34, not 32)
+  _fake_run(new, 'average', 1, 6000, [(4500, 21.0), (6000, 22.0)], mlm=22.0)
+  _fake_run(new, 'attention', 1, 6000, [(4500, 33.0), (6000, 34.0)], mlm=34.0)
+  expected = [(name, (m, k), seed, stage) for name, m, k, seed, tasks in mixing_sweep.jobs(
+      4, 3, []) for stage in ('pretrain', *tasks)]
+  out_dir = tmp_path / 'out'
+  mixing_report.report(config, str(new), str(out_dir), 'cpu_long', PROV, recorded=[recorded],
+                       own_seeds=True, expected=expected)
+  out = json.loads((out_dir / 'mixing_layers_cpu_long.json').read_text())
+  att, avg = out['table1']['attention'], out['table1']['average']
+  assert (att['mlm_accuracy']['values'], att['mlm_accuracy']['seeds']) == ([30.0, 34.0], [0, 1])
+  assert (avg['mlm_accuracy']['values'], avg['mlm_accuracy']['seeds']) == ([20.0, 22.0], [0, 1])
+  assert att['mnli_accuracy']['values'] == [70.0]
+  assert att['mlm_gain_last_quarter']['values'] == [1.0, 1.0]   # seed 1: the new curve
+  by = {(r['run'], r['stage']): r for r in out['per_run']}
+  assert by[('attention_s0', 'pretrain')]['source'] is None
+  assert by[('attention_s0', 'pretrain')]['via'] == 'mixing_layers_cpu_long.json (report at abcdef0)'
+  assert by[('average_s1', 'pretrain')] ['source'] == str(new)
+  assert by[('attention_s1', 'pretrain')]['replaces']['values']['mlm_accuracy'] == 32.0
+  claims = {c['claim'].split(' (')[0]: c for c in out['claims']}
+  # d = 32 - 21 = 11, SE = sqrt(8/2 + 2/2) = sqrt(5) = 2.24: holds on both sides' own seeds
+  c = claims['MLM: Transformer above average attention']
+  assert c['measured'] == '+11.0 ± 2.2 points (n = 2 vs 2)'
+  assert c['verdict'] == 'holds (at n = 2 vs 2; missing: attention_s2/pretrain, average_s2/pretrain)'
+  c = claims['MNLI analogue: Transformer above the majority class']
+  assert c['verdict'].endswith('missing: attention_s1/mnli, attention_s2/pretrain+mnli)')
+  # the recorded stages are done: not listed as not done
+  assert out['not_done'] == [] and out['recorded'][0]['rows'] == [
+      'attention_s0/mnli', 'attention_s0/pretrain', 'attention_s1/pretrain', 'average_s0/pretrain']
+  md = (out_dir / 'mixing_layers_cpu_long.md').read_text()
+  assert ('| attention_s1 | pretrain | mlm 34.00, nsp 51.00 | `' + str(new) + '` | mlm 32.00, '
+          'nsp 51.00, recorded in `mixing_layers_cpu_long.json (report at abcdef0)` |') in md
+  assert 'Rows recorded in `mixing_layers_cpu_long.json`' in md and 'no seed noise is borrowed' in md
+  # rebuilt over its own .json: the same numbers, each row still naming its first source
+  mixing_report.report(config, str(new), str(out_dir), 'cpu_long', PROV,
+                       recorded=[str(out_dir / 'mixing_layers_cpu_long.json')], own_seeds=True,
+                       expected=expected)
+  again = json.loads((out_dir / 'mixing_layers_cpu_long.json').read_text())
+  assert again['table1'] == out['table1'] and again['claims'] == out['claims']
+  assert again['per_run'] == out['per_run']
+
+
+def test_recorded_rows_refuse_values_whose_seeds_cannot_be_told(tmp_path):
+  from experiments.configs import mixing_cpu_long
+  _fake_run(tmp_path / 'old', 'average', 0, 6000, [(4500, 19.5), (6000, 20.0)], mlm=20.0)
+  mixing_report.report(mixing_cpu_long.get_config(), str(tmp_path / 'old'), str(tmp_path),
+                       'cpu_long', PROV)
+  path = tmp_path / 'mixing_layers_cpu_long.json'
+  d = json.loads(path.read_text())
+  d['table1']['average']['mlm_accuracy'] = mixing_report.mean_std([20.0, 21.0])  # 2 values
+  path.write_text(json.dumps(d))                                                  # 1 curve
+  with pytest.raises(mixing_report.cli.BadInput, match='average_s\\*/pretrain'):
+    mixing_report.recorded_rows(str(path))
+
+
 def test_curve_band_keeps_the_steps_only_some_seeds_reached():
   steps, mean, std = mixing_report._curve_band({0: [(100, 5.0), (200, 7.0), (300, 9.0)],
                                                1: [(100, 6.0), (200, 9.0)]})

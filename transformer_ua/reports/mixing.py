@@ -16,7 +16,17 @@ judged on the difference of the means over finished seeds,
 
 as holds (d > 0 and |d| >= SE_MULTIPLE SE), fails (d < 0 and |d| >= SE_MULTIPLE SE) or
 not resolved. A side with one run takes its ``seed_std`` (seed noise measured elsewhere)
-or else the other side's sample variance.
+or else the other side's sample variance; with ``own_seeds`` (mixing_sweep.py
+--own_seeds) it takes neither: a claim is judged only when each side has >= OWN_SEEDS_MIN
+finished seeds of its own, and otherwise says which runs it lacks.
+
+A report can also combine the runs under the workdir with the per-seed rows of earlier
+reports of the same config (``recorded``: their ``.json``, for runs whose workdirs are
+gone; mixing_sweep.py --recorded). A report with a ``per_run`` list gives its rows as
+listed there (each with its source); an older one is read from its ``table1`` /
+``figure1`` values, whose seeds are those of its finished learning curves less the
+stages its ``not_done`` lists. A stage run under the workdir replaces a recorded row of
+the same run and stage (the recorded value is kept in the row's ``replaces``).
 """
 
 from __future__ import annotations
@@ -106,23 +116,27 @@ PAPER_TABLE1 = {'mlm_accuracy': {'average': 28, 'bilinear': 59, 'sepconv': 60, '
                 'mnli_accuracy': {'average': 66, 'bilinear': 72.3, 'sepconv': 73,
                                   'attention': 78.2}}
 SE_MULTIPLE = 2   # a difference counts when |d| >= 2 standard errors
+OWN_SEEDS_MIN = 2  # own_seeds: a side needs this many finished seeds to have a spread
 
 
-def compare(a, b):
+def compare(a, b, own_seeds=False):
   """(mean_a - mean_b, its standard error or None) of two mean_std() summaries.
 
   SE = sqrt(s_a^2 / n_a + s_b^2 / n_b) with sample variances. One run has no spread of its
   own: it uses its ``seed_std`` when the summary carries one (a seed-noise estimate made
   elsewhere, e.g. from the same model's seeds under a shorter schedule), else it borrows
   the other side's variance (sample, or its ``seed_std``); SE is None when neither side
-  has any.
+  has any. ``own_seeds``: only sample variances; SE is None unless both sides have
+  >= OWN_SEEDS_MIN runs.
   """
   def var(x):
-    if x['n'] > 1:
+    if x['n'] > 1 and x['n'] >= (OWN_SEEDS_MIN if own_seeds else 2):
       return float(np.var(x['values'], ddof=1))
+    if own_seeds:
+      return None
     return float(x['seed_std']) ** 2 if x.get('seed_std') is not None else None
   va, vb = var(a), var(b)
-  if va is None and vb is None:
+  if own_seeds and (va is None or vb is None) or va is None and vb is None:
     return a['mean'] - b['mean'], None
   va, vb = (vb if va is None else va), (va if vb is None else vb)
   return a['mean'] - b['mean'], float(np.sqrt(va / a['n'] + vb / b['n']))
@@ -137,43 +151,208 @@ def verdict(d, se, sign):
   return 'holds' if d * sign > 0 else 'fails (the opposite, by >= 2 SE)'
 
 
-def claims(table, figure, L, baselines):
-  """[(claim, measured, verdict)] of the paper's Appendix H claims, from finished runs
-  (``figure=None``: Table 1's claims only)."""
-  out = []
+def _lacking(missing, *sides):
+  """'; missing: run/stage, ...' for the ``missing`` lists of ``sides`` (or '')."""
+  runs = [x for side in sides for x in (missing or {}).get(side, ())]
+  return f'; missing: {", ".join(runs)}' if runs else ''
 
-  def check(claim, a, b, sign, unit='points'):
+
+def own_verdict(d, se, sign, n, missing_text):
+  """claims()' verdict with ``own_seeds``: verdict(), or 'not judged' naming the runs
+  that each side lacks; a judged claim with runs still missing names them too."""
+  if se is None:
+    return (f'not judged (n = {n}: needs >= {OWN_SEEDS_MIN} finished seeds a side, each side '
+            f'its own{missing_text})')
+  return verdict(d, se, sign) + (f' (at n = {n}{missing_text})' if missing_text else '')
+
+
+def claims(table, figure, L, baselines, own_seeds=False, missing=None):
+  """[(claim, measured, verdict)] of the paper's Appendix H claims, from finished runs
+  (``figure=None``: Table 1's claims only).
+
+  ``own_seeds``: every side is judged on its own seeds only (compare()), and every claim
+  is listed, also one with no run on a side; ``missing`` ({('table', mixer, field) |
+  ('figure', k, field): [run/stage, ...]}) names the runs a side lacks, in the verdict.
+  """
+  out = []
+  empty = {'n': 0}
+
+  def check(claim, a, b, sign, unit='points', sides=()):
+    if own_seeds:
+      a, b = a or empty, b or empty
+      lack = _lacking(missing, *sides)
+      if not (a['n'] and b['n']):
+        out.append((claim, f'— (n = {a["n"]} vs {b["n"]})',
+                    own_verdict(0, None, sign, f'{a["n"]} vs {b["n"]}', lack)))
+        return
     if a and b:
-      d, se = compare(a, b)
+      d, se = compare(a, b, own_seeds)
       pm = f' ± {se:.1f}' if se is not None else ''
-      out.append((claim, f'{d:+.1f}{pm} {unit} (n = {a["n"]} vs {b["n"]})', verdict(d, se, sign)))
+      n = f'{a["n"]} vs {b["n"]}'
+      out.append((claim, f'{d:+.1f}{pm} {unit} (n = {n})',
+                  own_verdict(d, se, sign, n, lack) if own_seeds else verdict(d, se, sign)))
 
   for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue')):
     paper = PAPER_TABLE1[key]
+    t = lambda m: ('table', m, key)
     for m in ('bilinear', 'sepconv', 'attention'):
       check(f'{what}: {NAMES[m]} above average attention (paper {paper[m]} vs '
-            f'{paper["average"]})', table[m][key], table['average'][key], +1)
+            f'{paper["average"]})', table[m][key], table['average'][key], +1,
+            sides=(t(m), t('average')))
     check(f'{what}: SepConv above BProj (paper {paper["sepconv"]} vs {paper["bilinear"]})',
-          table['sepconv'][key], table['bilinear'][key], +1)
+          table['sepconv'][key], table['bilinear'][key], +1, sides=(t('sepconv'), t('bilinear')))
     check(f'{what}: Transformer above SepConv (paper {paper["attention"]} vs '
-          f'{paper["sepconv"]})', table['attention'][key], table['sepconv'][key], +1)
+          f'{paper["sepconv"]})', table['attention'][key], table['sepconv'][key], +1,
+          sides=(t('attention'), t('sepconv')))
   if 'mnli' in (baselines or {}):
     base = baselines['mnli']['majority_baseline_accuracy']
     for m in TABLE_MODELS:
       a = table[m]['mnli_accuracy']
-      if a:
+      claim = f'MNLI analogue: {NAMES[m]} above the majority class ({base:.1f}%)'
+      if own_seeds:
+        lack = _lacking(missing, ('table', m, 'mnli_accuracy'))
+        if not a:
+          out.append((claim, '— (n = 0)', own_verdict(0, None, +1, '0', lack)))
+          continue
+        se = a['std'] / np.sqrt(a['n']) if a['n'] >= OWN_SEEDS_MIN and a['n'] > 1 else None
+        d = a['mean'] - base
+        pm = f' ± {se:.1f}' if se is not None else ''
+        out.append((claim, f'{d:+.1f}{pm} points (n = {a["n"]})',
+                    own_verdict(d, se, +1, str(a['n']), lack)))
+      elif a:
         se = a['std'] / np.sqrt(a['n']) if a['n'] > 1 else a.get('seed_std')
         d = a['mean'] - base
         pm = f' ± {se:.1f}' if se is not None else ''
-        out.append((f'MNLI analogue: {NAMES[m]} above the majority class ({base:.1f}%)',
-                    f'{d:+.1f}{pm} points (n = {a["n"]})',
+        out.append((claim, f'{d:+.1f}{pm} points (n = {a["n"]})',
                     verdict(d, se, +1) if se is not None else 'not judged (one run, no spread)'))
   for key, what in (('mlm_accuracy', 'MLM'), ('mnli_accuracy', 'MNLI analogue'),
                     ('squad_f1', 'SQuAD-analogue F1')) if figure else ():
     for k in range(1, L + 1):      # k = L: every layer SepConv (the table's SepConv)
       sign, how = (+1, 'better') if k <= 2 else (-1, 'worse')
       check(f'Figure 1, {what}: k = {k} SepConv layers {how} than the Transformer',
-            figure[k][key], figure[0][key], sign)
+            figure[k][key], figure[0][key], sign, sides=(('figure', k, key), ('figure', 0, key)))
+  return out
+
+
+# stage -> {summary field: its value in the stage's result.json}
+STAGE_FIELDS = {
+    'pretrain': {'mlm_accuracy': lambda r: r['eval']['mlm_accuracy'],
+                 'nsp_accuracy': lambda r: r['eval']['nsp_accuracy'],
+                 'pretrain_tokens_per_s': lambda r: r['train_tokens_per_s']},
+    'mnli': {'mnli_accuracy': lambda r: r['eval']['accuracy']},
+    'squad': {'squad_em': lambda r: r['eval']['em'], 'squad_f1': lambda r: r['eval']['f1']}}
+FIELD_STAGE = {f: stage for stage, fs in STAGE_FIELDS.items() for f in fs}
+
+
+def run_name(key, seed):
+  """The sweep's name of the run of model ``key`` = (mixing, k) with ``seed``
+  (mixing_sweep.jobs): 'sepconv_s1', 'hybrid_k2_s0'."""
+  m, k = key
+  return f'{m}_s{seed}' if k == 0 else f'hybrid_k{k}_s{seed}'
+
+
+def per_run_rows(runs, source):
+  """One row per finished stage of ``collect()`` runs: {'run', 'mixing', 'k', 'seed',
+  'stage', 'values': {field: value}, 'params_encoder_pooler' (pre-training), 'source'}."""
+  rows = []
+  for (m, k), stages in sorted(runs.items()):
+    for stage, rs in sorted(stages.items()):
+      for r in sorted(rs, key=lambda r: r['seed']):
+        rows.append({'run': run_name((m, k), r['seed']), 'mixing': m, 'k': k,
+                     'seed': r['seed'], 'stage': stage, 'source': source,
+                     'values': {f: get(r) for f, get in STAGE_FIELDS[stage].items()},
+                     **({'params_encoder_pooler': r['params_encoder_pooler']}
+                        if stage == 'pretrain' else {})})
+  return rows
+
+
+def _curves_of_json(d):
+  return {(key.rsplit('_k', 1)[0], int(key.rsplit('_k', 1)[1])):
+          {int(seed): [tuple(p) for p in pts] for seed, pts in per_seed.items()}
+          for key, per_seed in d.get('learning_curves', {}).items()}
+
+
+def recorded_rows(path):
+  """The per-seed rows of an earlier report's ``.json`` at ``path``: (rows as
+  per_run_rows() with 'via' = where they were read, learning curves as
+  learning_curves(), that report's {'path', 'report_revision', 'runs_summary',
+  'task_data', 'pretrain_data'}). Raises cli.BadInput when a value's seed cannot be told
+  (see the module docstring)."""
+  try:
+    with open(path) as f:
+      d = json.load(f)
+    rev = d['sweep_provenance']['git_revision'][:7]
+    curves = _curves_of_json(d)
+    via = f'{os.path.basename(path)} (report at {rev})'
+    info = {'path': path, 'report_revision': d['sweep_provenance']['git_revision'],
+            'runs_summary': d.get('runs_summary'), 'task_data': d.get('task_data') or {},
+            'pretrain_data': d.get('pretrain_data')}
+    if 'per_run' in d:
+      rows = [dict(r, via=r.get('via') or via) for r in d['per_run']]
+      return rows, curves, info
+    steps = d['config_values']['pretrain']['num_steps']
+    not_done = {(r['run'], r['stage']) for r in d.get('not_done', ())}
+    rows = []
+    for key, per_seed in sorted(curves.items()):
+      m, k = key
+      summ = d['table1'][m] if k == 0 else d['figure1'][str(k)]
+      pre = sorted(s for s, pts in per_seed.items() if pts and pts[-1][0] == steps
+                   and (run_name(key, s), 'pretrain') not in not_done)
+      for stage, fields in STAGE_FIELDS.items():
+        seeds = [s for s in pre if (run_name(key, s), stage) not in not_done]
+        got = {f: summ.get(f) for f in fields if f in summ}
+        ns = {f: (v or {}).get('n', 0) for f, v in got.items()}
+        if not any(ns.values()):
+          continue
+        if any(n != len(seeds) for n in ns.values()):
+          raise ValueError(f'{run_name(key, "*")}/{stage}: {ns} values but finished seeds '
+                           f'{seeds} (finished learning curves less not_done)')
+        for i, seed in enumerate(seeds):
+          rows.append({'run': run_name(key, seed), 'mixing': m, 'k': k, 'seed': seed,
+                       'stage': stage, 'source': None, 'via': via,
+                       'values': {f: got[f]['values'][i] for f in got if got[f]},
+                       **({'params_encoder_pooler': summ.get('params_encoder_pooler')}
+                          if stage == 'pretrain' else {})})
+    return rows, curves, info
+  except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+    raise cli.BadInput(f'--recorded: {path} is not a report whose per-seed rows can be read '
+                       f'({type(e).__name__}: {e})') from None
+
+
+def merge_rows(own, recorded):
+  """``own`` rows (the workdir's) and the ``recorded`` ones, one row per (run, stage):
+  an own row replaces a recorded one (kept in its 'replaces': values, source, via);
+  among recorded rows the first given wins."""
+  out = {(r['run'], r['stage']): dict(r) for r in own}
+  mine = set(out)
+  for r in recorded:
+    k = (r['run'], r['stage'])
+    if k not in out:
+      out[k] = dict(r)
+    elif k in mine and 'replaces' not in out[k]:
+      if out[k]['values'] != r['values']:
+        out[k]['replaces'] = {x: r.get(x) for x in ('values', 'source', 'via')}
+      elif r.get('replaces'):    # a report rebuilt over its own .json: the same row
+        out[k]['replaces'] = r['replaces']
+  return [out[k] for k in sorted(out)]
+
+
+def missing_runs(rows, expected, L):
+  """{(side, field): [run/stage, ...]}, side = ('table', mixer) or ('figure', k), of the
+  ``expected`` stages [(run, (mixing, k), seed, stage)] that ``rows`` lack; a fine-tuning
+  whose pre-training is missing too is named 'run/pretrain+stage'."""
+  have = {(r['run'], r['stage']) for r in rows}
+  out = {}
+  for run, (m, k), _, stage in expected:
+    if (run, stage) in have:
+      continue
+    name = f'{run}/{stage}' if stage == 'pretrain' or (run, 'pretrain') in have else (
+        f'{run}/pretrain+{stage}')
+    sides = [('table', m)] if k == 0 else []
+    sides += [('figure', k)] if m == 'attention' else [('figure', L)] if m == 'sepconv' else []
+    for side in sides:
+      for field in (f for f, st in FIELD_STAGE.items() if st == stage):
+        out.setdefault((*side, field), []).append(name)
   return out
 
 
@@ -215,43 +394,53 @@ def _plot_curves(curves, tokens_per_step, path, L, num_steps):
   plt.close(fig)
 
 
-def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise=None):
+def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise=None,
+           recorded=(), own_seeds=False, expected=None):
   """Rebuilds the report from every ``result.json`` under ``root``. ``not_done``: the
   sweep's status rows of the stages not done (mixing_sweep.status), listed in the report.
   ``seed_noise``: {mixer: {'mlm_accuracy' | 'mnli_accuracy': {'std', 'steps'}}}, Table 1
   mixers' seed noise under a shorter schedule (mixing_plateau.seed_noise); a mixer with
-  one finished run here takes it as that run's ``seed_std`` in the claims (compare())."""
+  one finished run here takes it as that run's ``seed_std`` in the claims (compare()).
+  ``recorded``: paths of earlier reports' ``.json`` of this config whose per-seed rows
+  join the runs under ``root`` (recorded_rows, merge_rows; read before anything is
+  written, so the report may be rebuilt over its own ``.json``). ``own_seeds``: judge the
+  claims on each side's own seeds only (claims()), naming the runs missing from
+  ``expected`` [(run, (mixing, k), seed, stage)] (missing_runs)."""
   runs = collect(root)
   curves = learning_curves(root)
   L = config.model.num_layers
-  get = lambda key, stage, f: mean_std([f(r) for r in runs.get(key, {}).get(stage, [])])
+  got = [recorded_rows(p) for p in recorded]
+  rows = merge_rows(per_run_rows(runs, root), [r for rs, _, _ in got for r in rs])
+  for _, cs, _ in got:   # the workdir's curves first, then the first report's
+    for key, per_seed in cs.items():
+      for seed, pts in per_seed.items():
+        curves.setdefault(key, {}).setdefault(seed, pts)
+  values = {}          # {(mixing, k): {field: [(seed, value)]}}
+  params = {}
+  for r in rows:
+    key = (r['mixing'], r['k'])
+    for f, v in r['values'].items():
+      values.setdefault(key, {}).setdefault(f, []).append((r['seed'], v))
+    if r.get('params_encoder_pooler'):
+      params.setdefault(key, r['params_encoder_pooler'])
+
+  def get(key, field):
+    sv = sorted(values.get(key, {}).get(field, []))
+    s = mean_std([v for _, v in sv])
+    return s and dict(s, seeds=[seed for seed, _ in sv]) if recorded or own_seeds else s
   gain = lambda key: mean_std(last_quarter_gain(curves.get(key, {}), config.pretrain.num_steps))
   table = {}
   for m in TABLE_MODELS:
     key = (m, 0)
-    pre = runs.get(key, {}).get('pretrain', [])
-    table[m] = {
-        'params_encoder_pooler': pre[0]['params_encoder_pooler'] if pre else None,
-        'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
-        'mlm_gain_last_quarter': gain(key),
-        'nsp_accuracy': get(key, 'pretrain', lambda r: r['eval']['nsp_accuracy']),
-        'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
-        'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
-        'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
-        'pretrain_tokens_per_s': get(key, 'pretrain', lambda r: r['train_tokens_per_s']),
-    }
+    table[m] = {'params_encoder_pooler': params.get(key), 'mlm_gain_last_quarter': gain(key),
+                **{f: get(key, f) for f in ('mlm_accuracy', 'nsp_accuracy', 'mnli_accuracy',
+                                            'squad_em', 'squad_f1', 'pretrain_tokens_per_s')}}
   figure = {}
   for k in range(L + 1):
     key = ('sepconv', 0) if k == L else ('attention', k)
-    figure[k] = {
-        'params_encoder_pooler': (runs[key]['pretrain'][0]['params_encoder_pooler']
-                                  if runs.get(key, {}).get('pretrain') else None),
-        'mlm_accuracy': get(key, 'pretrain', lambda r: r['eval']['mlm_accuracy']),
-        'mlm_gain_last_quarter': gain(key),
-        'mnli_accuracy': get(key, 'mnli', lambda r: r['eval']['accuracy']),
-        'squad_em': get(key, 'squad', lambda r: r['eval']['em']),
-        'squad_f1': get(key, 'squad', lambda r: r['eval']['f1']),
-    }
+    figure[k] = {'params_encoder_pooler': params.get(key), 'mlm_gain_last_quarter': gain(key),
+                 **{f: get(key, f) for f in ('mlm_accuracy', 'mnli_accuracy', 'squad_em',
+                                             'squad_f1')}}
   used_noise = {}      # the seed noise that a single run here took (the rest is unused)
   for m, fields in (seed_noise or {}).items():   # the Table 1 mixer and its Figure 1 column
     same = {'attention': [figure[0]], 'sepconv': [figure[L]]}.get(m, [])
@@ -264,13 +453,26 @@ def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise
   baselines = task_baselines(runs)
   pre_data = next((rs[0]['data'] for d in runs.values() for s, rs in d.items()
                    if s == 'pretrain'), None)
+  for _, _, info in got:    # the task data do not depend on the runs' seeds
+    baselines = {**info['task_data'], **baselines}
+    pre_data = pre_data or info['pretrain_data']
+  missing = missing_runs(rows, expected, L) if expected is not None else {}
+  if recorded:    # a stage a recorded report holds is done
+    have = {(r['run'], r['stage']) for r in rows}
+    not_done = [r for r in not_done if (r['run'], r['stage']) not in have]
   out = {'runs_summary': runs_summary(runs)}
+  if recorded or own_seeds:
+    out.update(per_run=rows, own_seeds=own_seeds, recorded=[
+        {'path': i['path'], 'report_revision': i['report_revision'],
+         'runs_summary': i['runs_summary'],
+         'rows': sorted({f"{r['run']}/{r['stage']}" for r in rs})} for rs, _, i in got],
+        missing={f'{side}_{x}_{field}': names for (side, x, field), names in missing.items()})
   out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
          'run_provenance_example': any_run['provenance'] if any_run else None,
          'config_values': config.to_dict(), 'seed_noise': used_noise})
   out['claims'] = [{'claim': c, 'measured': m, 'verdict': v}
-                   for c, m, v in claims(table, figure, L, baselines)]
+                   for c, m, v in claims(table, figure, L, baselines, own_seeds, missing)]
   out['learning_curves'] = {f'{m}_k{k}': {str(s): pts for s, pts in v.items()}
                             for (m, k), v in curves.items()}
   out['not_done'] = list(not_done)
@@ -418,7 +620,7 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
   m = config.model
   lines = [f'# Yun et al. 2020, Appendix H at our scale (`{out["config"]}` config)', '',
            provenance.markdown_header(prov, 'report command') + rerendered,
-           *runs_lines(out['runs_summary']),
+           *_sources_lines(out),
            f'Model: {L} layers, d = {m.hidden}, {m.num_heads} heads, FF {m.mlp_dim}, '
            f'max_len {m.max_len}, SepConv {m.conv_filters} filters of width {m.conv_width}; '
            f'pre-training {config.pretrain.num_steps} steps x batch '
@@ -456,7 +658,19 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
                  if f['params_encoder_pooler'] else f'| {k} | — | — | — | — | — | — |')
   lines += ['', f'![Table 1]({os.path.basename(stem)}_table1.png)',
             f'![Figure 1]({os.path.basename(stem)}_figure1.png)', '']
-  if out['claims']:
+  if out['claims'] and out.get('own_seeds'):
+    lines += ["## The paper's claims, checked automatically", '',
+              'Differences are mean over seeds minus mean over seeds, ± their standard error '
+              'sqrt(s_a^2/n_a + s_b^2/n_b), each side with the sample variance of its own '
+              f'seeds: a side needs >= {OWN_SEEDS_MIN} finished seeds, no seed noise is '
+              'borrowed from the other side or from another schedule. A claim holds or fails '
+              f'only when |difference| >= {SE_MULTIPLE} SE (with 2 seeds a side the SE itself '
+              'is rough); finished runs only. "missing" names the runs that a side still '
+              'lacks towards 3 seeds (run/stage; pretrain+mnli: both are missing).', '',
+              '| claim | measured difference | verdict |', '|---|---|---|']
+    lines += [f"| {c['claim']} | {c['measured']} | {c['verdict']} |" for c in out['claims']]
+    lines.append('')
+  elif out['claims']:
     lines += ["## The paper's claims, checked automatically", '',
               'Differences are mean over seeds minus mean over seeds, ± their standard error '
               'sqrt(s_a^2/n_a + s_b^2/n_b) (a single run borrows the other side\'s '
@@ -481,6 +695,7 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
               f"{r['num_steps']}" if r['state'] == 'partial' else 'missing')
               for r in out['not_done']]
     lines.append('')
+  lines += _per_run_lines(out)
   td = out['task_data']
   lines += ['## Tasks, sizes and baselines', '']
   if out['pretrain_data']:
@@ -508,6 +723,59 @@ def _markdown(out, table, figure, L, config, stem, prov, stem_path='', curves=Fa
     with open(notes) as f:
       lines += ['## Discussion', '', f.read().strip(), '']
   return '\n'.join(lines)
+
+
+def _source_text(r):
+  """Where a per-run row was read: its workdir (or archive), or the report it was
+  recorded in."""
+  if r.get('via'):
+    return f"recorded in `{r['via']}`" + (f" (runs in `{r['source']}`)" if r.get('source')
+                                          else '')
+  return f"`{r['source']}`"
+
+
+def _sources_lines(out):
+  """The header's run provenance: the workdir's runs, then each recorded report's."""
+  if not out.get('recorded'):
+    return runs_lines(out['runs_summary'])
+  lines = []
+  if out['runs_summary']['result_files']:
+    lines += ['Runs read from the workdir or its archive (result.json files):', '',
+              *runs_lines(out['runs_summary'])]
+  for x in out['recorded']:
+    lines += [f"Rows recorded in `{os.path.basename(x['path'])}` (the report of this config "
+              f"at git revision `{x['report_revision'][:7]}`; their workdirs are gone): "
+              f"{len(x['rows'])} stages. Its runs:", '']
+    lines += runs_lines(x['runs_summary']) if x.get('runs_summary') else ['']
+  return lines
+
+
+def _per_run_lines(out):
+  """'Where each number comes from': every run's stage, value and source."""
+  rows = out.get('per_run')
+  if not rows:
+    return []
+  show = {'pretrain': ('mlm_accuracy', 'nsp_accuracy'), 'mnli': ('mnli_accuracy',),
+          'squad': ('squad_em', 'squad_f1')}
+  fmt = lambda vals, stage: ', '.join(f'{f.split("_")[0] if stage != "squad" else f} '
+                                      f'{vals[f]:.2f}' for f in show[stage] if f in vals)
+  lines = ['## Where each number comes from', '',
+           'Every finished stage in the tables and claims above, with its source: the '
+           'archived runs (each with its `result.json`: every attempt\'s command, revision, '
+           'machine and load), or a row recorded in an earlier report of this config whose '
+           'workdir is gone (its commands, revisions and machines are in the header). A row '
+           'run again here replaces the recorded one, which is shown beside it.', '',
+           '| run | stage | values (%) | source | replaces |', '|---|---|---|---|---|']
+  for r in sorted(rows, key=lambda r: (r['k'], TABLE_MODELS.index(r['mixing']), r['seed'],
+                                       STAGE_ORDER.index(r['stage']))):
+    rep_ = r.get('replaces')
+    lines.append(f"| {r['run']} | {r['stage']} | {fmt(r['values'], r['stage'])} | "
+                 f"{_source_text(r)} | " + (f"{fmt(rep_['values'], r['stage'])}, "
+                                            f"{_source_text(rep_)}" if rep_ else '') + ' |')
+  return lines + ['']
+
+
+STAGE_ORDER = ('pretrain', 'mnli', 'squad')
 
 
 def runs_lines(rs):
