@@ -194,3 +194,28 @@ def test_binary_bad_input_is_one_line(args, fragment):
   first = r.stderr.strip().splitlines()[0]
   assert first.startswith('error:') and fragment in first
   assert 'Traceback' not in r.stderr
+
+
+# -- build_approximator dispatch --------------------------------------------------------
+
+
+def test_build_approximator_dispatch():
+  from transformer_ua import yun
+  net = yun.build_approximator('token_times_mean', d=1, n=2, resolution=4,
+                               contextual='one_layer')
+  assert isinstance(net, one_layer.OneLayerApproximator)
+  # n = 2, M = 4: 4 tokens x 4 partners = 16 ids, one bump each
+  assert net.layer_counts()['value'] == 16
+  with pytest.raises(ValueError, match="'paper', 'one_layer'"):
+    yun.build_approximator('token_times_mean', d=1, n=2, resolution=4, contextual='hardmax')
+  with pytest.raises(ValueError, match='positional=False'):
+    yun.build_approximator('token_times_mean', d=1, n=2, resolution=4, positional=True,
+                           contextual='one_layer')
+
+
+def test_search_lam_beats_the_proved_gap():
+  r = one_layer.search_lam(1, 3, 8)
+  p = one_layer.plan(1, 3, 8)
+  assert r['lam'] >= p.lam and r['min_gap_mean'] >= p.gamma_mean
+  net = one_layer.build('token_times_mean', d=1, n=3, resolution=8, lam='search')
+  assert net.lam == r['lam'] and net.min_gap > 0

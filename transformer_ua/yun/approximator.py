@@ -373,7 +373,8 @@ class Approximator:
 
 
 def build_approximator(target, *, d: int, n: int, resolution: int, positional: bool = False,
-                       arithmetic: str = 'auto', ties: str = 'paper') -> Approximator:
+                       arithmetic: str = 'auto', ties: str = 'paper',
+                       contextual: str = 'paper') -> Approximator:
   """Compiles a target into the modified Transformer g_bar of Theorem 2 or 3.
 
   Args:
@@ -385,10 +386,20 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     ties: 'paper' (Lemma 8; repeated columns are the bad set, g_bar = 0 there) or
       'complete' (``yun.contextual_ties``: every multiset has its own ids and bumps, so
       g_bar = f_bar on every cube); Theorem 2 only.
+    contextual: 'paper' (Lemma 8's N^d + 1 hardmax layers) or 'one_layer' (one softmax
+      attention layer, ``yun.one_layer``: Theorem 2 with no bad set; returns a
+      ``one_layer.OneLayerApproximator``).
   Raises:
     ValueError: bad configuration, a target with the wrong shape / non-finite values /
       not equivariant (Theorem 2), or a network too deep to build (``MAX_LAYERS``).
   """
+  if contextual != 'paper':
+    from transformer_ua.yun import one_layer  # pylint: disable=import-outside-toplevel
+    one_layer.check_contextual(contextual)
+    if positional is not False or ties != 'paper' or arithmetic != 'auto':
+      raise ValueError("contextual='one_layer' is Theorem 2 without a bad set: it takes "
+                       "positional=False, ties='paper' and arithmetic='auto' only.")
+    return one_layer.build(target, d=d, n=n, resolution=resolution)
   d, n, N = common.check_config(d, n, resolution)
   if not isinstance(positional, bool):
     raise ValueError(f'positional must be True or False, got {positional!r}.')

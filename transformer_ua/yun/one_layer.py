@@ -330,6 +330,35 @@ def gaps(table: IdTable) -> dict:
           'mean_range': (Fraction(min(lo)) / s, Fraction(max(hi)) / s)}
 
 
+def search_lam(d: int, n: int, resolution: int, *, max_doublings: int = 48,
+               patience: int = 3) -> dict:
+  """The power of two lam >= the plan's whose *certified* smallest mean gap is largest.
+
+  Tries lam = plan.lam 2^k, k = 0, 1, .. (enclosures at the plan's bits) until the gap
+  has fallen ``patience`` times in a row after its best, enclosures overlap, or k =
+  ``max_doublings``. Past the proved range (k >= 1) the separation rests on the
+  certificate alone, which every candidate carries. Returns {'lam', 'min_gap_mean',
+  'tried': [(log2 lam, certified min gap or None)], 'seconds'}.
+  """
+  t0 = time.perf_counter()
+  p = plan(d, n, resolution)
+  best, tried, worse = None, [], 0
+  for k in range(max_doublings + 1):
+    lam = p.lam * 2 ** k
+    g = gaps(mean_enclosures(p.M, n, lam, T=p.T, bits=p.bits))['min_gap']
+    tried.append((_log2(lam), float(g) if g is not None else None))
+    if g is None or g <= 0:
+      break
+    if best is None or g > best[1]:
+      best, worse = (lam, g), 0
+    else:
+      worse += 1
+      if worse >= patience:
+        break
+  return {'lam': best[0], 'min_gap_mean': best[1], 'tried': tried,
+          'seconds': time.perf_counter() - t0}
+
+
 # ---------------------------------------------------------------------------
 # The construction.
 # ---------------------------------------------------------------------------
@@ -648,8 +677,9 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
   Args:
     target: as ``yun.build_approximator``.
     d, n, resolution: the grid (n >= 2, N >= 2).
-    lam: softmax scale (default: the plan's proved one); the construction is built only
-      if the certified enclosures of its ids are pairwise disjoint.
+    lam: softmax scale (default: the plan's proved one; 'search': ``search_lam``'s);
+      the construction is built only if the certified enclosures of its ids are
+      pairwise disjoint.
     id_bits: precision of the id enclosures (default: the plan's).
   Raises:
     ValueError: bad configuration, a target that is not equivariant, a grid past the
@@ -661,6 +691,10 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
   d, n, N, M = p.d, p.n, p.resolution, p.M
   f = targets_lib.get_target(target, d=d, n=n)
   approximator._check_equivariant(f, d, n)  # pylint: disable=protected-access
+  if isinstance(lam, str):
+    if lam != 'search':
+      raise ValueError(f"lam={lam!r}; allowed: a positive rational, None or 'search'.")
+    lam = search_lam(d, n, N)['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam <= 0:
     raise ValueError(f'lam must be positive, got {lam}.')
