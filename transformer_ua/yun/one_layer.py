@@ -121,8 +121,10 @@ MAX_IDS = 4_000_000
 MAX_BITS = 4096
 #: Default cube-interior margin (fraction of delta per side), as ``yun.plan``.
 DEFAULT_MARGIN = Fraction(1, 4)
-#: Bits of the dyadic bump edges and state approximations r_i beyond the id precision.
-EDGE_EXTRA_BITS = 8
+#: Extra bits of the id enclosures a construction is built from (beyond the plan's): the
+#: state approximations r_i are their midpoints, so |g - g_bar| on the cubes is ~ their
+#: radius (~ 2^-(plan bits + this)).
+STATE_EXTRA_BITS = 64
 
 
 def check_contextual(contextual) -> str:
@@ -680,7 +682,7 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
     lam: softmax scale (default: the plan's proved one; 'search': ``search_lam``'s);
       the construction is built only if the certified enclosures of its ids are
       pairwise disjoint.
-    id_bits: precision of the id enclosures (default: the plan's).
+    id_bits: precision of the id enclosures (default: the plan's + STATE_EXTRA_BITS).
   Raises:
     ValueError: bad configuration, a target that is not equivariant, a grid past the
       plan (``plan``), or ids whose certified enclosures overlap at this lam.
@@ -698,7 +700,7 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
   lam = p.lam if lam is None else Fraction(lam)
   if lam <= 0:
     raise ValueError(f'lam must be positive, got {lam}.')
-  table = mean_enclosures(M, n, lam, T=p.T, bits=id_bits or p.bits)
+  table = mean_enclosures(M, n, lam, T=p.T, bits=id_bits or p.bits + STATE_EXTRA_BITS)
   g = gaps(table)
   if g['min_gap'] is not None and g['min_gap'] <= 0:
     i = g['argmin']
