@@ -116,7 +116,7 @@ CAUCHY_B = Fraction(3187, 1000)
 #: Extra bits of the id enclosures beyond log2(M / gamma_mean) (so radii << gaps).
 ID_GUARD_BITS = 32
 #: Largest number of (context, token) ids planned (one bump layer each).
-MAX_IDS = 4_000_000
+MAX_IDS = 10_000_000
 #: Largest id-enclosure precision planned (bits).
 MAX_BITS = 4096
 #: Default cube-interior margin (fraction of delta per side), as ``yun.plan``.
