@@ -30,14 +30,16 @@
 #   5. seeds 1 and 2 of SepConv and the Transformer (their order at 6000 steps was inside
 #      the seed noise at one seed), then 6. their MNLI-analogue fine-tuning
 # `... WORKDIR long_seeds` completes `cpu_long` (6000 steps) to 3 seeds of every model,
-# in the order that decides the most claims soonest (seed 0 of the mixers and seeds 1, 2
-# of SepConv and the Transformer are recorded in results/mixing/mixing_layers_cpu_long.json):
-#   1. pre-training of average attention and BProj, seed 1; 2. their MNLI-analogue
-#   fine-tuning; 3-4. the same for seed 2                             (Table 1, own seeds)
-#   5. pre-training of the hybrids k = 1, 2, 3, seed 0; 6. their MNLI- and SQuAD-analogue
-#   fine-tuning; 7-8. the same for seed 1; 9-10. for seed 2           (Figure 1, own seeds)
-#   11. pre-training and SQuAD-analogue fine-tuning of seeds 1, 2 of the Transformer and
-#   SepConv (k = 0 and L: their recorded runs have no SQuAD, their checkpoints are gone)
+# one run at a time with its fine-tuning right after its pre-training, in the order that
+# decides the most claims soonest (seed 0 of the mixers and seeds 1, 2 of SepConv and the
+# Transformer are recorded in results/mixing/mixing_layers_cpu_long.json):
+#   1-4. average attention seed 1, BProj seed 1, average seed 2, BProj seed 2: pre-training
+#        and MNLI-analogue fine-tuning                              (Table 1, own seeds)
+#   5-7. hybrids k = 1, 2, 3, seeds 0 and 1: pre-training, MNLI and SQuAD analogues
+#   8-9. the Transformer and SepConv seed 1 again (their recorded runs have no SQuAD, their
+#        checkpoints are gone): pre-training and SQuAD-analogue fine-tuning
+#   10-12. hybrids k = 1, 2, 3 seed 2; 13-14. the Transformer and SepConv seed 2 again
+#                                                                    (Figure 1, own seeds)
 # `... WORKDIR longer_seeds`: seeds 1 and 2 of SepConv and the Transformer at 18000 steps
 # (experiments/configs/mixing_cpu_longer.py), pre-training then MNLI-analogue fine-tuning.
 # `... WORKDIR longer` triples the steps once more (experiments/configs/
@@ -78,21 +80,22 @@ case "$schedule" in
             "--seeds=3 --table_mixers=sepconv,attention --stages=pretrain"
             "--seeds=3 --table_mixers=sepconv,attention --stages=mnli") ;;
   long_seeds)
-    common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir"
-    t="--table_mixers=average,bilinear --hybrid_ks="
-    h="--table_mixers= --hybrid_ks=1,2,3 --seeds=3"
-    k="--table_mixers=attention,sepconv --hybrid_ks= --seeds=3 --first_seed=1"
-    phases=("$t --seeds=2 --first_seed=1 --stages=pretrain"
-            "$t --seeds=2 --first_seed=1 --stages=mnli"
-            "$t --seeds=3 --first_seed=2 --stages=pretrain"
-            "$t --seeds=3 --first_seed=2 --stages=mnli"
-            "$h --hybrid_seeds=1 --stages=pretrain"
-            "$h --hybrid_seeds=1 --stages=mnli,squad"
-            "$h --hybrid_seeds=2 --first_seed=1 --stages=pretrain"
-            "$h --hybrid_seeds=2 --first_seed=1 --stages=mnli,squad"
-            "$h --hybrid_seeds=3 --first_seed=2 --stages=pretrain"
-            "$h --hybrid_seeds=3 --first_seed=2 --stages=mnli,squad"
-            "$k --stages=pretrain,squad") ;;
+    common="--config=experiments/configs/mixing_cpu_long.py --workdir=$workdir --seeds=3"
+    t="--hybrid_ks= --stages=pretrain,mnli"
+    h="--table_mixers= --hybrid_seeds=2"
+    k="--hybrid_ks= --stages=pretrain,squad"
+    phases=("$t --table_mixers=average --seeds=2 --first_seed=1"
+            "$t --table_mixers=bilinear --seeds=2 --first_seed=1"
+            "$t --table_mixers=average --first_seed=2"
+            "$t --table_mixers=bilinear --first_seed=2"
+            "$h --hybrid_ks=1" "$h --hybrid_ks=2" "$h --hybrid_ks=3"
+            "$k --table_mixers=attention --seeds=2 --first_seed=1"
+            "$k --table_mixers=sepconv --seeds=2 --first_seed=1"
+            "--table_mixers= --hybrid_ks=1 --first_seed=2"
+            "--table_mixers= --hybrid_ks=2 --first_seed=2"
+            "--table_mixers= --hybrid_ks=3 --first_seed=2"
+            "$k --table_mixers=attention --first_seed=2"
+            "$k --table_mixers=sepconv --first_seed=2") ;;
   longer_seeds)
     common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --hybrid_ks="
     common="$common --table_mixers=attention,sepconv --seeds=3 --first_seed=1"
@@ -111,7 +114,8 @@ case "$schedule" in
             "--table_mixers=sepconv --stages=pretrain"
             "--stages=pretrain"
             "--stages=mnli") ;;
-  *) echo "error: schedule must be cpu, long, long_seeds, longer, longer_seeds or longest, got '$schedule'" >&2; exit 2 ;;
+  *) echo "error: schedule must be cpu, long, long_seeds, longer, longer_seeds or longest," \
+          "got '$schedule'" >&2; exit 2 ;;
 esac
 for phase in "${phases[@]}"; do
   # shellcheck disable=SC2086
