@@ -84,6 +84,9 @@ t's exact state (|z - r_i| below the enclosure radius), so the token becomes A_i
 that radius. The shift O = 2^ceil(log2(|w|_1 max|A| + 2)) keeps every written value
 (|w^T A| <= O - 2) below every bump, so no bump fires twice (Lemma 9's trap gap).
 
+Domain. The certificate covers X in [0, 1)^{n x d} (``apply`` refuses anything else):
+Lemma 7 sends an entry outside [0, 1) to -N^(nd), and no claim is made there.
+
 Lemma 6: the Phi units become 4 ReLUs with ramps of width epsilon = 2^floor(log2(min(
 margin delta, min_i (e_i - hi_i, lo_(i+1) - e_i)) / 2)); the attention is already
 softmax. The realized network is T^{2,1,4} blocks (``realize.as_blocks``) with exactly
@@ -628,8 +631,12 @@ class OneLayerRealized:
     step = max(1, -(-c // (8 * workers)))
     chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
     if workers > 1 and c > 1:
-      with multiprocessing.get_context('fork').Pool(workers) as pool:
+      pool = multiprocessing.get_context('fork').Pool(workers)
+      try:
         results = pool.map(_certify_chunk, chunks)
+      finally:   # close + join: the workers exit on their own (no SIGTERM)
+        pool.close()
+        pool.join()
     else:
       results = [_certify_chunk(ch) for ch in chunks]
     worst, where = max(results, key=lambda r: r[0])
