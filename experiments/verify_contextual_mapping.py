@@ -111,7 +111,8 @@ flags.DEFINE_string('contextual', 'paper', "'paper': Lemma 8's N^d + 1 hardmax l
                     '(verify.one_layer); takes --d, --n, --resolution, --lam, --id_bits, '
                     '--mpmath_samples and --output_json.')
 flags.DEFINE_string('lam', '', "--contextual=one_layer: softmax scale ('' = the planned "
-                    "one; a rational such as 1/1024 or 2^-10; 0 = the plain mean).")
+                    "one; a rational such as 1/1024 or 2^-10; 0 = the plain mean; 'search' "
+                    '= the power of two with the largest certified gap).')
 flags.DEFINE_string('id_bits', '', "--contextual=one_layer: arb precision of the id "
                     "enclosures ('' = the planned one).")
 flags.DEFINE_string('mpmath_samples', '64', '--contextual=one_layer: ids re-evaluated by '
@@ -217,13 +218,15 @@ def _lam_flag():
   raw = FLAGS.lam.strip()
   if not raw:
     return None
+  if raw == 'search':
+    return raw
   try:
     lam = (Fraction(2) ** int(raw[2:]) if raw.startswith('2^') else Fraction(raw))
   except (ValueError, ZeroDivisionError):
     lam = None
   if lam is None or lam < 0:
     raise BadInput(f'--lam={FLAGS.lam}: must be a rational >= 0 (e.g. 1/1024 or 2^-10), '
-                   'or empty for the planned lam.')
+                   "'search', or empty for the planned lam.")
   return lam
 
 

@@ -219,3 +219,11 @@ def test_search_lam_beats_the_proved_gap():
   assert r['lam'] >= p.lam and r['min_gap_mean'] >= p.gamma_mean
   net = one_layer.build('token_times_mean', d=1, n=3, resolution=8, lam='search')
   assert net.lam == r['lam'] and net.min_gap > 0
+
+
+def test_verifier_with_searched_lam():
+  r = verify_ol.verify_one_layer(d=1, n=3, resolution=8, lam='search', samples=8)
+  assert r['all_hold'] and r['lam'] > r['planned_lam']
+  assert r['certified_min_gap_mean'] > r['proved_gap_mean']
+  with pytest.raises(ValueError, match='search'):
+    verify_ol.verify_one_layer(d=1, n=3, resolution=8, lam='largest')

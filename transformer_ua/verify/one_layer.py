@@ -48,7 +48,8 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
   """Runs the certificate and the independent checks; returns a JSON-able dict.
 
   Args:
-    lam: softmax scale (default: the plan's; 0 allowed: the plain mean, which collides).
+    lam: softmax scale (default: the plan's; 0 allowed: the plain mean, which collides;
+      'search': ``yun.one_layer.search_lam``'s, certified but past the proved range).
     bits: enclosure precision (default: the plan's).
     required_gap: gamma_req on the means (default: the proved gamma_mean at the plan's
       lam).
@@ -59,6 +60,12 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
   t_start = time.perf_counter()
   p = one_layer.plan(d, n, resolution)
   M = p.M
+  search = None
+  if isinstance(lam, str):
+    if lam != 'search':
+      raise ValueError(f"lam={lam!r}; allowed: a rational >= 0, None or 'search'.")
+    search = one_layer.search_lam(d, n, resolution)
+    lam = search['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam < 0:
     raise ValueError(f'lam must be >= 0, got {lam}.')
@@ -104,6 +111,8 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
       'violations': violations, 'overlaps': overlaps,
       'closest_pairs': [_pair(table, g['rows'][i], gap_list[i], scale) for i in worst_rows],
       'enclosure_seconds': table.seconds, 'check_seconds': check_seconds,
+      'lam_search': None if search is None else {
+          'tried_log2_lam_and_gap': search['tried'], 'seconds': search['seconds']},
       'plan': p.as_dict()}
   t_ind = time.perf_counter()
   out['mpmath'] = _mpmath_check(table, p, g, samples, seed)
