@@ -235,3 +235,70 @@ def as_blocks(segments: Sequence[Segment], params: dict, *, num_heads=BLOCK_HEAD
 # Which axes (after the leading layer and head axes) are the head-size axis m.
 _HEAD_AXES = {'W_Q': ('m', 'd'), 'b_Q': ('m',), 'W_K': ('m', 'd'), 'W_V': ('m', 'd'),
               'W_O': ('d', 'm')}
+
+
+# ---------------------------------------------------------------------------
+# The output clamp (a last ReLU layer that keeps g inside the range of f_bar).
+# ---------------------------------------------------------------------------
+
+#: Output coordinates one clamp block handles: 2 ReLUs each, BLOCK_WIDTH wide.
+CLAMP_COORDS_PER_BLOCK = BLOCK_WIDTH // 2
+
+
+def output_clamp(lo: Sequence, hi: Sequence, *, exact: bool, name: str = 'clamp'):
+  """Blocks that clamp each output coordinate i to [lo_i, hi_i], inside T^{2,1,4}.
+
+      clamp_i(z) = z_i - ReLU(z_i - hi_i) + ReLU(lo_i - z_i) = min(max(z_i, lo_i), hi_i)
+
+  as a residual feed-forward layer: units (i, +): W_1 = e_i^T, b_1 = -hi_i, W_2 = -e_i;
+  units (i, -): W_1 = -e_i^T, b_1 = lo_i, W_2 = +e_i (lo_i <= hi_i, so at most one of a
+  coordinate's two units is active). Two ReLUs per coordinate: ceil(d / 2) blocks of
+  width 4, attention switched off (W_O = 0), the realized class unchanged.
+
+  Args:
+    lo, hi: [d] bounds (exact rationals when ``exact``, else floats), lo <= hi.
+  Returns:
+    (segments, params) with params keyed 'segment_0', ... (one block segment).
+  """
+  d = len(lo)
+  if len(hi) != d or d < 1:
+    raise ValueError(f'lo and hi must be [d] with the same d >= 1, got {len(lo)}, {len(hi)}.')
+  conv = Fraction if exact else float
+  lo, hi = [conv(v) for v in lo], [conv(v) for v in hi]
+  if any(not a <= b for a, b in zip(lo, hi)):
+    raise ValueError(f'output clamp needs lo <= hi in every coordinate, got {lo}, {hi}.')
+  per = CLAMP_COORDS_PER_BLOCK
+  depth = -(-d // per)
+  dt = object if exact else np.float64
+  zero = 0 if exact else 0.0
+  full = lambda *s: np.full(s, zero, dt)  # noqa: E731
+  w1, b1 = full(depth, BLOCK_WIDTH, d), full(depth, BLOCK_WIDTH)
+  w2, b2 = full(depth, d, BLOCK_WIDTH), full(depth, d)
+  for i in range(d):
+    layer, slot = divmod(i, per)
+    up, down = 2 * slot, 2 * slot + 1
+    w1[layer, up, i], b1[layer, up], w2[layer, i, up] = 1, -hi[i], -1
+    w1[layer, down, i], b1[layer, down], w2[layer, i, down] = -1, lo[i], 1
+  att = {'W_Q': full(depth, BLOCK_HEADS, BLOCK_HEAD_SIZE, d),
+         'b_Q': full(depth, BLOCK_HEADS, BLOCK_HEAD_SIZE),
+         'W_K': full(depth, BLOCK_HEADS, BLOCK_HEAD_SIZE, d),
+         'W_V': full(depth, BLOCK_HEADS, BLOCK_HEAD_SIZE, d),
+         'W_O': full(depth, BLOCK_HEADS, d, BLOCK_HEAD_SIZE)}
+  seg = Segment('block', depth, num_heads=BLOCK_HEADS, head_size=BLOCK_HEAD_SIZE,
+                normalizer='softmax', width=BLOCK_WIDTH, activation='relu', name=name)
+  return (seg,), {'segment_0': {'attention': att,
+                                'feedforward': {'W_1': w1, 'b_1': b1, 'W_2': w2, 'b_2': b2}}}
+
+
+def is_output_clamp(segment: Segment, params: dict, lo: Sequence, hi: Sequence) -> bool:
+  """True iff (segment, params) are exactly ``output_clamp(lo, hi, exact=True)``'s blocks:
+  the structural fact behind |clamp(z)_i - y_i| <= hi_i - lo_i for y_i in [lo_i, hi_i]."""
+  want_segs, want = output_clamp(lo, hi, exact=True)
+  if segment != want_segs[0]:
+    return False
+  got = jax.tree_util.tree_leaves(params)
+  ref = jax.tree_util.tree_leaves(want['segment_0'])
+  return len(got) == len(ref) and all(
+      np.shape(a) == np.shape(b) and all(Fraction(x) == Fraction(y) for x, y in
+                                         zip(np.ravel(a), np.ravel(b)))
+      for a, b in zip(got, ref))

@@ -86,6 +86,12 @@ def _is_zero(v) -> bool:
   return v == 0
 
 
+#: Every softmax weight lies in [0, 1] (denominator 1 + sum of exponentials >= 1).
+_UNIT = arb(0).union(arb(1))
+#: The enclosure of an unbounded range.
+_UNBOUNDED = arb(0, float('inf'))
+
+
 class _Layer:
   """The attention half of one block, with arb params (heads grouped by W_V)."""
 
@@ -142,7 +148,10 @@ class _Layer:
                 denom += 1
               else:
                 denom += sum((dk[k2][k1][a] * q[j][a] for a in range(m)), arb(0)).exp()
-            w = 1 / denom
+            # the true denominator is >= 1 (one term is exp(0)); a ball too wide to be
+            # certainly positive (a box whose scores spread over many orders of
+            # magnitude) gets the weight's a priori range [0, 1]
+            w = 1 / denom if denom > 0 else _UNIT
             c = coef[j][k1]
             for i in range(d):
               for a in range(m):
@@ -178,6 +187,7 @@ class _FeedForward:
     self.d = w2.shape[0]
     self.pieces = {}
     self.naive = None
+    self.shape = None
 
   @property
   def is_identity_everywhere(self) -> bool:
@@ -214,6 +224,64 @@ class _FeedForward:
     return [x[i] + sum((w2[i][s] * relu[s] for s in range(len(relu))), b2[i])
             for i in range(self.d)]
 
+  def _structure(self):
+    """('separable', {l: units}) when every unit reads one coordinate l and writes only
+    to it; ('direction', w, a) when every row is a_s w (Lemma 6's units of one Phi);
+    else ('general',). Cached."""
+    if self.shape is not None:
+      return self.shape
+    by_coord, separable = {}, True
+    for pos, (row, s) in enumerate(zip(self.w1, self.units)):
+      reads = [l for l, v in enumerate(row) if v]
+      writes = [i for i in range(self.d) if self.w2[i][pos]]
+      if len(reads) != 1 or writes != reads:
+        separable = False
+        break
+      by_coord.setdefault(reads[0], []).append(pos)
+    if separable:
+      self.shape = ('separable', by_coord)
+      return self.shape
+    w = next((r for r in self.w1 if any(r)), None)
+    self.shape = ('general',)
+    if w is not None:
+      l0 = next(l for l, v in enumerate(w) if v)
+      scal = [r[l0] / w[l0] for r in self.w1]
+      if all(r[l] == a * w[l] for r, a in zip(self.w1, scal) for l in range(self.d)):
+        self.shape = ('direction', w, scal)
+    return self.shape
+
+  def apply_box(self, x, pre):
+    """The layer on a box that straddles a kink, each Phi unit as one function.
+
+    A naive unit-by-unit evaluation loses the correlation of the ReLUs of one Phi unit
+    (ReLU(t - a) - ReLU(t - b) on a box of width w gets width 2w, and through many
+    layers the boxes blow up). Instead:
+
+      separable (unit s reads z_l and writes z_l only; Lemma 7's quantization, the
+        clean-up layers, the output clamp): z_l <- F_l(z_l), F_l(t) = t + sum_s
+        W_2[l, s] ReLU(W_1[s, l] t + b_1[s]) is one continuous piecewise-linear
+        function, and its exact range on [z_l] is the hull of F_l at the interval's
+        ends and at the kinks inside (exact rationals);
+      one direction (rows a_s w: the units read t = w.z): z <- z + v(t), v_i(t) =
+        sum_s W_2[i, s] ReLU(a_s t + b_1[s]); z and v(t) are enclosed separately (the
+        exact range of each v_i on [t]), so widths add instead of multiplying;
+      otherwise unit by unit (``apply_naive``).
+    """
+    shape = self._structure()
+    if shape[0] == 'separable':
+      out = list(x)
+      for l, units in shape[1].items():
+        terms = [(self.w1[p][l], self.b1[p], self.w2[l][p]) for p in units]
+        out[l] = _pl_range(x[l], terms, residual=True)
+      return out
+    if shape[0] == 'direction':
+      w, scal = shape[1], shape[2]
+      t = sum((to_arb(wi) * xi for wi, xi in zip(w, x) if wi), arb(0))
+      return [x[i] + _pl_range(t, [(a, b, self.w2[i][p]) for p, (a, b) in
+                                   enumerate(zip(scal, self.b1))], residual=False)
+              for i in range(self.d)]
+    return self.apply_naive(x, pre)
+
   def apply_piece(self, x, active):
     """Returns (new x, changed?) for a box whose active set is ``active``."""
     identity, mat, c, kinds = self.piece(active)
@@ -224,6 +292,39 @@ class _FeedForward:
     # tokens are recognized (``_equal_tokens``)
     return [c[i] if kinds[i] == 0 else x[i] if kinds[i] == 1 else
             sum((mat[i][l] * x[l] for l in range(self.d)), c[i]) for i in range(self.d)], True
+
+
+def _exact(v: arb) -> Fraction:
+  """The exact (dyadic) value of an exact arb, e.g. a ball's lower or upper end."""
+  man, exp = v.man_exp()
+  man, exp = int(man), int(exp)
+  return Fraction(man * 2 ** exp) if exp >= 0 else Fraction(man, 2 ** -exp)
+
+
+def _pl_range(t: arb, terms, residual: bool) -> arb:
+  """A ball containing {F(s): s in [t]}, F(s) = (s if residual else 0) + sum over
+  terms (a, b, c) of c ReLU(a s + b): F in exact rationals at the ends of [t] (exact
+  dyadics) and at the kinks inside; unbounded ends use the end slopes."""
+  def value(s):
+    return (s if residual else 0) + sum((c * max(a * s + b, 0) for a, b, c in terms),
+                                        Fraction(0))
+
+  def slope(side):   # slope of F beyond every kink, side -1 (left) or +1 (right)
+    return (1 if residual else 0) + sum((c * a for a, b, c in terms
+                                         if a and (a > 0) == (side > 0)), Fraction(0))
+
+  kinks = sorted({-b / a for a, b, _ in terms if a})
+  lo = _exact(t.lower()) if t.is_finite() else -np.inf
+  hi = _exact(t.upper()) if t.is_finite() else np.inf
+  pts = [k for k in kinks if lo < k < hi]
+  ends = []
+  for end, side in ((lo, -1), (hi, 1)):
+    if end not in (-np.inf, np.inf):
+      ends.append(value(end))
+    elif slope(side):
+      return _UNBOUNDED
+  vals = [value(k) for k in pts] + ends or [value(Fraction(0))]
+  return interval(min(vals), max(vals))
 
 
 def _down(f: Fraction) -> float:
@@ -349,7 +450,7 @@ class _FeedForwardRun:
             determined = False
             break
         if not determined:
-          x = layer.apply_naive(x, pre)
+          x = layer.apply_box(x, pre)
           nxt = li + 1
           break
         x, changed = layer.apply_piece(x, tuple(active))

@@ -1,4 +1,4 @@
-r"""Lemma 6 at scale: plan lambda, epsilon and the working precision; certify the result.
+r"""Lemma 6 at scale: plan lambda, epsilon and the working precision from exact bounds.
 
 Yun et al. 2020, Appendix F (Lemma 6) turns g_bar into a standard Transformer g:
 hardmax -> softmax(lam .), each Phi unit -> 4 ReLUs with ramps of width epsilon.
@@ -46,8 +46,8 @@ Choices (all powers of two, so lam and epsilon are exact binary rationals):
               realized ReLU layers (|u^T Z| |W_2| / epsilon) and C_a = F max|id|.
 
 ``bits`` is what a *literal* evaluation of g (float or mpmath, op by op) needs;
-``apply_certified`` / ``certify_interiors`` evaluate in arb balls (``exact.ball``) and
-prove their own accuracy, so a plan that is too optimistic shows up as a large bound.
+``yun.certify`` evaluates in arb balls (``exact.ball``) and proves its own accuracy, so
+a plan that is too optimistic shows up as a large bound there.
 """
 
 from __future__ import annotations
@@ -57,16 +57,12 @@ import dataclasses
 import functools
 import itertools
 import math
-import multiprocessing
-import os
-import time
 import warnings
 from fractions import Fraction
 
 import numpy as np
 
 from transformer_ua import activations, realize
-from transformer_ua.exact import ball
 from transformer_ua.yun import common, rational
 
 #: Extra bits on top of the derived working precision.
@@ -325,14 +321,14 @@ class Plan:
             f'max cancellation {float(max(self.cancellation.values())):.3g})')
 
 
-def _check_tolerance(tolerance) -> float:
+def check_tolerance(tolerance) -> float:
   if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) \
       or not math.isfinite(tolerance) or tolerance <= 0:
     raise ValueError(f'tolerance={tolerance!r}; it must be a positive finite number.')
   return float(tolerance)
 
 
-def _check_margin(margin) -> float:
+def check_margin(margin) -> float:
   if isinstance(margin, bool) or not isinstance(margin, (int, float)) \
       or not 0 < margin < 0.5:
     raise ValueError(f'margin={margin!r}; it must be in (0, 1/2) (fraction of delta kept '
@@ -444,7 +440,7 @@ def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGI
       (named in the message), or a g_c layer the id simulation does not model
       (``id_layers``).
   """
-  return _plan_cached(net, _check_tolerance(tolerance), _check_margin(margin))
+  return _plan_cached(net, check_tolerance(tolerance), check_margin(margin))
 
 
 def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
@@ -468,158 +464,3 @@ def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:
         f'reproduces g_bar within {tolerance:g} (max cancellation '
         f'{float(max(p.cancellation.values())):.3g}): its outputs are not guaranteed to be '
         "g_bar's; use dtype='exact' and apply_certified / certify_interiors."), stacklevel=3)
-
-
-# ---------------------------------------------------------------------------
-# Certified evaluation.
-# ---------------------------------------------------------------------------
-
-
-def _check_exact(g):
-  if g.dtype != 'exact' or g.source is None:
-    raise ValueError(f"certified evaluation needs a realization built with dtype='exact' "
-                     f'(got {g.dtype}).')
-
-
-def _resolve_bits(g, bits, check_plan: bool) -> int:
-  need = plan_realization(g.source).bits_for(epsilon=g.epsilon, lam=g.lam)
-  if bits is None:
-    return need
-  bits = ball.check_bits(bits)
-  if check_plan and bits < need:
-    raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
-                     f'realization (lam={float(g.lam):g}, epsilon={float(g.epsilon):g}).')
-  return bits
-
-
-@functools.lru_cache(maxsize=8)
-def _ball_network(g, bits: int) -> ball.BallNetwork:
-  with ball.precision(bits):
-    return ball.BallNetwork(g.segments, g.params, g.positional)
-
-
-def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):
-  """(mid, rad) float64 [batch, n, d]: the exact real g(X) lies in [mid - rad, mid + rad].
-
-  Args:
-    g: a realization with dtype 'exact'.
-    x: X [batch, n, d] in [0, 1)^{n x d} (the domain the plan covers).
-    bits: arb working precision (default and minimum: the plan's for g's lam, epsilon;
-      ``check_plan=False`` allows fewer, e.g. to search for the smallest that certifies).
-  """
-  _check_exact(g)
-  net = g.source
-  try:
-    x = np.asarray(x, np.float64)
-  except (TypeError, ValueError) as e:
-    raise ValueError(f'X must be a numeric array [batch, {net.n}, {net.d}]: {e}') from None
-  if x.ndim != 3 or x.shape[1:] != (net.n, net.d):
-    raise ValueError(f'X must have shape [batch, n={net.n}, d={net.d}], got {x.shape}.')
-  if not np.all(np.isfinite(x)) or np.any(x < 0) or np.any(x >= 1):
-    raise ValueError('X must lie in [0, 1)^{n x d} (the domain the plan covers).')
-  bits = _resolve_bits(g, bits, check_plan)
-  bn = _ball_network(g, bits)
-  mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-  with ball.precision(bits):
-    for b in range(x.shape[0]):
-      mid[b], rad[b] = ball.mid_rad(bn.forward(ball.points(x[b])))
-  return mid, rad
-
-
-def _cube_box(k, N: int, margin: Fraction):
-  """Balls containing the cube interior [(k + margin)/N, (k + 1 - margin)/N] entrywise."""
-  return [[ball.interval(Fraction(int(v)) / N + margin / N, Fraction(int(v) + 1) / N - margin / N)
-           for v in row] for row in k]
-
-
-_WORK = {}
-
-
-def _certify_chunk(args):
-  start, stop = args
-  g, bits, margin, classes, targets, stop_above = (
-      _WORK[k] for k in ('g', 'bits', 'margin', 'classes', 'targets', 'stop_above'))
-  bn = _ball_network(g, bits)
-  worst, where = 0.0, None
-  with ball.precision(bits):
-    for c in range(start, stop):
-      out = bn.forward(_cube_box(classes[c], g.source.resolution, margin))
-      err = ball.abs_error_bound(out, targets[c])
-      if err > worst or where is None:
-        worst, where = err, c
-      if stop_above is not None and worst > stop_above:
-        break
-  return worst, where
-
-
-def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None, *,
-                      check_plan: bool = True, workers: int | None = None,
-                      tolerance: float = 1e-6, stop_early: bool = False) -> dict:
-  """Certified max |g - g_bar| over every point of every cube interior.
-
-  Each cube S_L (Theorem 2: one per multiset of cells, by permutation equivariance;
-  Theorem 3: every cube) is shrunk by ``margin`` delta per side and pushed through g
-  as one box in arb ball arithmetic (``exact.ball``); g_bar is the constant A_L (0 on
-  repeated columns) there. No sampling.
-
-  ``stop_early``: stop a worker's chunk at its first cube above ``tolerance`` (for
-  searches; max_abs_error is then a lower bound of the full maximum, still > tolerance).
-
-  Returns dict: max_abs_error (rigorous bound), certified (bound <= tolerance),
-  tolerance, cubes, bits, seconds, margin, worst_cube (grid indices), lam, epsilon.
-  """
-  _check_exact(g)
-  margin = _check_margin(margin)
-  tolerance = _check_tolerance(tolerance)
-  bits = _resolve_bits(g, bits, check_plan)
-  net = g.source
-  t0 = time.perf_counter()
-  classes = grid_classes(net)
-  centers = (classes + 0.5) / net.resolution
-  targets = net.apply(centers)
-  _ball_network(g, bits)  # build once before forking
-  _WORK.update(g=g, bits=bits, margin=Fraction(margin), classes=classes, targets=targets,
-               stop_above=tolerance if stop_early else None)
-  workers = workers or min(2, os.cpu_count() or 1)
-  c = len(classes)
-  step = max(1, -(-c // (8 * workers)))
-  chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
-  if workers > 1 and c > 1:
-    with multiprocessing.get_context('fork').Pool(workers) as pool:
-      results = pool.map(_certify_chunk, chunks)
-  else:
-    results = [_certify_chunk(ch) for ch in chunks]
-  worst, where = max(results, key=lambda r: r[0])
-  seconds = time.perf_counter() - t0
-  return {'max_abs_error': worst, 'certified': bool(worst <= tolerance),
-          'tolerance': tolerance, 'cubes': c, 'bits': bits, 'seconds': seconds,
-          'margin': margin, 'worst_cube': classes[where].tolist(),
-          'lam': float(g.lam), 'epsilon': float(g.epsilon), 'workers': workers}
-
-
-def min_certifying_bits(g, margin: float = DEFAULT_MARGIN, tolerance: float = 1e-6,
-                        low: int = ball.MIN_BITS, high: int | None = None,
-                        workers: int | None = None) -> dict:
-  """Smallest working precision at which ``certify_interiors`` still certifies, by
-  bisection on [low, high] (default high: the plan's bits; certification is monotone
-  in practice, not by proof, so the answer is the bisection's). Returns
-  {'bits': b or None, 'tried': {bits: certified}}."""
-  high = high or plan_realization(g.source, tolerance).bits_for(g.epsilon, g.lam)
-  tried = {}
-
-  def ok(b):
-    if b not in tried:
-      tried[b] = certify_interiors(g, margin, b, check_plan=False, workers=workers,
-                                   tolerance=tolerance, stop_early=True)['certified']
-    return tried[b]
-
-  if not ok(high):
-    return {'bits': None, 'tried': tried}
-  lo, hi = low, high        # invariant: ok(hi); not ok(b) for b < lo tested
-  while lo < hi:
-    mid = (lo + hi) // 2
-    if ok(mid):
-      hi = mid
-    else:
-      lo = mid + 1
-  return {'bits': hi, 'tried': tried}

@@ -1,0 +1,460 @@
+r"""Theorems 2 and 3 as a certificate: a standard Transformer g with a proved d_p(f, g).
+
+Yun et al.'s d_p (Section 3), entrywise l_p norm of the n x d output:
+
+    d_p(f, g) = ( integral over [0, 1]^{n x d} of sum_ji |f(X)_ji - g(X)_ji|^p dX )^{1/p}
+
+and the triangle inequality (Minkowski) splits it into three terms, each bounded here
+by a rigorous number (exact rationals, or arb balls rounded up to floats):
+
+    d_p(f, g) <= d_p(f, f_bar) + d_p(f_bar, g_bar) + d_p(g_bar, g)
+
+f_bar (Lemma 4) takes the float64 value table of g_bar, A_L = fl(f(C_L)) on each cube.
+
+1. d_p(f, f_bar). With |f(X)_ji - f(C_L)_ji| <= L ||X - C_L||_max on cube S_L (the
+   modulus, ``target_bounds``) and E[max of m iid |U|^p] = (delta/2)^p m/(m+p) for U
+   uniform on [-delta/2, delta/2] (m = nd entries),
+
+       d_p(f, f(C)) <= L (delta/2) (nd * nd / (nd + p))^{1/p}
+
+   plus the rounding of the table, (nd)^{1/p} max_L |f(C_L) - A_L| (built-ins: the
+   real f(C_L) is enclosed by ``target_bounds.exact_values``; a user callable is taken
+   as evaluated).
+2. d_p(f_bar, g_bar): both are constant on each cube, so it is the finite sum
+
+       ( sum_L delta^{nd} ||A_L - g_bar(C_L)||_p^p )^{1/p}
+
+   over the classes (Theorem 2: multisets of cells weighted by their orderings), in
+   exact rationals: the bad set's mass for the paper's map, 0 for ties='complete' and
+   Theorem 3 (computed, not assumed).
+3. d_p(g_bar, g) over two regions. The interiors I = cubes shrunk by m delta per side
+   (volume F = (1 - 2m)^{nd}), and the windows W = the rest (volume 1 - F), where
+   Lemma 6's ramps act:
+
+       d_p(g_bar, g)^p <= nd sup_I |g - g_bar|^p F
+                          + sum_ji sup_W |g_ji - g_bar_ji|^p (1 - F)
+
+   sup_I by box propagation of every cube interior (``certify.certify_interiors``);
+   sup_W from one certified enclosure [lo_ji, hi_ji] of g over the whole unit cube
+   (``certify.certify_domain_sup``) and the range [a_i, b_i] of g_bar:
+   sup_W |g_ji - g_bar_ji| <= max(hi_ji - a_i, b_i - lo_ji).
+
+The output clamp (``realize.output_clamp``, ``Approximator.realize(clamp=True)``) keeps
+every g_ji in [a_i, b_i], so sup_W <= b_i - a_i, the range of f_bar; without it g reaches
+the size of the contextual ids in the windows and the windows must be made tiny.
+
+``approximate(f, epsilon)`` searches the smallest N whose certificate is <= epsilon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+from flint import arb, ctx
+
+from transformer_ua.exact import ball
+from transformer_ua.yun import (approximator as approximator_lib, certify, distances, pipeline,
+                                plan as plan_lib, target_bounds, targets as targets_lib)
+
+#: arb precision of the certificate's own arithmetic (bits).
+CERT_BITS = 128
+#: Share of the error budget left after the f_fbar and fbar_gbar terms that goes to the
+#: interiors (the rest goes to the windows).
+INTERIOR_SHARE = Fraction(1, 2)
+#: Largest cube-interior margin tried (fraction of delta per side).
+MAX_MARGIN = Fraction(1, 4)
+#: Resolutions ``approximate`` certifies before giving up at one epsilon.
+MAX_ATTEMPTS = 4
+
+
+def _up(x: arb) -> float:
+  """A float >= every point of the ball x (inf when unbounded)."""
+  if not x.is_finite():
+    return math.inf
+  u = x.upper()
+  f = float(u)
+  return f if arb(f) >= u else float(np.nextafter(f, np.inf))
+
+
+def _q(v) -> arb:
+  return ball.to_arb(Fraction(v) if not isinstance(v, float) else Fraction(v))
+
+
+def _root(x: arb, p: float) -> arb:
+  return x if p == 1 else (x ** (arb(1) / arb(p)) if x > 0 else arb(0))
+
+
+def _pow(x: arb, p: float) -> arb:
+  return x ** int(p) if float(p).is_integer() else x ** arb(p)
+
+
+@dataclasses.dataclass(frozen=True)
+class Certificate:
+  """Certified upper bounds on d_p(f, g) and its terms (module doc).
+
+  Attributes:
+    p: the exponent of d_p.
+    terms: {'f_fbar', 'fbar_gbar', 'gbar_g'}: upper bounds (floats rounded up).
+    total: their sum, an upper bound on d_p(f, g) (Minkowski).
+    interior_sup: certified max |g - g_bar| over the shrunk cube interiors.
+    window_sup: certified max over entries of sup |g - g_bar| in the windows.
+    window_measure: volume of the windows, 1 - (1 - 2 margin)^{nd} (rounded up).
+    interior_fraction, window_fraction: the volume each kind of bound covers (sum 1).
+    resolution, lam, epsilon (the ramp), bits, margin (fraction of delta), lipschitz.
+    clamp: whether g ends in the output clamp.
+    seconds: wall time of the certification.
+    details: the pieces (the Lipschitz part and rounding of f_fbar, the interior
+      certification, the domain enclosure, assumptions).
+  """
+
+  p: float
+  terms: dict
+  total: float
+  interior_sup: float
+  window_sup: float
+  window_measure: float
+  interior_fraction: float
+  window_fraction: float
+  resolution: int
+  lam: float
+  epsilon: float
+  bits: int
+  margin: float
+  lipschitz: float
+  clamp: bool
+  seconds: float
+  details: dict = dataclasses.field(default_factory=dict, compare=False)
+
+  def holds(self, epsilon: float) -> bool:
+    """True when the certified total is <= epsilon."""
+    return self.total <= epsilon
+
+  def as_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+  def describe(self) -> str:
+    t = self.terms
+    return (f'd_p(f, g) <= {self.total:.4g} certified (p={self.p:g}; f-f_bar '
+            f'{t["f_fbar"]:.3g} + f_bar-g_bar {t["fbar_gbar"]:.3g} + g_bar-g '
+            f'{t["gbar_g"]:.3g}; interiors {100 * self.interior_fraction:.4g}% of the '
+            f'volume, sup {self.interior_sup:.3g}; windows {self.window_measure:.3g}, sup '
+            f'{self.window_sup:.3g}; N={self.resolution}, lam=2^{math.log2(self.lam):.0f}, '
+            f'ramp 2^{math.log2(self.epsilon):.0f}, {self.bits} bits, '
+            f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s)')
+
+  def __str__(self) -> str:
+    return self.describe()
+
+
+# ---------------------------------------------------------------------------
+# The three terms.
+# ---------------------------------------------------------------------------
+
+
+def f_fbar_bound(lipschitz: Fraction, *, d: int, n: int, resolution: int, p: float,
+                 rounding: float = 0.0) -> dict:
+  """Term 1: {'lipschitz_part', 'rounding_part', 'bound'} (floats rounded up)."""
+  m = d * n
+  with ctx.workprec(CERT_BITS):
+    half = _q(Fraction(lipschitz) / (2 * resolution))
+    lip = half * _root(arb(m) * m / (arb(m) + arb(p)), p)
+    rnd = _root(arb(m), p) * _q(rounding)
+    return {'lipschitz_part': _up(lip), 'rounding_part': _up(rnd), 'bound': _up(lip + rnd)}
+
+
+def _classes_and_weights(net):
+  """(K [C, n, d], orderings [C]): every cube up to permutation (Theorem 2; weight =
+  number of distinct orderings of the multiset) or every cube (Theorem 3; weight 1)."""
+  k = plan_lib.grid_classes(net)
+  if net.positional:
+    return k, np.ones(len(k), np.int64)
+  weights = []
+  for row in k:
+    counts = {}
+    for tok in map(tuple, row):
+      counts[tok] = counts.get(tok, 0) + 1
+    w = math.factorial(net.n)
+    for c in counts.values():
+      w //= math.factorial(c)
+    weights.append(w)
+  return k, np.asarray(weights, np.int64)
+
+
+def fbar_gbar_bound(net, p: float, classes=None) -> dict:
+  """Term 2: d_p(f_bar, g_bar) over the whole grid, exactly (rounded up at the root).
+
+  g_bar(C_L) by the network's exact bump selection (``Approximator.apply``), f_bar(C_L)
+  = A_L from the value table (Theorem 2: the representative's row, ordered as the
+  class; every ordering has the same norm).
+  Returns {'bound', 'cubes_differing', 'mass'}."""
+  k, weights = classes if classes is not None else _classes_and_weights(net)
+  centres = (k + 0.5) / net.resolution
+  g_bar = net.apply(centres)
+  f_bar = targets_lib.grid_values(net.target, k, net.resolution)
+  diff = np.abs(f_bar - g_bar)
+  cube = Fraction(1, net.resolution ** (net.d * net.n))
+  differing = int(np.sum(np.any(diff > 0, axis=(1, 2))))
+  with ctx.workprec(CERT_BITS):
+    total = arb(0)
+    for w, row in zip(weights, diff):
+      if np.any(row > 0):
+        total += int(w) * sum((_pow(_q(float(v)), p) for v in row.ravel() if v > 0), arb(0))
+    total *= _q(cube)
+    return {'bound': _up(_root(total, p)), 'cubes_differing': differing,
+            'mass': _up(total)}
+
+
+def rounding_bound(net, classes) -> tuple[float, str | None]:
+  """max_L |f(C_L) - A_L| over the classes (rounded up), and an assumption when f's
+  real values cannot be enclosed (a user callable: taken as evaluated, 0)."""
+  k = classes[0]
+  exact = target_bounds.exact_values(net.target, k, net.resolution)
+  if exact is None:
+    return 0.0, ('f is the callable as evaluated in float64 at the cube centres, and the '
+                 'stated modulus holds for it')
+  table = targets_lib.grid_values(net.target, k, net.resolution)
+  worst = 0.0
+  with ctx.workprec(CERT_BITS):
+    for rows, trows in zip(exact, table):
+      for row, trow in zip(rows, trows):
+        for v, t in zip(row, trow):
+          worst = max(worst, _up(abs(v - _q(float(t)))))
+  return worst, None
+
+
+def window_bound(net, g, bits: int) -> dict:
+  """sup over the whole unit cube of |g_ji - g_bar_ji|, per entry, from one certified
+  enclosure of g on the box [0, 1]^{n x d} and the range [a_i, b_i] of g_bar.
+  Returns {'sup' [n, d] floats, 'max', 'enclosure' (lo, hi) [n, d], 'seconds'}."""
+  t0 = time.perf_counter()
+  bn = certify._ball_network(g, bits)  # pylint: disable=protected-access
+  a, b = net.output_range()
+  box = [[ball.interval(0, 1) for _ in range(net.d)] for _ in range(net.n)]
+  sup = np.zeros((net.n, net.d))
+  lo, hi = np.zeros((net.n, net.d)), np.zeros((net.n, net.d))
+  with ball.precision(bits):
+    out = bn.forward(box)
+    for j in range(net.n):
+      for i in range(net.d):
+        v = out[j][i]
+        if not v.is_finite():
+          sup[j, i], lo[j, i], hi[j, i] = math.inf, -math.inf, math.inf
+          continue
+        lo[j, i], hi[j, i] = float(v.lower()), float(v.upper())
+        s = arb(0).union(v.upper() - _q(a[i])).union(_q(b[i]) - v.lower())
+        sup[j, i] = _up(s)
+  return {'sup': sup, 'max': float(np.max(sup)), 'enclosure': (lo, hi),
+          'seconds': time.perf_counter() - t0}
+
+
+def gbar_g_bound(*, d: int, n: int, p: float, margin: Fraction, interior_sup: float,
+                 window_sup) -> dict:
+  """Term 3 from the two sups (module doc). Returns {'bound', 'interior_part',
+  'window_part', 'interior_fraction', 'window_measure'} (floats rounded up, except the
+  interior fraction, rounded down)."""
+  m = d * n
+  with ctx.workprec(CERT_BITS):
+    frac = _q((1 - 2 * Fraction(margin)) ** m)
+    win = 1 - frac
+    inner = arb(m) * _pow(_q(interior_sup), p) * frac if math.isfinite(interior_sup) \
+        else arb('inf')
+    outer = sum((_pow(_q(float(s)), p) if math.isfinite(s) else arb('inf')
+                 for s in np.ravel(window_sup)), arb(0)) * win
+    total = inner + outer
+    return {'bound': _up(_root(total, p)) if total.is_finite() else math.inf,
+            'interior_part': _up(inner), 'window_part': _up(outer),
+            'interior_fraction': float(np.nextafter(float(frac.lower()), -np.inf)),
+            'window_measure': _up(win)}
+
+
+def default_margin(g) -> Fraction:
+  """The smallest power-of-two margin (fraction of delta) that keeps the cube interiors
+  off the quantization ramps: m delta >= 2 epsilon, capped at ``MAX_MARGIN``."""
+  need = 2 * Fraction(g.epsilon) * g.source.resolution
+  m = MAX_MARGIN
+  while m / 2 >= need:
+    m /= 2
+  return m
+
+
+def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None,
+               workers=None) -> Certificate:
+  """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
+
+  Args:
+    net: the ``yun.Approximator`` (f, f_bar, g_bar).
+    g: its realization with ``dtype='exact'`` (``net.realize(..., dtype='exact')``).
+    p: exponent of d_p (>= 1).
+    lipschitz: L with |f(X)_ij - f(Y)_ij| <= L max|X - Y|; built-in targets carry their
+      own (``target_bounds``); a callable without one is refused.
+    margin: cube interiors shrunk by margin delta per side (default ``default_margin``).
+    bits: arb working precision (default: the plan's for g).
+  Raises:
+    ValueError: p < 1, a bad lipschitz, a target with no known constant, a float g, or
+      a g that is not ``net``'s.
+  """
+  t0 = time.perf_counter()
+  p = distances.check_p(p)
+  certify.check_exact(g)
+  if g.source is not net:
+    raise ValueError('g is not a realization of this net (g.source is another Approximator).')
+  lip = target_bounds.check_lipschitz(lipschitz, net.target, net.d, net.n)
+  margin = Fraction(margin) if margin is not None else default_margin(g)
+  plan_lib.check_margin(float(margin))
+  bits = certify.resolve_bits(g, bits, check_plan=False, margin=float(margin))
+  classes = _classes_and_weights(net)
+  rounding, assumption = rounding_bound(net, classes)
+  term1 = f_fbar_bound(lip, d=net.d, n=net.n, resolution=net.resolution, p=p,
+                       rounding=rounding)
+  term2 = fbar_gbar_bound(net, p, classes)
+  interior = certify.certify_interiors(g, float(margin), bits, check_plan=False,
+                                       workers=workers)
+  window = window_bound(net, g, bits)
+  term3 = gbar_g_bound(d=net.d, n=net.n, p=p, margin=margin,
+                       interior_sup=interior['max_abs_error'], window_sup=window['sup'])
+  terms = {'f_fbar': term1['bound'], 'fbar_gbar': term2['bound'], 'gbar_g': term3['bound']}
+  total = float(np.nextafter(sum(terms.values()), np.inf))
+  details = {'f_fbar': term1, 'fbar_gbar': term2, 'gbar_g': term3,
+             'interior': {k: v for k, v in interior.items() if k != 'worst_cube'},
+             'window_enclosure': [a.tolist() for a in window['enclosure']],
+             'output_range': [[float(v) for v in side] for side in net.output_range()],
+             'assumptions': [assumption] if assumption else []}
+  return Certificate(
+      p=p, terms=terms, total=total, interior_sup=interior['max_abs_error'],
+      window_sup=window['max'], window_measure=term3['window_measure'],
+      interior_fraction=term3['interior_fraction'],
+      window_fraction=1 - term3['interior_fraction'], resolution=net.resolution,
+      lam=float(g.lam), epsilon=float(g.epsilon), bits=bits, margin=float(margin),
+      lipschitz=float(lip), clamp=g.clamp is not None,
+      seconds=time.perf_counter() - t0, details=details)
+
+
+# ---------------------------------------------------------------------------
+# The theorem, executable: f, epsilon -> (g, certificate).
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Approximation:
+  """``approximate``'s answer: g with its certificate, and the search that found it."""
+
+  g: object
+  net: object
+  certificate: Certificate
+  epsilon: float
+  attempts: tuple
+
+  def __repr__(self) -> str:
+    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g}; '
+            f'{self.net!r}; {self.g!r})')
+
+
+def _check_epsilon(epsilon) -> float:
+  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)) \
+      or not math.isfinite(float(epsilon)) or epsilon <= 0:
+    raise ValueError(f'epsilon={epsilon!r}; it must be a positive finite number (the '
+                     'd_p(f, g) to certify).')
+  return float(epsilon)
+
+
+def _bad_set_lower(target, d: int, n: int, resolution: int, p: float) -> float:
+  """d_p(f_bar, g_bar) of the paper's map before building it: f_bar's mass on the bad
+  set (float64 sum, for the search only; the certificate computes the exact term)."""
+  if resolution ** (d * n) > distances.MAX_EXACT_CELLS:
+    return 0.0
+  return distances.dp_on_bad_set(target, d=d, n=n, resolution=resolution, p=p)
+
+
+def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
+  """Largest power-of-two margin whose window term, with |g - g_bar| <= spread_i (the
+  clamp's range), is <= budget (None if none down to 2^-200)."""
+  m = MAX_MARGIN
+  while m > Fraction(1, 2 ** 200):
+    t = gbar_g_bound(d=d, n=n, p=p, margin=m, interior_sup=0.0,
+                     window_sup=np.repeat(np.asarray(spread, float)[None], n, 0))
+    if t['bound'] <= budget:
+      return m
+    m /= 2
+  return None
+
+
+def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=None,
+                positional: bool = False, ties: str = 'complete', clamp: bool = True,
+                max_layers: int = approximator_lib.MAX_LAYERS, workers=None,
+                log=None) -> Approximation:
+  """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
+
+  The smallest resolution N with L (delta/2)(...)^{1/p} (+ the bad set's mass for
+  ties='paper') below epsilon is built; the rest of the budget is split between the
+  cube interiors (the plan's tolerance) and the windows (the margin); g is realized with
+  exact params, the output clamp (``clamp=True``) and the planned lam, ramp and bits,
+  and ``certify_lp`` proves the bound. If it does not hold at N (rounding of the table,
+  an optimistic plan), N + 1 is tried, up to ``MAX_ATTEMPTS`` resolutions.
+
+  Args:
+    f: a built-in target name or a callable [batch, n, d] -> [batch, n, d].
+    epsilon: the d_p(f, g) to certify (> 0).
+    d, n: token dimension and number of tokens.
+    p: exponent of d_p (>= 1).
+    lipschitz: f's modulus (``target_bounds``); required for a callable.
+    positional: False: Theorem 2 (f permutation equivariant); True: Theorem 3 (any
+      continuous f; ``ties`` does not apply).
+    ties: Theorem 2's contextual map, 'complete' (no bad set) or 'paper'.
+    clamp: end g with the output clamp (False: the paper's network, whose windows need
+      far smaller margins).
+    max_layers: refuse (before building) when the resolution needed is deeper.
+    log: optional callable taking one line per attempt.
+  Raises:
+    ValueError: epsilon <= 0, p < 1, a bad lipschitz, a callable without lipschitz, a
+      request past max_layers (the message names the N and depth), or no certificate
+      within ``MAX_ATTEMPTS`` resolutions.
+  """
+  epsilon = _check_epsilon(epsilon)
+  p = distances.check_p(p)
+  if isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1:
+    raise ValueError(f'max_layers={max_layers!r}; it must be a positive integer.')
+  ties = 'paper' if positional else ties
+  target = targets_lib.get_target(f, d=d, n=n)
+  lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
+  log = log or (lambda line: None)
+  N, attempts = 1, []
+  while len(attempts) < MAX_ATTEMPTS:
+    N += 1
+    lower = f_fbar_bound(lip, d=d, n=n, resolution=N, p=p)['bound']
+    if lower >= epsilon:
+      continue
+    if ties == 'paper' and not positional:
+      lower += _bad_set_lower(target, d, n, N, p)
+      if lower >= epsilon:
+        continue
+    depth = sum(pipeline.layer_counts(d, n, N, positional, ties).values())
+    if depth > max_layers:
+      raise ValueError(f'epsilon={epsilon:g} needs resolution N >= {N} (d_p(f, f_bar) alone '
+                       f'is {lower:.3g} below it), a network of {depth} layers; max_layers='
+                       f'{max_layers}. Raise max_layers or epsilon.')
+    net = approximator_lib.build_approximator(target, d=d, n=n, resolution=N,
+                                              positional=positional, ties=ties)
+    left = epsilon - lower
+    a, b = net.output_range()
+    spread = [float(hi - lo) for lo, hi in zip(a, b)]
+    margin = _margin_for(float(left * (1 - INTERIOR_SHARE)), d=d, n=n, p=p,
+                         spread=spread) if clamp else None
+    if margin is None:   # no clamp: the windows are bounded after the fact
+      margin = Fraction(1, 2 ** 20) if not clamp else Fraction(1, 2 ** 200)
+    tol = float(left * INTERIOR_SHARE) / (d * n) ** (1 / p) / 2
+    planned = plan_lib.plan_realization(net, tolerance=tol, margin=float(margin))
+    g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
+    cert = certify_lp(net, g, p, lipschitz=lip, margin=margin, workers=workers)
+    attempts.append({'resolution': N, 'layers': depth, 'total': cert.total,
+                     'margin': float(margin), 'seconds': cert.seconds})
+    log(f'N={N}: {depth} layers, {cert.describe()}')
+    if cert.holds(epsilon):
+      return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
+                           attempts=tuple(attempts))
+  raise ValueError(f'no certificate d_p(f, g) <= {epsilon:g} within {MAX_ATTEMPTS} '
+                   f'resolutions (last: N={N}, total {attempts[-1]["total"]:.3g}).')
