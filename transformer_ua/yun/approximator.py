@@ -41,8 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers, realize
-from transformer_ua.yun import (common, contextual, contextual_ties, distances, pipeline, plan,
-                                rational, targets as targets_lib, value)
+from transformer_ua.yun import (certify, common, contextual, contextual_ties, distances,
+                                pipeline, plan, rational, targets as targets_lib, value)
 from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
@@ -167,6 +167,9 @@ class Realized:
       (Fractions for 'exact').
     dtype: 'float64', 'float32' or 'exact'.
     source: the ``Approximator`` it realizes (for the certified methods).
+    clamp: None (the paper's network), or (lo, hi): the last blocks clamp output
+      coordinate i to [lo_i, hi_i] = [min(0, min A_i), max(0, max A_i)], the range of
+      g_bar (``realize.output_clamp``); exact rationals for 'exact'.
   """
 
   segments: tuple
@@ -177,6 +180,7 @@ class Realized:
   positional: bool
   n: int
   source: object = None
+  clamp: tuple | None = None
 
   def exact_params(self) -> dict:
     """The params pytree with exact rational leaves (dtype 'exact' only)."""
@@ -189,13 +193,14 @@ class Realized:
     """(mid, rad) float64 [batch, n, d] enclosing the exact real output g(X).
 
     Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
-    (default: the plan's). See ``yun.plan.apply_certified``.
+    (default: the plan's). See ``yun.certify.apply_certified``.
     """
-    return plan.apply_certified(self, x, bits=bits)
+    return certify.apply_certified(self, x, bits=bits)
 
-  def certify_interiors(self, margin: float = 0.25, bits: int | None = None, **kw) -> dict:
-    """Certified max |g - g_bar| over every cube interior (``yun.plan.certify_interiors``)."""
-    return plan.certify_interiors(self, margin=margin, bits=bits, **kw)
+  def certify_interiors(self, margin: float = certify.DEFAULT_MARGIN, bits: int | None = None,
+                        **kw) -> dict:
+    """Certified max |g - g_bar| over every cube interior (``yun.certify``)."""
+    return certify.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   @property
   def d(self) -> int:
@@ -211,7 +216,8 @@ class Realized:
   def __repr__(self) -> str:
     return (f'Realized(Lemma 6, T^(2,1,4): {sum(s.depth for s in self.segments)} blocks, '
             f'lam={float(self.lam):g}, epsilon={float(self.epsilon):g}, {self.dtype}'
-            f'{", positional" if self.positional else ""})')
+            f'{", positional" if self.positional else ""}'
+            f'{", output clamp" if self.clamp is not None else ""})')
 
   def apply(self, x) -> np.ndarray:
     """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':
@@ -315,7 +321,17 @@ class Approximator:
 
   # -- Lemma 6 ----------------------------------------------------------------
 
-  def realize(self, *, lam: float, epsilon: float, dtype: str = 'float64') -> Realized:
+  def output_range(self) -> tuple[list, list]:
+    """(lo, hi) [d]: lo_i = min(0, min_L A_L[:, i]), hi_i = max(0, max_L A_L[:, i]),
+    exact rationals of the float64 values: the range of g_bar in coordinate i (g_bar
+    takes the values A_L, and 0 on the paper's bad set)."""
+    vals = self.values.reshape(-1, self.d)
+    lo = [min(Fraction(0), *(Fraction(float(v)) for v in vals[:, i])) for i in range(self.d)]
+    hi = [max(Fraction(0), *(Fraction(float(v)) for v in vals[:, i])) for i in range(self.d)]
+    return lo, hi
+
+  def realize(self, *, lam: float, epsilon: float, dtype: str = 'float64',
+              clamp: bool = False) -> Realized:
     """The standard Transformer g in T^{2,1,4} (Lemma 6).
 
     Args:
@@ -323,6 +339,10 @@ class Approximator:
       epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
       dtype: 'float64', 'float32' or 'exact' (lam, epsilon taken as exact rationals;
         params are the construction's rationals, ``Realized.exact_params``).
+      clamp: append ``realize.output_clamp`` blocks clamping each output coordinate to
+        the range of g_bar (``output_range``): the same function on cube interiors up
+        to the realization error (clamping cannot move g away from g_bar there), and
+        |g - g_bar| <= hi - lo everywhere, the ramp windows included.
     A float dtype is checked against the plan (``yun.plan.plan_realization``): when it
     carries fewer significand bits than a literal evaluation at this (lam, epsilon)
     needs, a ``FloatRealizationWarning`` says so (its outputs are then not g_bar's).
@@ -340,8 +360,10 @@ class Approximator:
       segments, params = realize.softmax_realization(segments, params, lam)
       segments, params = realize.relu_realization(segments, params, epsilon)
       segments, params = realize.as_blocks(segments, params)
+      segments, params, bounds = self._with_clamp(segments, params, clamp, exact=True)
       return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
-                      dtype=dtype, positional=self.positional, n=self.n, source=self)
+                      dtype=dtype, positional=self.positional, n=self.n, source=self,
+                      clamp=bounds)
     check_epsilon(float(epsilon), d=self.d, n=self.n, resolution=self.resolution,
                   positional=self.positional, ties=self.ties)
     plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
@@ -351,11 +373,25 @@ class Approximator:
       segments, params = realize.softmax_realization(segments, params, float(lam))
       segments, params = realize.relu_realization(segments, params, float(epsilon))
       segments, params = realize.as_blocks(segments, params)
+      segments, params, bounds = self._with_clamp(segments, params, clamp, exact=False)
       cast = np.float64 if dtype == 'float64' else np.float32
       params = jax.tree_util.tree_map(lambda a: np.asarray(a, cast), params)
     return Realized(segments=segments, params=params, lam=float(lam),
                     epsilon=float(epsilon), dtype=dtype, positional=self.positional, n=self.n,
-                    source=self)
+                    source=self, clamp=bounds)
+
+  def _with_clamp(self, segments, params, clamp, *, exact: bool):
+    """(segments, params, bounds) with the output clamp appended when ``clamp``."""
+    if not isinstance(clamp, bool):
+      raise ValueError(f'clamp must be True or False, got {clamp!r}.')
+    if not clamp:
+      return segments, params, None
+    lo, hi = self.output_range()
+    segs, p = realize.output_clamp(lo, hi, exact=exact)
+    params = {**params, f'segment_{len(segments)}': p['segment_0']}
+    bounds = (tuple(lo), tuple(hi)) if exact else (tuple(map(float, lo)),
+                                                   tuple(map(float, hi)))
+    return tuple(segments) + segs, params, bounds
 
   def __repr__(self) -> str:
     thm = 'Theorem 3' if self.positional else 'Theorem 2'
