@@ -369,6 +369,13 @@ def search_lam(d: int, n: int, resolution: int, *, max_doublings: int = 48,
 # ---------------------------------------------------------------------------
 
 
+def _checked_input(x, n: int, d: int) -> np.ndarray:
+  """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError (as ``yun.Approximator``)."""
+  # pylint: disable=import-outside-toplevel,protected-access
+  from transformer_ua.yun import approximator
+  return approximator._check_domain(approximator._check_input(x, n, d))
+
+
 def _cells(m, d: int, N: int) -> np.ndarray:
   """Token integers m [..] -> cells k [.., d] (m = sum_i k_i N^i, i from 0)."""
   m = np.asarray(m, np.int64)
@@ -435,8 +442,7 @@ class OneLayerApproximator:
     """g_bar(X) for X [batch, n, d] in [0, 1)^{n x d}: each token's bump selected by
     its (context, token) pair (the certified separation makes this the literal bump
     layers' selection), its value A returned (float64)."""
-    from transformer_ua.yun import approximator  # pylint: disable=import-outside-toplevel
-    x = approximator._check_domain(approximator._check_input(x, self.n, self.d))  # pylint: disable=protected-access
+    x = _checked_input(x, self.n, self.d)
     k = np.floor(x * self.resolution).astype(np.int64)
     m = np.sum(k * (self.resolution ** np.arange(self.d)), axis=-1)   # [batch, n]
     out = np.zeros(x.shape)
@@ -595,8 +601,7 @@ class OneLayerRealized:
   def apply_certified(self, x, bits: int | None = None):
     """(mid, rad) float64 [batch, n, d]: the exact g(X) lies in [mid - rad, mid + rad]."""
     src = self.source
-    from transformer_ua.yun import approximator  # pylint: disable=import-outside-toplevel
-    x = approximator._check_domain(approximator._check_input(x, src.n, src.d))  # pylint: disable=protected-access
+    x = _checked_input(x, src.n, src.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
     bn = self.ball_network(bits)
     mid, rad = np.zeros(x.shape), np.zeros(x.shape)
