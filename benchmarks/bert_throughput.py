@@ -66,7 +66,8 @@ updates the record). The reference needs ``pip install torch==2.13.0 transformer
 (the CPU wheel); ``--reference=none`` times ours alone.
 """
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import math
 import os
 import statistics
@@ -79,7 +80,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.models import encoder as enc
 from transformer_ua.models import mixing_train
 
@@ -97,6 +98,7 @@ flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
 flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
 flags.DEFINE_string('out', 'runs/benchmarks/mixing_bert_throughput.json',
                     'JSON output (--out=results/benchmarks/... to update the record)')
+cli.define_overwrite()
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
                     'Markdown log (appended; --markdown=results/benchmarks/benchmarks.md '
                     'for the record)')
@@ -333,7 +335,7 @@ def main(argv):
   if FLAGS.pipeline_rounds < 0:
     sys.exit(f'error: --pipeline_rounds must be >= 0, got {FLAGS.pipeline_rounds}')
   cli.output_file(FLAGS.out, '--out')
-  cli.output_file(FLAGS.markdown, '--markdown')
+  cli.output_file(FLAGS.markdown, '--markdown', append=True)
   prov = provenance.record()
   peak = peak_gflops()
   batches = make_batches(np.random.default_rng(0), 4)
@@ -382,8 +384,7 @@ def main(argv):
                  FLAGS.pipeline_rounds or FLAGS.rounds),
         tps.get(ref_key), peak)
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump(result, f, indent=1)
+  outputs.atomic_json(FLAGS.out, result, indent=1)
   summary = (f"BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} "
              f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}"
              f"; matmul peak {peak:.0f} GFLOP/s): " +

@@ -49,6 +49,8 @@ flags.DEFINE_string('out', 'runs/benchmarks/build_compile_vs_depth.json',
                     'JSON result (--out=results/benchmarks/... to update the record).')
 flags.DEFINE_string('figure', 'runs/benchmarks/build_compile_vs_depth.png', 'PNG figure.')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
+flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist (without it '
+                  'they are refused before the work starts).')
 flags.DEFINE_string('child', '', 'internal: network,method,depth to measure.')
 
 NETWORKS = ('quantization', 'contextual')
@@ -185,7 +187,8 @@ def figure(rows, path, cap):
     ax.set_title(f'{network} (d=1, n=2, float64)')
     ax.legend(fontsize=8)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  from transformer_ua import outputs  # pylint: disable=import-outside-toplevel
+  outputs.atomic_savefig(fig, path, dpi=120)
 
 
 def main(argv):
@@ -207,10 +210,10 @@ def main(argv):
       raise app.UsageError(f'--{name}: unknown {bad}; allowed: {allowed}.')
   if 'scan' not in FLAGS.methods:
     raise app.UsageError('--methods must include scan (ours).')
-  from transformer_ua import cli, provenance  # pylint: disable=import-outside-toplevel
+  from transformer_ua import cli, outputs, provenance  # pylint: disable=import-outside-toplevel
   for name in ('out', 'figure', 'markdown'):
     if name == 'out' or getattr(FLAGS, name):
-      cli.output_file(getattr(FLAGS, name), f'--{name}')
+      cli.output_file(getattr(FLAGS, name), f'--{name}', append=name == 'markdown')
   prov = provenance.record()
   cap = FLAGS.reference_cap_s
   rows = []
@@ -241,8 +244,7 @@ def main(argv):
             'reference_cap_s': cap, 'batch': BATCH, 'n': N_TOKENS, 'd': 1,
             'dtype': 'float64', 'provenance': prov}
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump(result, f, indent=1)
+  outputs.atomic_json(FLAGS.out, result, indent=1)
   if FLAGS.figure:
     figure(rows, FLAGS.figure, cap)
 

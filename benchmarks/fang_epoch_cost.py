@@ -47,8 +47,9 @@ fused operation's operands and results as memory traffic (none reused from cache
 between operations); P can be beaten by shapes XLA compiles better than a square matmul.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import copy
-import json
 import os
 import statistics
 import time
@@ -58,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang import regression
 
@@ -69,6 +70,7 @@ _CONFIG = cli.define_config_file(
     'config', os.path.join(ROOT, 'experiments', 'configs', 'fang_f2.py'),
     'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
+cli.define_overwrite()
 _OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
                            'JSON result (--out=results/benchmarks/... to update the record).')
 _CHUNK = flags.DEFINE_integer('grad_chunk', 250, 'Rows per gradient chunk of the '
@@ -273,8 +275,7 @@ def main(argv):
             'load_average_1min_at_end': os.getloadavg()[0], 'provenance': prov}
   if _OUT.value:
     os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
-    with open(_OUT.value, 'w') as f:
-      json.dump(result, f, indent=1)
+    outputs.atomic_json(_OUT.value, result, indent=1)
 
 
 if __name__ == '__main__':

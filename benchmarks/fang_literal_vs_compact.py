@@ -18,7 +18,8 @@ shared inputs. Writes runs/benchmarks/fang_literal_vs_compact.json and appends o
 runs/benchmarks/benchmarks.md (``--out``/``--markdown`` under results/ update the record).
 """
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import os
 import statistics
 import time
@@ -26,7 +27,7 @@ import time
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, fang, provenance
+from transformer_ua import fang, outputs, provenance
 from transformer_ua.fang import regression
 
 FLAGS = flags.FLAGS
@@ -36,6 +37,7 @@ flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact 
 flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
 flags.DEFINE_string('out', 'runs/benchmarks/fang_literal_vs_compact.json',
                     'JSON result (--out=results/benchmarks/... to update the record).')
+cli.define_overwrite()
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 
 BOUND = 6.5  # covers Section 5's f2 data (largest norm 6.39)
@@ -56,7 +58,7 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   cli.output_file(FLAGS.out, '--out')
-  cli.output_file(FLAGS.markdown, '--markdown')
+  cli.output_file(FLAGS.markdown, '--markdown', append=True)
   try:
     tokens = [int(t) for t in FLAGS.tokens]
   except ValueError:
@@ -100,8 +102,7 @@ def main(argv):
   result = {'benchmark': 'fang literal vs compact (f2 size, float64)', 'rows': rows,
             'provenance': prov}
   os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  with open(FLAGS.out, 'w') as f:
-    json.dump(result, f, indent=1)
+  outputs.atomic_json(FLAGS.out, result, indent=1)
   summary = ('Fang C^q at f2 size (d=10, q=5, float64): ' + '; '.join(
       f"n={r['tokens']}: literal {r['literal_s_per_input']:.3g} s/input, compact "
       f"{r['compact_s_per_input_batch'] * 1e6:.3g} us/input (batch {r['compact_batch']}), "

@@ -18,7 +18,8 @@ Also times ``certify_interiors`` (every cube interior) at the largest configurat
 
 from __future__ import annotations
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import sys
 import time
 from fractions import Fraction
@@ -27,7 +28,7 @@ from absl import flags
 import mpmath
 import numpy as np
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.yun import approximator, build_approximator, plan
 
 FLAGS = flags.FLAGS
@@ -36,6 +37,7 @@ flags.DEFINE_string('target', 'token_times_mean', 'built-in target')
 flags.DEFINE_integer('points', 4, 'cube-interior points per configuration')
 flags.DEFINE_bool('certify', True, 'also certify every cube interior of the last configuration')
 flags.DEFINE_string('out', '', 'write the JSON here (default: print only)')
+cli.define_overwrite()
 
 
 def mp_params(g):
@@ -159,8 +161,7 @@ def main(argv):
   out = {'provenance': prov, 'rows': rows, 'certify_interiors': cert,
          'reference': 'plain mpmath (mpf, same bits), zero heads/FF skipped'}
   if FLAGS.out:
-    with open(FLAGS.out, 'w') as fh:
-      json.dump(out, fh, indent=1, default=str)
+    outputs.atomic_json(FLAGS.out, out, indent=1, default=str)
     print(f'wrote {FLAGS.out}')
 
 

@@ -29,6 +29,8 @@ the global shift and the checks in Python ints, the same split as the JAX kernel
 
 from __future__ import annotations
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import itertools
 import json
 import math
@@ -38,7 +40,6 @@ import time
 from absl import flags
 import numpy as np
 
-from transformer_ua import cli
 from transformer_ua.exact import planner
 from transformer_ua.yun import contextual, sweep
 

@@ -29,6 +29,8 @@ configuration to runs/benchmarks/benchmarks.md (command, revision, machine, load
 ``--markdown=results/benchmarks/benchmarks.md`` updates the record).
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import json
 import os
 import subprocess
@@ -39,7 +41,7 @@ import time
 from absl import app
 from absl import flags
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.exact import planner
 from transformer_ua.yun import contextual
 
@@ -49,6 +51,7 @@ flags.DEFINE_string('reference_max_chunks', '0;4;2',
                     'Per config: 2^20-point chunks the reference runs (0: all, then no '
                     'extrapolation).')
 flags.DEFINE_string('output_json', '', 'Write results here.')
+cli.define_overwrite()
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
                     'Append a line per configuration (results/benchmarks/benchmarks.md '
                     'for the record).')
@@ -161,7 +164,7 @@ def main(argv):
   if FLAGS.output_json:
     cli.output_file(FLAGS.output_json, '--output_json')
   if FLAGS.markdown:
-    cli.output_file(_markdown_path(), '--markdown')
+    cli.output_file(_markdown_path(), '--markdown', append=True)
   try:
     configs = [tuple(int(v) for v in t.split(',')) for t in FLAGS.configs.split(';')]
     chunks = [int(c) for c in FLAGS.reference_max_chunks.split(';')]
@@ -187,8 +190,7 @@ def main(argv):
           f"RSS {row['binary_peak_rss_mb']} MB", flush=True)
   result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
   if FLAGS.output_json:
-    with open(FLAGS.output_json, 'w') as f:
-      json.dump(result, f, indent=2)
+    outputs.atomic_json(FLAGS.output_json, result, indent=2)
   if FLAGS.markdown:
     path = _markdown_path()
     for r in rows:

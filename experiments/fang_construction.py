@@ -8,7 +8,8 @@ Writes fang_construction.md (+ .json) and fang_corollary37.png to --results_dir
 (default runs/fang_construction; ``--results_dir=results/fang`` updates the record).
 """
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import os
 import time
 from fractions import Fraction
@@ -16,14 +17,15 @@ from fractions import Fraction
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, fang, provenance
+from transformer_ua import fang, outputs, provenance
 from transformer_ua.fang import approximate, exact, regression, ridge
 
 _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
 _RESULTS = flags.DEFINE_string('results_dir', 'runs/fang_construction',
-                               'Output directory (--results_dir=results/fang updates the record).')
+                               'Output directory (--results_dir=results/fang: the record).')
+cli.define_overwrite()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-9
@@ -141,7 +143,7 @@ def corollary(results_dir):
     ax.set_xlabel('q = blocks = degree')
   axes[0].legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(os.path.join(results_dir, 'fang_corollary37.png'), dpi=110)
+  outputs.atomic_savefig(fig, os.path.join(results_dir, 'fang_corollary37.png'), dpi=110)
   plt.close(fig)
   return rows
 
@@ -151,7 +153,8 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _F2_POINTS.value < 0:
     raise app.UsageError('--f2_literal_points must be >= 0.')
-  results_dir = cli.output_dir(os.path.join(ROOT, _RESULTS.value), '--results_dir')
+  results_dir = cli.output_dir(os.path.join(ROOT, _RESULTS.value), '--results_dir', writes=(
+      'fang_construction.json', 'fang_construction.md', 'fang_corollary37.png'))
   prov = provenance.record()
   rng = np.random.default_rng(0)
   out = {'provenance': prov}
@@ -172,14 +175,13 @@ def main(argv):
   if not _SKIP_COR.value:
     out['corollary_3_7'] = corollary(results_dir)
   out['seconds'] = time.perf_counter() - t0
-  with open(os.path.join(results_dir, 'fang_construction.json'), 'w') as f:
-    json.dump(out, f, indent=1, default=str)
+  outputs.atomic_json(os.path.join(results_dir, 'fang_construction.json'), out, indent=1,
+                      default=str)
   write_markdown(out, results_dir)
 
 
 def write_markdown(out, results_dir):
-  with open(os.path.join(results_dir, 'fang_construction.md'), 'w') as f:
-    f.write(render(out))
+  outputs.atomic_write(os.path.join(results_dir, 'fang_construction.md'), render(out))
 
 
 def _fmt(values, spec='{:.3g}'):

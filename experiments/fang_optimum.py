@@ -21,6 +21,8 @@ and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and b
 the trained rows of Table 1.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import json
 import os
 import sys
@@ -30,7 +32,7 @@ from absl import app, flags
 import jax
 import numpy as np
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.fang import optimum, regression
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
@@ -38,6 +40,7 @@ _OUT = flags.DEFINE_string('out', 'runs/fang_optimum.json',
                            'JSON result (--out=results/fang/fang_optimum_f2.json: the record).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
                             '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
+cli.define_overwrite()
 _RESUME = flags.DEFINE_bool('resume', False, 'Keep the entries of an existing --out (same '
                            'target and data_seed) and solve only the F it lacks.')
 
@@ -65,7 +68,7 @@ def main(argv):
   config = _CONFIG.value
   if config is None:
     raise app.UsageError('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
-  cli.output_file(_OUT.value, '--out')
+  cli.output_file(_OUT.value, '--out', overwrite=True if _RESUME.value else None)
   try:
     regression.validate_config(config)
     runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
@@ -102,9 +105,7 @@ def main(argv):
   if done is not None:
     result['earlier_runs'] = done.get('earlier_runs', []) + [
         {'seconds': done['seconds'], 'provenance': done['provenance']}]
-  os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
-  with open(_OUT.value, 'w') as f:
-    json.dump(result, f, indent=1)
+  outputs.atomic_json(_OUT.value, result, indent=1)
   p = res['polynomial']
   print(f"polynomial LS (degree <= {q}, {p['num_features']} monomials, rank {p['rank']}, "
         f"cond {p['cond_equilibrated']:.3g} equilibrated): MSE_Tr {p['mse_train']:.4f} "

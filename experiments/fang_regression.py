@@ -19,8 +19,9 @@ For every trained ATTENTION model the binary also runs the *literal* network
 deviation from the compact path that was trained.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import importlib.util
-import json
 import os
 import sys
 import time
@@ -28,7 +29,7 @@ import time
 from absl import app, flags, logging
 import numpy as np
 
-from transformer_ua import cli, fang, provenance
+from transformer_ua import fang, outputs, provenance
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_regression as fang_training
 
@@ -39,6 +40,7 @@ _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report is written
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
+cli.define_overwrite()
 _DEVIATIONS = flags.DEFINE_list(
     'deviations', [], 'LABEL=WORKDIR pairs: finished runs of a config that deviates from the '
     'paper (e.g. Adam=/tmp/fang_adam for experiments/configs/fang_f2_adam.py), added to '
@@ -92,8 +94,12 @@ def main(argv):
   if not _WORKDIR.value:
     raise app.UsageError('--workdir is required.')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
+  cli.resumable(_WORKDIR.value)   # finished runs are kept, unfinished ones checkpointed
+  report = ['fang_regression.md', 'fang_f1_surfaces.png'] + [
+      f'fang_regression_{t}.json' for t in ('f1', 'f2')] + [
+          f'fang_{t}_convergence.png' for t in ('f1', 'f2')]
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir')
+                               '--results_dir', writes=report)
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   try:
@@ -131,8 +137,7 @@ def main(argv):
           result['literal_check'] = literal_check(c, workdir, c.literal_check_points)
         except (MemoryError, RuntimeError) as e:  # XLA reports OOM as RuntimeError
           result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
-      with open(os.path.join(workdir, 'result.json'), 'w') as f:
-        json.dump(result, f, indent=1)
+      outputs.atomic_json(os.path.join(workdir, 'result.json'), result, indent=1)
       fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,
                                provenance.record(command))
   fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,

@@ -7,12 +7,14 @@ four-ReLU realization on [-5, 5] against epsilon, and the gap between softmax(la
 and hardmax(s) on random scores against lambda.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 from absl import app
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import activations, cli, layers
+from transformer_ua import activations, layers
 
 UNITS = {
     'constant first': activations.Phi((0.0, 1.0), ((0.0, 2.0), (1.0, -1.0), (-3.0, 4.0))),

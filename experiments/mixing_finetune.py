@@ -10,13 +10,22 @@ pre-training run's.
 """
 
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 from absl import flags
 
-from transformer_ua import cli
 from transformer_ua.models import mixing_cli, mixing_train
 
 train_and_evaluate = mixing_train.finetune
-main = mixing_cli.binary_main(train_and_evaluate)
+_main = mixing_cli.binary_main(train_and_evaluate)
+
+
+def main(argv):
+  if flags.FLAGS.workdir:   # its checkpoints resume the run
+    cli.resumable(flags.FLAGS.workdir)
+  return _main(argv)
+
+
 flags.adopt_module_key_flags(mixing_cli)  # --help lists --config and --workdir
 
 

@@ -63,6 +63,8 @@ report can be rebuilt from that copy (``--workdir=`` it, ``--report_only``, or
 machine should run a checkpoint's fine-tuning before it goes.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import filecmp
 import glob
 import json
@@ -85,6 +87,7 @@ _CONFIG = cli.define_config_file('config', None, 'experiments/configs/mixing_*.p
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
 _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
 _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
+cli.define_overwrite()
 _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report goes (default '
                                 '<workdir>/report; --results_dir=results/mixing: the record).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
@@ -302,6 +305,7 @@ def main(argv):
   if _SEEDS.value < 1:
     sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
+  cli.resumable(_WORKDIR.value)   # finished stages are kept, unfinished ones checkpointed
   for d in _COMPARE_TO.value:
     if not (os.path.isdir(d) or d.endswith('.json') and os.path.isfile(d)):
       sys.exit(f'error: --compare_to: {d} is neither a directory nor a .json file (each '
@@ -311,8 +315,9 @@ def main(argv):
     if not (p.endswith('.json') and os.path.isfile(p)):
       sys.exit(f'error: --recorded: {p} is not a report .json file')
   archive_dir = _ARCHIVE_TO.value and cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
+  stem = mixing_report.report_stem(_config_name())
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir')
+                               '--results_dir', writes=(stem + '.md', stem + '.json'))
   logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   name = _config_name()

@@ -14,7 +14,8 @@ results/ unless asked).
 
 from __future__ import annotations
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import os
 import sys
 import time
@@ -23,13 +24,14 @@ import warnings
 from absl import flags
 import numpy as np
 
-from transformer_ua import cli, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.yun import approximator, build_approximator, plan
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('outdir', 'runs/realization_certified', 'where the md/json/png go')
 flags.DEFINE_bool('search', True, 'search the smallest certifying bits')
 flags.DEFINE_string('only', '', 'comma-separated row labels to run (default: all)')
+cli.define_overwrite()
 
 # (label, target, positional, d, n, N, ties): Theorem 2 on two equivariant targets,
 # Theorem 3, and Theorem 2 with the tie-complete contextual mapping (no bad set: every
@@ -138,8 +140,7 @@ def write_md(path, rows, prov):
         f'{_float_cell(r["float64"])} |')
   lines += ['', 'Figure: `realization_certified.png` (bits against t_r; float32 and float64 '
             'significands drawn in).', '']
-  with open(path, 'w') as fh:
-    fh.write('\n'.join(lines) + '\n')
+  outputs.atomic_write(path, '\n'.join(lines) + '\n')
 
 
 def write_png(path, rows):
@@ -163,22 +164,27 @@ def write_png(path, rows):
   ax.legend(fontsize=7)
   ax.set_title('Working precision for the realized standard Transformer', fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=130)
+  outputs.atomic_savefig(fig, path, dpi=130)
 
 
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  cli.output_dir(FLAGS.outdir, '--outdir')  # before the work
-  prov = provenance.record(' '.join(['python'] + sys.argv))
   only = [s.strip() for s in FLAGS.only.split(',') if s.strip()]
+  unknown = [o for o in only if not any(o in cfg[0] for cfg in CONFIGS)]
+  if unknown:
+    raise cli.BadInput(f'--only: {unknown[0]!r} is in no row label; allowed: parts of '
+                       + '; '.join(repr(cfg[0]) for cfg in CONFIGS))
+  cli.output_dir(FLAGS.outdir, '--outdir', writes=[f'realization_certified.{x}'
+                                                  for x in ('json', 'md', 'png')])
+  prov = provenance.record(' '.join(['python'] + sys.argv))
   rows = []
   for cfg in CONFIGS:
     if only and not any(o in cfg[0] for o in only):
       continue
     rows.append(run_config(*cfg, search=FLAGS.search, log=print))
-    with open(os.path.join(FLAGS.outdir, 'realization_certified.json'), 'w') as fh:
-      json.dump({'provenance': prov, 'rows': rows}, fh, indent=1, default=str)
+    outputs.atomic_json(os.path.join(FLAGS.outdir, 'realization_certified.json'),
+                        {'provenance': prov, 'rows': rows}, indent=1, default=str)
   write_md(os.path.join(FLAGS.outdir, 'realization_certified.md'), rows, prov)
   write_png(os.path.join(FLAGS.outdir, 'realization_certified.png'), rows)
   print(f'wrote {FLAGS.outdir}/realization_certified.{{md,json,png}}')

@@ -45,6 +45,8 @@ process 0 prints and writes ``--output_json``. To try it on one CPU machine, for
 several host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
 """
 
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import json
 import os
 import sys
@@ -59,7 +61,7 @@ if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', '')
 from absl import app
 from absl import flags
 
-from transformer_ua import cli, parallel, provenance
+from transformer_ua import outputs, parallel, provenance
 from transformer_ua.verify import one_layer as verify_one_layer
 from transformer_ua.verify import theorem2
 
@@ -95,6 +97,7 @@ flags.DEFINE_string('float_points', '0', 'Also run the paper-valued float64/floa
                     'this many class representatives and report where it departs from the '
                     'exact integers (observation, not a verified property).')
 flags.DEFINE_string('output_json', '', 'Write the result JSON here.')
+cli.define_overwrite()
 flags.DEFINE_string('compilation_cache', cli.DEFAULT_COMPILATION_CACHE,
                     "JAX's persistent compilation cache: a later run of the same "
                     'configuration skips compiling its XLA programs. Empty: off.')
@@ -177,7 +180,8 @@ def run(argv):
   if FLAGS.output_json:  # writable before the work starts
     cli.output_file(FLAGS.output_json, '--output_json')
   if state_file:
-    cli.output_file(state_file, '--state_file')
+    cli.output_file(state_file, '--state_file', overwrite=True if FLAGS.resume else None)
+    cli.resumable(state_file, cli.own_command(add=['--resume']))
   cli.compilation_cache(FLAGS.compilation_cache)
   kwargs = dict(chunk_size=_int_flag('chunk_size', 1), lemma7_samples=_int_flag('lemma7_samples', 1),
                 lemma9_literal_points=_int_flag('lemma9_literal_points', 1),
@@ -209,8 +213,7 @@ def run(argv):
             f"{result['float'][name]}")
   print('ALL PROPERTIES HOLD' if result['all_hold'] else 'SOME PROPERTY FAILED')
   if FLAGS.output_json:
-    with open(FLAGS.output_json, 'w') as f:
-      json.dump(result, f, indent=2, default=str)
+    outputs.atomic_json(FLAGS.output_json, result, indent=2, default=str)
   sys.exit(0 if result['all_hold'] else 1)
 
 

@@ -11,12 +11,13 @@ exact ties, bits within plan). Prints one summary line; writes the JSON to --out
 
 from __future__ import annotations
 
-import json
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
 import sys
 
 from absl import flags
 
-from transformer_ua import cli
+from transformer_ua import outputs
 from transformer_ua.verify import contextual_ties as verify_ties
 from transformer_ua.yun import contextual_ties
 
@@ -26,6 +27,7 @@ _RES = flags.DEFINE_integer('resolution', 4, 'N = 1/delta (>= 2).')
 _GRID = flags.DEFINE_string('grid', 'multiset', "'multiset' or 'full'.")
 _ARITH = flags.DEFINE_string('arithmetic', 'auto', "'auto', 'int64', 'limbs', 'limbs:K[:w]'.")
 _OUT = flags.DEFINE_string('output', 'runs/verify_ties.json', 'JSON output path.')
+cli.define_overwrite()
 
 
 def main(argv):
@@ -38,8 +40,7 @@ def main(argv):
     res = verify_ties.verify(cm, grid=_GRID.value)
   except ValueError as e:
     raise cli.BadInput(str(e)) from None
-  with open(_OUT.value, 'w') as fh:
-    json.dump(res, fh, indent=1, default=str)
+  outputs.atomic_json(_OUT.value, res, indent=1, default=str)
   bad = {k: v for k, v in res['violations'].items() if v}
   print(f'd={res["d"]} n={res["n"]} N={res["resolution"]} {res["grid"]}: '
         f'{res["grid_points"]} points, {res["distinct_ids"]} distinct ids '

@@ -5,13 +5,26 @@ The contract of every absl binary in ``experiments/`` and ``benchmarks/``:
   * bad input  -> one line on stderr, ``error: <what was wrong and what is allowed>``,
                   then ``(see <prog> --help)``; exit status 2; never a traceback.
                   Covers unknown flags, bad flag values, config-key typos
-                  (``--config.resoluton=8``) and ``ValueError`` / ``UsageError`` raised by
-                  the binary or by the library's validation before any work starts.
+                  (``--config.resoluton=8``), ``UsageError`` / ``BadInput`` and
+                  ``sys.exit('error: ...')`` raised by the binary, e.g. from the library's
+                  validation before any work starts.
   * output     -> every output directory / file is checked (created, writable, not a
-                  file where a directory is needed) *before* the work starts.
-  * Ctrl-C     -> one line, exit status 130 (SIGTERM: 143); training loops checkpoint
-                  first (``transformer_ua.train``) and say how to resume.
+                  file where a directory is needed) *before* the work starts, and an
+                  existing file is refused unless ``--overwrite`` (``define_overwrite``)
+                  says to replace it; files are written atomically
+                  (``transformer_ua.outputs``: ``atomic_open``, ``atomic_json``, ...).
+  * Ctrl-C     -> SIGINT / SIGTERM at any moment: one line, exit status 130 / 143, no
+                  traceback. The line gives the exact command that resumes when a
+                  resumable state exists (training loops checkpoint first, see
+                  ``transformer_ua.train``; a binary declares other state with
+                  ``resumable``), and otherwise says that nothing needs resuming.
   * CPU-only   -> JAX's "Unable to initialize backend 'tpu'" probe is not printed.
+
+Interrupts are robust to where the signal lands: importing this module from a script in
+``experiments/`` or ``benchmarks/`` arms a handler that exits at once while the modules
+load (nothing has been written then); ``run`` replaces it by one that raises
+KeyboardInterrupt, and re-delivers that interrupt if Python swallowed it (raised inside a
+weakref callback or a finalizer, where it would only print "Exception ignored in ...").
 
 Usage::
 
@@ -23,11 +36,15 @@ Usage::
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import shlex
 import signal
 import sys
-from typing import Callable
+from typing import Callable, Iterable
+
+from transformer_ua import outputs
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -74,10 +91,79 @@ def fail(message: str) -> None:
   sys.exit(USAGE_ERROR)
 
 
-def _config_error(e: Exception) -> None:
+def _config_error(e: Exception, argv: Iterable[str] = ()) -> None:
+  explained = _explain_overrides(argv)
+  if explained:
+    fail(f'bad config override {explained}')
   # ml_collections reports typos as AttributeError("'key'\nDid you mean ...").
   text = str(e).strip().strip('\'"').replace('\\n', ' ').replace("\\'", "'")
   fail(f'bad config override: {text}')
+
+
+def _config_flags() -> dict:
+  """Name -> flag of every ml_collections config flag defined."""
+  return {name: flags.FLAGS[name] for name in flags.FLAGS
+          if type(flags.FLAGS[name]).__name__ == '_ConfigFlag'}
+
+
+def _config_of(flag, argv: Iterable[str]):
+  """The config a config flag holds before overrides (None when it cannot be had)."""
+  parser = getattr(flag, 'parser', None)
+  if type(parser).__name__ != 'ConfigFileFlagParser':   # a config dict: the value itself
+    return flag.value if hasattr(flag.value, 'keys') else None
+  path = flag.default
+  for arg in argv:
+    if arg.startswith(f'--{flag.name}='):
+      path = arg.split('=', 1)[1]
+  try:
+    return parser.parse(path) if path else None
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
+def _explain_overrides(argv: Iterable[str]) -> str | None:
+  """'--config.a.b=...: why it cannot be set' for the first override that names no
+  field of its config (a typo, or a field inside a value that is not a group)."""
+  argv = list(argv)
+  for name, flag in _config_flags().items():
+    config = None
+    for arg in argv:
+      if not arg.startswith(f'--{name}.'):
+        continue
+      if config is None:
+        config = _config_of(flag, argv)
+        if config is None:
+          return None
+      dotted = arg[len(name) + 3:].split('=', 1)[0]
+      node, where = config, name
+      for part in dotted.split('.'):
+        if not hasattr(node, 'keys'):
+          return (f'--{where}.{part}: {where} is a {type(node).__name__} ({node!r}), not a '
+                  'group of fields; set it as a whole')
+        keys = sorted(node.keys())
+        if part not in keys:
+          close = difflib.get_close_matches(part, keys, n=1)
+          hint = f'did you mean {close[0]!r}? ' if close else ''
+          return (f'--{where}.{part}: {where} has no field {part!r}; {hint}'
+                  f'fields: {", ".join(keys)}')
+        node, where = node[part], f'{where}.{part}'
+  return None
+
+
+def _flag_error(e: Exception) -> None:
+  """A flag parsing error in one line; a config file that raised while loading (absl
+  quotes the whole traceback) is reduced to the exception's own line."""
+  text = str(e)
+  if 'Traceback (most recent call last)' in text:
+    head = text.split(': Error whilst parsing', 1)[0].split('Traceback', 1)[0]
+    last = [l.strip() for l in text.strip().splitlines() if l.strip()][-1]
+    if 'get_config() takes 0 positional arguments' in last:
+      spec = head.split('=', 1)[-1].strip()
+      path, _, variant = spec.rpartition(':')
+      fail(f'{head.strip()}: {path} takes no variant after ":" (got {variant!r}); use '
+           f'{head.split("=", 1)[0].replace("flag ", "").strip()}={path}')
+    fail(f'{head.strip()}: {last}')
+  fail(e)
 
 
 def _check_config_files_loaded() -> None:
@@ -98,9 +184,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
     _check_config_files_loaded()
     return rest
   except flags.Error as e:
-    fail(e)
+    _flag_error(e)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
-    _config_error(e)
+    _config_error(e, argv)
   except (ImportError, SyntaxError, OSError) as e:  # a config file that does not load
     fail(f'config file did not load: {type(e).__name__}: {e}')
   return []  # unreachable: fail() exits
@@ -115,7 +201,7 @@ def define_config_dict(name: str, config, help_string: str = 'Configuration.', *
   try:
     return config_flags.DEFINE_config_dict(name, config, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError) as e:
-    _config_error(e)
+    _config_error(e, sys.argv)
 
 
 def define_config_file(name: str, default: str | None = None,
@@ -125,11 +211,121 @@ def define_config_file(name: str, default: str | None = None,
   try:
     return config_flags.DEFINE_config_file(name, default, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
-    _config_error(e)
+    _config_error(e, sys.argv)
+
+
+#: Resumable state declared by the running binary: [(path, command)] (``resumable``).
+_RESUMABLE: list[tuple[str, str]] = []
+#: The name of the signal that interrupted this process ('' while none has).
+_received = {'name': ''}
+
+
+def own_command(add: Iterable[str] = ()) -> str:
+  """This process's command line as a shell command (``python script.py --flags``), with
+  the arguments ``add`` appended where it lacks them (e.g. ``('--resume',)``)."""
+  argv = list(sys.argv) or ['binary']
+  argv += [a for a in add if a not in argv]
+  return 'python ' + shlex.join(argv)
+
+
+def resumable(path: str, command: str | None = None) -> None:
+  """Declares that ``path`` (a file, or a directory with files in it) holds state that a
+  rerun of ``command`` (default: this process's own command line) resumes from. If the
+  binary is interrupted, ``run`` prints that command when ``path`` holds something."""
+  _RESUMABLE.append((path, command or own_command()))
+
+
+def _has_state(path: str) -> bool:
+  if os.path.isfile(path):
+    return os.path.getsize(path) > 0
+  for _, _, files in os.walk(path):
+    if any(not f.startswith('.write_probe') for f in files):
+      return True
+  return False
+
+
+def _interrupt_line(name: str) -> str:
+  states = [(p, c) for p, c in _RESUMABLE if _has_state(p)]
+  if states:
+    path, command = states[-1]
+    return f'interrupted ({name}); state kept in {path}; resume with: {command}'
+  return f'interrupted ({name}); nothing needs resuming (no resumable state was written)'
+
+
+def _exit_status(name: str) -> int:
+  return TERMINATED if name == 'SIGTERM' else INTERRUPTED
+
+
+def _exit_at_once(signum, frame):  # pylint: disable=unused-argument
+  """While a binary's modules load: nothing has been written, so stop right here."""
+  name = signal.Signals(signum).name
+  try:
+    sys.stdout.flush()
+  except (OSError, ValueError):
+    pass
+  print(f'\ninterrupted ({name}) while starting; nothing needs resuming', file=sys.stderr,
+        flush=True)
+  os._exit(_exit_status(name))  # pylint: disable=protected-access
+
+
+def mark_interrupted(name: str) -> None:
+  """Records that signal ``name`` ('SIGINT' | 'SIGTERM') asked this process to stop: a
+  KeyboardInterrupt raised for it that Python swallows is then raised again (see
+  ``run``). Signal handlers other than cli's own (the training loop's) call it."""
+  _received['name'] = _received['name'] or name
 
 
 def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
-  raise KeyboardInterrupt(signal.Signals(signum).name)
+  name = signal.Signals(signum).name
+  mark_interrupted(name)
+  raise KeyboardInterrupt(name)
+
+
+def _unraisable(hook):
+  """sys.unraisablehook that re-delivers a KeyboardInterrupt Python had to swallow (it
+  was raised inside a weakref callback, a finalizer or a GC callback): a helper thread
+  simulates the signal again once the callback has returned, and the handler raises at
+  an ordinary bytecode (the hook itself must not block: the signal would land in it)."""
+  import _thread  # pylint: disable=import-outside-toplevel
+  import threading  # pylint: disable=import-outside-toplevel
+  again = threading.Event()
+
+  def redeliver():
+    while True:
+      again.wait()
+      again.clear()
+      _thread.interrupt_main(getattr(signal, _received['name'], signal.SIGINT))
+
+  threading.Thread(target=redeliver, name='cli-interrupt-redeliver', daemon=True).start()
+
+  def unraisable(info):
+    if isinstance(info.exc_value, KeyboardInterrupt) and _received['name']:
+      again.set()
+      return
+    hook(info)
+  unraisable.wrapped = hook
+  return unraisable
+
+
+def _main_is_a_binary() -> bool:
+  """True in the process of a script in experiments/ or benchmarks/ (not in the workers
+  a multiprocessing pool starts from it: those leave interrupts to their parent)."""
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  if multiprocessing.parent_process() is not None:
+    return False
+  main = sys.modules.get('__main__')
+  path = getattr(main, '__file__', None) or ''
+  return os.path.basename(os.path.dirname(os.path.abspath(path))) in ('experiments',
+                                                                     'benchmarks')
+
+
+def arm_early_interrupts() -> None:
+  """Until ``run`` starts: SIGINT / SIGTERM print one line and exit 130 / 143 at once
+  (a default Python would print a traceback from whatever module was loading)."""
+  import threading  # pylint: disable=import-outside-toplevel
+  if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, _exit_at_once)
+    signal.signal(signal.SIGTERM, _exit_at_once)
 
 
 def run(main: Callable[[list[str]], object]) -> None:
@@ -139,22 +335,45 @@ def run(main: Callable[[list[str]], object]) -> None:
   # (re)armed too: a shell starts background jobs with SIGINT ignored, and then
   # `kill -INT` would neither stop nor checkpoint a run.
   signal.signal(signal.SIGTERM, _raise_interrupt)
-  signal.signal(signal.SIGINT, signal.default_int_handler)
+  signal.signal(signal.SIGINT, _raise_interrupt)
+  if not hasattr(sys.unraisablehook, 'wrapped'):
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
+
+  def stop(name: str, line: str):
+    # From here on a further signal must not interrupt the exit (nor print a traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(line, file=sys.stderr, flush=True)
+    sys.exit(_exit_status(name))
 
   def wrapped(argv):
     try:
-      return main(argv)
-    except (app.UsageError, BadInput) as e:
-      fail(e)
+      try:
+        out = main(argv)
+      except (app.UsageError, BadInput) as e:
+        fail(e)
+      except SystemExit as e:   # sys.exit('error: ...'): bad input, said in one line
+        if isinstance(e.code, str) and e.code.startswith('error: '):
+          fail(e.code[len('error: '):])
+        raise
+      if _received['name']:   # a swallowed interrupt that was never re-raised
+        raise KeyboardInterrupt(_received['name'])
+      return out
     except Interrupted as e:
-      print(f'interrupted ({e.signal_name}); {e.note}', file=sys.stderr)
-      sys.exit(TERMINATED if e.signal_name == 'SIGTERM' else INTERRUPTED)
+      stop(e.signal_name, f'interrupted ({e.signal_name}); {e.note}')
     except KeyboardInterrupt as e:
-      name = str(e) or 'SIGINT'
-      print(f'interrupted ({name}); nothing further was written', file=sys.stderr)
-      sys.exit(TERMINATED if name == 'SIGTERM' else INTERRUPTED)
+      name = _received['name'] or str(e) or 'SIGINT'
+      stop(name, _interrupt_line(name))
 
-  app.run(wrapped, flags_parser=_parse_flags)
+  try:
+    app.run(wrapped, flags_parser=_parse_flags)
+  except KeyboardInterrupt as e:   # after main, e.g. while absl or JAX shut down
+    name = _received['name'] or str(e) or 'SIGINT'
+    stop(name, _interrupt_line(name))
+
+
+if _main_is_a_binary():
+  arm_early_interrupts()
 
 
 #: Default directory of JAX's persistent compilation cache (``compilation_cache``).
@@ -182,9 +401,29 @@ def compilation_cache(path: str) -> str:
   return path
 
 
-def output_dir(path: str, flag: str = '--output_dir') -> str:
+def define_overwrite():
+  """The ``--overwrite`` flag of a binary that writes files (see ``output_file``)."""
+  return flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist '
+                           '(without it they are refused before the work starts).')
+
+
+def _may_replace(flag: str) -> bool:
+  """Whether outputs named by ``flag`` may replace existing files without being asked:
+  with ``--overwrite``, or when the user did not give ``flag`` (its default path is the
+  binary's own run directory, e.g. under runs/, which its earlier runs wrote)."""
+  if 'overwrite' in flags.FLAGS and flags.FLAGS['overwrite'].value:
+    return True
+  name = flag.lstrip('-').split('=')[0]
+  return name in flags.FLAGS and not flags.FLAGS[name].present
+
+
+def output_dir(path: str, flag: str = '--output_dir', writes: Iterable[str] = (),
+               overwrite: bool | None = None) -> str:
   """Creates ``path`` if needed and checks that it is a writable directory.
 
+  ``writes``: the names of the files the binary will write into it; if one of them
+  exists already, it is refused unless ``overwrite`` (default: ``--overwrite`` was given,
+  or ``flag`` was not: see ``_may_replace``).
   Raises BadInput (one line, naming ``flag``) when it is empty, a file, or cannot be
   created or written. Call it before the work starts.
   """
@@ -192,6 +431,12 @@ def output_dir(path: str, flag: str = '--output_dir') -> str:
     raise BadInput(f'{flag} is empty; give a directory to write into.')
   if os.path.exists(path) and not os.path.isdir(path):
     raise BadInput(f'{flag}={path} is a file; give a directory.')
+  overwrite = _may_replace(flag) if overwrite is None else overwrite
+  there = outputs.existing(path, writes) if os.path.isdir(path) else []
+  if there and not overwrite:
+    more = f' (and {len(there) - 1} more)' if len(there) > 1 else ''
+    raise BadInput(f'{flag}={path} already holds {os.path.basename(there[0])}{more}; pass '
+                   '--overwrite to replace, or choose another directory.')
   try:
     os.makedirs(path, exist_ok=True)
   except OSError as e:
@@ -208,14 +453,23 @@ def output_dir(path: str, flag: str = '--output_dir') -> str:
   return path
 
 
-def output_file(path: str, flag: str) -> str:
+def output_file(path: str, flag: str, overwrite: bool | None = None,
+                append: bool = False) -> str:
   """Checks that ``path`` can be written (its directory made and writable) before the work.
 
-  An existing file is kept until the new one is written; a directory is refused.
+  An existing file is refused unless ``overwrite`` (default: ``--overwrite`` was given, or
+  ``flag`` was not, see ``_may_replace``) or ``append`` (a log the binary appends to); a
+  directory is refused.
   """
   if not path:
     raise BadInput(f'{flag} is empty; give a file path.')
   if os.path.isdir(path):
     raise BadInput(f'{flag}={path} is a directory; give a file path.')
+  overwrite = _may_replace(flag) if overwrite is None else overwrite
+  try:
+    outputs.check_new(path, overwrite=overwrite or append, what=f'{flag}={path}',
+                      how='pass --overwrite')
+  except OSError as e:
+    raise BadInput(str(e)) from None
   output_dir(os.path.dirname(os.path.abspath(path)), flag=f'the directory of {flag}')
   return path

@@ -168,6 +168,7 @@ class _StopRequest:
   def __call__(self, signum, frame):  # pylint: disable=unused-argument
     name = signal.Signals(signum).name
     if self.name is not None:
+      cli.mark_interrupted(name)   # re-raised by cli.run should Python swallow it
       raise KeyboardInterrupt(name)
     self.name = name
     print(f'\n{name}: finishing the current {self.unit}, then saving a checkpoint '
