@@ -375,26 +375,30 @@ def table1_figure(record, path):
         v = record[target]['models'][m]
         x = i + (k - 1) * w
         if key == 'paper_reported':
-          val = record[target]['paper_reported'].get(m)
+          val = record[target]['paper_reported'].get(m) if target == 'f1' else None
           if val is not None:
             ax.bar(x, val, w, color=color, edgecolor='black', hatch='//',
                    label=label if i == 0 or 'paper (reported)' not in
                    ax.get_legend_handles_labels()[1] else None)
           continue
-        vals = [float(a) for a in v[key]['mse_test']]
+        vals = [float(a) for a in v[key]['mse_test_vs_f']]
         if not vals:
-          ax.text(x, 1.0, 'not run', rotation=90, ha='center', va='bottom', fontsize=7)
+          ax.text(x, 0.02, 'not run yet', rotation=90, ha='center', va='bottom', fontsize=7,
+                  transform=ax.get_xaxis_transform())
           continue
         ax.bar(x, np.mean(vals), w, color=color, edgecolor='black',
                label=label if label not in ax.get_legend_handles_labels()[1] else None)
         ax.scatter([x] * len(vals), vals, color=COLORS[m], edgecolor='black', zorder=3, s=18)
-    ax.axhline(1.0, color='red', ls=':', lw=1, label='noise variance (1)')
+    if target == 'f2':
+      ax.text(0.99, 0.97, "paper (Table 1 prose): ATTENTION fits f2\nto the noise level; "
+              "MLP entries illegible", transform=ax.transAxes, ha='right', va='top', fontsize=8)
     ax.set_yscale('log')
+    ax.set_ylim(top=ax.get_ylim()[1] * 10)
     ax.set_xticks(range(len(models)))
     ax.set_xticklabels([MODEL_LABEL[m] for m in models])
-    ax.set_ylabel('test MSE (squared units of y), log scale')
-    ax.set_title(f'{target}: test MSE (bars: mean; dots: seeds)')
-    ax.legend(fontsize=8, loc='upper left')
+    ax.set_ylabel('test MSE vs noiseless f (squared units of y), log')
+    ax.set_title(f'{target}: test MSE against f (bars: seed mean; dots: seeds)')
+    ax.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.08), ncol=3)
   _save(fig, path)
   plt.close(fig)
 
@@ -447,7 +451,18 @@ def slices_figure(record, bconfig, workdir, path):
   plt.close(fig)
 
 
-def curves_figure(record, path):
+def _grid_best_curve(record, bconfig, workdir, target, m):
+  """The curve of the best finished grid run of a model whose tuned rows are not run."""
+  b = record[target]['models'][m]['tuned'].get('best_so_far')
+  if not b:
+    return None
+  r = baselines.read_json(os.path.join(
+      baselines.run_dir(workdir, target, m, 'grid', b['name'], bconfig.grid_seed),
+      'result.json'))
+  return None if r is None else baselines._curve(r)  # pylint: disable=protected-access
+
+
+def curves_figure(record, bconfig, workdir, path):
   plt = _plt()
   targets = record['targets']
   fig, axes = plt.subplots(2, len(targets), figsize=(6.5 * len(targets), 8), squeeze=False)
@@ -457,16 +472,23 @@ def curves_figure(record, path):
       drawn = False
       for m, v in record[target]['models'].items():
         blk = v[phase]
-        if not blk['curves']:
+        tag = ''
+        if blk['curves']:
+          c = blk['curves'][0]
+        elif phase == 'tuned':
+          c = _grid_best_curve(record, bconfig, workdir, target, m)
+          if c is None:
+            continue
+          tag = ' [grid best so far; "Te" = validation]'
+        else:
           continue
-        c = blk['curves'][0]
         ep = np.asarray(c['epoch'])
         tr = np.asarray([np.nan if a is None else a for a in c['train_mse']], float)
         te = np.asarray([np.nan if a is None else a for a in c['test_mse']], float)
-        ax.plot(ep, tr, color=COLORS[m], lw=1.2, label=f'{MODEL_LABEL[m]} MSE_Tr')
+        ax.plot(ep, tr, color=COLORS[m], lw=1.2, label=f'{MODEL_LABEL[m]} MSE_Tr{tag}')
         ok = np.isfinite(te)
         ax.plot(ep[ok], te[ok], color=COLORS[m], lw=1.2, ls='--',
-                label=f'{MODEL_LABEL[m]} MSE_Te')
+                label=f'{MODEL_LABEL[m]} MSE_Te{tag}')
         drawn = True
       ax.axhline(1.0, color='red', ls=':', lw=1, label='noise variance (1)')
       ax.set_yscale('log')
@@ -570,7 +592,7 @@ def write(bconfig, workdir, output_dir, prov) -> dict:
                os.path.join(output_dir, 'fang_baselines.json'))
   table1_figure(record, os.path.join(output_dir, FIGURES[0]))
   slices_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[1]))
-  curves_figure(record, os.path.join(output_dir, FIGURES[2]))
+  curves_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[2]))
   generalization_figure(record, os.path.join(output_dir, FIGURES[3]))
   gap_figure(record, os.path.join(output_dir, FIGURES[4]))
   _atomic_text(render(record, summary, output_dir),
