@@ -147,3 +147,17 @@ def test_bad_inputs_are_one_line_errors(thm2, tmp_path):
   with pytest.raises(ValueError, match='softmax attention'):
     export_onnx(hard, tmp_path / 'a.onnx')
   assert not list(tmp_path.glob('*.onnx'))  # nothing was written
+
+
+def test_an_existing_file_is_kept_unless_overwrite(thm2, tmp_path):
+  """An unrelated file at ``path`` is refused before anything is built; overwrite=True
+  replaces it (whole: the model loads)."""
+  _, g = thm2
+  path = tmp_path / 'notes.onnx'
+  path.write_text('not a model')
+  with pytest.raises(FileExistsError, match='already exists; pass overwrite=True'):
+    export_onnx(g, path)
+  assert path.read_text() == 'not a model'
+  assert export_onnx(g, path, overwrite=True) == str(path)
+  assert onnx.load(str(path)).graph.output[0].name == 'Y'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['notes.onnx']  # no temp file left

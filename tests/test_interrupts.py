@@ -9,6 +9,7 @@ exists) or that nothing needs resuming.
 
 import glob
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def test_interrupt_names_the_resume_command_only_with_state(tmp_path, write, sig
   assert _wait_for(proc, lambda: proc.stdout.readline().strip() == 'waiting')
   last = _clean(*_stop(proc, sig)[::2], sig)
   if write:
-    assert _resume_command(last) == 'python ' + ' '.join(args)
+    assert _resume_command(last) == 'python ' + shlex.join(args)
     assert f'state kept in {state}' in last
   else:
     assert 'nothing needs resuming' in last and 'resume with' not in last
@@ -117,7 +118,7 @@ def test_interrupt_between_runs_names_the_command_and_resumes(tmp_path):
   assert _wait_for(proc, lambda: glob.glob(str(work / 'f1' / '*' / 'result.json')))
   status, _, err = _stop(proc, signal.SIGINT)
   last = _clean(status, err, signal.SIGINT)
-  assert _resume_command(last) == 'python ' + ' '.join(args)
+  assert _resume_command(last) == 'python ' + shlex.join(args)
   done = glob.glob(str(work / 'f1' / '*' / 'result.json'))
   again = subprocess.run([sys.executable, *args, '--only=attention:10'], cwd=ROOT,
                          capture_output=True, text=True, timeout=900, check=False,
@@ -135,5 +136,5 @@ def test_interrupt_in_the_verifier_names_the_resume_flag(tmp_path):
   state = tmp_path / 'cm.json.state'
   assert _wait_for(proc, lambda: state.exists() and state.stat().st_size > 0)
   last = _clean(*_stop(proc, signal.SIGINT)[::2], signal.SIGINT)
-  assert _resume_command(last) == 'python ' + ' '.join(args + ['--resume'])
+  assert _resume_command(last) == 'python ' + shlex.join(args + ['--resume'])
   assert not out.exists()

@@ -41,6 +41,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
 
 #: dtypes the exported graph can compute in (input, weights and output).
@@ -53,7 +54,7 @@ IR_VERSION = 8
 _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 
 
-def _check_args(g, path, batch, dtype) -> str:
+def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
   if not isinstance(g, Realized):
     raise ValueError(f'export_onnx needs a yun.Realized network (net.realize(lam=, '
@@ -79,6 +80,7 @@ def _check_args(g, path, batch, dtype) -> str:
                      f'{e.strerror}.') from None
   if os.path.exists(path) and not os.access(path, os.W_OK):
     raise ValueError(f'path {path!r} exists and is not writable.')
+  outputs.check_new(path, overwrite=overwrite, what=f'path {path!r}')
   for i, seg in enumerate(g.segments):
     if (seg.kind, seg.normalizer, seg.activation) != ('block', 'softmax', 'relu'):
       raise ValueError(f'segment {i} is a {seg.kind} with {seg.normalizer} / {seg.activation}; '
@@ -141,7 +143,8 @@ def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
       [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
 
 
-def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'float64'):
+def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'float64',
+                overwrite: bool = False):
   """Writes the realized network g as an ONNX model; returns ``path``.
 
   Args:
@@ -150,11 +153,14 @@ def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'fl
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output. g's params are cast
       (float64 -> float32 rounds them as ``realize(dtype='float32')`` does).
+    overwrite: replace an existing file at ``path`` (default: refuse it). The file is
+      written atomically (whole or not at all).
   Model: input ``X`` [batch, n, d], output ``Y`` = g(X) [batch, n, d].
   Raises:
     ValueError: g is not a Realized, bad dtype / batch, or path cannot be written.
+    FileExistsError: ``path`` exists and ``overwrite`` is False (``outputs.OutputExists``).
   """
-  path = _check_args(g, path, batch, dtype)
+  path = _check_args(g, path, batch, dtype, overwrite)
   dt = np.dtype(dtype)
   elem_type = _TENSOR_TYPES[dtype]
   d = int(np.shape(g.params['segment_0']['feedforward']['b_2'])[-1])
@@ -189,5 +195,6 @@ def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'fl
       'positional': str(g.positional), 'n': str(g.n), 'd': str(d),
       'blocks': str(sum(s.depth for s in g.segments))})
   onnx.checker.check_model(model, full_check=True)
-  onnx.save_model(model, path)
+  with outputs.atomic_open(path, 'wb') as f:
+    f.write(model.SerializeToString())
   return path
