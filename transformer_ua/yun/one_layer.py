@@ -69,6 +69,12 @@ kappa_r(S').
       step because beta / (n r0) <= 1; beta_t >= lam (M - 1) gives gamma_mean.
   (iv) Tokens. mean_beta(S) in [0, M - 1], so id(S, t) - O - t in [0, 1/2].        QED
 
+Remark (any lam > 0 separates, without a margin). With P(x) = sum_v c_v x^v the count
+polynomial of S, mean_beta(S) = x P'(x) / P(x) at x = e^beta; equal means of S != S' make
+the integer polynomial P'Q - PQ' vanish at x, and it is not identically 0 (else (P/Q)' =
+0, P = Q as P(1) = Q(1) = n). For rational beta > 0, x is transcendental (Lindemann), so
+the means differ. The theorem above adds the margin the value map needs.
+
 Scaling. log2(1/beta*) = n log2 h + O(n log n), so
     log2(1/gamma) = (n - 1)^2 d log2 N + O(n^2 log n)   (proved; Yun et al.'s N^d + 1
 layers need ~ (3n + 1) d log2 N bits for their largest id). The *certified* gaps on
