@@ -237,6 +237,7 @@ def grid_entries(bconfig, root, target, model) -> list[dict]:
     if st == 'finished':
       r = read_json(os.path.join(wd, 'result.json'))
       e.update(val_mse=r['mse_test'], train_mse=r['mse_train'],
+               val_mse_vs_f=r['mse_test_vs_f'],
                epochs_to_convergence=r['epochs_to_convergence'],
                run_time_s=r['run_time_s'], provenance=r['provenance'],
                segments=r.get('segments', []))

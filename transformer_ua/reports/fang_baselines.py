@@ -382,6 +382,13 @@ def table1_figure(record, path):
                    ax.get_legend_handles_labels()[1] else None)
           continue
         vals = [float(a) for a in v[key]['mse_test_vs_f']]
+        b = v['tuned'].get('best_so_far')
+        if not vals and key == 'tuned' and b:
+          e = next(e for e in v['tuned']['grid'] if e['name'] == b['name'])
+          lab = 'grid best so far (validation, seed 0)'
+          ax.bar(x, e['val_mse_vs_f'], w, color='white', edgecolor='dimgray', hatch='xx',
+                 label=lab if lab not in ax.get_legend_handles_labels()[1] else None)
+          continue
         if not vals:
           ax.text(x, 0.02, 'not run yet', rotation=90, ha='center', va='bottom', fontsize=7,
                   transform=ax.get_xaxis_transform())
@@ -517,6 +524,13 @@ def generalization_figure(record, path):
         ax.scatter(tr, te, marker=marker, color=COLORS[m], edgecolor='black', s=40,
                    label=f"{MODEL_LABEL[m]}, {'paper recipe' if phase == 'paper' else 'tuned'}")
         lo, hi = min(lo, *tr, *te), max(hi, *tr, *te)
+      b = v['tuned'].get('best_so_far')
+      if not v['tuned']['mse_test'] and b:
+        e = next(e for e in v['tuned']['grid'] if e['name'] == b['name'])
+        ax.scatter([e['train_mse']], [e['val_mse']], marker='^', color=COLORS[m],
+                   edgecolor='black', s=50,
+                   label=f'{MODEL_LABEL[m]}, grid best so far (y: validation MSE)')
+        lo, hi = min(lo, e['train_mse'], e['val_mse']), max(hi, e['train_mse'], e['val_mse'])
     if hi > 0:
       line = np.array([lo / 2, hi * 2])
       ax.plot(line, line, color='black', lw=0.8, ls=':', label='MSE_Te = MSE_Tr')
