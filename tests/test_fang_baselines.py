@@ -25,7 +25,7 @@ def test_grid_is_the_product_with_the_priority_order_first():
   s = baselines.grid_settings(t)
   names = [baselines.setting_name(x) for x in s]
   assert len(s) == 16 and len(set(names)) == 16
-  assert names[:3] == ['adam_lr0.001_noclip', 'sgd_lr0.01_clip1', 'adam_lr0.01_noclip']
+  assert names[:3] == ['adam_lr0.001_noclip', 'adam_lr0.01_noclip', 'adam_lr0.03_clip1']
   assert {(x['optimizer'], x['lr_peak'], x['clip_norm']) for x in s} == {
       (o, lr, c) for o in ('sgd', 'adam') for lr in (1e-3, 3e-3, 1e-2, 3e-2)
       for c in (1.0, 0.0)}
