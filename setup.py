@@ -1,7 +1,8 @@
 """transformer_ua: runnable, verified constructions of Transformer expressivity proofs.
 
 Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
-``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[notebooks]"``,
+``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[colab]"``
+(everything the notebooks in colabs/ need, with Jupyter's nbconvert to run them headless),
 ``pip install -e ".[export]"`` (ONNX export).
 """
 
@@ -36,6 +37,9 @@ NOTEBOOKS = [
     'nbformat>=5.10',
     'ipykernel>=6.29',
 ]
+# Running the notebooks (colabs/): a kernel, nbconvert (`jupyter nbconvert --execute`) and
+# what notebook 05 trains with (tokenizers).
+COLAB = NOTEBOOKS + EXPERIMENTS + ['nbconvert>=7.0']
 TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
@@ -56,7 +60,8 @@ setuptools.setup(
         'test': TEST,
         'experiments': EXPERIMENTS,
         'export': EXPORT,
-        'notebooks': NOTEBOOKS,
+        'colab': COLAB,
+        'notebooks': COLAB,   # the older name of 'colab'
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],
     },

@@ -117,3 +117,71 @@ def test_every_config_loads_as_a_file(tmp_path, name):
                         timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr
   assert proc.stdout.strip() == 'ConfigDict', proc.stdout
+
+
+def _binary(script, *args, env=None):
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu', **(env or {}))
+  return subprocess.run([sys.executable, os.path.join(ROOT, script), *args],
+                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+                        check=False)
+
+
+FANG_F1 = '--config=experiments/configs/fang_f1.py'
+
+
+@pytest.mark.parametrize('script, out_flag, args, fragment', [
+    ('experiments/fang_regression.py', '--workdir',
+     (FANG_F1, '--config.optimizer.learning_rat=0.1'),
+     "--config.optimizer.learning_rat: config.optimizer is a str ('sgd'), not a group"),
+    ('experiments/fang_regression.py', '--workdir', (FANG_F1, '--config.lr_peek=0.1'),
+     "config has no field 'lr_peek'; did you mean 'lr_peak'?"),
+    ('experiments/fang_regression.py', '--workdir', (FANG_F1 + ':laddr',),
+     "fang_f1.py takes no variant after \":\" (got 'laddr')"),
+    ('experiments/approximate.py', '--output_dir',
+     ('--config=experiments/configs/approximate.py:laddr',),
+     "unknown config variant 'laddr'; allowed: 'default', 'ladder'."),
+    ('experiments/realization_certified.py', '--outdir', ('--only=T9',),
+     "--only: 'T9' is in no row label; allowed: parts of 'T2 token_times_mean (1,3,8)'"),
+])
+def test_bad_input_is_one_line_with_status_2(tmp_path, script, out_flag, args, fragment):
+  out = tmp_path / 'out'
+  proc = _binary(script, *args, f'{out_flag}={out}')
+  _one_line_error(proc, fragment)
+  assert len(proc.stderr.splitlines()[0]) < 500   # no quoted traceback
+  assert not out.exists(), 'nothing is written before the refusal'
+
+
+def test_missing_corpus_is_one_line_with_status_2(tmp_path):
+  proc = _binary('experiments/mixing_pretrain.py', '--config=experiments/configs/mixing_tiny.py',
+                 f'--workdir={tmp_path / "w"}', env={'WORDNET_DIR': str(tmp_path / 'none')})
+  _one_line_error(proc, 'WordNet corpus not found')
+
+
+def test_existing_outputs_are_refused_unless_overwrite(tmp_path):
+  """A file the binary did not write is never replaced silently: an explicit output path
+  that exists is refused before the work (exit 2); --overwrite replaces it."""
+  notes = tmp_path / 'notes.json'
+  notes.write_text('mine')
+  _one_line_error(_run(f'--output_file={notes}'),
+                  f'--output_file={notes} already exists; pass --overwrite')
+  assert notes.read_text() == 'mine'
+  assert _run(f'--output_file={notes}', '--overwrite').returncode == 0
+  record = tmp_path / 'record'
+  record.mkdir()
+  (record / 'fang_construction.md').write_text('the record')
+  proc = _binary('experiments/fang_construction.py', f'--results_dir={record}')
+  _one_line_error(proc, 'already holds fang_construction.md; pass --overwrite')
+  assert (record / 'fang_construction.md').read_text() == 'the record'
+
+
+def test_atomic_writes_leave_the_old_file_on_failure(tmp_path):
+  from transformer_ua import outputs
+  path = tmp_path / 'r.json'
+  outputs.atomic_json(str(path), {'a': 1})
+  assert path.read_text() == '{"a": 1}\n'
+  with pytest.raises(TypeError):
+    outputs.atomic_json(str(path), {'a': object()})   # not serializable, half written
+  assert path.read_text() == '{"a": 1}\n' and os.listdir(tmp_path) == ['r.json']
+  with pytest.raises(outputs.OutputExists, match='already exists'):
+    outputs.check_new(str(path))
+  assert outputs.check_new(str(path), overwrite=True) == str(path)
