@@ -16,6 +16,8 @@ import pytest
 from transformer_ua.yun import approximator, build_approximator, plan, rational
 from transformer_ua.yun import contextual_ties as ct
 
+from oracles import mp_value, mp_literal
+
 
 @pytest.fixture(scope='module')
 def net134():
@@ -26,52 +28,6 @@ def net134():
 def exact134(net134):
   p = plan.plan_realization(net134)
   return p, net134.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
-
-
-def _mp(v):
-  v = Fraction(v)
-  return mpmath.mpf(v.numerator) / v.denominator
-
-
-def mp_literal(g, x, prec):
-  """The realized network, literally, in mpmath at ``prec`` bits: [n, d] -> [n, d]."""
-  with mpmath.workprec(prec):
-    params = g.exact_params()
-    z = [[mpmath.mpf(float(v)) for v in row] for row in np.asarray(x, np.float64)]
-    n, d = len(z), len(z[0])
-    if g.positional:
-      z = [[z[j][i] + _mp(params['E'][j][i]) for i in range(d)] for j in range(n)]
-    for s, seg in enumerate(g.segments):
-      att, ff = params[f'segment_{s}']['attention'], params[f'segment_{s}']['feedforward']
-      for layer in range(seg.depth):
-        upd = [[mpmath.mpf(0)] * d for _ in range(n)]
-        for h in range(att['W_Q'].shape[1]):
-          wq, bq, wk = att['W_Q'][layer, h], att['b_Q'][layer, h], att['W_K'][layer, h]
-          wv, wo = att['W_V'][layer, h], att['W_O'][layer, h]
-          m = wq.shape[0]
-          q = [[sum(_mp(wq[a, i]) * z[j][i] for i in range(d)) + _mp(bq[a]) for a in range(m)]
-               for j in range(n)]
-          k = [[sum(_mp(wk[a, i]) * z[j][i] for i in range(d)) for a in range(m)]
-               for j in range(n)]
-          v = [[sum(_mp(wv[a, i]) * z[j][i] for i in range(d)) for a in range(m)]
-               for j in range(n)]
-          for j in range(n):
-            s_jk = [sum(q[j][a] * k[kk][a] for a in range(m)) for kk in range(n)]
-            top = max(s_jk)
-            e = [mpmath.exp(sv - top) for sv in s_jk]
-            tot = sum(e)
-            mixed = [sum(e[kk] / tot * v[kk][a] for kk in range(n)) for a in range(m)]
-            for i in range(d):
-              upd[j][i] += sum(_mp(wo[i, a]) * mixed[a] for a in range(m))
-        z = [[z[j][i] + upd[j][i] for i in range(d)] for j in range(n)]
-        w1, b1, w2, b2 = (ff[key][layer] for key in ('W_1', 'b_1', 'W_2', 'b_2'))
-        for j in range(n):
-          pre = [sum(_mp(w1[r, i]) * z[j][i] for i in range(d)) + _mp(b1[r])
-                 for r in range(w1.shape[0])]
-          act = [max(mpmath.mpf(0), t) for t in pre]
-          z[j] = [z[j][i] + sum(_mp(w2[i, r]) * act[r] for r in range(len(act))) + _mp(b2[i])
-                  for i in range(d)]
-    return z
 
 
 def test_plan_is_powers_of_two_from_exact_bounds(exact134):

@@ -81,6 +81,13 @@ def _up(x: arb) -> float:
   return f if arb(f) >= u else float(np.nextafter(f, np.inf))
 
 
+def _down(x: arb) -> float:
+  """A float <= every point of the ball x."""
+  lo = x.lower()
+  f = float(lo)
+  return f if arb(f) <= lo else float(np.nextafter(f, -np.inf))
+
+
 def _q(v) -> arb:
   return ball.to_arb(Fraction(v) if not isinstance(v, float) else Fraction(v))
 
@@ -141,7 +148,7 @@ class Certificate:
     t = self.terms
     return (f'd_p(f, g) <= {self.total:.4g} certified (p={self.p:g}; f-f_bar '
             f'{t["f_fbar"]:.3g} + f_bar-g_bar {t["fbar_gbar"]:.3g} + g_bar-g '
-            f'{t["gbar_g"]:.3g}; interiors {100 * self.interior_fraction:.4g}% of the '
+            f'{t["gbar_g"]:.3g}; interiors {100 * self.interior_fraction:.6g}% of the '
             f'volume, sup {self.interior_sup:.3g}; windows {self.window_measure:.3g}, sup '
             f'{self.window_sup:.3g}; N={self.resolution}, lam=2^{math.log2(self.lam):.0f}, '
             f'ramp 2^{math.log2(self.epsilon):.0f}, {self.bits} bits, '
@@ -268,7 +275,7 @@ def gbar_g_bound(*, d: int, n: int, p: float, margin: Fraction, interior_sup: fl
     total = inner + outer
     return {'bound': _up(_root(total, p)) if total.is_finite() else math.inf,
             'interior_part': _up(inner), 'window_part': _up(outer),
-            'interior_fraction': float(np.nextafter(float(frac.lower()), -np.inf)),
+            'interior_fraction': _down(frac),
             'window_measure': _up(win)}
 
 

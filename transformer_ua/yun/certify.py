@@ -21,10 +21,12 @@ params and ignores SIGINT, so Ctrl-C reaches only the parent, which stops the po
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from fractions import Fraction
 
@@ -139,6 +141,30 @@ def _pool_chunk(span):
   return _chunk(_WORKER, span)
 
 
+@contextlib.contextmanager
+def _workers_skip_main():
+  """Starts spawned workers without re-running ``__main__``.
+
+  A spawned child normally imports the parent's main script (to find functions defined
+  there); the workers here need only ``transformer_ua``, and a user's script without
+  an ``if __name__ == '__main__'`` guard would otherwise run again in every worker.
+  While the pool starts, ``__main__`` shows no file or spec to the spawn machinery.
+  """
+  main = sys.modules.get('__main__')
+  saved = {k: main.__dict__[k] for k in ('__file__', '__spec__') if k in main.__dict__} \
+      if main is not None else {}
+  try:
+    for k in saved:
+      if k == '__file__':
+        del main.__dict__[k]
+      else:
+        main.__dict__[k] = None
+    yield
+  finally:
+    if main is not None:
+      main.__dict__.update(saved)
+
+
 def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None, *,
                       check_plan: bool = True, workers: int | None = None,
                       tolerance: float = 1e-6, stop_early: bool = False) -> dict:
@@ -172,8 +198,10 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
     step = max(1, -(-c // (CHUNKS_PER_WORKER * workers)))
     chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
     ctx = multiprocessing.get_context('spawn')
-    with ctx.Pool(workers, initializer=_init_worker,
-                  initargs=(g.segments, g.params, g.positional, bits, work)) as pool:
+    with _workers_skip_main():
+      pool = ctx.Pool(workers, initializer=_init_worker,
+                      initargs=(g.segments, g.params, g.positional, bits, work))
+    with pool:
       results = pool.map(_pool_chunk, chunks)
   else:
     workers = 1
