@@ -85,7 +85,8 @@ def write_png(path, rows):
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   fig, ax = plt.subplots(figsize=(7, 4.5))
-  for n in sorted({r['n'] for r in rows}):
+  for i, n in enumerate(sorted({r['n'] for r in rows})):
+    color = f'C{i}'   # one color per n; marker and line style per kind
     for searched, style in ((False, 'o-'), (True, 's:')):
       sel = sorted((r for r in rows
                     if r['n'] == n and (r['lam'] != r['planned_lam']) == searched),
@@ -94,11 +95,11 @@ def write_png(path, rows):
       if not sel:
         continue
       x = [math.log2(r['M']) for r in sel]
-      ax.plot(x, [math.log2(r['certified_min_id_gap']) for r in sel], style,
+      ax.plot(x, [math.log2(r['certified_min_id_gap']) for r in sel], style, color=color,
               label=f"n={n} certified ({'searched' if searched else 'planned'} lam)")
       if not searched:
         ax.plot(x, [math.log2(r['proved_min_id_gap']) for r in sel], 'x--', alpha=0.5,
-                label=f'n={n} proved bound')
+                color=color, label=f'n={n} proved bound')
   ax.set_xlabel('log2 M  (M = N^d cells)')
   ax.set_ylabel('log2 min id gap')
   ax.legend(fontsize=6, ncol=2)
