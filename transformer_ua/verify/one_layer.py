@@ -145,7 +145,6 @@ def _mpmath_check(table, p, g, samples: int, seed: int) -> dict:
   rows = set(rng.choice(len(table), size=min(samples, len(table)), replace=False).tolist())
   if g['argmin'] is not None:
     rows |= {g['argmin'], g['argmin'] + 1}
-  scale = Fraction(2) ** table.scale
   outside = []
   with mpmath.workprec(table.bits + MPMATH_EXTRA_BITS):
     for i in sorted(rows):
@@ -163,7 +162,6 @@ def _mpmath_check(table, p, g, samples: int, seed: int) -> dict:
                  'certified_lower_bound': float(g['min_gap']),
                  'consistent': bool(b - a >= mpmath.mpf(g['min_gap'].numerator)
                                     / g['min_gap'].denominator)}
-  del scale
   return {'rows': len(rows), 'outside': len(outside), 'outside_rows': outside[:10],
           'precision_bits': table.bits + MPMATH_EXTRA_BITS, 'closest_pair': closest}
 

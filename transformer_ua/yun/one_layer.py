@@ -392,10 +392,6 @@ def _exact(a) -> np.ndarray:
   return np.asarray(a, dtype=object)
 
 
-def _frac(x) -> Fraction:
-  return Fraction(x)
-
-
 def _unscale(tree, scale: int):
   """Lemma 7's scaled-integer params -> exact rationals (biases, breakpoints,
   intercepts scale with the input; weights do not)."""
