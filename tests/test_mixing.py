@@ -494,7 +494,7 @@ def test_report_combines_recorded_rows_with_new_runs_and_says_which_is_which(tmp
                        expected=expected)
   again = json.loads((out_dir / 'mixing_layers_cpu_long.json').read_text())
   assert again['table1'] == out['table1'] and again['claims'] == out['claims']
-  assert again['per_run'] == out['per_run']
+  assert again['per_run'] == out['per_run'] and again['recorded'] == out['recorded']
 
 
 def test_recorded_rows_refuse_values_whose_seeds_cannot_be_told(tmp_path):

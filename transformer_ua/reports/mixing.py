@@ -275,20 +275,22 @@ def _curves_of_json(d):
 def recorded_rows(path):
   """The per-seed rows of an earlier report's ``.json`` at ``path``: (rows as
   per_run_rows() with 'via' = where they were read, learning curves as
-  learning_curves(), that report's {'path', 'report_revision', 'runs_summary',
-  'task_data', 'pretrain_data'}). Raises cli.BadInput when a value's seed cannot be told
-  (see the module docstring)."""
+  learning_curves(), {'sources': [{'path', 'report_revision', 'runs_summary', 'rows'}]
+  (the reports the rows were first recorded in: this one, or for a report that itself
+  combined recorded rows, its sources), 'task_data', 'pretrain_data'}). Raises
+  cli.BadInput when a value's seed cannot be told (see the module docstring)."""
   try:
     with open(path) as f:
       d = json.load(f)
     rev = d['sweep_provenance']['git_revision'][:7]
     curves = _curves_of_json(d)
     via = f'{os.path.basename(path)} (report at {rev})'
-    info = {'path': path, 'report_revision': d['sweep_provenance']['git_revision'],
-            'runs_summary': d.get('runs_summary'), 'task_data': d.get('task_data') or {},
-            'pretrain_data': d.get('pretrain_data')}
+    info = {'task_data': d.get('task_data') or {}, 'pretrain_data': d.get('pretrain_data'),
+            'sources': [{'path': path, 'report_revision': d['sweep_provenance']['git_revision'],
+                         'runs_summary': d.get('runs_summary')}]}
     if 'per_run' in d:
       rows = [dict(r, via=r.get('via') or via) for r in d['per_run']]
+      info['sources'] = d.get('recorded') or []
       return rows, curves, info
     steps = d['config_values']['pretrain']['num_steps']
     not_done = {(r['run'], r['stage']) for r in d.get('not_done', ())}
@@ -313,6 +315,7 @@ def recorded_rows(path):
                        'values': {f: got[f]['values'][i] for f in got if got[f]},
                        **({'params_encoder_pooler': summ.get('params_encoder_pooler')}
                           if stage == 'pretrain' else {})})
+    info['sources'][0]['rows'] = sorted({f"{r['run']}/{r['stage']}" for r in rows})
     return rows, curves, info
   except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
     raise cli.BadInput(f'--recorded: {path} is not a report whose per-seed rows can be read '
@@ -462,10 +465,10 @@ def report(config, root, results_dir, config_name, prov, not_done=(), seed_noise
     not_done = [r for r in not_done if (r['run'], r['stage']) not in have]
   out = {'runs_summary': runs_summary(runs)}
   if recorded or own_seeds:
-    out.update(per_run=rows, own_seeds=own_seeds, recorded=[
-        {'path': i['path'], 'report_revision': i['report_revision'],
-         'runs_summary': i['runs_summary'],
-         'rows': sorted({f"{r['run']}/{r['stage']}" for r in rs})} for rs, _, i in got],
+    sources = []
+    for _, _, info in got:
+      sources += [x for x in info['sources'] if x not in sources]
+    out.update(per_run=rows, own_seeds=own_seeds, recorded=sources,
         missing={f'{side}_{x}_{field}': names for (side, x, field), names in missing.items()})
   out.update({'config': config_name, 'table1': table, 'figure1': {str(k): v for k, v in figure.items()},
          'task_data': baselines, 'pretrain_data': pre_data, 'sweep_provenance': prov,
