@@ -1,29 +1,52 @@
-"""Every ```python snippet in README.md runs as written (a user copies them)."""
+"""The front page and the docs, as a user reads them.
 
+* Every ```python snippet in README.md and docs/*.md runs as written (a user copies them).
+* Every relative link in them, in colabs/README.md and in the READMEs of results/ points
+  at a file or folder that exists.
+* The README quotes measured figures only next to the record that holds them: every
+  number-with-unit in it sits in a paragraph that links results/, and appears in that
+  file verbatim.
+"""
+
+import glob
 import os
 import re
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = ['README.md'] + sorted(os.path.relpath(p, ROOT)
+                               for p in glob.glob(os.path.join(ROOT, 'docs', '*.md')))
+LINKED = PAGES + ['colabs/README.md'] + sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '**',
+                                                             'README.md'), recursive=True))
+#: Folders reserved in the index whose README is still being written.
+RESERVED = ('results/yun/certified/',)
 
 
-def _snippets():
-  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
-    text = f.read()
-  return re.findall(r'^```python\n(.*?)^```', text, flags=re.S | re.M)
+def _read(page):
+  with open(os.path.join(ROOT, page), encoding='utf-8') as f:
+    return f.read()
+
+
+def _snippets(page):
+  return re.findall(r'^```python\n(.*?)^```', _read(page), flags=re.S | re.M)
+
+
+SNIPPETS = [(page, i) for page in PAGES for i in range(len(_snippets(page)))]
 
 
 def test_readme_has_snippets():
-  assert len(_snippets()) >= 3
+  assert len(_snippets('README.md')) >= 2 and len(SNIPPETS) >= 4
 
 
-@pytest.mark.slow  # ~20 s of CPU: builds, realizes and exports; the fast check is below
-@pytest.mark.parametrize('index', range(len(_snippets())))
-def test_readme_snippet_runs(index, tmp_path, monkeypatch):
+@pytest.mark.slow  # ~1 min of CPU: builds, realizes, certifies and exports
+@pytest.mark.filterwarnings('ignore::transformer_ua.yun.plan.FloatRealizationWarning')
+@pytest.mark.parametrize('page, index', SNIPPETS, ids=[f'{p}:{i}' for p, i in SNIPPETS])
+def test_snippet_runs(page, index, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
-  code = _snippets()[index].replace('/tmp/g.onnx', str(tmp_path / 'g.onnx'))
-  exec(compile(code, f'README.md snippet {index + 1}', 'exec'), {'__name__': 'readme'})  # pylint: disable=exec-used
+  code = _snippets(page)[index].replace('/tmp/g.onnx', str(tmp_path / 'g.onnx'))
+  exec(compile(code, f'{page} snippet {index + 1}', 'exec'), {'__name__': 'readme'})  # pylint: disable=exec-used
 
 
 def _undefined_names(code):
@@ -43,7 +66,74 @@ def _undefined_names(code):
   return missing
 
 
-@pytest.mark.parametrize('index', range(len(_snippets())))
-def test_readme_snippet_defines_what_it_uses(index):
+@pytest.mark.parametrize('page, index', SNIPPETS, ids=[f'{p}:{i}' for p, i in SNIPPETS])
+def test_snippet_defines_what_it_uses(page, index):
   """Fast half of the check (the run itself is slow): no name is used undefined."""
-  assert _undefined_names(_snippets()[index]) == []
+  assert _undefined_names(_snippets(page)[index]) == []
+
+
+def _links(page):
+  """Relative link targets of a markdown page, resolved against its folder."""
+  text = re.sub(r'```.*?```', '', _read(page), flags=re.S)
+  out = []
+  for target in re.findall(r'\]\(([^)\s]+)\)', text):
+    if re.match(r'^[a-z]+:', target) or target.startswith('#'):
+      continue
+    path = os.path.normpath(os.path.join(os.path.dirname(page), target.split('#')[0]))
+    out.append(path.replace(os.sep, '/'))
+  return out
+
+
+@pytest.mark.parametrize('page', LINKED)
+def test_links_resolve(page):
+  links = _links(page)
+  missing = [l for l in links if not os.path.exists(os.path.join(ROOT, l))
+             and not any(l.startswith(r.rstrip('/')) for r in RESERVED)]
+  assert missing == [], f'{page} links to what does not exist'
+
+
+def test_every_result_file_is_listed_by_its_folder():
+  """Nothing in results/ is unreferenced: each file is named, or matched by a pattern in
+  backticks (`grids/*.json`, `..._N{N}_d{d}.json`), by the README of its folder or of a
+  folder above it; the archived runs under mixing/runs/ are listed by their folders."""
+  import fnmatch
+  results = os.path.join(ROOT, 'results')
+  unlisted = []
+  for path in sorted(glob.glob(os.path.join(results, '**', '*'), recursive=True)):
+    rel = os.path.relpath(path, results).replace(os.sep, '/')
+    if (os.path.isdir(path) or rel.endswith('README.md') or rel.startswith('mixing/runs/')
+        or any(('results/' + rel).startswith(r) for r in RESERVED)):
+      continue
+    listed, folder = False, os.path.dirname(rel)
+    while not listed:
+      readme = os.path.join(results, folder, 'README.md')
+      if os.path.exists(readme):
+        text = open(readme, encoding='utf-8').read()
+        here = os.path.relpath(path, os.path.join(results, folder)).replace(os.sep, '/')
+        stem = re.sub(r'\.(json|md|png)$', '', os.path.basename(rel))
+        patterns = [re.sub(r'\{[^}]*\}', '*', p) for p in re.findall(r'`([^`]+)`', text)]
+        listed = (here in text or stem in text or any(
+            fnmatch.fnmatch(name, p) for p in patterns
+            for name in (here, os.path.basename(rel))))
+      if not folder:
+        break
+      folder = os.path.dirname(folder)
+    if not listed:
+      unlisted.append(rel)
+  assert unlisted == []
+
+
+_MEASURE = re.compile(r'(?<![\w.])(\d+(?:\.\d+)?(?: min \d+)?)\s?(s|min|h|GB|MB|x|%)(?!\w)')
+
+
+def test_readme_quotes_figures_only_next_to_their_record():
+  text = re.sub(r'```.*?```', '', _read('README.md'), flags=re.S)
+  for para in re.split(r'\n\s*\n', text):
+    figures = [m.group(0) for m in _MEASURE.finditer(re.sub(r'`[^`]*`', '', para))]
+    if not figures:
+      continue
+    records = [os.path.normpath(os.path.join(ROOT, l)) for l in re.findall(
+        r'\]\((results/[^)\s]+\.md)\)', para)]
+    assert records, f'figures {figures} quoted without a link to their record: {para!r}'
+    held = ''.join(open(r, encoding='utf-8').read() for r in records)
+    assert [f for f in figures if f not in held] == [], para

@@ -1,4 +1,4 @@
-"""The README's layout section names every module of the package, and only real ones."""
+"""docs/layout.md's layout section names every module of the package, and only real ones."""
 
 import os
 import re
@@ -7,7 +7,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _layout_block() -> str:
-  text = open(os.path.join(ROOT, 'README.md')).read()
+  text = open(os.path.join(ROOT, 'docs', 'layout.md'), encoding='utf-8').read()
   start = text.index('## Layout')
   return text[text.index('```', start) + 3:text.index('```', text.index('```', start) + 3)]
 
