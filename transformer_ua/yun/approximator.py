@@ -326,8 +326,10 @@ class Approximator:
     exact rationals of the float64 values: the range of g_bar in coordinate i (g_bar
     takes the values A_L, and 0 on the paper's bad set)."""
     vals = self.values.reshape(-1, self.d)
-    lo = [min(Fraction(0), *(Fraction(float(v)) for v in vals[:, i])) for i in range(self.d)]
-    hi = [max(Fraction(0), *(Fraction(float(v)) for v in vals[:, i])) for i in range(self.d)]
+    # (a list, not varargs: with no value at all, e.g. the paper's map at N < n where
+    # every cube is bad, the range is [0, 0])
+    lo = [min([Fraction(0), *(Fraction(float(v)) for v in vals[:, i])]) for i in range(self.d)]
+    hi = [max([Fraction(0), *(Fraction(float(v)) for v in vals[:, i])]) for i in range(self.d)]
     return lo, hi
 
   def realize(self, *, lam: float, epsilon: float, dtype: str = 'float64',
@@ -490,6 +492,8 @@ class ErrorDecomposition:
     g_represents_g_bar: for a float g, whether it reproduces g_bar on cube interiors
       (None without a float g); when False, ``g_note`` says why the d_p terms with g
       measure rounding, not Lemma 6.
+    g_windows: for a float g, where d_p(g_bar, g) comes from (``window_diagnosis``);
+      when the ramp windows dominate, ``g_note`` says so.
   """
 
   p: float
@@ -500,6 +504,7 @@ class ErrorDecomposition:
   exact: ExactTerms | None
   g_represents_g_bar: bool | None = None
   g_note: str | None = None
+  g_windows: dict | None = None
 
   def as_dict(self) -> dict:
     """JSON form: estimates keyed 'a|b', each ``DpEstimate.as_dict()``."""
@@ -512,6 +517,8 @@ class ErrorDecomposition:
       out['g_represents_g_bar'] = self.g_represents_g_bar
     if self.g_note is not None:
       out['g_note'] = self.g_note
+    if self.g_windows is not None:
+      out['g_windows'] = self.g_windows
     return out
 
 
@@ -533,8 +540,11 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
   est = distances.dp_distances(fns, pairs, d=net.d, n=net.n, p=p, samples=samples,
                                seed=seed, confidence=confidence)
   exact = None
-  represents, note = None, None
+  represents, note, windows = None, None, None
   if g is not None and g.dtype in FLOAT_BITS:
+    windows = window_diagnosis(net, g, p=p, samples=samples, seed=seed)
+    if windows['dominated_by_windows']:
+      note = windows['note']
     # A float g far past the precision wall is not g_bar's realization: say so, so
     # that no caller reports its rounding noise as d_p(g_bar, g).
     rep = realization_error(net, g, samples=REPRESENT_SAMPLES, seed=seed)
@@ -544,8 +554,7 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
           f'the {g.dtype} network does not represent g_bar at this size (max |g - g_bar| = '
           f'{rep["max_abs_error"]:.3g} > {rep["tolerance"]:.3g} on cube interiors): the d_p '
           f'terms with g measure {g.dtype} rounding, not Lemma 6; '
-          + ("use dtype='exact' and certify_interiors." if net.ties == 'paper' else
-             f'ties={net.ties!r} has no exact realization yet.'))
+          + "use dtype='exact' and yun.certify_lp.")
   if net.positional:
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif net.ties == 'complete' and net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
@@ -558,7 +567,50 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
   estimates = {tuple(k.split('|')): v for k, v in est.items()}
   return ErrorDecomposition(p=p, samples=samples, seed=seed, confidence=confidence,
                             estimates=estimates, exact=exact, g_represents_g_bar=represents,
-                            g_note=note)
+                            g_note=note, g_windows=windows)
+
+
+#: Share of d_p(g_bar, g)^p from samples off the cube interiors above which the ramp
+#: windows are said to dominate it.
+WINDOW_DOMINANCE = 0.5
+
+
+def window_diagnosis(net: Approximator, g: Realized, *, p: float = 2.0, samples: int = 4096,
+                     seed: int = 0) -> dict:
+  """Where a sampled d_p(g_bar, g) comes from: uniform samples split by whether
+  |g - g_bar| exceeds the interior tolerance (REPRODUCE_RTOL max(1, max|A|)).
+
+  Lemma 6's ramps act within epsilon of the cell edges; there g may reach the size of
+  the contextual ids. Returns {'share' (of sum ||g - g_bar||_p^p from the off samples),
+  'off_samples', 'samples', 'max_off' (largest |g - g_bar| there), 'max_edge_distance'
+  (largest distance of an off sample's nearest entry to a cell edge), 'max_rest',
+  'dominated_by_windows', 'note'}."""
+  rng = np.random.default_rng(seed + 1)
+  x = rng.random((samples, net.n, net.d))
+  err = np.abs(g.apply(x) - net.apply(x))
+  tol = REPRODUCE_RTOL * max(1.0, float(np.max(np.abs(net.values))) if net.values.size else 1.0)
+  worst = np.max(np.where(np.isfinite(err), err, np.inf), axis=(1, 2))
+  off = worst > tol
+  e = np.sum(np.where(np.isfinite(err), err, np.inf) ** p, axis=(1, 2))
+  total = float(np.sum(e))
+  share = float(np.sum(e[off]) / total) if total > 0 else 0.0
+  frac = x * net.resolution
+  edge = np.min(np.minimum(frac - np.floor(frac), np.ceil(frac) - frac), axis=(1, 2))
+  edge = edge / net.resolution
+  out = {'share': share, 'off_samples': int(np.sum(off)), 'samples': samples,
+         'max_off': float(np.max(worst[off])) if np.any(off) else 0.0,
+         'max_edge_distance': float(np.max(edge[off])) if np.any(off) else None,
+         'max_rest': float(np.max(worst[~off])) if np.any(~off) else None,
+         'dominated_by_windows': bool(np.any(off) and share > WINDOW_DOMINANCE)}
+  amax = float(np.max(np.abs(net.values))) if net.values.size else 0.0
+  out['note'] = (
+      f'd_p(g_bar, g) of this {g.dtype} g is over the uniform measure: {100 * share:.0f}% '
+      f'of its p-th power comes from {out["off_samples"]} of {samples} samples, each within '
+      f'{out["max_edge_distance"] or 0:.2g} of a cell edge (the ramp windows, epsilon='
+      f'{float(g.epsilon):g}), where |g - g_bar| reaches {out["max_off"]:.3g} for |g_bar| <= '
+      f'{amax:.3g}; a sample, not a bound (yun.certify_lp bounds d_p over the whole domain, '
+      "with realize(clamp=True) taming the windows).") if out['dominated_by_windows'] else None
+  return out
 
 
 def dp_f_bar_g_bar_on_grid(net: Approximator, *, p: float = 2.0, chunk: int = 65536) -> float:

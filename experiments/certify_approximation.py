@@ -1,0 +1,450 @@
+r"""Theorems 2 and 3 as a certificate: standard Transformers with a proved d_p(f, g).
+
+    python experiments/certify_approximation.py [--config=experiments/configs/certify_approximation.py[:tiny]]
+        [--output_dir=runs/certify_approximation] [--overwrite]
+
+Every number called certified is an upper bound proved over the whole unit cube by
+``yun.certificate.certify_lp`` (exact rationals and arb balls). Next to it, an
+independent Monte Carlo estimate of d_p(f, g) from uniform points at which g is
+evaluated in arb balls (``Realized.apply_certified``): each sample's error is bracketed
+by [max(|f - mid| - rad, 0), |f - mid| + rad], the 95% interval uses the lower ends for
+its lower end and the upper ends for its upper end, and a certificate below the upper
+end of that interval stops the run with exit status 1 (it would be a bug).
+
+Parts (config):
+  table   ``certificate.approximate(f, epsilon)`` for each target and epsilon: N, depth,
+          parameters, bits, the three terms, the total, seconds, Monte Carlo, ratio;
+          rows deeper than ``max_layers`` are listed with the N and depth they need;
+  ladder  ``certify_lp`` at a ladder of N (the paper's g_c, ties='complete', Theorem 3);
+  lemma6  the certified d_p(g_bar, g) against the ramp epsilon and lambda, with and
+          without the output clamp, and the fitted rate in epsilon;
+  clamp   what the output clamp buys at one target epsilon.
+
+Writes certify_approximation.json, .md and two PNG figures into --output_dir (existing
+files there are refused before any work unless --overwrite).
+"""
+
+from __future__ import annotations
+
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+
+import math
+import multiprocessing
+import os
+import sys
+import time
+from fractions import Fraction
+
+from absl import flags
+import numpy as np
+
+from transformer_ua import outputs, provenance
+from transformer_ua.exact import ball
+from transformer_ua.reports import certificate as report
+from transformer_ua.yun import (build_approximator, certificate, certify, pipeline,
+                                plan as plan_lib, targets as targets_lib)
+
+#: Files written into --output_dir.
+JSON_NAME = 'certify_approximation.json'
+WRITES = (JSON_NAME, report.MARKDOWN_NAME, report.LADDER_PNG, report.LEMMA6_PNG)
+#: Two-sided 95% normal quantile for the Monte Carlo interval.
+Z95 = 1.959963984540054
+#: Monte Carlo chunks per worker (load balance against per-task overhead).
+MC_CHUNKS_PER_WORKER = 4
+
+
+# ---------------------------------------------------------------------------
+# Monte Carlo d_p(f, g) with every sample bracketed in arb balls.
+# ---------------------------------------------------------------------------
+
+_MC = {}
+
+
+def _mc_init(segments, params, positional, bits):
+  import signal  # pylint: disable=import-outside-toplevel
+  signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's
+  with ball.precision(bits):
+    _MC['net'] = ball.BallNetwork(segments, params, positional)
+  _MC['bits'] = bits
+
+
+def _mc_chunk(x):
+  """The loop of ``certify.apply_certified`` on the worker's ball network."""
+  mid, rad = np.zeros(x.shape), np.zeros(x.shape)
+  with ball.precision(_MC['bits']):
+    for b in range(x.shape[0]):
+      mid[b], rad[b] = ball.mid_rad(_MC['net'].forward(ball.points(x[b])))
+  return mid, rad
+
+
+def enclose(g, x, workers: int = 1):
+  """(mid, rad) as ``g.apply_certified(x)`` (the plan's bits), split over ``workers``
+  spawned processes when > 1 (each builds the ball network once from the exact params)."""
+  if workers <= 1 or len(x) < 2 * workers:
+    return g.apply_certified(x)
+  x = certify.check_points(g.source, x)
+  bits = certify.resolve_bits(g, None, check_plan=True)
+  chunks = np.array_split(x, MC_CHUNKS_PER_WORKER * workers)
+  ctx = multiprocessing.get_context('spawn')
+  with certify._workers_skip_main():  # pylint: disable=protected-access
+    pool = ctx.Pool(workers, initializer=_mc_init,
+                    initargs=(g.segments, g.params, g.positional, bits))
+  with pool:
+    parts = pool.map(_mc_chunk, chunks)
+  return np.concatenate([m for m, _ in parts]), np.concatenate([r for _, r in parts])
+
+
+def mc_interval(f_values, mid, rad, p: float) -> dict:
+  """Monte Carlo d_p(f, g) from samples where g in [mid - rad, mid + rad] entrywise.
+
+  Per sample e = sum_ji |f - g|^p is bracketed by e_lo (|f - mid| - rad clipped at 0)
+  and e_hi (|f - mid| + rad); d_p = (E e)^{1/p}. Returns {'estimate' (from |f - mid|),
+  'ci_low', 'ci_high' (95%: mean(e_lo) - z se, mean(e_hi) + z se, then the root),
+  'points', 'max_rad'}.
+  """
+  diff = np.abs(np.asarray(f_values, np.float64) - mid)
+  axes = tuple(range(1, diff.ndim))
+  e_mid = np.sum(diff ** p, axis=axes)
+  e_lo = np.sum(np.maximum(diff - rad, 0) ** p, axis=axes)
+  e_hi = np.sum((diff + rad) ** p, axis=axes)
+  k = len(e_mid)
+  se = lambda e: float(np.std(e, ddof=1) / math.sqrt(k)) if k > 1 else math.inf  # noqa: E731
+  lo = max(float(np.mean(e_lo)) - Z95 * se(e_lo), 0.0)
+  hi = float(np.mean(e_hi)) + Z95 * se(e_hi)
+  return {'estimate': float(np.mean(e_mid)) ** (1 / p), 'ci_low': lo ** (1 / p),
+          'ci_high': hi ** (1 / p), 'points': int(k), 'max_rad': float(np.max(rad))}
+
+
+def monte_carlo(net, g, points: int, seed, p: float, workers: int) -> dict:
+  """``mc_interval`` at ``points`` uniform points of [0, 1)^{n x d}, timed."""
+  x = np.random.default_rng(seed).random((points, net.n, net.d))
+  t0 = time.perf_counter()
+  mid, rad = enclose(g, x, workers)
+  seconds = time.perf_counter() - t0
+  out = mc_interval(net.target(x), mid, rad, p)
+  out.update(seconds=seconds, seconds_per_point=seconds / points, workers=workers)
+  return out
+
+
+class CertificateBelowMonteCarlo(RuntimeError):
+  """A certified total below the Monte Carlo upper 95% end: a bug in the certificate."""
+
+
+def _check(row: dict) -> dict:
+  cert, mc = row['certificate'], row['monte_carlo']
+  row['certificate_ge_mc_upper'] = bool(cert['total'] >= mc['ci_high'])
+  row['ratio'] = cert['total'] / mc['estimate'] if mc['estimate'] > 0 else math.inf
+  return row
+
+
+def _cert_dict(cert) -> dict:
+  d = cert.as_dict()
+  det = d.pop('details')
+  d['interior_seconds'] = det['interior']['seconds']
+  d['cubes'] = det['interior']['cubes']
+  d['workers'] = det['interior']['workers']
+  d['window_part'] = det['gbar_g']['window_part']
+  d['interior_part'] = det['gbar_g']['interior_part']
+  d['rounding_part'] = det['f_fbar']['rounding_part']
+  d['assumptions'] = det['assumptions']
+  return d
+
+
+def _layers(g) -> int:
+  return int(sum(s.depth for s in g.segments))
+
+
+# ---------------------------------------------------------------------------
+# The parts.
+# ---------------------------------------------------------------------------
+
+
+def run_table(c, log) -> list:
+  rows = []
+  for index, (name, positional, ties, epsilons) in enumerate(c.table):
+    for j, eps in enumerate(epsilons):
+      head = {'target': name, 'theorem': 3 if positional else 2, 'positional': positional,
+              'ties': 'paper' if positional else ties, 'epsilon': eps}
+      t0 = time.perf_counter()
+      try:
+        res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, positional=positional,
+                                      ties=ties, clamp=True, max_layers=c.max_layers,
+                                      workers=c.workers, log=lambda s: log('  ' + s))
+      except ValueError as e:
+        log(f'{name} epsilon={eps:g}: not run: {e}')
+        rows.append({**head, 'status': 'out of reach', 'reason': str(e)})
+        continue
+      seconds = time.perf_counter() - t0
+      g, net, cert = res.g, res.net, res.certificate
+      mc = monte_carlo(net, g, c.mc_points, [c.seed, index, j], c.p, c.workers)
+      row = _check({**head, 'status': 'certified', 'resolution': net.resolution,
+                    'layers': _layers(g), 'params': int(g.num_params()),
+                    'certificate': _cert_dict(cert), 'approximate_seconds': seconds,
+                    'attempts': list(res.attempts), 'monte_carlo': mc})
+      log(f'{name} epsilon={eps:g}: N={net.resolution}, {row["layers"]} layers, '
+          f'{row["params"]} params, {cert.bits} bits, total {cert.total:.4g} '
+          f'({seconds:.1f} s); MC {mc["estimate"]:.4g} [{mc["ci_low"]:.4g}, '
+          f'{mc["ci_high"]:.4g}] from {mc["points"]} points in {mc["seconds"]:.1f} s; '
+          f'ratio {row["ratio"]:.3g}')
+      rows.append(row)
+  return rows
+
+
+def _planned(net, tolerance, margin, clamp, lam_scale=Fraction(1)):
+  pl = plan_lib.plan_realization(net, tolerance=tolerance, margin=float(margin))
+  g = net.realize(lam=pl.lam * lam_scale, epsilon=pl.epsilon, dtype='exact', clamp=clamp)
+  return pl, g
+
+
+def run_ladder(c, log) -> list:
+  rows = []
+  margin = Fraction(2) ** c.ladder_margin_log2
+  for index, (series, name, positional, ties, resolutions) in enumerate(c.ladder):
+    for N in resolutions:
+      t0 = time.perf_counter()
+      net = build_approximator(name, d=c.d, n=c.n, resolution=N, positional=positional,
+                               ties=ties)
+      _, g = _planned(net, c.ladder_tolerance, margin, True)
+      build = time.perf_counter() - t0
+      cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+      mc = monte_carlo(net, g, c.ladder_mc_points, [c.seed, 100 + index, N], c.p, c.workers)
+      row = _check({'series': series, 'target': name, 'positional': positional,
+                    'ties': net.ties, 'resolution': N, 'layers': _layers(g),
+                    'params': int(g.num_params()), 'build_seconds': build,
+                    'certificate': _cert_dict(cert), 'monte_carlo': mc})
+      log(f'ladder {series} N={N}: {row["layers"]} layers, total {cert.total:.4g} '
+          f'(terms {cert.terms["f_fbar"]:.3g} + {cert.terms["fbar_gbar"]:.3g} + '
+          f'{cert.terms["gbar_g"]:.3g}), {cert.seconds:.1f} s; MC {mc["estimate"]:.4g} '
+          f'(<= {mc["ci_high"]:.4g}), {mc["seconds"]:.1f} s')
+      rows.append(row)
+  return rows
+
+
+def _lemma6_row(net, g, cert, **extra) -> dict:
+  return {**extra, 'resolution': net.resolution, 'ties': net.ties,
+          'clamp': g.clamp is not None, 'layers': _layers(g), 'lam': float(g.lam),
+          'ramp': float(g.epsilon), 'bits': cert.bits, 'gbar_g': cert.terms['gbar_g'],
+          'interior_sup': cert.interior_sup, 'window_sup': cert.window_sup,
+          'window_measure': cert.window_measure,
+          'window_part': cert.details['gbar_g']['window_part'],
+          'interior_part': cert.details['gbar_g']['interior_part'],
+          'total': cert.total, 'seconds': cert.seconds}
+
+
+def run_lemma6(c, log) -> dict:
+  ramp_rows, lam_rows = [], []
+  for N in c.lemma6_resolutions:
+    for ties in c.lemma6_ties:
+      net = build_approximator(c.lemma6_target, d=c.d, n=c.n, resolution=N, ties=ties)
+      for k in c.lemma6_margins_log2:
+        margin = Fraction(2) ** k
+        for clamp in (True, False):
+          pl, g = _planned(net, c.lemma6_tolerance, margin, clamp)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          row = _lemma6_row(net, g, cert, margin_log2=k, plan_bits=pl.bits)
+          ramp_rows.append(row)
+          log(f'lemma6 N={N} {ties} margin 2^{k} {"clamp" if clamp else "no clamp"}: '
+              f'ramp {row["ramp"]:.3g}, lam {row["lam"]:.3g}, {row["bits"]} bits, '
+              f'd_p(g_bar, g) <= {row["gbar_g"]:.4g} (window sup {row["window_sup"]:.3g}), '
+              f'{row["seconds"]:.1f} s')
+      margin = Fraction(2) ** c.lemma6_lam_margin_log2
+      for s in c.lemma6_lam_shifts_log2:
+        for clamp in (True, False):
+          _, g = _planned(net, c.lemma6_tolerance, margin, clamp, Fraction(2) ** s)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          row = _lemma6_row(net, g, cert, margin_log2=c.lemma6_lam_margin_log2,
+                            lam_shift_log2=s)
+          lam_rows.append(row)
+          log(f'lemma6 N={N} {ties} lam x 2^{s} {"clamp" if clamp else "no clamp"}: '
+              f'd_p(g_bar, g) <= {row["gbar_g"]:.4g} (interior sup '
+              f'{row["interior_sup"]:.3g}), {row["bits"]} bits, {row["seconds"]:.1f} s')
+  return {'ramp': ramp_rows, 'lam': lam_rows, 'fits': fit_rates(ramp_rows)}
+
+
+def fit_rates(rows) -> list:
+  """Least-squares slope of log d_p(g_bar, g) against log ramp, per (N, ties, clamp)."""
+  groups = {}
+  for r in rows:
+    groups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
+  fits = []
+  for (N, ties, clamp), rs in sorted(groups.items()):
+    pts = [(math.log(r['ramp']), math.log(r['gbar_g'])) for r in rs
+           if math.isfinite(r['gbar_g']) and r['gbar_g'] > 0]
+    slope = float(np.polyfit(*zip(*pts), 1)[0]) if len(pts) >= 2 else None
+    fits.append({'resolution': N, 'ties': ties, 'clamp': clamp, 'slope': slope,
+                 'points': len(pts)})
+  return fits
+
+
+def run_clamp(c, log) -> dict:
+  eps, name = c.clamp_epsilon, c.clamp_target
+  t0 = time.perf_counter()
+  with_clamp = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=True,
+                                       workers=c.workers)
+  clamp_seconds = time.perf_counter() - t0
+  cc = with_clamp.certificate
+  out = {'target': name, 'epsilon': eps,
+         'clamp': {'resolution': cc.resolution, 'layers': _layers(with_clamp.g),
+                   'lam': cc.lam, 'ramp': cc.epsilon, 'bits': cc.bits, 'margin': cc.margin,
+                   'total': cc.total, 'window_sup': cc.window_sup,
+                   'certify_seconds': cc.seconds, 'approximate_seconds': clamp_seconds}}
+  log(f'clamp: {cc.describe()}')
+  # approximate(clamp=False) as the library runs it (margin 2^-20, up to 4 resolutions).
+  attempts = []
+  t0 = time.perf_counter()
+  if not c.clamp_run_unclamped_search:
+    out['approximate_unclamped'] = {'certified': None, 'message': 'not run (config)'}
+  else:
+    try:
+      res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=False,
+                                    workers=c.workers, log=attempts.append)
+      out['approximate_unclamped'] = {'certified': True, 'total': res.certificate.total,
+                                      'resolution': res.net.resolution}
+    except ValueError as e:
+      out['approximate_unclamped'] = {'certified': False, 'message': str(e)}
+  out['approximate_unclamped'].update(attempts=attempts,
+                                      seconds=time.perf_counter() - t0)
+  log(f'approximate(clamp=False): {out["approximate_unclamped"]}')
+  # The paper's network at the clamped N: shrink the windows until it certifies.
+  net = with_clamp.net
+  lower = cc.terms['f_fbar'] + cc.terms['fbar_gbar']
+  tol = (eps - lower) * float(certificate.INTERIOR_SHARE) / (c.d * c.n) ** (1 / c.p) / 2
+  tries = []
+  k = 0
+  while k + c.clamp_margin_step_log2 <= c.clamp_margin_max_log2:
+    k += c.clamp_margin_step_log2
+    margin = Fraction(1, 2 ** k)
+    _, g = _planned(net, tol, margin, False)
+    cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+    tries.append({'margin_log2': -k, 'lam': cert.lam, 'ramp': cert.epsilon,
+                  'bits': cert.bits, 'window_sup': cert.window_sup,
+                  'gbar_g': cert.terms['gbar_g'], 'total': cert.total,
+                  'seconds': cert.seconds, 'layers': _layers(g)})
+    log(f'no clamp, N={net.resolution}, margin 2^-{k}: total {cert.total:.4g} '
+        f'(window sup {cert.window_sup:.3g}), {cert.bits} bits, {cert.seconds:.1f} s')
+    if cert.holds(eps):
+      break
+  out['unclamped_same_n'] = {'resolution': net.resolution, 'tolerance': tol, 'tries': tries,
+                             'certified': bool(tries and tries[-1]['total'] <= eps)}
+  return out
+
+
+# ---------------------------------------------------------------------------
+# Binary.
+# ---------------------------------------------------------------------------
+
+
+class ConfigError(ValueError):
+  """A bad configuration value (one line)."""
+
+
+def _positive_ints(name, values, low=1):
+  if not isinstance(values, (tuple, list)) or any(
+      isinstance(v, bool) or not isinstance(v, int) or v < low for v in values):
+    raise ConfigError(f'config.{name}={values!r}; it must list integers >= {low}.')
+
+
+def _positive(name, v):
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    raise ConfigError(f'config.{name}={v!r}; it must be a positive finite number.')
+
+
+def _target(name, where, positional):
+  if name not in targets_lib.BUILTIN_TARGETS:
+    raise ConfigError(f'{where}: target {name!r}; allowed: '
+                      f'{sorted(targets_lib.BUILTIN_TARGETS)}.')
+  if not positional and not targets_lib.BUILTIN_TARGETS[name].permutation_equivariant:
+    raise ConfigError(f'{where}: {name!r} is not permutation equivariant; Theorem 2 does '
+                      'not apply (set positional=True).')
+
+
+def validate(c) -> None:
+  for name in ('d', 'n', 'mc_points', 'ladder_mc_points', 'max_layers', 'workers'):
+    _positive_ints(name, [c[name]], 2 if name.endswith('mc_points') else 1)
+  for name in ('p', 'ladder_tolerance', 'lemma6_tolerance', 'clamp_epsilon'):
+    _positive(name, c[name])
+  if c.p < 1:
+    raise ConfigError(f'config.p={c.p!r}; it must be >= 1.')
+  for i, row in enumerate(c.table):
+    if len(row) != 4:
+      raise ConfigError(f'config.table[{i}]={row!r}; expected (target, positional, ties, '
+                        'epsilons).')
+    name, positional, ties, epsilons = row
+    _target(name, f'config.table[{i}]', positional)
+    if ties not in ('paper', 'complete'):
+      raise ConfigError(f"config.table[{i}]: ties={ties!r}; allowed: 'paper', 'complete'.")
+    for e in epsilons:
+      _positive(f'table[{i}] epsilon', e)
+  for i, row in enumerate(c.ladder):
+    if len(row) != 5:
+      raise ConfigError(f'config.ladder[{i}]={row!r}; expected (series, target, positional, '
+                        'ties, resolutions).')
+    _target(row[1], f'config.ladder[{i}]', row[2])
+    _positive_ints(f'ladder[{i}] resolutions', list(row[4]), 2)
+  _target(c.lemma6_target, 'config.lemma6_target', False)
+  _target(c.clamp_target, 'config.clamp_target', False)
+  _positive_ints('lemma6_resolutions', list(c.lemma6_resolutions), 2)
+  for t in c.lemma6_ties:
+    if t not in ('paper', 'complete'):
+      raise ConfigError(f"config.lemma6_ties: {t!r}; allowed: 'paper', 'complete'.")
+  for name in ('lemma6_margins_log2', 'lemma6_lam_shifts_log2'):
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in c[name]):
+      raise ConfigError(f'config.{name}={c[name]!r}; it must list integers.')
+  if any(v > -2 for v in list(c.lemma6_margins_log2) + [c.lemma6_lam_margin_log2,
+                                                         c.ladder_margin_log2]):
+    raise ConfigError('margins are 2^k delta per side with k <= -2 (the cube interiors '
+                      'need margin < 1/2).')
+  _positive_ints('clamp_margin_step_log2', [c.clamp_margin_step_log2])
+  _positive_ints('clamp_margin_max_log2', [c.clamp_margin_max_log2])
+
+
+def _define_flags():
+  config = cli.define_config_file(
+      'config', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'configs',
+                             'certify_approximation.py'),
+      'ml_collections config file (append :tiny for the seconds-long variant).')
+  out = flags.DEFINE_string('output_dir', 'runs/certify_approximation',
+                            f'directory for {", ".join(WRITES)}.')
+  cli.define_overwrite()
+  return config, out
+
+
+def main(argv, config, output_dir):
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  c = config.value
+  try:
+    validate(c)
+  except ConfigError as e:
+    raise cli.BadInput(str(e)) from None
+  out_dir = cli.output_dir(output_dir.value, '--output_dir', WRITES,
+                           overwrite=flags.FLAGS.overwrite)
+  prov = provenance.record()
+  log = lambda s: print(f'[{time.strftime("%H:%M:%S")}] {s}', flush=True)  # noqa: E731
+  t0 = time.perf_counter()
+  result = {'provenance': prov, 'config': c.to_dict(), 'd': c.d, 'n': c.n, 'p': c.p}
+  json_path = os.path.join(out_dir, JSON_NAME)
+  for part, fn in (('table', run_table), ('ladder', run_ladder), ('lemma6', run_lemma6),
+                   ('clamp', run_clamp)):
+    result[part] = fn(c, log)
+    result['seconds'] = time.perf_counter() - t0
+    result['parts_done'] = list(result.get('parts_done', [])) + [part]
+    outputs.atomic_json(json_path, result, indent=1, default=str)  # partial, part by part
+  checked = [r for r in result['table'] + result['ladder'] if 'monte_carlo' in r]
+  bad = [r for r in checked if not r['certificate_ge_mc_upper']]
+  result['all_certificates_above_mc'] = not bad
+  outputs.atomic_json(json_path, result, indent=1, default=str)
+  for path in report.write(result, out_dir):
+    log(f'wrote {path}')
+  log(f'wrote {os.path.join(out_dir, JSON_NAME)} ({result["seconds"]:.0f} s)')
+  if bad:
+    r = bad[0]
+    raise CertificateBelowMonteCarlo(
+        f'{len(bad)} certificate(s) below the Monte Carlo upper 95% end, e.g. '
+        f'{r["target"]} N={r["resolution"]}: total {r["certificate"]["total"]:.6g} < '
+        f'{r["monte_carlo"]["ci_high"]:.6g}; a bug in the certificate.')
+
+
+if __name__ == '__main__':
+  _config, _output_dir = _define_flags()
+  cli.run(lambda argv: main(argv, _config, _output_dir))

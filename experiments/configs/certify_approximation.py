@@ -1,0 +1,82 @@
+r"""Config of experiments/certify_approximation.py: Theorems 2 and 3 as a certificate.
+
+    python experiments/certify_approximation.py --output_dir=runs/certify_approximation
+    python experiments/certify_approximation.py \
+        --config=experiments/configs/certify_approximation.py:tiny      # seconds (tests)
+
+Every run certifies d_p(f, g) <= total for a standard Transformer g over the whole unit
+cube (``yun.certificate``), and checks each certificate against an independent Monte
+Carlo estimate of d_p(f, g) from uniform points evaluated in arb balls.
+
+Parts (each can be switched off with an empty tuple):
+  table      ``certificate.approximate`` per (target, epsilon): the smallest N whose
+             certificate is <= epsilon, with its Monte Carlo estimate
+  ladder     ``certify_lp`` at a ladder of resolutions N (the figure against N)
+  lemma6     d_p(g_bar, g) certified as the ramp epsilon and lambda move, with and
+             without the output clamp
+  clamp      ``approximate`` with the clamp against the paper's unclamped network at the
+             same target epsilon
+"""
+
+import ml_collections
+
+
+def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.d = 1                     # token dimension
+  c.n = 3                     # tokens
+  c.p = 2.0                   # d_p exponent
+  c.seed = 0                  # Monte Carlo points
+  c.workers = 2               # processes for certification and Monte Carlo (2 cores)
+  # -- table: (target, positional, ties, epsilons). Theorem 2 targets with
+  # ties='complete' (no bad set); Theorem 3 (positional=True) ignores ties.
+  c.table = (('token_times_mean', False, 'complete', (0.5, 0.2, 0.1, 0.05)),
+             ('attention_map', False, 'complete', (0.5, 0.2, 0.1)),
+             ('prefix_mean', True, 'paper', (0.5, 0.2, 0.1, 0.05)))
+  c.mc_points = 10000         # uniform points per row (the issue asks for >= 10^4)
+  # A row whose resolution needs more layers than this is reported as out of reach (N
+  # and depth from ``approximate``'s refusal), not run: certify and Monte Carlo time
+  # grow like (cubes x layers) and (points x layers).
+  c.max_layers = 2000
+  # -- ladder: certify_lp at each N with the plan's lam, ramp, bits (tolerance, margin).
+  c.ladder = (('paper', 'token_times_mean', False, 'paper', (2, 3, 4, 6, 8, 12, 16)),
+              ('complete', 'token_times_mean', False, 'complete', (2, 3, 4, 6, 8, 12, 16)),
+              ('theorem3', 'prefix_mean', True, 'paper', (2, 3, 4, 6, 8)))
+  c.ladder_tolerance = 1e-9
+  c.ladder_margin_log2 = -20  # margin 2^-20 delta per side: windows of measure ~6e-6
+  c.ladder_mc_points = 1000   # per point of the figure (the table rows carry 10^4)
+  # -- Lemma 6: token_times_mean at these N and ties; the ramp follows the margin
+  # (plan epsilon ~ margin delta); lam moves by 2^k around the plan's at a fixed margin.
+  c.lemma6_target = 'token_times_mean'
+  c.lemma6_resolutions = (4, 8)
+  c.lemma6_ties = ('paper', 'complete')
+  c.lemma6_margins_log2 = (-4, -8, -16, -32, -64, -128)
+  c.lemma6_lam_margin_log2 = -16
+  c.lemma6_lam_shifts_log2 = (-12, -8, -4, 0, 4)
+  c.lemma6_tolerance = 1e-9
+  # -- clamp: approximate(clamp=True) against clamp=False at the same epsilon; the
+  # unclamped margin halves by 2^-margin_step until certified or below 2^-max_log2.
+  c.clamp_target = 'token_times_mean'
+  c.clamp_epsilon = 0.5
+  c.clamp_margin_step_log2 = 8
+  c.clamp_margin_max_log2 = 160
+  c.clamp_run_unclamped_search = True   # also approximate(clamp=False) (4 resolutions)
+  if variant == 'tiny':       # seconds: the tests run this
+    c.table = (('token_times_mean', False, 'complete', (0.7,)),)
+    c.mc_points = 64
+    c.max_layers = 60
+    c.ladder = (('paper', 'token_times_mean', False, 'paper', (2, 3)),
+                ('theorem3', 'prefix_mean', True, 'paper', (2,)))
+    c.ladder_mc_points = 32
+    c.lemma6_resolutions = (2,)
+    c.lemma6_ties = ('paper',)
+    c.lemma6_margins_log2 = (-4, -8)
+    c.lemma6_lam_shifts_log2 = (-4, 0)
+    c.clamp_epsilon = 0.7
+    c.clamp_margin_step_log2 = 16
+    c.clamp_margin_max_log2 = 64
+    c.clamp_run_unclamped_search = False
+    c.workers = 1
+  elif variant != 'default':
+    raise ValueError(f"unknown config variant {variant!r}; allowed: 'default', 'tiny'.")
+  return c

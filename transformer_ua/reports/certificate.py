@@ -1,0 +1,311 @@
+r"""Report and figures of experiments/certify_approximation.py (Theorems 2 and 3 certified).
+
+``write(result, output_dir)`` writes, from the binary's result dict (the JSON next to it):
+
+  certify_approximation.md         the tables: certified approximations with their
+                                   Monte Carlo check, the ladder, the Lemma 6 sweep, the clamp
+  certify_approximation_ladder.png certified total and Monte Carlo d_p(f, g) against N
+                                   (log-log), with the rates the theory predicts
+  certify_approximation_lemma6.png certified d_p(g_bar, g) against the ramp epsilon and
+                                   against lambda, with and without the output clamp
+
+Every file is written atomically (``transformer_ua.outputs``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from transformer_ua import outputs, provenance
+
+MARKDOWN_NAME = 'certify_approximation.md'
+LADDER_PNG = 'certify_approximation_ladder.png'
+LEMMA6_PNG = 'certify_approximation_lemma6.png'
+
+SERIES_LABELS = {'paper': "Theorem 2, the paper's g_c (ties='paper')",
+                 'complete': "Theorem 2, ties='complete'",
+                 'theorem3': 'Theorem 3 (prefix_mean, positional)'}
+
+
+def _g(v, digits=4) -> str:
+  if v is None:
+    return '—'
+  if isinstance(v, float) and not math.isfinite(v):
+    return 'inf'
+  return f'{v:.{digits}g}'
+
+
+def _p2(v) -> str:
+  """2^k for a power of two, else %.3g."""
+  if not v or not math.isfinite(v):
+    return _g(v)
+  k = math.log2(v)
+  return f'2^{k:.0f}' if abs(k - round(k)) < 1e-9 else f'{v:.3g}'
+
+
+def table_markdown(rows) -> str:
+  head = ('| target | theorem | epsilon | N | depth (layers) | params | bits | d_p(f, f_bar) '
+          '| d_p(f_bar, g_bar) | d_p(g_bar, g) | certified total | certify s | '
+          'approximate s | MC d_p(f, g) [95% CI] | MC points | MC s | total / MC |\n'
+          '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
+  lines = []
+  for r in rows:
+    if r.get('status') != 'certified':
+      lines.append(f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | out of reach: '
+                   f'{r["reason"]} ||||||||||||||\n')
+      continue
+    c, mc, t = r['certificate'], r['monte_carlo'], r['certificate']['terms']
+    lines.append(
+        f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | {r["resolution"]} | '
+        f'{r["layers"]} | {r["params"]} | {c["bits"]} | {_g(t["f_fbar"])} | '
+        f'{_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | **{_g(c["total"])}** | '
+        f'{c["seconds"]:.1f} | {r["approximate_seconds"]:.1f} | {_g(mc["estimate"])} '
+        f'[{_g(mc["ci_low"])}, {_g(mc["ci_high"])}] | {mc["points"]} | {mc["seconds"]:.0f} | '
+        f'{r["ratio"]:.3g} |\n')
+  return head + ''.join(lines)
+
+
+def ladder_markdown(rows) -> str:
+  head = ('| series | N | layers | params | bits | d_p(f, f_bar) | d_p(f_bar, g_bar) | '
+          'd_p(g_bar, g) | certified total | certify s | MC d_p(f, g) [95% CI] | MC points '
+          '| total / MC |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
+  lines = []
+  for r in rows:
+    c, mc, t = r['certificate'], r['monte_carlo'], r['certificate']['terms']
+    lines.append(f'| {r["series"]} | {r["resolution"]} | {r["layers"]} | {r["params"]} | '
+                 f'{c["bits"]} | {_g(t["f_fbar"])} | {_g(t["fbar_gbar"])} | '
+                 f'{_g(t["gbar_g"])} | {_g(c["total"])} | {c["seconds"]:.1f} | '
+                 f'{_g(mc["estimate"])} [{_g(mc["ci_low"])}, {_g(mc["ci_high"])}] | '
+                 f'{mc["points"]} | {r["ratio"]:.3g} |\n')
+  return head + ''.join(lines)
+
+
+def lemma6_markdown(lemma6) -> str:
+  head = ('| N | ties | clamp | margin (x delta) | ramp epsilon | lambda | bits | interior sup '
+          '| window sup | window measure | certified d_p(g_bar, g) | seconds |\n'
+          '|---|---|---|---|---|---|---|---|---|---|---|---|\n')
+  out = ['### Against the ramp epsilon (the plan\'s epsilon follows margin x delta)\n\n',
+         head]
+  for r in lemma6['ramp']:
+    out.append(_lemma6_line(r, f'2^{r["margin_log2"]}'))
+  out.append('\nFitted slope of log d_p(g_bar, g) against log epsilon:\n\n'
+             '| N | ties | clamp | slope | points |\n|---|---|---|---|---|\n')
+  for f in lemma6['fits']:
+    out.append(f'| {f["resolution"]} | {f["ties"]} | {"yes" if f["clamp"] else "no"} | '
+               f'{_g(f["slope"], 3)} | {f["points"]} |\n')
+  out.append('\n### Against lambda (the plan\'s lambda times 2^k, margin fixed)\n\n')
+  out.append(head.replace('margin (x delta)', 'lambda / plan'))
+  for r in lemma6['lam']:
+    out.append(_lemma6_line(r, f'2^{r["lam_shift_log2"]}'))
+  return ''.join(out)
+
+
+def _lemma6_line(r, col) -> str:
+  return (f'| {r["resolution"]} | {r["ties"]} | {"yes" if r["clamp"] else "no"} | {col} | '
+          f'{_p2(r["ramp"])} | {_p2(r["lam"])} | {r["bits"]} | {_g(r["interior_sup"], 3)} | '
+          f'{_g(r["window_sup"], 3)} | {_g(r["window_measure"], 3)} | '
+          f'{_g(r["gbar_g"])} | {r["seconds"]:.1f} |\n')
+
+
+def _searched(au) -> str:
+  if au['certified'] is None:
+    return 'not run'
+  return (f'certified at N={au["resolution"]}, total {_g(au["total"])}' if au['certified']
+          else 'no certificate: ' + au['message'])
+
+
+def clamp_markdown(cl) -> str:
+  c = cl['clamp']
+  out = [f'Target {cl["target"]}, epsilon = {cl["epsilon"]:g}.\n\n',
+         '| network | N | layers | lambda | ramp epsilon | bits | window sup | certified '
+         'total | certify s |\n|---|---|---|---|---|---|---|---|---|\n',
+         f'| with the output clamp (`approximate`) | {c["resolution"]} | {c["layers"]} | '
+         f'{_p2(c["lam"])} | {_p2(c["ramp"])} | {c["bits"]} | {_g(c["window_sup"], 3)} | '
+         f'{_g(c["total"])} | {c["certify_seconds"]:.1f} |\n']
+  for t in cl['unclamped_same_n']['tries']:
+    out.append(f'| no clamp, margin 2^{t["margin_log2"]} | '
+               f'{cl["unclamped_same_n"]["resolution"]} | {t["layers"]} | {_p2(t["lam"])} | '
+               f'{_p2(t["ramp"])} | {t["bits"]} | {_g(t["window_sup"], 3)} | '
+               f'{_g(t["total"])} | {t["seconds"]:.1f} |\n')
+  au = cl['approximate_unclamped']
+  out.append('\n`approximate(..., clamp=False)` (the library search, windows of margin '
+             f'2^-20): {_searched(au)} '
+             f'({au["seconds"]:.0f} s).\n')
+  for a in au.get('attempts', []):
+    out.append(f'\n- {a}')
+  return ''.join(out) + '\n'
+
+
+def markdown(result) -> str:
+  prov = result['provenance']
+  bad = [r for r in result.get('table', []) + result.get('ladder', [])
+         if 'monte_carlo' in r and not r['certificate_ge_mc_upper']]
+  table, ladder = result.get('table', []), result.get('ladder', [])
+  parts = [
+      '# Theorems 2 and 3 as a certificate: d_p(f, g) <= epsilon, proved\n\n',
+      provenance.markdown_header(prov), '\n',
+      f'd = {result["d"]}, n = {result["n"]}, p = {result["p"]:g}. Every certified number is '
+      'an upper bound over the whole unit cube (`yun.certificate.certify_lp`: exact '
+      'rationals and arb balls); the Monte Carlo column is an independent estimate of '
+      'd_p(f, g) from uniform points, g evaluated in arb balls, each sample bracketed by '
+      '[max(|f - mid| - rad, 0), |f - mid| + rad]; its 95% interval takes the lower ends '
+      'for its lower end and the upper ends for its upper end.\n\n',
+      ('**Check: every certified total is >= the upper end of its Monte Carlo interval.**'
+       if not bad else f'**CHECK FAILED: {len(bad)} certified total(s) below the Monte '
+       'Carlo upper end (a bug in the certificate).**'), '\n\n']
+  if 'table' in result:
+    parts += ['## Certified approximations (`certificate.approximate`, output clamp)\n\n',
+              table_markdown(table), '\n']
+  if 'ladder' in result:
+    parts += ['## Against N (`certify_lp`, the plan\'s lambda, ramp and bits)\n\n',
+              f'![ladder]({LADDER_PNG})\n\n', ladder_markdown(ladder), '\n']
+  if 'lemma6' in result:
+    parts += ['## Lemma 6, certified: d_p(g_bar, g) against the ramp epsilon and lambda\n\n',
+              f'![lemma6]({LEMMA6_PNG})\n\n', lemma6_markdown(result['lemma6']), '\n']
+  if 'clamp' in result:
+    parts += ['## What the output clamp buys\n\n', clamp_markdown(result['clamp'])]
+  missing = [p for p in ('table', 'ladder', 'lemma6', 'clamp') if p not in result]
+  if missing:
+    parts.append(f'\nParts not run: {", ".join(missing)}.\n')
+  parts.append(f'\nTotal run time {result["seconds"]:.0f} s.\n')
+  return ''.join(parts)
+
+
+def _plt():
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  return plt
+
+
+def ladder_figure(result, path) -> str:
+  plt = _plt()
+  fig, ax = plt.subplots(figsize=(7.5, 5.2))
+  colors = {'paper': 'tab:red', 'complete': 'tab:blue', 'theorem3': 'tab:green'}
+  series = []
+  for r in result['ladder']:
+    if r['series'] not in series:
+      series.append(r['series'])
+  allN = sorted({r['resolution'] for r in result['ladder']})
+  for s in series:
+    rows = sorted((r for r in result['ladder'] if r['series'] == s),
+                  key=lambda r: r['resolution'])
+    N = [r['resolution'] for r in rows]
+    col = colors.get(s, None)
+    label = SERIES_LABELS.get(s, s)
+    ax.plot(N, [r['certificate']['total'] for r in rows], 'o-', color=col,
+            label=f'{label}: certified total')
+    est = [r['monte_carlo']['estimate'] for r in rows]
+    lo = [e - r['monte_carlo']['ci_low'] for e, r in zip(est, rows)]
+    hi = [r['monte_carlo']['ci_high'] - e for e, r in zip(est, rows)]
+    ax.errorbar(N, est, yerr=[lo, hi], fmt='x--', color=col, capsize=2,
+                label=f'{label}: Monte Carlo (95% CI)')
+    if s == 'paper':
+      bad = [r['certificate']['terms']['fbar_gbar'] for r in rows]
+      ax.plot(N, bad, 's:', color=col, alpha=0.6, mfc='none',
+              label="paper's bad-set term d_p(f_bar, g_bar) (certified, exact)")
+  # Theory's rates, anchored at the first complete (or first) series' first point.
+  ref = [r for r in result['ladder'] if r['series'] == 'complete'] or result['ladder']
+  if ref and allN:
+    n0 = min(r['resolution'] for r in ref)
+    r0 = next(r for r in ref if r['resolution'] == n0)
+    y0 = r0['certificate']['terms']['f_fbar']
+    xs = [min(allN), max(allN)]
+    ax.plot(xs, [y0 * n0 / x for x in xs], color='0.3', lw=1,
+            label='rate delta = 1/N (slope -1): d_p(f, f_bar)')
+  paper = [r for r in result['ladder'] if r['series'] == 'paper'
+           and r['certificate']['terms']['fbar_gbar'] > 0]
+  if paper:
+    r0 = min(paper, key=lambda r: r['resolution'])
+    n0, y0 = r0['resolution'], r0['certificate']['terms']['fbar_gbar']
+    d, p = result['d'], result['p']
+    xs = [min(allN), max(allN)]
+    ax.plot(xs, [y0 * (n0 / x) ** (d / p) for x in xs], color='0.3', lw=1, ls='--',
+            label=f'rate delta^(d/p) (slope -{d / p:g}): the bad set')
+  ax.set_xscale('log')
+  ax.set_yscale('log')
+  ax.set_xticks(allN)
+  ax.set_xticklabels([str(v) for v in allN])
+  ax.set_xlabel('resolution N = 1/delta (cells per axis)')
+  ax.set_ylabel('d_p(f, g), p = %g (L_p distance, units of f)' % result['p'])
+  ax.set_title('Certified d_p(f, g) vs Monte Carlo, token_times_mean / prefix_mean, '
+               f'd={result["d"]}, n={result["n"]}', fontsize=9)
+  ax.grid(True, which='both', alpha=0.3)
+  ax.legend(fontsize=6.5, loc='lower left')
+  fig.tight_layout()
+  outputs.atomic_savefig(fig, path, dpi=130)
+  plt.close(fig)
+  return path
+
+
+def lemma6_figure(result, path) -> str:
+  plt = _plt()
+  l6 = result['lemma6']
+  fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.6))
+  groups = {}
+  for r in l6['ramp']:
+    groups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
+  marks = {'paper': 'o', 'complete': 's'}
+  res = sorted({k[0] for k in groups})
+  cmap = plt.get_cmap('viridis')
+  color = {N: cmap(i / max(1, len(res) - 1) * 0.8) for i, N in enumerate(res)}
+  fits = {(f['resolution'], f['ties'], f['clamp']): f['slope'] for f in l6['fits']}
+  for (N, ties, clamp), rows in sorted(groups.items()):
+    rows = [r for r in sorted(rows, key=lambda r: r['ramp']) if math.isfinite(r['gbar_g'])]
+    if not rows:
+      continue
+    slope = fits.get((N, ties, clamp))
+    a1.plot([r['ramp'] for r in rows], [r['gbar_g'] for r in rows],
+            marks.get(ties, 'o') + ('-' if clamp else ':'), color=color[N],
+            mfc=None if clamp else 'none',
+            label=f'N={N}, {ties}, {"clamp" if clamp else "no clamp"}'
+                  + (f' (slope {slope:.2f})' if slope is not None else ''))
+  ramps = [r['ramp'] for r in l6['ramp'] if math.isfinite(r['gbar_g'])]
+  clamped = [r for r in l6['ramp'] if r['clamp'] and math.isfinite(r['gbar_g'])]
+  if clamped:
+    r0 = max(clamped, key=lambda r: r['ramp'])
+    xs = [min(ramps), max(ramps)]
+    a1.plot(xs, [r0['gbar_g'] * (x / r0['ramp']) ** 0.5 for x in xs], color='0.3', lw=1,
+            ls='--', label='epsilon^(1/2) (windows of measure ~ epsilon, p = 2)')
+  a1.set_xscale('log')
+  a1.set_yscale('log')
+  a1.set_xlabel('ReLU ramp width epsilon (input units; plan epsilon ~ margin x delta)')
+  a1.set_ylabel('certified d_p(g_bar, g), p = 2')
+  a1.set_title('Lemma 6: d_p(g_bar, g) -> 0 as epsilon -> 0', fontsize=9)
+  a1.grid(True, which='both', alpha=0.3)
+  a1.legend(fontsize=6)
+  lgroups = {}
+  for r in l6['lam']:
+    lgroups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
+  for (N, ties, clamp), rows in sorted(lgroups.items()):
+    rows = [r for r in sorted(rows, key=lambda r: r['lam']) if math.isfinite(r['gbar_g'])]
+    if not rows:
+      continue
+    a2.plot([r['lam'] for r in rows], [r['gbar_g'] for r in rows],
+            marks.get(ties, 'o') + ('-' if clamp else ':'), color=color.get(N, 'k'),
+            mfc=None if clamp else 'none',
+            label=f'N={N}, {ties}, {"clamp" if clamp else "no clamp"}')
+  a2.set_xscale('log', base=2)
+  a2.set_yscale('log')
+  a2.set_xlabel('softmax scale lambda (margin fixed)')
+  a2.set_ylabel('certified d_p(g_bar, g), p = 2')
+  a2.set_title('Lemma 6: d_p(g_bar, g) against lambda', fontsize=9)
+  a2.grid(True, which='both', alpha=0.3)
+  a2.legend(fontsize=6)
+  fig.tight_layout()
+  outputs.atomic_savefig(fig, path, dpi=130)
+  plt.close(fig)
+  return path
+
+
+def write(result, output_dir) -> list:
+  """Writes the markdown and both figures into ``output_dir``; returns their paths."""
+  md = os.path.join(output_dir, MARKDOWN_NAME)
+  paths = []
+  if result.get('ladder'):
+    paths.append(ladder_figure(result, os.path.join(output_dir, LADDER_PNG)))
+  if result.get('lemma6'):
+    paths.append(lemma6_figure(result, os.path.join(output_dir, LEMMA6_PNG)))
+  outputs.atomic_write(md, markdown(result))
+  return [md] + paths
