@@ -339,11 +339,11 @@ def run(main: Callable[[list[str]], object]) -> None:
   if not hasattr(sys.unraisablehook, 'wrapped'):
     sys.unraisablehook = _unraisable(sys.unraisablehook)
 
-  def stop(name: str, line: str):
+  def stop(name: str, line: Callable[[], str]):
     # From here on a further signal must not interrupt the exit (nor print a traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print(line, file=sys.stderr, flush=True)
+    print(line(), file=sys.stderr, flush=True)
     sys.exit(_exit_status(name))
 
   def wrapped(argv):
@@ -360,16 +360,16 @@ def run(main: Callable[[list[str]], object]) -> None:
         raise KeyboardInterrupt(_received['name'])
       return out
     except Interrupted as e:
-      stop(e.signal_name, f'interrupted ({e.signal_name}); {e.note}')
+      stop(e.signal_name, lambda: f'interrupted ({e.signal_name}); {e.note}')
     except KeyboardInterrupt as e:
       name = _received['name'] or str(e) or 'SIGINT'
-      stop(name, _interrupt_line(name))
+      stop(name, lambda: _interrupt_line(name))
 
   try:
     app.run(wrapped, flags_parser=_parse_flags)
   except KeyboardInterrupt as e:   # after main, e.g. while absl or JAX shut down
     name = _received['name'] or str(e) or 'SIGINT'
-    stop(name, _interrupt_line(name))
+    stop(name, lambda: _interrupt_line(name))
 
 
 if _main_is_a_binary():
