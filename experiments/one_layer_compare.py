@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 
 from absl import flags
 
 from transformer_ua import cli, provenance
-from transformer_ua.yun import distances, one_layer, plan
+from transformer_ua.yun import approximator, distances, one_layer, plan
 from transformer_ua.yun import build_approximator
 
 FLAGS = flags.FLAGS
@@ -45,6 +46,9 @@ CONFIGS = (
 METHODS = ('paper', 'one_layer', 'one_layer_search')
 #: The d_p exponent of the exact d_p(f_bar, g_bar) column.
 P = 2
+#: Cube-interior samples (margin delta/4) of the float64 realizations (measured, not
+#: certified).
+FLOAT_SAMPLES = 512
 
 
 def _label(target, d, n, N):
@@ -66,7 +70,15 @@ def run_paper(target, d, n, N) -> dict:
   kinds = net.depth()['by_kind']
   dep = g.depth()
   bad = distances.bad_set_measure(d, n, N)
-  return {'method': 'paper', 'load_1min': load, 'attention_layers': kinds['attention'],
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter('ignore')
+      gf = net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
+    float64 = approximator.realization_error(net, gf, samples=FLOAT_SAMPLES)['max_abs_error']
+  except ValueError:     # ramps below float64's ulps of t_r: no float realization
+    float64 = None
+  return {'method': 'paper', 'float64_sampled_error': float64, 'load_1min': load,
+          'attention_layers': kinds['attention'],
           'feedforward_layers': kinds['feedforward'], 'blocks': dep['blocks'],
           'attention_on': dep['attention_on'], 'params_g_bar': net.num_params(),
           'params_g': g.num_params(), 'lam': float(p.lam), 'epsilon': float(p.epsilon),
@@ -86,7 +98,9 @@ def run_one_layer(target, d, n, N, search: bool) -> dict:
   cert = g.certify_interiors()
   dep = g.depth()
   kinds = net.depth()['by_kind']
+  float64 = net.realize(dtype='float64').sampled_error(FLOAT_SAMPLES)
   return {'method': 'one_layer_search' if search else 'one_layer', 'load_1min': load,
+          'float64_sampled_error': float64,
           'attention_layers': kinds['attention'], 'feedforward_layers': kinds['feedforward'],
           'blocks': dep['blocks'], 'attention_on': dep['attention_on'],
           'params_g_bar': net.num_params(), 'params_g': g.num_params(),
@@ -111,12 +125,14 @@ def write_md(path, rows, prov):
       'certificate ran at (the plan\'s). "bad set": measure of the cubes where g_bar != '
       'f_bar (the paper: repeated cells; one layer: none), with the exact d_2(f_bar, '
       'g_bar). one_layer: proved lam; one_layer_search: the power-of-two lam with the '
-      'largest certified id gap. "load" is the 1-minute load average when the row '
-      'started (2 cores, shared).', '',
+      'largest certified id gap. "float64": max |g - g_bar| of the same network with its '
+      f'params rounded to float64, on {FLOAT_SAMPLES} sampled cube-interior points '
+      '(measured, not certified; "refused": ramps below float64\'s ulps). "load" is the '
+      '1-minute load average when the row started (2 cores, shared).', '',
       '| configuration | method | attention (on) | FF | blocks | params g | lam | epsilon | '
       'bits | min id gap | build s | certify s | certified max abs error | bad set | '
-      'd_2(f_bar, g_bar) | load |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+      'd_2(f_bar, g_bar) | float64 | load |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
   for r in rows:
     gap = r.get('certified_min_id_gap')
     lines.append(
@@ -125,11 +141,16 @@ def write_md(path, rows, prov):
         f"{r['epsilon']:.3g} | {r['bits']} | {'-' if gap is None else f'{gap:.3g}'} | "
         f"{r['build_s']:.1f} | {r['certify_s']:.1f} | {r['certified_max_abs_error']:.3g}"
         f"{'' if r['certified'] else ' (NOT certified)'} | {r['bad_set_measure']:.3g} | "
-        f"{r['dp_f_bar_g_bar']:.3g} | {r['load_1min']} |")
+        f"{r['dp_f_bar_g_bar']:.3g} | {_float_cell(r.get('float64_sampled_error'))} | "
+        f"{r['load_1min']} |")
   lines += ['', 'Figure: `one_layer_compare.png` (attention layers, realized blocks, bits and '
             'certify seconds per configuration and method).', '']
   with open(path, 'w') as f:
     f.write('\n'.join(lines))
+
+
+def _float_cell(err) -> str:
+  return 'refused' if err is None else f'{err:.3g}'
 
 
 def write_png(path, rows):

@@ -160,9 +160,21 @@ def test_build_refuses_overlapping_ids():
                     id_bits=40)
 
 
-def test_realize_refuses_float_dtype(net):
-  with pytest.raises(ValueError, match="allowed: 'exact'"):
-    net.realize(dtype='float64')
+def test_realize_refuses_other_dtypes(net):
+  with pytest.raises(ValueError, match="allowed: 'exact', 'float64'"):
+    net.realize(dtype='float32')
+  with pytest.raises(ValueError, match="dtype='exact'"):
+    net.realize(dtype='float64').certify_interiors()
+
+
+def test_float64_realization_reproduces_f_bar_on_interiors():
+  # decreasing bump order keeps every crossed bump exactly off in float64
+  net8 = one_layer.build('token_times_mean', d=1, n=3, resolution=8, lam='search')
+  g = net8.realize(dtype='float64')
+  rng = np.random.default_rng(0)
+  k = rng.integers(0, 8, size=(256, 3, 1))
+  x = (k + 0.25 + 0.5 * rng.random(k.shape)) / 8
+  assert np.max(np.abs(g.apply(x) - _token_times_mean((k + 0.5) / 8))) < 1e-8
 
 
 # -- the binary -----------------------------------------------------------------------

@@ -93,10 +93,11 @@ that radius. The shift O = 2^ceil(log2(|w|_1 max|A| + 2)) keeps every written va
 Domain. The certificate covers X in [0, 1)^{n x d} (``apply`` refuses anything else):
 Lemma 7 sends an entry outside [0, 1) to -N^(nd), and no claim is made there.
 
-Lemma 6: the Phi units become 4 ReLUs with ramps of width epsilon = 2^floor(log2(min(
-margin delta, min_i (e_i - hi_i, lo_(i+1) - e_i)) / 2)); the attention is already
-softmax. The realized network is T^{2,1,4} blocks (``realize.as_blocks``) with exactly
-one attention layer that writes to the residual stream.
+Lemma 6: the Phi units become 4 ReLUs with ramps of width 2^floor(log2(c / 2)) per stage,
+c = margin delta for the quantization and c = min_i (e_i - hi_i, lo_(i+1) - e_i) for the
+bumps (every cube interior and every id stays outside every ramp window); the attention
+is already softmax. The realized network is T^{2,1,4} blocks (``realize.as_blocks``) with
+exactly one attention layer that writes to the residual stream.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ import time
 from fractions import Fraction
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flint import arb
 
@@ -124,6 +126,8 @@ CONTEXTUALS = ('paper', 'one_layer')
 CAUCHY_B = Fraction(3187, 1000)
 #: Extra bits of the id enclosures beyond log2(M / gamma_mean) (so radii << gaps).
 ID_GUARD_BITS = 32
+#: dtypes of ``OneLayerApproximator.realize``.
+REALIZATION_DTYPES = ('exact', 'float64')
 #: Largest number of (context, token) ids planned (one bump layer each).
 MAX_IDS = 10_000_000
 #: Largest id-enclosure precision planned (bits).
@@ -490,13 +494,19 @@ class OneLayerApproximator:
              'b_2': _exact([[Fraction(self.offset, N) if i == 0 else 0 for i in range(d)]])}
     P = len(self.table)
     e = self.edges
+    # Bumps in *decreasing* id order: a token passes the bumps above its id (every ReLU
+    # off: the layer is exactly the identity, even in floating point), then its own turns
+    # it into A (below every bump, so off from there on). In increasing order it would
+    # first cross every bump below its id with all four ReLUs on, cancelling terms of
+    # size |w^T z| / epsilon: exact in rationals, but float64 drifts past the id gaps.
+    order = range(P - 1, -1, -1)
     bumps = {
-        'W_1': _exact([[w] for _ in range(P)]),
-        'b_1': _exact([[-e[i]] for i in range(P)]),
+        'W_1': _exact([[w] for _ in order]),
+        'b_1': _exact([[-e[i]] for i in order]),
         'W_2': _exact([[[Fraction(float(self.values[i, a])) - self.states[i][a]]
-                        for a in range(d)] for i in range(P)]),
+                        for a in range(d)] for i in order]),
         'b_2': z(P, d),
-        'phi': {'breaks': _exact([[[Fraction(0), e[i + 1] - e[i]]] for i in range(P)]),
+        'phi': {'breaks': _exact([[[Fraction(0), e[i + 1] - e[i]]] for i in order]),
                 'slopes': _exact([[[0, 0, 0]] for _ in range(P)]),
                 'intercepts': _exact([[[0, 1, 0]] for _ in range(P)]),
                 'left_closed': np.zeros((P, 1, 2), bool)}}
@@ -509,15 +519,18 @@ class OneLayerApproximator:
               'segment_2': {'feedforward': shift}, 'segment_3': {'feedforward': bumps}}
     return segments, params
 
-  def plan_epsilon(self, margin=DEFAULT_MARGIN) -> Fraction:
-    """2^floor(log2(min(margin delta, edge clearance) / 2)): every cube interior and
-    every id stays outside every ramp window."""
-    margin = Fraction(margin)
-    c = min(margin / self.resolution, self.min_edge_clearance)
-    eps = Fraction(2) ** math.floor(_log2(c / 2))
-    while eps >= c:
-      eps /= 2
-    return eps
+  def plan_epsilon(self, margin=DEFAULT_MARGIN) -> dict:
+    """Lemma 6 ramp widths per stage, 2^floor(log2(clearance / 2)): 'quantization'
+    (clearance margin delta: cube interiors stay off Lemma 7's breakpoints) and 'value'
+    (clearance: the smallest distance of an id enclosure to its bump edges). Separate
+    widths keep the quantization's ramps, and so its weights, at the scale of delta."""
+    def pow2_below(c):
+      eps = Fraction(2) ** math.floor(_log2(c / 2))
+      while eps >= c:
+        eps /= 2
+      return eps
+    return {'quantization': pow2_below(Fraction(margin) / self.resolution),
+            'value': pow2_below(self.min_edge_clearance)}
 
   def plan_bits(self, tolerance: float = 1e-6) -> int:
     """Working precision of the ball evaluation: ids resolved well below the edge
@@ -530,19 +543,32 @@ class OneLayerApproximator:
     """The standard Transformer g in T^{2,1,4}: Phi -> 4 ReLUs (Lemma 6), blocks.
 
     Args:
-      epsilon: ramp width (default: ``plan_epsilon(margin)``); exact rational.
-      dtype: 'exact' only (params are exact rationals; evaluation is certified).
+      epsilon: one ramp width for every Phi unit (exact rational), or None: the
+        per-stage widths of ``plan_epsilon(margin)``.
+      dtype: 'exact' (params are exact rationals; evaluation is certified) or 'float64'
+        (the same rationals rounded; evaluated by the JAX network, not certified).
     """
-    if dtype != 'exact':
-      raise ValueError(f"dtype={dtype!r}; the one-layer realization is built with "
-                       "dtype='exact' (allowed: 'exact').")
-    eps = self.plan_epsilon(margin) if epsilon is None else Fraction(epsilon)
-    if eps <= 0:
-      raise ValueError(f'epsilon must be positive, got {epsilon!r}.')
-    segments, params = self._modified()
-    segments, params = realize.relu_realization(segments, params, eps)
-    segments, params = realize.as_blocks(segments, params)
-    return OneLayerRealized(segments=segments, params=params, epsilon=eps, source=self)
+    if dtype not in REALIZATION_DTYPES:
+      raise ValueError(f'dtype={dtype!r}; allowed: {", ".join(map(repr, REALIZATION_DTYPES))}.')
+    if epsilon is None:
+      eps = self.plan_epsilon(margin)
+    else:
+      if Fraction(epsilon) <= 0:
+        raise ValueError(f'epsilon must be positive, got {epsilon!r}.')
+      eps = {'quantization': Fraction(epsilon), 'value': Fraction(epsilon)}
+    modified, mparams = self._modified()
+    segments, params = [], {}
+    for i, seg in enumerate(modified):   # Lemma 6 stage by stage, each with its width
+      one, p1 = realize.relu_realization((seg,), {'segment_0': mparams[f'segment_{i}']},
+                                         eps.get(seg.name, eps['value']))
+      segments.append(one[0])
+      params[f'segment_{i}'] = p1['segment_0']
+    segments, params = realize.as_blocks(tuple(segments), params)
+    if dtype == 'float64':
+      params = jax.tree_util.tree_map(
+          lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64), params)
+    return OneLayerRealized(segments=segments, params=params, epsilon=min(eps.values()),
+                            epsilons=eps, source=self, dtype=dtype)
 
   def describe(self) -> str:
     c = self.layer_counts()
@@ -566,6 +592,7 @@ class OneLayerRealized:
   epsilon: Fraction
   source: OneLayerApproximator
   dtype: str = 'exact'
+  epsilons: dict | None = None
 
   @property
   def lam(self) -> Fraction:
@@ -602,6 +629,7 @@ class OneLayerRealized:
 
   def apply_certified(self, x, bits: int | None = None):
     """(mid, rad) float64 [batch, n, d]: the exact g(X) lies in [mid - rad, mid + rad]."""
+    self._check_exact()
     src = self.source
     x = _checked_input(x, src.n, src.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
@@ -612,14 +640,36 @@ class OneLayerRealized:
         mid[b], rad[b] = ball.mid_rad(bn.forward(ball.points(x[b])))
     return mid, rad
 
+  def _check_exact(self):
+    if self.dtype != 'exact':
+      raise ValueError(f"certified evaluation needs dtype='exact' (this one is {self.dtype}).")
+
   def apply(self, x) -> np.ndarray:
-    return self.apply_certified(x)[0]
+    """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX
+    network ('float64')."""
+    if self.dtype == 'exact':
+      return self.apply_certified(x)[0]
+    x = _checked_input(x, self.source.n, self.source.d)
+    net = layers.Network(self.segments, positional=False, num_tokens=self.source.n,
+                         param_dtype=jnp.float64)
+    with jax.enable_x64(True):
+      return np.asarray(layers.jit_apply(net)(self.params, jnp.asarray(x, jnp.float64)))
+
+  def sampled_error(self, samples: int = 512, seed: int = 0, margin: float = 0.25) -> float:
+    """max |g - g_bar| on ``samples`` uniform cube-interior points (a measurement, not a
+    certificate; for the float64 realization)."""
+    src = self.source
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, src.resolution, size=(samples, src.n, src.d))
+    x = (k + margin + (1 - 2 * margin) * rng.random(k.shape)) / src.resolution
+    return float(np.max(np.abs(self.apply(x) - src.apply(x))))
 
   def certify_interiors(self, margin=DEFAULT_MARGIN, bits: int | None = None, *,
                         tolerance: float = 1e-6, workers: int | None = None) -> dict:
     """Certified max |g - g_bar| over every point of every cube interior (each cube
     shrunk by margin delta per side; one cube per context, by equivariance), by arb box
     propagation. Returns dict as ``yun.plan.certify_interiors``."""
+    self._check_exact()
     src = self.source
     margin = Fraction(margin)
     if not 0 <= margin < Fraction(1, 2):
