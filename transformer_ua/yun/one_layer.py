@@ -585,7 +585,12 @@ class OneLayerApproximator:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class OneLayerRealized:
-  """The realized g: T^{2,1,4} blocks with exact params, evaluated in arb balls."""
+  """The realized g: T^{2,1,4} blocks; 'exact' params (rationals) are evaluated and
+  certified in arb balls, 'float64' params (the same rationals rounded) by the JAX network.
+
+  Attributes: segments, params; epsilon (the smallest ramp width) and epsilons (per
+  stage: 'quantization', 'value'); source (the ``OneLayerApproximator``); dtype.
+  """
 
   segments: tuple
   params: dict
