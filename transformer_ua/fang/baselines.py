@@ -344,11 +344,21 @@ def _curve(result) -> dict:
           'test_mse': [r.get('test_mse') for r in h]}
 
 
+def read_run(workdir):
+  """A run's result.json, else its diverged.json, else None."""
+  r = read_json(os.path.join(workdir, 'result.json'))
+  return r if r is not None else read_json(os.path.join(workdir, 'diverged.json'))
+
+
 def _seed_block(bconfig, runs_results) -> dict:
-  """Lists over seeds (seed order) of the finished runs' numbers."""
+  """Lists over seeds (seed order) of the finished runs' numbers; seeds whose run
+  diverged are listed under 'diverged_seeds' (with their provenance)."""
   fin = [(s, r) for s, r in runs_results if r is not None and 'mse_test' in r]
+  div = [(s, r) for s, r in runs_results if r is not None and r.get('diverged')]
   return {
       'seeds': [s for s, _ in fin],
+      'diverged_seeds': [s for s, _ in div],
+      'diverged_provenance': [r.get('provenance') for _, r in div],
       'seeds_planned': list(bconfig.seeds),
       'mse_train': [r['mse_train'] for _, r in fin],
       'mse_test': [r['mse_test'] for _, r in fin],
@@ -411,8 +421,8 @@ def collect(bconfig, root) -> dict:
     for m in t.models:
       entry = t.entries[m]
       # paper recipe: own runs, else the imported record
-      own = [(s, read_json(os.path.join(run_dir(root, target, m, 'paper', 'paper', s),
-                                        'result.json'))) for s in bconfig.seeds]
+      own = [(s, read_run(run_dir(root, target, m, 'paper', 'paper', s)))
+             for s in bconfig.seeds]
       source = 'runs of experiments/fang_baselines.py'
       if not any(r for _, r in own) and t.get('paper_record'):
         imp = imported_paper(t.paper_record, target, entry)
@@ -442,14 +452,14 @@ def collect(bconfig, root) -> dict:
         tuned.update(_seed_block(bconfig, []))
       else:
         tuned.update(_seed_block(bconfig, [
-            (s, read_json(os.path.join(run_dir(root, target, m, 'tuned', sel['name'], s),
-                                       'result.json'))) for s in bconfig.seeds]))
+            (s, read_run(run_dir(root, target, m, 'tuned', sel['name'], s)))
+            for s in bconfig.seeds]))
       study = {}
       if m in t.get('study_models', ()):
         for name in t.get('study', {}):
           blk = _seed_block(bconfig, [
-              (s, read_json(os.path.join(run_dir(root, target, m, 'study', name, s),
-                                         'result.json'))) for s in bconfig.seeds])
+              (s, read_run(run_dir(root, target, m, 'study', name, s)))
+              for s in bconfig.seeds])
           blk['overrides'] = dict(t.study[name])
           blk.pop('curves')
           study[name] = blk

@@ -116,10 +116,12 @@ def _all_provenance(record):
   for target in record['targets']:
     for m in record[target]['models'].values():
       out += m['paper']['provenance'] + m['tuned']['provenance']
+      out += m['paper'].get('diverged_provenance', []) + m['tuned'].get(
+          'diverged_provenance', [])
       out += [e['provenance'] for e in m['tuned']['grid'] if e.get('provenance')]
       for blk in m.get('study', {}).values():
-        out += blk['provenance']
-  return out
+        out += blk['provenance'] + blk.get('diverged_provenance', [])
+  return [p for p in out if p]
 
 
 # ---------------------------------------------------------------------------
@@ -240,7 +242,12 @@ def study_table(record, target) -> str:
       blk = (t['models'][m]['paper'] if var == 'paper recipe'
              else t['models'][m]['study'][var])
       diag = [d for d in blk['diagnostics'] if d]
-      cells += [fmt_stats(stats(blk['mse_test'])),
+      te = fmt_stats(stats(blk['mse_test']))
+      if blk.get('diverged_seeds'):
+        te = (te if blk['mse_test'] else '') + (
+            f" diverged: {len(blk['diverged_seeds'])} of "
+            f"{len(blk['diverged_seeds']) + len(blk['seeds'])} seeds")
+      cells += [te,
                 fmt_stats(stats([d['param_distance_moved'] for d in diag]), 3),
                 fmt_stats(stats([d['clip_factor_init'] for d in diag]), 2)]
     over = ('' if var == 'paper recipe' else ' `' + json.dumps(
@@ -257,8 +264,10 @@ def _commands(record, target) -> list[str]:
     provs = list(m['paper']['provenance']) + list(m['tuned']['provenance'])
     provs += [e['provenance'] for e in m['tuned']['grid'] if e.get('provenance')]
     for blk in m.get('study', {}).values():
-      provs += blk['provenance']
-    for p in provs:
+      provs += blk['provenance'] + blk.get('diverged_provenance', [])
+    provs += m['paper'].get('diverged_provenance', []) + m['tuned'].get(
+        'diverged_provenance', [])
+    for p in [p for p in provs if p]:
       k = (p.get('command'), p.get('git_revision'))
       seen[k] = seen.get(k, 0) + 1
   return [f'- `{c}` at revision `{r}` ({n} runs)' for (c, r), n in seen.items()]
