@@ -10,13 +10,14 @@ had plateaued: the tripling 6000 -> 18000 steps bought +2.8 (average attention),
 
 Everything else is `cpu`, as for `cpu_longer`: only the linear decay of the learning rate
 to 0 is 27x slower. One seed per mixer. A run takes ~2.8 h alone on 2 idle cores (5.3
-steps/s), more than one session: it checkpoints every 5 min and on SIGTERM, and resumes
+steps/s), so expect to stop and resume it: it checkpoints every 5 min and on SIGTERM, and resumes
 on the machine that holds its workdir (checkpoints are not archived).
 
-    bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_longest longest   # the runs
+    bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_longest longest   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longest.py \
-        --workdir=/work/runs_mixing_longest --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=results/mixing/mixing_layers_plateau.json --results_dir=results/mixing
+        --workdir=runs/mixing_cpu_longest --seeds=1 --hybrid_ks= --report_only \
+        --compare_to=results/mixing/mixing_layers_plateau.json --results_dir=results/mixing \
+        --overwrite
 """
 
 import os
