@@ -5,7 +5,8 @@ and Corollary 3.7 (sup error vs q).
     python experiments/fang_construction.py [--f2_literal_points=16] [--skip_corollary]
 
 Writes fang_construction.md (+ .json) and fang_corollary37.png to --results_dir
-(default runs/fang_construction; ``--results_dir=results/fang`` updates the record).
+(default runs/fang_construction; ``--results_dir=results/fang --overwrite`` updates the
+record).
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
@@ -24,7 +25,7 @@ _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
 _RESULTS = flags.DEFINE_string('results_dir', 'runs/fang_construction',
-                               'Output directory (--results_dir=results/fang: the record).')
+                               'Output directory (results/fang: the record, with --overwrite).')
 cli.define_overwrite()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -11,7 +11,7 @@ first). A finished run (``result.json``) is skipped; an unfinished one resumes f
 its orbax checkpoint. After each run the report is rebuilt from every
 ``result.json`` of both targets under ``--workdir``: ``fang_regression.md`` with
 ``fang_regression_<target>.json`` and the PNG figures in ``--results_dir`` (default
-``<workdir>/report``; ``--results_dir=results/fang`` replaces the checked-in record).
+``<workdir>/report``; ``--results_dir=results/fang --overwrite`` replaces the record).
 
 For every trained ATTENTION model the binary also runs the *literal* network
 (``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1 blocks) on
@@ -36,7 +36,7 @@ from transformer_ua.train import fang_regression as fang_training
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
 _RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report is written (default: '
-                                '<workdir>/report; --results_dir=results/fang updates the record).')
+                                '<workdir>/report; results/fang with --overwrite: the record).')
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')

@@ -12,10 +12,10 @@ seed per mixer (seed 0, the same batches as the `cpu` seed 0 for the first 2000 
 Comparing the two schedules per mixer says how much 3x the tokens buys and whether the
 `cpu` ordering of the mixers survives it:
 
-    bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_long long    # the runs
+    bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_long long    # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
-        --workdir=/work/runs_mixing_long --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=/work/runs_mixing --results_dir=results/mixing  # mixing_layers_plateau.md
+        --workdir=runs/mixing_cpu_long --seeds=1 --hybrid_ks= --report_only \
+        --compare_to=runs/mixing_cpu --results_dir=results/mixing --overwrite  # plateau
 """
 
 import os

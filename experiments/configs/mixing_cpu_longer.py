@@ -14,10 +14,11 @@ only the linear decay of the learning rate to 0 is 9x slower. One seed per mixer
 counts as plateaued when this last tripling of the tokens buys less than
 mixing_sweep.PLATEAU_POINTS of held-out accuracy:
 
-    bash experiments/mixing_cpu_sweep.sh /work/runs_mixing_longer longer   # the runs
+    bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_longer longer   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longer.py \
-        --workdir=/work/runs_mixing_longer --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=/work/runs_mixing,/work/runs_mixing_long --results_dir=results/mixing
+        --workdir=runs/mixing_cpu_longer --seeds=1 --hybrid_ks= --report_only \
+        --compare_to=runs/mixing_cpu,runs/mixing_cpu_long --results_dir=results/mixing \
+        --overwrite
 """
 
 import os
