@@ -12,7 +12,7 @@ Command (its own workdir, so it never mixes with the paper's runs; resumable):
 
     nice -n 10 python experiments/fang_regression.py \
         --config=experiments/configs/fang_f2_adam.py --config.seeds='(0,)' \
-        --workdir=/work/runs_fang_adam --results_dir=/work/runs_fang_adam/report \
+        --workdir=runs/fang_adam --results_dir=runs/fang_adam/report \
         --only=attention:n_q --progress=false --config.train_epoch=scan --config.grad_chunk=250
 
 --results_dir keeps the report of these runs out of results/ (the paper's report).

@@ -11,10 +11,10 @@ batches are functions of (seed, step) only. Pilot runs of the Transformer that c
 the step count and learning rate are recorded in results/mixing/mixing_cpu_pilots.md.
 
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_cpu.py \
-        --workdir=/work/runs_mixing/attention_s0/pretrain
-    bash experiments/mixing_cpu_sweep.sh /work/runs_mixing       # the whole sweep
+        --workdir=runs/mixing_cpu/attention_s0/pretrain
+    bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu       # the whole sweep
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
-        --workdir=/work/runs_mixing --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --status
+        --workdir=runs/mixing_cpu --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --status
 """
 
 from transformer_ua.models import mixing_config
