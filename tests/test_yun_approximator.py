@@ -302,6 +302,7 @@ def test_main_job_writes_json_and_figures(tmp_path):
   c.map_samples = 128
   c.lam_sweep = (1.0, 1e4)
   c.epsilon_sweep = (1e-2, 1e-6)
+  c.certify_epsilon = 0.5   # N = 3
   lines = []
   res = approximate.run(c, str(tmp_path), log=lines.append)
   assert res['depth']['built'] == res['depth']['formula']
@@ -313,12 +314,20 @@ def test_main_job_writes_json_and_figures(tmp_path):
   assert all(r['exact']['dp_f_bar_g_bar'] < 1e-12 for r in complete['rows'])
   assert any(r['exact']['dp_f_bar_g_bar'] > 0.1 for r in res['ladders'][0]['rows'])
   assert res['realization']['reproduces']
-  # the main configuration with ties='complete': certified on every cube interior,
-  # repeated cells included (C(3 + 3 - 1, 3) = 10 multisets at N = 3)
-  cert = res['ties_main']['certified']
-  assert cert['certified'] and cert['cubes'] == 10, cert
-  assert any(l.startswith('  ties=complete certified:') for l in lines), lines
-  assert 'ties=complete' in (tmp_path / 'approximate.md').read_text()
+  # the headline: a certified d_p(f, g) <= certify_epsilon; at the main resolution the
+  # paper's network, its clamped version and ties='complete' (clamped), each certified
+  head = res['certified']['headline']
+  assert head['certificate']['total'] <= c.certify_epsilon
+  assert lines[[l.startswith('CERTIFIED: d_p(f, g) <= ') for l in lines].index(True)]
+  rows = {r['label']: r['certificate'] for r in res['certified']['main_resolution']}
+  assert set(rows) == {"the paper's network", "the paper's network + output clamp",
+                       'ties=complete + output clamp'}
+  assert rows['ties=complete + output clamp']['terms']['fbar_gbar'] == 0
+  assert rows["the paper's network + output clamp"]['total'] < 1 < \
+      rows["the paper's network"]['total']
+  report = (tmp_path / 'approximate.md').read_text()
+  assert '## Certified: d_p(f, g) over the whole unit cube' in report
+  assert 'sampled error decomposition (not certified)' in report
   for path in res['figures']:
     assert os.path.getsize(path) > 1000
   with open(tmp_path / 'approximate.json') as fh:
@@ -336,12 +345,15 @@ def test_main_job_names_a_precision_failure(tmp_path):
   c.resolution, c.ladder, c.dtype = 3, (2,), 'float32'  # float32 cannot hold t_r = 1458
   c.samples, c.sweep_samples, c.map_samples = 500, 100, 64
   c.lam_sweep, c.epsilon_sweep = (1e4,), (1e-2,)
+  c.certify_epsilon = 0.5
   lines = []
   res = approximate.run(c, str(tmp_path), log=lines.append)
   assert res['decomposition']['precision_failure']
   failure = [l for l in lines if 'PRECISION FAILURE' in l]
   assert len(failure) == 1 and 't_r = 1.46e+03' in failure[0], lines
-  assert any(l.startswith('  lam sweep, d_p(g_bar, g) at epsilon=') for l in lines)
+  sweep = [l for l in lines if l.startswith('  lam sweep, float32 g (sampled;')]
+  assert len(sweep) == 1 and 'd_p(g_bar, g) at epsilon=0.01: lam=1e+04 -> ' in sweep[0]
+  assert sweep[0].endswith('(off)'), sweep   # float32 cannot represent g_bar here
   assert any('bad set (inputs with repeated columns, measure' in l for l in lines)
 
 
@@ -361,10 +373,28 @@ def test_main_job_rejects_bad_config():
   with pytest.raises(approximate.ConfigError, match='positional=True'):
     approximate.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
-  c.resolution = 32  # default epsilon 1e-6: was a ZeroDivisionError after minutes of build
-  with pytest.raises(approximate.ConfigError, match='config.epsilon: .*allowed: epsilon >='):
+  c.resolution, c.epsilon = 32, 1e-6  # was a ZeroDivisionError after minutes of build
+  # the suggestion is a flag value the binary accepts
+  with pytest.raises(approximate.ConfigError, match=r'allowed: --config.epsilon >= \d'):
     approximate.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
-  c.epsilon_sweep = (1e-2, 1e-13)  # N=4: t_r = 12288, 4 ulps = 7.3e-12
-  with pytest.raises(approximate.ConfigError, match='config.epsilon_sweep'):
+  c.certify_epsilon = 0.0
+  with pytest.raises(approximate.ConfigError, match='config.certify_epsilon=0.0'):
     approximate.run(c, '/nonexistent-dir-not-created')
+  c.certify_epsilon, c.certify_margin = 0.2, 0.5
+  with pytest.raises(approximate.ConfigError, match='config.certify_margin'):
+    approximate.run(c, '/nonexistent-dir-not-created')
+
+
+def test_main_job_sweeps_skip_ramps_the_dtype_cannot_resolve():
+  from experiments import approximate
+  from transformer_ua.yun import build_approximator
+  from experiments.configs import approximate as config_lib
+  c = config_lib.get_config()
+  c.lam_sweep, c.epsilon_sweep, c.sweep_samples, c.map_samples = (), (1e-2, 1e-13), 50, 16
+  lines = []
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=4)
+  with pytest.warns(plan.FloatRealizationWarning):
+    out = approximate.run_sweeps(net, c, lines.append)   # N=4: 4 ulps of t_r = 7.3e-12
+  assert out['skipped_epsilons'] == [1e-13] and [r['epsilon'] for r in out['epsilon']] == [1e-2]
+  assert any('skipped [1e-13]' in l for l in lines), lines

@@ -4,9 +4,11 @@ r"""Default config of experiments/approximate.py (the README's main job).
     python experiments/approximate.py --config.target=prefix_mean --config.positional=True
     python experiments/approximate.py --config=experiments/configs/approximate.py:ladder
 
-Theorem 2 on a permutation-equivariant target, d = 1, n = 3: one configuration with its
-error decomposition and realization, a ladder of resolutions for the delta^(d/p) rate,
-and sweeps over lambda and epsilon. The ``ladder`` variant runs every built-in target
+Theorem 2 on a permutation-equivariant target, d = 1, n = 3: first the certificate (a
+standard Transformer g with a proved d_p(f, g) <= certify_epsilon, and the certified
+d_p(f, g) of the paper's network, of its clamped version and of ties='complete' at the
+main resolution), then the float64 realization with its sampled error decomposition, a
+ladder of resolutions for the delta^(d/p) rate, and sweeps over lambda and epsilon. The ``ladder`` variant runs every built-in target
 over a longer ladder (results/yun/approximation/ladder/approximate.md) and the precision map.
 """
 
@@ -20,13 +22,21 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c.positional = False        # False: Theorem 2 (equivariant f); True: Theorem 3 (with E)
   c.d = 1                     # embedding dimension
   c.n = 3                     # tokens
-  c.resolution = 4            # N = 1/delta of the main configuration (realized in float64)
+  c.resolution = 4            # N = 1/delta of the main configuration (4, 8, 16, ...)
   c.p = 2.0                   # d_p exponent (>= 1)
+  # The certificate (yun.certificate): the headline is yun.approximate(target,
+  # certify_epsilon), the smallest N whose certified d_p(f, g) is <= certify_epsilon;
+  # then certify_lp at the main resolution for the paper's network, the network with
+  # the output clamp and (Theorem 2) ties='complete'.
+  c.certify_epsilon = 0.2     # d_p(f, g) to certify (> 0)
+  c.certify_margin = 2.0 ** -20  # cube interiors shrunk by this x delta per side
+  c.certify_tolerance = 1e-9  # planned max |g - g_bar| on the interiors
   c.samples = 10000           # Monte Carlo samples for every d_p
   c.seed = 0
-  # Lemma 6 realization of the main configuration.
+  # The float realization of the main configuration (sampled, not certified: float64
+  # reproduces g_bar on cube interiors only while t_r <= ~1.2e4, i.e. N <= 4 at n = 3).
   c.lam = 1e4                 # softmax scale
-  c.epsilon = 1e-6            # ReLU ramp width for d_p(g_bar, g) (windows of measure ~ epsilon)
+  c.epsilon = 1e-2            # ReLU ramp width for d_p(g_bar, g) (windows of measure ~ epsilon)
   c.interior_epsilon = 1e-2   # ramp width for the cube-interior check (< delta/4, the margin)
   c.dtype = 'float64'         # 'float64' or 'float32'
   # Resolution ladder (error vs delta, log-log, slope against d/p).
@@ -34,7 +44,8 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   # Theorem 2 targets: also run the ladder with ties='complete' (yun.contextual_ties: no
   # bad set, d_p(f_bar, g_bar) = 0), side by side with the paper's construction.
   c.compare_ties = True
-  # Sweeps at the main configuration (d_p(g_bar, g) and max error on cube interiors).
+  # Sweeps at the main configuration (d_p(g_bar, g) and max error on cube interiors);
+  # ramps below what the dtype resolves at the main resolution are skipped with a note.
   c.lam_sweep = (1e0, 1e1, 1e2, 1e3, 1e4, 1e6, 1e10)
   c.epsilon_sweep = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
   c.sweep_samples = 4000

@@ -41,22 +41,33 @@ def make_figures(result, net, outdir):
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
   paths = []
   # 1. Error vs delta.
-  fig, ax = plt.subplots(figsize=(6, 4.5))
+  fig, ax = plt.subplots(figsize=(7, 5))
+  drawn = set()   # (target, term, values): a curve identical to one drawn is not redrawn
   for lad in result['ladders']:
     rows = lad['rows']
     deltas = [r['delta'] for r in rows]
     complete = lad.get('ties') == 'complete'
+    no_bad_set = lad['positional'] or complete
     tag = f'{lad["target"]}' + (' (Thm 3)' if lad['positional'] else
-                                ' (ties=complete)' if complete else '')
+                                ' (ties=complete)' if complete else ' (paper)')
     for key, style in (('f|f_bar', 'o-'), ('f_bar|g_bar', 's--'), ('f|g_bar', '^-.')):
       vals = [r[key]['value'] for r in rows]
-      if key == 'f|g_bar' or (not lad['positional'] and not complete) or key == 'f|f_bar':
-        lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
-        hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
-        slope = lad['slopes'][key]
-        ax.errorbar(deltas, vals, yerr=[lo, hi], fmt=style, capsize=2,
-                    label=f'{tag}: d_p({key.replace("|", ", ")}) slope '
-                          f'{slope:.2f}' if slope is not None else tag)
+      if key == 'f_bar|g_bar' and no_bad_set:
+        continue          # 0: no bad set
+      if key == 'f|g_bar' and no_bad_set:
+        continue          # = d_p(f, f_bar) when g_bar = f_bar on every cube
+      ident = (lad['target'], key, tuple(round(v, 12) for v in vals))
+      if ident in drawn:
+        continue
+      drawn.add(ident)
+      lo = [r[key]['value'] - r[key]['ci_low'] for r in rows]
+      hi = [r[key]['ci_high'] - r[key]['value'] for r in rows]
+      slope = lad['slopes'][key]
+      who = lad['target'] if key == 'f|f_bar' else tag
+      ax.errorbar(deltas, vals, yerr=[lo, hi], fmt=style, capsize=2, ms=5,
+                  label=f'{who}: d_p({key.replace("|", ", ")})'
+                        + (f', slope {slope:.2f}' if slope is not None else '')
+                        + (' (= d_p(f, g_bar) without bad set)' if key == 'f|f_bar' else ''))
   theo = result['ladders'][0]
   if theo['theory_slope_f_bar_g_bar'] is not None:
     rows = theo['rows']
@@ -66,9 +77,9 @@ def make_figures(result, net, outdir):
             label=f'slope d/p = {theo["theory_slope_f_bar_g_bar"]:.2f}')
   ax.set_xscale('log')
   ax.set_yscale('log')
-  ax.set_xlabel('delta = 1/N')
-  ax.set_ylabel(f'd_p (p = {result["config"]["p"]})')
-  ax.set_title('Approximation error vs resolution')
+  ax.set_xlabel('cell width delta = 1/N (input units)')
+  ax.set_ylabel(f'd_p, p = {result["config"]["p"]:g} (output units)')
+  ax.set_title('Approximation error vs resolution (Monte Carlo, 95% CI)')
   ax.legend(fontsize=7)
   fig.tight_layout()
   paths.append(os.path.join(outdir, 'error_vs_delta.png'))
@@ -85,7 +96,9 @@ def make_figures(result, net, outdir):
                  else np.nan for r in rows], 's--', label='max |g - g_bar|, cube interiors')
     ax.set_xscale('log')
     ax.set_yscale('log')
-    ax.set_xlabel('lambda' if key == 'lam' else 'epsilon')
+    ax.set_xlabel('softmax scale lambda' if key == 'lam' else
+                  'ReLU ramp width epsilon (input units of each unit)')
+    ax.set_ylabel('error of the float g against g_bar (output units)')
     fixed = result['config']['epsilon'] if key == 'lam' else result['config']['lam']
     ax.set_title(f'{"epsilon" if key == "lam" else "lambda"} = {fixed:g}, '
                  f'{result["config"]["dtype"]}')
@@ -108,14 +121,17 @@ def make_figures(result, net, outdir):
         if m.any():
           ax.scatter(idx[m], np.abs(q[m]), s=6, color=color, marker=marker,
                      label=label + (' (negative: |q|)' if sign < 0 else ''))
-    for t, name in ((cv['t_l'], 't_l'), (cv['t_r'], 't_r')):
+    for t, name, va in ((cv['t_l'], 't_l', 'top'), (cv['t_r'], 't_r', 'bottom')):
       ax.axhline(t, color='k', lw=0.8, ls='--')
-      ax.text(0, t, f' {name}', va='bottom', fontsize=8)
+      ax.annotate(f'{name} = {t:.3g}', xy=(1.0, t), xycoords=('axes fraction', 'data'),
+                  xytext=(-4, 3 if va == 'bottom' else -3), textcoords='offset points',
+                  ha='right', va=va, fontsize=8,
+                  bbox={'facecolor': 'white', 'edgecolor': 'none', 'pad': 1})
     ax.set_yscale('log')
     ax.set_xlabel('grid point L (index; -1 = out of range included)')
     ax.set_ylabel('|q| = |u^T g_c(L)_j|, every token j')
     ax.set_title(f'Contextual mapping, d={net.d}, n={net.n}, N={net.resolution}')
-    ax.legend(fontsize=8, loc='lower right')
+    ax.legend(fontsize=8, loc='lower left')
     fig.tight_layout()
     paths.append(os.path.join(outdir, 'contextual_mapping_values.png'))
     fig.savefig(paths[-1], dpi=120)
@@ -139,6 +155,42 @@ def _ci(e) -> str:
   return f'{e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}]'
 
 
+def _certificate_lines(certified) -> list:
+  """The headline section: the certified d_p(f, g) (``yun.certificate``)."""
+  if not certified:
+    return []
+  head = certified['headline']
+  cert = head['certificate']
+  t = cert['terms']
+  lines = ['## Certified: d_p(f, g) over the whole unit cube', '',
+           f'**d_p(f, g) <= {cert["total"]:.4g} <= {head["epsilon"]:g}** (p = {cert["p"]:g}) '
+           f'for a standard Transformer g (softmax attention, ReLU feed-forward, '
+           f'{head["blocks"]} blocks of T^{{2,1,4}}, {head["weights"]} exact rational '
+           f'weights) at N = {cert["resolution"]}, found by `yun.approximate` in '
+           f'{head["seconds"]:.1f} s. Every number below is a rigorous upper bound (exact '
+           'rationals or arb balls rounded up), not a sample.', '',
+           '| term | bound |', '|---|---|',
+           f'| d_p(f, f_bar) (Lipschitz constant {cert["lipschitz"]:g}) | {t["f_fbar"]:.4g} |',
+           f'| d_p(f_bar, g_bar) | {t["fbar_gbar"]:.4g} |',
+           f'| d_p(g_bar, g): cube interiors ({100 * cert["interior_fraction"]:.6g}% of the '
+           f'volume, sup {cert["interior_sup"]:.3g}) and ramp windows (measure '
+           f'{cert["window_measure"]:.3g}, sup {cert["window_sup"]:.3g}) | {t["gbar_g"]:.4g} |',
+           f'| total | {cert["total"]:.4g} |', '',
+           f'Planned: lambda = {cert["lam"]:g}, ramp epsilon = {cert["epsilon"]:.3g}, '
+           f'{cert["bits"]} bits, margin {cert["margin"]:.3g} delta.', '',
+           'At the main resolution (the paper\'s network, the same with the output clamp, '
+           'and the tie-complete contextual map with the clamp):', '',
+           '| network | blocks | bits | d_p(f, f_bar) | d_p(f_bar, g_bar) | d_p(g_bar, g) | '
+           'window sup | d_p(f, g) | s |', '|---|---|---|---|---|---|---|---|---|']
+  for row in certified['main_resolution']:
+    c = row['certificate']
+    lines.append(f'| {row["label"]} | {row["blocks"]} | {c["bits"]} | '
+                 f'{c["terms"]["f_fbar"]:.3g} | {c["terms"]["fbar_gbar"]:.3g} | '
+                 f'{c["terms"]["gbar_g"]:.3g} | {c["window_sup"]:.3g} | {c["total"]:.4g} | '
+                 f'{row["seconds"]:.1f} |')
+  return lines + ['']
+
+
 def write_report(result, path) -> None:
   """Markdown summary of a run (the tables of results/approximation/approximate.md)."""
   c, prov = result['config'], result['provenance']
@@ -147,6 +199,7 @@ def write_report(result, path) -> None:
            f'Run time {result["seconds"]} s. Target `{c["target"]}`, d={c["d"]}, n={c["n"]}, '
            f'N={c["resolution"]}, p={c["p"]}, {c["samples"]} Monte Carlo samples (95% CI), '
            f'{"Theorem 3 (positional)" if result["positional"] else "Theorem 2"}.', '',
+           *_certificate_lines(result.get('certified')),
            '## Depth (built vs the paper\'s formulas)', '',
            '| stage | built | formula |', '|---|---|---|']
   for key in ('quantization', 'contextual', 'value', 'total'):
@@ -155,7 +208,8 @@ def write_report(result, path) -> None:
   lines += ['', f'Realized g: {rd["blocks"]} blocks of T^{{2,1,4}} ({rd["attention_on"]} with '
             f'attention on, {rd["feedforward_on"]} with feed-forward on), lambda={c["lam"]:g}, '
             f'epsilon={c["epsilon"]:g}, {c["dtype"]}.', '',
-            '## Error decomposition', '', '| term | d_p [95% CI] |', '|---|---|']
+            f'## The {c["dtype"]} network: sampled error decomposition (not certified)', '',
+            '| term | d_p [95% CI] |', '|---|---|']
   for key, e in result['decomposition']['estimates'].items():
     a, b = key.split('|')
     lines.append(f'| d_p({a}, {b}) | {_ci(e)} |')
@@ -164,7 +218,7 @@ def write_report(result, path) -> None:
     lines += ['', f'Exact (whole grid): bad-set measure {ex["bad_set_measure"]:.6g}, '
               f'd_p(f_bar, g_bar) = {ex["dp_f_bar_g_bar"]:.6g}.']
     if not result['positional']:
-      lines += ['', 'd_p(f, g) is mostly d_p(f_bar, g_bar): the bad set (inputs with '
+      lines += ['', 'd_p(f, g_bar) is mostly d_p(f_bar, g_bar): the bad set (inputs with '
                 'repeated columns, measure above) is where Theorem 2\'s g_bar is 0 instead '
                 'of f_bar; elsewhere g_bar = f_bar.']
   if result['decomposition'].get('precision_failure'):
@@ -173,11 +227,9 @@ def write_report(result, path) -> None:
               'so d_p(g_bar, g) and d_p(f, g) measure rounding, not Lemma 6.']
     if result['decomposition'].get('g_note'):
       lines += ['', result['decomposition']['g_note']]
-    cert = result.get('certified')
-    if cert:
-      lines += ['', f'Certified instead (exact realization, arb balls at {cert["bits"]} bits): '
-                f'max |g - g_bar| <= {cert["max_abs_error"]:.3g} on every cube interior '
-                f'(margin {cert["margin"]} delta, {cert["cubes"]} cubes).']
+    lines += ['', 'The certified rows at the top hold instead.']
+  elif result['decomposition'].get('g_note'):
+    lines += ['', 'Note: ' + result['decomposition']['g_note']]
   rep = result['realization']
   lines += ['', f'g with epsilon={c["interior_epsilon"]:g} on cube interiors (margin '
             f'{rep["margin"]} delta, {rep["samples"]} points): max |g - g_bar| = '
@@ -217,12 +269,22 @@ def write_report(result, path) -> None:
               + (_no_bad_set_note(lad) if lad['theory_slope_f_bar_g_bar'] is None else
                  f'(theory d/p = {lad["theory_slope_f_bar_g_bar"]:g}).')
               + f' d_p(f, g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}.', '']
-  lines += ['## Lambda and epsilon sweeps (main configuration)', '',
-            '| lambda | epsilon | d_p(g_bar, g) | max interior error |', '|---|---|---|---|']
+  lines += ['## Lambda and epsilon sweeps (main configuration, float g, sampled)', '',
+            'Verdict: "reproduces" = g is within the interior tolerance of g_bar on sampled '
+            'cube interiors; "off" = it is not (rounding, or ramps wider than the margin); '
+            '"windows" = it is, and the ramp windows carry most of the sampled d_p.', '',
+            '| lambda | epsilon | d_p(g_bar, g) | max interior error | verdict |',
+            '|---|---|---|---|---|']
   for key in ('lam', 'epsilon'):
     for r in result['sweeps'][key]:
+      verdict = ('off' if not r['reproduces'] else
+                 'windows' if (r.get('window_share') or 0) > approximator.WINDOW_DOMINANCE
+                 else 'reproduces')
       lines.append(f'| {r["lam"]:g} | {r["epsilon"]:g} | {_ci(r["dp_g_bar_g"])} | '
-                   f'{r["max_interior_error"]:.3g} |')
+                   f'{r["max_interior_error"]:.3g} | {verdict} |')
+  if result['sweeps'].get('skipped_epsilons'):
+    lines += ['', f'Skipped epsilons {result["sweeps"]["skipped_epsilons"]}: below 4 '
+              f'{c["dtype"]} ulps of t_r at N={c["resolution"]} (the ramps would collapse).']
   if result.get('precision_map'):
     lines += ['', '## Precision map (token_times_mean, Theorem 2)', '',
               'g "reproduces" g_bar when max |g - g_bar| <= '

@@ -9,8 +9,12 @@
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
   (Lemma 6 realization), and the error decomposition.
 * ``rational``   -- g_bar's params as exact rationals (input of dtype='exact').
-* ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds; certified
-  evaluation and certification of every cube interior (arb balls, ``exact.ball``).
+* ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds.
+* ``certify``    -- certified evaluation of a realized g (arb balls, ``exact.ball``): points,
+  every cube interior, the whole unit cube.
+* ``certificate`` -- Theorems 2 and 3 as a certificate: ``certify_lp`` bounds d_p(f, g)
+  over the whole domain; ``approximate(f, epsilon)`` returns g with a proof of
+  d_p(f, g) <= epsilon (``target_bounds``: the built-ins' moduli of continuity).
 
 Builders are pure keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
@@ -18,6 +22,7 @@ Builders are pure keyword-argument functions returning ``(segments, params)`` fo
 
 from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
                                              error_decomposition, realization_error)
+from transformer_ua.yun.certificate import Approximation, Certificate, approximate, certify_lp
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
 from transformer_ua.yun.plan import Plan, plan_realization
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
@@ -31,6 +36,7 @@ from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_
 __all__ = [
     'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
     'realization_error',
+    'Approximation', 'Certificate', 'approximate', 'certify_lp',
     'OUT_OF_RANGE', 'check_config', 'Plan', 'plan_realization',
     'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
     'contextual_mapping_params',
