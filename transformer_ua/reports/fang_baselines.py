@@ -495,7 +495,7 @@ def curves_figure(record, bconfig, workdir, path):
           c = _grid_best_curve(record, bconfig, workdir, target, m)
           if c is None:
             continue
-          tag = ' [grid best so far; "Te" = validation]'
+          tag = ' (grid)'
         else:
           continue
         ep = np.asarray(c['epoch'])
@@ -511,7 +511,12 @@ def curves_figure(record, bconfig, workdir, path):
       ax.set_xlabel('epoch')
       ax.set_ylabel('MSE (squared units of y), log scale')
       title = 'paper recipe' if phase == 'paper' else 'tuned setting'
-      ax.set_title(f'{target}, {title}, seed 0' + ('' if drawn else ' (no finished runs)'))
+      ax.set_title(f'{target}, {title}, seed 0' + ('' if drawn else ' (no finished runs)'),
+                   fontsize=10)
+      if phase == 'tuned' and any('(grid)' in l for l in ax.get_legend_handles_labels()[1]):
+        ax.set_title(f'{target}: tuned rows pending; (grid) = best grid setting so far,\n'
+                     'seed 0, trained without the validation rows, MSE_Te = validation MSE',
+                     fontsize=9)
       ax.legend(fontsize=7, ncol=2)
   fig.tight_layout()
   _save(fig, path)
@@ -553,7 +558,22 @@ def generalization_figure(record, path):
   plt.close(fig)
 
 
-def gap_figure(record, path):
+def clip_bound(train_config, num_train) -> float:
+  """sum_t lr_t / (1 - m_t) over a run of ``train_config``'s SGD one-cycle schedule: the
+  longest path clipped SGD with momentum (clip norm 1) can travel in parameter space."""
+  steps = train_config.epochs * -(-num_train // train_config.batch_size)
+  lr, mom = regression.one_cycle(
+      total_steps=steps, lr_init=train_config.lr_init, lr_peak=train_config.lr_peak,
+      pct_start=train_config.pct_start, final_div_factor=train_config.final_div_factor,
+      momentum_max=train_config.momentum_max, momentum_min=train_config.momentum_min)
+  import jax  # pylint: disable=import-outside-toplevel
+  t = np.arange(steps)
+  lrs = np.asarray(jax.vmap(lr)(t), np.float64)
+  moms = np.asarray(jax.vmap(mom)(t), np.float64)
+  return float(np.sum(lrs / (1.0 - moms)))
+
+
+def gap_figure(record, path, bound=None):
   plt = _plt()
   if 'f1' not in record['targets']:
     return
@@ -571,6 +591,11 @@ def gap_figure(record, path):
       mv = [d['param_distance_moved'] for d in blk['diagnostics'] if d]
       x = i + (k - 0.5) * w
       lab = MODEL_LABEL[m] if i == 0 else None
+      if blk.get('diverged_seeds') and not te:
+        for ax in axes:
+          ax.text(x, 0.03, f"diverged ({len(blk['diverged_seeds'])} seeds)", rotation=90,
+                  ha='center', va='bottom', fontsize=7, color=COLORS[m],
+                  transform=ax.get_xaxis_transform())
       if te:
         axes[0].bar(x, np.mean(te), w, color=COLORS[m], edgecolor='black', label=lab)
         axes[0].scatter([x] * len(te), te, color='black', s=8, zorder=3)
@@ -590,6 +615,10 @@ def gap_figure(record, path):
     ax.legend(fontsize=7)
   axes[0].set_ylabel('test MSE (squared units of y), log scale')
   axes[0].set_title('f1: test MSE per variant of the paper recipe (bars mean, dots seeds)')
+  if bound is not None:
+    axes[1].axhline(bound, color='black', ls='--', lw=1, label='clip-1 bound of the paper '
+                    f'recipe: sum_t lr_t / (1 - m_t) = {bound:.3g}')
+    axes[1].legend(fontsize=7)
   axes[1].set_ylabel('|theta_T - theta_0|_2 (parameter units), log scale')
   axes[1].set_title('f1: how far the parameters moved in training')
   fig.tight_layout()
@@ -611,13 +640,18 @@ def write(bconfig, workdir, output_dir, prov) -> dict:
   for target in record['targets']:          # the brief's names: tuned.grid / selected / ...
     for v in record[target]['models'].values():
       v['epochs'] = record[target]['epochs']
+  for target in record['targets']:   # the longest path clipped SGD can travel (section 1)
+    record[target]['clip1_path_bound_paper_recipe'] = clip_bound(
+        bconfig[target].train, regression.DATA[target]['num_train'])
   _atomic_text(json.dumps(_finite(record), indent=1),
                os.path.join(output_dir, 'fang_baselines.json'))
   table1_figure(record, os.path.join(output_dir, FIGURES[0]))
   slices_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[1]))
   curves_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[2]))
   generalization_figure(record, os.path.join(output_dir, FIGURES[3]))
-  gap_figure(record, os.path.join(output_dir, FIGURES[4]))
+  if 'f1' in record['targets']:
+    gap_figure(record, os.path.join(output_dir, FIGURES[4]),
+               record['f1']['clip1_path_bound_paper_recipe'])
   _atomic_text(render(record, summary, output_dir),
                os.path.join(output_dir, 'fang_baselines.md'))
   return record
