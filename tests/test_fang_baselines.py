@@ -194,3 +194,24 @@ def test_a_diverging_run_is_recorded_and_not_selected(tmp_path):
   assert baselines.run_status(run.workdir) == 'diverged'
   e = baselines.grid_entries(c, str(tmp_path), 'f1', 'nn_depth')[0]
   assert e['val_mse'] == math.inf and e['status'] == 'diverged'
+
+
+def test_paper_rows_imported_from_a_record_with_run_dirs_hidden(tmp_path):
+  rec = {'runs': [
+      {'name': 'f2_nn_depth_120_seed1', 'target': 'f2', 'entry': 'nn_depth', 'seed': 1,
+       'complete': True, 'mse_test': 310.0, 'mse_train': 400.0,
+       'provenance': {'command': 'python x.py --workdir=/data/me/runs_fang --only=nn_depth'}},
+      {'name': 'f2_nn_depth_120_seed0', 'target': 'f2', 'entry': 'nn_depth', 'seed': 0,
+       'complete': True, 'mse_test': 313.0, 'mse_train': 408.0,
+       'provenance': {'command': 'python x.py --workdir=/data/me/runs_fang --only=nn_depth'}},
+      {'name': 'f2_nn_width_4368_seed0', 'target': 'f2', 'entry': 'nn_width:4368', 'seed': 0,
+       'complete': True, 'mse_test': 1049.0, 'mse_train': 919.0, 'provenance': {}}],
+      'curves_epoch_train_test': {'f2_nn_depth_120_seed0': [[1, 2000.0, 2100.0]]}}
+  path = tmp_path / 'fang_regression_f2.json'
+  path.write_text(json.dumps(rec))
+  rows = baselines.imported_paper(str(path), 'f2', 'nn_depth')
+  assert [s for s, _ in rows] == [0, 1]
+  assert [r['mse_test'] for _, r in rows] == [313.0, 310.0]
+  assert rows[0][1]['provenance']['command'] == 'python x.py --workdir=<runs> --only=nn_depth'
+  assert rows[0][1]['history'] == [{'epoch': 1, 'train_mse': 2000.0, 'test_mse': 2100.0}]
+  assert baselines.imported_paper(str(path), 'f2', 'attention:n_q') is None
