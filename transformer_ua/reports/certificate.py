@@ -239,6 +239,15 @@ def ladder_figure(result, path) -> str:
   return path
 
 
+#: Bounds below this are drawn as absent (a certified 0 comes out as the smallest
+#: subnormal float after rounding up).
+PLOT_FLOOR = 1e-100
+
+
+def _plottable(v) -> bool:
+  return math.isfinite(v) and v > PLOT_FLOOR
+
+
 def lemma6_figure(result, path) -> str:
   plt = _plt()
   l6 = result['lemma6']
@@ -252,7 +261,7 @@ def lemma6_figure(result, path) -> str:
   color = {N: cmap(i / max(1, len(res) - 1) * 0.8) for i, N in enumerate(res)}
   fits = {(f['resolution'], f['ties'], f['clamp']): f['slope'] for f in l6['fits']}
   for (N, ties, clamp), rows in sorted(groups.items()):
-    rows = [r for r in sorted(rows, key=lambda r: r['ramp']) if math.isfinite(r['gbar_g'])]
+    rows = [r for r in sorted(rows, key=lambda r: r['ramp']) if _plottable(r['gbar_g'])]
     if not rows:
       continue
     slope = fits.get((N, ties, clamp))
@@ -261,8 +270,8 @@ def lemma6_figure(result, path) -> str:
             mfc=None if clamp else 'none',
             label=f'N={N}, {ties}, {"clamp" if clamp else "no clamp"}'
                   + (f' (slope {slope:.2f})' if slope is not None else ''))
-  ramps = [r['ramp'] for r in l6['ramp'] if math.isfinite(r['gbar_g'])]
-  clamped = [r for r in l6['ramp'] if r['clamp'] and math.isfinite(r['gbar_g'])]
+  ramps = [r['ramp'] for r in l6['ramp'] if _plottable(r['gbar_g'])]
+  clamped = [r for r in l6['ramp'] if r['clamp'] and _plottable(r['gbar_g'])]
   if clamped:
     r0 = max(clamped, key=lambda r: r['ramp'])
     xs = [min(ramps), max(ramps)]
@@ -279,7 +288,7 @@ def lemma6_figure(result, path) -> str:
   for r in l6['lam']:
     lgroups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
   for (N, ties, clamp), rows in sorted(lgroups.items()):
-    rows = [r for r in sorted(rows, key=lambda r: r['lam']) if math.isfinite(r['gbar_g'])]
+    rows = [r for r in sorted(rows, key=lambda r: r['lam']) if _plottable(r['gbar_g'])]
     if not rows:
       continue
     a2.plot([r['lam'] for r in rows], [r['gbar_g'] for r in rows],
