@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
+import json
 import math
 import os
 import sys
@@ -178,21 +179,27 @@ def run_lemma6(c, log) -> dict:
           log(f'lemma6 N={N} {ties} lam x 2^{s} {"clamp" if clamp else "no clamp"}: '
               f'd_p(g_bar, g) <= {row["gbar_g"]:.4g} (interior sup '
               f'{row["interior_sup"]:.3g}), {row["bits"]} bits, {row["seconds"]:.1f} s')
-  return {'ramp': ramp_rows, 'lam': lam_rows, 'fits': fit_rates(ramp_rows)}
+  return {'ramp': ramp_rows, 'lam': lam_rows,
+          'fits': fit_rates(ramp_rows, c.lemma6_tolerance)}
 
 
-def fit_rates(rows) -> list:
-  """Least-squares slope of log d_p(g_bar, g) against log ramp, per (N, ties, clamp)."""
+def fit_rates(rows, tolerance=None) -> list:
+  """Least-squares slope of log d_p(g_bar, g) against log ramp, per (N, ties, clamp),
+  over the points whose cube interiors certified (interior sup <= ``tolerance``, the
+  plan's; all points when None): where they do not, the interior term is the range of g
+  and says nothing about the ramp."""
   groups = {}
   for r in rows:
     groups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
   fits = []
   for (N, ties, clamp), rs in sorted(groups.items()):
-    pts = [(math.log(r['ramp']), math.log(r['gbar_g'])) for r in rs
+    ok = [r for r in rs if tolerance is None or r['interior_sup'] <= tolerance]
+    pts = [(math.log(r['ramp']), math.log(r['gbar_g'])) for r in ok
            if math.isfinite(r['gbar_g']) and r['gbar_g'] > 0]
     slope = float(np.polyfit(*zip(*pts), 1)[0]) if len(pts) >= 2 else None
     fits.append({'resolution': N, 'ties': ties, 'clamp': clamp, 'slope': slope,
-                 'points': len(pts)})
+                 'points': len(pts), 'interiors_failed': len(rs) - len(ok),
+                 'smallest_ramp_fitted': min((r['ramp'] for r in ok), default=None)})
   return fits
 
 
@@ -325,13 +332,40 @@ def _define_flags():
       'ml_collections config file (append :tiny for the seconds-long variant).')
   out = flags.DEFINE_string('output_dir', 'runs/certify_approximation',
                             f'directory for {", ".join(WRITES)}.')
+  rebuild = flags.DEFINE_string(
+      'from_json', '', f'rebuild the report (and the Lemma 6 fits) from this {JSON_NAME} '
+      'instead of running; writes into --output_dir.')
   cli.define_overwrite()
-  return config, out
+  return config, out, rebuild
 
 
-def main(argv, config, output_dir):
+def rebuild(path, out_dir, log) -> dict:
+  """The report (and Lemma 6 fits) again from a finished run's JSON."""
+  try:
+    with open(path, encoding='utf-8') as f:
+      result = json.load(f)
+  except (OSError, ValueError) as e:
+    raise cli.BadInput(f'--from_json={path}: cannot be read as JSON ({e}).') from None
+  if 'provenance' not in result or 'config' not in result:
+    raise cli.BadInput(f'--from_json={path}: not a {JSON_NAME} (no provenance or config).')
+  if 'lemma6' in result:
+    result['lemma6']['fits'] = fit_rates(result['lemma6']['ramp'],
+                                         result['config']['lemma6_tolerance'])
+  result['report_rebuilt'] = provenance.record()
+  outputs.atomic_json(os.path.join(out_dir, JSON_NAME), result, indent=1, default=str)
+  for p in report.write(result, out_dir):
+    log(f'wrote {p}')
+  return result
+
+
+def main(argv, config, output_dir, from_json=None):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  if from_json is not None and from_json.value:
+    out_dir = cli.output_dir(output_dir.value, '--output_dir', WRITES,
+                             overwrite=flags.FLAGS.overwrite)
+    rebuild(from_json.value, out_dir, print)
+    return
   c = config.value
   try:
     validate(c)
@@ -366,5 +400,5 @@ def main(argv, config, output_dir):
 
 
 if __name__ == '__main__':
-  _config, _output_dir = _define_flags()
-  cli.run(lambda argv: main(argv, _config, _output_dir))
+  _config, _output_dir, _from_json = _define_flags()
+  cli.run(lambda argv: main(argv, _config, _output_dir, _from_json))

@@ -247,3 +247,23 @@ def test_tiny_run_end_to_end(tmp_path):
   # a second run into the same directory is refused without --overwrite
   again = _run(f'--config={TINY}', f'--output_dir={tmp_path}', timeout=120)
   assert again.returncode == cli.USAGE_ERROR and '--overwrite' in again.stderr
+
+
+def test_from_json_rebuilds_the_report_and_refits_only_certified_interiors(tmp_path):
+  result = _synthetic()
+  result['config'] = {'lemma6_tolerance': 1e-9}
+  result['lemma6']['ramp'][0]['interior_sup'] = 0.5      # its interiors did not certify
+  src = tmp_path / 'src.json'
+  src.write_text(json.dumps(result))
+  out = tmp_path / 'out'
+  proc = _run(f'--from_json={src}', f'--output_dir={out}', timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  got = json.loads((out / binary.JSON_NAME).read_text())
+  fits = {f['clamp']: f for f in got['lemma6']['fits']}
+  assert fits[True]['interiors_failed'] == 1 and fits[True]['points'] == 2
+  assert fits[False]['interiors_failed'] == 0 and fits[False]['points'] == 3
+  assert got['provenance'] == result['provenance'] and 'report_rebuilt' in got
+  assert (out / report.MARKDOWN_NAME).exists() and (out / report.LEMMA6_PNG).exists()
+  bad = _run(f'--from_json={tmp_path / "missing.json"}', f'--output_dir={tmp_path / "o2"}',
+             timeout=120)
+  assert bad.returncode == cli.USAGE_ERROR and 'cannot be read' in bad.stderr

@@ -89,11 +89,14 @@ def lemma6_markdown(lemma6) -> str:
          head]
   for r in lemma6['ramp']:
     out.append(_lemma6_line(r, f'2^{r["margin_log2"]}'))
-  out.append('\nFitted slope of log d_p(g_bar, g) against log epsilon:\n\n'
-             '| N | ties | clamp | slope | points |\n|---|---|---|---|---|\n')
+  out.append('\nFitted slope of log d_p(g_bar, g) against log epsilon, over the points whose '
+             'cube interiors certified (interior sup <= the plan\'s tolerance):\n\n'
+             '| N | ties | clamp | slope | points | smallest ramp fitted | interiors not '
+             'certified |\n|---|---|---|---|---|---|---|\n')
   for f in lemma6['fits']:
     out.append(f'| {f["resolution"]} | {f["ties"]} | {"yes" if f["clamp"] else "no"} | '
-               f'{_g(f["slope"], 3)} | {f["points"]} |\n')
+               f'{_g(f["slope"], 3)} | {f["points"]} | {_p2(f.get("smallest_ramp_fitted"))} | '
+               f'{f.get("interiors_failed", 0)} |\n')
   out.append('\n### Against lambda (the plan\'s lambda times 2^k, margin fixed)\n\n')
   out.append(head.replace('margin (x delta)', 'lambda / plan'))
   for r in lemma6['lam']:
