@@ -148,6 +148,7 @@ def figure(result, path) -> str:
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import matplotlib.ticker  # pylint: disable=import-outside-toplevel,unused-import
   rows = result['rows']
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
   for ax, key, label in ((axes[0], 'resolution', 'resolution N = 1/delta'),
@@ -156,7 +157,8 @@ def figure(result, path) -> str:
     for w in result['workers']:
       ax.plot(xs, [r['interiors'][str(w)]['seconds'] for r in rows], 'o-',
               label=f'interiors, {w} worker{"s" if w > 1 else ""}'
-                    + (' (in-process)' if w == 1 else ' (spawn pool)'))
+                    + (' (in-process)' if w == 1 else ' (spawn pool from '
+                       f'{certify.MIN_CUBES_FOR_POOL} cube classes; in-process below)'))
     ax.plot(xs, [r['windows_seconds'] for r in rows], 's--', label='windows (one box)')
     ax.plot(xs, [r['ball_build_seconds'] for r in rows], 'v:', label='ball network build')
     if all('certify_lp' in r for r in rows):
@@ -164,6 +166,7 @@ def figure(result, path) -> str:
               label=f'certify_lp end to end ({result["certify_lp_workers"]} workers)')
     ax.set_xscale('log')
     ax.set_yscale('log')
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(label)
     ax.set_ylabel('wall time (s)')
     ax.grid(True, which='both', alpha=0.3)
