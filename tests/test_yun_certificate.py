@@ -272,3 +272,18 @@ def test_default_margin_keeps_interiors_off_the_ramps(clamped):
   assert m * g.source.resolution ** -1 >= 2 * g.epsilon
   assert m / 2 * g.source.resolution ** -1 < 2 * g.epsilon or m == certificate.MAX_MARGIN
   assert certify.DEFAULT_MARGIN == 0.25
+
+
+def test_approximate_result_exports_to_onnx(tmp_path):
+  import onnxruntime   # pylint: disable=import-outside-toplevel
+  from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
+  res = certificate.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
+  path = export_onnx.export_onnx(res.g, tmp_path / 'g.onnx')
+  sess = onnxruntime.InferenceSession(str(path))
+  x = (np.asarray([[[0], [2]], [[1], [1]]]) + 0.5) / res.net.resolution
+  (y,) = sess.run(None, {'X': x})
+  assert y.shape == (2, 2, 1)
+  # float64 rounds the planned ramps' cancellations (the exact g is what is certified),
+  # but the last layers still clamp every output into the range of g_bar
+  lo, hi = (float(v[0]) for v in res.net.output_range())
+  assert np.all(y >= lo - 1e-9) and np.all(y <= hi + 1e-9), y
