@@ -3,6 +3,8 @@ r"""Config of experiments/certify_approximation.py: Theorems 2 and 3 as a certif
     python experiments/certify_approximation.py --output_dir=runs/certify_approximation
     python experiments/certify_approximation.py \
         --config=experiments/configs/certify_approximation.py:tiny      # seconds (tests)
+    python experiments/certify_approximation.py \
+        --config=experiments/configs/certify_approximation.py:clamp     # the clamp part only
 
 Every run certifies d_p(f, g) <= total for a standard Transformer g over the whole unit
 cube (``yun.certificate``), and checks each certificate against an independent Monte
@@ -77,6 +79,11 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
     c.clamp_margin_max_log2 = 64
     c.clamp_run_unclamped_search = False
     c.workers = 1
+  elif variant == 'clamp':    # the clamp comparison alone
+    c.table, c.ladder, c.lemma6_resolutions = (), (), ()
+    c.clamp_margin_step_log2 = 16
+    c.clamp_margin_max_log2 = 128
   elif variant != 'default':
-    raise ValueError(f"unknown config variant {variant!r}; allowed: 'default', 'tiny'.")
+    raise ValueError(f"unknown config variant {variant!r}; allowed: 'default', 'tiny', "
+                     "'clamp'.")
   return c

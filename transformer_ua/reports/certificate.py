@@ -157,18 +157,19 @@ def markdown(result) -> str:
       ('**Check: every certified total is >= the upper end of its Monte Carlo interval.**'
        if not bad else f'**CHECK FAILED: {len(bad)} certified total(s) below the Monte '
        'Carlo upper end (a bug in the certificate).**'), '\n\n']
-  if 'table' in result:
+  if table:
     parts += ['## Certified approximations (`certificate.approximate`, output clamp)\n\n',
               table_markdown(table), '\n']
-  if 'ladder' in result:
+  if ladder:
     parts += ['## Against N (`certify_lp`, the plan\'s lambda, ramp and bits)\n\n',
               f'![ladder]({LADDER_PNG})\n\n', ladder_markdown(ladder), '\n']
-  if 'lemma6' in result:
+  if result.get('lemma6', {}).get('ramp'):
     parts += ['## Lemma 6, certified: d_p(g_bar, g) against the ramp epsilon and lambda\n\n',
               f'![lemma6]({LEMMA6_PNG})\n\n', lemma6_markdown(result['lemma6']), '\n']
   if 'clamp' in result:
     parts += ['## What the output clamp buys\n\n', clamp_markdown(result['clamp'])]
-  missing = [p for p in ('table', 'ladder', 'lemma6', 'clamp') if p not in result]
+  missing = [p for p in ('table', 'ladder', 'lemma6', 'clamp') if not result.get(p)
+              or (p == 'lemma6' and not result[p].get('ramp'))]
   if missing:
     parts.append(f'\nParts not run: {", ".join(missing)}.\n')
   parts.append(f'\nTotal run time {result["seconds"]:.0f} s.\n')
@@ -317,7 +318,7 @@ def write(result, output_dir) -> list:
   paths = []
   if result.get('ladder'):
     paths.append(ladder_figure(result, os.path.join(output_dir, LADDER_PNG)))
-  if result.get('lemma6'):
+  if result.get('lemma6', {}).get('ramp'):
     paths.append(lemma6_figure(result, os.path.join(output_dir, LEMMA6_PNG)))
   outputs.atomic_write(md, markdown(result))
   return [md] + paths
