@@ -32,7 +32,6 @@ one-line error naming what is allowed.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -42,7 +41,7 @@ import warnings
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, provenance
+from transformer_ua import cli, outputs, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import (approximator, certificate, contextual, distances,
                                 targets as targets_lib)
@@ -56,7 +55,13 @@ def _define_flags():
       'ml_collections config file (append :ladder for the long variant).')
   output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
                                    'directory for approximate.json and the PNG figures.')
+  cli.define_overwrite()
   return config, output_dir
+
+
+#: The files the main job writes into --output_dir.
+OUTPUT_FILES = ('approximate.json', 'approximate.md', 'error_vs_delta.png',
+                'error_vs_lambda_epsilon.png', 'contextual_mapping_values.png')
 
 
 
@@ -393,9 +398,8 @@ def _run(c, outdir, log) -> dict:
   result['figures'] = report.make_figures(result, net, outdir)
   result['seconds'] = round(time.time() - t_start, 1)
   path = os.path.join(outdir, 'approximate.json')
-  with open(path, 'w') as fh:
-    json.dump(result, fh, indent=1, default=lambda o: o.tolist() if hasattr(o, 'tolist')
-              else str(o))
+  outputs.atomic_json(path, result, indent=1,
+                      default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o))
   report.write_report(result, os.path.join(outdir, 'approximate.md'))
   log(f'\nwrote {path}, approximate.md and {len(result["figures"])} figures in '
       f'{result["seconds"]} s')
@@ -405,7 +409,7 @@ def _run(c, outdir, log) -> dict:
 def main(argv, config, output_dir):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  cli.output_dir(output_dir.value, '--output_dir')  # before the work
+  cli.output_dir(output_dir.value, '--output_dir', writes=OUTPUT_FILES)  # before the work
   try:
     run(config.value, output_dir.value)
   except ValueError as e:  # one line, no traceback

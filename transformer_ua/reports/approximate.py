@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.yun import approximator, contextual, distances, grids
 
 
@@ -83,7 +83,7 @@ def make_figures(result, net, outdir):
   ax.legend(fontsize=7)
   fig.tight_layout()
   paths.append(os.path.join(outdir, 'error_vs_delta.png'))
-  fig.savefig(paths[-1], dpi=120)
+  outputs.atomic_savefig(fig, paths[-1], dpi=120)
   plt.close(fig)
   # 2. Error vs lambda and epsilon.
   fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -105,7 +105,7 @@ def make_figures(result, net, outdir):
     ax.legend(fontsize=8)
   fig.tight_layout()
   paths.append(os.path.join(outdir, 'error_vs_lambda_epsilon.png'))
-  fig.savefig(paths[-1], dpi=120)
+  outputs.atomic_savefig(fig, paths[-1], dpi=120)
   plt.close(fig)
   # 3. Contextual-mapping values.
   cv = contextual_values(net)
@@ -134,7 +134,7 @@ def make_figures(result, net, outdir):
     ax.legend(fontsize=8, loc='lower left')
     fig.tight_layout()
     paths.append(os.path.join(outdir, 'contextual_mapping_values.png'))
-    fig.savefig(paths[-1], dpi=120)
+    outputs.atomic_savefig(fig, paths[-1], dpi=120)
     plt.close(fig)
   return paths
 
@@ -300,5 +300,4 @@ def write_report(result, path) -> None:
                    f'{eps} | {r["best_error"]:.3g} |')
   lines += ['', '## Figures', ''] + [f'![{os.path.basename(p)}]({os.path.basename(p)})'
                                      for p in result['figures']]
-  with open(path, 'w') as fh:
-    fh.write('\n'.join(lines) + '\n')
+  outputs.atomic_write(path, '\n'.join(lines) + '\n')
