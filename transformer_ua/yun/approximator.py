@@ -202,6 +202,22 @@ class Realized:
     """Certified max |g - g_bar| over every cube interior (``yun.certify``)."""
     return certify.certify_interiors(self, margin=margin, bits=bits, **kw)
 
+  # (with the fields above: what ``yun.certify_lp`` needs of a realization, shared with
+  # ``yun.one_layer.OneLayerRealized``)
+
+  @property
+  def quantization_epsilon(self):
+    """Ramp width of the quantization's ReLUs (one width for every stage here)."""
+    return self.epsilon
+
+  def planned_bits(self, margin: float = certify.DEFAULT_MARGIN) -> int:
+    """The plan's ball precision for this (lam, epsilon) on cubes shrunk by margin."""
+    return certify.resolve_bits(self, None, check_plan=False, margin=float(margin))
+
+  def ball_network(self, bits: int):
+    """The exact params as an ``exact.ball.BallNetwork`` at ``bits`` (cached)."""
+    return certify._ball_network(self, bits)  # pylint: disable=protected-access
+
   @property
   def d(self) -> int:
     """Embedding dimension, read off the first block's weights ([..., d] last axis)."""

@@ -239,7 +239,7 @@ def window_bound(net, g, bits: int) -> dict:
   enclosure of g on the box [0, 1]^{n x d} and the range [a_i, b_i] of g_bar.
   Returns {'sup' [n, d] floats, 'max', 'enclosure' (lo, hi) [n, d], 'seconds'}."""
   t0 = time.perf_counter()
-  bn = certify._ball_network(g, bits)  # pylint: disable=protected-access
+  bn = g.ball_network(bits)
   a, b = net.output_range()
   box = [[ball.interval(0, 1) for _ in range(net.d)] for _ in range(net.n)]
   sup = np.zeros((net.n, net.d))
@@ -282,7 +282,7 @@ def gbar_g_bound(*, d: int, n: int, p: float, margin: Fraction, interior_sup: fl
 def default_margin(g) -> Fraction:
   """The smallest power-of-two margin (fraction of delta) that keeps the cube interiors
   off the quantization ramps: m delta >= 2 epsilon, capped at ``MAX_MARGIN``."""
-  need = 2 * Fraction(g.epsilon) * g.source.resolution
+  need = 2 * Fraction(g.quantization_epsilon) * g.source.resolution
   m = MAX_MARGIN
   while m / 2 >= need:
     m /= 2
@@ -294,8 +294,14 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None
   """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
 
   Args:
-    net: the ``yun.Approximator`` (f, f_bar, g_bar).
-    g: its realization with ``dtype='exact'`` (``net.realize(..., dtype='exact')``).
+    net: the ``yun.Approximator`` (f, f_bar, g_bar), or a
+      ``yun.one_layer.OneLayerApproximator``: any net with d, n, resolution, positional,
+      target, values, ``apply`` (g_bar) and ``output_range``.
+    g: its realization with ``dtype='exact'`` (``net.realize(..., dtype='exact')``):
+      ``yun.Realized`` or ``OneLayerRealized``, each with segments, params, positional,
+      dtype, source, clamp, lam, epsilon, quantization_epsilon, ``planned_bits(margin)``,
+      ``ball_network(bits)`` and ``certify_interiors(margin, bits, workers=,
+      check_plan=)``.
     p: exponent of d_p (>= 1).
     lipschitz: L with |f(X)_ij - f(Y)_ij| <= L max|X - Y|; built-in targets carry their
       own (``target_bounds``); a callable without one is refused.
@@ -309,18 +315,17 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None
   p = distances.check_p(p)
   certify.check_exact(g)
   if g.source is not net:
-    raise ValueError('g is not a realization of this net (g.source is another Approximator).')
+    raise ValueError('g is not a realization of this net (g.source is another approximator).')
   lip = target_bounds.check_lipschitz(lipschitz, net.target, net.d, net.n)
   margin = Fraction(margin) if margin is not None else default_margin(g)
   plan_lib.check_margin(float(margin))
-  bits = certify.resolve_bits(g, bits, check_plan=False, margin=float(margin))
+  bits = g.planned_bits(float(margin)) if bits is None else ball.check_bits(bits)
   classes = _classes_and_weights(net)
   rounding, assumption = rounding_bound(net, classes)
   term1 = f_fbar_bound(lip, d=net.d, n=net.n, resolution=net.resolution, p=p,
                        rounding=rounding)
   term2 = fbar_gbar_bound(net, p, classes)
-  interior = certify.certify_interiors(g, float(margin), bits, check_plan=False,
-                                       workers=workers)
+  interior = g.certify_interiors(float(margin), bits, check_plan=False, workers=workers)
   window = window_bound(net, g, bits)
   term3 = gbar_g_bound(d=net.d, n=net.n, p=p, margin=margin,
                        interior_sup=interior['max_abs_error'], window_sup=window['sup'])
