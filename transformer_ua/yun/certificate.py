@@ -43,6 +43,11 @@ The output clamp (``realize.output_clamp``, ``Approximator.realize(clamp=True)``
 every g_ji in [a_i, b_i], so sup_W <= b_i - a_i, the range of f_bar; without it g reaches
 the size of the contextual ids in the windows and the windows must be made tiny.
 
+The networks: the paper's (``yun.Approximator`` with its ``yun.Realized``) and the one
+with a single softmax attention layer (``yun.one_layer``: ``OneLayerApproximator`` with
+its ``OneLayerRealized``, no bad set); both carry what ``certify_lp`` reads of them (its
+docstring), so the certificate is one code path.
+
 ``approximate(f, epsilon)`` searches the smallest N whose certificate is <= epsilon.
 """
 
