@@ -142,8 +142,9 @@ def clamp_markdown(cl) -> str:
 
 def markdown(result) -> str:
   prov = result['provenance']
-  bad = [r for r in result.get('table', []) + result.get('ladder', [])
-         if 'monte_carlo' in r and not r['certificate_ge_mc_upper']]
+  checked = [r for r in result.get('table', []) + result.get('ladder', [])
+             if 'monte_carlo' in r]
+  bad = [r for r in checked if not r['certificate_ge_mc_upper']]
   table, ladder = result.get('table', []), result.get('ladder', [])
   parts = [
       '# Theorems 2 and 3 as a certificate: d_p(f, g) <= epsilon, proved\n\n',
@@ -154,9 +155,11 @@ def markdown(result) -> str:
       'd_p(f, g) from uniform points, g evaluated in arb balls, each sample bracketed by '
       '[max(|f - mid| - rad, 0), |f - mid| + rad]; its 95% interval takes the lower ends '
       'for its lower end and the upper ends for its upper end.\n\n',
-      ('**Check: every certified total is >= the upper end of its Monte Carlo interval.**'
-       if not bad else f'**CHECK FAILED: {len(bad)} certified total(s) below the Monte '
-       'Carlo upper end (a bug in the certificate).**'), '\n\n']
+      ('' if not checked else
+       '**Check: every certified total is >= the upper end of its Monte Carlo interval '
+       f'({len(checked)} certificates).**\n\n' if not bad else
+       f'**CHECK FAILED: {len(bad)} certified total(s) below the Monte Carlo upper end (a '
+       'bug in the certificate).**\n\n')]
   if table:
     parts += ['## Certified approximations (`certificate.approximate`, output clamp)\n\n',
               table_markdown(table), '\n']
