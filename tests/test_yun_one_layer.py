@@ -239,3 +239,91 @@ def test_verifier_with_searched_lam():
   assert r['certified_min_gap_mean'] > r['proved_gap_mean']
   with pytest.raises(ValueError, match='search'):
     verify_ol.verify_one_layer(d=1, n=3, resolution=8, lam='largest')
+
+
+# -- the whole-domain certificate (yun.certify_lp) --------------------------------------
+
+CERT_MARGIN = Fraction(1, 64)
+
+
+def _f_bar_range_by_hand(N):
+  """min and max of token_times_mean over every cube centre of the (1, 3, N) grid."""
+  k = np.asarray(list(itertools.product(range(N), repeat=3)))[:, :, None]
+  vals = _token_times_mean((k + 0.5) / N)
+  return float(vals.min()), float(vals.max())
+
+
+@pytest.fixture(scope='module')
+def certified(net):
+  from transformer_ua.yun import certificate  # pylint: disable=import-outside-toplevel
+  out = {}
+  for clamp in (True, False):
+    g = net.realize(margin=CERT_MARGIN, clamp=clamp)
+    out[clamp] = (g, certificate.certify_lp(net, g, margin=CERT_MARGIN, workers=1))
+  return out
+
+
+def test_clamped_one_layer_network_is_certified_and_keeps_one_attention_layer(net, certified):
+  g, cert = certified[True]
+  dep = g.depth()
+  # one clamp block (2 ReLUs, d = 1) after the 47 blocks; its attention is off
+  assert dep['attention_on'] == 1 and dep['blocks'] == 5 + 1 + 1 + 40 + 1
+  assert cert.clamp and g.clamp is not None
+  # L (delta / 2) (nd nd / (nd + p))^(1/2) with L = 2 (token_times_mean), N = 4, nd = 3
+  assert cert.terms['f_fbar'] >= 0.25 * math.sqrt(9 / 5)
+  assert cert.terms['f_fbar'] == pytest.approx(0.25 * math.sqrt(9 / 5), rel=1e-12)
+  assert cert.interior_sup < 1e-12 and cert.total < 1
+
+
+def test_one_layer_certificate_has_no_bad_set(certified):
+  for _, cert in certified.values():
+    assert cert.terms['fbar_gbar'] == 0.0
+    assert cert.details['fbar_gbar']['cubes_differing'] == 0
+
+
+def test_one_layer_output_range_and_clamped_windows(net, certified):
+  lo, hi = _f_bar_range_by_hand(4)
+  got_lo, got_hi = net.output_range()
+  assert (float(got_lo[0]), float(got_hi[0])) == (lo, hi)
+  _, cert = certified[True]
+  # (an arb ball's radius carries 30 bits: the enclosure of [lo, hi] is a hair wider)
+  assert cert.window_sup <= (hi - lo) * (1 + 1e-8)
+  _, raw = certified[False]
+  assert raw.window_sup > 50 * cert.window_sup
+  assert raw.terms['gbar_g'] > 50 * cert.terms['gbar_g']
+
+
+def test_one_layer_certificate_dominates_monte_carlo_dp(net, certified):
+  rng = np.random.default_rng(5)
+  x = rng.random((200, 3, 1))
+  # half the points with one entry within the margin of a cell edge (the windows)
+  j = rng.integers(0, 3, 100)
+  edge = rng.integers(1, 4, 100) + (2 * rng.random(100) - 1) * float(CERT_MARGIN)
+  x[np.arange(100), j, 0] = edge / 4
+  for g, cert in certified.values():
+    mid, rad = g.apply_certified(x)
+    err = np.maximum(np.abs(_token_times_mean(x) - mid) - rad, 0)
+    e = np.sum(err ** 2, axis=(1, 2))
+    upper = math.sqrt(np.mean(e) + 3 * np.std(e) / math.sqrt(len(e)))
+    assert upper <= cert.total
+    # and pointwise: |g - g_bar| at every sample is within the certified sups
+    gbar = _token_times_mean((np.floor(x * 4) + 0.5) / 4)
+    assert np.max(np.abs(mid - gbar) - rad) <= max(cert.interior_sup, cert.window_sup)
+
+
+def test_clamped_float64_one_layer_stays_in_the_range(net):
+  lo, hi = _f_bar_range_by_hand(4)
+  g = net.realize(dtype='float64', clamp=True)
+  x = np.random.default_rng(1).random((64, 3, 1))
+  y = g.apply(x)
+  assert np.all(y >= lo - 1e-12) and np.all(y <= hi + 1e-12)
+  with pytest.raises(ValueError, match='clamp must be True or False'):
+    net.realize(clamp='yes')
+
+
+def test_certify_lp_refuses_another_nets_one_layer_g(certified):
+  from transformer_ua.yun import certificate  # pylint: disable=import-outside-toplevel
+  g, _ = certified[True]
+  other = one_layer.build('token_times_mean', d=1, n=3, resolution=4)
+  with pytest.raises(ValueError, match='not a realization of this net'):
+    certificate.certify_lp(other, g)

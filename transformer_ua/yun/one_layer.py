@@ -98,6 +98,11 @@ c = margin delta for the quantization and c = min_i (e_i - hi_i, lo_(i+1) - e_i)
 bumps (every cube interior and every id stays outside every ramp window); the attention
 is already softmax. The realized network is T^{2,1,4} blocks (``realize.as_blocks``) with
 exactly one attention layer that writes to the residual stream.
+
+Whole domain. ``realize(clamp=True)`` appends ``realize.output_clamp`` (2 ReLUs per output
+coordinate, clamping to the range of g_bar, ``output_range``), so |g - g_bar| <= that
+range in the ramp windows too, and ``yun.certify_lp(net, g)`` bounds d_p(f, g) over the
+whole unit cube (d_p(f_bar, g_bar) = 0 here: no bad set).
 """
 
 from __future__ import annotations
@@ -442,6 +447,11 @@ class OneLayerApproximator:
   def lam(self) -> Fraction:
     return self.table.lam
 
+  @property
+  def positional(self) -> bool:
+    """Theorem 2 (permutation equivariant f, no positional encoding): always False."""
+    return False
+
   # -- g_bar ---------------------------------------------------------------
 
   def apply(self, x) -> np.ndarray:
@@ -539,7 +549,17 @@ class OneLayerApproximator:
     return (math.ceil(_log2(Fraction(top) / self.min_edge_clearance))
             + math.ceil(-math.log2(tolerance)) + ID_GUARD_BITS)
 
-  def realize(self, *, epsilon=None, dtype: str = 'exact', margin=DEFAULT_MARGIN):
+  def output_range(self) -> tuple[list, list]:
+    """(lo, hi) [d]: lo_i = min A_i, hi_i = max A_i over the value table, exact
+    rationals of the float64 values: the range of g_bar in coordinate i (g_bar takes
+    exactly the values A on [0, 1)^{n x d}; there is no bad set, so no 0)."""
+    vals = self.values.reshape(-1, self.d)
+    lo = [min(Fraction(float(v)) for v in vals[:, i]) for i in range(self.d)]
+    hi = [max(Fraction(float(v)) for v in vals[:, i]) for i in range(self.d)]
+    return lo, hi
+
+  def realize(self, *, epsilon=None, dtype: str = 'exact', margin=DEFAULT_MARGIN,
+              clamp: bool = False):
     """The standard Transformer g in T^{2,1,4}: Phi -> 4 ReLUs (Lemma 6), blocks.
 
     Args:
@@ -547,9 +567,16 @@ class OneLayerApproximator:
         per-stage widths of ``plan_epsilon(margin)``.
       dtype: 'exact' (params are exact rationals; evaluation is certified) or 'float64'
         (the same rationals rounded; evaluated by the JAX network, not certified).
+      margin: the cube-interior margin (fraction of delta per side) the quantization
+        ramps keep clear of (``plan_epsilon``); certify with the same margin.
+      clamp: append ``realize.output_clamp`` blocks clamping each output coordinate to
+        the range of g_bar (``output_range``): |g - g_bar| <= hi - lo everywhere, the
+        ramp windows included, and no change where g is within the range already.
     """
     if dtype not in REALIZATION_DTYPES:
       raise ValueError(f'dtype={dtype!r}; allowed: {", ".join(map(repr, REALIZATION_DTYPES))}.')
+    if not isinstance(clamp, bool):
+      raise ValueError(f'clamp must be True or False, got {clamp!r}.')
     if epsilon is None:
       eps = self.plan_epsilon(margin)
     else:
@@ -564,11 +591,19 @@ class OneLayerApproximator:
       segments.append(one[0])
       params[f'segment_{i}'] = p1['segment_0']
     segments, params = realize.as_blocks(tuple(segments), params)
+    bounds = None
+    if clamp:
+      lo, hi = self.output_range()
+      segs, cp = realize.output_clamp(lo, hi, exact=True)
+      params = {**params, f'segment_{len(segments)}': cp['segment_0']}
+      segments = tuple(segments) + segs
+      bounds = (tuple(lo), tuple(hi)) if dtype == 'exact' else (tuple(map(float, lo)),
+                                                                tuple(map(float, hi)))
     if dtype == 'float64':
       params = jax.tree_util.tree_map(
           lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64), params)
     return OneLayerRealized(segments=segments, params=params, epsilon=min(eps.values()),
-                            epsilons=eps, source=self, dtype=dtype)
+                            epsilons=eps, source=self, dtype=dtype, clamp=bounds)
 
   def describe(self) -> str:
     c = self.layer_counts()
@@ -589,7 +624,14 @@ class OneLayerRealized:
   certified in arb balls, 'float64' params (the same rationals rounded) by the JAX network.
 
   Attributes: segments, params; epsilon (the smallest ramp width) and epsilons (per
-  stage: 'quantization', 'value'); source (the ``OneLayerApproximator``); dtype.
+  stage: 'quantization', 'value'); source (the ``OneLayerApproximator``); dtype; clamp:
+  None, or (lo, hi): the last blocks clamp output coordinate i to the range of g_bar
+  (``realize.output_clamp``; exact rationals for 'exact').
+
+  With 'exact' params it carries what ``yun.certify_lp`` needs of a realization (the
+  same as ``yun.Realized``): segments, params, positional, dtype, source, clamp,
+  epsilon, quantization_epsilon, lam, ``planned_bits(margin)``, ``ball_network(bits)``
+  and ``certify_interiors(margin, bits, workers=, check_plan=)``.
   """
 
   segments: tuple
@@ -598,10 +640,26 @@ class OneLayerRealized:
   source: OneLayerApproximator
   dtype: str = 'exact'
   epsilons: dict | None = None
+  clamp: tuple | None = None
 
   @property
   def lam(self) -> Fraction:
     return self.source.lam
+
+  @property
+  def positional(self) -> bool:
+    return False
+
+  @property
+  def quantization_epsilon(self) -> Fraction:
+    """Ramp width of the quantization's ReLUs (Lemma 7 edges)."""
+    return self.epsilons['quantization']
+
+  def planned_bits(self, margin=DEFAULT_MARGIN, tolerance: float = 1e-6) -> int:
+    """The ball precision the planner gives this realization (``plan_bits``; the ramps'
+    widths, and so the margin, are fixed at ``realize``)."""
+    del margin
+    return self.bits(tolerance)
 
   def depth(self) -> dict:
     att_on = ff_on = 0
@@ -670,16 +728,22 @@ class OneLayerRealized:
     return float(np.max(np.abs(self.apply(x) - src.apply(x))))
 
   def certify_interiors(self, margin=DEFAULT_MARGIN, bits: int | None = None, *,
-                        tolerance: float = 1e-6, workers: int | None = None) -> dict:
+                        tolerance: float = 1e-6, workers: int | None = None,
+                        check_plan: bool = False) -> dict:
     """Certified max |g - g_bar| over every point of every cube interior (each cube
     shrunk by margin delta per side; one cube per context, by equivariance), by arb box
-    propagation. Returns dict as ``yun.plan.certify_interiors``."""
+    propagation. ``check_plan``: refuse an explicit ``bits`` below the plan's. Returns
+    dict as ``yun.plan.certify_interiors``."""
     self._check_exact()
     src = self.source
     margin = Fraction(margin)
     if not 0 <= margin < Fraction(1, 2):
       raise ValueError(f'margin must be in [0, 1/2), got {margin}.')
-    bits = self.bits(tolerance) if bits is None else ball.check_bits(bits)
+    need = self.bits(tolerance)
+    bits = need if bits is None else ball.check_bits(bits)
+    if check_plan and bits < need:
+      raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
+                       'realization.')
     t0 = time.perf_counter()
     N = src.resolution
     classes = np.asarray(list(itertools.combinations_with_replacement(range(src.plan.M),
