@@ -309,7 +309,8 @@ def validate(c) -> None:
     _target(row[1], f'config.ladder[{i}]', row[2])
     _positive_ints(f'ladder[{i}] resolutions', list(row[4]), 2)
   _target(c.lemma6_target, 'config.lemma6_target', False)
-  _target(c.clamp_target, 'config.clamp_target', False)
+  if c.clamp_target:
+    _target(c.clamp_target, 'config.clamp_target', False)
   _positive_ints('lemma6_resolutions', list(c.lemma6_resolutions), 2)
   for t in c.lemma6_ties:
     if t not in ('paper', 'complete'):
@@ -380,6 +381,8 @@ def main(argv, config, output_dir, from_json=None):
   json_path = os.path.join(out_dir, JSON_NAME)
   for part, fn in (('table', run_table), ('ladder', run_ladder), ('lemma6', run_lemma6),
                    ('clamp', run_clamp)):
+    if part == 'clamp' and not c.clamp_target:
+      continue
     result[part] = fn(c, log)
     result['seconds'] = time.perf_counter() - t0
     result['parts_done'] = list(result.get('parts_done', [])) + [part]

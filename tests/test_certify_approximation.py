@@ -108,7 +108,7 @@ def test_validate_names_the_bad_value_in_one_line(key, value, fragment):
 
 
 def test_configs_validate():
-  for variant in ('default', 'tiny', 'clamp'):
+  for variant in ('default', 'tiny', 'lemma6', 'clamp'):
     binary.validate(config_lib.get_config(variant))
   with pytest.raises(ValueError, match='unknown config variant'):
     config_lib.get_config('huge')

@@ -5,6 +5,7 @@ r"""Config of experiments/certify_approximation.py: Theorems 2 and 3 as a certif
         --config=experiments/configs/certify_approximation.py:tiny      # seconds (tests)
     python experiments/certify_approximation.py \
         --config=experiments/configs/certify_approximation.py:clamp     # the clamp part only
+    (:lemma6 runs the Lemma 6 sweep alone, on a finer ladder of margins)
 
 Every run certifies d_p(f, g) <= total for a standard Transformer g over the whole unit
 cube (``yun.certificate``), and checks each certificate against an independent Monte
@@ -58,7 +59,7 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c.lemma6_tolerance = 1e-9
   # -- clamp: approximate(clamp=True) against clamp=False at the same epsilon; the
   # unclamped margin halves by 2^-margin_step until certified or below 2^-max_log2.
-  c.clamp_target = 'token_times_mean'
+  c.clamp_target = 'token_times_mean'   # '' skips the clamp part
   c.clamp_epsilon = 0.5
   c.clamp_margin_step_log2 = 8
   c.clamp_margin_max_log2 = 160
@@ -79,11 +80,15 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
     c.clamp_margin_max_log2 = 64
     c.clamp_run_unclamped_search = False
     c.workers = 1
+  elif variant == 'lemma6':   # the Lemma 6 sweep alone, on a finer ladder of margins
+    c.table, c.ladder = (), ()
+    c.lemma6_margins_log2 = (-4, -8, -12, -16, -20, -24, -28, -32, -48)
+    c.clamp_target = ''
   elif variant == 'clamp':    # the clamp comparison alone
     c.table, c.ladder, c.lemma6_resolutions = (), (), ()
     c.clamp_margin_step_log2 = 16
     c.clamp_margin_max_log2 = 128
   elif variant != 'default':
     raise ValueError(f"unknown config variant {variant!r}; allowed: 'default', 'tiny', "
-                     "'clamp'.")
+                     "'lemma6', 'clamp'.")
   return c
