@@ -99,7 +99,7 @@ def main(argv):
       f'fang_regression_{t}.json' for t in ('f1', 'f2')] + [
           f'fang_{t}_convergence.png' for t in ('f1', 'f2')]
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir', writes=report)
+                               '--results_dir', writes=report, rebuilds=True)
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   try:

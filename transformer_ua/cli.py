@@ -417,13 +417,26 @@ def _may_replace(flag: str) -> bool:
   return name in flags.FLAGS and not flags.FLAGS[name].present
 
 
+#: The checked-in record: reports a binary rebuilds are refused there without --overwrite.
+RECORD_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          'results')
+
+
+def in_record(path: str) -> bool:
+  """Whether ``path`` lies in the checked-in record (results/ of this checkout)."""
+  return os.path.commonpath([os.path.realpath(path), os.path.realpath(RECORD_DIR)]) == (
+      os.path.realpath(RECORD_DIR))
+
+
 def output_dir(path: str, flag: str = '--output_dir', writes: Iterable[str] = (),
-               overwrite: bool | None = None) -> str:
+               overwrite: bool | None = None, rebuilds: bool = False) -> str:
   """Creates ``path`` if needed and checks that it is a writable directory.
 
   ``writes``: the names of the files the binary will write into it; if one of them
   exists already, it is refused unless ``overwrite`` (default: ``--overwrite`` was given,
-  or ``flag`` was not: see ``_may_replace``).
+  or ``flag`` was not: see ``_may_replace``). ``rebuilds``: the files are a report the
+  binary rebuilds from its own workdir whenever it runs (so the command that resumes it
+  must not be refused): they are checked only inside the record (``in_record``).
   Raises BadInput (one line, naming ``flag``) when it is empty, a file, or cannot be
   created or written. Call it before the work starts.
   """
@@ -432,6 +445,8 @@ def output_dir(path: str, flag: str = '--output_dir', writes: Iterable[str] = ()
   if os.path.exists(path) and not os.path.isdir(path):
     raise BadInput(f'{flag}={path} is a file; give a directory.')
   overwrite = _may_replace(flag) if overwrite is None else overwrite
+  if rebuilds and not in_record(path):
+    overwrite = True
   there = outputs.existing(path, writes) if os.path.isdir(path) else []
   if there and not overwrite:
     more = f' (and {len(there) - 1} more)' if len(there) > 1 else ''
