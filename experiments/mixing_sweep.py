@@ -317,7 +317,8 @@ def main(argv):
   archive_dir = _ARCHIVE_TO.value and cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
   stem = mixing_report.report_stem(_config_name())
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir', writes=(stem + '.md', stem + '.json'))
+                               '--results_dir', writes=(stem + '.md', stem + '.json'),
+                               rebuilds=True)
   logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
   name = _config_name()
