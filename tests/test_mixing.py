@@ -292,7 +292,11 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
                         (f'--compare_to={same}', f'error: --compare_to: {same} holds runs of '
                          "this config's own 2000-step schedule"),
                         (f'--archive_to={tmp_path}/rep/other.json', 'error: --archive_to='),
-                        ('--table_mixers=attn', 'error: --table_mixers must be a subset')):
+                        ('--table_mixers=attn', 'error: --table_mixers must be a subset'),
+                        ('--first_seed=-1', 'error: --first_seed must be >= 0'),
+                        (f'--recorded={tmp_path}/none.json', 'error: --recorded: '),
+                        (f'--recorded={tmp_path}/rep/other.json',      # not a report
+                         'error: --recorded: ')):
     p = _binary([*args, '--report_only', bad])
     assert p.returncode != 0 and p.stderr.strip().splitlines()[0].startswith(fragment), p.stderr
     assert 'Traceback' not in p.stderr
