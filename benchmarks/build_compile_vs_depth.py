@@ -49,8 +49,9 @@ flags.DEFINE_string('out', 'runs/benchmarks/build_compile_vs_depth.json',
                     'JSON result (--out=results/benchmarks/... to update the record).')
 flags.DEFINE_string('figure', 'runs/benchmarks/build_compile_vs_depth.png', 'PNG figure.')
 flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
-flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist (without it '
-                  'they are refused before the work starts).')
+if 'overwrite' not in flags.FLAGS:   # cli.define_overwrite's flag; cli loads only in main
+  flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist (without '
+                    'it they are refused before the work starts).')
 flags.DEFINE_string('child', '', 'internal: network,method,depth to measure.')
 
 NETWORKS = ('quantization', 'contextual')

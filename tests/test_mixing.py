@@ -160,8 +160,8 @@ def _binary(args, env_extra=None):
 def test_binary_missing_corpus_and_bad_flags(tmp_path):
   p = _binary(['experiments/mixing_pretrain.py', '--config=experiments/configs/mixing_tiny.py',
                f'--workdir={tmp_path}/w', f'--config.data.wordnet_dir={tmp_path}/none'])
-  assert p.returncode != 0
-  assert p.stderr.strip().splitlines()[-1].startswith('error: WordNet corpus not found')
+  assert p.returncode == 2   # bad input: the corpus named by the config is missing
+  assert p.stderr.strip().splitlines()[-2].startswith('error: WordNet corpus not found')
   assert 'apt-get install wordnet-base' in p.stderr and 'Traceback' not in p.stderr
   p = _binary(['experiments/mixing_pretrain.py', '--config=experiments/configs/mixing_tiny.py',
                f'--workdir={tmp_path}/w', '--config.model.mixing=conv',

@@ -402,7 +402,10 @@ def compilation_cache(path: str) -> str:
 
 
 def define_overwrite():
-  """The ``--overwrite`` flag of a binary that writes files (see ``output_file``)."""
+  """The ``--overwrite`` flag of a binary that writes files (see ``output_file``); defined
+  once per process, so modules that each declare it can be imported together."""
+  if 'overwrite' in flags.FLAGS:
+    return flags.FlagHolder(flags.FLAGS, flags.FLAGS['overwrite'])
   return flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist '
                            '(without it they are refused before the work starts).')
 
