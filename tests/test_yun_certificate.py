@@ -6,6 +6,7 @@ network (``oracles.mp_literal``, no code shared with ``exact.ball``).
 """
 
 import math
+import warnings
 from fractions import Fraction
 
 import mpmath
@@ -262,8 +263,17 @@ def test_certify_lp_refuses_a_float_g_and_a_foreign_g(clamped):
   other = build_approximator('token_times_mean', d=1, n=3, resolution=4)
   with pytest.raises(ValueError, match='not a realization of this net'):
     certificate.certify_lp(other, g)
+  with warnings.catch_warnings():   # a float g may warn about its precision; not the point
+    warnings.simplefilter('ignore', plan.FloatRealizationWarning)
+    g_float = net.realize(lam=2 ** 12, epsilon=2 ** -4)
   with pytest.raises(ValueError, match="dtype='exact'"):
-    certificate.certify_lp(net, net.realize(lam=2 ** 12, epsilon=2 ** -12))
+    certificate.certify_lp(net, g_float)
+
+
+def test_margin_below_what_arb_boxes_hold_is_refused(clamped):
+  net, g, _ = clamped
+  with pytest.raises(ValueError, match=r'below .* \(2\^-28\)'):
+    certificate.certify_lp(net, g, margin=Fraction(1, 2 ** 30))
 
 
 def test_default_margin_keeps_interiors_off_the_ramps(clamped):

@@ -192,9 +192,9 @@ def _certificate_lines(certified) -> list:
 
 
 def write_report(result, path) -> None:
-  """Markdown summary of a run (the tables of results/approximation/approximate.md)."""
+  """Markdown summary of a run (results/yun/approximation/default/approximate.md)."""
   c, prov = result['config'], result['provenance']
-  lines = ['# Yun et al. Theorems 2/3 end to end: error decomposition', '',
+  lines = ['# Yun et al. Theorems 2/3 end to end: certified d_p(f, g), error decomposition', '',
            provenance.markdown_header(prov), '',
            f'Run time {result["seconds"]} s. Target `{c["target"]}`, d={c["d"]}, n={c["n"]}, '
            f'N={c["resolution"]}, p={c["p"]}, {c["samples"]} Monte Carlo samples (95% CI), '

@@ -49,10 +49,6 @@ from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 VALUE_DENOMINATOR_PER_N = 2
 #: Largest total depth built (g_v has one layer per bump: n C(N^d, n) or n N^(dn)).
 MAX_LAYERS = 2_000_000
-#: Relative tolerance of the permutation-equivariance probe of a Theorem 2 target.
-EQUIVARIANCE_RTOL = 1e-9
-#: Probe points for the equivariance check.
-EQUIVARIANCE_PROBES = 8
 
 #: dtypes a realization can be built in ('exact': Fraction / int params, evaluated in
 #: certified ball arithmetic).
@@ -106,53 +102,6 @@ def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
       f'spacing {np.spacing(t_r):.3g}, so the Lemma 6 ramps [t_r -/+ epsilon] collapse; '
       f"allowed: epsilon >= {low:.3g} ({RAMP_ULPS} ulps of t_r){hint}, or dtype='exact' "
       '(no ulps).')
-
-
-def _check_equivariant(target: targets_lib.Target, d: int, n: int) -> None:
-  """Refuses a Theorem 2 target that is not permutation equivariant on probes."""
-  if target.name in targets_lib.BUILTIN_TARGETS and not target.permutation_equivariant:
-    raise ValueError(f'target {target.name!r} is not permutation equivariant; Theorem 2 '
-                     '(positional=False) needs f(XP) = f(X)P. Use positional=True '
-                     '(Theorem 3, Appendix G).')
-  rng = np.random.default_rng(1)
-  x = rng.random((EQUIVARIANCE_PROBES, n, d))
-  perm = rng.permutation(n)
-  if np.all(perm == np.arange(n)):
-    perm = np.roll(perm, 1)
-  fx = targets_lib.check_output(target.name, target(x), x.shape)
-  fxp = targets_lib.check_output(target.name, target(x[:, perm]), x.shape)
-  err = float(np.max(np.abs(fxp - fx[:, perm])))
-  if err > EQUIVARIANCE_RTOL * max(1.0, float(np.max(np.abs(fx)))):
-    raise ValueError(f'target {target.name!r} is not permutation equivariant (|f(XP) - '
-                     f'f(X)P| = {err:.3g} on probes); Theorem 2 (positional=False) needs '
-                     'it. Use positional=True (Theorem 3).')
-
-
-def _check_input(x, n: int, d: int) -> np.ndarray:
-  try:
-    x = np.asarray(x, np.float64)
-  except (TypeError, ValueError) as e:
-    raise ValueError(f'input must be a numeric array [batch, {n}, {d}]: {e}') from None
-  if x.ndim != 3 or x.shape[1:] != (n, d):
-    raise ValueError(f'input must have shape [batch, n={n}, d={d}], got {x.shape}.')
-  if not np.all(np.isfinite(x)):
-    raise ValueError('input contains NaN or inf.')
-  return x
-
-
-def _check_domain(x: np.ndarray) -> np.ndarray:
-  """The one input domain of ``Approximator.apply`` and ``Realized.apply``: [0, 1)^{n x d}.
-
-  Both theorems approximate f on the unit cube. Outside it the paper's Theorem 2 g_bar
-  happens to be 0 (Lemma 7 maps X out of range, no bump fires) while Appendix G's
-  Theorem 3 construction is undefined; rather than return a number that means nothing
-  about f, both refuse. The network itself (``pipeline.GBar.apply_exact``) keeps the
-  paper's behaviour for whoever studies it.
-  """
-  if x.size and not np.all((x >= 0) & (x < 1)):
-    raise ValueError(f'X must lie in [0, 1)^(n x d) (Theorems 2 and 3 approximate f on the '
-                     f'unit cube); got entries in [{x.min():.4g}, {x.max():.4g}].')
-  return x
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -242,7 +191,7 @@ class Realized:
     Raises:
       ValueError: as ``Approximator.apply`` (shape, finiteness, domain [0, 1)).
     """
-    x = _check_domain(_check_input(x, self.n, self.d))
+    x = common.check_domain(common.check_input(x, self.n, self.d))
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
     fn = layers.jit_apply(self.network())
@@ -295,9 +244,9 @@ class Approximator:
 
     Raises:
       ValueError: wrong shape, non-finite input, or entries outside [0, 1) (Theorems 2
-        and 3 alike; see ``_check_domain``).
+        and 3 alike; see ``common.check_domain``).
     """
-    x = _check_domain(_check_input(x, self.n, self.d))
+    x = common.check_domain(common.check_input(x, self.n, self.d))
     if not x.shape[0]:
       return np.zeros_like(x)
     _, bump = self.g_bar.select(x)
@@ -312,7 +261,7 @@ class Approximator:
 
   def apply_literal(self, x) -> np.ndarray:
     """The literal float64 network on X (breaks down once values outgrow float64)."""
-    x = _check_input(x, self.n, self.d)
+    x = common.check_input(x, self.n, self.d)
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()}, jnp.asarray(x)))
 
@@ -468,7 +417,7 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
                      'smaller resolution.')
   f = targets_lib.get_target(target, d=d, n=n)
   if not positional:
-    _check_equivariant(f, d, n)
+    targets_lib.check_equivariant(f, d, n)
   reps = value.representatives(d, n, N, positional=positional, ties=ties)
   values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
   den = VALUE_DENOMINATOR_PER_N * N

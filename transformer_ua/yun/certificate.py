@@ -75,6 +75,11 @@ INTERIOR_SHARE = Fraction(1, 2)
 MAX_MARGIN = Fraction(1, 4)
 #: Resolutions ``approximate`` certifies before giving up at one epsilon.
 MAX_ATTEMPTS = 4
+#: Smallest margin (fraction of delta) a cube-interior box can be certified at: arb
+#: stores a ball's radius with a 30-bit mantissa, so a box [k + m, k + 1 - m] / N is held
+#: as a ball up to ~2^-31 delta wider, and below this margin it reaches across the cell
+#: edge into the quantization ramp (the bound then stays sound but becomes g's range).
+MIN_MARGIN = Fraction(1, 2 ** 28)
 
 
 def _up(x: arb) -> float:
@@ -324,6 +329,10 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None
   lip = target_bounds.check_lipschitz(lipschitz, net.target, net.d, net.n)
   margin = Fraction(margin) if margin is not None else default_margin(g)
   plan_lib.check_margin(float(margin))
+  if margin < MIN_MARGIN:
+    raise ValueError(f'margin={float(margin):.3g} delta is below {float(MIN_MARGIN):.3g} '
+                     '(2^-28), the smallest at which arb balls (30-bit radii) can hold a '
+                     'cube interior off the cell edges; use a margin >= 2^-28.')
   bits = g.planned_bits(float(margin)) if bits is None else ball.check_bits(bits)
   classes = _classes_and_weights(net)
   rounding, assumption = rounding_bound(net, classes)
@@ -389,9 +398,9 @@ def _bad_set_lower(target, d: int, n: int, resolution: int, p: float) -> float:
 
 def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
   """Largest power-of-two margin whose window term, with |g - g_bar| <= spread_i (the
-  clamp's range), is <= budget (None if none down to 2^-200)."""
+  clamp's range), is <= budget (None if none down to ``MIN_MARGIN``)."""
   m = MAX_MARGIN
-  while m > Fraction(1, 2 ** 200):
+  while m >= MIN_MARGIN:
     t = gbar_g_bound(d=d, n=n, p=p, margin=m, interior_sup=0.0,
                      window_sup=np.repeat(np.asarray(spread, float)[None], n, 0))
     if t['bound'] <= budget:
@@ -461,8 +470,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     spread = [float(hi - lo) for lo, hi in zip(a, b)]
     margin = _margin_for(float(left * (1 - INTERIOR_SHARE)), d=d, n=n, p=p,
                          spread=spread) if clamp else None
-    if margin is None:   # no clamp: the windows are bounded after the fact
-      margin = Fraction(1, 2 ** 20) if not clamp else Fraction(1, 2 ** 200)
+    if margin is None:   # no clamp (bounded after the fact), or a budget below the floor
+      margin = Fraction(1, 2 ** 20) if not clamp else MIN_MARGIN
     tol = float(left * INTERIOR_SHARE) / (d * n) ** (1 / p) / 2
     planned = plan_lib.plan_realization(net, tolerance=tol, margin=float(margin))
     g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)

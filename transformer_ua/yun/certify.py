@@ -33,12 +33,14 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import plan as plan_lib
+from transformer_ua.yun import common, plan as plan_lib
 
 #: Default cube-interior margin (fraction of delta kept off each cell edge).
 DEFAULT_MARGIN = plan_lib.DEFAULT_MARGIN
-#: Below this many cubes the work runs in-process (a spawned worker costs seconds).
-MIN_CUBES_FOR_POOL = 64
+#: Below this many cubes the work runs in-process: a spawned worker re-imports the
+#: package and rebuilds the ball network, seconds that only large grids repay (measured
+#: in results/benchmarks/certify_scaling: on 2 loaded cores the pool lost at 220 cubes).
+MIN_CUBES_FOR_POOL = 512
 #: Chunks per worker (load balance against per-task overhead).
 CHUNKS_PER_WORKER = 8
 
@@ -72,15 +74,7 @@ def _ball_network(g, bits: int) -> ball.BallNetwork:
 
 def check_points(net, x) -> np.ndarray:
   """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError saying what is wrong."""
-  try:
-    x = np.asarray(x, np.float64)
-  except (TypeError, ValueError) as e:
-    raise ValueError(f'X must be a numeric array [batch, {net.n}, {net.d}]: {e}') from None
-  if x.ndim != 3 or x.shape[1:] != (net.n, net.d):
-    raise ValueError(f'X must have shape [batch, n={net.n}, d={net.d}], got {x.shape}.')
-  if not np.all(np.isfinite(x)) or np.any(x < 0) or np.any(x >= 1):
-    raise ValueError('X must lie in [0, 1)^{n x d} (the domain the plan covers).')
-  return x
+  return common.check_domain(common.check_input(x, net.n, net.d))
 
 
 def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):

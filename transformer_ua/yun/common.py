@@ -72,3 +72,31 @@ def decode_grid(rank, d: int, n: int, resolution: int):
   radix = resolution ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
   digits = (rank[..., None] // radix) % resolution
   return digits.reshape(rank.shape + (n, d))
+
+
+def check_input(x, n: int, d: int) -> np.ndarray:
+  """X as float64 [batch, n, d], or ValueError saying what is wrong (one line)."""
+  try:
+    x = np.asarray(x, np.float64)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'input must be a numeric array [batch, {n}, {d}]: {e}') from None
+  if x.ndim != 3 or x.shape[1:] != (n, d):
+    raise ValueError(f'input must have shape [batch, n={n}, d={d}], got {x.shape}.')
+  if not np.all(np.isfinite(x)):
+    raise ValueError('input contains NaN or inf.')
+  return x
+
+
+def check_domain(x: np.ndarray) -> np.ndarray:
+  """The one input domain of the approximators' ``apply``: [0, 1)^{n x d}.
+
+  Both theorems approximate f on the unit cube. Outside it the paper's Theorem 2 g_bar
+  happens to be 0 (Lemma 7 maps X out of range, no bump fires) while Appendix G's
+  Theorem 3 construction is undefined; rather than return a number that means nothing
+  about f, both refuse. The network itself (``pipeline.GBar.apply_exact``) keeps the
+  paper's behaviour for whoever studies it.
+  """
+  if x.size and not np.all((x >= 0) & (x < 1)):
+    raise ValueError(f'X must lie in [0, 1)^(n x d) (Theorems 2 and 3 approximate f on the '
+                     f'unit cube); got entries in [{x.min():.4g}, {x.max():.4g}].')
+  return x

@@ -387,8 +387,7 @@ def search_lam(d: int, n: int, resolution: int, *, max_doublings: int = 48,
 def _checked_input(x, n: int, d: int) -> np.ndarray:
   """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError (as ``yun.Approximator``)."""
   # pylint: disable=import-outside-toplevel,protected-access
-  from transformer_ua.yun import approximator
-  return approximator._check_domain(approximator._check_input(x, n, d))
+  return common.check_domain(common.check_input(x, n, d))
 
 
 def _cells(m, d: int, N: int) -> np.ndarray:
@@ -820,12 +819,11 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
     ValueError: bad configuration, a target that is not equivariant, a grid past the
       plan (``plan``), or ids whose certified enclosures overlap at this lam.
   """
-  from transformer_ua.yun import approximator  # pylint: disable=import-outside-toplevel
   t0 = time.perf_counter()
   p = plan(d, n, resolution)
   d, n, N, M = p.d, p.n, p.resolution, p.M
   f = targets_lib.get_target(target, d=d, n=n)
-  approximator._check_equivariant(f, d, n)  # pylint: disable=protected-access
+  targets_lib.check_equivariant(f, d, n)
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a positive rational, None or 'search'.")

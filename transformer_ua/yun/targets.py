@@ -32,6 +32,10 @@ import numpy as np
 ATTENTION_MAP_SEED = 20200101
 #: Probe batch used to validate a user callable.
 PROBE_BATCH = 3
+#: Relative tolerance of the permutation-equivariance probe of a Theorem 2 target.
+EQUIVARIANCE_RTOL = 1e-9
+#: Probe points for the equivariance check.
+EQUIVARIANCE_PROBES = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +131,26 @@ def check_output(name: str, out, shape) -> np.ndarray:
     raise ValueError(f'target {name!r} returned {np.sum(~np.isfinite(out))} non-finite '
                      'values (NaN or inf); targets must be finite on [0, 1]^{d x n}.')
   return out
+
+
+def check_equivariant(target: Target, d: int, n: int) -> None:
+  """Refuses a Theorem 2 target that is not permutation equivariant on probes."""
+  if target.name in BUILTIN_TARGETS and not target.permutation_equivariant:
+    raise ValueError(f'target {target.name!r} is not permutation equivariant; Theorem 2 '
+                     '(positional=False) needs f(XP) = f(X)P. Use positional=True '
+                     '(Theorem 3, Appendix G).')
+  rng = np.random.default_rng(1)
+  x = rng.random((EQUIVARIANCE_PROBES, n, d))
+  perm = rng.permutation(n)
+  if np.all(perm == np.arange(n)):
+    perm = np.roll(perm, 1)
+  fx = check_output(target.name, target(x), x.shape)
+  fxp = check_output(target.name, target(x[:, perm]), x.shape)
+  err = float(np.max(np.abs(fxp - fx[:, perm])))
+  if err > EQUIVARIANCE_RTOL * max(1.0, float(np.max(np.abs(fx)))):
+    raise ValueError(f'target {target.name!r} is not permutation equivariant (|f(XP) - '
+                     f'f(X)P| = {err:.3g} on probes); Theorem 2 (positional=False) needs '
+                     'it. Use positional=True (Theorem 3).')
 
 
 # ---------------------------------------------------------------------------
