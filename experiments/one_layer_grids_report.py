@@ -7,7 +7,7 @@ certified and proved id gaps:
 
     python experiments/one_layer_grids_report.py \
         --indirs=results/yun/one_layer/grids,results/yun/one_layer/grids_search \
-        --out=results/yun/one_layer/grids
+        --out=results/yun/one_layer/grids --overwrite
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import os
 
 from absl import flags
 
-from transformer_ua import cli
+from transformer_ua import cli, outputs
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('indirs', 'results/yun/one_layer/grids', 'comma-separated folders of '
-                    'run JSONs')
-flags.DEFINE_string('out', 'results/yun/one_layer/grids', 'output stem (.md and .png added)')
+flags.DEFINE_string('indirs', '', 'comma-separated folders of run JSONs (required)')
+flags.DEFINE_string('out', 'runs/one_layer/grids', 'output stem (.md and .png added)')
+cli.define_overwrite()
 
 
 def _rows(indirs):
@@ -76,7 +76,7 @@ def write_md(path, rows):
     lines += ['', f"Machine: {rows[0]['provenance']['machine']}.", '',
               f'Figure: `{os.path.basename(path)[:-3]}.png` (certified and proved '
               'log2 id gap against log2 M, per n).', '']
-  with open(path, 'w') as f:
+  with outputs.atomic_open(path) as f:
     f.write('\n'.join(lines))
 
 
@@ -105,16 +105,20 @@ def write_png(path, rows):
   ax.legend(fontsize=6, ncol=2)
   ax.set_title('one softmax attention layer: certified vs proved id gap')
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  outputs.atomic_savefig(fig, path, dpi=120)
 
 
 def main(argv):
   if len(argv) > 1:
     cli.fail(f'unexpected arguments: {" ".join(argv[1:])}')
   indirs = [d.strip() for d in FLAGS.indirs.split(',') if d.strip()]
+  if not indirs:
+    cli.fail('--indirs is required: the folders holding the one-layer run JSONs.')
   for d in indirs:
     if not os.path.isdir(d):
       cli.fail(f'--indirs: {d!r} is not a folder.')
+  for ext in ('.md', '.png'):   # before the work
+    cli.output_file(FLAGS.out + ext, '--out')
   rows = _rows(indirs)
   if not rows:
     cli.fail(f'--indirs: no one-layer run JSON in {", ".join(indirs)}.')
