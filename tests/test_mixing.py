@@ -809,8 +809,10 @@ def test_runs_summary_counts_every_attempt_of_a_resumed_run():
   rs = mixing_report.runs_summary({('attention', 0): {'pretrain': [once, resumed]}})
   assert (rs['result_files'], rs['resumed'], rs['attempts']) == (2, 1, 3)
   assert rs['git_revisions'] == ['a', 'b', 'c'] and rs['load_average_1min_range'] == [0.5, 3.0]
+  assert rs['attempts_untracked'] == 1     # `once` predates attempt tracking
   assert mixing_report.runs_lines(rs)[0] == (
-      '- runs: 2 stages (1 resumed from checkpoints: 3 attempts in all), t1 to t4 UTC, '
+      '- runs: 2 stages (1 resumed from checkpoints: 3 attempts in all) (1 written before '
+      'attempts were kept: their resumes, if any, are not in the record), t1 to t4 UTC, '
       '1-min load 0.5-3.0 at stage starts and resumes')
   assert mixing_plateau._run_id(resumed) == 'm at t2'          # known by its first attempt
 

@@ -536,6 +536,8 @@ def runs_summary(runs):
   span = lambda key: [min(p[key] for p in provs), max(p[key] for p in provs)] if provs else None
   return {'result_files': len(results),
           'resumed': sum(len(r.get('segments') or ()) > 1 for r in results),
+          # results written before attempts were kept: whether they resumed is unknown
+          'attempts_untracked': sum('segments' not in r for r in results),
           'attempts': len(provs),
           'git_revisions': sorted({p['git_revision'] for p in provs}),
           'machines': sorted({p['machine'] for p in provs}),
@@ -786,6 +788,9 @@ def runs_lines(rs):
     return []
   resumed = (f" ({rs['resumed']} resumed from checkpoints: {rs['attempts']} attempts in all)"
              if rs.get('resumed') else '')
+  if rs.get('attempts_untracked'):
+    resumed += (f" ({rs['attempts_untracked']} written before attempts were kept: their "
+                'resumes, if any, are not in the record)')
   return [f"- runs: {rs['result_files']} stages{resumed}, {rs['utc_range'][0]} to "
           f"{rs['utc_range'][1]} UTC, 1-min load {rs['load_average_1min_range'][0]}-"
           f"{rs['load_average_1min_range'][1]} at stage starts" + (
