@@ -5,7 +5,7 @@ r"""Fang et al. 2022, Section 5 against baselines with the same tuning budget.
         --output_dir=results/fang --overwrite --progress=false \
         > runs/fang_baselines.log 2>&1 &
 
-Runs the stages of the config in order (``transformer_ua/fang/baselines.py``): for each
+Runs the stages of the config in order (``transformer_ua/train/fang_baselines.py``): for each
 target and model, the paper's recipe (3 seeds), a grid of optimizer x peak lr x clip
 chosen on a validation split, the selected setting (3 seeds), and for f1 a controlled
 study of the paper's recipe. A finished run is skipped and an unfinished one resumes
@@ -25,7 +25,7 @@ import sys
 from absl import app, flags, logging
 
 from transformer_ua import cli, provenance
-from transformer_ua.fang import baselines
+from transformer_ua.train import fang_baselines as baselines
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_baselines.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs (resumable).')

@@ -14,7 +14,8 @@ import pytest
 
 from experiments.configs import fang_baselines as bcfg
 from tests.fang_tiny import tiny_config
-from transformer_ua.fang import baselines, regression
+from transformer_ua.fang import regression
+from transformer_ua.train import fang_baselines as baselines
 from transformer_ua.reports import fang_baselines as report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-r"""Fang et al. 2022, Section 5 against tuned baselines (transformer_ua/fang/baselines.py).
+r"""Fang et al. 2022, Section 5 against tuned baselines (transformer_ua/train/fang_baselines.py).
 
 One tuning budget for ATTENTION, NN_depth and NN_width on f1 and f2: a grid of
 optimizer {sgd, adam} x one-cycle peak lr {1e-3, 3e-3, 1e-2, 3e-2} (f1: also 0.1 .. 3)

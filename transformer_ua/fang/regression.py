@@ -31,7 +31,7 @@ final_div_factor 1e4, and -- because PyTorch cycles SGD's momentum by default --
 momentum 0.95 -> 0.85 -> 0.95). Not stated in the paper, chosen and recorded in
 the configs: clip_norm, the momentum cycle, PyTorch-default initialization
 (U(-1/sqrt(fan_in), 1/sqrt(fan_in)); beta's fan-in is n q), epoch shuffling without
-drop_last. Controlled variants (``fang.baselines``; defaults are the above): clip_norm 0
+drop_last. Controlled variants (``train.fang_baselines``; defaults are the above): clip_norm 0
 = no clipping, config.schedule 'constant' (lr = lr_peak throughout), config.init
 'kaiming_normal', config.validation_rows = V > 0 (train on the first N_tr - V training
 rows, evaluate on the last V: ``validation_split``).
@@ -70,7 +70,7 @@ TARGETS = ('f1', 'f2')
 MODELS = ('attention', 'nn_width', 'nn_depth')
 OPTIMIZERS = ('sgd', 'adam')   # 'sgd' is Section 5's; 'adam' is a labelled deviation
 # Learning-rate schedules: Section 5's one cycle, or a constant lr_peak (a controlled
-# variant for fang.baselines; SGD momentum then stays at momentum_max).
+# variant for train.fang_baselines; SGD momentum then stays at momentum_max).
 SCHEDULES = ('one_cycle', 'constant')
 # Initializations: PyTorch's nn.Linear default, or Kaiming-normal weights with zero
 # biases (He et al. 2015; MLP layers only, ATTENTION keeps the default).
