@@ -95,10 +95,14 @@ def test_interrupt_while_the_modules_load(tmp_path):
   0.25 s: the child starts with SIGINT ignored, as a shell's background job (or an xdist
   worker's child) does, so signals before cli arms its handler are lost, and one after it
   must stop the binary at once: one line, 130, no traceback."""
+  # SIGINT ignored through an exec (an ignored disposition survives it) rather than a
+  # preexec_fn, whose Python-level fork in this JAX process would warn about threads
+  ignore_then_exec = ('import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); '
+                      'os.execv(sys.executable, [sys.executable] + sys.argv[1:])')
   proc = subprocess.Popen(
-      [sys.executable, *FANG, f'--workdir={tmp_path / "w"}'], cwd=ROOT, text=True,
-      env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu'), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+      [sys.executable, '-c', ignore_then_exec, *FANG, f'--workdir={tmp_path / "w"}'],
+      cwd=ROOT, text=True, env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu'),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
   time.sleep(0.5)
   t0 = time.time()
   while proc.poll() is None and time.time() - t0 < STOP_SECONDS:
