@@ -54,7 +54,6 @@ docstring), so the certificate is one code path.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import time
 from fractions import Fraction

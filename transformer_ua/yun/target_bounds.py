@@ -61,7 +61,7 @@ def builtin_lipschitz(name: str, d: int, n: int) -> Fraction | None:
   if name in ('prefix_mean', 'reversal'):
     return Fraction(1)
   if name == 'attention_map':
-    w_q, w_k, w_v = targets_lib._attention_map_weights(d)  # pylint: disable=protected-access
+    w_q, w_k, w_v = targets_lib.attention_map_weights(d)
     return _col_abs_sum(w_v) * (1 + 4 * _sqrt_up(d) * _col_abs_sum(w_q) * _col_abs_sum(w_k))
   return None
 
@@ -100,7 +100,7 @@ def exact_values(target, k: np.ndarray, resolution: int):
   with ctx.workprec(EXACT_VALUE_BITS):
     if name == 'attention_map':
       w_q, w_k, w_v = (np.vectorize(lambda v: arb(float(v)), otypes=[object])(w)
-                       for w in targets_lib._attention_map_weights(d))  # pylint: disable=protected-access
+                       for w in targets_lib.attention_map_weights(d))
       root = arb(d).sqrt()
     for row in k:
       c = [[Fraction(2 * int(v) + 1, 2 * resolution) for v in tok] for tok in row]

@@ -55,14 +55,15 @@ def _token_times_mean(x):
   return x * x.mean(axis=-2, keepdims=True)
 
 
-def _attention_map_weights(d: int):
+def attention_map_weights(d: int):
+  """The fixed (W_Q, W_K, W_V) [d, d] of the built-in attention_map target."""
   rng = np.random.default_rng(ATTENTION_MAP_SEED + d)
   return tuple(rng.normal(size=(d, d)) for _ in range(3))
 
 
 def _attention_map(x):
   d = x.shape[-1]
-  w_q, w_k, w_v = _attention_map_weights(d)
+  w_q, w_k, w_v = attention_map_weights(d)
   s = np.einsum('...jd,...kd->...jk', x @ w_q, x @ w_k) / np.sqrt(d)
   s = s - s.max(axis=-1, keepdims=True)
   a = np.exp(s)
