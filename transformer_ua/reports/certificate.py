@@ -55,15 +55,29 @@ def table_markdown(rows) -> str:
       lines.append(f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | out of reach: '
                    f'{r["reason"]} ||||||||||||||\n')
       continue
-    c, mc, t = r['certificate'], r['monte_carlo'], r['certificate']['terms']
+    mc = r['monte_carlo']
+    bold_total = '**' + _g(r['certificate']['total']) + '**'
     lines.append(
         f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | {r["resolution"]} | '
-        f'{r["layers"]} | {r["params"]} | {c["bits"]} | {_g(t["f_fbar"])} | '
-        f'{_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | **{_g(c["total"])}** | '
-        f'{c["seconds"]:.1f} | {r["approximate_seconds"]:.1f} | {_g(mc["estimate"])} '
-        f'[{_g(mc["ci_low"])}, {_g(mc["ci_high"])}] | {mc["points"]} | {mc["seconds"]:.0f} | '
-        f'{r["ratio"]:.3g} |\n')
+        f'{_size_and_terms(r, total=bold_total)} | '
+        f'{r["approximate_seconds"]:.1f} | {_mc_cell(mc)} | {mc["points"]} | '
+        f'{mc["seconds"]:.0f} | {r["ratio"]:.3g} |\n')
   return head + ''.join(lines)
+
+
+def _size_and_terms(r, total=None) -> str:
+  """'layers | params | bits | f_fbar | fbar_gbar | gbar_g | total | certify s' cells of a
+  certified row (``total``: the total's cell text, default the plain number)."""
+  c = r['certificate']
+  t = c['terms']
+  total = _g(c['total']) if total is None else total
+  return (f'{r["layers"]} | {r["params"]} | {c["bits"]} | {_g(t["f_fbar"])} | '
+          f'{_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | {total} | {c["seconds"]:.1f}')
+
+
+def _mc_cell(mc) -> str:
+  """'estimate [ci_low, ci_high]' of a Monte Carlo record."""
+  return f'{_g(mc["estimate"])} [{_g(mc["ci_low"])}, {_g(mc["ci_high"])}]'
 
 
 def ladder_markdown(rows) -> str:
@@ -72,12 +86,9 @@ def ladder_markdown(rows) -> str:
           '| total / MC |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
   lines = []
   for r in rows:
-    c, mc, t = r['certificate'], r['monte_carlo'], r['certificate']['terms']
-    lines.append(f'| {r["series"]} | {r["resolution"]} | {r["layers"]} | {r["params"]} | '
-                 f'{c["bits"]} | {_g(t["f_fbar"])} | {_g(t["fbar_gbar"])} | '
-                 f'{_g(t["gbar_g"])} | {_g(c["total"])} | {c["seconds"]:.1f} | '
-                 f'{_g(mc["estimate"])} [{_g(mc["ci_low"])}, {_g(mc["ci_high"])}] | '
-                 f'{mc["points"]} | {r["ratio"]:.3g} |\n')
+    mc = r['monte_carlo']
+    lines.append(f'| {r["series"]} | {r["resolution"]} | {_size_and_terms(r)} | '
+                 f'{_mc_cell(mc)} | {mc["points"]} | {r["ratio"]:.3g} |\n')
   return head + ''.join(lines)
 
 
