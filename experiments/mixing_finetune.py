@@ -5,7 +5,7 @@ r"""Fine-tuning on the MNLI or SQuAD analogue (Yun et al. 2020, Appendix H.3-H.4
         --config.finetune.pretrain_workdir=runs/tiny/attention_s0/pretrain
 
 Parses flags only; the loop is ``transformer_ua.models.mixing_train.finetune`` (re-exported
-here as ``train_and_evaluate(config, workdir)``). The model flags must match the
+here as ``finetune(config, workdir)``). The model flags must match the
 pre-training run's.
 """
 
@@ -16,8 +16,8 @@ from absl import flags
 
 from transformer_ua.models import mixing_cli, mixing_train
 
-train_and_evaluate = mixing_train.finetune
-_main = mixing_cli.binary_main(train_and_evaluate)
+finetune = mixing_train.finetune
+_main = mixing_cli.binary_main(finetune)
 
 
 def main(argv):

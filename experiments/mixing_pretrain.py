@@ -4,7 +4,7 @@ r"""Masked-LM + sentence-pair pre-training (Yun et al. 2020, Appendix H.3-H.4).
         --workdir=runs/tiny/attention_s0/pretrain [--config.model.mixing=sepconv ...]
 
 Parses flags only; the loop is ``transformer_ua.models.mixing_train.pretrain`` (re-exported
-here as ``train_and_evaluate(config, workdir)``). Rerunning with the same workdir
+here as ``pretrain(config, workdir)``). Rerunning with the same workdir
 resumes from the latest checkpoint.
 """
 
@@ -15,8 +15,8 @@ from absl import flags
 
 from transformer_ua.models import mixing_cli, mixing_train
 
-train_and_evaluate = mixing_train.pretrain
-_main = mixing_cli.binary_main(train_and_evaluate)
+pretrain = mixing_train.pretrain
+_main = mixing_cli.binary_main(pretrain)
 
 
 def main(argv):

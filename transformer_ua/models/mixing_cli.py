@@ -27,7 +27,7 @@ def run_main(argv, config_flag, workdir_flag, fn):
 
 def binary_main(fn):
   """Defines ``--config`` and ``--workdir``; returns ``main(argv)`` that runs ``fn(config,
-  workdir)`` (a ``train_and_evaluate``) through ``run_main``."""
+  workdir)`` (``mixing_train.pretrain`` or ``mixing_train.finetune``) through ``run_main``."""
   config_flag = cli.define_config_file(
       'config', None, 'Path to an experiments/configs/mixing_*.py file.', lock_config=True)
   workdir_flag = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')

@@ -51,7 +51,6 @@ def base_config() -> ml_collections.ConfigDict:
 
   c.finetune = f = ml_collections.ConfigDict()
   f.task = 'mnli'                   # mnli (relations) | squad (spans)
-  f.tasks = ('mnli', 'squad')       # what train_and_evaluate fine-tunes on
   f.pretrain_workdir = ''           # '' = from scratch
   f.num_steps = 200
   f.batch_size = 32

@@ -556,14 +556,3 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
                **info},
       'provenance': prov})
 
-
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Pre-trains into ``workdir/pretrain`` then fine-tunes on each of
-  ``config.finetune.tasks`` into ``workdir/<task>``; returns {stage: result}."""
-  out = {'pretrain': pretrain(config, os.path.join(workdir, 'pretrain'))}
-  for task in config.finetune.tasks:
-    c = ml_collections.ConfigDict(config.to_dict())
-    c.finetune.task = task
-    c.finetune.pretrain_workdir = os.path.join(workdir, 'pretrain')
-    out[task] = finetune(c, os.path.join(workdir, task))
-  return out

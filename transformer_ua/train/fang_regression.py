@@ -18,7 +18,7 @@ the noiseless f, epochs to convergence, run times, history, provenance), ``param
 
     from transformer_ua.train import fang_regression
     from experiments.configs import fang_f1
-    result = fang_train_and_evaluate(fang_f1.get_config(), '/tmp/fang/f1')
+    result = fang_regression.train_and_evaluate(fang_f1.get_config(), '/tmp/fang/f1')
 """
 
 from __future__ import annotations
