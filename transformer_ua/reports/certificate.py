@@ -266,6 +266,17 @@ def _plottable(v) -> bool:
   return math.isfinite(v) and v > PLOT_FLOOR
 
 
+def _gbar_g_axes(ax, xlabel, title, xbase=10):
+  """Log-log axes of certified d_p(g_bar, g) (p = 2) against ``xlabel``."""
+  ax.set_xscale('log', base=xbase)
+  ax.set_yscale('log')
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel('certified d_p(g_bar, g), p = 2')
+  ax.set_title(title, fontsize=9)
+  ax.grid(True, which='both', alpha=0.3)
+  ax.legend(fontsize=6)
+
+
 def lemma6_figure(result, path) -> str:
   plt = _plt()
   l6 = result['lemma6']
@@ -295,13 +306,8 @@ def lemma6_figure(result, path) -> str:
     xs = [min(ramps), max(ramps)]
     a1.plot(xs, [r0['gbar_g'] * (x / r0['ramp']) ** 0.5 for x in xs], color='0.3', lw=1,
             ls='--', label='epsilon^(1/2) (windows of measure ~ epsilon, p = 2)')
-  a1.set_xscale('log')
-  a1.set_yscale('log')
-  a1.set_xlabel('ReLU ramp width epsilon (input units; plan epsilon ~ margin x delta)')
-  a1.set_ylabel('certified d_p(g_bar, g), p = 2')
-  a1.set_title('Lemma 6: d_p(g_bar, g) -> 0 as epsilon -> 0', fontsize=9)
-  a1.grid(True, which='both', alpha=0.3)
-  a1.legend(fontsize=6)
+  _gbar_g_axes(a1, 'ReLU ramp width epsilon (input units; plan epsilon ~ margin x delta)',
+               'Lemma 6: d_p(g_bar, g) -> 0 as epsilon -> 0')
   lgroups = {}
   for r in l6['lam']:
     lgroups.setdefault((r['resolution'], r['ties'], r['clamp']), []).append(r)
@@ -313,13 +319,8 @@ def lemma6_figure(result, path) -> str:
             marks.get(ties, 'o') + ('-' if clamp else ':'), color=color.get(N, 'k'),
             mfc=None if clamp else 'none',
             label=f'N={N}, {ties}, {"clamp" if clamp else "no clamp"}')
-  a2.set_xscale('log', base=2)
-  a2.set_yscale('log')
-  a2.set_xlabel('softmax scale lambda (margin fixed)')
-  a2.set_ylabel('certified d_p(g_bar, g), p = 2')
-  a2.set_title('Lemma 6: d_p(g_bar, g) against lambda', fontsize=9)
-  a2.grid(True, which='both', alpha=0.3)
-  a2.legend(fontsize=6)
+  _gbar_g_axes(a2, 'softmax scale lambda (margin fixed)',
+               'Lemma 6: d_p(g_bar, g) against lambda', xbase=2)
   fig.tight_layout()
   outputs.atomic_savefig(fig, path, dpi=130)
   plt.close(fig)
