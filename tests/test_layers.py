@@ -187,10 +187,11 @@ def test_init_params_match_hand_built_structure():
       p['phi'] = activations.phi_arrays([activations.RELU] * r)
     return p
 
+  stack = lambda ps: jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *ps)  # noqa: E731
   hand = {'E': np.zeros((n, d)),
-          'segment_0': layers.stack_layers([{'attention': att(2, 1), 'feedforward': ff(4)}] * 3),
-          'segment_1': layers.stack_layers([{'attention': att(2, 1)}] * 2),
-          'segment_2': layers.stack_layers([{'feedforward': ff(1, phi=True)}] * 4)}
+          'segment_0': stack([{'attention': att(2, 1), 'feedforward': ff(4)}] * 3),
+          'segment_1': stack([{'attention': att(2, 1)}] * 2),
+          'segment_2': stack([{'feedforward': ff(1, phi=True)}] * 4)}
   shapes = lambda t: jax.tree_util.tree_map(lambda a: np.shape(a), t)  # noqa: E731
   assert jax.tree_util.tree_structure(params) == jax.tree_util.tree_structure(hand)
   assert shapes(params) == shapes(hand)

@@ -28,15 +28,9 @@ def forced_eight_devices():
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_grid_reduction_sharded_equals_single_device(forced_eight_devices):
-  r = forced_eight_devices
-  assert r['devices'] == 8
-  # Independent count: ordered triples of distinct tokens among 4**2 = 16 values.
-  assert r['grid_sharded'] == r['grid_single'] == [16 * 15 * 14, 4**6]
-
-
 def test_data_parallel_loss_curve_equals_single_device(forced_eight_devices):
   r = forced_eight_devices
+  assert r['devices'] == 8
   np.testing.assert_allclose(r['loss_sharded'], r['loss_single'], rtol=1e-5, atol=1e-7)
   assert r['loss_sharded'][-1] < 0.1 * r['loss_sharded'][0]
 

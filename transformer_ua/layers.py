@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -452,18 +453,14 @@ def _weight_leaves(params):
 
 
 def count_params(params) -> int:
-  """Total number of weight entries (Phi descriptors are not weights)."""
-  return int(sum(np.size(l) for l in _weight_leaves(params)))
+  """Total number of weight entries (Phi descriptors are not weights). The one parameter
+  count of the package: any pytree of arrays or ``jax.ShapeDtypeStruct`` (shapes only)."""
+  return int(sum(math.prod(np.shape(l)) for l in _weight_leaves(params)))
 
 
 def count_nonzero(params) -> int:
   """Number of non-zero weight entries."""
   return int(sum(int(np.count_nonzero(np.asarray(l))) for l in _weight_leaves(params)))
-
-
-def stack_layers(layer_params: Sequence[dict]) -> dict:
-  """Stacks per-layer param dicts of one shape into a segment's ``[L, ...]`` params."""
-  return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *layer_params)
 
 
 def unstack_layer(segment_params: dict, index: int) -> dict:

@@ -110,26 +110,3 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-
-
-def padded_chunk(total: int, chunk: int, mesh: Mesh) -> int:
-  """The chunk size rounded up to a multiple of the mesh size (for even sharding)."""
-  k = mesh.devices.size
-  return max(k, -(-min(chunk, max(total, 1)) // k) * k)
-
-
-def index_chunks(total: int, chunk: int, mesh: Mesh):
-  """Yields ``(start, indices, valid)`` covering ``range(total)``, sharded on the mesh.
-
-  ``indices [chunk']`` (int64 when x64 is on, else int32) are ``start + arange``;
-  ``valid`` masks the padding of the last chunk. Every chunk has the same shape, so a
-  jitted checker compiles once.
-  """
-  size = padded_chunk(total, chunk, mesh)
-  sharding = data_sharding(mesh)
-  dtype = np.int64 if jax.config.jax_enable_x64 else np.int32
-  for start in range(0, total, size):
-    idx = start + np.arange(size, dtype=dtype)
-    valid = idx < total
-    yield start, jax.device_put(np.where(valid, idx, 0), sharding), \
-        jax.device_put(valid, sharding)

@@ -6,11 +6,10 @@ import time
 import weakref
 
 from absl import flags
-import ml_collections
-
 from transformer_ua import cli
 
-_CONFIG = cli.define_config_dict('config', ml_collections.ConfigDict({'resolution': 4}))
+_CONFIG = cli.define_config_file(
+    'config', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cli_probe_config.py'))
 _COUNT = flags.DEFINE_integer('count', 1, 'A positive integer.')
 _MODE = flags.DEFINE_string('mode', 'ok', "'ok', 'usage', 'value', 'sigterm', 'sigint', "
                             "'weakref' (SIGINT lands inside a weakref callback) or 'wait' "

@@ -1,7 +1,6 @@
 """Run with XLA_FLAGS=--xla_force_host_platform_device_count=8 (see test_parallel.py).
 
-Prints a JSON line: sharded vs single-device results of a grid reduction and of a
-data-parallel training run.
+Prints a JSON line: sharded vs single-device results of a data-parallel training run.
 """
 
 import json
@@ -12,24 +11,6 @@ import numpy as np
 import optax
 
 from transformer_ua import parallel
-
-
-def grid_counts(mesh, total, n, d, base):
-  """Counts grid points (mixed-radix decoded) whose n tokens are pairwise distinct."""
-
-  @jax.jit
-  def count(idx, valid):
-    radix = base ** jnp.arange(n * d - 1, -1, -1)
-    digits = ((idx[:, None] // radix[None, :]) % base).reshape(-1, n, d)
-    same = jnp.all(digits[:, :, None, :] == digits[:, None, :, :], axis=-1)
-    distinct = jnp.sum(same, axis=(1, 2)) == n
-    return jnp.sum(distinct & valid), jnp.sum(valid)
-
-  good = seen = 0
-  for _, idx, valid in parallel.index_chunks(total, 1000, mesh):
-    g, s = count(idx, valid)
-    good, seen = good + int(g), seen + int(s)
-  return good, seen
 
 
 def train(mesh, steps=20):
@@ -57,11 +38,7 @@ def train(mesh, steps=20):
 
 
 if __name__ == '__main__':
-  with jax.enable_x64(True):
-    full, one = parallel.make_mesh(), parallel.make_mesh(1)
-    out = {'devices': len(jax.devices()),
-           'grid_sharded': grid_counts(full, 4**6, 3, 2, 4),
-           'grid_single': grid_counts(one, 4**6, 3, 2, 4)}
+  out = {'devices': len(jax.devices())}
   out['loss_sharded'] = train(parallel.make_mesh())
   out['loss_single'] = train(parallel.make_mesh(1))
   try:

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_ua import layers
 from transformer_ua.models import mixing as mixing_lib
 
 
@@ -204,8 +205,8 @@ class BertSpanPredictor(nn.Module):
     return logits[..., 0], logits[..., 1]
 
 
-def count_params(params) -> int:
-  return int(sum(np.prod(p.shape) for p in jax.tree_util.tree_leaves(params)))
+#: The package's one parameter count (``layers.count_params``).
+count_params = layers.count_params
 
 
 def init_shapes(model: nn.Module, max_len: int, num_predictions: int = 0):
