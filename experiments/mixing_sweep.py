@@ -78,7 +78,7 @@ from ml_collections import config_flags
 import numpy as np
 
 from transformer_ua.models import mixing_train
-from transformer_ua import provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.data import wordnet
 from transformer_ua.reports import mixing as mixing_report, mixing_plateau
 from transformer_ua.reports.mixing import TABLE_MODELS
@@ -273,9 +273,9 @@ def archive(root, dest):
   for src, out, new in todo:
     os.makedirs(out, exist_ok=True)
     for f in sorted(new, key=lambda f: f == 'result.json'):  # result.json last: done marker
-      tmp = os.path.join(out, f + f'.tmp{os.getpid()}')
-      shutil.copyfile(os.path.join(src, f), tmp)
-      os.replace(tmp, os.path.join(out, f))
+      with open(os.path.join(src, f), 'rb') as g, \
+          outputs.atomic_open(os.path.join(out, f), 'wb') as h:
+        shutil.copyfileobj(g, h)
   return len(todo)
 
 

@@ -52,6 +52,7 @@ import os
 
 import numpy as np
 
+from transformer_ua import outputs
 from transformer_ua.data import wordnet
 
 SPECIAL = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
@@ -86,9 +87,7 @@ def load_or_train_tokenizer(path: str, synsets, vocab_size: int, heldout_fractio
     return Tokenizer.from_file(path)
   tok = train_tokenizer(pretraining_text(synsets, heldout_fraction), vocab_size)
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-  tmp = path + '.tmp'
-  tok.save(tmp)
-  os.replace(tmp, path)
+  outputs.atomic_write(path, tok.to_str(pretty=True))
   return tok
 
 

@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_baselines as baselines
 
@@ -41,12 +41,6 @@ FIGURES = ('fang_baselines_table1.png', 'fang_baselines_f1_slices.png',
 # ---------------------------------------------------------------------------
 # Formatting.
 # ---------------------------------------------------------------------------
-
-
-def _atomic_text(text, path):
-  with open(path + '.tmp', 'w') as f:
-    f.write(text)
-  os.replace(path + '.tmp', path)
 
 
 def _finite(obj):
@@ -368,8 +362,7 @@ def _plt():
 
 
 def _save(fig, path):
-  fig.savefig(path + '.tmp.png', dpi=110, bbox_inches='tight')
-  os.replace(path + '.tmp.png', path)
+  outputs.atomic_savefig(fig, path, dpi=110, bbox_inches='tight')
   fig.clf()
 
 
@@ -647,8 +640,8 @@ def write(bconfig, workdir, output_dir, prov) -> dict:
   for target in record['targets']:   # the longest path clipped SGD can travel (section 1)
     record[target]['clip1_path_bound_paper_recipe'] = clip_bound(
         bconfig[target].train, regression.DATA[target]['num_train'])
-  _atomic_text(json.dumps(_finite(record), indent=1),
-               os.path.join(output_dir, 'fang_baselines.json'))
+  outputs.atomic_write(os.path.join(output_dir, 'fang_baselines.json'),
+                       json.dumps(_finite(record), indent=1))
   table1_figure(record, os.path.join(output_dir, FIGURES[0]))
   slices_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[1]))
   curves_figure(record, bconfig, workdir, os.path.join(output_dir, FIGURES[2]))
@@ -656,6 +649,6 @@ def write(bconfig, workdir, output_dir, prov) -> dict:
   if 'f1' in record['targets']:
     gap_figure(record, os.path.join(output_dir, FIGURES[4]),
                record['f1']['clip1_path_bound_paper_recipe'])
-  _atomic_text(render(record, summary, output_dir),
-               os.path.join(output_dir, 'fang_baselines.md'))
+  outputs.atomic_write(os.path.join(output_dir, 'fang_baselines.md'),
+                       render(record, summary, output_dir))
   return record

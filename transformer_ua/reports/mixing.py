@@ -39,6 +39,7 @@ import ml_collections
 import numpy as np
 
 from transformer_ua import cli, provenance
+from transformer_ua.outputs import atomic_write  # the one atomic write (re-exported)
 
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
 NAMES = {'average': 'Average attention', 'bilinear': 'BProj', 'sepconv': 'SepConv',
@@ -549,13 +550,6 @@ def runs_summary(runs):
 def report_stem(config_name):
   """File stem of a config's report: ``mixing_layers`` for the recorded budget."""
   return 'mixing_layers' if config_name == RECORD_CONFIG else f'mixing_layers_{config_name}'
-
-
-def atomic_write(path, s):
-  tmp = path + f'.tmp{os.getpid()}'
-  with open(tmp, 'w') as f:
-    f.write(s)
-  os.replace(tmp, path)
 
 
 def _plots(table, figure, L, stem, baselines=None):

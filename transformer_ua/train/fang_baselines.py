@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.fang import regression
 
 PHASES = ('paper', 'grid', 'tuned', 'study')
@@ -325,10 +325,7 @@ def train_run(run: Run, command: str, progress: bool = False) -> dict:
     t0 = time.perf_counter()
     result['diagnostics'] = diagnostics(run.config, run.workdir)
     result['diagnostics']['seconds'] = round(time.perf_counter() - t0, 2)
-  path = os.path.join(run.workdir, 'result.json')
-  with open(path + '.tmp', 'w') as f:
-    json.dump(result, f, indent=1)
-  os.replace(path + '.tmp', path)
+  outputs.atomic_json(os.path.join(run.workdir, 'result.json'), result, indent=1)
   return result
 
 

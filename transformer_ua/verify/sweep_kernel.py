@@ -51,7 +51,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import sys
 import time
 
@@ -59,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import parallel
+from transformer_ua import outputs, parallel
 from transformer_ua.exact import limbs
 from transformer_ua.yun import grids, sweep
 
@@ -392,10 +391,7 @@ def _save_state(path: str, key: dict, next_block: int, num_blocks: int, counts: 
   state = {'config': key, 'completed_blocks': [[0, next_block]], 'next_block': next_block,
            'num_blocks': num_blocks, 'counts': counts, 'max_abs': str(max_abs),
            'seconds': round(seconds, 1)}
-  tmp = path + '.tmp'
-  with open(tmp, 'w') as fh:
-    json.dump(state, fh, indent=1)
-  os.replace(tmp, path)
+  outputs.atomic_json(path, state, indent=1)
 
 
 def _fmt_s(sec: float) -> str:
