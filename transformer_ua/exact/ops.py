@@ -1,13 +1,18 @@
 """ExactOps: one interface to comparisons, selections and arithmetic on exact values.
 
-A value is an int64 array (``spec is None``) or a limb number ``[..., K]`` of
+A value is an integer array of ``dtype`` (``spec is None``; int64 unless a narrower
+proven type, e.g. the int32 sweep of ``yun.sweep``) or a limb number ``[..., K]`` of
 ``exact.limbs``; every method does the same thing on both, so a construction written
 once against ``ExactOps`` runs in whichever arithmetic the planner chose.
+
+Shapes: a value is ``[...]`` (integers) or ``[..., K]`` (limbs); "leading" axes are
+the ``[...]`` ones. ``reduce_*`` reduce the first axis (token-major arrays ``[n, B]``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -16,17 +21,23 @@ import numpy as np
 
 from transformer_ua.exact.limbs import (LimbSpec, add, compare, digits_from_limbs,
                                         digits_from_python, extreme_mask, from_int64,
-                                        from_python, is_negative, linear, neg, sub,
-                                        to_python)
+                                        from_python, is_negative, linear, mul_const, neg,
+                                        resize, sub, to_python)
 
 Array = Any
 
 
 @dataclasses.dataclass(frozen=True)
 class ExactOps:
-  """Comparisons and selections on int64 values or limb numbers (trailing K)."""
+  """Comparisons, selections and arithmetic on integer values or limb numbers (trailing K).
+
+  Attributes:
+    spec: the limb format, or None for integer arrays.
+    dtype: the integer type of values when ``spec`` is None (int64 by default).
+  """
 
   spec: LimbSpec | None
+  dtype: Any = jnp.int64
 
   @property
   def limbs(self) -> bool:
@@ -39,6 +50,29 @@ class ExactOps:
 
   def eq(self, a, b):
     return jnp.all(a == b, axis=-1) if self.limbs else a == b
+
+  def gt(self, a, b):
+    return compare(a, b, self.spec) > 0 if self.limbs else a > b
+
+  def lt(self, a, b):
+    return compare(a, b, self.spec) < 0 if self.limbs else a < b
+
+  def maximum(self, a, b):
+    """Elementwise max of two values."""
+    return jnp.where(self.gt(a, b)[..., None], a, b) if self.limbs else jnp.maximum(a, b)
+
+  def minimum(self, a, b):
+    return jnp.where(self.lt(a, b)[..., None], a, b) if self.limbs else jnp.minimum(a, b)
+
+  def reduce_max(self, a):
+    """Max over the leading (token) axis."""
+    return functools.reduce(self.maximum, list(a)) if self.limbs else jnp.max(a, axis=0)
+
+  def reduce_min(self, a):
+    return functools.reduce(self.minimum, list(a)) if self.limbs else jnp.min(a, axis=0)
+
+  def reduce_sum(self, a):
+    return functools.reduce(self.add, list(a)) if self.limbs else jnp.sum(a, axis=0)
 
   def take(self, x, idx, axis):
     """take_along_axis on the leading dims."""
@@ -104,6 +138,35 @@ class ExactOps:
     if self.limbs:
       return from_python(values, self.spec)
     return np.asarray(values, dtype=object).astype(np.int64)
+
+  def const(self, values):
+    """Python ints (array-like) -> device values of ``dtype`` (jnp, leading shape of
+    ``values``); call under x64."""
+    if self.limbs:
+      return jnp.asarray(from_python(np.asarray(values, dtype=object), self.spec))
+    return jnp.asarray(np.asarray(values, dtype=object).astype(np.int64)).astype(self.dtype)
+
+  def mul(self, a, c):
+    """a times a constant (Python int, or a value of this arithmetic for integer types)."""
+    if not self.limbs:
+      return a * c
+    digits = jnp.asarray(digits_from_python(np.asarray(c, dtype=object), self.spec.limb_bits))
+    return mul_const(a, digits, self.spec)
+
+  def convert(self, x, src: 'ExactOps'):
+    """A value of arithmetic ``src`` as a value of this one (exact; the caller proves it
+    fits)."""
+    if not self.limbs and src.limbs:  # limbs -> int: two's complement
+      w, k = src.spec.limb_bits, src.spec.num_limbs
+      raw = sum(jnp.left_shift(x[..., i], w * i) for i in range(k) if w * i < 64)
+      if w * k < 64:
+        raw = raw - jnp.where(is_negative(x, src.spec), 1 << (w * k), 0)
+      return raw.astype(self.dtype)
+    if not self.limbs:
+      return x.astype(self.dtype)
+    if not src.limbs:
+      return from_int64(x.astype(jnp.int64), self.spec)
+    return resize(x, src.spec, self.spec)
 
   def add(self, a, b):
     return add(a, b, self.spec) if self.limbs else a + b

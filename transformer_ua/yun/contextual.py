@@ -101,17 +101,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.exact import int64, limb_layers, limbs, planner, reference
+from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common
+from transformer_ua.yun import common, gc_kernels
 
 #: Heads of a selective-shift sweep layer (Psi) and of the final global shift (psi).
 SWEEP_HEADS, FINAL_HEADS = 2, 1
 #: Head size of every contextual-mapping head (rank-one scores).
 HEAD_SIZE = 1
-#: Evaluation kernels of ``ContextualMapping.forward_fn``.
-KERNELS = ('core', 'fast')
 
 
 # ---------------------------------------------------------------------------
@@ -475,58 +473,23 @@ class ContextualMapping:
     outside = self.ops.constant(-self.scale * self.out_of_range)
     return self.ops.where(k < 0, outside, self.ops.from_int64(inside))
 
-  def forward_fn(self, kernel: str = 'core'):
+  def forward_fn(self, kernel: str = gc_kernels.DEFAULT):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
 
     Args:
-      kernel: 'core' runs the core's layers (``layers.apply_segment``, exact int64
-        mode, rank-one fast path) or, beyond int64, the generic limb layers;
-        'fast' uses the shared-projection identity (W_Q = W_K = W_V in every Yun
-        head, checked on the params): one projection, no tie division
-        (``int64.int64_shared_attention_update`` / ``limb_attention_update``).
-        Both compute the same integers (tested on whole grids); ``yun.sweep.forward_fn``
-        computes them again on column ids alone.
+      kernel: a g_c kernel of ``yun.gc_kernels`` ('core': the core's layers; 'fast':
+        the shared-projection identity; 'sweep': column ids alone). All compute the
+        same integers (tested on whole grids).
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
     ``z`` (g_c output, scaled) and ``inexact`` (inexact tie averages, must be 0).
-    Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]``.
+    Arrays are int64 ``[.., n]`` or limbs ``[.., n, K]`` (``gc_kernels.GcResult``).
     """
-    if kernel not in KERNELS:
-      raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
-    segs = self.segments
-    shared = [kernel == 'fast' and seg.kind == 'attention' and
-              limbs.shared_projections(self.exact_params[f'segment_{i}']['attention'])
-              for i, seg in enumerate(segs)]
-
-    def run(seg, params, x, shared_qkv):
-      if self.limbs:
-        return limb_layers.limb_apply_segment(seg, params, x, self.arithmetic.spec,
-                                              shared_qkv=shared_qkv)
-      if shared_qkv:
-        return int64.int64_apply_segment(seg, params, x)
-      return layers.apply_segment(seg, params, x)
-
-    def f(params, k):
-      y = self.encode(k)
-      inexact, swept = 0, None
-      for i, seg in enumerate(segs):
-        y, _, ie = run(seg, params[f'segment_{i}'], y, shared[i])
-        inexact = inexact + jnp.sum(ie)
-        if i == self.sweep_index:
-          swept = self.ops.dot_const(y, self.u)  # u^T Z per token: [.., n] or [.., n, K]
-      return {'sweep_ids': swept, 'ids': self.ops.dot_const(y, self.u), 'z': y,
-              'inexact': inexact}
-
-    return f
-
-  @functools.cached_property
-  def _jit_forward(self):
-    return jax.jit(self.forward_fn())
+    f = gc_kernels.kernel_fn(self, kernel)
+    return lambda params, k: f(params, k).as_dict()
 
   def forward(self, k) -> dict:
-    """Runs g_c exactly on grid indices [B, n, d]; see ``forward_fn``."""
-    k = self.check_indices(k)
-    with jax.enable_x64(True):
-      return self._jit_forward(self.exact_params, jnp.asarray(k))
+    """Runs g_c exactly on grid indices [B, n, d] (kernel 'core'); see ``forward_fn``."""
+    return gc_kernels.evaluate(self, k).as_dict()
 
   def column_ids_batch(self, k):
     """Scaled q(L) = S u^T g_c(L) for a batch: int64 [B, n] or limbs [B, n, K]."""

@@ -38,12 +38,13 @@ literal layers on whole grids, int64 and limbs.
 
 Shapes: ids are token-major arrays ``[n, B]`` (int) or ``[n, B, K]`` (limbs): per
 layer one reduction over the leading axis and elementwise operations over the batch.
+The kernel's output is a ``gc_kernels.GcResult`` (batch-major, like every kernel's); it
+is registered there as 'sweep' when this module is imported (the package imports it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 import jax
@@ -52,15 +53,13 @@ import numpy as np
 
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import common, contextual
+from transformer_ua.yun import common, contextual, gc_kernels
 
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
 SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
 SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
 #: Bits (incl. sign) up to which integers are exact in float64 with room for a quotient.
 FLOAT_EXACT_BITS = 53
-#: g_c kernels: 'sweep' (this module) and the literal ones of ``ContextualMapping.forward_fn``.
-KERNELS = ('sweep',) + contextual.KERNELS
 
 
 def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
@@ -178,87 +177,14 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
                  kind=kind, spec=spec, sweep_bits=bits)
 
 
-# ---------------------------------------------------------------------------
-# Elementwise ops on one arithmetic (int arrays [B] or limbs [B, K]).
-# ---------------------------------------------------------------------------
+def sweep_ops(prog: Program) -> ExactOps:
+  """The sweep's arithmetic (``prog.kind``: int32, int64 or limbs)."""
+  return ExactOps(prog.spec, prog.dtype or jnp.int64)
 
 
-@dataclasses.dataclass(frozen=True)
-class Ops:
-  """max/min/compare/select/add/multiply for int values or limb numbers ``spec``."""
-
-  dtype: object
-  spec: limbs.LimbSpec | None = None
-
-  def const(self, values):
-    """Python ints -> constants (jnp, leading shape of ``values``)."""
-    if self.spec is not None:
-      return jnp.asarray(limbs.from_python(np.asarray(values, dtype=object), self.spec))
-    return jnp.asarray(np.asarray(values, dtype=object).astype(np.int64)).astype(self.dtype)
-
-  def gt(self, a, b):
-    return limbs.compare(a, b, self.spec) > 0 if self.spec else a > b
-
-  def lt(self, a, b):
-    return limbs.compare(a, b, self.spec) < 0 if self.spec else a < b
-
-  def eq(self, a, b):
-    return jnp.all(a == b, axis=-1) if self.spec else a == b
-
-  def max(self, a, b):
-    return jnp.where(self.gt(a, b)[..., None], a, b) if self.spec else jnp.maximum(a, b)
-
-  def min(self, a, b):
-    return jnp.where(self.lt(a, b)[..., None], a, b) if self.spec else jnp.minimum(a, b)
-
-  def where(self, cond, a, b):
-    return jnp.where(cond[..., None], a, b) if self.spec else jnp.where(cond, a, b)
-
-  def add(self, a, b):
-    return limbs.add(a, b, self.spec) if self.spec else a + b
-
-  def sub(self, a, b):
-    return limbs.sub(a, b, self.spec) if self.spec else a - b
-
-  def reduce_max(self, a):
-    """Max over the leading (token) axis."""
-    return functools.reduce(self.max, list(a)) if self.spec else jnp.max(a, axis=0)
-
-  def reduce_min(self, a):
-    return functools.reduce(self.min, list(a)) if self.spec else jnp.min(a, axis=0)
-
-  def reduce_sum(self, a):
-    return functools.reduce(self.add, list(a)) if self.spec else jnp.sum(a, axis=0)
-
-  def mul(self, a, c):
-    """a times a constant (Python int, or a value of this arithmetic for int types)."""
-    if self.spec is None:
-      return a * c
-    digits = jnp.asarray(limbs.digits_from_python(np.asarray(c, dtype=object),
-                                                  self.spec.limb_bits))
-    return limbs.mul_const(a, digits, self.spec)
-
-  def convert(self, x, src: 'Ops'):
-    """A value of arithmetic ``src`` as a value of this one (exact; caller proves fit)."""
-    if self.spec is None and src.spec is not None:  # limbs -> int: two's complement
-      w, k = src.spec.limb_bits, src.spec.num_limbs
-      raw = sum(jnp.left_shift(x[..., i], w * i) for i in range(k) if w * i < 64)
-      if w * k < 64:
-        raw = raw - jnp.where(limbs.is_negative(x, src.spec), 1 << (w * k), 0)
-      return raw.astype(self.dtype)
-    if self.spec is None:
-      return x.astype(self.dtype)
-    if src.spec is None:
-      return limbs.from_int64(x.astype(jnp.int64), self.spec)
-    return limbs.resize(x, src.spec, self.spec)
-
-
-def sweep_ops(prog: Program) -> Ops:
-  return Ops(prog.dtype, prog.spec)
-
-
-def final_ops(cm) -> Ops:
-  return Ops(jnp.int64, cm.arithmetic.spec if cm.limbs else None)
+def final_ops(cm) -> ExactOps:
+  """The mapping's planned arithmetic (int64 or limbs): ``cm.ops``."""
+  return cm.ops
 
 
 # ---------------------------------------------------------------------------
@@ -333,10 +259,11 @@ def global_shift(cm, prog: Program, ids):
 
 
 def forward_fn(cm, arithmetic: str = 'auto'):
-  """``f(params, k) -> dict`` with the outputs of ``ContextualMapping.forward_fn``.
+  """``f(params, k) -> gc_kernels.GcResult``: g_c on column ids, the sweep in
+  ``arithmetic`` (``read_program``).
 
   The program is read from ``cm.exact_params`` now (``read_program``); ``params`` is
-  accepted for the same signature and must be ``cm.exact_params``. Call under x64.
+  accepted for the kernels' signature and must be ``cm.exact_params``. Call under x64.
   Output: ``sweep_ids`` (l~), ``ids`` (q), ``z`` (g_c output), ``inexact``, arrays in
   ``cm.arithmetic`` ([B, n] int64 or [B, n, K] limbs).
   """
@@ -353,18 +280,20 @@ def forward_fn(cm, arithmetic: str = 'auto'):
     x = cm.encode(k)                                   # [B, n, d(, K)]
     z0 = f_ops.add(x[:, :, 0], f_ops.sub(q_arr, id0))
     z = x.at[:, :, 0].set(z0)
-    return {'sweep_ids': lt_arr, 'ids': q_arr, 'z': z, 'inexact': inexact}
+    return gc_kernels.GcResult(sweep_ids=lt_arr, ids=q_arr, z=z, inexact=inexact)
 
   return f
 
 
-def kernel_fn(cm, kernel: str):
-  """``f(params, k) -> dict`` of g_c by ``kernel``: 'sweep' (``forward_fn``, column ids
-  alone) or 'fast' / 'core' (the literal layers, ``ContextualMapping.forward_fn``); all
-  compute the same integers (tested on whole grids)."""
-  if kernel not in KERNELS:
-    raise ValueError(f'kernel={kernel!r}; allowed: {KERNELS}.')
-  if kernel == 'sweep' and cm.ties != 'paper':
+@gc_kernels.register('sweep')
+def sweep_kernel(cm):
+  """The registry's 'sweep' kernel: ``forward_fn`` with the sweep's arithmetic planned
+  ('auto'); the paper's g_c only (Theorem 2 / 3)."""
+  if cm.ties != 'paper':
     raise ValueError(f"kernel='sweep' runs the paper's g_c; ties={cm.ties!r} needs "
                      "kernel='fast' or 'core'.")
-  return forward_fn(cm) if kernel == 'sweep' else cm.forward_fn(kernel)
+  return forward_fn(cm)
+
+
+#: ``gc_kernels.kernel_fn`` (the registry), for callers that reach it through this module.
+kernel_fn = gc_kernels.kernel_fn
