@@ -4,8 +4,8 @@ and Corollary 3.7 (sup error vs q).
 
     python experiments/fang_construction.py [--f2_literal_points=16] [--skip_corollary]
 
-Writes fang_construction.md (+ .json) and fang_corollary37.png to --results_dir
-(default runs/fang_construction; ``--results_dir=results/fang --overwrite`` updates the
+Writes fang_construction.md (+ .json) and fang_corollary37.png to --output_dir
+(default runs/fang_construction; ``--output_dir=results/fang --overwrite`` updates the
 record).
 """
 
@@ -24,8 +24,8 @@ from transformer_ua.fang import approximate, exact, regression, ridge
 _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
-_RESULTS = flags.DEFINE_string('results_dir', 'runs/fang_construction',
-                               'Output directory (results/fang: the record, with --overwrite).')
+_RESULTS = cli.define_output_dir('runs/fang_construction', 'Output directory (results/fang: '
+                                 'the record, with --overwrite).', old_names=('results_dir',))
 cli.define_overwrite()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,7 +154,7 @@ def main(argv):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   if _F2_POINTS.value < 0:
     raise app.UsageError('--f2_literal_points must be >= 0.')
-  results_dir = cli.output_dir(os.path.join(ROOT, _RESULTS.value), '--results_dir', writes=(
+  results_dir = cli.output_dir(os.path.join(ROOT, _RESULTS.value), writes=(
       'fang_construction.json', 'fang_construction.md', 'fang_corollary37.png'))
   prov = provenance.record()
   rng = np.random.default_rng(0)

@@ -1,7 +1,9 @@
 r"""Fang et al. 2022, Section 5: what the ATTENTION representation can reach on the data.
 
     python experiments/fang_optimum.py --config=experiments/configs/fang_f2.py \
-        --out=results/fang/fang_optimum_f2.json [--runs_dir=/tmp/fang_runs] [--resume]
+        --output_dir=results/fang [--runs_dir=/tmp/fang_runs] [--resume]
+
+writes ``fang_optimum_<target>.json`` (the config's target) into --output_dir.
 
 On the experiment's own data (``regression.make_data(target, config.data_seed)``) it
 computes in float64 (``transformer_ua.fang.optimum``):
@@ -12,12 +14,12 @@ computes in float64 (``transformer_ua.fang.optimum``):
   fixed at the seed's initial F (``regression.init_params``), and at the trained F when
   ``--runs_dir`` holds that run's ``params.npz``; with the spectrum of G = Phi M(F).
 
-``--resume`` keeps what an existing ``--out`` already holds and solves only the F it
+``--resume`` keeps what an existing ``fang_optimum_<target>.json`` already holds and solves only the F it
 lacks (each F is an SVD of a [3003, n q + 1] matrix, minutes for f2), so the trained F
 of a sweep can be added seed by seed as its runs finish.
 
-The report writer (``transformer_ua.reports.fang_regression``) reads ``--out`` from the results directory
-and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and beside
+The report writer (``transformer_ua.reports.fang_regression``) reads that file from its
+output directory and puts it under the key ``optimum`` of ``fang_regression_<target>.json`` and beside
 the trained rows of Table 1.
 """
 
@@ -28,7 +30,7 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import numpy as np
 
@@ -36,44 +38,51 @@ from transformer_ua import outputs, provenance
 from transformer_ua.fang import optimum, regression
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
-_OUT = flags.DEFINE_string('out', 'runs/fang_optimum.json',
-                           'JSON result (--out=results/fang/fang_optimum_f2.json: the record).')
+_OUT = cli.define_output_dir('runs/fang_optimum', 'Directory of fang_optimum_<target>.json '
+                             '(--output_dir=results/fang: the record).')
 _RUNS = flags.DEFINE_string('runs_dir', None, 'Optional root of the runs '
                             '(<runs_dir>/<target>/<run>/params.npz): adds the trained F.')
 cli.define_overwrite()
-_RESUME = flags.DEFINE_bool('resume', False, 'Keep the entries of an existing --out (same '
+_RESUME = flags.DEFINE_bool('resume', False, 'Keep the entries of an existing result (same '
                            'target and data_seed) and solve only the F it lacks.')
 
 
+def _path(config) -> str:
+  """The result file: ``--output_dir/fang_optimum_<target>.json``."""
+  return os.path.join(_OUT.value, f'fang_optimum_{config.target}.json')
+
+
 def _previous(config) -> dict:
-  """The existing --out for --resume, checked to be of this config's data."""
+  """The existing result for --resume, checked to be of this config's data."""
+  path = _path(config)
   try:
-    with open(_OUT.value) as f:
+    with open(path) as f:
       done = json.load(f)
   except (OSError, ValueError) as e:
-    raise cli.BadInput(f'--resume: cannot read --out={_OUT.value} ({e}); run without '
+    raise cli.BadInput(f'--resume: cannot read {path} ({e}); run without '
                        '--resume to start a new file.')
   if (done.get('target'), done.get('data_seed')) != (config.target, config.data_seed):
-    raise cli.BadInput(f"--resume: --out={_OUT.value} is for target {done.get('target')!r}, "
+    raise cli.BadInput(f"--resume: {path} is for target {done.get('target')!r}, "
                        f"data_seed {done.get('data_seed')!r}; the config has "
                        f'{config.target!r}, {config.data_seed}.')
   if not {'polynomial', 'fixed_F', 'seconds', 'provenance'} <= set(done):
-    raise cli.BadInput(f'--resume: --out={_OUT.value} is not a fang_optimum result.')
+    raise cli.BadInput(f'--resume: {path} is not a fang_optimum result.')
   return done
 
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   config = _CONFIG.value
   if config is None:
-    raise app.UsageError('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
-  cli.output_file(_OUT.value, '--out', overwrite=True if _RESUME.value else None)
+    raise cli.BadInput('--config is required (experiments/configs/fang_f1.py or fang_f2.py).')
   try:
     regression.validate_config(config)
     runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
   except ValueError as e:
-    raise app.UsageError(str(e))
+    raise cli.BadInput(str(e)) from None
+  cli.output_dir(_OUT.value, writes=(os.path.basename(_path(config)),),
+                 overwrite=True if _RESUME.value else None)
   done = _previous(config) if _RESUME.value else None
   prov = provenance.record('python ' + ' '.join(sys.argv))
   t0 = time.perf_counter()
@@ -105,7 +114,7 @@ def main(argv):
   if done is not None:
     result['earlier_runs'] = done.get('earlier_runs', []) + [
         {'seconds': done['seconds'], 'provenance': done['provenance']}]
-  outputs.atomic_json(_OUT.value, result, indent=1)
+  outputs.atomic_json(_path(config), result, indent=1)
   p = res['polynomial']
   print(f"polynomial LS (degree <= {q}, {p['num_features']} monomials, rank {p['rank']}, "
         f"cond {p['cond_equilibrated']:.3g} equilibrated): MSE_Tr {p['mse_train']:.4f} "

@@ -10,8 +10,8 @@ Runs every sweep entry of the config for every seed (seed-major: all models' see
 first). A finished run (``result.json``) is skipped; an unfinished one resumes from
 its orbax checkpoint. After each run the report is rebuilt from every
 ``result.json`` of both targets under ``--workdir``: ``fang_regression.md`` with
-``fang_regression_<target>.json`` and the PNG figures in ``--results_dir`` (default
-``<workdir>/report``; ``--results_dir=results/fang --overwrite`` replaces the record).
+``fang_regression_<target>.json`` and the PNG figures in ``--output_dir`` (default
+``<workdir>/report``; ``--output_dir=results/fang --overwrite`` replaces the record).
 
 For every trained ATTENTION model the binary also runs the *literal* network
 (``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1 blocks) on
@@ -35,8 +35,9 @@ from transformer_ua.train import fang_regression as fang_training
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
-_RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report is written (default: '
-                                '<workdir>/report; results/fang with --overwrite: the record).')
+_RESULTS = cli.define_output_dir(None, 'Where the report is written (default: '
+                                 '<workdir>/report; results/fang with --overwrite: the record).',
+                                 old_names=('results_dir',))
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')
@@ -99,7 +100,7 @@ def main(argv):
       f'fang_regression_{t}.json' for t in ('f1', 'f2')] + [
           f'fang_{t}_convergence.png' for t in ('f1', 'f2')]
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir', writes=report, rebuilds=True)
+                               writes=report, rebuilds=True)
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   config = _CONFIG.value
   try:

@@ -5,7 +5,7 @@ r"""All Appendix H runs of one config: Table 1 and Figure 1 analogues (Yun et al
         [--first_seed=1] [--table_mixers=sepconv,attention] [--stages=pretrain,mnli,squad] \
         [--shard=0/2] [--report_only | --status] [--compare_to=WORKDIR,...] [--archive_to=DIR] \
         [--recorded=REPORT.json,...] [--own_seeds]
-    python experiments/mixing_sweep.py --config=... --results_dir=results/mixing --rerender
+    python experiments/mixing_sweep.py --config=... --output_dir=results/mixing --rerender
 
 Jobs: first Table 1, seed-major (every model's seed 0 first), then Figure 1:
 
@@ -29,7 +29,7 @@ its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded process
 2 cores better than one). After each job the report is rebuilt from every
 ``result.json`` under the workdir: ``mixing_layers.md`` (for ``cpu``, the recorded
 budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
-``--results_dir`` (default ``<workdir>/report``; ``--results_dir=results/mixing`` updates the
+``--output_dir`` (default ``<workdir>/report``; ``--output_dir=results/mixing`` updates the
 checked-in record); transformer_ua/reports/mixing.py writes it.
 
 ``--compare_to=WORKDIR,...`` (sweeps of the same config under other step counts, e.g.
@@ -54,7 +54,7 @@ other side or from ``--compare_to``), and names the runs of the full sweep (``--
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
         --workdir=results/mixing/runs/cpu_long --seeds=3 --hybrid_ks=1,2,3 --own_seeds \
         --recorded=results/mixing/mixing_layers_cpu_long.json --report_only \
-        --results_dir=results/mixing
+        --output_dir=results/mixing
 
 A workdir lives on one machine. ``--archive_to=results/mixing/runs/<config>`` copies
 every finished stage's small records (no checkpoints) there, to be committed; every
@@ -70,7 +70,6 @@ import glob
 import json
 import os
 import shutil
-import sys
 
 from absl import flags, logging
 import ml_collections
@@ -88,8 +87,9 @@ _WORKDIR = flags.DEFINE_string('workdir', None, 'Root of the sweep runs.')
 _SEEDS = flags.DEFINE_integer('seeds', 3, 'Seeds per model.')
 _SHARD = flags.DEFINE_string('shard', '0/1', 'i/m: run jobs j with j % m == i.')
 cli.define_overwrite()
-_RESULTS = flags.DEFINE_string('results_dir', None, 'Where the report goes (default '
-                                '<workdir>/report; --results_dir=results/mixing: the record).')
+_RESULTS = cli.define_output_dir(None, 'Where the report goes (default <workdir>/report; '
+                                 '--output_dir=results/mixing: the record).',
+                                 old_names=('results_dir',))
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _HYBRID_KS = flags.DEFINE_list('hybrid_ks', None, 'Figure 1 hybrids k (default 1..L-1; '
                                 '"" = none).')
@@ -116,7 +116,7 @@ _OWN_SEEDS = flags.DEFINE_bool('own_seeds', False, 'Judge each claim on each sid
 _STATUS = flags.DEFINE_bool('status', False, 'List done / partial / missing stages with an '
                             'ETA; run nothing.')
 _RERENDER = flags.DEFINE_bool('rerender', False, 'Only rewrite the report\'s .md in '
-                              '--results_dir from its .json and the current notes (a report '
+                              '--output_dir from its .json and the current notes (a report '
                               'whose workdir is gone); run nothing.')
 STAGES = ('pretrain', 'mnli', 'squad')
 
@@ -287,37 +287,38 @@ def _config_name():
 
 def main(argv):
   if len(argv) > 1:
-    sys.exit(f'error: unexpected arguments {argv[1:]}')
+    raise cli.BadInput(f'unexpected arguments {argv[1:]}')
   if _RERENDER.value:
     if _CONFIG.value is None or not _RESULTS.value:
-      sys.exit('error: --rerender needs --config and --results_dir (where the report is)')
+      raise cli.BadInput('--rerender needs --config and --output_dir (where the report is)')
     print('re-rendered', mixing_report.rerender(_RESULTS.value, _config_name(),
                                                 provenance.record()))
     return
   if _CONFIG.value is None or not _WORKDIR.value:
-    sys.exit('error: --config and --workdir are required')
+    raise cli.BadInput('--config and --workdir are required')
   try:
     i, m = (int(x) for x in _SHARD.value.split('/'))
     if not 0 <= i < m:
       raise ValueError
   except ValueError:
-    sys.exit(f'error: --shard must be i/m with 0 <= i < m, got {_SHARD.value!r}')
+    raise cli.BadInput(f'--shard must be i/m with 0 <= i < m, got {_SHARD.value!r}')
   if _SEEDS.value < 1:
-    sys.exit(f'error: --seeds must be >= 1, got {_SEEDS.value}')
+    raise cli.BadInput(f'--seeds must be >= 1, got {_SEEDS.value}')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
   cli.resumable(_WORKDIR.value)   # finished stages are kept, unfinished ones checkpointed
   for d in _COMPARE_TO.value:
     if not (os.path.isdir(d) or d.endswith('.json') and os.path.isfile(d)):
-      sys.exit(f'error: --compare_to: {d} is neither a directory nor a .json file (each '
-               'entry is the workdir of a sweep of this config under another schedule, its '
-               '--archive_to copy, or an earlier mixing_layers_plateau.json)')
+      raise cli.BadInput(f'--compare_to: {d} is neither a directory nor a .json file (each '
+                         'entry is the workdir of a sweep of this config under another '
+                         'schedule, its --archive_to copy, or an earlier '
+                         'mixing_layers_plateau.json)')
   for p in _RECORDED.value:
     if not (p.endswith('.json') and os.path.isfile(p)):
-      sys.exit(f'error: --recorded: {p} is not a report .json file')
+      raise cli.BadInput(f'--recorded: {p} is not a report .json file')
   archive_dir = _ARCHIVE_TO.value and cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
   stem = mixing_report.report_stem(_config_name())
   results_dir = cli.output_dir(_RESULTS.value or os.path.join(_WORKDIR.value, 'report'),
-                               '--results_dir', writes=(stem + '.md', stem + '.json'),
+                               writes=(stem + '.md', stem + '.json'),
                                rebuilds=True)
   logging.set_verbosity(logging.WARNING)
   config = _CONFIG.value
@@ -328,21 +329,22 @@ def main(argv):
     try:
       ks = [int(k) for k in _HYBRID_KS.value if k.strip()]
     except ValueError:
-      sys.exit(f'error: --hybrid_ks must be integers, got {_HYBRID_KS.value}')
+      raise cli.BadInput(f'--hybrid_ks must be integers, got {_HYBRID_KS.value}')
     bad = [k for k in ks if not 1 <= k < config.model.num_layers]
     if bad:
-      sys.exit(f'error: --hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
-               f'(k = 0 and k = L are in Table 1), got {bad}')
+      raise cli.BadInput(f'--hybrid_ks must lie in [1, {config.model.num_layers - 1}] '
+                         f'(k = 0 and k = L are in Table 1), got {bad}')
   if _FIRST_SEED.value < 0:
-    sys.exit(f'error: --first_seed must be >= 0, got {_FIRST_SEED.value}')
+    raise cli.BadInput(f'--first_seed must be >= 0, got {_FIRST_SEED.value}')
   if _HYBRID_SEEDS.value is not None and _HYBRID_SEEDS.value < 0:
-    sys.exit(f'error: --hybrid_seeds must be >= 0, got {_HYBRID_SEEDS.value}')
+    raise cli.BadInput(f'--hybrid_seeds must be >= 0, got {_HYBRID_SEEDS.value}')
   bad = [s for s in _STAGES.value if s not in STAGES]
   if bad or not _STAGES.value:
-    sys.exit(f'error: --stages must be a non-empty subset of {",".join(STAGES)}, got {bad}')
+    raise cli.BadInput(f'--stages must be a non-empty subset of {",".join(STAGES)}, got {bad}')
   bad = [x for x in _TABLE_MIXERS.value if x not in TABLE_MODELS]
   if bad:
-    sys.exit(f'error: --table_mixers must be a subset of {",".join(TABLE_MODELS)}, got {bad}')
+    raise cli.BadInput(f'--table_mixers must be a subset of {",".join(TABLE_MODELS)}, '
+                       f'got {bad}')
   job_list = jobs(config.model.num_layers, _SEEDS.value, ks, _HYBRID_SEEDS.value,
                   _TABLE_MIXERS.value, _FIRST_SEED.value)
   if _STATUS.value:
@@ -354,11 +356,8 @@ def main(argv):
                                                        _HYBRID_SEEDS.value)
               for stage in ('pretrain', *tasks)] if _OWN_SEEDS.value else None
   combine = dict(recorded=_RECORDED.value, own_seeds=_OWN_SEEDS.value, expected=expected)
-  try:   # read (and checked) before the work
-    for p in _RECORDED.value:
-      mixing_report.recorded_rows(p)
-  except cli.BadInput as e:
-    sys.exit(f'error: {e}')
+  for p in _RECORDED.value:   # read (and checked: cli.BadInput) before the work
+    mixing_report.recorded_rows(p)
   if _COMPARE_TO.value:   # read (and checked) before the work
     steps = config.pretrain.num_steps
     try:
@@ -366,17 +365,17 @@ def main(argv):
               if os.path.isdir(d) and mixing_plateau.schedule_steps(d) == steps]
       noise = {} if _OWN_SEEDS.value else mixing_plateau.seed_noise(_COMPARE_TO.value, steps)
     except mixing_plateau.ScheduleError as e:
-      sys.exit(f'error: --compare_to: {e}')
+      raise cli.BadInput(f'--compare_to: {e}')
     if same:
-      sys.exit(f'error: --compare_to: {same[0]} holds runs of this config\'s own {steps}-step '
-               'schedule (the --workdir\'s); give the sweeps of other step counts, or an '
-               'earlier mixing_layers_plateau.json')
+      raise cli.BadInput(f'--compare_to: {same[0]} holds runs of this config\'s own '
+                         f'{steps}-step schedule (the --workdir\'s); give the sweeps of other '
+                         'step counts, or an earlier mixing_layers_plateau.json')
   archived = 0
   if not _REPORT_ONLY.value:
     try:
       wordnet.check_corpus(config.data.wordnet_dir or None)
     except wordnet.CorpusMissingError as e:
-      sys.exit(f'error: {e}')
+      raise cli.BadInput(str(e)) from None
     for j, job in enumerate(job_list):
       if j % m == i:
         run_job(config, _WORKDIR.value, job, _STAGES.value)
@@ -398,7 +397,7 @@ def main(argv):
           [*_COMPARE_TO.value, _WORKDIR.value], results_dir, prov,
           config.pretrain.batch_size * config.model.max_len)
     except mixing_plateau.ScheduleError as e:
-      sys.exit(f'error: --compare_to: {e}')
+      raise cli.BadInput(f'--compare_to: {e}')
     print(f'plateau report not written: {why_not}' if why_not else
           f'plateau report: {os.path.join(results_dir, mixing_plateau.PLATEAU_STEM)}.md')
   if left:

@@ -14,9 +14,9 @@ propagation + ramp windows by one enclosure of g on [0, 1]^{n x d}).
                the proved lam); ramps from its own planner at the margin.
 
 Both are certified at cube-interior margin 2^-margin_log2 (fraction of delta per side),
-and write one_layer_certificate.{json,md} to --outdir:
+and write one_layer_certificate.{json,md} to --output_dir:
 
-    python experiments/one_layer_certificate.py --outdir=results/yun/one_layer
+    python experiments/one_layer_certificate.py --output_dir=results/yun/one_layer
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from transformer_ua import cli, outputs, provenance
 from transformer_ua.yun import build_approximator, certificate, plan
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('outdir', 'runs/one_layer_certificate', 'where the json/md go')
+cli.define_output_dir('runs/one_layer_certificate', 'Directory of '
+                      'one_layer_certificate.{json,md}.', old_names=('outdir',))
 flags.DEFINE_string('configs', 'token_times_mean:1,3,8;token_times_mean:1,3,16',
                     'semicolon-separated target:d,n,N')
 flags.DEFINE_integer('margin_log2', 20, 'cube-interior margin 2^-margin_log2 (of delta)')
@@ -71,7 +72,7 @@ def run(method: str, target: str, d: int, n: int, N: int, margin: Fraction, p: f
     g = net.realize(dtype='exact', margin=margin, clamp=True)
   build_s = time.perf_counter() - t0
   cert = certificate.certify_lp(net, g, p, margin=margin, workers=workers)
-  dep = g.depth()
+  dep = g.block_counts()
   return {'method': method, 'target': target, 'd': d, 'n': n, 'resolution': N,
           'attention_layers': dep['attention_on'], 'blocks': dep['blocks'],
           'params_g': g.num_params(), 'bits': cert.bits, 'lam': cert.lam,
@@ -123,7 +124,7 @@ def main(argv):
     cli.fail(f'--workers={FLAGS.workers}; it must be >= 1.')
   if not FLAGS.p >= 1:
     cli.fail(f'--p={FLAGS.p}; it must be >= 1.')
-  outdir = cli.output_dir(FLAGS.outdir, '--outdir', writes=WRITES)
+  outdir = cli.output_dir(FLAGS.output_dir, writes=WRITES)
   margin = Fraction(1, 2 ** FLAGS.margin_log2)
   prov = provenance.record()
   rows = []

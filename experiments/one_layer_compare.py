@@ -11,26 +11,28 @@ certifies over every cube interior (margin delta/4 per side, arb box propagation
   * one_layer (searched lam): the power-of-two lam with the largest certified id gap
                (``yun.one_layer.search_lam``; certified, not proved).
 
-and writes one_layer_compare.{md,json,png} to --outdir:
+and writes one_layer_compare.{md,json,png} to --output_dir:
 
-    python experiments/one_layer_compare.py --outdir=results/yun/one_layer
+    python experiments/one_layer_compare.py --output_dir=results/yun/one_layer --overwrite
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import warnings
 
 from absl import flags
 
-from transformer_ua import cli, provenance
+from transformer_ua import cli, construction, outputs, provenance
 from transformer_ua.yun import approximator, distances, one_layer, plan
 from transformer_ua.yun import build_approximator
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('outdir', 'runs/one_layer_compare', 'where the md/json/png go')
+cli.define_output_dir('runs/one_layer_compare', 'Directory of one_layer_compare.{md,json,png}.',
+                      old_names=('outdir',))
+cli.define_overwrite()
+WRITES = ('one_layer_compare.json', 'one_layer_compare.md', 'one_layer_compare.png')
 flags.DEFINE_string('only', '', 'semicolon-separated row labels to run (default: all)')
 
 #: (target, d, n, N): the grids of the comparison.
@@ -67,8 +69,8 @@ def run_paper(target, d, n, N) -> dict:
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
   build_s = time.perf_counter() - t0
   cert = g.certify_interiors()
-  kinds = net.depth()['by_kind']
-  dep = g.depth()
+  kinds = construction.kind_counts(net.layer_counts())
+  dep = g.block_counts()
   bad = distances.bad_set_measure(d, n, N)
   try:
     with warnings.catch_warnings():
@@ -96,8 +98,8 @@ def run_one_layer(target, d, n, N, search: bool) -> dict:
   g = net.realize(dtype='exact')
   build_s = time.perf_counter() - t0
   cert = g.certify_interiors()
-  dep = g.depth()
-  kinds = net.depth()['by_kind']
+  dep = g.block_counts()
+  kinds = construction.kind_counts(net.layer_counts())
   float64 = net.realize(dtype='float64').sampled_error(FLOAT_SAMPLES)
   return {'method': 'one_layer_search' if search else 'one_layer', 'load_1min': load,
           'float64_sampled_error': float64,
@@ -145,8 +147,7 @@ def write_md(path, rows, prov):
         f"{r['load_1min']} |")
   lines += ['', 'Figure: `one_layer_compare.png` (attention layers, realized blocks, bits and '
             'certify seconds per configuration and method).', '']
-  with open(path, 'w') as f:
-    f.write('\n'.join(lines))
+  outputs.atomic_write(path, '\n'.join(lines))
 
 
 def _float_cell(err) -> str:
@@ -176,7 +177,7 @@ def write_png(path, rows):
       ax.set_yscale('log')
   axes[0].legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  outputs.atomic_savefig(fig, path, dpi=120)
 
 
 def main(argv):
@@ -187,7 +188,7 @@ def main(argv):
   for s in only:
     if s not in labels:
       cli.fail(f'--only: unknown label {s!r}; allowed: {", ".join(sorted(labels))}.')
-  os.makedirs(FLAGS.outdir, exist_ok=True)
+  outdir = cli.output_dir(FLAGS.output_dir, writes=WRITES)   # before the work
   prov = provenance.record()
   rows = []
   for cfg in CONFIGS:
@@ -204,10 +205,10 @@ def main(argv):
             f"{row['certified_max_abs_error']:.3g} ({row['certified']}), load "
             f"{row['load_1min']}", flush=True)
       rows.append(row)
-      with open(os.path.join(FLAGS.outdir, 'one_layer_compare.json'), 'w') as f:
-        json.dump({'provenance': prov, 'rows': rows}, f, indent=2, default=str)
-  write_md(os.path.join(FLAGS.outdir, 'one_layer_compare.md'), rows, prov)
-  write_png(os.path.join(FLAGS.outdir, 'one_layer_compare.png'), rows)
+      outputs.atomic_json(os.path.join(outdir, WRITES[0]), {'provenance': prov, 'rows': rows},
+                          indent=2, default=str)
+  write_md(os.path.join(outdir, WRITES[1]), rows, prov)
+  write_png(os.path.join(outdir, WRITES[2]), rows)
 
 
 if __name__ == '__main__':

@@ -1,13 +1,13 @@
 r"""Tabulates the certified one-layer contextual-mapping runs (JSON from the binary).
 
 Reads every ``*.json`` that ``experiments/verify_contextual_mapping.py
---contextual=one_layer --output_json=...`` wrote under --indirs, and writes a Markdown
+--contextual=one_layer --output_dir=...`` wrote under --indirs, and writes a Markdown
 table (one row per run, each with its own command, revision and load) and a PNG of the
-certified and proved id gaps:
+certified and proved id gaps, grids.md and grids.png, to --output_dir:
 
     python experiments/one_layer_grids_report.py \
         --indirs=results/yun/one_layer/grids,results/yun/one_layer/grids_search \
-        --out=results/yun/one_layer/grids --overwrite
+        --output_dir=results/yun/one_layer --overwrite
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from transformer_ua import cli, outputs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('indirs', '', 'comma-separated folders of run JSONs (required)')
-flags.DEFINE_string('out', 'runs/one_layer/grids', 'output stem (.md and .png added)')
+cli.define_output_dir('runs/one_layer', 'Directory of grids.md and grids.png.')
+WRITES = ('grids.md', 'grids.png')
 cli.define_overwrite()
 
 
@@ -117,14 +118,14 @@ def main(argv):
   for d in indirs:
     if not os.path.isdir(d):
       cli.fail(f'--indirs: {d!r} is not a folder.')
-  for ext in ('.md', '.png'):   # before the work
-    cli.output_file(FLAGS.out + ext, '--out')
+  out = cli.output_dir(FLAGS.output_dir, writes=WRITES)   # before the work
+  md, png = (os.path.join(out, name) for name in WRITES)
   rows = _rows(indirs)
   if not rows:
     cli.fail(f'--indirs: no one-layer run JSON in {", ".join(indirs)}.')
-  write_md(FLAGS.out + '.md', rows)
-  write_png(FLAGS.out + '.png', rows)
-  print(f'{len(rows)} runs -> {FLAGS.out}.md, {FLAGS.out}.png')
+  write_md(md, rows)
+  write_png(png, rows)
+  print(f'{len(rows)} runs -> {md}, {png}')
 
 
 if __name__ == '__main__':

@@ -6,10 +6,10 @@ exact rational params, certify max |g - g_bar| over every cube interior (margin
 delta/4 per side) by arb box propagation, search the smallest working precision that
 still certifies, and check whether float64 at the planned lam, epsilon reproduces
 g_bar on sampled interiors (measured, for comparison). Writes
-realization_certified.{md,json,png} to --outdir (default: a run directory, never
+realization_certified.{md,json,png} to --output_dir (default: a run directory, never
 results/ unless asked).
 
-    python experiments/realization_certified.py --outdir=results/yun/realization
+    python experiments/realization_certified.py --output_dir=results/yun/realization
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from transformer_ua import outputs, provenance
 from transformer_ua.yun import approximator, build_approximator, certify, plan
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('outdir', 'runs/realization_certified', 'where the md/json/png go')
+cli.define_output_dir('runs/realization_certified', 'Directory of '
+                      'realization_certified.{md,json,png}.', old_names=('outdir',))
 flags.DEFINE_bool('search', True, 'search the smallest certifying bits')
 flags.DEFINE_string('only', '', 'comma-separated row labels to run (default: all)')
 cli.define_overwrite()
@@ -175,7 +176,7 @@ def main(argv):
   if unknown:
     raise cli.BadInput(f'--only: {unknown[0]!r} is in no row label; allowed: parts of '
                        + '; '.join(repr(cfg[0]) for cfg in CONFIGS))
-  cli.output_dir(FLAGS.outdir, '--outdir', writes=[f'realization_certified.{x}'
+  cli.output_dir(FLAGS.output_dir, writes=[f'realization_certified.{x}'
                                                   for x in ('json', 'md', 'png')])
   prov = provenance.record(' '.join(['python'] + sys.argv))
   rows = []
@@ -183,11 +184,11 @@ def main(argv):
     if only and not any(o in cfg[0] for o in only):
       continue
     rows.append(run_config(*cfg, search=FLAGS.search, log=print))
-    outputs.atomic_json(os.path.join(FLAGS.outdir, 'realization_certified.json'),
+    outputs.atomic_json(os.path.join(FLAGS.output_dir, 'realization_certified.json'),
                         {'provenance': prov, 'rows': rows}, indent=1, default=str)
-  write_md(os.path.join(FLAGS.outdir, 'realization_certified.md'), rows, prov)
-  write_png(os.path.join(FLAGS.outdir, 'realization_certified.png'), rows)
-  print(f'wrote {FLAGS.outdir}/realization_certified.{{md,json,png}}')
+  write_md(os.path.join(FLAGS.output_dir, 'realization_certified.md'), rows, prov)
+  write_png(os.path.join(FLAGS.output_dir, 'realization_certified.png'), rows)
+  print(f'wrote {FLAGS.output_dir}/realization_certified.{{md,json,png}}')
 
 
 if __name__ == '__main__':

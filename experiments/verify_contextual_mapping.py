@@ -1,7 +1,7 @@
 r"""Verifies Yun et al.'s Theorem 2 construction exactly on a whole grid.
 
     python experiments/verify_contextual_mapping.py --d=2 --n=3 --resolution=2 \
-        --grid=full --output_json=/tmp/cm.json
+        --grid=full --output_dir=/tmp/cm
 
 Builds g_q (Lemma 7), g_c (Lemma 8) and g_v (Lemma 9) for (d, n, N = resolution),
 plans the exact arithmetic (int64 or limbs) from proven bounds, and checks on every
@@ -10,8 +10,10 @@ point of the grid (``--grid=full``: all (N+1)^(nd) ordered points of G+_delta;
 bounds and one-to-one claim, permutation equivariance (full), exact tie averages,
 exact point/category counts, Lemma 9 end to end for a random permutation-equivariant
 target (compact g_v on every point, literal g_v on a sample), and Lemma 7 on random
-real inputs and on an exact rational grid. Prints a summary, writes JSON, and exits
-with status 0 only if every property holds (1 if one fails, 2 on bad input).
+real inputs and on an exact rational grid. Prints a summary, writes the JSON to
+--output_dir as ``contextual_mapping_N{resolution}_d{d}_n{n}_{grid}.json``
+(``--contextual=one_layer``: ``d{d}_n{n}_N{resolution}.json``), and exits with status 0
+only if every property holds (1 if one fails, 2 on bad input).
 
 Speed and long runs. By default g_c runs on column ids (``--kernel=sweep``: the rank-one
 identity, one ``lax.fori_loop`` over the sweep in the narrowest proven integer type) and
@@ -23,13 +25,13 @@ empty turns it off), so a later run of the same configuration skips compiling (a
 4 s at N=3, d=2, n=6). ``--chunk_size`` is capped at the grid size and at a memory budget, and runs whose
 global checks would hold more than ``--max_bytes`` are refused up front, so peak RSS
 stays under 2 GB. Long full-grid runs print progress with an ETA and save the
-completed blocks and partial counts to ``--state_file`` (default
-``<output_json>.state``); ``--resume`` continues from it:
+completed blocks and partial counts to ``--state_file`` (default: the JSON's path
++ ``.state``); ``--resume`` continues from it:
 
     python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
-        --nolemma9 --output_json=/tmp/n19.json             # ... interrupted, then
+        --nolemma9 --output_dir=/tmp/n19                   # ... interrupted, then
     python experiments/verify_contextual_mapping.py --d=1 --n=19 --resolution=2 \
-        --nolemma9 --output_json=/tmp/n19.json --resume
+        --nolemma9 --output_dir=/tmp/n19 --resume
 
 Scaling out. The grid pass shards each chunk of grid indices over every device JAX
 sees (``--num_devices`` limits it) with ``jax.sharding``; violation counts are summed
@@ -41,13 +43,12 @@ command on each, with process 0's address as coordinator:
     ... --coordinator_address=host0:1234 --num_processes=2 --process_id=1   # host 1
 
 (``jax.distributed.initialize``); the mesh then spans all hosts' devices, and only
-process 0 prints and writes ``--output_json``. To try it on one CPU machine, force
+process 0 prints and writes into ``--output_dir``. To try it on one CPU machine, force
 several host devices: ``XLA_FLAGS=--xla_force_host_platform_device_count=8``.
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
-import json
 import os
 import sys
 from fractions import Fraction
@@ -81,8 +82,8 @@ flags.DEFINE_string('kernel', 'sweep', "'sweep': g_c on column ids (a max, a min
                     "one projection) or 'core' (the core layers / generic limb layers). "
                     'Same integers.')
 flags.DEFINE_string('state_file', '', "Full grid, kernel 'sweep': save completed blocks and "
-                    "partial counts here (default: <output_json>.state when --output_json "
-                    'is set).')
+                    "partial counts here (default: the JSON's path + '.state' when "
+                    '--output_dir is set).')
 flags.DEFINE_bool('resume', False, 'Continue a full-grid run from its state file.')
 flags.DEFINE_string('lemma7_samples', '20000', 'Random real inputs for Lemma 7.')
 flags.DEFINE_bool('lemma9', True, 'Also check Lemma 9 end to end (random target).')
@@ -96,7 +97,8 @@ flags.DEFINE_string('max_bytes', str(theorem2.MAX_BYTES),
 flags.DEFINE_string('float_points', '0', 'Also run the paper-valued float64/float32 network on '
                     'this many class representatives and report where it departs from the '
                     'exact integers (observation, not a verified property).')
-flags.DEFINE_string('output_json', '', 'Write the result JSON here.')
+cli.define_output_dir('', 'Write the result JSON into this directory (named after the '
+                      'run, see above); empty: write nothing.')
 cli.define_overwrite()
 flags.DEFINE_string('compilation_cache', cli.DEFAULT_COMPILATION_CACHE,
                     "JAX's persistent compilation cache: a later run of the same "
@@ -112,7 +114,7 @@ flags.DEFINE_string('contextual', 'paper', "'paper': Lemma 8's N^d + 1 hardmax l
                     "checks above); 'one_layer': one softmax attention layer "
                     '(yun.one_layer), certified in arb ball arithmetic on every context '
                     '(verify.one_layer); takes --d, --n, --resolution, --lam, --id_bits, '
-                    '--mpmath_samples and --output_json.')
+                    '--mpmath_samples and --output_dir.')
 flags.DEFINE_string('lam', '', "--contextual=one_layer: softmax scale ('' = the planned "
                     "one; a rational such as 1/1024 or 2^-10; 0 = the plain mean; 'search' "
                     '= the power of two with the largest certified gap).')
@@ -124,7 +126,7 @@ flags.DEFINE_string('mpmath_samples', '64', '--contextual=one_layer: ids re-eval
 GRIDS = ('full', 'multiset')
 CONTEXTUALS = ('paper', 'one_layer')
 #: Exit status on bad input (a one-line message on stderr, no traceback).
-USAGE_ERROR = 2
+USAGE_ERROR = cli.USAGE_ERROR
 
 
 #: A flag value outside the allowed set (one line, exit USAGE_ERROR).
@@ -142,15 +144,15 @@ def _int_flag(name: str, low: int) -> int:
   return value
 
 
+def _json_path(name: str) -> str:
+  """``--output_dir/name``, checked before the work ('' when --output_dir is empty)."""
+  if not FLAGS.output_dir:
+    return ''
+  cli.output_dir(FLAGS.output_dir, writes=(name,))
+  return os.path.join(FLAGS.output_dir, name)
+
+
 def main(argv):
-  try:
-    run(argv)
-  except BadInput as e:
-    print(f'error: {e}', file=sys.stderr)
-    sys.exit(USAGE_ERROR)
-
-
-def run(argv):
   if len(argv) > 1:
     raise BadInput(f'unexpected arguments: {" ".join(argv[1:])}')
   if FLAGS.contextual not in CONTEXTUALS:
@@ -172,13 +174,12 @@ def run(argv):
   resolution = _int_flag('resolution', 2)
   if FLAGS.kernel not in ('sweep', 'fast', 'core'):
     raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are sweep, fast and core.')
-  state_file = FLAGS.state_file or (FLAGS.output_json + '.state' if FLAGS.output_json else '')
-  if FLAGS.resume and not state_file:
-    raise BadInput('--resume needs --state_file or --output_json (its state file).')
+  if FLAGS.resume and not (FLAGS.state_file or FLAGS.output_dir):
+    raise BadInput('--resume needs --state_file or --output_dir (its state file).')
   if FLAGS.grid not in GRIDS:
     raise BadInput(f'--grid={FLAGS.grid}: allowed values are {" and ".join(GRIDS)}.')
-  if FLAGS.output_json:  # writable before the work starts
-    cli.output_file(FLAGS.output_json, '--output_json')
+  json_path = _json_path(f'contextual_mapping_N{resolution}_d{d}_n{n}_{FLAGS.grid}.json')
+  state_file = FLAGS.state_file or (json_path + '.state' if json_path else '')
   if state_file:
     cli.output_file(state_file, '--state_file', overwrite=True if FLAGS.resume else None)
     cli.resumable(state_file, cli.own_command(add=['--resume']))
@@ -212,8 +213,8 @@ def run(argv):
       print(f"  paper-valued {name} network on {result['float']['points']:,} classes: "
             f"{result['float'][name]}")
   print('ALL PROPERTIES HOLD' if result['all_hold'] else 'SOME PROPERTY FAILED')
-  if FLAGS.output_json:
-    outputs.atomic_json(FLAGS.output_json, result, indent=2, default=str)
+  if json_path:
+    outputs.atomic_json(json_path, result, indent=2, default=str)
   sys.exit(0 if result['all_hold'] else 1)
 
 
@@ -239,8 +240,7 @@ def run_one_layer():
   lam = _lam_flag()
   bits = _int_flag('id_bits', 16) if FLAGS.id_bits.strip() else None
   samples = _int_flag('mpmath_samples', 0)
-  if FLAGS.output_json:
-    cli.output_file(FLAGS.output_json, '--output_json')
+  json_path = _json_path(f'd{d}_n{n}_N{resolution}.json')
   prov = provenance.record()
   try:
     r = verify_one_layer.verify_one_layer(d=d, n=n, resolution=resolution, lam=lam,
@@ -264,9 +264,8 @@ def run_one_layer():
         f"{f['disagreements']} disagreements, {f['pairs_below_float64_resolution']:,} below "
         'float64 resolution')
   print('ALL PROPERTIES HOLD' if r['all_hold'] else 'SOME PROPERTY FAILED')
-  if FLAGS.output_json:
-    with open(FLAGS.output_json, 'w') as fh:
-      json.dump({'provenance': prov, **r}, fh, indent=2, default=str)
+  if json_path:
+    outputs.atomic_json(json_path, {'provenance': prov, **r}, indent=2, default=str)
   sys.exit(0 if r['all_hold'] else 1)
 
 

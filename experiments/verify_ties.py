@@ -1,18 +1,20 @@
 r"""Exact whole-grid check of the tie-complete contextual mapping (``ties='complete'``).
 
     python experiments/verify_ties.py --d=1 --n=4 --resolution=5 [--grid=multiset|full]
-        [--arithmetic=auto] [--output=runs/verify_ties.json]
+        [--arithmetic=auto] [--output_dir=runs/verify_ties]
 
 Builds ``yun.contextual_ties`` and runs ``verify.contextual_ties.verify`` (one-to-one on
 every multiset with repeats, interval, Category 3 killed, equivariance on full grids,
-exact ties, bits within plan). Prints one summary line; writes the JSON to --output
-(never into results/ unless asked). Exit status 1 when a property fails.
+exact ties, bits within plan). Prints one summary line; writes the JSON to --output_dir
+as ``ties_contextual_N{resolution}_d{d}_n{n}_{grid}.json`` (never into results/ unless
+asked). Exit status 1 when a property fails, 2 on bad input.
 """
 
 from __future__ import annotations
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
+import os
 import sys
 
 from absl import flags
@@ -26,21 +28,23 @@ _N_TOKENS = flags.DEFINE_integer('n', 3, 'tokens (>= 2).')
 _RES = flags.DEFINE_integer('resolution', 4, 'N = 1/delta (>= 2).')
 _GRID = flags.DEFINE_string('grid', 'multiset', "'multiset' or 'full'.")
 _ARITH = flags.DEFINE_string('arithmetic', 'auto', "'auto', 'int64', 'limbs', 'limbs:K[:w]'.")
-_OUT = flags.DEFINE_string('output', 'runs/verify_ties.json', 'JSON output path.')
+_OUT = cli.define_output_dir('runs/verify_ties', 'Directory of the JSON (named after '
+                             'the run: ties_contextual_N{resolution}_d{d}_n{n}_{grid}.json).')
 cli.define_overwrite()
 
 
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  cli.output_file(_OUT.value, '--output')  # before the work
+  name = f'ties_contextual_N{_RES.value}_d{_D.value}_n{_N_TOKENS.value}_{_GRID.value}.json'
+  cli.output_dir(_OUT.value, writes=(name,))  # before the work
   try:
     cm = contextual_ties.build(d=_D.value, n=_N_TOKENS.value, resolution=_RES.value,
                                arithmetic=_ARITH.value)
     res = verify_ties.verify(cm, grid=_GRID.value)
   except ValueError as e:
     raise cli.BadInput(str(e)) from None
-  outputs.atomic_json(_OUT.value, res, indent=1, default=str)
+  outputs.atomic_json(os.path.join(_OUT.value, name), res, indent=1, default=str)
   bad = {k: v for k, v in res['violations'].items() if v}
   print(f'd={res["d"]} n={res["n"]} N={res["resolution"]} {res["grid"]}: '
         f'{res["grid_points"]} points, {res["distinct_ids"]} distinct ids '

@@ -140,7 +140,7 @@ FANG_F1 = '--config=experiments/configs/fang_f1.py'
     ('experiments/approximate.py', '--output_dir',
      ('--config=experiments/configs/approximate.py:laddr',),
      "unknown config variant 'laddr'; allowed: 'default', 'ladder'."),
-    ('experiments/realization_certified.py', '--outdir', ('--only=T9',),
+    ('experiments/realization_certified.py', '--output_dir', ('--only=T9',),
      "--only: 'T9' is in no row label; allowed: parts of 'T2 token_times_mean (1,3,8)'"),
 ])
 def test_bad_input_is_one_line_with_status_2(tmp_path, script, out_flag, args, fragment):
@@ -169,7 +169,7 @@ def test_existing_outputs_are_refused_unless_overwrite(tmp_path):
   record = tmp_path / 'record'
   record.mkdir()
   (record / 'fang_construction.md').write_text('the record')
-  proc = _binary('experiments/fang_construction.py', f'--results_dir={record}')
+  proc = _binary('experiments/fang_construction.py', f'--output_dir={record}')
   _one_line_error(proc, 'already holds fang_construction.md; pass --overwrite')
   assert (record / 'fang_construction.md').read_text() == 'the record'
 

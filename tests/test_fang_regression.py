@@ -181,7 +181,7 @@ def test_binary_validates_flags(tmp_path):
 def test_binary_end_to_end_f1_short(tmp_path):
   cfg = os.path.join(ROOT, 'experiments', 'configs', 'fang_f1.py')
   r = _binary(f'--config={cfg}', f'--workdir={tmp_path / "runs"}',
-              f'--results_dir={tmp_path / "res"}', '--config.epochs=30', "--config.seeds=(0,)",
+              f'--output_dir={tmp_path / "res"}', '--config.epochs=30', "--config.seeds=(0,)",
               '--progress=false', timeout=600)  # ~40 s of CPU; 145 s wall at load 7
   assert r.returncode == 0, r.stderr[-2000:]
   md = open(tmp_path / 'res' / 'fang_regression.md').read()

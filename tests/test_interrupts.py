@@ -127,7 +127,7 @@ def test_interrupt_in_training_checkpoints_and_names_the_command(tmp_path, sig):
 @pytest.mark.slow  # one finished run first (~1 min of CPU), then the signal
 def test_interrupt_between_runs_names_the_command_and_resumes(tmp_path):
   work = tmp_path / 'w'
-  args = [*FANG, f'--workdir={work}', f'--results_dir={tmp_path / "r"}']
+  args = [*FANG, f'--workdir={work}', f'--output_dir={tmp_path / "r"}']
   proc = _start(args)
   assert _wait_for(proc, lambda: glob.glob(str(work / 'f1' / '*' / 'result.json')))
   status, _, err = _stop(proc, signal.SIGINT)
@@ -142,12 +142,12 @@ def test_interrupt_between_runs_names_the_command_and_resumes(tmp_path):
 
 
 def test_interrupt_in_the_verifier_names_the_resume_flag(tmp_path):
-  out = tmp_path / 'cm.json'
+  out = tmp_path / 'cm' / 'contextual_mapping_N4_d2_n5_full.json'
   args = [os.path.join('experiments', 'verify_contextual_mapping.py'), '--d=2', '--n=5',
           '--resolution=4', '--grid=full', '--chunk_size=64', '--nolemma9', '--noprogress',
-          '--lemma7_samples=10', f'--output_json={out}']
+          '--lemma7_samples=10', f'--output_dir={out.parent}']
   proc = _start(args)
-  state = tmp_path / 'cm.json.state'
+  state = out.parent / (out.name + '.state')
   assert _wait_for(proc, lambda: state.exists() and state.stat().st_size > 0)
   last = _clean(*_stop(proc, signal.SIGINT)[::2], signal.SIGINT)
   assert _resume_command(last) == 'python ' + shlex.join(args + ['--resume'])

@@ -257,7 +257,7 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
                                               '500', 'of', '2000)']
   assert '1 done, 1 partial, 2 missing' in p.stdout
   (tmp_path / 'runs' / 'attention_s0' / 'pretrain' / 'result.json').unlink()  # a stub
-  p = _binary([*args, '--report_only', f'--results_dir={tmp_path}/rep'])
+  p = _binary([*args, '--report_only', f'--output_dir={tmp_path}/rep'])
   assert p.returncode == 0, p.stderr
   # the report lists every stage of the sweep that is not done, not only --stages'
   assert '10 stages not done' in p.stdout and 'bilinear_s0/pretrain' in p.stdout
@@ -278,7 +278,7 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
                    'notes by `c` at git revision `abcdef0123`, t\n' + md[header_end:]
                    + '\n## Discussion\n\nNew discussion.\n')
   p = _binary(['experiments/mixing_sweep.py', '--config=experiments/configs/mixing_cpu.py',
-               '--rerender', f'--results_dir={tmp_path}/gone'])
+               '--rerender', f'--output_dir={tmp_path}/gone'])
   assert p.returncode != 0 and p.stderr.startswith('error: --rerender: ')
   assert 'Traceback' not in p.stderr
   (tmp_path / 'gone').rename(gone)

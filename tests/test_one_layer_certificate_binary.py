@@ -18,7 +18,7 @@ def _run(*args):
 
 
 def test_tiny_end_to_end_and_no_silent_overwrite(tmp_path):
-  r = _run(f'--outdir={tmp_path}', '--configs=token_times_mean:1,2,3', '--margin_log2=10')
+  r = _run(f'--output_dir={tmp_path}', '--configs=token_times_mean:1,2,3', '--margin_log2=10')
   assert r.returncode == 0, r.stderr
   res = json.loads((tmp_path / 'one_layer_certificate.json').read_text())
   rows = {row['method']: row for row in res['rows']}
@@ -35,7 +35,7 @@ def test_tiny_end_to_end_and_no_silent_overwrite(tmp_path):
   assert math.isfinite(rows['paper']['total'])
   md = (tmp_path / 'one_layer_certificate.md').read_text()
   assert '| token_times_mean (1,2,3) | one_layer | 1 |' in md
-  again = _run(f'--outdir={tmp_path}', '--configs=token_times_mean:1,2,3')
+  again = _run(f'--output_dir={tmp_path}', '--configs=token_times_mean:1,2,3')
   assert again.returncode == 2 and 'pass --overwrite' in again.stderr
   assert 'Traceback' not in again.stderr
 
@@ -47,6 +47,6 @@ def test_tiny_end_to_end_and_no_silent_overwrite(tmp_path):
     (('--workers=0',), 'must be >= 1'),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
-  r = _run(f'--outdir={tmp_path}', *args)
+  r = _run(f'--output_dir={tmp_path}', *args)
   assert r.returncode == 2 and fragment in r.stderr and 'Traceback' not in r.stderr
   assert not os.listdir(tmp_path)

@@ -97,10 +97,10 @@ def test_sharded_verifier_equals_single_device_in_limb_arithmetic():
 
 
 def test_binary_shards_over_all_devices(tmp_path):
-  out = tmp_path / 'r.json'
+  out = tmp_path / 'contextual_mapping_N2_d1_n2_full.json'
   proc = subprocess.run([sys.executable, BINARY, '--d=1', '--n=2', '--resolution=2',
                          '--grid=full', '--lemma7_samples=100', '--nolemma9', '--noprogress',
-                         '--chunk_size=5', f'--output_json={out}'], env=EIGHT,
+                         '--chunk_size=5', f'--output_dir={tmp_path}'], env=EIGHT,
                         capture_output=True, text=True, timeout=600, cwd=ROOT)
   assert proc.returncode == 0, proc.stderr[-2000:]
   r = json.loads(out.read_text())
@@ -179,12 +179,13 @@ def test_binary_multi_host_two_processes(tmp_path):
       [sys.executable, BINARY, '--d=1', '--n=3', '--resolution=3', '--grid=full',
        '--nolemma9', '--lemma7_samples=100', '--noprogress', '--chunk_size=20',
        f'--coordinator_address=localhost:{port}', '--num_processes=2', f'--process_id={i}',
-       f'--output_json={tmp_path / f"r{i}.json"}'], env=env, cwd=ROOT,
+       f'--output_dir={tmp_path / f"p{i}"}'], env=env, cwd=ROOT,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
   outs = [p.communicate(timeout=600) for p in procs]
   assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
-  r = json.loads((tmp_path / 'r0.json').read_text())
-  assert not (tmp_path / 'r1.json').exists()
+  name = 'contextual_mapping_N3_d1_n3_full.json'
+  r = json.loads((tmp_path / 'p0' / name).read_text())
+  assert not (tmp_path / 'p1' / name).exists()
   assert r['devices'] == 8 and r['chunk_size'] == 24 and r['all_hold']
   assert r['grid_points'] == 4 ** 3
   assert r['categories'] == {'1': 6, '2': 3 ** 3 - 6, '3': 4 ** 3 - 3 ** 3}

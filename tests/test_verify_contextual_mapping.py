@@ -102,9 +102,9 @@ def _run_binary(*args):
 
 
 def test_binary_writes_json_and_exits_zero(tmp_path):
-  out = tmp_path / 'r.json'
+  out = tmp_path / 'contextual_mapping_N2_d1_n2_full.json'
   proc = _run_binary('--d=1', '--n=2', '--resolution=2', '--grid=full', '--lemma7_samples=500',
-                     '--nolemma9', f'--output_json={out}')
+                     '--nolemma9', f'--output_dir={tmp_path}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   r = json.loads(out.read_text())
   for key in ('d', 'n', 'resolution', 'grid', 'grid_points', 'violations', 'arithmetic',

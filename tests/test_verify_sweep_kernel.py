@@ -188,10 +188,10 @@ def test_resume_continues_from_the_state_file(tmp_path, capsys):
 
 
 def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
-  out = tmp_path / 'r.json'
+  out = tmp_path / 'contextual_mapping_N3_d2_n3_full.json'
   ok = subprocess.run([sys.executable, BINARY, '--d=2', '--n=3', '--resolution=3',
                        '--chunk_size=1000000000000', '--nolemma9', '--noprogress',
-                       '--lemma7_samples=10', f'--output_json={out}'],
+                       '--lemma7_samples=10', f'--output_dir={tmp_path}'],
                       capture_output=True, text=True, timeout=600, cwd=ROOT)
   assert ok.returncode == 0, ok.stderr[-2000:]
   r = json.loads(out.read_text())

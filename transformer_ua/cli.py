@@ -182,6 +182,7 @@ def _parse_flags(argv: list[str]) -> list[str]:
   try:
     rest = flags.FLAGS(argv)
     _check_config_files_loaded()
+    _apply_renamed_flags()
     return rest
   except flags.Error as e:
     _flag_error(e)
@@ -190,18 +191,6 @@ def _parse_flags(argv: list[str]) -> list[str]:
   except (ImportError, SyntaxError, OSError) as e:  # a config file that does not load
     fail(f'config file did not load: {type(e).__name__}: {e}')
   return []  # unreachable: fail() exits
-
-
-def define_config_dict(name: str, config, help_string: str = 'Configuration.', **kwargs):
-  """``config_flags.DEFINE_config_dict``, with override errors in one line.
-
-  ml_collections applies ``--name.key=value`` overrides while the flag is *defined*
-  (at import), before ``run`` could catch anything; this guards that moment.
-  """
-  try:
-    return config_flags.DEFINE_config_dict(name, config, help_string, **kwargs)
-  except (AttributeError, KeyError, TypeError, ValueError) as e:
-    _config_error(e, sys.argv)
 
 
 def define_config_file(name: str, default: str | None = None,
@@ -399,6 +388,35 @@ def compilation_cache(path: str) -> str:
   jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
   jax.config.update('jax_persistent_cache_min_entry_size_bytes', 0)
   return path
+
+
+#: Old spellings of renamed flags: old name -> new name (``define_output_dir``).
+_RENAMED: dict[str, str] = {}
+
+
+def define_output_dir(default: str | None, help_string: str, old_names: Iterable[str] = ()):
+  """The ``--output_dir`` flag of a binary: the directory its files go into, under fixed
+  names. ``old_names``: spellings it replaces (e.g. ``('results_dir',)``), still accepted
+  for one release with a deprecation line on stderr."""
+  holder = flags.DEFINE_string('output_dir', default, help_string)
+  for old in old_names:
+    flags.DEFINE_string(old, None, 'Deprecated spelling of --output_dir (goes in the next '
+                        'release).')
+    _RENAMED[old] = 'output_dir'
+  return holder
+
+
+def _apply_renamed_flags() -> None:
+  """Moves the value of a deprecated spelling given on the command line to its new flag."""
+  for old, new in _RENAMED.items():
+    if old not in flags.FLAGS or not flags.FLAGS[old].present:
+      continue
+    if flags.FLAGS[new].present:
+      fail(f'--{old} is the old spelling of --{new}; give only --{new}.')
+    print(f'warning: --{old} is deprecated; use --{new} (the old spelling goes in the next '
+          'release).', file=sys.stderr)
+    flags.FLAGS[new].value = flags.FLAGS[old].value
+    flags.FLAGS[new].present = 1
 
 
 def define_overwrite():

@@ -1,8 +1,8 @@
 """`cpu_long`: the `cpu` budget with 3x the pre-training steps, to find the plateau.
 
-Every `cpu` learning curve still gained 0.9-1.6 points of held-out masked-LM accuracy
-over the last quarter of its 2000-step schedule (results/mixing/mixing_layers.md), so the
-`cpu` record is "end of schedule", not "plateau". This config changes one number:
+The `cpu` learning curves were still rising over the last quarter of their 2000-step
+schedule (results/mixing/mixing_layers.md), so the `cpu` record is "end of schedule",
+not "plateau". This config changes one number:
 
     pretrain.num_steps: 2000 -> 6000     (6.1M -> 18.4M token positions per run)
 
@@ -15,7 +15,7 @@ Comparing the two schedules per mixer says how much 3x the tokens buys and wheth
     bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_long long    # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_long.py \
         --workdir=runs/mixing_cpu_long --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=runs/mixing_cpu --results_dir=results/mixing --overwrite  # plateau
+        --compare_to=runs/mixing_cpu --output_dir=results/mixing --overwrite  # plateau
 """
 
 import os

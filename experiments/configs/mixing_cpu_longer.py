@@ -1,9 +1,8 @@
 """`cpu_longer`: the `cpu` budget with 9x the pre-training steps, to reach the plateau.
 
-At 3x the `cpu` steps (experiments/configs/mixing_cpu_long.py, 6000 steps) average
-attention had flattened (+0.2 points of held-out masked-LM accuracy over its last
-quarter), but BProj, SepConv and the Transformer still gained 2.3-3.4 points per
-quarter (results/mixing/mixing_layers_plateau.md). This config triples the steps once more:
+At 3x the `cpu` steps (experiments/configs/mixing_cpu_long.py, 6000 steps) BProj,
+SepConv and the Transformer were still gaining held-out masked-LM accuracy
+(results/mixing/mixing_layers_plateau.md). This config triples the steps once more:
 
     pretrain.num_steps: 2000 -> 18000     (6.1M -> 55.3M token positions per run,
                                            ~11 passes over the 105,947 training synsets)
@@ -17,7 +16,7 @@ mixing_sweep.PLATEAU_POINTS of held-out accuracy:
     bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_longer longer   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longer.py \
         --workdir=runs/mixing_cpu_longer --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=runs/mixing_cpu,runs/mixing_cpu_long --results_dir=results/mixing \
+        --compare_to=runs/mixing_cpu,runs/mixing_cpu_long --output_dir=results/mixing \
         --overwrite
 """
 

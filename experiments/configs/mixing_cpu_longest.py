@@ -1,22 +1,21 @@
 """`cpu_longest`: the `cpu` budget with 27x the pre-training steps, the next plateau test.
 
 At 9x the `cpu` steps (experiments/configs/mixing_cpu_longer.py, 18000 steps) no mixer
-had plateaued: the tripling 6000 -> 18000 steps bought +2.8 (average attention), +9.0
-(BProj), +9.1 (SepConv) and +12.1 (Transformer) points of held-out masked-LM accuracy
-(results/mixing/mixing_layers_plateau.md). This config triples the steps once more:
+had plateaued (results/mixing/mixing_layers_plateau.md). This config triples the steps
+once more:
 
     pretrain.num_steps: 2000 -> 54000     (6.1M -> 166M token positions per run,
                                            ~33 passes over the 105,947 training synsets)
 
 Everything else is `cpu`, as for `cpu_longer`: only the linear decay of the learning rate
-to 0 is 27x slower. One seed per mixer. A run takes ~2.8 h alone on 2 idle cores (5.3
-steps/s), so expect to stop and resume it: it checkpoints every 5 min and on SIGTERM, and resumes
+to 0 is 27x slower. One seed per mixer. A run takes hours on 2 cores, so expect to
+stop and resume it: it checkpoints every 5 min and on SIGTERM, and resumes
 on the machine that holds its workdir (checkpoints are not archived).
 
     bash experiments/mixing_cpu_sweep.sh runs/mixing_cpu_longest longest   # the runs
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu_longest.py \
         --workdir=runs/mixing_cpu_longest --seeds=1 --hybrid_ks= --report_only \
-        --compare_to=results/mixing/mixing_layers_plateau.json --results_dir=results/mixing \
+        --compare_to=results/mixing/mixing_layers_plateau.json --output_dir=results/mixing \
         --overwrite
 """
 

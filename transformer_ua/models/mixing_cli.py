@@ -1,7 +1,6 @@
 """Flags and validation shared by the Appendix H binaries: bad input -> one-line error."""
 
 import json
-import sys
 
 from absl import flags
 
@@ -11,16 +10,16 @@ from transformer_ua.data import wordnet
 
 def run_main(argv, config_flag, workdir_flag, fn):
   if len(argv) > 1:
-    sys.exit(f'error: unexpected arguments {argv[1:]}; use --config=... --workdir=...')
+    raise cli.BadInput(f'unexpected arguments {argv[1:]}; use --config=... --workdir=...')
   if config_flag.value is None:
-    sys.exit('error: --config is required, e.g. --config=experiments/configs/mixing_tiny.py')
+    raise cli.BadInput('--config is required, e.g. --config=experiments/configs/mixing_tiny.py')
   if not workdir_flag.value:
-    sys.exit('error: --workdir is required (a run directory, e.g. runs/tiny/attention)')
+    raise cli.BadInput('--workdir is required (a run directory, e.g. runs/tiny/attention)')
   cli.output_dir(workdir_flag.value, '--workdir')  # before the work
   try:
     result = fn(config_flag.value, workdir_flag.value)
   except (ValueError, wordnet.CorpusMissingError, FileNotFoundError) as e:
-    sys.exit(f'error: {e}')
+    raise cli.BadInput(str(e)) from None
   print(json.dumps({k: result[k] for k in ('stage', 'mixing', 'num_conv_layers', 'eval',
                                            'params', 'train_tokens_per_s') if k in result}))
 
