@@ -186,9 +186,9 @@ def _run(*args):
 
 
 def test_binary_one_layer(tmp_path):
-  out = tmp_path / 'r.json'
+  out = tmp_path / 'd1_n3_N4.json'
   r = _run('--contextual=one_layer', '--d=1', '--n=3', '--resolution=4',
-           f'--output_json={out}')
+           f'--output_dir={tmp_path}')
   assert r.returncode == 0, r.stderr
   assert 'ALL PROPERTIES HOLD' in r.stdout
   res = json.loads(out.read_text())
