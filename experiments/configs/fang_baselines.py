@@ -9,9 +9,7 @@ training rows. The paper's recipe keeps rows of its own (3 seeds; f2's are impor
 from the Section 5 record). For f1 a controlled study changes one thing of the paper's
 recipe at a time, to find where the MLPs' 100x gap to the paper's numbers comes from.
 
-Result it gave (results/fang/fang_baselines.md; 2-core shared CPU): f1 complete --
-test MSE, mean of 3 seeds, paper recipe -> tuned: NN_depth 1.42e4 -> 380, NN_width
-3.78e4 -> 121, ATTENTION 0.993 -> 0.985 (noise floor 1); f2 only partly run.
+Results: results/fang/fang_baselines.md.
 
     setsid nohup nice -n 19 python experiments/fang_baselines.py \
         --config=experiments/configs/fang_baselines.py \

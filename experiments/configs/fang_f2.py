@@ -7,18 +7,9 @@ theory's n_q = 2002, NN_width (4368 hidden units), NN_depth (6 hidden layers of 
     python experiments/fang_regression.py --config=experiments/configs/fang_f2.py \
         --workdir=/tmp/fang_runs
 
-Result (3 seeds, mean ± sample std, 2-core shared CPU; results/fang/fang_regression.md,
-section f2, with every run's command and revision):
-
-    model               params  MSE_Tr          MSE_Te          MSE_Te vs noiseless f
-    attention (n=4368)  65521   4.452 ± 0.151   6.701 ± 0.261   5.652 ± 0.259
-    attention (n=2002)  30031   4.822 ± 0.320   6.608 ± 0.234   5.597 ± 0.232
-    nn_depth (6 x 120)  74041   407.9 ± 0.3     313.5 ± 4.0     312.3 ± 4.0
-    nn_width (4368)     52417   919.1 ± 0.5     1049 ± 1        1047 ± 1
-
-ATTENTION is ~47x / ~159x better than NN_depth / NN_width but stays above the noise
-level (1) after 2000 epochs. What the same parameters can reach on the same data (float64
-least squares): experiments/fang_optimum.py -> results/fang/fang_optimum_f2.json. Epoch cost:
+Results: results/fang/fang_regression.md (every run's command and revision). What the
+same parameters can reach on the same data (float64 least squares):
+experiments/fang_optimum.py -> results/fang/fang_optimum_f2.json. Epoch cost:
 benchmarks/fang_epoch_cost.py; the config needs no change on an accelerator.
 """
 

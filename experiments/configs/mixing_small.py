@@ -3,8 +3,6 @@ many-core CPU or one accelerator (about 10x the compute of `tiny` per step).
 
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_small.py \
         --workdir=runs/small
-
-Result: not run yet (no accelerator was available for this issue).
 """
 
 from transformer_ua.models import mixing_config

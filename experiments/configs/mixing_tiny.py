@@ -13,11 +13,7 @@ the 48 stages of the sweep fit ~90 minutes on 2 cores shared with other jobs).
     python experiments/mixing_sweep.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/mixing_tiny --seeds=3 --hybrid_ks=1,2 --shard=0/2   # and 1/2
 
-Result (3 seeds, mean ± std; results/mixing/mixing_layers_tiny.md): MNLI-analogue accuracy
-Transformer 44.5 ± 3.0, average attention 42.1 ± 1.3, BProj 35.3 ± 0.8, SepConv
-32.9 ± 2.8 (majority class 36.1); masked-LM accuracy ~6% for all four (unigram regime);
-hybrids k = 1 / 2: MNLI 45.3 ± 0.8 / 44.0 ± 0.9, SQuAD-analogue F1 51.9 ± 0.9 /
-51.8 ± 0.7 (k = 0: 51.1 ± 1.0). About 95 minutes for 48 stages on 2 shared cores.
+Results: results/mixing/mixing_layers_tiny.md.
 """
 
 from transformer_ua.models import mixing_config
