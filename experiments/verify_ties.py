@@ -21,7 +21,7 @@ from absl import flags
 
 from transformer_ua import outputs
 from transformer_ua.verify import contextual_ties as verify_ties
-from transformer_ua.yun import contextual_ties
+from transformer_ua.yun import contextual_ties, grids
 
 _D = flags.DEFINE_integer('d', 1, 'embedding dimension (>= 1).')
 _N_TOKENS = flags.DEFINE_integer('n', 3, 'tokens (>= 2).')
@@ -36,11 +36,16 @@ cli.define_overwrite()
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  name = f'ties_contextual_N{_RES.value}_d{_D.value}_n{_N_TOKENS.value}_{_GRID.value}.json'
-  cli.output_dir(_OUT.value, writes=(name,))  # before the work
+  if _GRID.value not in grids.GRIDS:
+    raise cli.BadInput(f'--grid={_GRID.value}; allowed: {", ".join(grids.GRIDS)}.')
   try:
     cm = contextual_ties.build(d=_D.value, n=_N_TOKENS.value, resolution=_RES.value,
                                arithmetic=_ARITH.value)
+  except ValueError as e:
+    raise cli.BadInput(str(e)) from None
+  name = f'ties_contextual_N{_RES.value}_d{_D.value}_n{_N_TOKENS.value}_{_GRID.value}.json'
+  cli.output_dir(_OUT.value, writes=(name,))  # before the work
+  try:
     res = verify_ties.verify(cm, grid=_GRID.value)
   except ValueError as e:
     raise cli.BadInput(str(e)) from None

@@ -142,6 +142,16 @@ FANG_F1 = '--config=experiments/configs/fang_f1.py'
      "unknown config variant 'laddr'; allowed: 'default', 'ladder'."),
     ('experiments/realization_certified.py', '--output_dir', ('--only=T9',),
      "--only: 'T9' is in no row label; allowed: parts of 'T2 token_times_mean (1,3,8)'"),
+    # Bad input the binaries check themselves (cli.BadInput, not sys.exit): status 2.
+    ('experiments/mixing_sweep.py', '--workdir',
+     ('--config=experiments/configs/mixing_tiny.py', '--seeds=0'), '--seeds must be >= 1'),
+    ('experiments/mixing_pretrain.py', '--workdir', (), '--config is required'),
+    ('experiments/verify_ties.py', '--output_dir', ('--grid=foo',),
+     '--grid=foo; allowed: full, multiset'),
+    ('experiments/verify_contextual_mapping.py', '--output_dir', ('--kernel=foo',),
+     '--kernel=foo: allowed values are sweep, fast and core'),
+    ('experiments/fang_optimum.py', '--output_dir', (), '--config is required'),
+    ('experiments/one_layer_grids_report.py', '--output_dir', (), '--indirs is required'),
 ])
 def test_bad_input_is_one_line_with_status_2(tmp_path, script, out_flag, args, fragment):
   out = tmp_path / 'out'
@@ -172,6 +182,20 @@ def test_existing_outputs_are_refused_unless_overwrite(tmp_path):
   proc = _binary('experiments/fang_construction.py', f'--output_dir={record}')
   _one_line_error(proc, 'already holds fang_construction.md; pass --overwrite')
   assert (record / 'fang_construction.md').read_text() == 'the record'
+
+
+def test_old_output_flag_spelling_works_with_a_deprecation_line(tmp_path):
+  """--results_dir / --outdir: old spellings of --output_dir, kept one release."""
+  old = tmp_path / 'old'
+  proc = _binary('experiments/fang_construction.py', f'--results_dir={old}',
+                 '--f2_literal_points=-1')   # refused after the flags, before the work
+  lines = proc.stderr.splitlines()
+  assert lines[0].startswith('warning: --results_dir is deprecated; use --output_dir'), lines
+  assert proc.returncode == cli.USAGE_ERROR and lines[1].startswith('error: --f2_literal')
+  proc = _binary('experiments/fang_construction.py', f'--results_dir={old}',
+                 f'--output_dir={tmp_path / "new"}')
+  _one_line_error(proc, '--results_dir is the old spelling of --output_dir')
+  assert not old.exists()
 
 
 def test_atomic_writes_leave_the_old_file_on_failure(tmp_path):
