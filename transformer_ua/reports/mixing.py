@@ -1,7 +1,7 @@
 r"""Report of the Appendix H sweep (Yun et al. 2020): Table 1 and Figure 1 analogues.
 
 experiments/mixing_sweep.py writes it from the ``result.json`` and ``metrics.jsonl`` of
-every finished stage under a workdir (or its --archive_to copy), into --results_dir:
+every finished stage under a workdir (or its --archive_to copy), into --output_dir:
 
     <stem>.md, <stem>.json                    stem = mixing_layers for the `cpu` record,
     <stem>_table1.png, <stem>_figure1.png,           mixing_layers_<config> otherwise

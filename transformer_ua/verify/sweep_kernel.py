@@ -429,7 +429,7 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
   start = 0
   if resume:
     if not state_path:
-      raise ValueError('resume needs a state file (--state_file or --output_json).')
+      raise ValueError('resume needs a state file (--state_file or --output_dir).')
     state = _load_state(state_path, key)
     start, counts = int(state['next_block']), {k: int(c) for k, c in state['counts'].items()}
     max_abs = max(max_abs, int(state['max_abs']))
