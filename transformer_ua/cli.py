@@ -5,11 +5,15 @@ The contract of every absl binary in ``experiments/`` and ``benchmarks/``:
   * bad input  -> one line on stderr, ``error: <what was wrong and what is allowed>``,
                   then ``(see <prog> --help)``; exit status 2; never a traceback.
                   Covers unknown flags, bad flag values, config-key typos
-                  (``--config.resoluton=8``), ``UsageError`` / ``BadInput`` and
-                  ``sys.exit('error: ...')`` raised by the binary, e.g. from the library's
-                  validation before any work starts.
-  * output     -> every output directory / file is checked (created, writable, not a
-                  file where a directory is needed) *before* the work starts, and an
+                  (``--config.resoluton=8``), ``BadInput`` (or absl's ``UsageError``)
+                  raised by the binary, e.g. from the library's validation before any
+                  work starts. Raise ``BadInput``; a ``sys.exit('error: ...')`` is
+                  turned into the same line and status.
+  * output     -> one flag names where files go: ``--output_dir``
+                  (``define_output_dir``), the files inside under fixed names
+                  (``--workdir`` where training resumes). Every output directory / file
+                  is checked (created, writable, not a file where a directory is
+                  needed) *before* the work starts, and an
                   existing file is refused unless ``--overwrite`` (``define_overwrite``)
                   says to replace it; files are written atomically
                   (``transformer_ua.outputs``: ``atomic_open``, ``atomic_json``, ...).
