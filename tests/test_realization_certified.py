@@ -161,29 +161,6 @@ def _repeated_points(rng, N):
   return (k + 0.25 + 0.5 * rng.random(k.shape)) / N
 
 
-@pytest.mark.parametrize('N', [2, 4, 8])
-def test_ties_simulation_equals_the_reference_g_c_on_every_class(N):
-  """The plan's id simulation (from the exact params' layer list) against the
-  independent pure-Python g_c of contextual_ties.reference_ids, every multiset with
-  repeats; the ids are distinct per (multiset, value) pair."""
-  net = build_approximator('token_times_mean', d=1, n=3, resolution=N, ties='complete')
-  sim = plan.simulate(net)
-  assert len(sim['classes']) == ct.num_classes(1, 3, N)
-  assert sim['tied_heads'] == 1   # the counting head: exact in softmax
-  owners = {}
-  for k, ids in zip(sim['classes'], sim['ids']):
-    ticks = [int(c) for c in k[:, 0]]
-    swept, q = ct.reference_ids(ticks, 1, 3, N)
-    assert [v / N for v in q] == ids
-    for t, v in zip(ticks, ids):
-      assert owners.setdefault(v, (tuple(sorted(ticks)), t)) == (tuple(sorted(ticks)), t)
-    assert max(abs(v) for v in swept) / N <= sim['max_id']
-  assert len(owners) == ct.num_ids(1, 3, N)
-  p = plan.plan_realization(net)
-  assert p.bounds['clearance_offset'] == 1     # offset: t = 0, breakpoints -1, 1
-  assert p.bounds['t_l'] == ct.interval(1, 3, N)[0]
-
-
 def test_ties_exact_params_equal_the_float_params(ties134):
   net, _, _ = ties134
   ex = rational.exact_params(net.g_bar, net.values)
@@ -237,14 +214,6 @@ def test_ties_float64_is_checked_against_the_plan():
   p = plan.plan_realization(net)
   with pytest.warns(plan.FloatRealizationWarning, match='float64 carries 53 bits; the plan needs'):
     net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
-
-
-def test_a_g_c_layer_not_reading_u_is_refused_in_one_line():
-  """The id simulation models layers whose projections are multiples of u^T (every
-  Lemma 8 and tie-complete layer); anything else is refused, not mis-planned."""
-  assert plan._multiple_of([2, 8], [1, 4], 'W_Q') == 2  # pylint: disable=protected-access
-  with pytest.raises(ValueError, match='W_Q is not a multiple of u'):
-    plan._multiple_of([1, 2], [1, 4], 'W_Q')  # pylint: disable=protected-access
 
 
 @pytest.mark.slow

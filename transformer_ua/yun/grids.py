@@ -5,7 +5,10 @@ Shapes: ``index [B]`` int64 linear indices; ``K [B, n, d]`` grid indices in
 indices in [0, V), V = (N+1)^d.
 
 * A *column index* c encodes one column (token) in base N+1, little-endian:
-  ``K[j, i] = digit_i(c) - 1``.
+  ``K[j, i] = digit_i(c) - 1``; an in-range column also has an index in base N,
+  ``r = sum_i K[i] N^i``. Both are ``column_digits`` / ``column_number`` (the one
+  encoding of a column, used by the codecs here, the verifier's block tables and the
+  planner's classes).
 * The *full* grid G+_delta (all ordered points) has (N+1)^(nd) points; point ``p`` has
   column j = digits j*d .. j*d + d - 1 of ``p`` in base N+1 (mixed radix decoding).
 * The *multiset* grid has one point per permutation class: the non-decreasing column
@@ -59,6 +62,18 @@ def category_counts(d: int, n: int, resolution: int, grid: str) -> dict:
   return {1: cat1, 2: cat12 - cat1, 3: total - cat12}
 
 
+def column_digits(col, d: int, base: int):
+  """Column numbers [...] -> their d digits in ``base``, little-endian [..., d]:
+  ``digit_i(c) = (c // base^i) % base`` (NumPy in, NumPy out; jnp in, jnp out)."""
+  return (col[..., None] // np.asarray([base ** i for i in range(d)], np.int64)) % base
+
+
+def column_number(digits, base: int):
+  """The inverse of ``column_digits``: digits [..., d] -> sum_i digits_i base^i [...]."""
+  d = digits.shape[-1]
+  return (digits * np.asarray([base ** i for i in range(d)], np.int64)).sum(axis=-1)
+
+
 def rank_colex(binom: np.ndarray, b):
   """rank = sum_{i=1..n} C(b_i, i) of strictly increasing b [B, n] (binom[i, x] = C(x, i))."""
   table = jnp.asarray(binom)
@@ -93,7 +108,6 @@ def make_codec(d: int, n: int, resolution: int):
       grid_size(d, n, resolution, 'multiset') >= MAX_INDEX:
     raise ValueError('this grid has more than 2^62 points in both modes; it cannot be '
                      'enumerated.')
-  col_pow = np.asarray([base ** i for i in range(d)], np.int64)
   full_fits = grid_size(d, n, resolution, 'full') < MAX_INDEX
   full_pow = np.asarray([base ** p if full_fits else 0 for p in range(n * d)], np.int64)
   # binom[i, x] = C(x, i) for i <= n, x < V + n (clipped at 2^62; only used if it fits).
@@ -107,10 +121,10 @@ def make_codec(d: int, n: int, resolution: int):
     return digits.reshape(index.shape[0], n, d) - 1
 
   def col_to_k(col):  # [B, n] -> [B, n, d]
-    return (col[..., None] // jnp.asarray(col_pow)) % base - 1
+    return column_digits(col, d, base) - 1
 
   def column_index(k):
-    return jnp.sum((k + 1) * jnp.asarray(col_pow), axis=-1)
+    return column_number(k + 1, base)
 
   def decode_multiset(rank):
     col = unrank_colex(binom, rank, n) - jnp.arange(n)  # non-decreasing
@@ -160,16 +174,15 @@ def make_class_codec(d: int, n: int, resolution: int):
   v = resolution ** d
   if math.comb(v, n) >= MAX_INDEX:
     raise ValueError(f'C({v}, {n}) classes cannot be enumerated with int64 ranks.')
-  pow_ = np.asarray([resolution ** i for i in range(d)], np.int64)
   binom = np.asarray([[math.comb(x, i) for x in range(v + 1)] for i in range(n + 1)],
                      dtype=np.int64)
 
   def decode(rank):
     idx = unrank_colex(binom, rank, n)  # strictly increasing
-    return (idx[..., None] // jnp.asarray(pow_)) % resolution
+    return column_digits(idx, d, resolution)
 
   def in_range_index(k):
-    return jnp.sum(k * jnp.asarray(pow_), axis=-1)
+    return column_number(k, resolution)
 
   def rank(k_sorted):
     return rank_colex(binom, jnp.clip(in_range_index(k_sorted), 0, v))
