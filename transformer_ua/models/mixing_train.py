@@ -9,6 +9,12 @@ Importable from notebooks (Flax examples style; the binaries only parse flags):
     cfg.finetune.pretrain_workdir = '/tmp/run/pretrain'
     ft = mixing_train.finetune(cfg, '/tmp/run/mnli')                   # task from cfg
 
+What differs between runs is a task object of ``transformer_ua.train.tasks``:
+``mixing_pretrain.Pretrain`` (masked LM + sentence pair) or the fine-tuning task that
+``config.finetune.task`` names (``mixing_finetune.Relations``: MNLI analogue,
+``mixing_finetune.Spans``: SQuAD analogue), each supplying head, forward, loss, metrics
+(and, fine-tuning, its data); the unit of the loop is ``steps.Steps``.
+
 The train state is a plain dict ``{'params', 'opt_state', 'step', 'rng'}``; the update
 is ``jax.jit(step_fn, donate_argnums=0)`` of ``(state, batch)``; one unit of
 ``transformer_ua.train.loop`` is one step. Data parallelism
@@ -34,8 +40,8 @@ checkpoints; ``train_tokens_per_s`` counts real (non-padding) tokens,
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -48,15 +54,16 @@ import ml_collections
 import numpy as np
 import optax
 
-from transformer_ua import parallel, provenance
-from transformer_ua.data import tasks, text, wordnet
+from transformer_ua import provenance
+from transformer_ua.data import text, wordnet
 from transformer_ua.models import encoder as enc
 from transformer_ua.train import loop
+from transformer_ua.train.tasks import mixing_finetune, mixing_pretrain, steps
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TASKS = ('mnli', 'squad')
+TASKS = tuple(mixing_finetune.TASKS)      # the fine-tuning tasks by name
 
 
 # ----------------------------------------------------------------------------------
@@ -137,9 +144,7 @@ def _check(config):
       if config[sec][n] % c:
         raise ValueError(f'config.{sec}.{n}={config[sec][n]} is not a multiple of '
                          f'config.{sec}.steps_per_call={c}')
-  if config.finetune.task not in TASKS:
-    raise ValueError(f'unknown fine-tuning task {config.finetune.task!r}; choose one of '
-                     f'{TASKS}')
+  mixing_finetune.task(config.finetune.task)   # ValueError naming the choices
   num_devices = config.get('num_devices', 0)
   if not isinstance(num_devices, int) or not 0 <= num_devices <= jax.device_count():
     raise ValueError(f'config.num_devices must be an integer in [0, {jax.device_count()}] '
@@ -186,92 +191,13 @@ def load_corpus_and_tokenizer(config, workdir: str):
   return synsets, tok
 
 
-class _StepTask:
-  """One call = ``steps_per_call`` steps of ``train_step`` on the stacked batches
-  ``get_batch(step) .. get_batch(step + c - 1)`` (sharded over a mesh), built one call
-  ahead in a background thread. Train metrics are summed on device; on log rows only
-  (every ``log_every`` steps and the last one, where the host waits) their mean over the
-  window is computed and returned. Throughput: real (non-padding) tokens per
-  second of training between the end of the first call (compilation) and the end of
-  the last finished window (``tps``); ``row_tps`` counts every position of every row,
-  padding included (batch x max_len per step)."""
-
-  def __init__(self, train_step, get_batch, eval_fn, acc0, *, steps_per_call, log_every,
-               num_steps, mesh=None):
-    self.train_step, self.eval_fn, self.acc0 = train_step, eval_fn, acc0
-    self.c, self.log_every, self.num_steps, self.mesh = (steps_per_call, log_every,
-                                                         num_steps, mesh)
-    self.get_batch = get_batch
-    self.pool = concurrent.futures.ThreadPoolExecutor(1)
-    self.pending = None                    # (first step, future of the next stack)
-    self.acc, self.count = None, 0
-    self.tokens, self.window_tokens, self.train_time = 0, 0, 0.0
-    self.rows, self.window_rows = 0, 0     # the same, every position of every row
-    self.t_start = None                    # perf_counter at the end of the first call
-    self.tps = self.row_tps = float('nan')
-
-  def _stack(self, step):
-    bs = [self.get_batch(s) for s in range(step, step + self.c)]
-    stacked = {k: np.stack([b[k] for b in bs]) for k in bs[0]}
-    return stacked, (int(stacked['mask'].sum()), stacked['mask'].size)
-
-  def _batches(self, step):
-    if self.pending is not None and self.pending[0] == step:
-      stacked, ntok = self.pending[1].result()
-    else:
-      stacked, ntok = self._stack(step)
-    nxt = step + self.c
-    self.pending = ((nxt, self.pool.submit(self._stack, nxt))
-                    if nxt < self.num_steps else None)
-    if self.mesh is not None:     # the batch axis is axis 1 of the stack
-      stacked = parallel.shard_batch(stacked, self.mesh, axis=1)
-    return stacked, ntok
-
-  def train_epoch(self, state, step):
-    batches, ntok = self._batches(step)
-    if self.acc is None:
-      self.acc = jax.tree_util.tree_map(jnp.copy, self.acc0)
-    state, self.acc = self.train_step(state, self.acc, batches)
-    self.count += self.c
-    done = step + self.c
-    if self.t_start is None:        # compilation: excluded from the throughput
-      jax.block_until_ready(self.acc)
-      self.t_start = time.perf_counter()
-    else:
-      self.window_tokens += ntok[0]
-      self.window_rows += ntok[1]
-    if done % self.log_every != 0 and done != self.num_steps:
-      return state, {'tokens_per_s': self.tps}   # the loop reads scalars only on log rows
-    mean = jax.tree_util.tree_map(lambda a: a / self.count, self.acc)
-    jax.block_until_ready(mean)
-    self.tokens += self.window_tokens
-    self.rows += self.window_rows
-    self.window_tokens = self.window_rows = 0
-    self.train_time = time.perf_counter() - self.t_start
-    if self.train_time > 0 and self.tokens:
-      self.tps = self.tokens / self.train_time
-      self.row_tps = self.rows / self.train_time
-    self.acc, self.count = None, 0
-    return state, {**mean, 'tokens_per_s': self.tps}
-
-  def evaluate(self, state):
-    t = time.perf_counter()
-    out = self.eval_fn(state['params'])
-    if self.t_start is not None:     # evaluation time is not training time
-      self.t_start += time.perf_counter() - t
-    return out
-
-  def close(self):
-    self.pool.shutdown(wait=True, cancel_futures=True)
-
-
 def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, halt_after,
           mesh, prov):
   """The one loop (``transformer_ua.train.loop``) over steps; returns (its Outcome: the
-  state, and the segments of a run resumed across processes; the ``_StepTask`` with this
-  attempt's throughput ``tps`` and ``row_tps``)."""
+  state, and the segments of a run resumed across processes; the ``steps.Steps`` task with
+  this attempt's throughput ``tps`` and ``row_tps``)."""
   c = cfg.get('steps_per_call', 1)
-  task = _StepTask(train_step, get_batch, eval_fn, acc0, steps_per_call=c,
+  task = steps.Steps(train_step, get_batch, eval_fn, acc0, steps_per_call=c,
                    log_every=cfg.log_every, num_steps=cfg.num_steps, mesh=mesh)
   schedule = loop.Schedule(
       num_units=cfg.num_steps, eval_every=cfg.eval_every,
@@ -291,15 +217,6 @@ def _write_result(workdir, result):
   with open(os.path.join(workdir, 'result.json'), 'w') as f:
     json.dump(result, f, indent=1, sort_keys=True)
   return result
-
-
-def _xent(logits, labels, weights):
-  ll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-  return (ll * weights).sum() / jnp.maximum(weights.sum(), 1e-9)
-
-
-def _acc(logits, labels, weights):
-  return ((logits.argmax(-1) == labels) * weights).sum() / jnp.maximum(weights.sum(), 1e-9)
 
 
 def _init_state(params, tx, seed):
@@ -332,43 +249,24 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   with open(os.path.join(workdir, 'config.json'), 'w') as f:
     f.write(config.to_json_best_effort(indent=1))
 
-  model = enc.BertPretrainer(cfg)
+  objective = mixing_pretrain.Pretrain()
+  model = objective.model(cfg)
   b0 = train_data.batch(0, 2)
   params = jax.jit(model.init)(jax.random.PRNGKey(config.seed), b0['input_ids'],
                                b0['type_ids'], b0['mask'], b0['mlm_positions'])['params']
   tx = make_optimizer(p, p.num_steps)
   state = _init_state(params, tx, config.seed)
 
-  def forward(params, batch, rng=None):
-    packed = {k: batch[k] for k in ('segment_ids', 'positions', 'cls_positions')
-              if k in batch}                      # packed rows (data.max_segments > 1)
-    return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
-                       batch['mask'], batch['mlm_positions'], **packed,
-                       deterministic=rng is None,
-                       rngs=None if rng is None else {'dropout': rng})
+  forward = functools.partial(objective.forward, model)
 
   def loss_fn(params, batch, rng):
-    mlm, nsp = forward(params, batch, rng)
-    mlm_loss = _xent(mlm, batch['mlm_ids'], batch['mlm_weights'])
-    nsp_loss = _xent(nsp, batch['nsp_labels'], batch['nsp_weights'])
-    loss = mlm_loss + nsp_loss
-    return loss, {'loss': loss, 'mlm_loss': mlm_loss, 'nsp_loss': nsp_loss,
-                  'mlm_accuracy': _acc(mlm, batch['mlm_ids'], batch['mlm_weights']),
-                  'nsp_accuracy': _acc(nsp, batch['nsp_labels'], batch['nsp_weights'])}
+    return objective.loss(forward(params, batch, rng), batch)
 
-  @jax.jit
-  def eval_step(params, batch):
-    mlm, nsp = forward(params, batch)
-    w, nw = batch['mlm_weights'], batch['nsp_weights']
-    return jnp.stack([
-        ((mlm.argmax(-1) == batch['mlm_ids']) * w).sum(), w.sum(),
-        (optax.softmax_cross_entropy_with_integer_labels(mlm, batch['mlm_ids']) * w).sum(),
-        ((nsp.argmax(-1) == batch['nsp_labels']) * nw).sum(), nw.sum()])
+  eval_step = jax.jit(lambda params, batch: objective.eval_sums(forward(params, batch), batch))
 
   def eval_fn(params):
-    s = sum(np.asarray(eval_step(params, b), np.float64) for b in eval_batches)
-    return {'mlm_accuracy': 100 * s[0] / s[1], 'mlm_loss': s[2] / s[1],
-            'nsp_accuracy': 100 * s[3] / s[4]}
+    return objective.scores(sum(np.asarray(eval_step(params, b), np.float64)
+                                for b in eval_batches))
 
   S = d.get('max_segments', 1)
   t0 = time.perf_counter()
@@ -402,42 +300,13 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
 # Fine-tuning: relations (MNLI analogue) or spans (SQuAD analogue)
 # ----------------------------------------------------------------------------------
 
-def _subsample(n_total, n_max, seed):
-  idx = np.arange(n_total)
-  if 0 < n_max < n_total:
-    idx = np.sort(np.random.default_rng(seed).choice(n_total, n_max, replace=False))
-  return idx
-
-
-def finetune_data(config, synsets, tok, max_len):
-  """(train arrays, test arrays, extra) for ``config.finetune.task``."""
-  d, f = config.data, config.finetune
-  if f.task == 'mnli':
-    tr = tasks.relation_pairs(synsets, heldout=False, heldout_fraction=d.heldout_fraction)
-    te = tasks.relation_pairs(synsets, heldout=True, heldout_fraction=d.heldout_fraction)
-    tr = [tr[i] for i in _subsample(len(tr), f.num_train_examples, 1)]
-    te = [te[i] for i in _subsample(len(te), f.num_eval_examples, 2)]
-    train = tasks.encode_pairs(tok, synsets, tr, max_len)
-    test = tasks.encode_pairs(tok, synsets, te, max_len)
-    label, freq = tasks.majority_baseline(test['labels'])
-    return train, test, {'majority_baseline_accuracy': 100 * freq,
-                         'majority_label': tasks.RELATION_LABELS[label]}
-  tr = tasks.span_examples(synsets, heldout=False, heldout_fraction=d.heldout_fraction)
-  te = tasks.span_examples(synsets, heldout=True, heldout_fraction=d.heldout_fraction)
-  tr = [tr[i] for i in _subsample(len(tr), f.num_train_examples, 1)]
-  te = [te[i] for i in _subsample(len(te), f.num_eval_examples, 2)]
-  train, _, _ = tasks.encode_spans(tok, tr, max_len)
-  test, kept, offsets = tasks.encode_spans(tok, te, max_len)
-  return train, test, {'examples': kept, 'offsets': offsets,
-                       'baselines': tasks.span_baselines(tr, kept)}
-
-
 def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Fine-tunes from ``config.finetune.pretrain_workdir`` ('' = from scratch)."""
   _check(config)
   prov = provenance.record()
   os.makedirs(workdir, exist_ok=True)
   f = config.finetune
+  task = mixing_finetune.task(f.task)
   src = f.pretrain_workdir
   if src:
     if not os.path.exists(os.path.join(src, 'tokenizer.json')):
@@ -448,13 +317,12 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   cfg = encoder_config(config, tok.get_vocab_size())
   key = ('finetune', hashlib.sha1(tok.to_str().encode()).hexdigest(), f.task, cfg.max_len,
          f.num_train_examples, f.num_eval_examples, config.data.heldout_fraction)
-  train, test, extra = _memo(key, lambda: finetune_data(config, synsets, tok, cfg.max_len))
+  train, test, extra = _memo(key, lambda: task.data(config, synsets, tok, cfg.max_len))
   n_train = len(train['input_ids'])
   if n_train == 0 or len(test['input_ids']) == 0:
     raise ValueError(f'task {f.task}: empty train or test split ({n_train} train examples)')
 
-  model = (enc.BertClassifier(cfg, num_classes=len(tasks.RELATION_LABELS))
-           if f.task == 'mnli' else enc.BertSpanPredictor(cfg))
+  model = task.model(cfg)
   params = jax.jit(model.init)(jax.random.PRNGKey(config.seed), train['input_ids'][:2],
                                train['type_ids'][:2], train['mask'][:2])['params']
   params = jax.tree_util.tree_map(np.asarray, params)
@@ -478,26 +346,10 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   tx = make_optimizer(f, f.num_steps)
   state = _init_state(params, tx, config.seed)
 
-  def forward(params, batch, rng=None):
-    return model.apply({'params': params}, batch['input_ids'], batch['type_ids'],
-                       batch['mask'], deterministic=rng is None,
-                       rngs=None if rng is None else {'dropout': rng})
+  forward = functools.partial(task.forward, model)
 
-  if f.task == 'mnli':
-    def loss_fn(params, batch, rng):
-      logits = forward(params, batch, rng)
-      w = jnp.ones(logits.shape[:1])
-      loss = _xent(logits, batch['labels'], w)
-      return loss, {'loss': loss, 'accuracy': _acc(logits, batch['labels'], w)}
-  else:
-    def loss_fn(params, batch, rng):
-      s, e = forward(params, batch, rng)
-      neg = jnp.finfo(s.dtype).min
-      s = jnp.where(batch['context_mask'], s, neg)
-      e = jnp.where(batch['context_mask'], e, neg)
-      w = jnp.ones(s.shape[:1])
-      loss = 0.5 * (_xent(s, batch['starts'], w) + _xent(e, batch['ends'], w))
-      return loss, {'loss': loss, 'start_accuracy': _acc(s, batch['starts'], w)}
+  def loss_fn(params, batch, rng):
+    return task.loss(forward(params, batch, rng), batch)
 
   eval_forward = jax.jit(lambda params, batch: forward(params, batch))
   eb = f.batch_size * 4
@@ -513,17 +365,7 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
                  for k, v in batch.items()}
       out = jax.device_get(eval_forward(params, batch))
       outs.append(jax.tree_util.tree_map(lambda a: a[:eb - pad], out))
-    if f.task == 'mnli':
-      logits = np.concatenate(outs)
-      return {'accuracy': 100 * float((logits.argmax(-1) == test['labels']).mean())}
-    s = np.concatenate([o[0] for o in outs])
-    e = np.concatenate([o[1] for o in outs])
-    st, en = tasks.best_spans(s, e, test['context_mask'], f.max_answer_tokens)
-    offs = extra['offsets']
-    rows = np.arange(len(st))
-    preds = [ex.context[offs[r, a, 0]:offs[r, b, 1]]
-             for r, a, b, ex in zip(rows, st, en, extra['examples'])]
-    return tasks.span_scores(preds, [ex.answer_text for ex in extra['examples']])
+    return task.scores(outs, test, extra, f)
 
   def get_batch(step):
     epoch, pos = divmod(step * f.batch_size, n_train)
@@ -535,21 +377,22 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
     return {k: v[idx] for k, v in train.items()}
 
   t0 = time.perf_counter()
-  out, task = _loop(workdir=workdir, state=state,
-                    train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
-                    get_batch=get_batch,
-                    acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
-                    cfg=f, eval_fn=eval_fn,
-                    desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
-                    mesh=loop.training_mesh(config), prov=prov)
+  out, steps_task = _loop(workdir=workdir, state=state,
+                          train_step=make_train_step(loss_fn, tx, f.get('steps_per_call', 1)),
+                          get_batch=get_batch,
+                          acc0=init_metrics_acc(loss_fn, params, get_batch(0)),
+                          cfg=f, eval_fn=eval_fn,
+                          desc=f'finetune {f.task}', halt_after=config.get('halt_after', -1),
+                          mesh=loop.training_mesh(config), prov=prov)
   state = out.state
   final = eval_fn(state['params'])
-  info = {k: v for k, v in extra.items() if k not in ('examples', 'offsets')}
+  info = {k: v for k, v in extra.items() if k not in task.PRIVATE}
   return _write_result(workdir, {
       'stage': 'finetune', 'task': f.task, 'mixing': cfg.mixing,
       'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
       'seed': config.seed, 'step': int(state['step']), 'pretrained_from': src,
-      'params': enc.count_params(params), 'eval': final, 'train_tokens_per_s': task.tps,
+      'params': enc.count_params(params), 'eval': final,
+      'train_tokens_per_s': steps_task.tps,
       'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
       'segments': out.segments,
       'data': {'train_examples': n_train, 'test_examples': int(len(test['input_ids'])),
