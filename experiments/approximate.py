@@ -41,7 +41,7 @@ import warnings
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, outputs, provenance
+from transformer_ua import cli, construction, outputs, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import (approximator, certificate, contextual, distances,
                                 targets as targets_lib)
@@ -150,7 +150,7 @@ def run_ladder(name, c, positional, log, ties='paper'):
     build_s = time.time() - t0
     dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed).as_dict()
     est = dec['estimates']
-    row = {'resolution': N, 'delta': 1 / N, 'layers': net.depth()['built']['total'],
+    row = {'resolution': N, 'delta': 1 / N, 'layers': net.depth(),
            'build_seconds': round(build_s, 2),
            'f|f_bar': est['f|f_bar'], 'f_bar|g_bar': est['f_bar|g_bar'],
            'f|g_bar': est['f|g_bar'], 'exact': dec.get('exact')}
@@ -292,7 +292,7 @@ def run_precision_map(c, log):
                    'works': best is not None, 'smallest_lam': best and best['lam'],
                    'epsilon': best and best['epsilon'],
                    'best_error': min(t['max_interior_error'] for t in tried),
-                   't_r': max_id, 'layers': net.depth()['built']['total'],
+                   't_r': max_id, 'layers': net.depth(),
                    'tried': tried})
       log(f'  d={d} n={n} N={N:>2} {dtype}: '
           + (f'works from lam={best["lam"]:.0e} (eps={best["epsilon"]:.0e})' if best else
@@ -319,7 +319,10 @@ def _run(c, outdir, log) -> dict:
   net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                         positional=positional)
   log(net.describe())
-  dep = net.depth()
+  dep = {'built': {**construction.stage_counts(net.layer_counts()), 'total': net.depth()},
+         'formula': {**net.paper_layer_counts(),
+                     'total': sum(net.paper_layer_counts().values())},
+         'by_kind': construction.kind_counts(net.layer_counts())}
   log(f'{"stage":<14}{"built":>10}{"paper formula":>16}')
   for key in ('quantization', 'contextual', 'value', 'total'):
     log(f'{key:<14}{dep["built"][key]:>10}{dep["formula"][key]:>16}')
@@ -328,7 +331,7 @@ def _run(c, outdir, log) -> dict:
   log(f'\n{c.dtype} network g (sampled, not certified): lam={c.lam:g}, '
       f'epsilon={c.epsilon:g}')
   g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype)
-  log(f'  realized g: {g.depth()} ({g.num_params()} weights)')
+  log(f'  realized g: {g.block_counts()} ({g.num_params()} weights)')
   dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
   g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
   rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
@@ -391,7 +394,7 @@ def _run(c, outdir, log) -> dict:
     log('\nprecision map (token_times_mean)')
     pmap = run_precision_map(c, log)
   result = {'config': c.to_dict(), 'provenance': prov, 'positional': positional,
-            'depth': dep, 'realized_depth': g.depth(), 'decomposition': dec,
+            'depth': dep, 'realized_depth': g.block_counts(), 'decomposition': dec,
             'realization': rep, 'certified': certified,
             'ladders': ladders, 'sweeps': sweeps,
             'precision_map': pmap}

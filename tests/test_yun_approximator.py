@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from transformer_ua import activations, yun
+from transformer_ua import activations, construction, yun
 from transformer_ua.yun import distances
 from transformer_ua.yun import (approximator, contextual, contextual_ties, pipeline, plan, quantize,
                                 targets)
@@ -148,18 +148,19 @@ def test_theorem3_g_bar_equals_f_bar_on_every_cell(thm3):
 
 def test_depth_reports_match_formulas(thm2, thm3):
   for net in (thm2, thm3):
-    dep = net.depth()
-    assert dep['built'] == dep['formula']
-    assert dep['by_kind']['attention'] == dep['built']['contextual']
+    built = construction.stage_counts(net.layer_counts())
+    assert built == net.paper_layer_counts()
+    assert construction.kind_counts(net.layer_counts())['attention'] == built['contextual']
+    assert net.depth() == sum(built.values())
 
 
 @FLOAT_ON_PURPOSE
 def test_realization_is_a_standard_transformer_that_reproduces_g_bar(thm2):
   g = thm2.realize(lam=1e4, epsilon=1e-2)
-  dep = g.depth()
-  assert dep['blocks'] == thm2.depth()['built']['total']
+  dep = g.block_counts()
+  assert dep['blocks'] == thm2.depth() == g.depth()
   assert (dep['heads'], dep['head_size'], dep['width']) == (2, 1, 4)
-  assert dep['attention_on'] == thm2.depth()['by_kind']['attention']
+  assert dep['attention_on'] == construction.kind_counts(thm2.layer_counts())['attention']
   for seg in g.segments:
     assert (seg.kind, seg.normalizer, seg.activation) == ('block', 'softmax', 'relu')
   rep = yun.realization_error(thm2, g, samples=512)

@@ -134,11 +134,14 @@ def test_g_bar_is_f_bar_on_every_cube(net):
 
 def test_realized_network_has_one_attention_layer_and_certifies(net):
   g = net.realize()
-  dep = g.depth()
+  dep = g.block_counts()
   assert dep['attention_on'] == 1
   # quantization d (N + 1) = 5, shift 1, one bump per id: 40
   assert dep['blocks'] == 5 + 1 + 1 + 40
-  assert net.layer_counts() == {'quantization': 5, 'attention': 1, 'shift': 1, 'value': 40}
+  assert net.layer_counts() == {'quantization': {'feedforward': 5},
+                                'contextual': {'attention': 1, 'feedforward': 1},  # + shift
+                                'value': {'feedforward': 40}}
+  assert g.depth() == net.depth() == 5 + 1 + 1 + 40
   cert = g.certify_interiors(workers=1)
   assert cert['certified'] and cert['cubes'] == 20 and cert['max_abs_error'] < 1e-12
   # repeated cells included: two tokens in cell 1, one in cell 3; compared with f itself
@@ -217,7 +220,7 @@ def test_build_approximator_dispatch():
                                contextual='one_layer')
   assert isinstance(net, one_layer.OneLayerApproximator)
   # n = 2, M = 4: 4 tokens x 4 partners = 16 ids, one bump each
-  assert net.layer_counts()['value'] == 16
+  assert net.layer_counts()['value'] == {'feedforward': 16}
   with pytest.raises(ValueError, match="'paper', 'one_layer'"):
     yun.build_approximator('token_times_mean', d=1, n=2, resolution=4, contextual='hardmax')
   with pytest.raises(ValueError, match='positional=False'):
@@ -265,7 +268,7 @@ def certified(net):
 
 def test_clamped_one_layer_network_is_certified_and_keeps_one_attention_layer(net, certified):
   g, cert = certified[True]
-  dep = g.depth()
+  dep = g.block_counts()
   # one clamp block (2 ReLUs, d = 1) after the 47 blocks; its attention is off
   assert dep['attention_on'] == 1 and dep['blocks'] == 5 + 1 + 1 + 40 + 1
   assert cert.clamp and g.clamp is not None

@@ -35,3 +35,4 @@ def test_g_bar_equals_target_on_cubes_and_zero_elsewhere():
   np.testing.assert_array_equal(g.apply_exact(xs), expected)
   # The literal float64 network agrees here (all values are small dyadics).
   np.testing.assert_array_equal(g.apply(xs), expected.astype(float))
+  np.testing.assert_array_equal(g.apply_literal(xs), expected.astype(float))

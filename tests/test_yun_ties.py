@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from transformer_ua import yun
+from transformer_ua import construction, yun
 from transformer_ua.verify import contextual_ties as verify_ties
 from transformer_ua.verify.contextual_mapping import count_duplicates
 from transformer_ua.yun import approximator as apx
@@ -175,9 +175,9 @@ def test_theorem2_without_bad_set(d, n, N):
   assert np.array_equal(complete.apply(x), complete.f_bar(x))
   repeated = np.array([len({tuple(r) for r in p}) < n for p in k])
   assert np.any(paper.apply(x)[repeated] != complete.f_bar(x)[repeated])
-  dep = complete.depth()
-  assert dep['built'] == dep['formula']
-  assert dep['built']['contextual'] == paper.depth()['built']['contextual'] + 2
+  built = construction.stage_counts(complete.layer_counts())
+  assert built == complete.paper_layer_counts()
+  assert built['contextual'] == construction.stage_counts(paper.layer_counts())['contextual'] + 2
 
 
 def test_approximator_ties_argument_errors():
@@ -198,9 +198,9 @@ def test_error_decomposition_reports_exact_zero():
 
 def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
   net = yun.build_approximator(_max_target, d=1, n=2, resolution=2, ties='complete')
-  dep = net.depth()
-  assert dep['by_kind']['attention'] == 2 ** 1 + 2
-  assert sum(dep['by_kind'].values()) == dep['built']['total']
+  kinds = construction.kind_counts(net.layer_counts())
+  assert kinds['attention'] == 2 ** 1 + 2
+  assert sum(kinds.values()) == net.depth()
 
 
 def test_exact_realization_is_planned_and_certified():

@@ -49,6 +49,7 @@ import math
 from fractions import Fraction
 from typing import Any, Mapping
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,6 +88,37 @@ def _compact_forward(F, beta_slots, b, x):
     slot = -t * slot                                               # slot_k = -t slot_(k-1)
     acc = acc + beta_slots[:, k] * slot
   return jnp.sum(acc, axis=-1) + b
+
+
+class PolynomialNetwork(nn.Module):
+  """C^q as one Linen module: x [batch, d] -> C(x) [batch] (no domain check).
+
+  Params: {'F': [n, d], 'beta': [n, q] (beta_slots: coefficient of slot k),
+  'b': [] , 'blocks': {'segment_0': the q stacked blocks}}; ``PolynomialTransformer.
+  float_params()`` is this pytree, so ``network().apply({'params': float_params()}, x)``
+  is the literal network.
+  """
+
+  n: int
+  d: int
+  q: int
+  param_dtype: Any = jnp.float64
+
+  @property
+  def segments(self) -> tuple:
+    return (multiply_block.block_segment(self.n, self.q),)
+
+  @nn.compact
+  def __call__(self, x):
+    zeros = nn.initializers.zeros
+    F = self.param('F', zeros, (self.n, self.d), self.param_dtype)
+    beta = self.param('beta', zeros, (self.n, self.q), self.param_dtype)
+    b = self.param('b', zeros, (), self.param_dtype)
+    tokens = input_map(F, x, q=self.q)                              # [batch, n, D]
+    out = layers.Network(self.segments, param_dtype=self.param_dtype, name='blocks')(tokens)
+    lay = Layout(self.n, self.q)
+    slots = jnp.stack([out[..., lay.slot(k)] for k in range(1, self.q + 1)], axis=-1)
+    return jnp.einsum('bnk,nk->b', slots, beta) + b               # beta . concat(T) + b
 
 
 def _check_bound(bound) -> float:
@@ -144,9 +176,24 @@ class PolynomialTransformer:
             f'bound={self.bound:g}, {self.depth()} blocks, {self.num_free_params()} free '
             f'parameters{", exact" if self.beta_exact is not None else ""})')
 
+  # -- the construction contract (``transformer_ua.construction``) ----------
   def depth(self) -> int:
     """Blocks of the literal network: q."""
     return self.q
+
+  def layer_counts(self) -> dict:
+    """{'blocks': {'block': q}}: the q multiplication blocks (Lemma 3.1)."""
+    return {'blocks': {'block': self.q}}
+
+  def network(self) -> PolynomialNetwork:
+    """The literal network as one module (input map, q blocks, read-out)."""
+    return PolynomialNetwork(n=self.n, d=self.d, q=self.q)
+
+  def float_params(self) -> dict:
+    """``network()``'s float64 params: F, beta (= beta_slots), b and the blocks."""
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    return {'F': f64(self.F), 'beta': f64(self.beta_slots), 'b': f64(self.b),
+            'blocks': {'segment_0': jax.tree_util.tree_map(f64, self.block_params)}}
 
   def num_params(self) -> int:
     """Every stored weight of the literal network: F [n, d], the q blocks, beta over
@@ -289,12 +336,25 @@ class PolynomialTransformer:
     return f
 
   # -- exact mode -----------------------------------------------------------
-  def apply_exact(self, x_rows, *, path: str = 'literal') -> list:
-    """C(x) in exact rational arithmetic (see ``fang.exact``); x_rows: rationals.
+  def apply_exact(self, x_rows, *, path: str = 'literal') -> np.ndarray:
+    """C(x) in exact rational arithmetic (see ``fang.exact``): an object array of
+    Fractions shaped like ``apply`` ([...] for x [..., d]; x_rows: rationals, e.g. a list
+    of rows of d Fractions).
 
     path: 'literal' (the network's math on Fractions), 'compact' or 'integer' (the JAX
     network in planned int64)."""
-    return exact.apply_exact(self, x_rows, path=path)
+    try:
+      x = np.asarray(x_rows, dtype=object)
+    except ValueError:   # ragged rows: fang.exact says which row is wrong
+      x = None
+    if x is not None and x.ndim >= 2 and x.shape[-1] == self.d:
+      shape, rows = x.shape[:-1], x.reshape(-1, self.d).tolist()
+    else:
+      rows = list(x_rows)
+      shape = (len(rows),)
+    out = np.empty(len(rows), dtype=object)
+    out[:] = exact.apply_exact(self, rows, path=path)
+    return out.reshape(shape)
 
 
 def _stack_numpy(blocks):

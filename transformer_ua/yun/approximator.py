@@ -40,9 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, realize
-from transformer_ua.yun import (certify, common, contextual, contextual_ties, distances,
-                                pipeline, plan, rational, targets as targets_lib, value)
+from transformer_ua import construction, layers, realize
+from transformer_ua.yun import (certify, common, distances, grid, pipeline, plan, rational,
+                                targets as targets_lib, value)
 from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
@@ -68,40 +68,51 @@ def min_epsilon(d: int, n: int, resolution: int, positional: bool = False,
                 ties: str = 'paper') -> float:
   """Smallest ReLU ramp width a float realization of (d, n, N) can represent:
   ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar (closed form)."""
-  return RAMP_ULPS * float(np.spacing(_t_r(d, n, resolution, positional, ties)))
+  return _min_epsilon(grid.choose(d, n, resolution, positional=positional, ties=ties))
 
 
-def _t_r(d, n, resolution, positional, ties='paper') -> float:
-  if positional:
-    interval = contextual.positional_interval
-  elif ties == 'complete':
-    interval = contextual_ties.interval
-  else:
-    interval = contextual.interval
-  return float(interval(d, n, resolution)[1])
+def _min_epsilon(variant: grid.Variant) -> float:
+  return RAMP_ULPS * float(np.spacing(float(variant.interval()[1])))
 
 
 def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
                   positional: bool = False, ties: str = 'paper') -> None:
   """ValueError (saying what is allowed) when ``epsilon`` is below ``min_epsilon``
   (float realizations; see ``RAMP_ULPS``)."""
-  low = min_epsilon(d, n, resolution, positional, ties)
+  _check_epsilon(epsilon, grid.choose(d, n, resolution, positional=positional, ties=ties))
+
+
+def _check_epsilon(epsilon: float, variant: grid.Variant) -> None:
+  low = _min_epsilon(variant)
   if epsilon >= low:
     return
   hint = ''
-  if not positional:
+  if variant.closed_form_interval:  # (Theorem 3's t_r is an exhaustive sweep per N)
     largest = None  # min_epsilon grows with N: walk up to the first that fails
-    while min_epsilon(d, n, (largest or 1) + 1, ties=ties) <= epsilon:
+    while _min_epsilon(variant.at((largest or 1) + 1)) <= epsilon:
       largest = (largest or 1) + 1
     hint = (f'; at epsilon={epsilon:g} the largest resolution is N={largest}' if largest
             else '')
-  t_r = _t_r(d, n, resolution, positional, ties)
+  d, n, resolution = variant.d, variant.n, variant.N
+  t_r = float(variant.interval()[1])
   raise ValueError(
       f'epsilon={epsilon:g} is below what float64 resolves at d={d}, n={n}, '
       f'resolution={resolution}: the largest breakpoint t_r = {t_r:.3g} has float64 '
       f'spacing {np.spacing(t_r):.3g}, so the Lemma 6 ramps [t_r -/+ epsilon] collapse; '
       f"allowed: epsilon >= {low:.3g} ({RAMP_ULPS} ulps of t_r){hint}, or dtype='exact' "
       '(no ulps).')
+
+
+def realized_counts(segments, source) -> dict:
+  """{stage: {'block': blocks}} of a realization's block segments: realization keeps
+  one segment per segment of g_bar (``source.stage_names()``, in order); the segments
+  after those are the output clamp's."""
+  stages = tuple(source.stage_names()) if source is not None else ()
+  out = {}
+  for i, seg in enumerate(segments):
+    stage = stages[i] if i < len(stages) else 'clamp'
+    out = construction.merge_counts(out, {stage: {seg.kind: seg.depth}})
+  return out
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -199,7 +210,30 @@ class Realized:
       jdt = jnp.float64 if self.dtype == 'float64' else jnp.float32
       return np.asarray(fn(self.params, jnp.asarray(x, jdt)), np.float64)
 
-  def depth(self) -> dict:
+  # -- the construction contract (``transformer_ua.construction``) ----------
+
+  def depth(self) -> int:
+    """Blocks of T^{2,1,4} (the output clamp's included)."""
+    return sum(s.depth for s in self.segments)
+
+  def layer_counts(self) -> dict:
+    """{stage: {'block': blocks}}: the stages of g_bar (each Lemma 6 realized and
+    packed into blocks, one block per layer), and 'clamp' when clamped."""
+    return realized_counts(self.segments, self.source)
+
+  def float_params(self) -> dict:
+    """The params as float64 (the exact rationals rounded for dtype='exact')."""
+    return jax.tree_util.tree_map(
+        lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64),
+        self.params)
+
+  def apply_exact(self, x) -> np.ndarray:
+    """Float dtypes: the exact values of what the float network computes (``apply``);
+    'exact': the rational midpoint of the certified enclosure (``apply_certified``;
+    softmax makes g(X) itself transcendental). Fractions [batch, n, d]."""
+    return construction.to_fractions(self.apply(x))
+
+  def block_counts(self) -> dict:
     """Blocks, and how many have their attention / feed-forward switched on."""
     att_on = ff_on = 0
     for i in range(len(self.segments)):
@@ -221,7 +255,8 @@ class Approximator:
 
   Attributes:
     target: f; f_bar: Lemma 4's piecewise-constant f_bar.
-    d, n, resolution (N = 1/delta), positional.
+    variant: the ``grid.Variant`` (its grid gives d, n, resolution N = 1/delta; its
+      flags positional and ties).
     g_bar: the ``pipeline.GBar`` network.
     values: A_L = f(C_L) [C, n, d] float64 on the value map's classes (Theorem 2: the
       C(N^d, n) class representatives; Theorem 3: all N^(dn) grid points).
@@ -229,13 +264,29 @@ class Approximator:
 
   target: targets_lib.Target
   f_bar: targets_lib.Target
-  d: int
-  n: int
-  resolution: int
-  positional: bool
+  variant: grid.Variant
   g_bar: pipeline.GBar
   values: np.ndarray
-  ties: str = 'paper'
+
+  @property
+  def d(self) -> int:
+    return self.variant.d
+
+  @property
+  def n(self) -> int:
+    return self.variant.n
+
+  @property
+  def resolution(self) -> int:
+    return self.variant.N
+
+  @property
+  def positional(self) -> bool:
+    return self.variant.positional
+
+  @property
+  def ties(self) -> str:
+    return self.variant.ties
 
   # -- g_bar ----------------------------------------------------------------
 
@@ -257,32 +308,43 @@ class Approximator:
     return self.g_bar.network()
 
   def float_params(self) -> dict:
+    """The literal network's float64 params, with the real values A_L in W_2."""
     return self.g_bar.float_params(values=self.values)
 
   def apply_literal(self, x) -> np.ndarray:
-    """The literal float64 network on X (breaks down once values outgrow float64)."""
+    """The literal network: ``network().apply({'params': float_params()}, x)`` in
+    float64 (breaks down once values outgrow float64)."""
     x = common.check_input(x, self.n, self.d)
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()}, jnp.asarray(x)))
 
-  def depth(self) -> dict:
-    """Layers by stage and kind, next to the paper's formulas."""
-    gb = self.g_bar
-    built = {'quantization': gb.quantization.depth(),
-             'contextual': gb.contextual.depth(),
-             'value': gb.value.depth()}
-    built['total'] = sum(built.values())
-    formula = pipeline.layer_counts(self.d, self.n, self.resolution, self.positional,
-                                    self.ties)
-    formula['total'] = sum(formula.values())
-    cm_att = sum(s.depth for s in gb.contextual.segments if s.kind == 'attention')
-    kinds = {'attention': cm_att,  # ties='complete': g_c has one offset FF layer
-             'feedforward': (gb.quantization.depth() + gb.contextual.depth() - cm_att
-                             + gb.value.depth())}
-    return {'built': built, 'formula': formula, 'by_kind': kinds}
+  def apply_exact(self, x) -> np.ndarray:
+    """g_bar(X) as Fractions [batch, n, d]: the selected bump's value A_L taken exactly
+    (A_L = f(C_L) is the float64 ``values`` entry, a dyadic rational), 0 where none
+    fires."""
+    return construction.to_fractions(self.apply(x))
+
+  # -- the construction contract: counts -------------------------------------
+
+  def depth(self) -> int:
+    """Layers of g_bar (every stage)."""
+    return self.g_bar.depth()
+
+  def layer_counts(self) -> dict:
+    """Layers by stage and kind (``GBar.layer_counts``)."""
+    return self.g_bar.layer_counts()
+
+  def paper_layer_counts(self) -> dict:
+    """{stage: layers} from the paper's formulas (``grid.Variant.layer_counts``);
+    equals ``construction.stage_counts(layer_counts())``."""
+    return self.variant.layer_counts()
 
   def num_params(self) -> int:
     return self.g_bar.num_params()
+
+  def stage_names(self) -> tuple:
+    """The stage of each segment of ``network()`` (``GBar.stage_names``)."""
+    return self.g_bar.stage_names()
 
   # -- Lemma 6 ----------------------------------------------------------------
 
@@ -331,8 +393,7 @@ class Approximator:
       return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
                       dtype=dtype, positional=self.positional, n=self.n, source=self,
                       clamp=bounds)
-    check_epsilon(float(epsilon), d=self.d, n=self.n, resolution=self.resolution,
-                  positional=self.positional, ties=self.ties)
+    _check_epsilon(float(epsilon), self.variant)
     plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
@@ -361,15 +422,12 @@ class Approximator:
     return tuple(segments) + segs, params, bounds
 
   def __repr__(self) -> str:
-    thm = 'Theorem 3' if self.positional else 'Theorem 2'
-    return (f'Approximator({thm}: target {self.target.name}, d={self.d}, n={self.n}, '
-            f'N={self.resolution}, {self.depth()["built"]["total"]} layers)')
+    return (f'Approximator({self.variant.theorem}: target {self.target.name}, d={self.d}, n={self.n}, '
+            f'N={self.resolution}, {self.depth()} layers)')
 
   def describe(self) -> str:
-    dep = self.depth()['built']
-    thm = ('Theorem 3 (positional)' if self.positional else
-           'Theorem 2, ties=complete (no bad set)' if self.ties == 'complete' else 'Theorem 2')
-    return (f'{thm}: target {self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; '
+    dep = {**construction.stage_counts(self.layer_counts()), 'total': self.depth()}
+    return (f'{self.variant.label}: target {self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; '
             f'g_bar has {dep["total"]} layers ({dep["quantization"]} quantization, '
             f'{dep["contextual"]} attention, {dep["value"]} value), {self.num_params()} '
             f'weights; g_c arithmetic {self.g_bar.contextual.arithmetic.describe()}')
@@ -396,37 +454,28 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     ValueError: bad configuration, a target with the wrong shape / non-finite values /
       not equivariant (Theorem 2), or a network too deep to build (``MAX_LAYERS``).
   """
-  if contextual != 'paper':
+  variant = grid.choose(d, n, resolution, positional=positional, ties=ties,
+                        contextual=contextual, arithmetic=arithmetic)
+  if isinstance(variant, grid.OneLayer):   # its own construction (certified bumps)
     from transformer_ua.yun import one_layer  # pylint: disable=import-outside-toplevel
-    one_layer.check_contextual(contextual)
-    if positional is not False or ties != 'paper' or arithmetic != 'auto':
-      raise ValueError("contextual='one_layer' is Theorem 2 without a bad set: it takes "
-                       "positional=False, ties='paper' and arithmetic='auto' only.")
     return one_layer.build(target, d=d, n=n, resolution=resolution)
-  d, n, N = common.check_config(d, n, resolution)
-  if not isinstance(positional, bool):
-    raise ValueError(f'positional must be True or False, got {positional!r}.')
-  ties = contextual_ties.check_ties(ties)
-  if ties == 'complete' and positional:
-    raise ValueError("ties='complete' is a Theorem 2 variant; positional=True (Theorem 3) "
-                     'has no ties to resolve.')
-  depth = sum(pipeline.layer_counts(d, n, N, positional, ties).values())
+  d, n, N = variant.d, variant.n, variant.N
+  depth = variant.depth()
   if depth > MAX_LAYERS:
     raise ValueError(f'd={d}, n={n}, resolution={N} needs {depth} layers '
-                     f'(positional={positional}); at most {MAX_LAYERS} are built. Choose a '
-                     'smaller resolution.')
+                     f'(positional={variant.positional}); at most {MAX_LAYERS} are built. '
+                     'Choose a smaller resolution.')
   f = targets_lib.get_target(target, d=d, n=n)
-  if not positional:
+  if variant.equivariant:
     targets_lib.check_equivariant(f, d, n)
-  reps = value.representatives(d, n, N, positional=positional, ties=ties)
+  reps = variant.representatives()
   values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
   den = VALUE_DENOMINATOR_PER_N * N
   numerators, _ = value.round_targets(values, den)
   g_bar = pipeline.build_g_bar(d=d, n=n, resolution=N, targets=numerators, denominator=den,
-                               arithmetic=arithmetic, positional=positional, ties=ties)
-  return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), d=d, n=n,
-                      resolution=N, positional=positional, g_bar=g_bar,
-                      values=np.asarray(values, np.float64), ties=ties)
+                               arithmetic=arithmetic, variant=variant)
+  return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), variant=variant,
+                      g_bar=g_bar, values=np.asarray(values, np.float64))
 
 
 # ---------------------------------------------------------------------------
@@ -520,15 +569,17 @@ def error_decomposition(net: Approximator, g: Realized | None = None, *, p: floa
           f'{rep["max_abs_error"]:.3g} > {rep["tolerance"]:.3g} on cube interiors): the d_p '
           f'terms with g measure {g.dtype} rounding, not Lemma 6; '
           + "use dtype='exact' and yun.certify_lp.")
-  if net.positional:
+  variant = net.variant
+  enumerable = net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS
+  if variant.exact_by_construction:     # Theorem 3: g_bar = f_bar on every cube
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
-  elif net.ties == 'complete' and net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
-    exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=dp_f_bar_g_bar_on_grid(net, p=p))
-  elif net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS:
+  elif enumerable and variant.has_bad_set:   # Theorem 2: f_bar's mass on the bad set
     exact = ExactTerms(
         bad_set_measure=float(distances.bad_set_measure(net.d, net.n, net.resolution)),
         dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
                                                resolution=net.resolution, p=p))
+  elif enumerable:                           # no bad set: measured on every cube
+    exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=dp_f_bar_g_bar_on_grid(net, p=p))
   estimates = {tuple(k.split('|')): v for k, v in est.items()}
   return ErrorDecomposition(p=p, samples=samples, seed=seed, confidence=confidence,
                             estimates=estimates, exact=exact, g_represents_g_bar=represents,

@@ -62,7 +62,7 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import (approximator as approximator_lib, certify, distances, pipeline,
+from transformer_ua.yun import (approximator as approximator_lib, certify, distances, grid,
                                 plan as plan_lib, target_bounds, targets as targets_lib)
 
 #: arb precision of the certificate's own arithmetic (bits).
@@ -187,7 +187,7 @@ def _classes_and_weights(net):
   """(K [C, n, d], orderings [C]): every cube up to permutation (Theorem 2; weight =
   number of distinct orderings of the multiset) or every cube (Theorem 3; weight 1)."""
   k = plan_lib.grid_classes(net)
-  if net.positional:
+  if not grid.of(net).equivariant:     # Theorem 3: every cube is its own class
     return k, np.ones(len(k), np.int64)
   weights = []
   for row in k:
@@ -443,7 +443,6 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   p = distances.check_p(p)
   if isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1:
     raise ValueError(f'max_layers={max_layers!r}; it must be a positive integer.')
-  ties = 'paper' if positional else ties
   target = targets_lib.get_target(f, d=d, n=n)
   lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
   log = log or (lambda line: None)
@@ -453,17 +452,19 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     lower = f_fbar_bound(lip, d=d, n=n, resolution=N, p=p)['bound']
     if lower >= epsilon:
       continue
-    if ties == 'paper' and not positional:
+    variant = grid.choose(d, n, N, positional=positional, ties=ties, theorem3_ignores_ties=True)
+    if variant.has_bad_set:
       lower += _bad_set_lower(target, d, n, N, p)
       if lower >= epsilon:
         continue
-    depth = sum(pipeline.layer_counts(d, n, N, positional, ties).values())
+    depth = variant.depth()
     if depth > max_layers:
       raise ValueError(f'epsilon={epsilon:g} needs resolution N >= {N} (d_p(f, f_bar) alone '
                        f'is {lower:.3g} below it), a network of {depth} layers; max_layers='
                        f'{max_layers}. Raise max_layers or epsilon.')
     net = approximator_lib.build_approximator(target, d=d, n=n, resolution=N,
-                                              positional=positional, ties=ties)
+                                              positional=variant.positional,
+                                              ties=variant.ties)
     left = epsilon - lower
     a, b = net.output_range()
     spread = [float(hi - lo) for lo, hi in zip(a, b)]

@@ -100,7 +100,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
+from transformer_ua import construction, layers
 from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
@@ -445,6 +445,40 @@ class ContextualMapping:
 
   def network(self) -> layers.Network:
     return layers.Network(self.segments, param_dtype=jnp.float64)
+
+  # -- the construction contract (``transformer_ua.construction``) ----------
+
+  def layer_counts(self) -> dict:
+    """{'contextual': {'attention': ..(, 'feedforward': ..)}}: Lemma 8's N^d + 1
+    attention layers (ties='complete': one offset feed-forward layer too)."""
+    return construction.segment_counts(self.segments, 'contextual')
+
+  def float_params(self) -> dict:
+    """The paper-valued float64 params (``params``), on real inputs."""
+    return self.params
+
+  def grid_indices(self, x) -> np.ndarray:
+    """Points of G+ (what g_q outputs: k/N, or -N^(nd); Theorem 3: j + k/N for token j,
+    0-based) [.., n, d] -> grid indices (k, or -1 for -N^(nd))."""
+    x = np.asarray(x, np.float64)
+    if self.positional:
+      return np.rint((x - np.arange(self.n)[:, None]) * self.resolution).astype(np.int64)
+    return np.where(x < -self.out_of_range / 2, -1,
+                    np.rint(x * self.resolution)).astype(np.int64)
+
+  def apply_exact(self, x) -> np.ndarray:
+    """g_c(X) for X [B, n, d] on G+ (``grid_indices``) as Fractions [B, n, d], by the
+    exact integer network (``forward``)."""
+    out = self.forward(self.grid_indices(x))
+    if int(out['inexact']):
+      raise ValueError('an inexact hardmax tie average occurred (contradicts the '
+                       'construction).')
+    return self.to_fractions(out['z'])
+
+  def apply(self, x) -> np.ndarray:
+    """g_c(X) as float64 (``apply_exact`` rounded; the literal float network is
+    ``network().apply({'params': float_params()}, x)``)."""
+    return np.asarray(self.apply_exact(x), np.float64)
 
   # -- exact evaluation -----------------------------------------------------
 

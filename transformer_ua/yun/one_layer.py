@@ -120,13 +120,13 @@ import jax.numpy as jnp
 import numpy as np
 from flint import arb
 
-from transformer_ua import layers, realize
+from transformer_ua import construction, layers, realize
 from transformer_ua.exact import ball
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, quantize, targets as targets_lib
+from transformer_ua.yun import common, grid, quantize, targets as targets_lib
 
 #: The contextual mappings ``build_approximator`` knows.
-CONTEXTUALS = ('paper', 'one_layer')
+CONTEXTUALS = grid.CONTEXTUALS
 #: Rational upper bound of B = 1 + ln sec 1 + pi/2 = 3.18642... (the Cauchy bound).
 CAUCHY_B = Fraction(3187, 1000)
 #: Extra bits of the id enclosures beyond log2(M / gamma_mean) (so radii << gaps).
@@ -145,11 +145,7 @@ DEFAULT_MARGIN = Fraction(1, 4)
 STATE_EXTRA_BITS = 64
 
 
-def check_contextual(contextual) -> str:
-  if contextual not in CONTEXTUALS:
-    raise ValueError(f'contextual={contextual!r}; allowed values: '
-                     f'{", ".join(repr(c) for c in CONTEXTUALS)}.')
-  return contextual
+check_contextual = grid.check_contextual
 
 
 # ---------------------------------------------------------------------------
@@ -400,6 +396,12 @@ def _exact(a) -> np.ndarray:
   return np.asarray(a, dtype=object)
 
 
+def _as_float64(tree) -> dict:
+  """A params pytree with rational (or float) leaves as float64 (bool leaves kept)."""
+  return jax.tree_util.tree_map(
+      lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64), tree)
+
+
 def _unscale(tree, scale: int):
   """Lemma 7's scaled-integer params -> exact rationals (biases, breakpoints,
   intercepts scale with the input; weights do not)."""
@@ -447,9 +449,14 @@ class OneLayerApproximator:
     return self.table.lam
 
   @property
+  def variant(self) -> grid.OneLayer:
+    """The construction's variant (``yun.grid``)."""
+    return grid.OneLayer(grid.Grid(self.d, self.n, self.resolution))
+
+  @property
   def positional(self) -> bool:
     """Theorem 2 (permutation equivariant f, no positional encoding): always False."""
-    return False
+    return self.variant.positional
 
   # -- g_bar ---------------------------------------------------------------
 
@@ -470,23 +477,54 @@ class OneLayerApproximator:
 
   # -- counts -------------------------------------------------------------
 
-  def layer_counts(self) -> dict:
-    """Layers by stage: quantization d(N + 1), attention 1, shift 1, value one per id."""
-    return {'quantization': quantize.layer_count(self.d, self.resolution), 'attention': 1,
-            'shift': 1, 'value': len(self.table)}
+  def apply_exact(self, x) -> np.ndarray:
+    """g_bar(X) as Fractions [batch, n, d]: the selected bump's A (a float64 value,
+    taken exactly)."""
+    return construction.to_fractions(self.apply(x))
 
-  def depth(self) -> dict:
-    c = self.layer_counts()
-    return {'built': {**c, 'total': sum(c.values())},
-            'by_kind': {'attention': 1, 'feedforward': sum(c.values()) - 1}}
+  # -- the construction contract: network and counts -------------------------
+
+  def layer_counts(self) -> dict:
+    """{'quantization': {'feedforward': d(N + 1)}, 'contextual': {'attention': 1,
+    'feedforward': 1} (the softmax layer and the shift), 'value': {'feedforward': one
+    per id}}."""
+    return construction.merge_counts(*(
+        construction.segment_counts((seg,), stage)
+        for seg, stage in zip(self._modified()[0], self.stage_names())))
+
+  def stage_names(self) -> tuple:
+    """The stage of each segment of ``network()``."""
+    return ('quantization', 'contextual', 'contextual', 'value')
+
+  def depth(self) -> int:
+    return sum(s.depth for s in self._modified()[0])
 
   def num_params(self) -> int:
     return layers.count_params(self._modified()[1])
 
+  def network(self) -> layers.Network:
+    """The literal g_bar (Phi feed-forwards, one softmax attention layer)."""
+    return layers.Network(self._modified()[0], param_dtype=jnp.float64)
+
+  def exact_params(self) -> dict:
+    """The literal network's params as exact rationals."""
+    return self._modified()[1]
+
+  def float_params(self) -> dict:
+    """``exact_params`` rounded to float64."""
+    return _as_float64(self._modified()[1])
+
   # -- the modified network (Phi units) and its realization ----------------
 
   def _modified(self):
-    """(segments, exact params) of g_bar: Phi feed-forwards, one softmax attention."""
+    """(segments, exact params) of g_bar: Phi feed-forwards, one softmax attention
+    (built once per object; treat as read-only)."""
+    cache = self.__dict__.setdefault('_cache', {})
+    if 'modified' not in cache:
+      cache['modified'] = self._build_modified()
+    return cache['modified']
+
+  def _build_modified(self):
     d, N, M = self.d, self.resolution, self.plan.M
     _, qp = quantize.quantization_params(d=d, n=self.n, resolution=N, scale=2 * N,
                                          dtype='int64')
@@ -599,15 +637,14 @@ class OneLayerApproximator:
       bounds = (tuple(lo), tuple(hi)) if dtype == 'exact' else (tuple(map(float, lo)),
                                                                 tuple(map(float, hi)))
     if dtype == 'float64':
-      params = jax.tree_util.tree_map(
-          lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64), params)
+      params = _as_float64(params)
     return OneLayerRealized(segments=segments, params=params, epsilon=min(eps.values()),
                             epsilons=eps, source=self, dtype=dtype, clamp=bounds)
 
   def describe(self) -> str:
-    c = self.layer_counts()
+    c = construction.stage_counts(self.layer_counts())
     return (f'Theorem 2, one softmax attention layer: target {self.target.name}, d={self.d}, '
-            f'n={self.n}, N={self.resolution}; {sum(c.values())} layers ({c["quantization"]} '
+            f'n={self.n}, N={self.resolution}; {self.depth()} layers ({c["quantization"]} '
             f'quantization, 1 attention, 1 shift, {c["value"]} value), lam=2^'
             f'{_log2(self.lam):.0f}, certified min id gap {float(self.min_gap):.3g}')
 
@@ -660,7 +697,37 @@ class OneLayerRealized:
     del margin
     return self.bits(tolerance)
 
-  def depth(self) -> dict:
+  # -- the construction contract (``transformer_ua.construction``) ----------
+
+  def depth(self) -> int:
+    """Blocks of T^{2,1,4} (the output clamp's included)."""
+    return sum(s.depth for s in self.segments)
+
+  def layer_counts(self) -> dict:
+    """{stage: {'block': blocks}} (the source's stages, then 'clamp')."""
+    stages = self.source.stage_names()
+    out = {}
+    for i, seg in enumerate(self.segments):
+      out = construction.merge_counts(
+          out, {stages[i] if i < len(stages) else 'clamp': {seg.kind: seg.depth}})
+    return out
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, positional=False, num_tokens=self.source.n,
+                          param_dtype=jnp.float64)
+
+  def float_params(self) -> dict:
+    """The params as float64 (the exact rationals rounded for 'exact')."""
+    return _as_float64(self.params)
+
+  def apply_exact(self, x) -> np.ndarray:
+    """'float64': the exact values of what the float network computes; 'exact': the
+    rational midpoint of the certified enclosure (softmax makes g(X) transcendental).
+    Fractions [batch, n, d]."""
+    return construction.to_fractions(self.apply(x))
+
+  def block_counts(self) -> dict:
+    """Blocks, and how many have their attention / feed-forward switched on."""
     att_on = ff_on = 0
     for i in range(len(self.segments)):
       p = self.params[f'segment_{i}']
@@ -712,10 +779,9 @@ class OneLayerRealized:
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
     x = _checked_input(x, self.source.n, self.source.d)
-    net = layers.Network(self.segments, positional=False, num_tokens=self.source.n,
-                         param_dtype=jnp.float64)
     with jax.enable_x64(True):
-      return np.asarray(layers.jit_apply(net)(self.params, jnp.asarray(x, jnp.float64)))
+      return np.asarray(layers.jit_apply(self.network())(self.params,
+                                                         jnp.asarray(x, jnp.float64)))
 
   def sampled_error(self, samples: int = 512, seed: int = 0, margin: float = 0.25) -> float:
     """max |g - g_bar| on ``samples`` uniform cube-interior points (a measurement, not a

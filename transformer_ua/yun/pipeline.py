@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
-from transformer_ua.yun import common, contextual, contextual_ties, quantize, value
+from transformer_ua import construction, layers
+from transformer_ua.yun import contextual, grid, quantize, value
 
 
 def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
@@ -41,22 +41,14 @@ def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
   ties='complete' (``contextual_ties``): d/delta + d, delta^-d + 3,
   delta^-d C(delta^-d + n - 2, n - 1) + d + 1.
   """
-  N = resolution
-  cm_layers = (contextual_ties.layer_count(d, N) if ties == 'complete' else
-               (n if positional else 1) * N ** d + 1)
-  return {'quantization': quantize.layer_count(d, N, n if positional else None),
-          'contextual': cm_layers,
-          'value': value.layer_count(d, n, N, positional, ties)}
+  return grid.choose(d, n, resolution, positional=positional, ties=ties).layer_counts()
 
 
 def parameter_counts(d: int, n: int, resolution: int, positional: bool = False,
                      ties: str = 'paper') -> dict:
-  N = resolution
-  cm_params = (contextual_ties.parameter_count(d, n, N) if ties == 'complete' else
-               contextual.parameter_count(d, n, N, positional))
-  return {'quantization': quantize.parameter_count(d, N, n if positional else None),
-          'contextual': cm_params,
-          'value': value.parameter_count(d, n, N, positional, ties)}
+  """Weights of each stage (``grid.Variant.parameter_counts``)."""
+  return grid.choose(d, n, resolution, positional=positional,
+                     ties=ties).parameter_counts()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -68,8 +60,13 @@ class GBar:
   value: value.ValueMapping
 
   @property
+  def variant(self) -> grid.Variant:
+    """The construction's variant (``yun.grid``), the value map's."""
+    return self.value.variant
+
+  @property
   def positional(self) -> bool:
-    return self.contextual.positional
+    return self.variant.positional
 
   @property
   def segments(self) -> tuple:
@@ -84,6 +81,12 @@ class GBar:
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
 
+  def stage_names(self) -> tuple:
+    """The stage ('quantization', 'contextual', 'value') of each of ``segments``."""
+    return (('quantization',) * len(self.quantization.segments)
+            + ('contextual',) * len(self.contextual.segments)
+            + ('value',) * len(self.value.segments))
+
   def num_params(self) -> int:
     return self.quantization.num_params() + self.contextual.num_params() + self.value.num_params()
 
@@ -96,7 +99,7 @@ class GBar:
              + [cm.params[f'segment_{i}'] for i in range(len(cm.segments))]
              + [vparams[f'segment_{i}'] for i in range(len(vparams))])
     out = {f'segment_{i}': p for i, p in enumerate(parts)}
-    if self.positional:
+    if 'E' in self.quantization.params:   # Theorem 3's positional encoding
       out['E'] = self.quantization.params['E']
     return out
 
@@ -104,8 +107,20 @@ class GBar:
     return layers.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.contextual.n)
 
-  def apply(self, x):
-    """The literal network in float64 (breaks down once values outgrow float64)."""
+  def layer_counts(self) -> dict:
+    """{'quantization': {'feedforward': ..}, 'contextual': {'attention': ..(,
+    'feedforward': 1 with ties='complete')}, 'value': {'feedforward': ..}}."""
+    return construction.merge_counts(self.quantization.layer_counts(),
+                                     self.contextual.layer_counts(),
+                                     self.value.layer_counts())
+
+  def apply(self, x) -> np.ndarray:
+    """g_bar(X) [B, n, d] as float64: ``apply_exact`` rounded (the reliable path)."""
+    return np.asarray(self.apply_exact(x), np.float64)
+
+  def apply_literal(self, x):
+    """The literal network in float64 (breaks down once values outgrow float64):
+    ``network().apply({'params': float_params()}, x)``."""
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()},
                                              jnp.asarray(np.asarray(x, np.float64))))
@@ -130,7 +145,7 @@ class GBar:
 
 def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
                 arithmetic: str = 'auto', positional: bool = False,
-                ties: str = 'paper') -> GBar:
+                ties: str = 'paper', variant: grid.Variant | None = None) -> GBar:
   """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
 
   Args:
@@ -142,19 +157,15 @@ def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 
     positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
     ties: 'paper' (Lemma 8) or 'complete' (``contextual_ties``: targets on every
       multiset of G, [C(N^d + n - 1, n), n, d]; scale lcm(N lcm(2, n), denominator)).
+    variant: the ``grid.Variant`` already chosen (then d, n, resolution must be its
+      grid's, and positional / ties are not read).
   """
-  d, n, N = common.check_config(d, n, resolution)
-  scale = int(np.lcm(2 * N, int(denominator))) if isinstance(denominator, (int, np.integer)) \
-      else None
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=positional)
-  if contextual_ties.check_ties(ties) == 'complete':
-    if positional:
-      raise ValueError("ties='complete' is a Theorem 2 variant; positional=True (Theorem 3) "
-                       'has no ties to resolve.')
-    scale = int(np.lcm(contextual_ties.default_scale(N, n), int(denominator)))
-    g_c = contextual_ties.build(d=d, n=n, resolution=N, scale=scale, arithmetic=arithmetic)
-  else:
-    g_c = contextual.build_contextual_mapping(d=d, n=n, resolution=N, scale=scale,
-                                              arithmetic=arithmetic, positional=positional)
-  g_v = value.build_value_mapping(g_c, targets, denominator=denominator)
+  if variant is None:
+    variant = grid.choose(d, n, resolution, positional=positional, ties=ties)
+  elif (d, n, resolution) != (variant.d, variant.n, variant.N):
+    raise ValueError(f'(d, n, resolution) = {(d, n, resolution)} is not the variant\'s grid '
+                     f'{(variant.d, variant.n, variant.N)}.')
+  g_q = variant.build_quantization()
+  g_c = variant.build_contextual(scale=variant.scale(denominator), arithmetic=arithmetic)
+  g_v = value.build_value_mapping(g_c, targets, denominator=denominator, variant=variant)
   return GBar(quantization=g_q, contextual=g_c, value=g_v)

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
+from transformer_ua import construction, layers
 from transformer_ua.exact import planner
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common
@@ -179,8 +179,14 @@ class Quantization:
     return (f'Quantization(Lemma 7: d={self.d}, n={self.n}, N={self.resolution}, '
             f'{self.depth()} layers{", positional" if self.positional else ""})')
 
+  # -- the construction contract (``transformer_ua.construction``) ----------
+
   def depth(self) -> int:
     return sum(s.depth for s in self.segments)
+
+  def layer_counts(self) -> dict:
+    """{'quantization': {'feedforward': d(N + 1)}} (Theorem 3: d n N)."""
+    return construction.segment_counts(self.segments, 'quantization')
 
   def num_params(self) -> int:
     return layers.count_params(self.params)
@@ -189,8 +195,35 @@ class Quantization:
     return layers.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.n)
 
+  def float_params(self) -> dict:
+    """The paper-valued float64 params (``params``; with ``E`` when positional)."""
+    return self.params
+
+  def apply_exact(self, x) -> np.ndarray:
+    """g_q^ent entry-wise on X [.., n, d] taken exactly (floats as rationals): Fractions.
+
+    Lemma 7: k/N on [k/N, (k+1)/N), -N^(nd) outside [0, 1). Theorem 3 (positional): the
+    entry of X + E (token j offset by j, 0-based) in [k delta, k delta + delta), k < nN,
+    becomes k delta; entries outside [0, n) pass unchanged (no clip layer).
+    """
+    x = np.asarray(x)
+    if x.shape[-2:] != (self.n, self.d):
+      raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
+    xs = construction.to_fractions(x)
+    if not self.positional:
+      return np.vectorize(lambda t: quantize_reference(t, self.d, self.n, self.resolution),
+                          otypes=[object])(xs) if xs.size else xs
+    N, n = self.resolution, self.n
+    shifted = xs + positional_encoding(self.d, n, np.int64).astype(object)
+
+    def one(t):
+      return Fraction(math.floor(t * N), N) if 0 <= t < n else t
+    return np.vectorize(one, otypes=[object])(shifted) if xs.size else xs
+
   def apply(self, x):
-    """The float network on real inputs X [.., n, d] (float64, under x64)."""
+    """The literal float network on real inputs X [.., n, d] (float64, under x64): g_q
+    up to a few ulps of a bin edge (``verify.quantization`` states the tolerance), the
+    evaluation ``pipeline.GBar.select`` uses; ``apply_exact`` is exact everywhere."""
     x = np.asarray(x, np.float64)
     if x.shape[-2:] != (self.n, self.d):
       raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')

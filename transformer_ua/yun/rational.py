@@ -27,10 +27,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua.yun import contextual, contextual_ties, quantize, value
+from transformer_ua.yun import quantize, value
 
 #: Leaves of a scaled-integer layer that carry the scale S (divided out here).
 SCALED_LEAVES = ('b_1', 'b_2', 'b_Q', 'breaks', 'intercepts')
@@ -67,22 +66,9 @@ def _canon(v):
 
 
 def quantization_exact(gb) -> dict:
-  """g_q's segment params (and E when positional), exact."""
-  q = gb.quantization
-  d, n, N = q.d, q.n, q.resolution
-  S = 2 * N
-  if q.positional:
-    with jax.enable_x64(True):
-      gen = jax.vmap(lambda i: quantize._layer(  # pylint: disable=protected-access
-          i, d, N, jnp.asarray(0, jnp.int64), jnp.asarray(S, jnp.int64), jnp.int64,
-          positional=True, n=n))
-      seg = jax.tree_util.tree_map(np.asarray,
-                                   gen(jnp.arange(quantize.layer_count(d, N, n))))
-    params = {'feedforward': seg}
-  else:
-    _, scaled = quantize.quantization_params(d=d, n=n, resolution=N, scale=S, dtype='int64')
-    params = jax.tree_util.tree_map(np.asarray, scaled['segment_0'])
-  return _unscale(params, S)
+  """g_q's segment params, exact (the variant's scaled integers at S = 2N, unscaled)."""
+  S = 2 * gb.quantization.resolution
+  return _unscale(gb.variant.quantization_int_params(S), S)
 
 
 def contextual_exact(gb) -> list[dict]:
@@ -90,14 +76,7 @@ def contextual_exact(gb) -> list[dict]:
   shift) for Lemma 8; (offset, sweep, global min, global max+count) for
   ``ties='complete'``."""
   cm = gb.contextual
-  if cm.ties == 'complete':
-    scaled = contextual_ties.params(d=cm.d, n=cm.n, resolution=cm.resolution, scale=cm.scale,
-                                    dtype='object')
-  else:
-    _, scaled = contextual.contextual_mapping_params(
-        d=cm.d, n=cm.n, resolution=cm.resolution, sweep_ids=cm.sweep_ids,
-        final_scale=cm.final_scale, scale=cm.scale, dtype='object')
-  scaled = jax.tree_util.tree_map(np.asarray, scaled)
+  scaled = jax.tree_util.tree_map(np.asarray, gb.variant.contextual_object_params(cm))
   return [_unscale(scaled[f'segment_{i}'], cm.scale,
                    OFFSET_SCALED_LEAVES if seg.name == 'offset' else SCALED_LEAVES)
           for i, seg in enumerate(cm.segments)]
@@ -143,7 +122,7 @@ def exact_params(gb, values) -> dict:
   """
   parts = [quantization_exact(gb), *contextual_exact(gb), *value_exact(gb, values)]
   out = {f'segment_{i}': p for i, p in enumerate(parts)}
-  if gb.positional:
+  if 'E' in gb.quantization.params:   # Theorem 3's positional encoding (integers)
     out['E'] = _obj(quantize.positional_encoding(gb.quantization.d, gb.quantization.n,
                                                  np.int64))
   return out

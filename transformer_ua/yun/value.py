@@ -55,11 +55,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
+from transformer_ua import construction, layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual, contextual_ties, grids, sweep
+from transformer_ua.yun import contextual, grid, sweep
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -67,53 +67,54 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
+def _variant(d, n, resolution, positional, ties) -> grid.Variant:
+  return grid.choose(d, n, resolution, positional=positional, ties=ties)
+
+
 def num_classes(d: int, n: int, resolution: int, positional: bool = False,
                 ties: str = 'paper') -> int:
   """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
   (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
-  multisets of G for ``ties='complete'`` (``yun.contextual_ties``)."""
-  if ties == 'complete':
-    return contextual_ties.num_classes(d, n, resolution)
-  return resolution ** (d * n) if positional else math.comb(resolution ** d, n)
+  multisets of G for ``ties='complete'`` (``yun.contextual_ties``). See
+  ``grid.Variant.num_classes``."""
+  return _variant(d, n, resolution, positional, ties).num_classes()
 
 
 def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False,
                     ties: str = 'paper') -> int:
   """One per id: n per class; ``ties='complete'``: one per (multiset, value in it),
   N^d C(N^d + n - 2, n - 1) (repeated tokens share their id and their bump)."""
-  if ties == 'complete':
-    return contextual_ties.num_ids(d, n, resolution)
-  return n * num_classes(d, n, resolution, positional)
+  return _variant(d, n, resolution, positional, ties).num_bump_layers()
 
 
 def layer_count(d: int, n: int, resolution: int, positional: bool = False,
                 ties: str = 'paper') -> int:
   """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1; ties='complete':
   delta^-d C(delta^-d + n - 2, n - 1) + d + 1)."""
-  return num_bump_layers(d, n, resolution, positional, ties) + d + 1
+  return _variant(d, n, resolution, positional, ties).value_layers()
 
 
 def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
                     ties: str = 'paper') -> int:
-  return layer_count(d, n, resolution, positional, ties) * (3 * d + 1)
+  """(3d + 1) weights per layer."""
+  return _variant(d, n, resolution, positional, ties).value_parameters()
 
 
-def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
-                           ties: str = 'paper') -> tuple[Segment, ...]:
-  """(kill and clean-up, bumps); without the bumps when G~ is empty (n > N^d)."""
-  kill = Segment('feedforward', d + 1, width=WIDTH, activation='phi', name='kill_and_clean')
-  bumps = num_bump_layers(d, n, resolution, positional, ties)
+def segments_for(variant: grid.Variant) -> tuple[Segment, ...]:
+  """(kill and clean-up, bumps) of the variant's g_v; without the bumps when G~ is
+  empty (n > N^d)."""
+  kill = Segment('feedforward', variant.d + 1, width=WIDTH, activation='phi',
+                 name='kill_and_clean')
+  bumps = variant.num_bump_layers()
   if not bumps:
     return (kill,)
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def _class_decoder(d: int, n: int, resolution: int, positional: bool, ties: str = 'paper'):
-  if ties == 'complete':
-    return contextual_ties.make_class_codec(d, n, resolution)['decode']
-  if positional:
-    return lambda rank: common.decode_grid(rank, d, n, resolution)
-  return grids.make_class_codec(d, n, resolution)['decode']
+def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
+                           ties: str = 'paper') -> tuple[Segment, ...]:
+  """``segments_for`` the variant of these keyword arguments."""
+  return segments_for(_variant(d, n, resolution, positional, ties))
 
 
 def representatives(d: int, n: int, resolution: int, positional: bool = False,
@@ -121,9 +122,7 @@ def representatives(d: int, n: int, resolution: int, positional: bool = False,
   """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
   (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order;
   ``ties='complete'``: every multiset of G, columns non-decreasing)."""
-  decode = _class_decoder(d, n, resolution, positional, ties)
-  with jax.enable_x64(True):
-    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution, positional, ties))))
+  return _variant(d, n, resolution, positional, ties).representatives()
 
 
 def round_targets(values, denominator: int):
@@ -188,6 +187,7 @@ class ValueMapping:
 
   Attributes:
     cm: the ``ContextualMapping``.
+    variant: the construction's ``grid.Variant`` (classes, bumps, counts).
     numerators, denominator: the target A = numerators / denominator, [C, n, d].
     kill_bound: the kill constant M (>= every entry of g_c(G+), unscaled); not the head
       size m.
@@ -209,6 +209,7 @@ class ValueMapping:
   targets_scaled: jax.Array
   literal_arithmetic: planner.Arithmetic
   literal_bound: int
+  variant: grid.Variant = None
 
   @property
   def d(self):
@@ -224,8 +225,7 @@ class ValueMapping:
 
   @property
   def segments(self):
-    return value_mapping_segments(self.cm.d, self.cm.n, self.cm.resolution,
-                                  self.cm.positional, self.cm.ties)
+    return segments_for(self.variant)
 
   def __repr__(self) -> str:
     cm = self.cm
@@ -237,8 +237,38 @@ class ValueMapping:
     return sum(s.depth for s in self.segments)
 
   def num_params(self) -> int:
-    return parameter_count(self.d, self.n, self.cm.resolution, self.cm.positional,
-                           self.cm.ties)
+    return self.variant.value_parameters()
+
+  # -- the construction contract (``transformer_ua.construction``) ------------
+
+  def layer_counts(self) -> dict:
+    """{'value': {'feedforward': d + 1 + bumps}} (kill, d clean-ups, one per bump)."""
+    return construction.segment_counts(self.segments, 'value')
+
+  def network(self) -> layers.Network:
+    return layers.Network(self.segments, param_dtype=jnp.float64)
+
+  def float_params(self) -> dict:
+    """The literal g_v's paper-valued float64 params (``params('float64')``)."""
+    return self.params('float64')[1]
+
+  def apply_exact(self, z) -> np.ndarray:
+    """g_v(Z) for Z [B, n, d] in real units (e.g. ``cm.apply_exact`` of G+ points:
+    Fractions; floats are taken exactly) as Fractions, by the compact g_v (equal to the
+    literal layers on every input, module docstring). Z S must be integer."""
+    cm = self.cm
+    zs = construction.to_fractions(z) * cm.scale
+    if zs.size and any(v.denominator != 1 for v in zs.flat):
+      raise ValueError(f'g_v evaluates inputs on the grid (1/S) Z, S = {cm.scale}.')
+    ints = np.vectorize(int, otypes=[object])(zs) if zs.size else zs
+    with jax.enable_x64(True):
+      out = self.apply_compact(jnp.asarray(cm.ops.constants(ints)))
+    return cm.to_fractions(out)
+
+  def apply(self, z) -> np.ndarray:
+    """g_v(Z) as float64 (``apply_exact`` rounded; the literal float network is
+    ``network().apply({'params': float_params()}, z)``)."""
+    return np.asarray(self.apply_exact(z), np.float64)
 
   # -- compact equivalent ------------------------------------------------------
 
@@ -442,25 +472,29 @@ def value_mapping_bound(cm, max_abs_target_scaled: int) -> int:
   return max(2 * e + 2 * s, r * max(e, t) + e, t + e)
 
 
-def _distinct_centers(ops, flat, order, targets, d, n, resolution):
-  """ties='complete': keeps one bump per distinct id (repeated tokens of a multiset share
-  their id), checks that tokens sharing an id share their target, and that the number
-  of distinct ids is N^d C(N^d + n - 2, n - 1) (else the map is not one-to-one)."""
+def _distinct_centers(ops, flat, order, targets, variant):
+  """Keeps one bump per distinct id (ties='complete': repeated tokens of a multiset
+  share their id), checks that tokens sharing an id share their target, and that the
+  number of distinct ids is the variant's bump count (ties='complete': N^d C(N^d + n -
+  2, n - 1); else the map is not one-to-one). Paper and Theorem 3 ids are distinct
+  (Lemma 8.1, 8.2): nothing is dropped."""
+  d = variant.d
   same = ops.host_equal_adjacent(flat[order])          # [C n - 1]: equal to previous
   tgt = targets.reshape(-1, d).astype(object)[order]
   if np.any(same & np.any(tgt[1:] != tgt[:-1], axis=-1)):
     raise ValueError('ties=complete: equal tokens of a multiset have different targets; '
                      'the target must be permutation equivariant.')
   keep = order[np.concatenate([[True], ~same])]
-  if len(keep) != contextual_ties.num_ids(d, n, resolution):
+  if len(keep) != variant.num_bump_layers():
     raise ValueError(f'{len(keep)} distinct ids, expected '
-                     f'{contextual_ties.num_ids(d, n, resolution)}: the contextual mapping '
+                     f'{variant.num_bump_layers()}: the contextual mapping '
                      'is not one-to-one on (multiset, token) (contradicts its proof).')
   return keep
 
 
 def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
-                        chunk_size: int = REP_CHUNK, kernel: str = 'fast') -> ValueMapping:
+                        chunk_size: int = REP_CHUNK, kernel: str = 'fast',
+                        variant: grid.Variant | None = None) -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
@@ -473,18 +507,18 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     chunk_size: classes per jit call when running g_c on the representatives.
     kernel: g_c kernel for the representatives ('sweep', 'fast' or 'core', same
       integers; ``sweep.kernel_fn``).
+    variant: the ``grid.Variant`` (default: ``grid.of(cm)``, from cm's flags).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  ties = cm.ties
-  c = num_classes(d, n, N, cm.positional, ties)
+  variant = grid.of(cm) if variant is None else variant
+  c = variant.num_classes()
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):
-    what = ('N^(dn)' if cm.positional else
-            'C(N^d + n - 1, n)' if ties == 'complete' else 'C(N^d, n)')
+    what = variant.classes_label
     raise ValueError(f'targets must have shape [{what}, n, d] = [{c}, {n}, {d}], got '
                      f'{targets.shape}.')
   if targets.dtype != object and not np.issubdtype(targets.dtype, np.integer):
@@ -509,7 +543,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
   if tmax * 2 + cm.bound + s >= (1 << (cm.arithmetic.capacity_bits - 1)):
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
-  decode = _class_decoder(d, n, N, cm.positional, ties)
+  decode = variant.class_decoder()
   forward = sweep.kernel_fn(cm, kernel)
 
   def run(params, start):
@@ -535,8 +569,8 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     rep_z = jnp.concatenate(zs)         # [C, n, d(, K)]
     flat = ids.reshape((c * n,) + ids.shape[2:])
     order = ops.sort_keys(np.asarray(flat))
-    if ties == 'complete':
-      order = _distinct_centers(ops, np.asarray(flat), order, targets, d, n, N)
+    if variant.num_bump_layers() != c * n:   # repeated tokens share ids (ties='complete')
+      order = _distinct_centers(ops, np.asarray(flat), order, targets, variant)
     centers = flat[jnp.asarray(order)]
     targets_scaled = jnp.asarray(ops.constants(targets.astype(object) * factor))
     center_owner = jnp.asarray(order, jnp.int64)
@@ -551,4 +585,4 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
                       kill_bound=int(m),
                       centers=centers, center_owner=center_owner,
                       rep_z=rep_z, targets_scaled=targets_scaled,
-                      literal_arithmetic=literal, literal_bound=bound)
+                      literal_arithmetic=literal, literal_bound=bound, variant=variant)
