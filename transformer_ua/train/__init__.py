@@ -5,8 +5,11 @@
   metrics          ``MetricsWriter``: per-step JSON lines, TensorBoard events, PNG curves.
   loop             ``run``: the one training loop (resume, log, evaluate, checkpoint,
                    data-parallel mesh; SIGINT / SIGTERM checkpoint first).
+  tasks/           what the loop trains, one class per task: ``FangRegression``,
+                   ``Steps`` with ``Pretrain`` and the fine-tuning tasks (Section H).
   fang_regression  Fang et al. 2022, Section 5 on the loop (``train_and_evaluate``).
   fang_baselines   Section 5 against tuned baselines (one tuning budget per model).
 
-Run provenance (command, revision, machine, load) lives in ``transformer_ua.provenance``.
+Run provenance (command, revision, machine, load) lives in ``transformer_ua.provenance``;
+the Section H drivers (``pretrain``, ``finetune``) in ``transformer_ua.models.mixing_train``.
 """
