@@ -30,10 +30,12 @@ import os
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.reports.mixing import (NAMES, SE_MULTIPLE, TABLE_MODELS, atomic_write,
-                                           claims, collect, fmt_mean_std, last_quarter_gain,
-                                           learning_curves_of, mean_std, runs_lines,
-                                           runs_summary, task_baselines)
+from transformer_ua.outputs import atomic_write
+from transformer_ua.reports.mixing_claims import SE_MULTIPLE, claims
+from transformer_ua.reports.mixing_markdown import runs_lines
+from transformer_ua.reports.mixing_rows import (NAMES, TABLE_MODELS, collect, fmt_mean_std,
+                                                last_quarter_gain, learning_curves_of,
+                                                mean_std, runs_summary, task_baselines)
 
 PLATEAU_STEM = 'mixing_layers_plateau'
 PLATEAU_SEED = 0        # every schedule has it; its batches are the same across schedules
