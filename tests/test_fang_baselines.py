@@ -16,7 +16,6 @@ from experiments.configs import fang_baselines as bcfg
 from tests.fang_tiny import tiny_config
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_baselines as baselines
-from transformer_ua.reports import fang_baselines as report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -104,15 +103,6 @@ def test_kaiming_normal_init():
   with pytest.raises(ValueError, match='allowed'):
     regression.init_params(jax.random.PRNGKey(0), model='nn_width', d=2, q=2, num_tokens=3,
                            depth_width=4, init='xavier')
-
-
-def test_report_statistics():
-  s = report.stats([1.0, 2.0, 3.0])
-  assert (s['mean'], s['std'], s['min'], s['max'], s['n']) == (2.0, 1.0, 1.0, 3.0, 3)
-  assert report.stats([]) is None
-  r = report.ratio([10.0, 20.0], [1.0, 2.0])
-  assert (r['ratio'], r['low'], r['high']) == pytest.approx((10.0, 5.0, 20.0))
-  assert report.fmt(math.inf) == 'diverged'
 
 
 def test_stage_names_are_checked():
