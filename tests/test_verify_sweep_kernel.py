@@ -14,7 +14,7 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.verify import sweep_kernel, theorem2
+from transformer_ua.verify import grid_pass, sweep_kernel, theorem2
 from transformer_ua.yun import grids, sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,9 +94,9 @@ def test_sweep_kernel_detects_a_broken_network():
 def test_sweep_kernel_detects_a_broken_equivariance_table():
   cm = yun.build_contextual_mapping(d=1, n=3, resolution=2)
   table = _class_table(cm)
-  good = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
+  good = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   table[3, 1] += 2
-  bad = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
+  bad = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   assert good['counts']['permutation_equivariance'] == 0
   assert bad['counts']['permutation_equivariance'] > 0
 
@@ -166,27 +166,6 @@ def test_memory_budget_refused_up_front():
     theorem2.verify_theorem2(d=2, n=4, resolution=8, grid='multiset', progress=False)
 
 
-def test_resume_continues_from_the_state_file(tmp_path, capsys):
-  cm = yun.build_contextual_mapping(d=2, n=3, resolution=2)
-  table = _class_table(cm)
-  whole = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False)
-  state = str(tmp_path / 'state.json')
-  part = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=True, state_path=state,
-                                max_seconds=0.0, log_every=0.0)
-  assert not part['complete'] and 0 < part['blocks_done'] < part['num_blocks']
-  saved = json.loads(open(state).read())
-  assert saved['completed_blocks'] == [[0, part['blocks_done']]]
-  assert 'ETA' in capsys.readouterr().err
-  rest = sweep_kernel.full_pass(cm, table, chunk_size=9, progress=False, state_path=state,
-                                resume=True)
-  assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
-  assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
-  other = yun.build_contextual_mapping(d=1, n=3, resolution=2)
-  with pytest.raises(ValueError, match='cannot resume'):
-    sweep_kernel.full_pass(other, table, chunk_size=9, progress=False, state_path=state,
-                           resume=True)
-
-
 def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
   out = tmp_path / 'contextual_mapping_N3_d2_n3_full.json'
   ok = subprocess.run([sys.executable, BINARY, '--d=2', '--n=3', '--resolution=3',
@@ -211,8 +190,8 @@ def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
   """Without a table (each point's sorted-column representative run through g_c in the
   same call) the block pass gives the counts of the table pass, on whole grids."""
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  with_table = sweep_kernel.full_pass(cm, _class_table(cm), chunk_size=20, progress=False)
-  without = sweep_kernel.full_pass(cm, None, chunk_size=20, progress=False)
+  with_table = grid_pass.full_pass(cm, _class_table(cm), chunk_size=20, progress=False)
+  without = grid_pass.full_pass(cm, None, chunk_size=20, progress=False)
   assert with_table['num_blocks'] > 1
   assert without['counts'] == with_table['counts'] and without['max_abs'] == with_table['max_abs']
   assert with_table['counts']['permutation_equivariance'] == 0
@@ -229,7 +208,7 @@ def test_in_kernel_representative_detects_a_position_dependent_kernel(monkeypatc
     return q + jnp.arange(q.shape[0], dtype=q.dtype)[:, None], lt, inexact
 
   monkeypatch.setattr(sweep, 'global_shift', skewed)
-  bad = sweep_kernel.full_pass(cm, None, chunk_size=9, progress=False)
+  bad = grid_pass.full_pass(cm, None, chunk_size=9, progress=False)
   assert bad['counts']['permutation_equivariance'] > 0
 
 

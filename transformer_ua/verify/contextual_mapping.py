@@ -33,11 +33,13 @@ the entries of q(L) are those of q(C) and the entries of q(L') those of q(C') wi
 C != C', which share no entry -- Property 8.2 on the whole grid. (Claim 1 proves the
 equivariance for any Transformer; here it is *checked*, on the integers computed.)
 
-Kernels. By default (``kernel='sweep'``) g_c runs on column ids (``yun.sweep``) and the
-full-grid pass runs in blocks with in-kernel decoding (``sweep_kernel``: resumable,
-with progress and ETA); ``'fast'`` / ``'core'`` run the literal layers (the cross-check:
-tests compare all three on whole grids). Chunks are capped at the grid size and at a
-working-set budget (``chunk_cap``).
+Structure. The per-point properties are ``checks`` (one place); the passes run through
+``grid_pass`` (``Chunks``: the multiset pass and, with a literal kernel, the full one;
+``Blocks``: the full pass in-kernel, resumable with progress and ETA, ``runner``).
+Kernels (``yun.gc_kernels``): by default (``kernel='sweep'``) g_c runs on column ids
+(``yun.sweep``) and the full-grid pass runs in blocks; ``'fast'`` / ``'core'`` run the
+literal layers (the cross-check: tests compare all three on whole grids). Chunks are
+capped at the grid size and at a working-set budget (``chunk_cap``).
 
 Devices. Each chunk's linear indices ``start + arange(chunk)`` are generated on device
 and constrained to ``NamedSharding(mesh, P('data'))`` over a 1-D mesh of all devices
@@ -56,17 +58,16 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tqdm
 
 from transformer_ua import parallel, provenance
-from transformer_ua.exact.ops import ExactOps
-from transformer_ua.verify import sweep_kernel
-from transformer_ua.yun import grids, sweep
+from transformer_ua.verify import checks, grid_pass, sweep_kernel
+from transformer_ua.verify.checks import count_duplicates  # noqa: F401 (its old home)
+from transformer_ua.yun import gc_kernels, grids
 
-PROPERTIES = ('8.1_distinct_entries', '8.2_distinct_across_classes', '8.3_inside_interval',
-              '8.4_outside_interval', 'lemma10_bounds', 'lemma10_one_to_one',
-              'permutation_equivariance', 'exact_tie_averages', 'grid_point_count',
-              'category_counts', 'bits_within_plan')
+#: Properties of the result: the per-point ones (``checks.LEMMA8``) and the global ones.
+PROPERTIES = checks.LEMMA8 + (
+    '8.2_distinct_across_classes', 'lemma10_one_to_one', 'permutation_equivariance',
+    'exact_tie_averages', 'grid_point_count', 'category_counts', 'bits_within_plan')
 DEFAULT_CHUNK = 1 << 20
 #: Default budget (bytes) of one chunk's working set in the literal kernels; the chunk
 #: is capped by it and by the grid size (``chunk_cap``).
@@ -84,77 +85,15 @@ def chunk_cap(cm, chunk_size: int, points: int, budget: int = CHUNK_BUDGET) -> i
 
 
 # ---------------------------------------------------------------------------
-# Helpers.
+# Chunk functions (the ``grid_pass.Chunks`` strategy).
 # ---------------------------------------------------------------------------
-
-
-def count_duplicates(ops: ExactOps, values: np.ndarray, owners: np.ndarray) -> int:
-  """Adjacent equal values (after sorting) that belong to different owners."""
-  if len(values) < 2:
-    return 0
-  order = ops.sort_keys(values)
-  same = ops.host_equal_adjacent(values[order])
-  diff_owner = owners[order][1:] != owners[order][:-1]
-  return int(np.sum(same & diff_owner))
-
-
-# ---------------------------------------------------------------------------
-# Chunk functions.
-# ---------------------------------------------------------------------------
-
-
-def _point_checks(cm, ops, q, lt, cat, valid):
-  """Per-point property violations (8.1, 8.3, 8.4, Lemma 10 bounds) of one chunk."""
-  n = cm.n
-  c = cm.ops.constant
-  s = cm.scale
-  t_l, t_r = c(int(cm.t_l * s)), c(int(cm.t_r * s))
-  lo, hi = c(int(cm.id_lower * s)), c(int(cm.id_upper * s))
-  distinct = jnp.ones(cat.shape, bool)
-  for i in range(n):
-    for j in range(i + 1, n):
-      distinct = distinct & ~ops.eq(q[:, i], q[:, j])
-  ge_l = ops.cmp(q, t_l) >= 0
-  le_r = ops.cmp(q, t_r) <= 0
-  inside = jnp.all(ge_l & le_r, axis=-1)
-  outside = jnp.all(~(ge_l & le_r), axis=-1)
-  ltn = ops.max(lt, 1)
-  l10 = (ops.cmp(ltn, lo) >= 0) & (ops.cmp(ltn, hi) <= 0)
-  cat1 = valid & (cat == 1)
-  return {
-      '8.1_distinct_entries': jnp.sum(cat1 & ~distinct),
-      '8.3_inside_interval': jnp.sum(cat1 & ~inside),
-      '8.4_outside_interval': jnp.sum(valid & (cat != 1) & ~outside),
-      'lemma10_bounds': jnp.sum(cat1 & ~l10),
-      'category_1': jnp.sum(cat1),
-      'category_2': jnp.sum(valid & (cat == 2)),
-      'category_3': jnp.sum(valid & (cat == 3)),
-      'points': jnp.sum(valid),
-  }, ltn
-
-
-def _value_mapping_check(vm, ops, codec, class_codec, k, z, cat, valid):
-  """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact)."""
-  out = vm.compact_fn()(z)
-  if vm.num_classes == 0:  # G~ empty: g_v must be 0 everywhere
-    same = jnp.all(ops.eq(out, jnp.zeros_like(out)), axis=(-2, -1))
-    return jnp.sum(valid & ~same)
-  perm = codec['canonical_order'](k)
-  k_sorted = jnp.take_along_axis(k, perm[..., None], axis=1)
-  rank = jnp.where(cat == 1, class_codec['rank'](k_sorted), 0)
-  a = vm.targets_scaled[rank]                      # [B, n, d(, K)], sorted columns
-  inv = jnp.argsort(perm, axis=-1)
-  idx = inv[:, :, None, None] if ops.limbs else inv[:, :, None]
-  a = jnp.take_along_axis(a, idx, axis=1)          # output column j <- sorted inv[j]
-  expected = ops.where((cat == 1)[:, None, None], a, jnp.zeros_like(a))
-  same = jnp.all(ops.eq(out, expected), axis=(-2, -1))
-  return jnp.sum(valid & ~same)
 
 
 def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
-  total, table)`` over indices ``start + arange(chunk)``; with a multi-device ``mesh``
-  (``chunk`` a multiple of its size) the indices are sharded along it."""
+  total, table)`` over indices ``start + arange(chunk)``, each returning (counts,
+  extremes, payload); with a multi-device ``mesh`` (``chunk`` a multiple of its size)
+  the indices are sharded along it."""
   ops = cm.ops
   if mesh is not None and mesh.devices.size > 1:
     if chunk % mesh.devices.size:
@@ -163,26 +102,31 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)
   else:
     shard = lambda x: x
-  codec = grids.make_codec(cm.d, cm.n, cm.resolution)
-  class_codec = grids.make_class_codec(cm.d, cm.n, cm.resolution) if vm is not None else None
-  forward = sweep.kernel_fn(cm, kernel)
+  n = cm.n
+  codec = grids.make_codec(cm.d, n, cm.resolution)
+  class_codec = grids.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
+  forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
+  bounds = checks.scaled_constants(cm)
 
   def run(params, k, valid):
+    const = {key: ops.constant(val) for key, val in bounds.items()}
     out = forward(params, k)
-    q, lt = out['ids'], out['sweep_ids']
+    q = out.ids
     cat = codec['category'](k)
-    counts, ltn = _point_checks(cm, ops, q, lt, cat, valid)
-    counts['inexact'] = out['inexact']
+    ltn = ops.max(out.sweep_ids, 1)
+    counts = {**checks.categories(cat, valid),
+              **checks.lemma8([q[:, j] for j in range(n)], cat, valid, cmp=ops,
+                              t_l=const['t_l'], t_r=const['t_r'], ltn=ltn, l10_cmp=ops,
+                              lo=const['id_lower'], hi=const['id_upper']),
+              'inexact': out.inexact}
     if vm is not None:
-      counts['lemma9_value_mapping'] = _value_mapping_check(vm, ops, codec, class_codec, k,
-                                                            out['z'], cat, valid)
-    z = out['z']
+      counts['lemma9_value_mapping'] = checks.lemma9(vm, ops, codec, class_codec, k, out.z,
+                                                     cat, valid)
     # Extremes of q and z as int64 words (``sweep_kernel.words_fn``). Padding rows
     # (index >= total) are copies of the last grid point, so every row counts.
-    counts['extremes'] = jnp.stack(sweep_kernel.words_extremes(words(q))
-                                   + sweep_kernel.words_extremes(words(z)))   # [4, C]
-    return counts, q, ltn, cat
+    ext = sweep_kernel.words_extremes(words(q)) + sweep_kernel.words_extremes(words(out.z))
+    return counts, ext, (q, ltn, cat)
 
   def multiset_chunk(params, start, total):
     rank = shard(start + jnp.arange(chunk, dtype=jnp.int64))
@@ -194,13 +138,14 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     idx = shard(start + jnp.arange(chunk, dtype=jnp.int64))
     valid = idx < total
     k = codec['decode_full'](jnp.minimum(idx, total - 1))
-    counts, q, _, _ = run(params, k, valid)
-    perm = codec['canonical_order'](k)
-    col = jnp.take_along_axis(codec['column_index'](k), perm, axis=-1)
-    q_rep = table[codec['rank_multiset'](col)]
-    same = jnp.all(ops.eq(ops.take(q, perm, 1), q_rep), axis=-1)
-    counts['permutation_equivariance'] = jnp.sum(valid & ~same)
-    return counts
+    counts, ext, (q, _, _) = run(params, k, valid)
+    pos = codec['ranks'](codec['column_index'](k))                # [B, n]
+    col = jnp.take_along_axis(codec['column_index'](k), codec['canonical_order'](k), axis=-1)
+    q_rep = table[codec['rank_multiset'](col)]                    # [B, n(, K)]
+    counts['permutation_equivariance'] = checks.equivariance(
+        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
+        [q_rep[:, p] for p in range(n)], valid, cmp=ops)
+    return counts, ext, None
 
   return jax.jit(multiset_chunk), jax.jit(full_chunk)
 
@@ -208,23 +153,6 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
 # ---------------------------------------------------------------------------
 # Driver.
 # ---------------------------------------------------------------------------
-
-
-class _Totals:
-  """Host-side accumulation of per-chunk counts and value extremes (Python ints)."""
-
-  def __init__(self, cm):
-    self.cm = cm
-    self.counts = {}
-    self.max_abs = 0
-
-  def add(self, counts):
-    for key, val in counts.items():
-      if key == 'extremes':  # words [4, C]
-        vals = sweep_kernel.words_to_python(self.cm, parallel.to_host(val))
-        self.max_abs = max([self.max_abs] + [abs(int(v)) for v in vals])
-      else:
-        self.counts[key] = self.counts.get(key, 0) + int(val)
 
 
 def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
@@ -238,19 +166,19 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     grid: 'full' (every ordered point of G+_delta; adds the permutation-equivariance
       check) or 'multiset' (one representative per permutation class).
     chunk_size: points per jit call (bounds memory).
-    progress: show tqdm progress bars.
+    progress: print progress lines (stderr).
     value_mapping: optional ``yun.value.ValueMapping`` for ``cm``; then every point
       also checks Lemma 9 end to end (``lemma9_value_mapping``): the compact g_v of
       g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
-    kernel: 'sweep' (g_c on column ids, ``yun.sweep``; the full grid runs in blocks,
-      ``sweep_kernel``), 'fast' (shared-projection identity) or 'core' (the core's
-      layers for int64, generic limb layers beyond): the literal kernels, the
-      cross-check. See ``yun.sweep.kernel_fn``.
+    kernel: a ``yun.gc_kernels`` kernel: 'sweep' (g_c on column ids, ``yun.sweep``; the
+      full grid runs in blocks, ``sweep_kernel``), 'fast' (shared-projection identity)
+      or 'core' (the core's layers for int64, generic limb layers beyond): the literal
+      kernels, the cross-check.
     num_devices: shard each chunk over the first this many devices (default: all of
       ``jax.devices()``, every host's in a multi-host run); the chunk is rounded up to
       a multiple of it. Counts do not depend on it.
     state_path, resume: full grid with kernel 'sweep': save the completed blocks and
-      partial counts here; continue from them (``sweep_kernel.full_pass``).
+      partial counts here; continue from them (``grid_pass.full_pass``).
   Returns:
     dict with ``grid_points``, ``violations`` (property -> count), category counts,
     ``max_abs_value`` seen vs the planned bound, ``devices``, ``chunk_size`` (as
@@ -276,86 +204,78 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   # The block pass reads a class table when it is small, else recomputes each point's
   # representative in-kernel (no table held).
   keep_table = grid == 'full' and (kernel != 'sweep' or sweep_kernel.uses_table(cm))
+  per_point = checks.LEMMA8 + (('lemma9_value_mapping',) if value_mapping is not None else ())
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel,
                                                  mesh)
     params = parallel.replicate(cm.exact_params, mesh) if num_dev > 1 else cm.exact_params
-    totals_m = _Totals(cm)
-    cat1_q, cat1_ltn, table = [], [], []
-    starts = range(0, m_total, chunk_size)
-    for start in tqdm.tqdm(starts, desc='classes', disable=not progress, unit='chunk'):
-      counts, q, ltn, cat = multiset_chunk(params, jnp.int64(start), jnp.int64(m_total))
-      totals_m.add(counts)
-      valid = np.arange(start, start + chunk_size) < m_total
-      is1 = (parallel.to_host(cat) == 1) & valid
-      q_host = parallel.to_host(q)
-      cat1_q.append(q_host[is1])
-      cat1_ltn.append(parallel.to_host(ltn)[is1])
-      if keep_table:
-        table.append(q_host[valid])
-    cat1_q = np.concatenate(cat1_q)
-    cat1_ltn = np.concatenate(cat1_ltn)
-    m1 = len(cat1_q)
-    # 8.2 on representatives: all n * m1 values distinct across classes.
-    flat = cat1_q.reshape((m1 * n,) + cat1_q.shape[2:])
-    violations['8.2_distinct_across_classes'] = count_duplicates(
-        ops, flat, np.repeat(np.arange(m1), n))
-    violations['lemma10_one_to_one'] = count_duplicates(ops, cat1_ltn, np.arange(m1))
-    expected_m = grids.category_counts(d, n, N, 'multiset')
-    result = {'multiset_points': totals_m.counts['points'],
-              'multiset_categories': {str(k): totals_m.counts[f'category_{k}'] for k in (1, 2, 3)}}
-    bad_counts = int(totals_m.counts['points'] != m_total) + sum(
-        int(totals_m.counts[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
-    totals = totals_m
-    t_multiset = time.time() - t0
-    if grid == 'full':
-      table = np.concatenate(table) if keep_table else None
-      if kernel != 'sweep':  # the block pass takes the host table (one device copy)
+  cat1_q, cat1_ltn, table = [], [], []
+
+  def collect(start, payload):  # the Category-1 representatives' q and l~_n; the table
+    q, ltn, cat = payload
+    valid = np.arange(start, start + chunk_size) < m_total
+    is1 = (parallel.to_host(cat) == 1) & valid
+    q_host = parallel.to_host(q)
+    cat1_q.append(q_host[is1])
+    cat1_ltn.append(parallel.to_host(ltn)[is1])
+    if keep_table:
+      table.append(q_host[valid])
+
+  multiset = grid_pass.run(grid_pass.Chunks(
+      cm, lambda start, total: multiset_chunk(params, start, total), m_total, chunk_size,
+      collect=collect, label='classes'), progress=progress)
+  cat1_q, cat1_ltn = np.concatenate(cat1_q), np.concatenate(cat1_ltn)
+  m1 = len(cat1_q)
+  # 8.2 on representatives: all n * m1 values distinct across classes.
+  flat = cat1_q.reshape((m1 * n,) + cat1_q.shape[2:])
+  violations['8.2_distinct_across_classes'] = checks.count_duplicates(
+      ops, flat, np.repeat(np.arange(m1), n))
+  violations['lemma10_one_to_one'] = checks.count_duplicates(ops, cat1_ltn, np.arange(m1))
+  expected_m = grids.category_counts(d, n, N, 'multiset')
+  mc = multiset['counts']
+  result = {'multiset_points': mc['points'],
+            'multiset_categories': {str(k): mc[f'category_{k}'] for k in (1, 2, 3)}}
+  bad_counts = int(mc['points'] != m_total) + sum(
+      int(mc[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
+  passes = [multiset]
+  t_multiset = time.time() - t0
+  if grid == 'full':
+    table = np.concatenate(table) if keep_table else None
+    if kernel == 'sweep':
+      extra = None
+      if value_mapping is not None:
+        codec, class_codec = grids.make_codec(d, n, N), grids.make_class_codec(d, n, N)
+        extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
+            value_mapping, ops, codec, class_codec, k, z, cat, valid)
+      full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,
+                                 extra=extra, num_devices=num_dev, state_path=state_path,
+                                 resume=resume)
+      if value_mapping is not None:
+        full['counts']['lemma9_value_mapping'] = full['counts'].pop('extra')
+      result['full_pass'] = {k: full[k] for k in ('block', 'num_blocks', 'resumed_from',
+                                                  'sweep', 'equivariance')}
+    else:
+      with jax.enable_x64(True):
         table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)
-      totals = _Totals(cm)
-      if kernel == 'sweep':
-        extra = None
-        if value_mapping is not None:
-          codec = grids.make_codec(d, n, N)
-          class_codec = grids.make_class_codec(d, n, N)
-          extra = lambda k, z, cat, valid: _value_mapping_check(  # noqa: E731
-              value_mapping, ops, codec, class_codec, k, z, cat, valid)
-        run = sweep_kernel.full_pass(cm, table, chunk_size=requested_chunk,
-                                     progress=progress, extra=extra, num_devices=num_dev,
-                                     state_path=state_path, resume=resume)
-        totals.counts = dict(run['counts'])
-        if value_mapping is not None:
-          totals.counts['lemma9_value_mapping'] = totals.counts.pop('extra')
-        totals.max_abs = run['max_abs']
-        result['full_pass'] = {k: run[k] for k in ('block', 'num_blocks', 'resumed_from',
-                                                   'sweep', 'equivariance')}
-      else:
-        for start in tqdm.tqdm(range(0, f_total, chunk_size), desc='points',
-                               disable=not progress, unit='chunk'):
-          totals.add(full_chunk(params, jnp.int64(start), jnp.int64(f_total), table))
-      expected = grids.category_counts(d, n, N, 'full')
-      bad_counts += int(totals.counts['points'] != f_total) + sum(
-          int(totals.counts[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
-      violations['permutation_equivariance'] = totals.counts['permutation_equivariance']
-      # The representatives' per-point checks are repeated on every ordered point.
-      for key in ('8.1_distinct_entries', '8.3_inside_interval', '8.4_outside_interval',
-                  'lemma10_bounds'):
-        violations[key] += totals_m.counts[key]
-      result['categories'] = {str(k): totals.counts[f'category_{k}'] for k in (1, 2, 3)}
-    for key in ('8.1_distinct_entries', '8.3_inside_interval', '8.4_outside_interval',
-                'lemma10_bounds'):
-      violations[key] += totals.counts[key]
-    violations['exact_tie_averages'] = totals_m.counts['inexact'] + (
-        totals.counts['inexact'] if totals is not totals_m else 0)
-    violations['category_counts'] = bad_counts
-    if value_mapping is not None:
-      violations['lemma9_value_mapping'] = totals_m.counts['lemma9_value_mapping'] + (
-          totals.counts['lemma9_value_mapping'] if totals is not totals_m else 0)
-    grid_points = totals.counts['points']
-    expected_points = grids.grid_size(d, n, N, grid)
-    violations['grid_point_count'] = int(grid_points != expected_points)
-    max_abs = max(totals_m.max_abs, totals.max_abs)
-    violations['bits_within_plan'] = int(max_abs > cm.bound)
+      full = grid_pass.run(grid_pass.Chunks(
+          cm, lambda start, total: full_chunk(params, start, total, table), f_total,
+          chunk_size), progress=progress)
+    fc = full['counts']
+    expected = grids.category_counts(d, n, N, 'full')
+    bad_counts += int(fc['points'] != f_total) + sum(
+        int(fc[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
+    violations['permutation_equivariance'] = fc['permutation_equivariance']
+    result['categories'] = {str(k): fc[f'category_{k}'] for k in (1, 2, 3)}
+    passes.append(full)   # the representatives' per-point checks are repeated here
+  for key in per_point:
+    violations[key] = sum(p['counts'][key] for p in passes)
+  violations['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
+  violations['category_counts'] = bad_counts
+  grid_points = passes[-1]['counts']['points']
+  expected_points = grids.grid_size(d, n, N, grid)
+  violations['grid_point_count'] = int(grid_points != expected_points)
+  max_abs = max(p['max_abs'] for p in passes)
+  violations['bits_within_plan'] = int(max_abs > cm.bound)
   result.update({
       'd': d, 'n': n, 'resolution': N, 'grid': grid,
       'grid_points': grid_points, 'grid_points_expected': expected_points,

@@ -2,7 +2,9 @@ r"""Exact whole-grid verification of the tie-complete contextual mapping.
 
 For ``yun.contextual_ties`` (``ties='complete'``): every point of the grid is run through
 the compiled layers in exact integer arithmetic (int64 or limbs, as planned), chunk by
-chunk, with the grid decoders of ``yun.grids``. Properties (violation counts, all 0):
+chunk (``grid_pass.Chunks``), with the grid decoders of ``yun.grids``; the per-point
+properties are ``checks.ties`` and ``checks.equivariance``. Properties (violation
+counts, all 0):
 
     T1_one_to_one         over every multiset of G (Categories 1 and 2, repeats
                           included): distinct (multiset, column) pairs never share an id
@@ -27,44 +29,37 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.verify.contextual_mapping import count_duplicates
-from transformer_ua.yun import grids
+from transformer_ua.verify import checks, grid_pass, sweep_kernel
+from transformer_ua.yun import gc_kernels, grids
 
-PROPERTIES = ('T1_one_to_one', 'T1_ties_within_point', 'T2_inside_interval',
-              'T3_outside_interval', 'distinct_id_count', 't_l_attained',
-              'exact_tie_averages', 'bits_within_plan', 'grid_point_count', 'category_counts')
+#: Properties of the result: the per-point ones (``checks.TIES``) and the global ones.
+PROPERTIES = (('T1_one_to_one',) + checks.TIES
+              + ('distinct_id_count', 't_l_attained', 'exact_tie_averages',
+                 'bits_within_plan', 'grid_point_count', 'category_counts'))
 DEFAULT_CHUNK = 1 << 14
 
 
 def _chunk_fns(cm, chunk: int, kernel: str):
+  """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
+  total, table)``, each returning (counts, extremes of z as words, payload)."""
   ops = cm.ops
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
-  forward = cm.forward_fn(kernel)
+  forward = gc_kernels.kernel_fn(cm, kernel)
+  words = sweep_kernel.words_fn(cm)
   n, s = cm.n, cm.scale
   t_l, t_r = ops.constant(int(cm.t_l * s)), ops.constant(int(cm.t_r * s))
 
   def run(params, k, valid):
     out = forward(params, k)
-    q = out['ids']
+    q = out.ids
     cat = codec['category'](k)
     col = codec['column_index'](k)
-    inside = (ops.cmp(q, t_l) >= 0) & (ops.cmp(q, t_r) <= 0)
-    in_g = valid & (cat != 3)
-    ties_ok = jnp.ones(cat.shape, bool)
-    for i in range(n):
-      for j in range(i + 1, n):
-        ties_ok = ties_ok & (ops.eq(q[:, i], q[:, j]) == (col[:, i] == col[:, j]))
-    counts = {
-        'T1_ties_within_point': jnp.sum(in_g & ~ties_ok),
-        'T2_inside_interval': jnp.sum(in_g & ~jnp.all(inside, axis=-1)),
-        'T3_outside_interval': jnp.sum(valid & (cat == 3) & jnp.any(inside, axis=-1)),
-        'inexact': out['inexact'],
-        'points': jnp.sum(valid),
-    }
-    for c in (1, 2, 3):
-      counts[f'category_{c}'] = jnp.sum(valid & (cat == c))
-    hi, lo = ops.extremes(out['z'], valid[:, None, None])
-    return counts, q, col, cat, (hi, lo)
+    counts = {**checks.categories(cat, valid),
+              **checks.ties([q[:, j] for j in range(n)], col, cat, valid, cmp=ops,
+                            t_l=t_l, t_r=t_r),
+              'inexact': out.inexact}
+    # Padding rows (index >= total) are copies of the last grid point: every row counts.
+    return counts, sweep_kernel.words_extremes(words(out.z)), (q, col, cat)
 
   def multiset_chunk(params, start, total):
     rank = start + jnp.arange(chunk, dtype=jnp.int64)
@@ -75,13 +70,14 @@ def _chunk_fns(cm, chunk: int, kernel: str):
     idx = start + jnp.arange(chunk, dtype=jnp.int64)
     valid = idx < total
     k = codec['decode_full'](jnp.minimum(idx, total - 1))
-    counts, q, _, _, ext = run(params, k, valid)
-    perm = codec['canonical_order'](k)
-    col = jnp.take_along_axis(codec['column_index'](k), perm, axis=-1)
-    q_rep = table[codec['rank_multiset'](col)]
-    same = jnp.all(ops.eq(ops.take(q, perm, 1), q_rep), axis=-1)
-    counts['permutation_equivariance'] = jnp.sum(valid & ~same)
-    return counts, ext
+    counts, ext, (q, col, _) = run(params, k, valid)
+    pos = codec['ranks'](col)
+    sorted_col = jnp.take_along_axis(col, codec['canonical_order'](k), axis=-1)
+    q_rep = table[codec['rank_multiset'](sorted_col)]
+    counts['permutation_equivariance'] = checks.equivariance(
+        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
+        [q_rep[:, p] for p in range(n)], valid, cmp=ops)
+    return counts, ext, None
 
   return jax.jit(multiset_chunk), jax.jit(full_chunk)
 
@@ -109,65 +105,54 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
   d, n, N = cm.d, cm.n, cm.resolution
   total = grids.grid_size(d, n, N, 'multiset')
   viol = {p: 0 for p in PROPERTIES}
-  sums: dict = {}
-  max_abs = 0
-
-  def add(counts, ext):
-    nonlocal max_abs
-    for key, val in counts.items():
-      sums[key] = sums.get(key, 0) + int(val)
-    for v in ext:
-      max_abs = max(max_abs, abs(int(ops.to_python(np.asarray(v)[None])[0])))
-
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _chunk_fns(cm, chunk_size, kernel)
-    values, owners, table = [], [], []
-    base = (N + 1) ** d
-    for start in range(0, total, chunk_size):
-      counts, q, col, cat, ext = multiset_chunk(cm.exact_params, jnp.int64(start),
-                                                jnp.int64(total))
-      add(counts, ext)
-      valid = np.arange(start, start + chunk_size) < total
-      q, col, cat = np.asarray(q), np.asarray(col), np.asarray(cat)
-      in_g = valid & (cat != 3)
-      rank = np.arange(start, start + chunk_size, dtype=np.int64)
-      values.append(q[in_g].reshape((-1,) + q.shape[2:]))
-      owners.append((rank[in_g, None] * base + col[in_g]).reshape(-1))
-      table.append(q[valid])
-    values, owners = np.concatenate(values), np.concatenate(owners)
-    viol['T1_one_to_one'] = count_duplicates(ops, values, owners)
-    order = ops.sort_keys(values)
-    distinct = 1 + int(np.sum(~ops.host_equal_adjacent(values[order]))) if len(values) else 0
-    c = cm.coefficients
-    expected_ids = c.V * math.comb(c.V + n - 2, n - 1)
-    viol['distinct_id_count'] = int(distinct != expected_ids)
-    smallest = int(ops.to_python(values[order][:1])[0])
-    viol['t_l_attained'] = int(smallest != int(cm.t_l * cm.scale))
-    expected = grids.category_counts(d, n, N, 'multiset')
-    bad = int(sums['points'] != total) + sum(int(sums[f'category_{k}'] != expected[k])
-                                            for k in (1, 2, 3))
-    points = total
-    if grid == 'full':
+  values, owners, table = [], [], []
+  base = (N + 1) ** d
+
+  def collect(start, payload):  # ids of G's points, owned by (multiset, column); table
+    q, col, cat = (np.asarray(a) for a in payload)
+    valid = np.arange(start, start + chunk_size) < total
+    in_g = valid & (cat != 3)
+    rank = np.arange(start, start + chunk_size, dtype=np.int64)
+    values.append(q[in_g].reshape((-1,) + q.shape[2:]))
+    owners.append((rank[in_g, None] * base + col[in_g]).reshape(-1))
+    table.append(q[valid])
+
+  passes = [grid_pass.run(grid_pass.Chunks(
+      cm, lambda start, tot: multiset_chunk(cm.exact_params, start, tot), total, chunk_size,
+      collect=collect, label='classes'), progress=False)]
+  values, owners = np.concatenate(values), np.concatenate(owners)
+  viol['T1_one_to_one'] = checks.count_duplicates(ops, values, owners)
+  order = ops.sort_keys(values)
+  distinct = 1 + int(np.sum(~ops.host_equal_adjacent(values[order]))) if len(values) else 0
+  c = cm.coefficients
+  expected_ids = c.V * math.comb(c.V + n - 2, n - 1)
+  viol['distinct_id_count'] = int(distinct != expected_ids)
+  smallest = int(ops.to_python(values[order][:1])[0])
+  viol['t_l_attained'] = int(smallest != int(cm.t_l * cm.scale))
+  sizes = {'multiset': total}
+  if grid == 'full':
+    with jax.enable_x64(True):
       table = jnp.asarray(np.concatenate(table))
-      f_total = grids.grid_size(d, n, N, 'full')
-      m_sums = dict(sums)
-      sums.clear()
-      for start in range(0, f_total, chunk_size):
-        add(*full_chunk(cm.exact_params, jnp.int64(start), jnp.int64(f_total), table))
-      expected = grids.category_counts(d, n, N, 'full')
-      bad += int(sums['points'] != f_total) + sum(int(sums[f'category_{k}'] != expected[k])
-                                                 for k in (1, 2, 3))
-      viol['permutation_equivariance'] = sums['permutation_equivariance']
-      for key in ('T1_ties_within_point', 'T2_inside_interval', 'T3_outside_interval',
-                  'inexact'):
-        sums[key] += m_sums[key]
-      points = f_total
-    for key in ('T1_ties_within_point', 'T2_inside_interval', 'T3_outside_interval'):
-      viol[key] = sums[key]
-    viol['exact_tie_averages'] = sums['inexact']
-    viol['category_counts'] = bad
-    viol['grid_point_count'] = int(sums['points'] != points)
-    viol['bits_within_plan'] = int(max_abs > cm.bound)
+    sizes['full'] = grids.grid_size(d, n, N, 'full')
+    passes.append(grid_pass.run(grid_pass.Chunks(
+        cm, lambda start, tot: full_chunk(cm.exact_params, start, tot, table),
+        sizes['full'], chunk_size), progress=False))
+    viol['permutation_equivariance'] = passes[-1]['counts']['permutation_equivariance']
+  bad = 0
+  for (name, size), p in zip(sizes.items(), passes):
+    expected = grids.category_counts(d, n, N, name)
+    bad += int(p['counts']['points'] != size) + sum(
+        int(p['counts'][f'category_{k}'] != expected[k]) for k in (1, 2, 3))
+  for key in checks.TIES:
+    viol[key] = sum(p['counts'][key] for p in passes)
+  viol['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
+  viol['category_counts'] = bad
+  points = sizes[grid]
+  viol['grid_point_count'] = int(passes[-1]['counts']['points'] != points)
+  max_abs = max(p['max_abs'] for p in passes)
+  viol['bits_within_plan'] = int(max_abs > cm.bound)
   return {'d': d, 'n': n, 'resolution': N, 'grid': grid, 'grid_points': points,
           'violations': viol, 'all_hold': not any(viol.values()),
           'distinct_ids': distinct, 'expected_ids': expected_ids,

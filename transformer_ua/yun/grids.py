@@ -100,7 +100,8 @@ def make_codec(d: int, n: int, resolution: int):
     ``decode_full(index [B]) -> K [B, n, d]``,
     ``decode_multiset(rank [B]) -> K [B, n, d]`` (columns in non-decreasing index),
     ``column_index(K) -> [B, n]``, ``rank_multiset(sorted col [B, n]) -> [B]``,
-    ``category(K) -> [B]`` in {1, 2, 3}, ``canonical_order(K) -> perm [B, n]``.
+    ``category(K) -> [B]`` in {1, 2, 3}, ``canonical_order(K) -> perm [B, n]``,
+    ``ranks(col [B, n]) -> [B, n]`` (stable sorted positions), ``col_to_k``.
   """
   base = resolution + 1
   v = num_column_values(d, resolution)
@@ -158,7 +159,8 @@ def make_codec(d: int, n: int, resolution: int):
 
   return {'decode_full': decode_full, 'decode_multiset': decode_multiset,
           'column_index': column_index, 'rank_multiset': rank_multiset,
-          'category': category, 'canonical_order': canonical_order, 'col_to_k': col_to_k}
+          'category': category, 'canonical_order': canonical_order, 'col_to_k': col_to_k,
+          'ranks': ranks}
 
 
 def make_class_codec(d: int, n: int, resolution: int):

@@ -1,0 +1,66 @@
+"""verify.grid_pass: one driver, chunks or in-kernel blocks; the resumable full pass."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.verify import contextual_mapping as vc
+from transformer_ua.verify import grid_pass
+from transformer_ua.yun import grids
+
+
+def _class_table(cm):
+  """g_c's ids of every multiset-class representative (the equivariance table), writable."""
+  d, n, N = cm.d, cm.n, cm.resolution
+  with jax.enable_x64(True):
+    reps = grids.make_codec(d, n, N)['decode_multiset'](
+        jnp.arange(grids.grid_size(d, n, N, 'multiset')))
+    return np.array(cm.forward(np.asarray(reps))['ids'])
+
+
+def test_chunks_and_blocks_give_the_same_counts():
+  """The full grid as chunks of a literal kernel and as in-kernel blocks: same counts."""
+  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
+  with jax.enable_x64(True):
+    _, full_chunk = vc._make_chunk_fns(cm, 16, kernel='core')  # pylint: disable=protected-access
+    table = jnp.asarray(_class_table(cm))
+  total = grids.grid_size(1, 3, 3, 'full')
+  chunks = grid_pass.run(grid_pass.Chunks(
+      cm, lambda s, t: full_chunk(cm.exact_params, s, t, table), total, 16), progress=False)
+  blocks = grid_pass.full_pass(cm, _class_table(cm), chunk_size=16, progress=False)
+  keys = set(blocks['counts'])
+  assert keys <= set(chunks['counts']) and chunks['counts']['points'] == total
+  assert {k: chunks['counts'][k] for k in keys} == blocks['counts']
+  assert chunks['chunk_size'] == 16 and blocks['num_blocks'] > 1
+
+
+def test_a_chunk_pass_has_no_state():
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  fn = lambda s, t: ({'points': jnp.int64(1)}, (), None)  # noqa: E731
+  with pytest.raises(ValueError, match='cannot be resumed'):
+    grid_pass.run(grid_pass.Chunks(cm, fn, 4, 2), progress=False, state_path='x.json')
+
+
+def test_resume_continues_from_the_state_file(tmp_path, capsys):
+  cm = yun.build_contextual_mapping(d=2, n=3, resolution=2)
+  table = _class_table(cm)
+  whole = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
+  state = str(tmp_path / 'state.json')
+  part = grid_pass.full_pass(cm, table, chunk_size=9, progress=True, state_path=state,
+                             max_seconds=0.0, log_every=0.0)
+  assert not part['complete'] and 0 < part['blocks_done'] < part['num_blocks']
+  saved = json.loads(open(state).read())
+  assert saved['completed_blocks'] == [[0, part['blocks_done']]]
+  assert 'ETA' in capsys.readouterr().err
+  rest = grid_pass.full_pass(cm, table, chunk_size=9, progress=False, state_path=state,
+                             resume=True)
+  assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
+  assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
+  other = yun.build_contextual_mapping(d=1, n=3, resolution=2)
+  with pytest.raises(ValueError, match='cannot resume'):
+    grid_pass.full_pass(other, table, chunk_size=9, progress=False, state_path=state,
+                        resume=True)

@@ -1,0 +1,164 @@
+r"""One driver for a pass over a grid of g_c inputs; chunks or in-kernel blocks as strategy.
+
+Yun et al. 2020, Appendix E.3: the verifiers check Lemma 8 / 10 (``contextual_mapping``)
+and T1-T3 (``contextual_ties``) on every point of G+_delta (full grid, (N+1)^(nd)
+points) or of its permutation classes (multiset grid, C((N+1)^d + n - 1, n) points).
+A pass runs a *strategy* over the grid and sums what each call returns,
+
+    counts   {property: violations}   (``checks``' names; summed as Python ints)
+    max_abs  max |value| seen         (checked against the planned bound)
+
+through ``runner.run`` (progress with an ETA; resumable state for blocks):
+
+    Chunks   linear indices start + arange(chunk) per jitted call, any kernel
+             (``fn(start, total) -> (counts, extremes, payload)``; ``collect`` gets the
+             payload, e.g. q of the class representatives for the host checks);
+    Blocks   the full grid in blocks decoded in-kernel, g_c on column ids
+             (``sweep_kernel``: V^m points per block, ``steps`` blocks per device and
+             call; resumable).
+
+Extremes are int64 words [.., C] (``sweep_kernel.words_fn``), max and min stacked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer_ua import parallel
+from transformer_ua.verify import runner, sweep_kernel
+from transformer_ua.yun import sweep
+
+
+def max_abs_of(cm, extremes) -> int:
+  """Largest |value| of host or device extremes: words [.., C] (``words_fn``)."""
+  vals = []
+  for e in extremes:
+    e = parallel.to_host(e)
+    vals += [abs(int(x)) for x in sweep_kernel.words_to_python(cm, e.reshape(-1, e.shape[-1]))]
+  return max(vals, default=0)
+
+
+@dataclasses.dataclass
+class Chunks:
+  """Strategy: one jitted call per chunk of ``chunk`` linear indices of ``total`` points.
+
+  Attributes:
+    cm: the contextual mapping (reads the extremes' words).
+    fn: ``fn(start, total) -> (counts, extremes, payload)`` (jnp int64 scalars in).
+    collect: optional ``collect(start, payload)`` on the host after each call.
+    label: the progress line's name.
+  """
+
+  cm: object
+  fn: Callable
+  total: int
+  chunk: int
+  collect: Callable | None = None
+  label: str = 'points'
+
+  num_items = property(lambda self: self.total)
+  stride = property(lambda self: self.chunk)
+  points_per_item = 1
+  key = property(lambda self: None)
+  initial_max_abs = 0
+
+  def step(self, t: int):
+    counts, extremes, payload = self.fn(jnp.int64(t), jnp.int64(self.total))
+    if self.collect is not None:
+      self.collect(t, payload)
+    return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
+
+  def info(self, result: dict) -> dict:
+    return {'chunk_size': self.chunk}
+
+
+class Blocks:
+  """Strategy: the full grid in in-kernel blocks (``sweep_kernel.make_block_fn``).
+
+  Args:
+    table: q of the class representatives (host, multiset rank order), or None (each
+      point's representative recomputed in-kernel).
+    chunk_size: upper bound on the points one call runs per device.
+    extra: optional per-point count (``make_block_fn``), summed as ``extra``.
+  """
+
+  label = 'full grid'
+
+  def __init__(self, cm, table, *, chunk_size: int, num_devices: int = 1, extra=None,
+               sweep_arithmetic: str = 'auto'):
+    self.cm, self.table, self.num_devices = cm, table, num_devices
+    self.extra, self.sweep_arithmetic = extra, sweep_arithmetic
+    self.m, self.block, self.num_items = sweep_kernel.layout(cm, chunk_size)
+    self.steps = sweep_kernel.steps_per_call(chunk_size, self.block, self.num_items,
+                                             num_devices)
+    self.stride = num_devices * self.steps
+    self.points_per_item = self.block
+    self.key = {'version': runner.STATE_VERSION, 'd': cm.d, 'n': cm.n,
+                'resolution': cm.resolution, 'scale': cm.scale,
+                'arithmetic': cm.arithmetic.describe(), 'block': self.block}
+    self.initial_max_abs = sweep_kernel.input_max_abs(cm)
+    self._fn = None
+
+  def step(self, t: int):
+    if self._fn is None:
+      self._fn = sweep_kernel.make_block_fn(self.cm, self.m, self.table, self.num_devices,
+                                            self.extra, self.sweep_arithmetic, self.steps)
+    counts, extremes = self._fn(jnp.int64(t), jnp.int64(self.num_items))
+    return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
+
+  def info(self, result: dict) -> dict:
+    return {'blocks_done': result['items_done'], 'num_blocks': self.num_items,
+            'block': self.block,
+            'sweep': sweep.read_program(self.cm, self.sweep_arithmetic).describe(),
+            'equivariance': ('class table' if self.table is not None else
+                             'representative recomputed in-kernel')}
+
+
+def run(strategy, *, progress: bool = True, state_path: str | None = None,
+        resume: bool = False, log_every: float = runner.LOG_EVERY,
+        save_every: float = runner.SAVE_EVERY, max_seconds: float | None = None) -> dict:
+  """Runs ``strategy`` over its grid (under x64); returns ``runner.run``'s dict
+  (``counts``, ``max_abs``, ``complete``, ``items_done``, ``resumed_from``) and the
+  strategy's ``info``. State (``state_path``, ``resume``) needs a strategy with a key."""
+  if state_path and strategy.key is None:
+    raise ValueError(f'the {strategy.label} pass cannot be resumed (no state).')
+  with jax.enable_x64(True):
+    out = runner.run(strategy.step, strategy.num_items, strategy.stride, key=strategy.key,
+                     points_per_item=strategy.points_per_item,
+                     max_abs=strategy.initial_max_abs, state_path=state_path,
+                     resume=resume, progress=progress, label=strategy.label,
+                     log_every=log_every, save_every=save_every, max_seconds=max_seconds)
+  return {**out, **strategy.info(out)}
+
+
+def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
+              num_devices: int = 1, state_path: str | None = None, resume: bool = False,
+              sweep_arithmetic: str = 'auto', log_every: float = runner.LOG_EVERY,
+              save_every: float = runner.SAVE_EVERY, max_seconds: float | None = None
+              ) -> dict:
+  """Every block of the full grid (``Blocks``): counts, ``max_abs`` and run info.
+
+  Args:
+    table: q of the class representatives (host array, multiset rank order), or None:
+      every point's representative is recomputed in-kernel (``make_block_fn``).
+    chunk_size: upper bound on the points one call runs per device (blocks of at most
+      ``sweep_kernel.CACHE_POINTS``, ``steps_per_call`` of them).
+    progress: print a progress line with the ETA every ``log_every`` seconds (stderr).
+    state_path: save ``{config, completed_blocks, counts, max_abs}`` here every
+      ``save_every`` seconds and at the end; ``resume``: continue from it.
+    max_seconds: stop after this many seconds (state saved; ``complete`` False).
+  Returns:
+    dict: ``counts`` (summed over the blocks run, including resumed ones), ``max_abs``
+    (Python int; |q|, |z| and the inputs), ``complete``, ``blocks_done``,
+    ``num_blocks``, ``block``, ``resumed_from`` (block), ``sweep`` (its arithmetic),
+    ``equivariance``.
+  """
+  blocks = Blocks(cm, None if table is None else np.asarray(table), chunk_size=chunk_size,
+                  num_devices=num_devices, extra=extra, sweep_arithmetic=sweep_arithmetic)
+  return run(blocks, progress=progress, state_path=state_path, resume=resume,
+             log_every=log_every, save_every=save_every, max_seconds=max_seconds)

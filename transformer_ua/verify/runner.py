@@ -1,0 +1,111 @@
+"""Resumable, logged loops over a grid pass: progress with an ETA, state saved and loaded.
+
+A pass is ``num_items`` items (blocks of points, or points) run ``stride`` at a time by
+``step(t) -> (counts, max_abs)``: violation counts (Python ints) and the largest
+|value| seen in items t .. t + stride - 1. ``run`` sums them and, every ``log_every``
+seconds, prints one progress line with the rate and ETA (stderr); with a
+``state_path`` it saves, every ``save_every`` seconds and at the end,
+
+    {config, completed_blocks: [[0, t]], next_block: t, num_blocks, counts, max_abs,
+     seconds}                                  (items are blocks in the full-grid pass)
+
+as JSON (atomically, ``outputs.atomic_json``), so that ``resume=True``
+continues at item t of a run with the same ``config`` (anything else is refused).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from transformer_ua import outputs
+
+#: Seconds between progress lines / state saves.
+LOG_EVERY, SAVE_EVERY = 30.0, 60.0
+STATE_VERSION = 1
+
+
+def load_state(path: str, key: dict) -> dict:
+  """The saved state at ``path`` for config ``key``, or ValueError (missing, unreadable,
+  or for another config)."""
+  try:
+    with open(path) as fh:
+      state = json.load(fh)
+  except (OSError, ValueError) as e:
+    raise ValueError(f'cannot resume: state file {path!r} is missing or unreadable ({e}).') \
+        from None
+  if state.get('config') != key:
+    raise ValueError(f'cannot resume: state file {path!r} is for {state.get("config")}, '
+                     f'this run is {key}.')
+  return state
+
+
+def save_state(path: str, key: dict, next_item: int, num_items: int, counts: dict,
+               max_abs: int, seconds: float) -> None:
+  state = {'config': key, 'completed_blocks': [[0, next_item]], 'next_block': next_item,
+           'num_blocks': num_items, 'counts': counts, 'max_abs': str(max_abs),
+           'seconds': round(seconds, 1)}
+  outputs.atomic_json(path, state, indent=1)
+
+
+def fmt_seconds(sec: float) -> str:
+  sec = int(sec)
+  return f'{sec // 3600}h{sec % 3600 // 60:02d}m{sec % 60:02d}s' if sec >= 3600 else \
+      f'{sec // 60}m{sec % 60:02d}s'
+
+
+def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 1,
+        max_abs: int = 0, state_path: str | None = None, resume: bool = False,
+        progress: bool = True, label: str = 'full grid', log_every: float = LOG_EVERY,
+        save_every: float = SAVE_EVERY, max_seconds: float | None = None) -> dict:
+  """Runs ``step(t)`` for t = start, start + stride, ... < ``num_items``.
+
+  Args:
+    step: ``step(t) -> (counts: dict of ints, max_abs: int)`` for items t ..
+      min(t + stride, num_items) - 1.
+    key: the run's config, saved with the state and compared on resume.
+    points_per_item: grid points per item (for the progress line).
+    max_abs: initial largest |value| (e.g. of the inputs).
+    state_path, resume: save the state here; continue from it.
+    max_seconds: stop after this many seconds (state saved; ``complete`` False).
+  Returns:
+    dict: ``counts`` (summed, resumed items included), ``max_abs``, ``complete``,
+    ``items_done``, ``resumed_from``.
+  """
+  counts: dict = {}
+  start = 0
+  if resume:
+    if not state_path:
+      raise ValueError('resume needs a state file (--state_file or --output_dir).')
+    state = load_state(state_path, key)
+    start, counts = int(state['next_block']), {k: int(c) for k, c in state['counts'].items()}
+    max_abs = max(max_abs, int(state['max_abs']))
+  t_begin = time.time()
+  last_log = last_save = t_begin
+  t = start
+  while t < num_items:
+    c, m = step(t)
+    for k, val in c.items():
+      counts[k] = counts.get(k, 0) + int(val)
+    max_abs = max(max_abs, int(m))
+    t = min(t + stride, num_items)
+    now = time.time()
+    if progress and (now - last_log >= log_every or t == num_items):
+      rate = (t - start) * points_per_item / max(now - t_begin, 1e-9)
+      eta = (num_items - t) * points_per_item / max(rate, 1e-9)
+      print(f'[{label}] {t * points_per_item:,} / {num_items * points_per_item:,} points '
+            f'({100 * t / num_items:.1f}%), {rate:,.0f} points/s, '
+            f'elapsed {fmt_seconds(now - t_begin)}, ETA {fmt_seconds(eta)}',
+            file=sys.stderr, flush=True)
+      last_log = now
+    if state_path and (now - last_save >= save_every or t == num_items):
+      save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
+      last_save = now
+    if max_seconds is not None and now - t_begin >= max_seconds:
+      break
+  if state_path:
+    save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin)
+  return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_items,
+          'items_done': t, 'resumed_from': start}
