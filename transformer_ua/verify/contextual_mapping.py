@@ -91,17 +91,16 @@ def chunk_cap(cm, chunk_size: int, points: int, budget: int = CHUNK_BUDGET) -> i
 
 def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
-  total, table)`` over indices ``start + arange(chunk)``, each returning (counts,
-  extremes, payload); with a multi-device ``mesh`` (``chunk`` a multiple of its size)
+  total, table)`` (``grid_pass.chunk_fns``) checking Lemma 8 / 10 (and Lemma 9 with a
+  value mapping ``vm``); with a multi-device ``mesh`` (``chunk`` a multiple of its size)
   the indices are sharded along it."""
   ops = cm.ops
+  shard = None
   if mesh is not None and mesh.devices.size > 1:
     if chunk % mesh.devices.size:
       raise ValueError(f'chunk={chunk} is not a multiple of the {mesh.devices.size} devices.')
     sharding = parallel.data_sharding(mesh)
-    shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)
-  else:
-    shard = lambda x: x
+    shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
   codec = grids.make_codec(cm.d, n, cm.resolution)
   class_codec = grids.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
@@ -128,26 +127,7 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     ext = sweep_kernel.words_extremes(words(q)) + sweep_kernel.words_extremes(words(out.z))
     return counts, ext, (q, ltn, cat)
 
-  def multiset_chunk(params, start, total):
-    rank = shard(start + jnp.arange(chunk, dtype=jnp.int64))
-    valid = rank < total
-    k = codec['decode_multiset'](jnp.minimum(rank, total - 1))
-    return run(params, k, valid)
-
-  def full_chunk(params, start, total, table):
-    idx = shard(start + jnp.arange(chunk, dtype=jnp.int64))
-    valid = idx < total
-    k = codec['decode_full'](jnp.minimum(idx, total - 1))
-    counts, ext, (q, _, _) = run(params, k, valid)
-    pos = codec['ranks'](codec['column_index'](k))                # [B, n]
-    col = jnp.take_along_axis(codec['column_index'](k), codec['canonical_order'](k), axis=-1)
-    q_rep = table[codec['rank_multiset'](col)]                    # [B, n(, K)]
-    counts['permutation_equivariance'] = checks.equivariance(
-        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
-        [q_rep[:, p] for p in range(n)], valid, cmp=ops)
-    return counts, ext, None
-
-  return jax.jit(multiset_chunk), jax.jit(full_chunk)
+  return grid_pass.chunk_fns(cm, chunk, run, shard)
 
 
 # ---------------------------------------------------------------------------

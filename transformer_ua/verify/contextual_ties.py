@@ -41,7 +41,7 @@ DEFAULT_CHUNK = 1 << 14
 
 def _chunk_fns(cm, chunk: int, kernel: str):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
-  total, table)``, each returning (counts, extremes of z as words, payload)."""
+  total, table)`` (``grid_pass.chunk_fns``) checking T1-T3; extremes of z as words."""
   ops = cm.ops
   codec = grids.make_codec(cm.d, cm.n, cm.resolution)
   forward = gc_kernels.kernel_fn(cm, kernel)
@@ -61,25 +61,7 @@ def _chunk_fns(cm, chunk: int, kernel: str):
     # Padding rows (index >= total) are copies of the last grid point: every row counts.
     return counts, sweep_kernel.words_extremes(words(out.z)), (q, col, cat)
 
-  def multiset_chunk(params, start, total):
-    rank = start + jnp.arange(chunk, dtype=jnp.int64)
-    valid = rank < total
-    return run(params, codec['decode_multiset'](jnp.minimum(rank, total - 1)), valid)
-
-  def full_chunk(params, start, total, table):
-    idx = start + jnp.arange(chunk, dtype=jnp.int64)
-    valid = idx < total
-    k = codec['decode_full'](jnp.minimum(idx, total - 1))
-    counts, ext, (q, col, _) = run(params, k, valid)
-    pos = codec['ranks'](col)
-    sorted_col = jnp.take_along_axis(col, codec['canonical_order'](k), axis=-1)
-    q_rep = table[codec['rank_multiset'](sorted_col)]
-    counts['permutation_equivariance'] = checks.equivariance(
-        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
-        [q_rep[:, p] for p in range(n)], valid, cmp=ops)
-    return counts, ext, None
-
-  return jax.jit(multiset_chunk), jax.jit(full_chunk)
+  return grid_pass.chunk_fns(cm, chunk, run)
 
 
 def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,

@@ -11,8 +11,9 @@ A pass runs a *strategy* over the grid and sums what each call returns,
 through ``runner.run`` (progress with an ETA; resumable state for blocks):
 
     Chunks   linear indices start + arange(chunk) per jitted call, any kernel
-             (``fn(start, total) -> (counts, extremes, payload)``; ``collect`` gets the
-             payload, e.g. q of the class representatives for the host checks);
+             (``fn(start, total) -> (counts, extremes, payload)``, e.g. ``chunk_fns``'
+             multiset or full-grid chunk; ``collect`` gets the payload, e.g. q of the
+             class representatives for the host checks);
     Blocks   the full grid in blocks decoded in-kernel, g_c on column ids
              (``sweep_kernel``: V^m points per block, ``steps`` blocks per device and
              call; resumable).
@@ -30,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import parallel
-from transformer_ua.verify import runner, sweep_kernel
-from transformer_ua.yun import sweep
+from transformer_ua.verify import checks, runner, sweep_kernel
+from transformer_ua.yun import grids, sweep
 
 
 def max_abs_of(cm, extremes) -> int:
@@ -41,6 +42,45 @@ def max_abs_of(cm, extremes) -> int:
     e = parallel.to_host(e)
     vals += [abs(int(x)) for x in sweep_kernel.words_to_python(cm, e.reshape(-1, e.shape[-1]))]
   return max(vals, default=0)
+
+
+def chunk_fns(cm, chunk: int, run: Callable, shard: Callable | None = None):
+  """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
+  total, table)`` over linear indices ``start + arange(chunk)`` (``shard`` places them,
+  e.g. along a device mesh), for ``Chunks``.
+
+  ``run(params, k [B, n, d], valid [B]) -> (counts, extremes, payload)`` checks a batch
+  of grid points; ``payload[0]`` is q [B, n(, K)]. Padding indices (>= total) decode
+  the last point, with ``valid`` False. ``full_chunk`` adds the permutation
+  equivariance against ``table`` (q of the multiset representatives, rank order) and
+  returns no payload.
+  """
+  n = cm.n
+  codec = grids.make_codec(cm.d, n, cm.resolution)
+  shard = shard or (lambda x: x)
+
+  def indices(start, total):
+    idx = shard(start + jnp.arange(chunk, dtype=jnp.int64))
+    return jnp.minimum(idx, total - 1), idx < total
+
+  def multiset_chunk(params, start, total):
+    rank, valid = indices(start, total)
+    return run(params, codec['decode_multiset'](rank), valid)
+
+  def full_chunk(params, start, total, table):
+    idx, valid = indices(start, total)
+    k = codec['decode_full'](idx)
+    counts, ext, payload = run(params, k, valid)
+    q, col = payload[0], codec['column_index'](k)
+    pos = codec['ranks'](col)                                             # [B, n]
+    sorted_col = jnp.take_along_axis(col, codec['canonical_order'](k), axis=-1)
+    q_rep = table[codec['rank_multiset'](sorted_col)]                     # [B, n(, K)]
+    counts['permutation_equivariance'] = checks.equivariance(
+        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
+        [q_rep[:, p] for p in range(n)], valid, cmp=cm.ops)
+    return counts, ext, None
+
+  return jax.jit(multiset_chunk), jax.jit(full_chunk)
 
 
 @dataclasses.dataclass
