@@ -137,7 +137,7 @@ def test_packed_batches(data):
 
 
 def test_packed_pretraining_runs_and_counts_real_tokens(tmp_path):
-  from tests.test_mixing import small_config
+  from tests.test_mixing_train import small_config
   c = small_config(tmp_path, mixing='bilinear')
   c.data.max_segments = 3
   c.pretrain.update(steps_per_call=2, log_every=2, tensorboard=False)
