@@ -88,6 +88,8 @@ def test_one_layer_attention_counts(nets):
   net = nets['one_layer']
   assert construction.kind_counts(net.layer_counts())['attention'] == 1
   assert net.stage_names() == ('quantization', 'contextual', 'contextual', 'value')
+  assert construction.stage_counts(net.layer_counts()) == net.variant.layer_counts()
+  assert net.num_params() == sum(net.variant.parameter_counts().values())
 
 
 @pytest.mark.parametrize('clamp', [False, True])

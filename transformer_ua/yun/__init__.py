@@ -5,9 +5,13 @@
 * ``contextual_ties`` -- ``ties='complete'``: a contextual mapping that also counts
   multiplicities (delta^-d + 3 layers), so Theorem 2 needs no bad set.
 * ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
+* ``grid``       -- Grid(d, n, N) and the variants (Paper, Positional, TiesComplete,
+  OneLayer): counts, classes, intervals, builders; chosen once by the builders below.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
-  (Lemma 6 realization), and the error decomposition.
+  (Lemma 6 realization); ``decomposition``: the error decomposition.
+* ``one_layer`` (``one_layer_ids``, ``one_layer_realized``) -- one softmax attention layer
+  as g_c: its plan and certified ids, its realization.
 * ``rational``   -- g_bar's params as exact rationals (input of dtype='exact').
 * ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds.
 * ``certify``    -- certified evaluation of a realized g (arb balls, ``exact.ball``): points,
@@ -16,7 +20,8 @@
   over the whole domain; ``approximate(f, epsilon)`` returns g with a proof of
   d_p(f, g) <= epsilon (``target_bounds``: the built-ins' moduli of continuity).
 
-Builders are pure keyword-argument functions returning ``(segments, params)`` for
+Every construction answers ``transformer_ua.construction``'s contract. Builders are pure
+keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
 """
 
