@@ -209,16 +209,6 @@ def test_too_narrow_arithmetic_is_refused_not_wrong():
   assert list(wrong.astype(object)) != right
 
 
-def test_theorem3_sweep_and_scale_hooks():
-  ids = contextual.theorem3_sweep_ids(d=2, n=3, resolution=2)
-  # s_j / delta = (j - 1) * (1 + N) * N; each block has N^d ids; increasing.
-  assert len(ids) == 3 * 4 and np.all(np.diff(ids) > 0)
-  assert list(ids[:4]) == [0, 1, 2, 3] and list(ids[4:8]) == [6, 7, 8, 9]
-  assert contextual.theorem3_final_scale(2, 3, 2) == 3 * 2 ** 9
-  segs, p = contextual.contextual_mapping_params(d=2, n=3, resolution=2, sweep_ids=ids,
-                                                 final_scale=contextual.theorem3_final_scale(2, 3, 2))
-  assert segs[0].depth == 12 and p['segment_0']['attention']['b_Q'].shape == (12, 2, 1)
-
 
 @pytest.mark.parametrize('arithmetic', ['auto', 'limbs'])
 def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):

@@ -39,23 +39,9 @@ t_l = delta^(-2nd+1) (delta^-d - 1) and t_r = delta^(-(2n+1)d+1) (delta^-d - 1):
 and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
 <= delta^(-nd+1)(delta^-d - 1) - delta(delta^-d - 1)^2, and L -> l~_n is one-to-one.
 
-Theorem 3 (``positional=True``, Appendix G.2)
----------------------------------------------
-Inputs are L + E (token j, 0-based, offset by j in every coordinate), so column j's
-id lies in s_j + delta [0, N^d - 1], s_j = (j - 1) R with R = sum_i u_i; every grid
-point is "Category 1". The sweep visits the n N^d ids of those ranges in increasing
-order, and the global shift is scaled by n delta^(-(n+1)d-1):
-
-    for l in union_j [s_j : delta : s_j + delta^(-d+1) - delta]   (n N^d layers)
-        Z <- Z + delta^(-d) Psi(Z; l - delta/2, l + delta/2)
-    Z <- Z + n delta^(-(n+1)d-1) psi(Z; 0)
-
-Finding (tested): a shifted column can land on a later swept id and be shifted again
-(N=2, d=1, n=2: ids (1/2, 1) end as (5/2, 2)), so the paper's l~_1 < ... < l~_n and
-its bound on l~_n are not guaranteed; the map stays one-to-one on every grid we
-checked. The bit bound therefore comes from an exhaustive exact simulation of the
-sweep over the whole (finite) grid (``positional_sweep_max``), and
-[t_l, t_r] = [c s_n, (1 + c) max id] (``positional_interval``).
+Theorem 3 (``positional=True``, Appendix G.2): inputs L + E, n N^d sweep layers; its
+closed forms (sweep ids, final scale, the exhaustive [t_l, t_r] and bit bound) are
+``yun.contextual_positional``, re-exported here.
 
 Exact arithmetic
 ----------------
@@ -92,7 +78,6 @@ Category 3 dominates: about ((3n+1)d - 1) log2 N + log2(2N) bits, more than the
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from fractions import Fraction
 
@@ -105,6 +90,10 @@ from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common, gc_kernels
+# Theorem 3's closed forms (Appendix G.2) live in their own module; re-exported here.
+from transformer_ua.yun.contextual_positional import (  # noqa: F401  pylint: disable=unused-import
+    POSITIONAL_MAX_GRID, positional_bound, positional_grid, positional_interval,
+    positional_sweep_max, theorem3_final_scale, theorem3_sweep_ids)
 
 #: Heads of a selective-shift sweep layer (Psi) and of the final global shift (psi).
 SWEEP_HEADS, FINAL_HEADS = 2, 1
@@ -137,24 +126,9 @@ def theorem2_sweep_ids(d: int, resolution: int) -> np.ndarray:
   return np.arange(resolution ** d, dtype=np.int64)
 
 
-def theorem3_sweep_ids(d: int, n: int, resolution: int) -> np.ndarray:
-  """Sweep list of Theorem 3 (Appendix G.2) in units of delta, increasing.
-
-  l in union_j [s_j : delta : s_j + delta^(-d+1) - delta], s_j = (j-1) sum_k delta^-k.
-  """
-  N = resolution
-  r = (N ** d - 1) // (N - 1)
-  return np.concatenate([(j * r * N) + np.arange(N ** d, dtype=np.int64) for j in range(n)])
-
-
 def theorem2_final_scale(d: int, n: int, resolution: int) -> int:
   """delta^(-(n+1)d), the W_O scale of the final global shift (Theorem 2)."""
   return resolution ** ((n + 1) * d)
-
-
-def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
-  """n delta^(-(n+1)d-1), the final global shift scale of Theorem 3 (Appendix G.2)."""
-  return n * resolution ** ((n + 1) * d + 1)
 
 
 def sweep_id_max(d: int, n: int, N: int) -> Fraction:
@@ -183,79 +157,6 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   u_s = sweep_id_max(d, n, N)
   u_f = u_s * (1 + N ** ((n + 1) * d))
   bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
-  return math.ceil(S * bound)
-
-
-#: Largest grid (N^(dn) points) for which the Theorem 3 mapping is built: its bound
-#: comes from an exhaustive exact simulation, and g_v needs a bump per grid point.
-POSITIONAL_MAX_GRID = 1 << 16
-
-
-def positional_grid(d: int, n: int, resolution: int) -> np.ndarray:
-  """All grid indices K [N^(dn), n, d] (lexicographic, K[0] = 0), Theorem 3's domain."""
-  N = resolution
-  if N ** (d * n) > POSITIONAL_MAX_GRID:
-    raise ValueError(f'positional (Theorem 3) construction for d={d}, n={n}, N={N} needs '
-                     f'the whole grid of N^(dn) = {N ** (d * n)} points; at most '
-                     f'{POSITIONAL_MAX_GRID} are allowed (choose a smaller resolution).')
-  return common.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
-
-
-@functools.lru_cache(maxsize=32)
-def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
-  """Exact max over the whole grid of every id during the Theorem 3 sweep.
-
-  Exhaustive, in Python integers (units of delta): ids start at
-  l_j = s_j + delta sum_i K_ji N^(i-1) >= 0 and never decrease, so the max is taken
-  after the sweep. The sweep is simulated on ids alone (a Psi layer adds
-  N^d (max - min) to the ids equal to its l). Unlike Theorem 2, a shifted column can
-  land on a *later* swept id and be shifted again (N = 2, d = 1, n = 2,
-  L + E = (1/2, 1): ids (1/2, 1) -> (3/2, 1) -> (3/2, 2) -> (5/2, 2)), which Appendix
-  G.2's bound n delta^(-(n+1)d) on l~_n does not account for; the exhaustive max is
-  a proof by enumeration of the finite domain.
-  """
-  N = resolution
-  k = positional_grid(d, n, N)
-  r = sum(common.u_vector(d, N))
-  ids = (k @ np.asarray(common.u_vector(d, N), np.int64)).astype(object)
-  ids = ids + (np.arange(n) * N * r).astype(object)[None, :]
-  step = N ** d
-  for l in theorem3_sweep_ids(d, n, N):
-    mask = ids == int(l)
-    if not mask.any():
-      continue
-    spread = ids.max(axis=1) - ids.min(axis=1)
-    ids = ids + mask * (step * spread)[:, None]
-  return Fraction(int(ids.max()), N)
-
-
-def positional_interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
-  """(t_l, t_r) bracketing every q(L) = u^T g_c(L + E) of Theorem 3 (Appendix G.2).
-
-  The global shift adds c max_k l~_k (c = n delta^(-(n+1)d-1); every query is
-  positive) to every id, and max_k l~_k >= l_n >= s_n = (n - 1) R (R = sum_i u_i), so
-  q >= c s_n = t_l; with U the exhaustive max id (``positional_sweep_max``),
-  q <= (1 + c) U = t_r.
-  """
-  N = resolution
-  c = theorem3_final_scale(d, n, N)
-  r = sum(common.u_vector(d, N))
-  return Fraction(c * (n - 1) * r), (1 + c) * positional_sweep_max(d, n, N)
-
-
-def positional_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
-  """Bound on |every scaled intermediate| of the Theorem 3 g_c (inputs L + E).
-
-  With U the exhaustive max id: ids stay in [0, U] in the sweep (U_f = U (1 + c)
-  after the global shift); entries differ from ids by at most n R; tie numerators
-  are at most n U and head outputs 2 N^d U (rank-one scores are never formed).
-  """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
-  u = positional_sweep_max(d, n, N)
-  r = sum(common.u_vector(d, N))
-  u_f = u * (1 + theorem3_final_scale(d, n, N))
-  bound = max(n * u, 2 * N ** d * u, u_f + 2 * n * r + 1)
   return math.ceil(S * bound)
 
 
