@@ -3,7 +3,8 @@ r"""Training throughput of the Appendix H models vs Hugging Face BERT, with FLOP
     python benchmarks/bert_throughput.py [--hidden=128 --layers=4 --heads=4 --mlp=512 \
         --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=none] \
         [--mixers=attention,average,bilinear,sepconv] [--pipeline_steps=120] \
-        [--pipeline_config=tiny|cpu] [--pipeline_mixers=attention,...] [--max_segments=4]
+        [--pipeline_config=tiny|cpu] [--pipeline_mixers=attention,...] [--max_segments=4] \
+        [--output_dir=runs/benchmarks]
 
 Three parts, in one process:
 
@@ -59,22 +60,22 @@ batch x seq / step time, median over ``rounds`` interleaved rounds of ``steps`` 
 after warm-up. Our MLM head computes logits only at the predicted positions (as the
 original BERT code does with ``max_predictions_per_seq``); Hugging Face computes them
 at every position and ignores the rest (labels -100): that is part of what is compared.
-Writes runs/benchmarks/mixing_bert_throughput.json and appends one line to
-runs/benchmarks/benchmarks.md (``--out=results/benchmarks/...
---markdown=results/benchmarks/benchmarks.md``
-updates the record). The reference needs ``pip install torch==2.13.0 transformers``
+Writes ``mixing_bert_throughput.json`` into ``--output_dir`` (default runs/benchmarks)
+and appends one line to ``benchmarks.md`` there (``--output_dir=results/benchmarks``
+updates the record; an existing JSON is refused before the work unless --overwrite).
+The reference needs ``pip install torch==2.13.0 transformers``
 (the CPU wheel); ``--reference=none`` times ours alone.
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
+import importlib.util
 import math
 import os
 import statistics
-import sys
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,34 +87,40 @@ from transformer_ua.models import mixing_train
 
 from roofline import peak_gflops   # benchmarks/roofline.py (benchmarks/ is on sys.path)
 
-flags.DEFINE_integer('hidden', 128, 'd')
-flags.DEFINE_integer('layers', 4, 'layers')
-flags.DEFINE_integer('heads', 4, 'heads')
-flags.DEFINE_integer('mlp', 512, 'feed-forward width')
-flags.DEFINE_integer('seq', 128, 'sequence length')
-flags.DEFINE_integer('batch', 32, 'batch size')
-flags.DEFINE_integer('vocab', 4000, 'vocabulary')
-flags.DEFINE_integer('steps', 10, 'timed steps per round')
-flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
-flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
-flags.DEFINE_string('out', 'runs/benchmarks/mixing_bert_throughput.json',
-                    'JSON output (--out=results/benchmarks/... to update the record)')
-cli.define_overwrite()
-flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
-                    'Markdown log (appended; --markdown=results/benchmarks/benchmarks.md '
-                    'for the record)')
-flags.DEFINE_list('mixers', ['attention', 'average', 'bilinear', 'sepconv'],
-                  'mixing layers timed on synthetic batches')
-flags.DEFINE_integer('conv_width', 31, 'SepConv filter width K')
-flags.DEFINE_integer('pipeline_steps', 0, 'end-to-end pre-training steps per setting '
-                     '(0 = skip; needs the WordNet corpus)')
-flags.DEFINE_enum('pipeline_config', 'tiny', ['tiny', 'cpu'],
-                  'end-to-end config: experiments/configs/mixing_<name>.py')
-flags.DEFINE_list('pipeline_mixers', ['attention'], 'mixers run end to end')
-flags.DEFINE_integer('pipeline_rounds', 0, 'end-to-end interleaved rounds (0 = --rounds)')
-flags.DEFINE_integer('max_segments', 4, 'new + packing setting: instances per row at most')
-flags.DEFINE_integer('steps_per_call', 20, 'new pipeline setting: steps per jit call')
-flags.DEFINE_integer('log_every', 40, 'new pipeline setting: steps per metrics row')
+JSON_NAME = 'mixing_bert_throughput.json'
+LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+
+
+def _define_flags() -> None:
+  """Flags of the binary (defined only when run as one: tests import
+  ``train_flops_per_token``, beside binaries that define --output_dir too)."""
+  flags.DEFINE_integer('hidden', 128, 'd')
+  flags.DEFINE_integer('layers', 4, 'layers')
+  flags.DEFINE_integer('heads', 4, 'heads')
+  flags.DEFINE_integer('mlp', 512, 'feed-forward width')
+  flags.DEFINE_integer('seq', 128, 'sequence length')
+  flags.DEFINE_integer('batch', 32, 'batch size')
+  flags.DEFINE_integer('vocab', 4000, 'vocabulary')
+  flags.DEFINE_integer('steps', 10, 'timed steps per round')
+  flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
+  flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
+  cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log {LOG_NAME} '
+                        '(appended; --output_dir=results/benchmarks: the record).')
+  cli.define_overwrite()
+  flags.DEFINE_list('mixers', ['attention', 'average', 'bilinear', 'sepconv'],
+                    'mixing layers timed on synthetic batches')
+  flags.DEFINE_integer('conv_width', 31, 'SepConv filter width K')
+  flags.DEFINE_integer('pipeline_steps', 0, 'end-to-end pre-training steps per setting '
+                       '(0 = skip; needs the WordNet corpus)')
+  flags.DEFINE_enum('pipeline_config', 'tiny', ['tiny', 'cpu'],
+                    'end-to-end config: experiments/configs/mixing_<name>.py')
+  flags.DEFINE_list('pipeline_mixers', ['attention'], 'mixers run end to end')
+  flags.DEFINE_integer('pipeline_rounds', 0, 'end-to-end interleaved rounds (0 = --rounds)')
+  flags.DEFINE_integer('max_segments', 4, 'new + packing setting: instances per row at most')
+  flags.DEFINE_integer('steps_per_call', 20, 'new pipeline setting: steps per jit call')
+  flags.DEFINE_integer('log_every', 40, 'new pipeline setting: steps per metrics row')
+
+
 FLAGS = flags.FLAGS
 MIXER_FLOPS = {   # forward FLOPs per token of one mixing layer (module doc)
     'attention': lambda d, n: 8 * d * d + 4 * n * d,
@@ -192,8 +199,7 @@ def reference(batches):
     import torch
     import transformers
   except ImportError:
-    sys.exit('error: the reference needs PyTorch and transformers: '
-             'pip install torch==2.13.0 transformers (or pass --reference=none)')
+    raise cli.BadInput(_NO_REFERENCE) from None
   torch.manual_seed(0)
   torch.set_num_threads(os.cpu_count())
   cfg = transformers.BertConfig(
@@ -225,6 +231,9 @@ def reference(batches):
   return n_params, run, {'torch': torch.__version__, 'transformers': transformers.__version__,
                          'torch_threads': torch.get_num_threads()}
 
+
+_NO_REFERENCE = ('the reference needs PyTorch and transformers: pip install torch==2.13.0 '
+                 'transformers (or pass --reference=none)')
 
 PIPELINE_CONFIGS = ('tiny', 'cpu')
 
@@ -310,32 +319,41 @@ def pipeline_result(pipe, ref_tps, peak):
   return out
 
 
-def main(argv):
-  if len(argv) > 1:
-    sys.exit(f'error: unexpected arguments {argv[1:]}')
+def check_flags():
+  """Raises cli.BadInput for a flag value outside what the benchmark allows."""
   for name in ('hidden', 'layers', 'heads', 'mlp', 'seq', 'batch', 'vocab', 'steps', 'rounds',
                'conv_width', 'steps_per_call', 'log_every', 'max_segments'):
     if FLAGS[name].value < 1:
-      sys.exit(f'error: --{name} must be >= 1, got {FLAGS[name].value}')
+      raise cli.BadInput(f'--{name} must be >= 1, got {FLAGS[name].value}')
   if FLAGS.hidden % FLAGS.heads:
-    sys.exit(f'error: --hidden={FLAGS.hidden} is not divisible by --heads={FLAGS.heads}')
+    raise cli.BadInput(f'--hidden={FLAGS.hidden} is not divisible by --heads={FLAGS.heads}')
   bad = [m for m in FLAGS.mixers if m not in MIXER_FLOPS]
   if bad or not FLAGS.mixers:
-    sys.exit(f'error: --mixers must be a non-empty subset of {sorted(MIXER_FLOPS)}, got {bad}')
+    raise cli.BadInput(f'--mixers must be a non-empty subset of {sorted(MIXER_FLOPS)}, '
+                       f'got {bad}')
   if FLAGS.hidden % 16 and 'sepconv' in FLAGS.mixers:
-    sys.exit(f'error: --hidden={FLAGS.hidden} is not divisible by the 16 SepConv filters')
+    raise cli.BadInput(f'--hidden={FLAGS.hidden} is not divisible by the 16 SepConv filters')
   period = math.lcm(FLAGS.steps_per_call, FLAGS.log_every)
   if FLAGS.pipeline_steps < 0 or FLAGS.pipeline_steps % period:
-    sys.exit(f'error: --pipeline_steps must be a multiple of lcm(--steps_per_call, '
-             f'--log_every) = {period}, got {FLAGS.pipeline_steps}')
+    raise cli.BadInput(f'--pipeline_steps must be a multiple of lcm(--steps_per_call, '
+                       f'--log_every) = {period}, got {FLAGS.pipeline_steps}')
   bad = [m for m in FLAGS.pipeline_mixers if m not in MIXER_FLOPS]
   if bad or not FLAGS.pipeline_mixers:
-    sys.exit(f'error: --pipeline_mixers must be a non-empty subset of {sorted(MIXER_FLOPS)}, '
-             f'got {bad}')
+    raise cli.BadInput(f'--pipeline_mixers must be a non-empty subset of '
+                       f'{sorted(MIXER_FLOPS)}, got {bad}')
   if FLAGS.pipeline_rounds < 0:
-    sys.exit(f'error: --pipeline_rounds must be >= 0, got {FLAGS.pipeline_rounds}')
-  cli.output_file(FLAGS.out, '--out')
-  cli.output_file(FLAGS.markdown, '--markdown', append=True)
+    raise cli.BadInput(f'--pipeline_rounds must be >= 0, got {FLAGS.pipeline_rounds}')
+  if FLAGS.reference == 'hf' and not all(importlib.util.find_spec(m)
+                                         for m in ('torch', 'transformers')):
+    raise cli.BadInput(_NO_REFERENCE)   # before the minutes of our own timings
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
+  check_flags()
+  cli.output_dir(FLAGS.output_dir, writes=(JSON_NAME,))
+  json_path = os.path.join(FLAGS.output_dir, JSON_NAME)
   prov = provenance.record()
   peak = peak_gflops()
   batches = make_batches(np.random.default_rng(0), 4)
@@ -354,7 +372,7 @@ def main(argv):
   counts = {k: v[0] for k, v in systems.items()}
   ours_att = 'ours attention (JAX/Flax)'
   if ref_key in counts and ours_att in counts and counts[ref_key] != counts[ours_att]:
-    sys.exit(f'error: parameter counts differ, not an equal-size comparison: {counts}')
+    raise cli.BadInput(f'parameter counts differ, not an equal-size comparison: {counts}')
   for _, run in systems.values():
     run(3 * len(batches))                            # compile / warm up
   times = {k: [] for k in systems}
@@ -383,8 +401,7 @@ def main(argv):
         pipeline(FLAGS.pipeline_mixers, FLAGS.pipeline_steps,
                  FLAGS.pipeline_rounds or FLAGS.rounds),
         tps.get(ref_key), peak)
-  os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  outputs.atomic_json(FLAGS.out, result, indent=1)
+  outputs.atomic_json(json_path, result, indent=1)
   summary = (f"BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} "
              f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}"
              f"; matmul peak {peak:.0f} GFLOP/s): " +
@@ -404,9 +421,11 @@ def main(argv):
                     + (f" = {v['speedup_over_old']:.2f}x" if k != old else '')
                     + (f" ({v['over_reference']:.2f}x HF)" if 'over_reference' in v else '')
                     for k, v in p['mixers'][m].items()) for m in p['mixers']))
-  line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
+  line = provenance.append_benchmark_line(os.path.join(FLAGS.output_dir, LOG_NAME), summary,
+                                          prov)
   print(line, end='')
 
 
 if __name__ == '__main__':
+  _define_flags()
   cli.run(main)

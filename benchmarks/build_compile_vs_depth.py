@@ -2,7 +2,7 @@ r"""Build + compile + first-run time of constructed networks vs depth (10^2 .. 1
 
     python benchmarks/build_compile_vs_depth.py \
         [--depths=100,1000,10000,100000,1000000] [--networks=quantization,contextual] \
-        [--reference_cap_s=60]
+        [--reference_cap_s=60] [--output_dir=runs/benchmarks]
 
 Networks (d = 1, n = 2, paper-valued float64 params, batch of 8 inputs [8, n, d]):
 
@@ -26,10 +26,14 @@ between measurements); times are taken inside it, after imports: ``build`` (para
 generated and on device), ``compile`` (trace + lower + XLA compile), ``first_run``
 (one call on the batch, blocked until ready) and ``total``. A reference measurement
 is killed after ``--reference_cap_s`` seconds; it and every larger depth are reported
-as 'skipped: > X s'. Writes runs/benchmarks/build_compile_vs_depth.json, a PNG figure, and one
-line in runs/benchmarks/benchmarks.md (command, revision, machine); ``--out``,
-``--figure``, ``--markdown`` under results/ update the record.
+as 'skipped: > X s'. Writes ``build_compile_vs_depth.json`` and the figure
+``build_compile_vs_depth.png`` into ``--output_dir`` (default runs/benchmarks), and
+appends one line to ``benchmarks.md`` there (command, revision, machine);
+``--output_dir=results/benchmarks`` updates the record (an existing JSON or figure is
+refused before the work unless --overwrite).
 """
+
+from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
 import json
 import os
@@ -37,7 +41,7 @@ import subprocess
 import sys
 import time
 
-from absl import app, flags
+from absl import flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('depths', ['100', '1000', '10000', '100000', '1000000'], 'Layer counts.')
@@ -45,13 +49,13 @@ flags.DEFINE_list('networks', ['quantization', 'contextual'], 'Constructed netwo
 flags.DEFINE_list('methods', ['scan', 'unrolled_jit', 'per_layer_loop'], 'Methods run.')
 flags.DEFINE_float('reference_cap_s', 60.0, 'Kill a reference measurement after this long.')
 flags.DEFINE_float('ours_cap_s', 600.0, 'Kill a scan measurement after this long.')
-flags.DEFINE_string('out', 'runs/benchmarks/build_compile_vs_depth.json',
-                    'JSON result (--out=results/benchmarks/... to update the record).')
-flags.DEFINE_string('figure', 'runs/benchmarks/build_compile_vs_depth.png', 'PNG figure.')
-flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
-if 'overwrite' not in flags.FLAGS:   # cli.define_overwrite's flag; cli loads only in main
-  flags.DEFINE_bool('overwrite', False, 'Replace output files that already exist (without '
-                    'it they are refused before the work starts).')
+JSON_NAME = 'build_compile_vs_depth.json'
+PNG_NAME = 'build_compile_vs_depth.png'
+LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+_OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME}, {PNG_NAME} and '
+                             f'the log {LOG_NAME} (appended; --output_dir=results/benchmarks: '
+                             'the record).')
+cli.define_overwrite()
 flags.DEFINE_string('child', '', 'internal: network,method,depth to measure.')
 
 NETWORKS = ('quantization', 'contextual')
@@ -194,7 +198,7 @@ def figure(rows, path, cap):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   if FLAGS.child:
     network, method, depth = FLAGS.child.split(',')
     print(json.dumps(measure(network, method, int(depth))))
@@ -202,19 +206,17 @@ def main(argv):
   try:
     depths = sorted(int(d) for d in FLAGS.depths)
   except ValueError:
-    raise app.UsageError(f'--depths must be integers, got {FLAGS.depths}.') from None
+    raise cli.BadInput(f'--depths must be integers, got {FLAGS.depths}.') from None
   if not depths or depths[0] < 3:
-    raise app.UsageError('--depths: each depth must be >= 3 (resolution N = depth - 1 >= 2).')
+    raise cli.BadInput('--depths: each depth must be >= 3 (resolution N = depth - 1 >= 2).')
   for name, allowed in (('networks', NETWORKS), ('methods', METHODS)):
     bad = [v for v in getattr(FLAGS, name) if v not in allowed]
     if bad:
-      raise app.UsageError(f'--{name}: unknown {bad}; allowed: {allowed}.')
+      raise cli.BadInput(f'--{name}: unknown {bad}; allowed: {allowed}.')
   if 'scan' not in FLAGS.methods:
-    raise app.UsageError('--methods must include scan (ours).')
-  from transformer_ua import cli, outputs, provenance  # pylint: disable=import-outside-toplevel
-  for name in ('out', 'figure', 'markdown'):
-    if name == 'out' or getattr(FLAGS, name):
-      cli.output_file(getattr(FLAGS, name), f'--{name}', append=name == 'markdown')
+    raise cli.BadInput('--methods must include scan (ours).')
+  from transformer_ua import outputs, provenance  # pylint: disable=import-outside-toplevel
+  cli.output_dir(_OUT.value, writes=(JSON_NAME, PNG_NAME))
   prov = provenance.record()
   cap = FLAGS.reference_cap_s
   rows = []
@@ -244,10 +246,8 @@ def main(argv):
             'outputs_agree': agree,
             'reference_cap_s': cap, 'batch': BATCH, 'n': N_TOKENS, 'd': 1,
             'dtype': 'float64', 'provenance': prov}
-  os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  outputs.atomic_json(FLAGS.out, result, indent=1)
-  if FLAGS.figure:
-    figure(rows, FLAGS.figure, cap)
+  outputs.atomic_json(os.path.join(_OUT.value, JSON_NAME), result, indent=1)
+  figure(rows, os.path.join(_OUT.value, PNG_NAME), cap)
 
   def cell(network, method, depth):
     r = next(r for r in rows if (r['network'], r['method'], r['depth']) == (network, method,
@@ -266,10 +266,9 @@ def main(argv):
   summary = ('Build + jit-compile + first run (s) of constructed networks vs depth '
              '(d=1, n=2, float64, batch 8, fresh process each): ' + ' | '.join(parts) +
              f'; reference outputs equal ours: {agree}')
-  line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
+  line = provenance.append_benchmark_line(os.path.join(_OUT.value, LOG_NAME), summary, prov)
   print(line, end='')
 
 
 if __name__ == '__main__':
-  from transformer_ua import cli  # pylint: disable=import-outside-toplevel
   cli.run(main)

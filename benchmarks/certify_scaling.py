@@ -19,10 +19,11 @@ the output clamp at the plan's lam, ramp and bits (tolerance 1e-9, margin 2^-20)
     certify_lp           the whole certificate (--certify_lp_workers), as a user calls it
 
     python benchmarks/certify_scaling.py --resolutions=2,3,4,6,8,12 --workers=1,2 \
-        --output_dir=results/benchmarks --markdown=results/benchmarks/benchmarks.md
+        --output_dir=results/benchmarks
 
-Writes certify_scaling.json and certify_scaling.png into --output_dir (existing files
-are refused before any work unless --overwrite).
+Writes certify_scaling.json and certify_scaling.png into --output_dir (default
+runs/benchmarks; existing files are refused before any work unless --overwrite) and
+appends one summary line to the log benchmarks.md there.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from transformer_ua.yun import targets as targets_lib
 
 JSON_NAME = 'certify_scaling.json'
 PNG_NAME = 'certify_scaling.png'
+LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('resolutions', ['2', '3', '4', '6', '8', '12'], 'resolutions N')
@@ -55,8 +57,8 @@ flags.DEFINE_list('workers', ['1', '2'], 'worker counts for the interiors (1 = i
 flags.DEFINE_integer('certify_lp_workers', 2, 'workers of the end-to-end certify_lp (0: skip)')
 flags.DEFINE_integer('margin_log2', -20, 'cube-interior margin 2^k delta per side')
 flags.DEFINE_float('tolerance', 1e-9, "the plan's interior tolerance")
-flags.DEFINE_string('output_dir', 'runs/benchmarks', f'directory for {JSON_NAME}, {PNG_NAME}')
-flags.DEFINE_string('markdown', '', 'append one summary line to this file (benchmarks.md)')
+cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME}, {PNG_NAME} and the log '
+                      f'{LOG_NAME} (appended; --output_dir=results/benchmarks: the record).')
 cli.define_overwrite()
 
 
@@ -194,10 +196,7 @@ def main(argv):
     raise cli.BadInput(f'--margin_log2={FLAGS.margin_log2}; it must be <= -2.')
   if FLAGS.certify_lp_workers < 0:
     raise cli.BadInput(f'--certify_lp_workers={FLAGS.certify_lp_workers}; it must be >= 0.')
-  out_dir = cli.output_dir(FLAGS.output_dir, '--output_dir', (JSON_NAME, PNG_NAME),
-                           overwrite=FLAGS.overwrite)
-  if FLAGS.markdown:
-    cli.output_file(FLAGS.markdown, '--markdown', append=True)
+  out_dir = cli.output_dir(FLAGS.output_dir, writes=(JSON_NAME, PNG_NAME))
   prov = provenance.record()
   rows = []
   for N in resolutions:
@@ -218,7 +217,7 @@ def main(argv):
              + ', '.join(f'{w} worker(s) {last["interiors"][str(w)]["seconds"]:.1f} s'
                          for w in workers)
              + f', windows {last["windows_seconds"]:.2f} s')
-  provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
+  provenance.append_benchmark_line(os.path.join(out_dir, LOG_NAME), summary, prov)
   print(summary)
   print(f'wrote {os.path.join(out_dir, JSON_NAME)}, {os.path.join(out_dir, PNG_NAME)}')
 

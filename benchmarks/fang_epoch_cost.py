@@ -3,7 +3,10 @@ loop against the whole-epoch program (``transformer_ua.fang.epoch``), side by si
 and what a full sweep would take at each rate.
 
     python benchmarks/fang_epoch_cost.py [--config=experiments/configs/fang_f2.py] \
-        [--rounds=3] [--out=/tmp/fang_epoch_cost.json]
+        [--rounds=3] [--output_dir=runs/benchmarks]
+
+writes ``fang_epoch_cost.json`` into ``--output_dir`` (``--output_dir=results/benchmarks``
+updates the record; an existing file is refused before the work unless --overwrite).
 
 For each sweep entry of the config (ATTENTION n = 4368 / n_q, NN_width, NN_depth) it
 builds, from the same initial state (same optimizer, batch size, ``grad_chunk``, dtype
@@ -54,7 +57,7 @@ import os
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,8 +74,9 @@ _CONFIG = cli.define_config_file(
     'experiments/configs/fang_f*.py')
 _ROUNDS = flags.DEFINE_integer('rounds', 3, 'Timed epochs per model (median reported).')
 cli.define_overwrite()
-_OUT = flags.DEFINE_string('out', 'runs/benchmarks/fang_epoch_cost.json',
-                           'JSON result (--out=results/benchmarks/... to update the record).')
+JSON_NAME = 'fang_epoch_cost.json'
+_OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} '
+                             '(--output_dir=results/benchmarks: the record).')
 _CHUNK = flags.DEFINE_integer('grad_chunk', 250, 'Rows per gradient chunk of the '
                               "'per_step_chunk' and 'scan' paths.")
 _ONLY = flags.DEFINE_list('only_entries', [], 'Benchmark only these sweep entries.')
@@ -208,11 +212,20 @@ def print_machine(when, m):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   if _ROUNDS.value < 1 or _CHUNK.value < 1:
-    raise app.UsageError('--rounds and --grad_chunk must be >= 1.')
-  cli.output_file(_OUT.value, '--out')
+    raise cli.BadInput('--rounds and --grad_chunk must be >= 1.')
   config = _CONFIG.value
+  try:
+    regression.validate_config(config)
+    entries = {e for e, _ in regression.run_configs(config)}
+  except ValueError as e:
+    raise cli.BadInput(str(e)) from None
+  unknown = sorted(set(_ONLY.value) - entries)
+  if unknown:
+    raise cli.BadInput(f'--only_entries: {", ".join(unknown)} not in the sweep; allowed: '
+                       f'{", ".join(sorted(entries))}.')
+  cli.output_dir(_OUT.value, writes=(JSON_NAME,))
   prov = provenance.record()
   load_start = os.getloadavg()[0]
   machine_start = measure_machine()
@@ -273,9 +286,7 @@ def main(argv):
                         'iteration); see benchmarks/roofline.py',
             'load_average_1min_at_start': load_start,
             'load_average_1min_at_end': os.getloadavg()[0], 'provenance': prov}
-  if _OUT.value:
-    os.makedirs(os.path.dirname(_OUT.value) or '.', exist_ok=True)
-    outputs.atomic_json(_OUT.value, result, indent=1)
+  outputs.atomic_json(os.path.join(_OUT.value, JSON_NAME), result, indent=1)
 
 
 if __name__ == '__main__':

@@ -1,7 +1,7 @@
 r"""Fang et al.'s C^q at f2 size: the literal network vs its compact equivalent.
 
     python benchmarks/fang_literal_vs_compact.py [--tokens=2002,4368] [--points=4] \
-        [--compact_points=50000] [--rounds=3]
+        [--compact_points=50000] [--rounds=3] [--output_dir=runs/benchmarks]
 
 Both paths evaluate the same model (Q = f2 of Section 5, d = 10, q = 5, B = 6.5) in
 float64 on the same inputs: n = 2002 uses the theory's lattice directions, n = 4368
@@ -14,8 +14,10 @@ float64 on the same inputs: n = 2002 uses the theory's lattice directions, n = 4
 
 Reported: seconds per input (median over rounds after a warm-up/compile call),
 the speed ratio, and the largest |literal - compact| / max(1, |compact|) on the
-shared inputs. Writes runs/benchmarks/fang_literal_vs_compact.json and appends one line to
-runs/benchmarks/benchmarks.md (``--out``/``--markdown`` under results/ update the record).
+shared inputs. Writes ``fang_literal_vs_compact.json`` into ``--output_dir`` (default
+runs/benchmarks) and appends one line to the log ``benchmarks.md`` there
+(``--output_dir=results/benchmarks`` updates the record; an existing JSON is refused
+before the work unless --overwrite).
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
@@ -24,7 +26,7 @@ import os
 import statistics
 import time
 
-from absl import app, flags
+from absl import flags
 import numpy as np
 
 from transformer_ua import fang, outputs, provenance
@@ -35,10 +37,12 @@ flags.DEFINE_list('tokens', ['2002', '4368'], 'Token counts n (2002 = n_q lattic
 flags.DEFINE_integer('points', 4, 'Inputs timed through the literal network per round.')
 flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact path.')
 flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
-flags.DEFINE_string('out', 'runs/benchmarks/fang_literal_vs_compact.json',
-                    'JSON result (--out=results/benchmarks/... to update the record).')
+JSON_NAME = 'fang_literal_vs_compact.json'
+LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+_OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log '
+                             f'{LOG_NAME} (appended; --output_dir=results/benchmarks: the '
+                             'record).')
 cli.define_overwrite()
-flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md', 'Markdown log (appended).')
 
 BOUND = 6.5  # covers Section 5's f2 data (largest norm 6.39)
 
@@ -56,18 +60,17 @@ def timed(fn, rounds, warm_up=True):
 
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  cli.output_file(FLAGS.out, '--out')
-  cli.output_file(FLAGS.markdown, '--markdown', append=True)
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   try:
     tokens = [int(t) for t in FLAGS.tokens]
   except ValueError:
-    raise app.UsageError(f'--tokens must be integers, got {FLAGS.tokens}.')
-  if any(t < 2002 for t in tokens):
-    raise app.UsageError('--tokens: each n must be >= n_q = 2002 for d = 10, q = 5.')
+    raise cli.BadInput(f'--tokens must be integers, got {FLAGS.tokens}.') from None
+  if not tokens or any(t < 2002 for t in tokens):
+    raise cli.BadInput('--tokens: each n must be >= n_q = 2002 for d = 10, q = 5.')
   for name in ('points', 'compact_points', 'rounds'):
     if getattr(FLAGS, name) < 1:
-      raise app.UsageError(f'--{name} must be >= 1.')
+      raise cli.BadInput(f'--{name} must be >= 1.')
+  cli.output_dir(_OUT.value, writes=(JSON_NAME,))
   prov = provenance.record()
   rng = np.random.default_rng(0)
   x = rng.normal(size=(FLAGS.compact_points, 10))
@@ -101,14 +104,13 @@ def main(argv):
     del model
   result = {'benchmark': 'fang literal vs compact (f2 size, float64)', 'rows': rows,
             'provenance': prov}
-  os.makedirs(os.path.dirname(FLAGS.out) or '.', exist_ok=True)
-  outputs.atomic_json(FLAGS.out, result, indent=1)
+  outputs.atomic_json(os.path.join(_OUT.value, JSON_NAME), result, indent=1)
   summary = ('Fang C^q at f2 size (d=10, q=5, float64): ' + '; '.join(
       f"n={r['tokens']}: literal {r['literal_s_per_input']:.3g} s/input, compact "
       f"{r['compact_s_per_input_batch'] * 1e6:.3g} us/input (batch {r['compact_batch']}), "
       f"{r['speedup_compact_batch_over_literal']:.3g}x, max rel. diff "
       f"{r['max_rel_literal_vs_compact']:.2g}" for r in rows))
-  line = provenance.append_benchmark_line(FLAGS.markdown, summary, prov)
+  line = provenance.append_benchmark_line(os.path.join(_OUT.value, LOG_NAME), summary, prov)
   print(line, end='')
 
 

@@ -13,13 +13,18 @@ cube-interior points, in the same run:
 Also times ``certify_interiors`` (every cube interior) at the largest configuration.
 
     python benchmarks/realization_certified.py --configs=1,3,8:1,3,16 --points=4 \
-        --out=/tmp/realization_certified_bench.json
+        --output_dir=/tmp/bench
+
+writes ``realization_certified_bench.json`` into ``--output_dir`` (default
+runs/benchmarks; ``--output_dir=results/benchmarks`` updates the record; an existing
+file is refused before the work unless --overwrite).
 """
 
 from __future__ import annotations
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
+import os
 import sys
 import time
 from fractions import Fraction
@@ -30,13 +35,16 @@ import numpy as np
 
 from transformer_ua import outputs, provenance
 from transformer_ua.yun import approximator, build_approximator, plan
+from transformer_ua.yun import targets as targets_lib
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('configs', '1,3,8:1,3,16', 'Theorem 2 configurations d,n,N separated by :')
 flags.DEFINE_string('target', 'token_times_mean', 'built-in target')
 flags.DEFINE_integer('points', 4, 'cube-interior points per configuration')
 flags.DEFINE_bool('certify', True, 'also certify every cube interior of the last configuration')
-flags.DEFINE_string('out', '', 'write the JSON here (default: print only)')
+JSON_NAME = 'realization_certified_bench.json'
+_OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} '
+                             '(--output_dir=results/benchmarks: the record).')
 cli.define_overwrite()
 
 
@@ -145,8 +153,12 @@ def main(argv):
   if not configs or any(len(c) != 3 for c in configs):
     raise cli.BadInput(f'--configs={FLAGS.configs!r}: expected d,n,N[:d,n,N...], '
                        'e.g. 1,3,8:1,3,16.')
-  if FLAGS.out:
-    cli.output_file(FLAGS.out, '--out')  # before the work
+  if FLAGS.target not in targets_lib.BUILTIN_TARGETS:
+    raise cli.BadInput(f'--target={FLAGS.target!r}; allowed: '
+                       f'{sorted(targets_lib.BUILTIN_TARGETS)}.')
+  if FLAGS.points < 1:
+    raise cli.BadInput(f'--points={FLAGS.points}; it must be >= 1.')
+  cli.output_dir(_OUT.value, writes=(JSON_NAME,))  # before the work
   prov = provenance.record(' '.join(['python'] + sys.argv))
   rows, g = [], None
   for d, n, N in configs:
@@ -160,9 +172,9 @@ def main(argv):
           f'{cert["seconds"]:.1f} s with {cert["workers"]} workers')
   out = {'provenance': prov, 'rows': rows, 'certify_interiors': cert,
          'reference': 'plain mpmath (mpf, same bits), zero heads/FF skipped'}
-  if FLAGS.out:
-    outputs.atomic_json(FLAGS.out, out, indent=1, default=str)
-    print(f'wrote {FLAGS.out}')
+  path = os.path.join(_OUT.value, JSON_NAME)
+  outputs.atomic_json(path, out, indent=1, default=str)
+  print(f'wrote {path}')
 
 
 if __name__ == '__main__':

@@ -1,6 +1,7 @@
 r"""Whole-grid verification, end to end: the project's binary vs a NumPy reference.
 
-    python benchmarks/verify_throughput.py --output_json=results/benchmarks/verify_throughput.json
+    python benchmarks/verify_throughput.py [--configs='3,2,6;4,2,5;8,2,4'] \
+        [--output_dir=runs/benchmarks]
 
 For each configuration (N, d, n), in the same run, one after the other:
 
@@ -24,9 +25,12 @@ Beside the measurement the script prints the ALU limit of the sweep kernel,
     ops_per_point x points / (cores x ops per second per core),
 
 with ops_per_point counted from the kernel (``ops_per_point``) and 1.2e10 int64
-operations per second per core (3 GHz x 4 AVX2 lanes). Appends one line per
-configuration to runs/benchmarks/benchmarks.md (command, revision, machine, load;
-``--markdown=results/benchmarks/benchmarks.md`` updates the record).
+operations per second per core (3 GHz x 4 AVX2 lanes). Writes ``verify_throughput.json``
+into ``--output_dir`` (default runs/benchmarks) and appends one line per configuration
+to the log ``benchmarks.md`` there (command, revision, machine, load);
+``--output_dir=results/benchmarks`` updates the record (an existing JSON is refused
+before the work unless --overwrite). Exit status 0 when both verifiers report no
+violation on every configuration, 1 otherwise (2: bad input).
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
@@ -38,7 +42,6 @@ import sys
 import tempfile
 import time
 
-from absl import app
 from absl import flags
 
 from transformer_ua import outputs, provenance
@@ -50,11 +53,12 @@ flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4', 'Semicolon-separated N,d,n t
 flags.DEFINE_string('reference_max_chunks', '0;4;2',
                     'Per config: 2^20-point chunks the reference runs (0: all, then no '
                     'extrapolation).')
-flags.DEFINE_string('output_json', '', 'Write results here.')
+JSON_NAME = 'verify_throughput.json'
+LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+_OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log '
+                             f'{LOG_NAME} (a line per configuration, appended; '
+                             '--output_dir=results/benchmarks: the record).')
 cli.define_overwrite()
-flags.DEFINE_string('markdown', 'runs/benchmarks/benchmarks.md',
-                    'Append a line per configuration (results/benchmarks/benchmarks.md '
-                    'for the record).')
 flags.DEFINE_float('ops_per_second_per_core', 1.2e10, 'ALU rate assumed per core.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,15 +96,17 @@ def bench(N, d, n, ref_chunks, ops_rate):
   total = (N + 1) ** (n * d)
   binary = {}
   with tempfile.TemporaryDirectory() as tmp:
-    out = os.path.join(tmp, 'r.json')
     cache = os.path.join(tmp, 'jax_cache')      # fresh: the first run is cold
     for kind in ('cold', 'warm'):
+      out_dir = os.path.join(tmp, kind)
       wall, cpu, rss, rc, _, err = _run([
           sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}', '--grid=full',
-          '--nolemma9', '--noprogress', f'--output_json={out}', f'--compilation_cache={cache}'])
+          '--nolemma9', '--noprogress', f'--output_dir={out_dir}',
+          f'--compilation_cache={cache}'])
       if rc != 0:
         raise RuntimeError(f'binary failed: {err[-2000:]}')
-      with open(out) as fh:
+      # the binary's fixed name in its --output_dir
+      with open(os.path.join(out_dir, f'contextual_mapping_N{N}_d{d}_n{n}_full.json')) as fh:
         res = json.load(fh)
       binary[kind] = {'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2),
                       'peak_rss_mb': round(rss), 'grid_check_s': res['grid_check_seconds'],
@@ -154,26 +160,25 @@ def bench(N, d, n, ref_chunks, ops_rate):
           'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}
 
 
-def _markdown_path() -> str:
-  return FLAGS.markdown if os.path.isabs(FLAGS.markdown) else os.path.join(ROOT, FLAGS.markdown)
-
-
 def main(argv):
   if len(argv) > 1:
-    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
-  if FLAGS.output_json:
-    cli.output_file(FLAGS.output_json, '--output_json')
-  if FLAGS.markdown:
-    cli.output_file(_markdown_path(), '--markdown', append=True)
+    raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
   try:
     configs = [tuple(int(v) for v in t.split(',')) for t in FLAGS.configs.split(';')]
     chunks = [int(c) for c in FLAGS.reference_max_chunks.split(';')]
   except ValueError:
-    raise app.UsageError(f'--configs={FLAGS.configs!r} / --reference_max_chunks='
-                         f'{FLAGS.reference_max_chunks!r}: expected N,d,n triples and '
-                         'integers separated by ";".') from None
+    raise cli.BadInput(f'--configs={FLAGS.configs!r} / --reference_max_chunks='
+                       f'{FLAGS.reference_max_chunks!r}: expected N,d,n triples and '
+                       'integers separated by ";".') from None
   if any(len(c) != 3 for c in configs):
-    raise app.UsageError(f'--configs={FLAGS.configs!r}: each entry is N,d,n.')
+    raise cli.BadInput(f'--configs={FLAGS.configs!r}: each entry is N,d,n.')
+  if any(N < 2 or d < 1 or n < 2 for N, d, n in configs):
+    raise cli.BadInput(f'--configs={FLAGS.configs!r}: each N,d,n needs N >= 2, d >= 1, '
+                       'n >= 2.')
+  if any(c < 0 for c in chunks):
+    raise cli.BadInput(f'--reference_max_chunks={FLAGS.reference_max_chunks!r}: each entry '
+                       'must be >= 0 (0: all).')
+  cli.output_dir(_OUT.value, writes=(JSON_NAME,))
   cmd = 'python ' + ' '.join(sys.argv)
   prov = provenance.record(command=cmd)
   rows = []
@@ -189,24 +194,21 @@ def main(argv):
           f"ALU limit {row['alu_limit_s']} s ({row['ops_per_point']} ops/point); binary peak "
           f"RSS {row['binary_peak_rss_mb']} MB", flush=True)
   result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
-  if FLAGS.output_json:
-    outputs.atomic_json(FLAGS.output_json, result, indent=2)
-  if FLAGS.markdown:
-    path = _markdown_path()
-    for r in rows:
-      provenance.append_benchmark_line(path, (
-          f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid "
-          f"({r['grid_points']:,} points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host "
-          f"devices): binary end to end {r['binary_wall_s']} s with a warm compilation cache "
-          f"(grid check {r['binary_grid_check_s']} s), {r['binary_cold_cache']['wall_s']} s "
-          f"cold, vs NumPy reference (benchmarks/verify_reference.py, "
-          f"{r['reference_arithmetic']}) {r['reference_full_grid_s']} s"
-          f"{' extrapolated from ' + format(r['reference_points_checked'], ',') + ' points' if r['reference_extrapolated'] else ''}"
-          f" = {r['speedup_end_to_end']}x warm, {r['speedup_end_to_end_cold']}x cold; ALU "
-          f"limit {r['alu_limit_s']} s ({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); "
-          f"binary peak RSS {r['binary_peak_rss_mb']} MB; violations 0 in both: "
-          f"{r['binary_all_hold'] and r['reference_violations'] == 0}; load at end "
-          f"{r['load_1min']:.1f}"), prov)
+  outputs.atomic_json(os.path.join(_OUT.value, JSON_NAME), result, indent=2)
+  for r in rows:
+    provenance.append_benchmark_line(os.path.join(_OUT.value, LOG_NAME), (
+        f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid "
+        f"({r['grid_points']:,} points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host "
+        f"devices): binary end to end {r['binary_wall_s']} s with a warm compilation cache "
+        f"(grid check {r['binary_grid_check_s']} s), {r['binary_cold_cache']['wall_s']} s "
+        f"cold, vs NumPy reference (benchmarks/verify_reference.py, "
+        f"{r['reference_arithmetic']}) {r['reference_full_grid_s']} s"
+        f"{' extrapolated from ' + format(r['reference_points_checked'], ',') + ' points' if r['reference_extrapolated'] else ''}"
+        f" = {r['speedup_end_to_end']}x warm, {r['speedup_end_to_end_cold']}x cold; ALU "
+        f"limit {r['alu_limit_s']} s ({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); "
+        f"binary peak RSS {r['binary_peak_rss_mb']} MB; violations 0 in both: "
+        f"{r['binary_all_hold'] and r['reference_violations'] == 0}; load at end "
+        f"{r['load_1min']:.1f}"), prov)
   sys.exit(0 if all(r['binary_all_hold'] and r['reference_violations'] == 0 for r in rows)
            else 1)
 

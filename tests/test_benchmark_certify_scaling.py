@@ -20,9 +20,9 @@ def _run(*args, timeout=600):
 
 
 def test_certify_scaling_runs_on_a_tiny_setting(tmp_path):
-  md = tmp_path / 'b.md'
+  md = tmp_path / 'benchmarks.md'   # the log, appended in --output_dir
   proc = _run('--resolutions=2', '--workers=1', '--certify_lp_workers=1',
-              f'--output_dir={tmp_path}', f'--markdown={md}')
+              f'--output_dir={tmp_path}')
   assert proc.returncode == 0, proc.stderr[-3000:]
   r = json.loads((tmp_path / 'certify_scaling.json').read_text())
   (row,) = r['rows']
@@ -39,18 +39,18 @@ def test_certify_scaling_runs_on_a_tiny_setting(tmp_path):
 
 
 @pytest.mark.parametrize('args,fragment', [
-    (('--resolutions=1',), '--resolutions=1'),
-    (('--workers=two',), '--workers=two'),
-    (('--target=nope',), "--target='nope'"),
+    (('--resolutions=1', '--output_dir={out}'), '--resolutions=1'),
+    (('--workers=two', '--output_dir={out}'), '--workers=two'),
+    (('--target=nope', '--output_dir={out}'), "--target='nope'"),
     (('--output_dir={file}',), 'is a file'),
 ])
 def test_bad_flags_are_one_line_exit_2(args, fragment, tmp_path):
   a_file = tmp_path / 'a_file'
   a_file.write_text('x')
-  proc = _run(*[a.format(file=a_file) for a in args], f'--markdown={tmp_path / "b.md"}',
-              timeout=120)
+  out = tmp_path / 'out'
+  proc = _run(*[a.format(file=a_file, out=out) for a in args], timeout=120)
   lines = [l for l in proc.stderr.splitlines() if l.strip()]
   assert proc.returncode == cli.USAGE_ERROR, proc.stderr
   assert 'Traceback' not in proc.stderr
   assert lines[0].startswith('error: ') and fragment in lines[0], proc.stderr
-  assert not (tmp_path / 'b.md').exists()
+  assert sorted(os.listdir(tmp_path)) == ['a_file'], 'nothing is written before the refusal'

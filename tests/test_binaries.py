@@ -29,10 +29,15 @@ REFUSAL_SECONDS = 90
 
 
 def _string_defaults(path):
-  """(flag name, default) of every flags.DEFINE_string / DEFINE_list in a binary."""
+  """(flag name, default) of every flags.DEFINE_string / DEFINE_list and
+  cli.define_output_dir (the flag --output_dir, its default first) in a binary."""
   tree = ast.parse(open(path, encoding='utf-8').read())
   out = []
   for node in ast.walk(tree):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr == 'define_output_dir' and node.args
+        and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+      out.append(('output_dir', node.args[0].value))
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
         and node.func.attr in ('DEFINE_string', 'define_config_file', 'DEFINE_config_file')
         and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant)
@@ -108,13 +113,16 @@ CASES = [
                                         '--workdir=/proc/x'), '--workdir=/proc/x'),
     ('experiments/mixing_sweep.py', ('--config=experiments/configs/mixing_tiny.py',
                                      '--workdir={file}'), 'is a file'),
-    ('benchmarks/fang_literal_vs_compact.py', ('--out=/proc/x/y.json',), '--out'),
-    ('benchmarks/verify_throughput.py', ('--output_json={tmp}',), 'directory'),
-    ('benchmarks/bert_throughput.py', ('--markdown=/proc/x/b.md',), '--markdown'),
+    ('benchmarks/fang_literal_vs_compact.py', ('--output_dir=/proc/x',), '--output_dir=/proc/x'),
+    ('benchmarks/verify_throughput.py', ('--output_dir={file}',), 'is a file'),
+    ('benchmarks/bert_throughput.py', ('--reference=none', '--output_dir=/proc/x'),
+     '--output_dir=/proc/x'),
+    ('benchmarks/build_compile_vs_depth.py', ('--output_dir={file}',), 'is a file'),
+    ('benchmarks/certify_scaling.py', ('--output_dir=/proc/x',), '--output_dir=/proc/x'),
     ('experiments/verify_ties.py', ('--output_dir={file}',), 'is a file'),
     ('experiments/realization_certified.py', ('--output_dir={file}',), 'is a file'),
-    ('benchmarks/realization_certified.py', ('--out=/proc/x/y.json',), '--out'),
-    ('benchmarks/fang_epoch_cost.py', ('--out=/proc/x/y.json',), '--out'),
+    ('benchmarks/realization_certified.py', ('--output_dir={file}',), 'is a file'),
+    ('benchmarks/fang_epoch_cost.py', ('--output_dir=/proc/x',), '--output_dir=/proc/x'),
     ('experiments/fang_optimum.py', ('--config=experiments/configs/fang_f1.py',
                                      '--output_dir={tmp}', '--resume'), '--resume'),
 ]

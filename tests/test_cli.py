@@ -152,6 +152,15 @@ FANG_F1 = '--config=experiments/configs/fang_f1.py'
      '--kernel=foo: allowed values are sweep, fast and core'),
     ('experiments/fang_optimum.py', '--output_dir', (), '--config is required'),
     ('experiments/one_layer_grids_report.py', '--output_dir', (), '--indirs is required'),
+    # The benchmarks: the same contract (cli.BadInput, checked before --output_dir is made).
+    ('benchmarks/bert_throughput.py', '--output_dir', ('--hidden=10', '--heads=3'),
+     '--hidden=10 is not divisible by --heads=3'),
+    ('benchmarks/fang_literal_vs_compact.py', '--output_dir', ('--tokens=100',),
+     '--tokens: each n must be >= n_q = 2002'),
+    ('benchmarks/verify_throughput.py', '--output_dir', ('--configs=3,2',),
+     "--configs='3,2': each entry is N,d,n"),
+    ('benchmarks/fang_epoch_cost.py', '--output_dir', ('--only_entries=nope',),
+     '--only_entries: nope not in the sweep'),
 ])
 def test_bad_input_is_one_line_with_status_2(tmp_path, script, out_flag, args, fragment):
   out = tmp_path / 'out'

@@ -152,48 +152,6 @@ def test_sweep_status_and_report_only_binaries_on_a_partial_workdir(tmp_path):
     assert 'Traceback' not in p.stderr
 
 
-def test_throughput_benchmark_runs_without_torch(tmp_path):
-  p = _binary(['benchmarks/bert_throughput.py', '--reference=none', '--hidden=16',
-               '--layers=1', '--heads=2', '--mlp=32', '--seq=16', '--batch=2', '--vocab=50',
-               '--steps=1', '--rounds=1', f'--out={tmp_path}/b.json',
-               f'--markdown={tmp_path}/b.md'])
-  assert p.returncode == 0, p.stderr[-2000:]
-  r = json.load(open(tmp_path / 'b.json'))
-  for m in ('attention', 'average', 'bilinear', 'sepconv'):
-    key = f'ours {m} (JAX/Flax)'
-    assert r['tokens_per_s'][key] > 0 and r['params'][key] > 0
-    assert r['achieved_gflops'][key] == pytest.approx(
-        r['train_flops_per_token'][key] * r['tokens_per_s'][key] / 1e9)
-  assert r['peak_matmul_gflops'] > 0
-  assert 'tokens/s' in open(tmp_path / 'b.md').read()
-  p = _binary(['benchmarks/bert_throughput.py', '--hidden=10', '--heads=3'])
-  assert p.returncode != 0 and 'not divisible by --heads=3' in p.stderr
-  p = _binary(['benchmarks/bert_throughput.py', '--mixers=attention,conv'])
-  assert p.returncode != 0 and '--mixers must be a non-empty subset' in p.stderr
-  p = _binary(['benchmarks/bert_throughput.py', '--pipeline_mixers=conv'])
-  assert p.returncode != 0 and '--pipeline_mixers must be a non-empty subset' in p.stderr
-  p = _binary(['benchmarks/bert_throughput.py', '--max_segments=0'])
-  assert p.returncode != 0 and '--max_segments must be >= 1' in p.stderr
-
-
-def test_train_flops_per_token_by_hand():
-  """The module-doc formulas at d = 2, n = 3, r = 5, V = 7, P = 1, L = 1."""
-  sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
-  import bert_throughput as bt
-  heads = (1 / 3) * (2 * 4 + 2 * 2 * 7)           # (P/n)(2 d^2 + 2 d V) = 12
-  ff = 4 * 2 * 5                                  # 4 d r = 40
-  mixer = {'attention': 8 * 4 + 4 * 3 * 2, 'average': 2 * 4 + 2 * 2,
-           'bilinear': 2 * 4 + 2 * 3 * 2, 'sepconv': 6 * 4 + 2 * 3 * 2}
-  for m, f in mixer.items():
-    assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1) == pytest.approx(
-        3 * (f + ff + heads))
-  packed = {'attention': 8 * 4 + 4 * 3 * 2, 'average': 2 * 4 + 2 * 3 * 2,     # S = 4
-            'bilinear': 2 * 4 + 2 * 3 * 2, 'sepconv': 6 * 4 + 2 * 4 * 3 * 2}
-  for m, f in packed.items():
-    assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1,
-                                    segments=4) == pytest.approx(3 * (f + ff + heads))
-
-
 def _mnli_data(root, run):
   """The task record a real MNLI-analogue result.json carries (the report prints it)."""
   path = root / run / 'mnli' / 'result.json'

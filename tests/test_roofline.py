@@ -135,12 +135,13 @@ def test_fang_epoch_program_costs_the_sum_of_its_steps():
 @pytest.mark.slow
 def test_fang_epoch_cost_runs_end_to_end(tmp_path):
   """One tiny model: every path timed, with its FLOPs, bytes and bounds consistent."""
-  out = tmp_path / 'r.json'
+  out = tmp_path / 'fang_epoch_cost.json'   # its fixed name in --output_dir
   env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu')
   proc = subprocess.run(
       [sys.executable, os.path.join(ROOT, 'benchmarks', 'fang_epoch_cost.py'),
        '--config=experiments/configs/fang_f1.py', '--config.batch_size=2000',
-       '--only_entries=nn_depth', '--rounds=1', '--grad_chunk=250', f'--out={out}'],
+       '--only_entries=nn_depth', '--rounds=1', '--grad_chunk=250',
+       f'--output_dir={tmp_path}'],
       capture_output=True, text=True, timeout=600, cwd=ROOT, env=env, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   r = json.loads(out.read_text())
