@@ -58,9 +58,9 @@ from transformer_ua import provenance
 from transformer_ua.data import text, wordnet
 from transformer_ua.models import encoder as enc
 from transformer_ua.train import loop
-from transformer_ua.train.tasks import mixing_finetune, mixing_pretrain, steps
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
+from transformer_ua.train.tasks import mixing_finetune, mixing_pretrain, steps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASKS = tuple(mixing_finetune.TASKS)      # the fine-tuning tasks by name
@@ -270,13 +270,13 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
   S = d.get('max_segments', 1)
   t0 = time.perf_counter()
-  out, task = _loop(workdir=workdir, state=state,
-                    train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
-                    get_batch=lambda s: train_data.batch(s, p.batch_size, S),
-                    acc0=init_metrics_acc(loss_fn, params, train_data.batch(0, 2, S)),
-                    cfg=p, eval_fn=eval_fn, desc='pretrain',
-                    halt_after=config.get('halt_after', -1),
-                    mesh=loop.training_mesh(config), prov=prov)
+  out, steps_task = _loop(workdir=workdir, state=state,
+                          train_step=make_train_step(loss_fn, tx, p.get('steps_per_call', 1)),
+                          get_batch=lambda s: train_data.batch(s, p.batch_size, S),
+                          acc0=init_metrics_acc(loss_fn, params, train_data.batch(0, 2, S)),
+                          cfg=p, eval_fn=eval_fn, desc='pretrain',
+                          halt_after=config.get('halt_after', -1),
+                          mesh=loop.training_mesh(config), prov=prov)
   state = out.state
   final = eval_fn(state['params'])
   return _write_result(workdir, {
@@ -285,8 +285,8 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
       'params': enc.count_params(params),
       'params_encoder_pooler': enc.count_params(params['encoder'])
                                + enc.count_params(params['pooler']),
-      'eval': final, 'train_tokens_per_s': task.tps,
-      'train_row_tokens_per_s': task.row_tps, 'max_segments': S,
+      'eval': final, 'train_tokens_per_s': steps_task.tps,
+      'train_row_tokens_per_s': steps_task.row_tps, 'max_segments': S,
       'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
       'segments': out.segments,
       'data': {'vocab_size': V, 'train_synsets': len(train_data.headlines),
