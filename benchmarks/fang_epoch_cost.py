@@ -88,8 +88,8 @@ STREAM_MIB, CACHE_STREAM_MIB = 256, 8
 
 
 def _loop_epoch(c, step, x, y, n_tr, steps):
-  """The per-step epoch (``train.fang_regression._Task.train_epoch``, one device),
-  keeping every step's loss."""
+  """The per-step epoch (``train.tasks.fang_regression.FangRegression.train_epoch``, one
+  device), keeping every step's loss."""
   def run(state, epoch):
     order = np.random.default_rng([c.seed, epoch]).permutation(n_tr)
     losses = []
