@@ -300,6 +300,21 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
 # Fine-tuning: relations (MNLI analogue) or spans (SQuAD analogue)
 # ----------------------------------------------------------------------------------
 
+def pretrained_params(config, cfg: enc.EncoderConfig, src: str):
+  """The params of the newest checkpoint of the pre-training run in ``src``."""
+  template = enc.init_shapes(enc.BertPretrainer(cfg), cfg.max_len, config.data.max_predictions)
+  tx_pre = make_optimizer(config.pretrain, config.pretrain.num_steps)
+  tmpl_state = {'params': template, 'opt_state': jax.eval_shape(tx_pre.init, template),
+                'step': jax.ShapeDtypeStruct((), jnp.int32),
+                'rng': jax.eval_shape(lambda: jax.random.PRNGKey(0))}
+  ck = Checkpointer(os.path.join(src, 'checkpoints'))
+  restored = ck.restore_latest(tmpl_state)
+  ck.close()
+  if restored is None:
+    raise FileNotFoundError(f'no checkpoint in {src}/checkpoints')
+  return restored[1]['params']
+
+
 def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Fine-tunes from ``config.finetune.pretrain_workdir`` ('' = from scratch)."""
   _check(config)
@@ -327,18 +342,7 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
                                train['type_ids'][:2], train['mask'][:2])['params']
   params = jax.tree_util.tree_map(np.asarray, params)
   if src:
-    pre_model = enc.BertPretrainer(cfg)
-    template = enc.init_shapes(pre_model, cfg.max_len, config.data.max_predictions)
-    tx_pre = make_optimizer(config.pretrain, config.pretrain.num_steps)
-    tmpl_state = {'params': template, 'opt_state': jax.eval_shape(tx_pre.init, template),
-                  'step': jax.ShapeDtypeStruct((), jnp.int32),
-                  'rng': jax.eval_shape(lambda: jax.random.PRNGKey(0))}
-    ck = Checkpointer(os.path.join(src, 'checkpoints'))
-    restored = ck.restore_latest(tmpl_state)
-    ck.close()
-    if restored is None:
-      raise FileNotFoundError(f'no checkpoint in {src}/checkpoints')
-    pre = restored[1]['params']
+    pre = pretrained_params(config, cfg, src)
     params = dict(params)
     for name in ('encoder', 'pooler'):
       if name in params:
