@@ -192,7 +192,7 @@ class ExactOps:
       w = jnp.asarray(digits_from_python(np.asarray(weights, dtype=object).reshape(1, -1),
                                          self.spec.limb_bits))
       return linear(x[..., None, :, :], w, self.spec)[..., 0, 0, :]
-    return jnp.sum(x * jnp.asarray([int(v) for v in weights], jnp.int64), axis=-1)
+    return jnp.sum(x * jnp.asarray([int(v) for v in weights], self.dtype), axis=-1)
 
   def searchsorted_right(self, table, x):
     """Index of the first table entry > x (table sorted ascending, leading dim P)."""

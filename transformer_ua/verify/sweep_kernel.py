@@ -99,12 +99,14 @@ def steps_per_call(chunk_size: int, block: int, num_blocks: int,
 
 
 def _column_tables(cm):
-  """Per column index c in [0, V): K [V, d] (grid indices), out-of-range flag [V], and
-  the scaled input entries x [V, d] and id u^T x [V] as Python ints."""
-  d, N, S = cm.d, cm.resolution, cm.scale
-  v = grids.num_column_values(d, N)
-  k = grids.column_digits(np.arange(v, dtype=np.int64), d, N + 1) - 1
-  x = np.where(k < 0, -S * cm.out_of_range, k * (S // N)).astype(object)
+  """Per column index c in [0, V): K [V, d] (grid indices, ``grids.column_digits``),
+  out-of-range flag [V], and the scaled input entries x [V, d] (``cm.encode``, as the
+  first token) and id u^T x [V] as Python ints."""
+  d, v = cm.d, grids.num_column_values(cm.d, cm.resolution)
+  k = grids.column_digits(np.arange(v, dtype=np.int64), d, cm.resolution + 1) - 1
+  with jax.enable_x64(True):
+    x = cm.ops.to_python(cm.encode(jnp.broadcast_to(jnp.asarray(k)[:, None], (v, cm.n, d)))
+                         [:, 0])
   ids = (x * np.asarray(cm.u, dtype=object)).sum(axis=1)
   return k, np.any(k < 0, axis=1), x, ids
 

@@ -31,6 +31,8 @@ import functools
 import itertools
 from fractions import Fraction
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import activations
@@ -149,13 +151,11 @@ def simulate(net) -> dict:
   registry's default kernel, ``gc_kernels.evaluate``).
   """
   cm = net.g_bar.contextual
-  n, N = cm.n, cm.resolution
+  n = cm.n
   R = sum(cm.u)
   k = grid_classes(net)
-  u = np.asarray(cm.u, object)
-  ids_all = (k.astype(object) @ u) * Fraction(1, N)
-  if cm.positional:
-    ids_all = ids_all + np.asarray([j * R for j in range(n)], object)[None, :]
+  with jax.enable_x64(True):   # the input ids u^T Z_j of the encoded grid points
+    ids_all = cm.to_fractions(cm.ops.dot_const(cm.encode(jnp.asarray(k)), cm.u))  # [C, n]
   layers = id_layers(net)
   att = [heads for _, kind, heads in layers if kind == 'attention']
   tied_heads = sum(1 for heads in att for a, b, *_ in heads if a == 0 and b == 0)

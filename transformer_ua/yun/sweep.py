@@ -193,16 +193,13 @@ def final_ops(cm) -> ExactOps:
 
 
 def input_ids(cm, prog: Program, k):
-  """Scaled ids u^T Z_j of grid indices k [B, n, d], as sweep values [n, B(, K)]."""
-  if prog.spec is None:  # the encoding of ``cm.encode`` in the sweep's int type
-    inside = k * (cm.scale // cm.resolution)
-    if cm.positional:
-      inside = inside + cm.scale * jnp.arange(cm.n, dtype=jnp.int64)[:, None]
-    x = jnp.where(k < 0, -cm.scale * cm.out_of_range, inside).astype(prog.dtype)
-    return jnp.sum(x * jnp.asarray(prog.u, prog.dtype), axis=-1).T
-  x = limbs.resize(cm.encode(k), cm.arithmetic.spec, prog.spec) if cm.limbs else \
-      limbs.from_int64(cm.encode(k), prog.spec)
-  return jnp.moveaxis(ExactOps(prog.spec).dot_const(x, prog.u), 1, 0)   # [n, B, K]
+  """Scaled ids u^T Z_j of grid indices k [B, n, d] (encoded by ``cm.encode``), as
+  sweep values [n, B(, K)]. The entries fit the sweep's arithmetic: |entry| <= S Omega
+  (Omega = N^(nd); Theorem 3: < S n) and the sweep's bound holds every |id| <= S U_s,
+  U_s >= Omega R (``contextual.sweep_id_max``; Theorem 3: the exhaustive max)."""
+  s_ops = sweep_ops(prog)
+  x = s_ops.convert(cm.encode(k), cm.ops)                   # [B, n, d(, K)]
+  return jnp.moveaxis(s_ops.dot_const(x, prog.u), 1, 0)
 
 
 def run_sweep(prog: Program, ids):
