@@ -1,5 +1,9 @@
 """Resumable, logged loops over a grid pass: progress with an ETA, state saved and loaded.
 
+The whole-grid checks of Lemma 8 / 10 (Yun et al. 2020, Appendix E.3; ``grid_pass``)
+run for hours at scale (N=3, d=3, n=5: (N+1)^(nd) = 4^15 ~ 1.1e9 points); this loop
+lets them stop and continue.
+
 A pass is ``num_items`` items (blocks of points, or points) run ``stride`` at a time by
 ``step(t) -> (counts, max_abs)``: violation counts (Python ints) and the largest
 |value| seen in items t .. t + stride - 1. ``run`` sums them and, every ``log_every``
