@@ -63,6 +63,7 @@ def test_counts_by_hand(d, n, N):
   assert ol.layer_counts() == {'quantization': d * (N + 1), 'contextual': 2, 'value': ids}
   assert ol.num_classes() == one_layer.num_classes(d, n, N)
   assert ol.num_bump_layers() == one_layer.num_ids(d, n, N)
+  assert ol.representatives().shape == (ol.num_classes(), n, d)
 
 
 def test_variants_agree_with_the_built_networks():

@@ -348,7 +348,9 @@ class TiesComplete(Variant):
 @dataclasses.dataclass(frozen=True, repr=False)
 class OneLayer(Variant):
   """Theorem 2 with one softmax attention layer as g_c (``yun.one_layer``): no bad set;
-  g_c is the attention layer and a bias-only shift, g_v one certified bump per id."""
+  g_c is the attention layer and a bias-only shift, g_v one certified bump per id. Its
+  ids are irrational (certified enclosures, no [t_l, t_r]) and ``yun.one_layer.build``
+  builds it whole: ``interval`` and the stage builders do not apply."""
 
   name: ClassVar[str] = 'one-layer'
   label: ClassVar[str] = 'Theorem 2, one softmax attention layer'
@@ -376,6 +378,10 @@ class OneLayer(Variant):
   def value_layers(self) -> int:
     """One bump per id (no kill or clean-up layers)."""
     return self.num_bump_layers()
+
+  def class_decoder(self):
+    """Contexts are multisets of n cells (as ``TiesComplete``)."""
+    return contextual_ties.make_class_codec(self.d, self.n, self.N)['decode']
 
 
 #: The variants by name.
