@@ -8,6 +8,7 @@ values fit float64.
 """
 
 import ast
+import dataclasses
 import os
 from fractions import Fraction
 
@@ -102,6 +103,8 @@ def test_realized(nets, clamp):
   assert set(counts) == {'quantization', 'contextual', 'value'} | ({'clamp'} if clamp else set())
   assert construction.stage_counts(counts)['contextual'] == net.g_bar.contextual.depth()
   assert g.block_counts()['blocks'] == g.depth()
+  bare = dataclasses.replace(g, source=None)     # a Realized built by hand has no stages
+  assert bare.layer_counts() == {'realized': {'block': g.depth()}}
   np.testing.assert_allclose(_literal(g, x), g.apply(x), atol=1e-12)
 
 

@@ -111,11 +111,11 @@ def _check_epsilon(epsilon: float, variant: grid.Variant) -> None:
 def realized_counts(segments, source) -> dict:
   """{stage: {'block': blocks}} of a realization's block segments: realization keeps
   one segment per segment of g_bar (``source.stage_names()``, in order); the segments
-  after those are the output clamp's."""
-  stages = tuple(source.stage_names()) if source is not None else ()
+  after those are the output clamp's. Without a source every block is 'realized'."""
+  stages = tuple(source.stage_names()) if source is not None else None
   out = {}
   for i, seg in enumerate(segments):
-    stage = stages[i] if i < len(stages) else 'clamp'
+    stage = ('realized' if stages is None else stages[i] if i < len(stages) else 'clamp')
     out = construction.merge_counts(out, {stage: {seg.kind: seg.depth}})
   return out
 
