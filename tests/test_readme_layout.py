@@ -47,7 +47,7 @@ def test_layout_names_every_module_in_its_directory():
 def test_layout_names_only_real_files_and_folders():
   files = _package_files()
   sections = _sections(_layout_block())
-  assert set(sections) - {''} == {f.split('/')[0] + '/' for f in files if '/' in f}
+  assert set(sections) - {''} == {os.path.dirname(f) + '/' for f in files if '/' in f}
   for key, text in sections.items():
     for name in re.findall(r'(?<![\w/])(\w+\.py)', text):
       assert os.path.join(key, name) in files, (key, name)
