@@ -288,17 +288,15 @@ def make_class_codec(d: int, n: int, resolution: int):
   v = resolution ** d
   if num_classes(d, n, resolution) >= 2 ** 62:
     raise ValueError(f'C({v + n - 1}, {n}) classes cannot be enumerated with int64 ranks.')
-  pow_ = np.asarray([resolution ** i for i in range(d)], np.int64)
   binom = np.asarray([[math.comb(x, i) for x in range(v + n)] for i in range(n + 1)],
                      dtype=np.int64)
 
   def decode(rank):
     idx = grids.unrank_colex(binom, rank, n) - jnp.arange(n)
-    return (idx[..., None] // jnp.asarray(pow_)) % resolution
+    return grids.column_digits(idx, d, resolution)
 
   def rank(k_sorted):
-    return grids.rank_colex(binom, jnp.sum(k_sorted * jnp.asarray(pow_), axis=-1)
-                            + jnp.arange(n))
+    return grids.rank_colex(binom, grids.column_number(k_sorted, resolution) + jnp.arange(n))
 
   return {'decode': decode, 'rank': rank}
 
