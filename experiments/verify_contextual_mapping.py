@@ -65,6 +65,7 @@ from absl import flags
 from transformer_ua import outputs, parallel, provenance
 from transformer_ua.verify import one_layer as verify_one_layer
 from transformer_ua.verify import theorem2
+from transformer_ua.yun import gc_kernels
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('d', '1', 'Embedding dimension d: an integer >= 1.')
@@ -172,8 +173,9 @@ def main(argv):
   d = _int_flag('d', 1)
   n = _int_flag('n', 2)
   resolution = _int_flag('resolution', 2)
-  if FLAGS.kernel not in ('sweep', 'fast', 'core'):
-    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are sweep, fast and core.')
+  if FLAGS.kernel not in gc_kernels.KERNELS:
+    raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are '
+                   f'{", ".join(sorted(gc_kernels.KERNELS))}.')
   if FLAGS.resume and not (FLAGS.state_file or FLAGS.output_dir):
     raise BadInput('--resume needs --state_file or --output_dir (its state file).')
   if FLAGS.grid not in GRIDS:

@@ -7,6 +7,8 @@
 * ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
 * ``grid``       -- Grid(d, n, N) and the variants (Paper, Positional, TiesComplete,
   OneLayer): counts, classes, intervals, builders; chosen once by the builders below.
+* ``gc_kernels`` -- the one registry of g_c evaluators ('core', 'fast', 'sweep' from
+  ``sweep``), each returning a ``GcResult``; ``ids``: the id simulation through them.
 * ``pipeline``   -- the composed g_bar and its exact evaluation.
 * ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
   (Lemma 6 realization); ``decomposition``: the error decomposition.
