@@ -52,7 +52,8 @@ def chunk_sharding():
   with jax.enable_x64(True):
     multiset_chunk, _ = vc._make_chunk_fns(cm, 64, mesh=mesh)  # pylint: disable=protected-access
     params = parallel.replicate(cm.exact_params, mesh)
-    counts, q, _, _ = multiset_chunk(params, np.int64(0), np.int64(20))
+    counts, _, payload = multiset_chunk(params, np.int64(0), np.int64(20))
+    q = payload[0]
     return {'q_devices': len(q.sharding.device_set),
             'q_fully_replicated': bool(q.sharding.is_fully_replicated),
             'q_shard_rows': sorted({s.data.shape[0] for s in q.addressable_shards}),
