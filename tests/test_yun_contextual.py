@@ -223,3 +223,17 @@ def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
     np.testing.assert_array_equal(np.asarray(core[key]), np.asarray(fast[key]))
   with pytest.raises(ValueError, match='kernel'):
     cm.forward_fn('turbo')
+
+
+def test_lemma8_stage_hooks():
+  """What the id-only sweep, the report and the check read off a Lemma 8 map."""
+  from transformer_ua.yun import contextual_ties, sweep  # pylint: disable=import-outside-toplevel
+  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  assert type(cm) is contextual.ContextualMapping and not cm.positional
+  assert contextual.CONTEXTUAL_MAPPINGS[False] is contextual.ContextualMapping
+  assert cm.id_sweep and cm.id_sweep_bound == sweep.sweep_bound(1, 2, 2, cm.scale)
+  assert sweep.sweep_bound is contextual.sweep_bound
+  assert cm.grid_points(limit=8) is None and cm.grid_points(limit=9).shape == (9, 2, 1)
+  assert not contextual_ties.build(d=1, n=2, resolution=2).id_sweep
+  with pytest.raises(ValueError, match=r'\{-1, 0, \.\.\., 1\}'):
+    cm.check_indices(np.array([[[-2], [0]]]))

@@ -95,3 +95,27 @@ def test_theorem3_sweep_and_scale_hooks():
   segs, p = contextual.contextual_mapping_params(d=2, n=3, resolution=2, sweep_ids=ids,
                                                  final_scale=contextual.theorem3_final_scale(2, 3, 2))
   assert segs[0].depth == 12 and p['segment_0']['attention']['b_Q'].shape == (12, 2, 1)
+
+
+def test_theorem3_stages_are_subclasses_chosen_once():
+  """Theorem 3's g_q and g_c are subclasses (their overrides carry Appendix G); the bool
+  builders and the Positional variant pick the same classes."""
+  from transformer_ua.yun import grid  # pylint: disable=import-outside-toplevel
+  v = grid.choose(1, 2, 2, positional=True)
+  g_q, cm = v.build_quantization(), v.build_contextual(scale=None, arithmetic='auto')
+  assert type(g_q) is quantize.PositionalQuantization and g_q.positional
+  assert type(cm) is contextual.PositionalContextualMapping and cm.positional
+  assert quantize.QUANTIZATIONS[True] is quantize.PositionalQuantization
+  assert contextual.CONTEXTUAL_MAPPINGS[True] is contextual.PositionalContextualMapping
+  assert type(quantize.build_quantization(d=1, n=2, resolution=2, positional=True)) is \
+      quantize.PositionalQuantization
+  assert type(yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)) is \
+      contextual.PositionalContextualMapping
+  paper = grid.choose(1, 2, 2)
+  assert type(paper.build_quantization()) is quantize.Quantization
+  assert type(paper.build_contextual(scale=None, arithmetic='auto')) is \
+      contextual.ContextualMapping
+  assert g_q.unit_input_bound == 4 and paper.build_quantization().unit_input_bound == 2
+  assert cm.id_sweep and cm.id_sweep_bound == cm.bound
+  np.testing.assert_array_equal(cm.grid_points(limit=0), contextual.positional_grid(1, 2, 2))
+  np.testing.assert_array_equal(v.grid_classes(), contextual.positional_grid(1, 2, 2))

@@ -10,26 +10,18 @@ from __future__ import annotations
 import math
 import os
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import approximator, contextual, distances, grids
+from transformer_ua.yun import approximator, distances
 
 
 def contextual_values(net):
   """u^T g_c(L) for the whole grid (or all class representatives), with categories."""
   cm = net.g_bar.contextual
-  N, d, n = net.resolution, net.d, net.n
-  if net.positional:
-    k = contextual.positional_grid(d, n, N)
-  else:
-    total = (N + 1) ** (d * n)
-    if total > 200_000:
-      return None
-    with jax.enable_x64(True):  # every ordered point of G+ (entries -1..N-1)
-      k = np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
+  k = cm.grid_points(limit=200_000)  # every ordered point of G+ (Theorem 3: of G)
+  if k is None:
+    return None
   q = cm.ops.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
   good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
   return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}

@@ -197,8 +197,12 @@ class Realized:
   def __repr__(self) -> str:
     return (f'Realized(Lemma 6, T^(2,1,4): {sum(s.depth for s in self.segments)} blocks, '
             f'lam={float(self.lam):g}, epsilon={float(self.epsilon):g}, {self.dtype}'
-            f'{", positional" if self.positional else ""}'
-            f'{", output clamp" if self.clamp is not None else ""})')
+            f'{"".join(tag for tag, on in self._repr_flags() if on)})')
+
+  def _repr_flags(self):
+    """(tag, shown) of the repr's flags: fields of the realized network, not variants
+    (a realization without a source has no variant)."""
+    return ((', positional', self.positional), (', output clamp', self.clamp is not None))
 
   def apply(self, x) -> np.ndarray:
     """g(X) for X [batch, n, d]; computed in ``dtype``, returned as float64 ('exact':

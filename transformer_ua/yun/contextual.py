@@ -39,9 +39,10 @@ t_l = delta^(-2nd+1) (delta^-d - 1) and t_r = delta^(-(2n+1)d+1) (delta^-d - 1):
 and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
 <= delta^(-nd+1)(delta^-d - 1) - delta(delta^-d - 1)^2, and L -> l~_n is one-to-one.
 
-Theorem 3 (``positional=True``, Appendix G.2): inputs L + E, n N^d sweep layers; its
-closed forms (sweep ids, final scale, the exhaustive [t_l, t_r] and bit bound) are
-``yun.contextual_positional``, re-exported here.
+Theorem 3 (``positional=True``, Appendix G.2): inputs L + E, n N^d sweep layers; the
+map is ``PositionalContextualMapping`` (a ``ContextualMapping`` whose overrides carry
+what differs), its closed forms (sweep ids, final scale, the exhaustive [t_l, t_r] and
+bit bound) are ``yun.contextual_positional``, re-exported here.
 
 Exact arithmetic
 ----------------
@@ -80,6 +81,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -89,7 +91,7 @@ from transformer_ua import construction, layers
 from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, gc_kernels
+from transformer_ua.yun import common, gc_kernels, grids
 # Theorem 3's closed forms (Appendix G.2) live in their own module; re-exported here.
 from transformer_ua.yun.contextual_positional import (  # noqa: F401  pylint: disable=unused-import
     POSITIONAL_MAX_GRID, positional_bound, positional_grid, positional_interval,
@@ -160,11 +162,29 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
   return math.ceil(S * bound)
 
 
+def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+  """Proven bound on |every integer| of the sweep computed on column ids alone
+  (``yun.sweep``; Lemma 8's g_c).
+
+  The id-only sweep forms ids (|id| <= U_s, ``sweep_id_max``), thresholds (< A + 1),
+  spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and, for the
+  global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  u_s = sweep_id_max(d, n, N)
+  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
+
+
 def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
   """Weights of g_c: N^d (n N^d with ``positional``) two-head layers of h(4md + m)
-  weights each, and one single-head layer."""
+  weights each, and one single-head layer (``CONTEXTUAL_MAPPINGS[positional]``'s)."""
+  return CONTEXTUAL_MAPPINGS[bool(positional)].count_parameters(d, n, resolution)
+
+
+def _parameter_count(sweeps: int, d: int) -> int:
+  """``sweeps`` two-head layers and one single-head layer of h(4md + m) weights each."""
   per_head = 4 * HEAD_SIZE * d + HEAD_SIZE  # W_Q, W_K, W_V (m x d), b_Q (m), W_O (d x m)
-  sweeps = resolution ** d * (n if positional else 1)
   return sweeps * SWEEP_HEADS * per_head + FINAL_HEADS * per_head
 
 
@@ -282,10 +302,13 @@ class ContextualMapping:
     arithmetic: the planner's choice (``planner.Arithmetic``).
     ops: comparisons, selections and arithmetic on values of that arithmetic.
     bound: proven bound on every scaled intermediate (``contextual_mapping_bound``).
-    positional: Theorem 3 (Appendix G.2): inputs are L + E; t_l, t_r are
-      ``positional_interval`` and id_lower/id_upper bound the sweep ids
-      ((n - 1) R and the exhaustive max) instead of Lemma 10's.
+    positional: False here; ``PositionalContextualMapping`` (Theorem 3, Appendix G.2:
+      inputs L + E) is True (read-only, for callers of the bool builder).
     ties: 'paper' (this map); ``yun.contextual_ties`` builds the 'complete' one.
+
+  What Theorem 3 changes is ``PositionalContextualMapping``'s overrides: the closed
+  forms (``closed_forms``), the encoding of grid indices (+ E), their range (no -1),
+  the id-only sweep's bound and the points g_c takes.
   """
 
   d: int
@@ -308,6 +331,46 @@ class ContextualMapping:
   positional: bool = False
   ties: str = 'paper'
 
+  #: The repr's construction name.
+  repr_kind: ClassVar[str] = 'Lemma 8'
+  #: Smallest grid index (-1: the out-of-range value -N^(nd)).
+  min_index: ClassVar[int] = -1
+
+  # -- the closed forms (the builder's inputs) --------------------------------
+
+  @classmethod
+  def sweep_layers(cls, d: int, n: int, resolution: int) -> int:
+    """N^d selective shifts (Theorem 2)."""
+    del n
+    return resolution ** d
+
+  @classmethod
+  def count_parameters(cls, d: int, n: int, resolution: int) -> int:
+    """Weights of g_c: ``sweep_layers`` two-head layers of h(4md + m) weights each, and
+    one single-head layer."""
+    return _parameter_count(cls.sweep_layers(d, n, resolution), d)
+
+  @classmethod
+  def closed_forms(cls, d: int, n: int, resolution: int, scale: int) -> dict:
+    """Lemma 8's bit bound, sweep ids, final scale and [t_l, t_r], and Lemma 10's
+    bounds on the swept ids: the fields ``build`` fills in."""
+    N = resolution
+    bound = contextual_mapping_bound(d, n, N, scale)
+    t_l, t_r = interval(d, n, N)
+    lo, hi = lemma10_bounds(d, n, N)
+    return {'bound': bound, 'sweep_ids': theorem2_sweep_ids(d, N),
+            'final_scale': theorem2_final_scale(d, n, N), 't_l': t_l, 't_r': t_r,
+            'id_lower': lo, 'id_upper': hi}
+
+  @classmethod
+  def build(cls, *, d: int, n: int, resolution: int, scale: int | None = None,
+            arithmetic: str = 'auto') -> ContextualMapping:
+    """Builds this class's g_c (``closed_forms``) and plans its arithmetic
+    (``build_contextual_mapping``; ``yun.contextual_ties`` has its own builder)."""
+    d, n, N = common.check_config(d, n, resolution)
+    S = common.check_scale(scale, N)
+    return _build(cls, d=d, n=n, N=N, S=S, arithmetic=arithmetic)
+
   # -- metadata -------------------------------------------------------------
 
   @property
@@ -315,8 +378,7 @@ class ContextualMapping:
     return self.arithmetic.bits_required
 
   def __repr__(self) -> str:
-    kind = 'Theorem 3, positional' if self.positional else 'Lemma 8'
-    return (f'ContextualMapping({kind}: d={self.d}, n={self.n}, N={self.resolution}, '
+    return (f'ContextualMapping({self.repr_kind}: d={self.d}, n={self.n}, N={self.resolution}, '
             f'{self.depth()} layers, t_l={float(self.t_l):.4g}, t_r={float(self.t_r):.4g}, '
             f'{self.arithmetic.describe()})')
 
@@ -362,8 +424,6 @@ class ContextualMapping:
     """Points of G+ (what g_q outputs: k/N, or -N^(nd); Theorem 3: j + k/N for token j,
     0-based) [.., n, d] -> grid indices (k, or -1 for -N^(nd))."""
     x = np.asarray(x, np.float64)
-    if self.positional:
-      return np.rint((x - np.arange(self.n)[:, None]) * self.resolution).astype(np.int64)
     return np.where(x < -self.out_of_range / 2, -1,
                     np.rint(x * self.resolution)).astype(np.int64)
 
@@ -391,22 +451,45 @@ class ContextualMapping:
                        f'got {k.shape}.')
     if not np.issubdtype(k.dtype, np.integer):
       raise ValueError(f'grid indices must be integers, got dtype {k.dtype}.')
-    low = 0 if self.positional else -1
-    if k.size and (k.min() < low or k.max() >= self.resolution):
-      allowed = (f'{{0, ..., {self.resolution - 1}}} (the positional construction has no '
-                 'out-of-range value)' if self.positional else
-                 f'{{-1, 0, ..., {self.resolution - 1}}} (-1 = out of range)')
-      raise ValueError(f'grid indices must lie in {allowed}.')
+    if k.size and (k.min() < self.min_index or k.max() >= self.resolution):
+      raise ValueError(f'grid indices must lie in {self.allowed_indices()}.')
     return k.astype(np.int64)
+
+  def allowed_indices(self) -> str:
+    """The grid indices' range, in words (``check_indices``' message)."""
+    return f'{{-1, 0, ..., {self.resolution - 1}}} (-1 = out of range)'
+
+  def scaled_in_range(self, k):
+    """In-range grid indices -> scaled int64 values k S/N (jnp; call under x64)."""
+    return k * (self.scale // self.resolution)
 
   def encode(self, k):
     """Grid indices -> scaled integers in the arithmetic (jnp; call under x64)."""
     k = jnp.asarray(k, jnp.int64)
-    inside = k * (self.scale // self.resolution)
-    if self.positional:  # + E: token j (0-based) is offset by j in every coordinate
-      inside = inside + self.scale * jnp.arange(self.n, dtype=jnp.int64)[:, None]
+    inside = self.scaled_in_range(k)
     outside = self.ops.constant(-self.scale * self.out_of_range)
     return self.ops.where(k < 0, outside, self.ops.from_int64(inside))
+
+  @property
+  def id_sweep(self) -> bool:
+    """g_c is one selective-shift sweep then one global shift (Lemma 8, Theorem 3):
+    what the id-only kernel (``yun.sweep``, 'sweep') runs."""
+    return self.sweep_index == 0 and len(self.segments) == 2
+
+  @property
+  def id_sweep_bound(self) -> int:
+    """Bound on |every integer| of the id-only sweep (``sweep_bound``)."""
+    return sweep_bound(self.d, self.n, self.resolution, self.scale)
+
+  def grid_points(self, limit: int) -> np.ndarray | None:
+    """Grid indices [P, n, d] of every ordered point of G+ (entries -1..N-1), the
+    inputs g_c takes; None when there are more than ``limit``."""
+    d, n, N = self.d, self.n, self.resolution
+    total = (N + 1) ** (d * n)
+    if total > limit:
+      return None
+    with jax.enable_x64(True):
+      return np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
 
   def forward_fn(self, kernel: str = gc_kernels.DEFAULT):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
@@ -454,41 +537,11 @@ class ContextualMapping:
             f'{self.arithmetic.describe()}')
 
 
-def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | None = None,
-                             arithmetic: str = 'auto', positional: bool = False
-                             ) -> ContextualMapping:
-  """Builds Lemma 8's g_c (Theorem 2) or Appendix G.2's (Theorem 3) and plans its arithmetic.
-
-  Args:
-    d: embedding dimension (>= 1).
-    n: sequence length (>= 2).
-    resolution: N = 1/delta (>= 2).
-    scale: S, a multiple of 2N (default 2N).
-    arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', or 'limbs:K[:w]'.
-    positional: Theorem 3: inputs L + E (token j offset by j - 1 in every coordinate),
-      n N^d sweep layers over ``theorem3_sweep_ids`` and the global shift scaled by
-      n delta^(-(n+1)d-1); grid indices must then be in range (no -1).
-  Raises:
-    ValueError: invalid configuration, or an arithmetic too narrow for the bound.
-  """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
-  if not isinstance(positional, bool):
-    raise ValueError(f'positional must be True or False, got {positional!r}.')
-  if positional:
-    bound = positional_bound(d, n, N, S)
-    sweep_ids = theorem3_sweep_ids(d, n, N)
-    final_scale = theorem3_final_scale(d, n, N)
-    t_l, t_r = positional_interval(d, n, N)
-    lo = Fraction((n - 1) * sum(common.u_vector(d, N)))
-    hi = positional_sweep_max(d, n, N)
-  else:
-    bound = contextual_mapping_bound(d, n, N, S)
-    sweep_ids = theorem2_sweep_ids(d, N)
-    final_scale = theorem2_final_scale(d, n, N)
-    t_l, t_r = interval(d, n, N)
-    lo, hi = lemma10_bounds(d, n, N)
-  arith = planner.plan(bound, arithmetic)
+def _build(cls, *, d: int, n: int, N: int, S: int, arithmetic: str) -> ContextualMapping:
+  """``cls``'s g_c from its ``closed_forms``, with the arithmetic planned (checked args)."""
+  forms = cls.closed_forms(d, n, N, S)
+  sweep_ids, final_scale = forms['sweep_ids'], forms['final_scale']
+  arith = planner.plan(forms['bound'], arithmetic)
   segments, params = contextual_mapping_params(d=d, n=n, resolution=N, sweep_ids=sweep_ids,
                                                final_scale=final_scale, dtype='float64')
   if arith.kind == 'int64':
@@ -502,9 +555,95 @@ def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | No
     exact['segment_1']['attention'] = _final_params(common.u_vector(d, N), final_scale, object)
     with jax.enable_x64(True):
       exact = limbs.params_to_digits(exact, arith.limb_bits)
-  return ContextualMapping(
-      d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
-      id_lower=lo, id_upper=hi, sweep_ids=sweep_ids,
-      final_scale=final_scale, segments=segments, params=params, exact_params=exact,
-      arithmetic=arith, ops=ExactOps(arith.spec if arith.kind == 'limbs' else None),
-      bound=bound, positional=positional)
+  return cls(
+      d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), segments=segments,
+      params=params, exact_params=exact, arithmetic=arith,
+      ops=ExactOps(arith.spec if arith.kind == 'limbs' else None), **forms)
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class PositionalContextualMapping(ContextualMapping):
+  """g_c of Theorem 3 (Appendix G.2): inputs L + E (token j, 0-based, offset by j in
+  every coordinate), n N^d sweep layers over ``theorem3_sweep_ids`` and the global shift
+  scaled by n delta^(-(n+1)d-1); t_l, t_r are ``positional_interval`` and
+  id_lower/id_upper bound the sweep ids ((n - 1) R and the exhaustive max) instead of
+  Lemma 10's; grid indices are in range (no -1). Closed forms:
+  ``yun.contextual_positional``."""
+
+  positional: bool = dataclasses.field(default=True, init=False)
+
+  repr_kind: ClassVar[str] = 'Theorem 3, positional'
+  min_index: ClassVar[int] = 0
+
+  @classmethod
+  def sweep_layers(cls, d: int, n: int, resolution: int) -> int:
+    """n N^d selective shifts (Theorem 3)."""
+    return resolution ** d * n
+
+  @classmethod
+  def closed_forms(cls, d: int, n: int, resolution: int, scale: int) -> dict:
+    """Theorem 3's bit bound, sweep ids, final scale, [t_l, t_r] and sweep-id bounds
+    (``yun.contextual_positional``)."""
+    N = resolution
+    bound = positional_bound(d, n, N, scale)
+    sweep_ids = theorem3_sweep_ids(d, n, N)
+    final_scale = theorem3_final_scale(d, n, N)
+    t_l, t_r = positional_interval(d, n, N)
+    lo = Fraction((n - 1) * sum(common.u_vector(d, N)))
+    return {'bound': bound, 'sweep_ids': sweep_ids, 'final_scale': final_scale,
+            't_l': t_l, 't_r': t_r, 'id_lower': lo, 'id_upper': positional_sweep_max(d, n, N)}
+
+  def grid_indices(self, x) -> np.ndarray:
+    """Outputs of Theorem 3's g_q (j + k/N for token j, 0-based) [.., n, d] -> k."""
+    x = np.asarray(x, np.float64)
+    return np.rint((x - np.arange(self.n)[:, None]) * self.resolution).astype(np.int64)
+
+  def allowed_indices(self) -> str:
+    return (f'{{0, ..., {self.resolution - 1}}} (the positional construction has no '
+            'out-of-range value)')
+
+  def scaled_in_range(self, k):
+    """+ E: token j (0-based) is offset by j in every coordinate."""
+    offsets = self.scale * jnp.arange(self.n, dtype=jnp.int64)[:, None]
+    return super().scaled_in_range(k) + offsets
+
+  @property
+  def id_sweep_bound(self) -> int:
+    """The map's own bound (``positional_bound``: its ids come from an exhaustive sweep)."""
+    return self.bound
+
+  def grid_points(self, limit: int) -> np.ndarray:
+    """The N^(dn) grid points (``positional_grid``; no out-of-range value), whatever
+    ``limit``."""
+    del limit
+    return positional_grid(self.d, self.n, self.resolution)
+
+
+#: ``build_contextual_mapping``'s dispatch: ``positional`` -> the g_c class (Lemma 8 or
+#: Theorem 3's Appendix G.2).
+CONTEXTUAL_MAPPINGS = {False: ContextualMapping, True: PositionalContextualMapping}
+
+
+def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | None = None,
+                             arithmetic: str = 'auto', positional: bool = False
+                             ) -> ContextualMapping:
+  """Builds Lemma 8's g_c (Theorem 2) or Appendix G.2's (Theorem 3) and plans its arithmetic.
+
+  Args:
+    d: embedding dimension (>= 1).
+    n: sequence length (>= 2).
+    resolution: N = 1/delta (>= 2).
+    scale: S, a multiple of 2N (default 2N).
+    arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', or 'limbs:K[:w]'.
+    positional: Theorem 3: inputs L + E (token j offset by j - 1 in every coordinate),
+      n N^d sweep layers over ``theorem3_sweep_ids`` and the global shift scaled by
+      n delta^(-(n+1)d-1); grid indices must then be in range (no -1). The class
+      ``CONTEXTUAL_MAPPINGS[positional]`` builds it.
+  Raises:
+    ValueError: invalid configuration, or an arithmetic too narrow for the bound.
+  """
+  d, n, N = common.check_config(d, n, resolution)
+  S = common.check_scale(scale, N)
+  if not isinstance(positional, bool):
+    raise ValueError(f'positional must be True or False, got {positional!r}.')
+  return _build(CONTEXTUAL_MAPPINGS[positional], d=d, n=n, N=N, S=S, arithmetic=arithmetic)

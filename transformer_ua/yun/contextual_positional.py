@@ -16,7 +16,8 @@ checked. The bit bound therefore comes from an exhaustive exact simulation of th
 sweep over the whole (finite) grid (``positional_sweep_max``), and
 [t_l, t_r] = [c s_n, (1 + c) max id] (``positional_interval``).
 
-Used by ``yun.contextual`` (which re-exports every name here) and ``yun.grid``.
+Used by ``yun.contextual`` (which re-exports every name here; its
+``PositionalContextualMapping`` is the built map) and ``yun.grid``.
 """
 
 from __future__ import annotations

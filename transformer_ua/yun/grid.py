@@ -24,12 +24,15 @@ keyword arguments (the messages callers rely on) and returns the variant; the bu
 (``pipeline.build_g_bar``, ``approximator.build_approximator``) call it once and pass the
 object down. Everything that differs between variants is a method here: the id interval
 [t_l, t_r], the layer and parameter counts per stage, the value map's classes and their
-representatives, the exact scale, the g_q and g_c builders, the label.
+representatives, the grid classes Lemma 6 and the certification run over, the exact
+scale, the g_q and g_c builders (Theorem 3's: ``quantize.PositionalQuantization``,
+``contextual.PositionalContextualMapping``), the label.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from fractions import Fraction
 from typing import ClassVar
@@ -140,10 +143,7 @@ class Variant:
 
   def build_quantization(self) -> quantize.Quantization:
     """Lemma 7's g_q (d/delta + d feed-forward layers)."""
-    segments, params = quantize.quantization_params(d=self.d, n=self.n, resolution=self.N,
-                                                    dtype='float64')
-    return quantize.Quantization(d=self.d, n=self.n, resolution=self.N, segments=segments,
-                                 params=params, positional=False)
+    return quantize.Quantization.build(d=self.d, n=self.n, resolution=self.N)
 
   # -- g_c ------------------------------------------------------------------
 
@@ -203,6 +203,18 @@ class Variant:
     with jax.enable_x64(True):
       return np.asarray(decode(jnp.arange(self.num_classes(), dtype=jnp.int64)))
 
+  def grid_classes(self) -> np.ndarray:
+    """Grid indices K [C, n, d] of every cube up to what the theorem needs (Lemma 6's
+    and the certification's domain, ``yun.ids.grid_classes``): one representative per
+    multiset of n cells (columns sorted by cell), repeated cells included (g and g_bar
+    are permutation equivariant)."""
+    d, n, N = self.d, self.n, self.N
+    cells = N ** d
+    digits = grids.column_digits(np.arange(cells, dtype=np.int64), d, N)   # [N^d, d]
+    combos = np.asarray(list(itertools.combinations_with_replacement(range(cells), n)),
+                        np.int64)
+    return digits[combos]
+
   # -- totals -----------------------------------------------------------------
 
   def layer_counts(self) -> dict:
@@ -237,11 +249,11 @@ class Paper(Variant):
     return self.grid.cells + 1
 
   def contextual_parameters(self) -> int:
-    return contextual.parameter_count(self.d, self.n, self.N, False)
+    return contextual.ContextualMapping.count_parameters(self.d, self.n, self.N)
 
   def build_contextual(self, *, scale, arithmetic):
-    return contextual.build_contextual_mapping(d=self.d, n=self.n, resolution=self.N,
-                                               scale=scale, arithmetic=arithmetic)
+    return contextual.ContextualMapping.build(d=self.d, n=self.n, resolution=self.N,
+                                              scale=scale, arithmetic=arithmetic)
 
   def num_classes(self) -> int:
     return math.comb(self.grid.cells, self.n)
@@ -268,19 +280,11 @@ class Positional(Variant):
 
   def quantization_int_params(self, scale: int) -> dict:
     """Appendix G.1's bins at ``scale`` (E is not scaled: it is added before g_q)."""
-    with jax.enable_x64(True):
-      gen = jax.vmap(lambda i: quantize._layer(  # pylint: disable=protected-access
-          i, self.d, self.N, jnp.asarray(0, jnp.int64), jnp.asarray(scale, jnp.int64),
-          jnp.int64, positional=True, n=self.n))
-      seg = gen(jnp.arange(self.quantization_layers()))
-      return {'feedforward': jax.tree_util.tree_map(np.asarray, seg)}
+    return quantize.positional_int_params(d=self.d, n=self.n, resolution=self.N, scale=scale)
 
-  def build_quantization(self) -> quantize.Quantization:
+  def build_quantization(self) -> quantize.PositionalQuantization:
     """Appendix G.1's g_q: E, then d n/delta bin layers."""
-    segments, params = quantize.positional_quantization_params(d=self.d, n=self.n,
-                                                               resolution=self.N)
-    return quantize.Quantization(d=self.d, n=self.n, resolution=self.N, segments=segments,
-                                 params=params, positional=True)
+    return quantize.PositionalQuantization.build(d=self.d, n=self.n, resolution=self.N)
 
   def interval(self):
     return contextual.positional_interval(self.d, self.n, self.N)
@@ -289,12 +293,11 @@ class Positional(Variant):
     return self.n * self.grid.cells + 1
 
   def contextual_parameters(self) -> int:
-    return contextual.parameter_count(self.d, self.n, self.N, True)
+    return contextual.PositionalContextualMapping.count_parameters(self.d, self.n, self.N)
 
   def build_contextual(self, *, scale, arithmetic):
-    return contextual.build_contextual_mapping(d=self.d, n=self.n, resolution=self.N,
-                                               scale=scale, arithmetic=arithmetic,
-                                               positional=True)
+    return contextual.PositionalContextualMapping.build(
+        d=self.d, n=self.n, resolution=self.N, scale=scale, arithmetic=arithmetic)
 
   def num_classes(self) -> int:
     return self.N ** (self.d * self.n)
@@ -302,6 +305,11 @@ class Positional(Variant):
   def class_decoder(self):
     d, n, N = self.d, self.n, self.N
     return lambda rank: common.decode_grid(rank, d, n, N)
+
+  def grid_classes(self) -> np.ndarray:
+    """Every one of the N^(dn) cubes (no permutation reduction)."""
+    d, n, N = self.d, self.n, self.N
+    return common.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)

@@ -28,7 +28,6 @@ and checks the final ids against g_c's exact evaluation (``gc_kernels.evaluate``
 from __future__ import annotations
 
 import functools
-import itertools
 from fractions import Fraction
 
 import jax
@@ -36,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import activations
-from transformer_ua.yun import common, gc_kernels, grids, rational
+from transformer_ua.yun import gc_kernels, grid, rational
 
 
 
@@ -45,15 +44,9 @@ def grid_classes(net) -> np.ndarray:
 
   Theorem 2: one representative per multiset of n cells (columns sorted by cell),
   repeated cells included (g and g_bar are permutation equivariant). Theorem 3: every
-  one of the N^(dn) cubes.
+  one of the N^(dn) cubes (the variant's ``grid_classes``, ``yun.grid``).
   """
-  d, n, N = net.d, net.n, net.resolution
-  if net.positional:
-    return common.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
-  cells = N ** d
-  digits = grids.column_digits(np.arange(cells, dtype=np.int64), d, N)   # [N^d, d]
-  combos = np.asarray(list(itertools.combinations_with_replacement(range(cells), n)), np.int64)
-  return digits[combos]
+  return grid.of(net).grid_classes()
 
 
 def _select(ids, c):

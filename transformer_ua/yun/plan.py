@@ -227,7 +227,7 @@ def _plan_cached(net, tolerance: float, margin: float) -> Plan:
   params = rational.exact_params(net.g_bar, net.values)
   segs, params = realize.relu_realization(
       [s for s in net.g_bar.segments], params, epsilon)
-  t_quant = 2 + (n if net.positional else 0)
+  t_quant = net.g_bar.quantization.unit_input_bound
   t_value = 2 * max_id + max_ua + 1
   # feed-forward layers before g_c's first attention layer (g_q; ties='complete': the
   # offset, |t| <= 1) are amplified through g_c like the quantization; the rest are g_v

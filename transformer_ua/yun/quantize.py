@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from fractions import Fraction
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -66,34 +67,62 @@ def quantize_reference(t, d: int, n: int, resolution: int):
   return Fraction(math.floor(t * N), N)
 
 
-def _layer(index, d, N, out_value, one, dtype, positional=False, n=1):
-  """Params of quantization layer ``index`` (vmapped): clip or bin k of coordinate i.
+def _feedforward(e_i, b_1, breaks, slopes, intercepts, d, dtype):
+  """One g_q layer's params: Z <- Z + e_i phi(e_i^T Z + b_1), phi given by its pieces."""
+  return {'W_1': e_i[None, :], 'b_1': b_1[None], 'W_2': e_i[:, None],
+          'b_2': jnp.zeros((d,), dtype),
+          'phi': {'breaks': breaks[None], 'slopes': slopes[None],
+                  'intercepts': intercepts[None],
+                  'left_closed': jnp.zeros((1, 2), bool)}}
 
-  Lemma 7: per coordinate one clip and N bins; Theorem 3 (``positional``): n N bins
-  k = 0..nN-1 (breakpoints k delta cover [0, n)), no clip.
-  """
-  per_coord = n * N if positional else N + 1
+
+def _div(dtype, N):
+  return (lambda a: a // N) if jnp.issubdtype(dtype, jnp.integer) else (lambda a: a / N)
+
+
+def _layer(index, d, N, out_value, one, dtype):
+  """Params of Lemma 7's quantization layer ``index`` (vmapped): per coordinate i one
+  clip then N bins k = 0..N-1."""
+  per_coord = N + 1
   i = index // per_coord
   j = index % per_coord
-  clip = jnp.logical_and(not positional, j == 0)
-  k = j if positional else j - 1
+  clip = j == 0
+  k = j - 1
   e_i = (jnp.arange(d) == i).astype(dtype)
   zero = jnp.zeros((), dtype)
   # clip: breaks (0, width_1), pieces (-1, -out) | (0, 0) | (-1, -out); width_1 = 1 (scaled S)
   # bin:  breaks (0, step),    pieces (0, 0) | (-1, 0) | (0, 0)
-  integer = jnp.issubdtype(dtype, jnp.integer)
-  div = (lambda a: a // N) if integer else (lambda a: a / N)
+  div = _div(dtype, N)
   step = div(one)
   breaks = jnp.where(clip, jnp.stack([zero, one]), jnp.stack([zero, step]))
   slopes = jnp.where(clip, jnp.asarray([-1, 0, -1], dtype), jnp.asarray([0, -1, 0], dtype))
   intercepts = jnp.where(clip, jnp.stack([-out_value, zero, -out_value]),
                          jnp.stack([zero, zero, zero]))
   b_1 = jnp.where(clip, zero, -div(k * one).astype(dtype))
-  return {'W_1': e_i[None, :], 'b_1': b_1[None], 'W_2': e_i[:, None],
-          'b_2': jnp.zeros((d,), dtype),
-          'phi': {'breaks': breaks[None], 'slopes': slopes[None],
-                  'intercepts': intercepts[None],
-                  'left_closed': jnp.zeros((1, 2), bool)}}
+  return _feedforward(e_i, b_1, breaks, slopes, intercepts, d, dtype)
+
+
+def _positional_layer(index, d, N, n, one, dtype):
+  """Params of Theorem 3's quantization layer ``index`` (Appendix G.1, vmapped): per
+  coordinate i, n N bins k = 0..nN-1 (breakpoints k delta cover [0, n)), no clip."""
+  per_coord = n * N
+  i = index // per_coord
+  k = index % per_coord
+  e_i = (jnp.arange(d) == i).astype(dtype)
+  zero = jnp.zeros((), dtype)
+  div = _div(dtype, N)
+  return _feedforward(e_i, -div(k * one).astype(dtype), jnp.stack([zero, div(one)]),
+                      jnp.asarray([0, -1, 0], dtype), jnp.stack([zero, zero, zero]), d, dtype)
+
+
+def positional_int_params(*, d: int, n: int, resolution: int, scale: int) -> dict:
+  """Appendix G.1's bins as one segment's params ({'feedforward': ...}) of scaled int64
+  NumPy arrays at ``scale`` (E is not scaled: it is added before g_q)."""
+  with jax.enable_x64(True):
+    gen = jax.vmap(lambda i: _positional_layer(i, d, resolution, n,
+                                               jnp.asarray(scale, jnp.int64), jnp.int64))
+    seg = gen(jnp.arange(layer_count(d, resolution, n)))
+    return {'feedforward': jax.tree_util.tree_map(np.asarray, seg)}
 
 
 def quantization_segments(d: int, resolution: int, n: int | None = None) -> tuple[Segment]:
@@ -115,9 +144,9 @@ def positional_quantization_params(*, d: int, n: int, resolution: int):
   """
   d, n, N = common.check_config(d, n, resolution)
   with jax.enable_x64(True):
-    gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(0.0, jnp.float64),
-                                            jnp.asarray(1.0, jnp.float64), jnp.float64,
-                                            positional=True, n=n)))
+    gen = jax.jit(jax.vmap(lambda i: _positional_layer(i, d, N, n,
+                                                       jnp.asarray(1.0, jnp.float64),
+                                                       jnp.float64)))
     seg = gen(jnp.arange(layer_count(d, N, n)))
   return (quantization_segments(d, N, n),
           {'E': jnp.asarray(positional_encoding(d, n)), 'segment_0': {'feedforward': seg}})
@@ -166,7 +195,11 @@ def quantization_bound(d: int, n: int, resolution: int, scale: int, input_bound:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Quantization:
-  """g_q of Lemma 7: float params (paper values) and exact scaled evaluation."""
+  """g_q of Lemma 7: float params (paper values) and exact scaled evaluation.
+
+  Theorem 3's g_q (Appendix G.1) is ``PositionalQuantization``; ``positional`` says
+  which (read-only, for callers of the bool builder ``build_quantization``).
+  """
 
   d: int
   n: int
@@ -175,9 +208,25 @@ class Quantization:
   params: dict
   positional: bool = False
 
+  #: Appended to the repr ('' for Lemma 7).
+  repr_suffix: ClassVar[str] = ''
+
+  @classmethod
+  def build(cls, *, d: int, n: int, resolution: int) -> Quantization:
+    """Lemma 7's g_q: d/delta + d feed-forward layers (r = 1) with Phi activations."""
+    d, n, N = common.check_config(d, n, resolution)
+    segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
+    return cls(d=d, n=n, resolution=N, segments=segments, params=params)
+
   def __repr__(self) -> str:
     return (f'Quantization(Lemma 7: d={self.d}, n={self.n}, N={self.resolution}, '
-            f'{self.depth()} layers{", positional" if self.positional else ""})')
+            f'{self.depth()} layers{self.repr_suffix})')
+
+  @property
+  def unit_input_bound(self) -> int:
+    """Bound on |t| entering g_q's units that ``plan`` takes for the realized layers'
+    cancellation: 2 for inputs in [0, 1) (Lemma 7)."""
+    return 2
 
   # -- the construction contract (``transformer_ua.construction``) ----------
 
@@ -210,15 +259,12 @@ class Quantization:
     if x.shape[-2:] != (self.n, self.d):
       raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
     xs = construction.to_fractions(x)
-    if not self.positional:
-      return np.vectorize(lambda t: quantize_reference(t, self.d, self.n, self.resolution),
-                          otypes=[object])(xs) if xs.size else xs
-    N, n = self.resolution, self.n
-    shifted = xs + positional_encoding(self.d, n, np.int64).astype(object)
+    return self._quantize_fractions(xs) if xs.size else xs
 
-    def one(t):
-      return Fraction(math.floor(t * N), N) if 0 <= t < n else t
-    return np.vectorize(one, otypes=[object])(shifted) if xs.size else xs
+  def _quantize_fractions(self, xs) -> np.ndarray:
+    """g_q^ent on a non-empty object array of Fractions [.., n, d] (Lemma 7)."""
+    return np.vectorize(lambda t: quantize_reference(t, self.d, self.n, self.resolution),
+                        otypes=[object])(xs)
 
   def apply(self, x):
     """The literal float network on real inputs X [.., n, d] (float64, under x64): g_q
@@ -233,11 +279,10 @@ class Quantization:
   def to_indices(self, y) -> np.ndarray:
     """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd)).
 
-    Theorem 3: outputs are (j + k/N) for token j (0-based); the offset is removed.
+    Theorem 3 (``PositionalQuantization``): outputs are (j + k/N) for token j (0-based);
+    the offset is removed.
     """
     y = np.asarray(y, np.float64)
-    if self.positional:
-      return np.rint((y - positional_encoding(self.d, self.n)) * self.resolution).astype(np.int64)
     out = common.out_of_range_value(self.d, self.n, self.resolution)
     return np.where(y < -out / 2, -1, np.rint(y * self.resolution)).astype(np.int64)
 
@@ -268,14 +313,49 @@ class Quantization:
     return np.asarray(y)
 
 
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class PositionalQuantization(Quantization):
+  """g_q of Theorem 3 (Appendix G.1): E, then d n/delta bin layers and no clip; its
+  outputs are j + k/N for token j (0-based), entries of X + E outside [0, n) pass."""
+
+  positional: bool = dataclasses.field(default=True, init=False)
+
+  repr_suffix: ClassVar[str] = ', positional'
+
+  @property
+  def unit_input_bound(self) -> int:
+    """2 + n: E offsets token j by j < n."""
+    return 2 + self.n
+
+  @classmethod
+  def build(cls, *, d: int, n: int, resolution: int) -> PositionalQuantization:
+    """Appendix G.1's g_q: E and d n/delta feed-forward layers (r = 1), Phi activations."""
+    d, n, N = common.check_config(d, n, resolution)
+    segments, params = positional_quantization_params(d=d, n=n, resolution=N)
+    return cls(d=d, n=n, resolution=N, segments=segments, params=params)
+
+  def _quantize_fractions(self, xs) -> np.ndarray:
+    """The entry of X + E in [k delta, k delta + delta), k < nN, becomes k delta."""
+    N, n = self.resolution, self.n
+    shifted = xs + positional_encoding(self.d, n, np.int64).astype(object)
+
+    def one(t):
+      return Fraction(math.floor(t * N), N) if 0 <= t < n else t
+    return np.vectorize(one, otypes=[object])(shifted)
+
+  def to_indices(self, y) -> np.ndarray:
+    y = np.asarray(y, np.float64)
+    return np.rint((y - positional_encoding(self.d, self.n)) * self.resolution).astype(np.int64)
+
+
+#: ``build_quantization``'s dispatch: ``positional`` -> the g_q class (Lemma 7 or
+#: Theorem 3's Appendix G.1).
+QUANTIZATIONS = {False: Quantization, True: PositionalQuantization}
+
+
 def build_quantization(*, d: int, n: int, resolution: int,
                        positional: bool = False) -> Quantization:
   """Builds g_q: Lemma 7's d/delta + d feed-forward layers (r = 1) with Phi activations,
-  or with ``positional`` Theorem 3's E and d n/delta layers (Appendix G.1)."""
-  d, n, N = common.check_config(d, n, resolution)
-  if positional:
-    segments, params = positional_quantization_params(d=d, n=n, resolution=N)
-  else:
-    segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
-  return Quantization(d=d, n=n, resolution=N, segments=segments, params=params,
-                      positional=positional)
+  or with ``positional`` Theorem 3's E and d n/delta layers (Appendix G.1): the class
+  ``QUANTIZATIONS[positional]`` builds it."""
+  return QUANTIZATIONS[bool(positional)].build(d=d, n=n, resolution=resolution)

@@ -45,7 +45,6 @@ is registered there as 'sweep' when this module is imported (the package imports
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
@@ -53,7 +52,7 @@ import numpy as np
 
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import common, contextual, gc_kernels
+from transformer_ua.yun import contextual, gc_kernels
 
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
 SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
@@ -62,17 +61,9 @@ SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
 FLOAT_EXACT_BITS = 53
 
 
-def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
-  """Proven bound on |every integer| of the sweep computed on column ids alone.
-
-  The id-only sweep forms ids (|id| <= U_s, ``contextual.sweep_id_max``), thresholds
-  (< A + 1), spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and,
-  for the global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
-  """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
-  u_s = contextual.sweep_id_max(d, n, N)
-  return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
+#: Proven bound on |every integer| of the sweep computed on column ids alone (Lemma 8's
+#: g_c; ``contextual.sweep_bound``, where ``ContextualMapping.id_sweep_bound`` reads it).
+sweep_bound = contextual.sweep_bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +148,7 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
   if (np.any(g[:, 0] != -g[:, 1]) or np.any(g[:, 0] < 0) or np.any(hi - lo != 2 * half)
       or np.any((lo - half) % step != 0)):
     raise shape_error
-  bound = (cm.bound if cm.positional else
-           sweep_bound(cm.d, cm.n, cm.resolution, cm.scale))
+  bound = cm.id_sweep_bound
   bits = planner.bits_for(bound)
   if arithmetic == 'auto':
     kind = next((name for name, cap in SWEEP_INT_TYPES if bits <= cap), 'limbs')
@@ -286,7 +276,7 @@ def forward_fn(cm, arithmetic: str = 'auto'):
 def sweep_kernel(cm):
   """The registry's 'sweep' kernel: ``forward_fn`` with the sweep's arithmetic planned
   ('auto'); the paper's g_c only (Theorem 2 / 3)."""
-  if cm.ties != 'paper':
+  if not cm.id_sweep:
     raise ValueError(f"kernel='sweep' runs the paper's g_c; ties={cm.ties!r} needs "
                      "kernel='fast' or 'core'.")
   return forward_fn(cm)
