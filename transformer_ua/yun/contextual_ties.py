@@ -418,6 +418,12 @@ class TiesContextualMapping(contextual.ContextualMapping):
   def sweep_index(self) -> int:
     return 1  # after the offset layer
 
+  @property
+  def id_sweep(self) -> bool:
+    """No: an offset layer, a sweep and two global layers; the id-only kernel runs only
+    Lemma 8's sweep + shift (``ContextualMapping.id_sweep``)."""
+    return False
+
   def describe(self) -> str:
     return (f'g_c (ties=complete): d={self.d}, n={self.n}, N={self.resolution}: '
             f'{self.depth()} layers (1 offset FF, {self.num_sweep_layers} selective '
