@@ -125,7 +125,7 @@ import numpy as np
 from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual, grids
+from transformer_ua.yun import common, contextual, contextual_params, grids
 
 #: Heads of the min layer and of the max+sum layer.
 MIN_HEADS, MAX_SUM_HEADS = 1, 2
@@ -361,7 +361,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
   if dtype == 'float64':
     dt, one, unit = np.float64, 1.0, Fraction(1, N)
     with jax.enable_x64(True):
-      sweep = contextual._sweep_params(  # pylint: disable=protected-access
+      sweep = contextual_params.sweep_params(
           jnp.asarray(sweep_ids, jnp.float64), jnp.asarray(u, jnp.float64),
           jnp.asarray(1.0 / N), jnp.asarray(0.5 / N), jnp.asarray(float(c.lam)))
       sweep = jax.tree_util.tree_map(np.asarray, sweep)
@@ -371,7 +371,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
     S = check_scale(scale, N, n)
     dt, one = object, S
     with jax.enable_x64(True):
-      sweep = contextual._sweep_params(  # pylint: disable=protected-access
+      sweep = contextual_params.sweep_params(
           jnp.asarray(sweep_ids), jnp.asarray(u, jnp.int64), jnp.asarray(S // N, jnp.int64),
           jnp.asarray(S // (2 * N), jnp.int64), jnp.asarray(c.lam, jnp.int64))
       sweep = reference.as_object(sweep)
