@@ -10,7 +10,7 @@ unit cube) cost one forward pass. Reference, in the same run: the interiors on 1
 For each N (token_times_mean by default, d=1, n=3, ties='complete'), g is realized with
 the output clamp at the plan's lam, ramp and bits (tolerance 1e-9, margin 2^-20), then:
 
-    ball network build   ``certify._ball_network`` (exact params -> arb), once
+    ball network build   ``certify.ball_network`` (exact params -> arb), once
     (untimed warm-up)    g_bar at the cube centres, so JAX compiles it outside the timings
     interiors            ``certify_interiors`` with 1 worker and with each --workers
                          (a pool from ``certify.MIN_CUBES_FOR_POOL`` cube classes on;
@@ -83,7 +83,7 @@ def bench_one(N, workers, log) -> dict:
   build = time.perf_counter() - t0
   bits = certify.resolve_bits(g, None, check_plan=False, margin=float(margin))
   t0 = time.perf_counter()
-  certify._ball_network(g, bits)  # pylint: disable=protected-access
+  certify.ball_network(g, bits)
   ball_build = time.perf_counter() - t0
   # g_bar at the cube centres (the interiors' targets) is a jitted JAX call: compile it
   # here, not inside the first timed certification.

@@ -140,7 +140,7 @@ def _grid_best_curve(record, bconfig, workdir, target, m):
   r = baselines.read_json(os.path.join(
       baselines.run_dir(workdir, target, m, 'grid', b['name'], bconfig.grid_seed),
       'result.json'))
-  return None if r is None else baselines._curve(r)  # pylint: disable=protected-access
+  return None if r is None else baselines.curve(r)
 
 
 def curves_figure(record, bconfig, workdir, path):

@@ -334,7 +334,8 @@ def train_run(run: Run, command: str, progress: bool = False) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def _curve(result) -> dict:
+def curve(result) -> dict:
+  """A run record's learning curves: epoch, train and test MSE lists (from its history)."""
   h = result.get('history', [])
   return {'epoch': [r['epoch'] for r in h],
           'train_mse': [r.get('train_mse') for r in h],
@@ -368,7 +369,7 @@ def _seed_block(bconfig, runs_results) -> dict:
       'provenance': [r['provenance'] for _, r in fin],
       'segments': [r.get('segments', []) for _, r in fin],
       'diagnostics': [r.get('diagnostics') for _, r in fin],
-      'curves': [_curve(r) for _, r in fin],
+      'curves': [curve(r) for _, r in fin],
   }
 
 

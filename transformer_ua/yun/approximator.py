@@ -181,7 +181,7 @@ class Realized:
 
   def ball_network(self, bits: int):
     """The exact params as an ``exact.ball.BallNetwork`` at ``bits`` (cached)."""
-    return certify._ball_network(self, bits)  # pylint: disable=protected-access
+    return certify.ball_network(self, bits)
 
   @property
   def d(self) -> int:

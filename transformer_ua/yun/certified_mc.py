@@ -59,7 +59,7 @@ def enclose(g, x, workers: int = 1):
   bits = certify.resolve_bits(g, None, check_plan=True)
   chunks = np.array_split(x, MC_CHUNKS_PER_WORKER * workers)
   ctx = multiprocessing.get_context('spawn')
-  with certify._workers_skip_main():  # pylint: disable=protected-access
+  with certify.workers_skip_main():
     pool = ctx.Pool(workers, initializer=_mc_init,
                     initargs=(g.segments, g.params, g.positional, bits))
   with pool:

@@ -67,7 +67,8 @@ def resolve_bits(g, bits, check_plan: bool, margin: float = DEFAULT_MARGIN) -> i
 
 
 @functools.lru_cache(maxsize=8)
-def _ball_network(g, bits: int) -> ball.BallNetwork:
+def ball_network(g, bits: int) -> ball.BallNetwork:
+  """A realization's exact params as an ``exact.ball.BallNetwork`` at ``bits``."""
   with ball.precision(bits):
     return ball.BallNetwork(g.segments, g.params, g.positional)
 
@@ -89,7 +90,7 @@ def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):
   check_exact(g)
   x = check_points(g.source, x)
   bits = resolve_bits(g, bits, check_plan)
-  bn = _ball_network(g, bits)
+  bn = ball_network(g, bits)
   mid, rad = np.zeros(x.shape), np.zeros(x.shape)
   with ball.precision(bits):
     for b in range(x.shape[0]):
@@ -136,7 +137,7 @@ def _pool_chunk(span):
 
 
 @contextlib.contextmanager
-def _workers_skip_main():
+def workers_skip_main():
   """Starts spawned workers without re-running ``__main__``.
 
   A spawned child normally imports the parent's main script (to find functions defined
@@ -192,14 +193,14 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
     step = max(1, -(-c // (CHUNKS_PER_WORKER * workers)))
     chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
     ctx = multiprocessing.get_context('spawn')
-    with _workers_skip_main():
+    with workers_skip_main():
       pool = ctx.Pool(workers, initializer=_init_worker,
                       initargs=(g.segments, g.params, g.positional, bits, work))
     with pool:
       results = pool.map(_pool_chunk, chunks)
   else:
     workers = 1
-    results = [_chunk({**work, 'net': _ball_network(g, bits), 'bits': bits}, (0, c))]
+    results = [_chunk({**work, 'net': ball_network(g, bits), 'bits': bits}, (0, c))]
   worst, where = max(results, key=lambda r: r[0])
   return {'max_abs_error': worst, 'certified': bool(worst <= tolerance),
           'tolerance': tolerance, 'cubes': c, 'bits': bits,
@@ -223,7 +224,7 @@ def certify_domain_sup(g, bits: int | None = None) -> dict:
   net = g.source
   bits = resolve_bits(g, bits, check_plan=False)
   t0 = time.perf_counter()
-  bn = _ball_network(g, bits)
+  bn = ball_network(g, bits)
   box = [[ball.interval(0, 1) for _ in range(net.d)] for _ in range(net.n)]
   with ball.precision(bits):
     out = bn.forward(box)

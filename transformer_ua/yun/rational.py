@@ -86,7 +86,7 @@ def value_exact(gb, values) -> list[dict]:
   """g_v's segment params (kill and clean-up, bumps), exact, with A = ``values``."""
   vm, cm = gb.value, gb.contextual
   d, N, S = cm.d, cm.resolution, cm.scale
-  kc = value._kill_clean_params(d, cm.t_l, cm.t_r, vm.kill_bound + 1, list(cm.u), Fraction(1))  # pylint: disable=protected-access
+  kc = value.kill_clean_params(d, cm.t_l, cm.t_r, vm.kill_bound + 1, list(cm.u), Fraction(1))
   out = [{'feedforward': kc}]
   owner = np.asarray(vm.center_owner)
   p = owner.shape[0]

@@ -145,7 +145,7 @@ def random_targets(d: int, n: int, resolution: int, *, seed: int = 0,
                       size=(num_classes(d, n, resolution), n, d)).astype(np.int64)
 
 
-def _kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
+def kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
   """Kill + d clean-up layers (object arrays of Python ints, or floats when one=1.0).
 
   ``one`` is the scale S (exact) or 1.0 (paper values): breakpoints scale by S, the
@@ -355,7 +355,7 @@ class ValueMapping:
     u = list(cm.u)
     with jax.enable_x64(True):
       if dtype == 'float64':
-        kc = _kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r),
+        kc = kill_clean_params(cm.d, float(cm.t_l), float(cm.t_r),
                                 float(self.kill_bound + 1),
                                 [float(v) for v in u], 1.0)
         kc = jax.tree_util.tree_map(jnp.asarray, kc)
@@ -373,7 +373,7 @@ class ValueMapping:
         bumps = self._bump_tree(centers, w2, jnp.asarray(u, jnp.float64), half, jnp.float64)
       elif dtype == 'exact':
         ar = self.literal_arithmetic
-        kc = _kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.kill_bound + 1, u, s)
+        kc = kill_clean_params(cm.d, int(cm.t_l), int(cm.t_r), self.kill_bound + 1, u, s)
         centers, targets, rep_z = map(self.to_literal,
                                       (self.centers, self.targets_scaled, self.rep_z))
         half = s // (2 * cm.resolution)
