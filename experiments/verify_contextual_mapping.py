@@ -174,8 +174,9 @@ def main(argv):
   n = _int_flag('n', 2)
   resolution = _int_flag('resolution', 2)
   if FLAGS.kernel not in gc_kernels.KERNELS:
+    kernels = sorted(gc_kernels.KERNELS, reverse=True)  # sweep, fast, core
     raise BadInput(f'--kernel={FLAGS.kernel}: allowed values are '
-                   f'{", ".join(sorted(gc_kernels.KERNELS))}.')
+                   f'{", ".join(kernels[:-1])} and {kernels[-1]}.')
   if FLAGS.resume and not (FLAGS.state_file or FLAGS.output_dir):
     raise BadInput('--resume needs --state_file or --output_dir (its state file).')
   if FLAGS.grid not in GRIDS:
