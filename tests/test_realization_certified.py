@@ -8,35 +8,15 @@ ReLU as max(0, .)) at twice the plan's precision; it shares no code with exact.b
 import warnings
 from fractions import Fraction
 
-import jax
 import mpmath
 import numpy as np
 import pytest
 
-from transformer_ua.yun import approximator, build_approximator, plan, rational
+from transformer_ua.yun import approximator, build_approximator, plan
 from transformer_ua.yun import contextual_ties as ct
 
 from oracles import mp_value, mp_literal
-
-
-@pytest.fixture(scope='module')
-def net134():
-  return build_approximator('token_times_mean', d=1, n=3, resolution=4)
-
-
-@pytest.fixture(scope='module')
-def exact134(net134):
-  p = plan.plan_realization(net134)
-  return p, net134.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
-
-
-def test_plan_is_powers_of_two_from_exact_bounds(exact134):
-  p, _ = exact134
-  assert p.lam.denominator == 1 and p.lam.numerator & (p.lam.numerator - 1) == 0
-  assert p.epsilon.numerator == 1
-  assert p.bounds['gap'] == Fraction(1, 32)  # (delta/2) * delta at N = 4
-  assert p.epsilon <= p.bounds['clearance_quantization'] / 2
-  assert p.bits > 53
+from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
 
 
 def test_planned_lam_epsilon_reproduce_g_bar_in_float64(net134, exact134):
@@ -127,13 +107,6 @@ def test_bad_input_one_line_errors(net134, exact134):
     gf.apply_certified(np.zeros((1, 3, 1)))
 
 
-def test_float64_warns_where_the_plan_needs_more_bits():
-  net = build_approximator('token_times_mean', d=1, n=3, resolution=8)
-  p = plan.plan_realization(net)
-  with pytest.warns(plan.FloatRealizationWarning, match='float64 carries 53 bits'):
-    net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
-
-
 @pytest.mark.slow
 def test_theorem2_n16_every_cube_interior_certified():
   net = build_approximator('token_times_mean', d=1, n=3, resolution=16)
@@ -148,32 +121,10 @@ def test_theorem2_n16_every_cube_interior_certified():
 # same code path.
 
 
-@pytest.fixture(scope='module')
-def ties134():
-  net = build_approximator('token_times_mean', d=1, n=3, resolution=4, ties='complete')
-  p = plan.plan_realization(net)
-  return net, p, net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
-
-
 def _repeated_points(rng, N):
   """Cube-interior points with repeated cells (2 and 3 tokens in one cell), n = 3, d = 1."""
   k = np.asarray([[0, 0, 0], [1, 1, 3], [2, 0, 2], [N - 1, N - 1, N - 1]])[..., None]
   return (k + 0.25 + 0.5 * rng.random(k.shape)) / N
-
-
-def test_ties_exact_params_equal_the_float_params(ties134):
-  net, _, _ = ties134
-  ex = rational.exact_params(net.g_bar, net.values)
-  fl = net.g_bar.float_params(net.values)
-  assert len(ex) == len(fl) == 7   # g_q, offset, sweep, min, max+count, kill, bumps
-  for (path, a), (_, b) in zip(jax.tree_util.tree_flatten_with_path(ex)[0],
-                               jax.tree_util.tree_flatten_with_path(fl)[0]):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape, path
-    if a.dtype != bool:
-      assert all(isinstance(v, (int, Fraction)) for v in a.ravel()), path
-    np.testing.assert_allclose(a.astype(np.float64), b, rtol=1e-12, atol=0, err_msg=str(path))
-  assert ex['segment_1']['feedforward']['W_2'][0, 0, 0] == Fraction(1, 4)   # delta e_1
 
 
 def test_ties_apply_certified_encloses_mpmath_at_twice_the_bits(ties134):
@@ -205,15 +156,6 @@ def test_ties_certified_bound_dominates_sampled_errors(ties134):
     err = max(abs(float(ref[j][0]) - gbar[b, j, 0]) for j in range(3))
     assert err <= cert['max_abs_error']
   assert not g.certify_interiors(bits=24, check_plan=False, workers=1)['certified']
-
-
-def test_ties_float64_is_checked_against_the_plan():
-  """The float64 realization of the tie-complete map now has a plan to be checked
-  against (before, 'no plan for this realization')."""
-  net = build_approximator('token_times_mean', d=1, n=3, resolution=4, ties='complete')
-  p = plan.plan_realization(net)
-  with pytest.warns(plan.FloatRealizationWarning, match='float64 carries 53 bits; the plan needs'):
-    net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
 
 
 @pytest.mark.slow

@@ -135,12 +135,3 @@ def test_binary_bad_input_is_one_line_exit_2(args, message):
   lines = [l for l in proc.stderr.splitlines() if l.startswith('error:')]
   assert len(lines) == 1 and message in lines[0], proc.stderr
   assert 'Traceback' not in proc.stderr
-
-
-def test_too_large_grid_hint_suggests_multiset_only_when_not_set():
-  from transformer_ua.verify import theorem2
-  with pytest.raises(ValueError, match='use --grid=multiset'):
-    theorem2.verify_theorem2(d=1, n=2, resolution=4, grid='full', max_points=1)
-  with pytest.raises(ValueError) as info:
-    theorem2.verify_theorem2(d=1, n=2, resolution=4, grid='multiset', max_points=1)
-  assert '--grid=multiset' not in str(info.value) and 'max_points' in str(info.value)
