@@ -6,8 +6,8 @@ lets them stop and continue.
 
 A pass is ``num_items`` items (blocks of points, or points) run ``stride`` at a time by
 ``step(t) -> (counts, max_abs)``: violation counts (Python ints) and the largest
-|value| seen in items t .. t + stride - 1. ``run`` sums them and, every ``log_every``
-seconds, prints one progress line with the rate and ETA (stderr); with a
+|value| seen in items t .. t + stride - 1. ``run`` sums them and shows a tqdm bar of
+points with rate and ETA (stderr, refreshed at most every ``log_every`` seconds); with a
 ``state_path`` it saves, every ``save_every`` seconds and at the end,
 
     {config, completed_blocks: [[0, t]], next_block: t, num_blocks, counts, max_abs,
@@ -20,14 +20,18 @@ continues at item t of a run with the same ``config`` (anything else is refused)
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
+import tqdm
+
 from transformer_ua import outputs
 
-#: Seconds between progress lines / state saves.
+#: Seconds between progress refreshes / state saves.
 LOG_EVERY, SAVE_EVERY = 30.0, 60.0
+#: The progress line (tqdm): points done of all, percent, rate, elapsed and ETA.
+BAR_FORMAT = ('{desc} {n:,} / {total:,} points ({percentage:.1f}%), {rate_fmt}, '
+              'elapsed {elapsed}, ETA {remaining}')
 STATE_VERSION = 1
 
 
@@ -52,12 +56,6 @@ def save_state(path: str, key: dict, next_item: int, num_items: int, counts: dic
            'num_blocks': num_items, 'counts': counts, 'max_abs': str(max_abs),
            'seconds': round(seconds, 1)}
   outputs.atomic_json(path, state, indent=1)
-
-
-def fmt_seconds(sec: float) -> str:
-  sec = int(sec)
-  return f'{sec // 3600}h{sec % 3600 // 60:02d}m{sec % 60:02d}s' if sec >= 3600 else \
-      f'{sec // 60}m{sec % 60:02d}s'
 
 
 def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 1,
@@ -87,28 +85,26 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
     start, counts = int(state['next_block']), {k: int(c) for k, c in state['counts'].items()}
     max_abs = max(max_abs, int(state['max_abs']))
   t_begin = time.time()
-  last_log = last_save = t_begin
+  last_save = t_begin
   t = start
-  while t < num_items:
-    c, m = step(t)
-    for k, val in c.items():
-      counts[k] = counts.get(k, 0) + int(val)
-    max_abs = max(max_abs, int(m))
-    t = min(t + stride, num_items)
-    now = time.time()
-    if progress and (now - last_log >= log_every or t == num_items):
-      rate = (t - start) * points_per_item / max(now - t_begin, 1e-9)
-      eta = (num_items - t) * points_per_item / max(rate, 1e-9)
-      print(f'[{label}] {t * points_per_item:,} / {num_items * points_per_item:,} points '
-            f'({100 * t / num_items:.1f}%), {rate:,.0f} points/s, '
-            f'elapsed {fmt_seconds(now - t_begin)}, ETA {fmt_seconds(eta)}',
-            file=sys.stderr, flush=True)
-      last_log = now
-    if state_path and (now - last_save >= save_every or t == num_items):
-      save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
-      last_save = now
-    if max_seconds is not None and now - t_begin >= max_seconds:
-      break
+  bar = tqdm.tqdm(total=num_items * points_per_item, initial=start * points_per_item,
+                  desc=f'[{label}]', unit=' points', unit_scale=True,
+                  mininterval=log_every, file=sys.stderr, disable=not progress,
+                  bar_format=BAR_FORMAT)
+  with bar:
+    while t < num_items:
+      c, m = step(t)
+      for k, val in c.items():
+        counts[k] = counts.get(k, 0) + int(val)
+      max_abs = max(max_abs, int(m))
+      bar.update((min(t + stride, num_items) - t) * points_per_item)
+      t = min(t + stride, num_items)
+      now = time.time()
+      if state_path and (now - last_save >= save_every or t == num_items):
+        save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
+        last_save = now
+      if max_seconds is not None and now - t_begin >= max_seconds:
+        break
   if state_path:
     save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin)
   return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_items,
