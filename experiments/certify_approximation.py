@@ -238,7 +238,9 @@ def run_clamp(c, log) -> dict:
   tol = (eps - lower) * float(certificate.INTERIOR_SHARE) / (c.d * c.n) ** (1 / c.p) / 2
   tries = []
   k = 0
-  while k + c.clamp_margin_step_log2 <= c.clamp_margin_max_log2:
+  # Margins below certificate.MIN_MARGIN (arb's 30-bit radii) are refused: stop there.
+  max_log2 = min(c.clamp_margin_max_log2, -math.floor(math.log2(certificate.MIN_MARGIN)))
+  while k + c.clamp_margin_step_log2 <= max_log2:
     k += c.clamp_margin_step_log2
     margin = Fraction(1, 2 ** k)
     _, g = _planned(net, tol, margin, False)
@@ -252,6 +254,7 @@ def run_clamp(c, log) -> dict:
     if cert.holds(eps):
       break
   out['unclamped_same_n'] = {'resolution': net.resolution, 'tolerance': tol, 'tries': tries,
+                             'smallest_margin_log2': -max_log2,
                              'certified': bool(tries and tries[-1]['total'] <= eps)}
   return out
 

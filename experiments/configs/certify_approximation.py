@@ -58,7 +58,8 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c.lemma6_lam_shifts_log2 = (-12, -6, 0, 4)
   c.lemma6_tolerance = 1e-9
   # -- clamp: approximate(clamp=True) against clamp=False at the same epsilon; the
-  # unclamped margin halves by 2^-margin_step until certified or below 2^-max_log2.
+  # unclamped margin shrinks by 2^-margin_step until certified, or below 2^-max_log2 or
+  # below certificate.MIN_MARGIN = 2^-28 (the smallest margin arb certifies).
   c.clamp_target = 'token_times_mean'   # '' skips the clamp part
   c.clamp_epsilon = 0.5
   c.clamp_margin_step_log2 = 8
