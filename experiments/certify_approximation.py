@@ -237,11 +237,12 @@ def run_clamp(c, log) -> dict:
   lower = cc.terms['f_fbar'] + cc.terms['fbar_gbar']
   tol = (eps - lower) * float(certificate.INTERIOR_SHARE) / (c.d * c.n) ** (1 / c.p) / 2
   tries = []
-  k = 0
-  # Margins below certificate.MIN_MARGIN (arb's 30-bit radii) are refused: stop there.
+  # Margins below certificate.MIN_MARGIN (arb's 30-bit radii) are refused: the search
+  # steps by 2^-step and ends at the smaller of 2^-max_log2 and MIN_MARGIN.
   max_log2 = min(c.clamp_margin_max_log2, -math.floor(math.log2(certificate.MIN_MARGIN)))
-  while k + c.clamp_margin_step_log2 <= max_log2:
-    k += c.clamp_margin_step_log2
+  ks = list(range(c.clamp_margin_step_log2, max_log2 + 1, c.clamp_margin_step_log2))
+  ks += [max_log2] if not ks or ks[-1] != max_log2 else []
+  for k in ks:
     margin = Fraction(1, 2 ** k)
     _, g = _planned(net, tol, margin, False)
     cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)

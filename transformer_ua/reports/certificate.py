@@ -142,6 +142,11 @@ def clamp_markdown(cl) -> str:
                f'{cl["unclamped_same_n"]["resolution"]} | {t["layers"]} | {_p2(t["lam"])} | '
                f'{_p2(t["ramp"])} | {t["bits"]} | {_g(t["window_sup"], 3)} | '
                f'{_g(t["total"])} | {t["seconds"]:.1f} |\n')
+  floor = cl['unclamped_same_n'].get('smallest_margin_log2')
+  if floor is not None and not cl['unclamped_same_n']['certified']:
+    out.append(f'\nThe unclamped rows stop at margin 2^{floor}: smaller margins are below '
+               '`certificate.MIN_MARGIN` (arb balls, 30-bit radii, cannot hold a cube '
+               'interior off the cell edges there), so they are refused, not certified.\n')
   au = cl['approximate_unclamped']
   out.append('\n`approximate(..., clamp=False)` (the library search, windows of margin '
              f'2^-20): {_searched(au)} '
