@@ -4,7 +4,6 @@ import json
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from transformer_ua import yun
@@ -12,14 +11,7 @@ from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass
 from transformer_ua.yun import grids
 
-
-def _class_table(cm):
-  """g_c's ids of every multiset-class representative (the equivariance table), writable."""
-  d, n, N = cm.d, cm.n, cm.resolution
-  with jax.enable_x64(True):
-    reps = grids.make_codec(d, n, N)['decode_multiset'](
-        jnp.arange(grids.grid_size(d, n, N, 'multiset')))
-    return np.array(cm.forward(np.asarray(reps))['ids'])
+from grid_helpers import class_table
 
 
 def test_chunks_and_blocks_give_the_same_counts():
@@ -27,11 +19,11 @@ def test_chunks_and_blocks_give_the_same_counts():
   cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
   with jax.enable_x64(True):
     _, full_chunk = vc._make_chunk_fns(cm, 16, kernel='core')  # pylint: disable=protected-access
-    table = jnp.asarray(_class_table(cm))
+    table = jnp.asarray(class_table(cm))
   total = grids.grid_size(1, 3, 3, 'full')
   chunks = grid_pass.run(grid_pass.Chunks(
       cm, lambda s, t: full_chunk(cm.exact_params, s, t, table), total, 16), progress=False)
-  blocks = grid_pass.full_pass(cm, _class_table(cm), chunk_size=16, progress=False)
+  blocks = grid_pass.full_pass(cm, class_table(cm), chunk_size=16, progress=False)
   keys = set(blocks['counts'])
   assert keys <= set(chunks['counts']) and chunks['counts']['points'] == total
   assert {k: chunks['counts'][k] for k in keys} == blocks['counts']
@@ -47,7 +39,7 @@ def test_a_chunk_pass_has_no_state():
 
 def test_resume_continues_from_the_state_file(tmp_path, capsys):
   cm = yun.build_contextual_mapping(d=2, n=3, resolution=2)
-  table = _class_table(cm)
+  table = class_table(cm)
   whole = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   state = str(tmp_path / 'state.json')
   part = grid_pass.full_pass(cm, table, chunk_size=9, progress=True, state_path=state,

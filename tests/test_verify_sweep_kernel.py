@@ -17,6 +17,8 @@ from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass, sweep_kernel, theorem2
 from transformer_ua.yun import grids, sweep
 
+from grid_helpers import class_table
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
 
@@ -33,15 +35,6 @@ def _whole_grid(d, n, N):
   with jax.enable_x64(True):
     return np.asarray(grids.make_codec(d, n, N)['decode_full'](
         jnp.arange(grids.grid_size(d, n, N, 'full'))))
-
-
-def _class_table(cm):
-  """g_c's ids of every multiset-class representative (the equivariance table), writable."""
-  d, n, N = cm.d, cm.n, cm.resolution
-  with jax.enable_x64(True):
-    reps = grids.make_codec(d, n, N)['decode_multiset'](
-        jnp.arange(grids.grid_size(d, n, N, 'multiset')))
-    return np.array(cm.forward(np.asarray(reps))['ids'])
 
 
 # (N, d, n, mapping arithmetic, sweep arithmetic): int32 / int64 sweeps, int64 and
@@ -93,7 +86,7 @@ def test_sweep_kernel_detects_a_broken_network():
 
 def test_sweep_kernel_detects_a_broken_equivariance_table():
   cm = yun.build_contextual_mapping(d=1, n=3, resolution=2)
-  table = _class_table(cm)
+  table = class_table(cm)
   good = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   table[3, 1] += 2
   bad = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
@@ -169,11 +162,11 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
 
 @pytest.mark.parametrize('N,d,n,arithmetic', [(2, 2, 3, 'auto'), (3, 1, 4, 'auto'),
                                               (3, 1, 3, 'limbs:3')])
-def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
+def test_in_kernel_representative_equalsclass_table(N, d, n, arithmetic):
   """Without a table (each point's sorted-column representative run through g_c in the
   same call) the block pass gives the counts of the table pass, on whole grids."""
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  with_table = grid_pass.full_pass(cm, _class_table(cm), chunk_size=20, progress=False)
+  with_table = grid_pass.full_pass(cm, class_table(cm), chunk_size=20, progress=False)
   without = grid_pass.full_pass(cm, None, chunk_size=20, progress=False)
   assert with_table['num_blocks'] > 1
   assert without['counts'] == with_table['counts'] and without['max_abs'] == with_table['max_abs']
