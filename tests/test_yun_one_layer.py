@@ -12,6 +12,8 @@ import pytest
 
 from transformer_ua.yun import one_layer
 
+from one_layer_fixtures import net, token_times_mean  # pylint: disable=unused-import
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,23 +21,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
 
 
-def _token_times_mean(x):
-  """f(X)_j = x_j * mean_k x_k (entrywise): the built-in target, written out here."""
-  return x * x.mean(axis=1, keepdims=True)
-
-
 # -- end to end ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope='module')
-def net():
-  return one_layer.build('token_times_mean', d=1, n=3, resolution=4)
 
 
 def test_g_bar_is_f_bar_on_every_cube(net):
   k = np.asarray(list(itertools.product(range(4), repeat=3)))[:, :, None]
   x = (k + 0.5) / 4
-  np.testing.assert_array_equal(net.apply(x), _token_times_mean(x))
+  np.testing.assert_array_equal(net.apply(x), token_times_mean(x))
 
 
 def test_build_refuses_overlapping_ids():

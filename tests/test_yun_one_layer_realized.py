@@ -10,15 +10,7 @@ import pytest
 
 from transformer_ua.yun import one_layer
 
-
-def _token_times_mean(x):
-  """f(X)_j = x_j * mean_k x_k (entrywise): the built-in target, written out here."""
-  return x * x.mean(axis=1, keepdims=True)
-
-
-@pytest.fixture(scope='module')
-def net():
-  return one_layer.build('token_times_mean', d=1, n=3, resolution=4)
+from one_layer_fixtures import net, token_times_mean  # pylint: disable=unused-import
 
 
 def test_realized_network_has_one_attention_layer_and_certifies(net):
@@ -37,7 +29,7 @@ def test_realized_network_has_one_attention_layer_and_certifies(net):
   x = np.asarray([[[0.3], [0.31], [0.8]], [[0.1], [0.1], [0.1]]])
   mid, rad = g.apply_certified(x)
   k = np.floor(x * 4)
-  want = _token_times_mean((k + 0.5) / 4)
+  want = token_times_mean((k + 0.5) / 4)
   assert np.all(np.abs(mid - want) <= rad + 1e-15)
   assert np.all(rad < 1e-12)
 
@@ -56,7 +48,7 @@ def test_float64_realization_reproduces_f_bar_on_interiors():
   rng = np.random.default_rng(0)
   k = rng.integers(0, 8, size=(256, 3, 1))
   x = (k + 0.25 + 0.5 * rng.random(k.shape)) / 8
-  assert np.max(np.abs(g.apply(x) - _token_times_mean((k + 0.5) / 8))) < 1e-8
+  assert np.max(np.abs(g.apply(x) - token_times_mean((k + 0.5) / 8))) < 1e-8
 
 
 # -- the whole-domain certificate (yun.certify_lp) --------------------------------------
@@ -68,7 +60,7 @@ CERT_MARGIN = Fraction(1, 64)
 def _f_bar_range_by_hand(N):
   """min and max of token_times_mean over every cube centre of the (1, 3, N) grid."""
   k = np.asarray(list(itertools.product(range(N), repeat=3)))[:, :, None]
-  vals = _token_times_mean((k + 0.5) / N)
+  vals = token_times_mean((k + 0.5) / N)
   return float(vals.min()), float(vals.max())
 
 
@@ -121,12 +113,12 @@ def test_one_layer_certificate_dominates_monte_carlo_dp(net, certified):
   x[np.arange(100), j, 0] = edge / 4
   for g, cert in certified.values():
     mid, rad = g.apply_certified(x)
-    err = np.maximum(np.abs(_token_times_mean(x) - mid) - rad, 0)
+    err = np.maximum(np.abs(token_times_mean(x) - mid) - rad, 0)
     e = np.sum(err ** 2, axis=(1, 2))
     upper = math.sqrt(np.mean(e) + 3 * np.std(e) / math.sqrt(len(e)))
     assert upper <= cert.total
     # and pointwise: |g - g_bar| at every sample is within the certified sups
-    gbar = _token_times_mean((np.floor(x * 4) + 0.5) / 4)
+    gbar = token_times_mean((np.floor(x * 4) + 0.5) / 4)
     assert np.max(np.abs(mid - gbar) - rad) <= max(cert.interior_sup, cert.window_sup)
 
 
