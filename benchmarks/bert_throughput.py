@@ -88,7 +88,7 @@ from transformer_ua.models import mixing_train
 from roofline import peak_gflops   # benchmarks/roofline.py (benchmarks/ is on sys.path)
 
 JSON_NAME = 'mixing_bert_throughput.json'
-LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+LOG_NAME = provenance.BENCHMARK_LOG   # the log every benchmark appends to
 
 
 def _define_flags() -> None:

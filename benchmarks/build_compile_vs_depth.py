@@ -43,6 +43,8 @@ import time
 
 from absl import flags
 
+from transformer_ua import provenance  # standard library only: light in the children
+
 FLAGS = flags.FLAGS
 flags.DEFINE_list('depths', ['100', '1000', '10000', '100000', '1000000'], 'Layer counts.')
 flags.DEFINE_list('networks', ['quantization', 'contextual'], 'Constructed networks.')
@@ -51,7 +53,7 @@ flags.DEFINE_float('reference_cap_s', 60.0, 'Kill a reference measurement after 
 flags.DEFINE_float('ours_cap_s', 600.0, 'Kill a scan measurement after this long.')
 JSON_NAME = 'build_compile_vs_depth.json'
 PNG_NAME = 'build_compile_vs_depth.png'
-LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+LOG_NAME = provenance.BENCHMARK_LOG   # the log every benchmark appends to
 _OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME}, {PNG_NAME} and '
                              f'the log {LOG_NAME} (appended; --output_dir=results/benchmarks: '
                              'the record).')
@@ -215,7 +217,7 @@ def main(argv):
       raise cli.BadInput(f'--{name}: unknown {bad}; allowed: {allowed}.')
   if 'scan' not in FLAGS.methods:
     raise cli.BadInput('--methods must include scan (ours).')
-  from transformer_ua import outputs, provenance  # pylint: disable=import-outside-toplevel
+  from transformer_ua import outputs  # pylint: disable=import-outside-toplevel
   cli.output_dir(_OUT.value, writes=(JSON_NAME, PNG_NAME))
   prov = provenance.record()
   cap = FLAGS.reference_cap_s

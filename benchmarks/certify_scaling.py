@@ -44,7 +44,7 @@ from transformer_ua.yun import targets as targets_lib
 
 JSON_NAME = 'certify_scaling.json'
 PNG_NAME = 'certify_scaling.png'
-LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+LOG_NAME = provenance.BENCHMARK_LOG   # the log every benchmark appends to
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('resolutions', ['2', '3', '4', '6', '8', '12'], 'resolutions N')

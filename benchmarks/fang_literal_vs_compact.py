@@ -38,7 +38,7 @@ flags.DEFINE_integer('points', 4, 'Inputs timed through the literal network per 
 flags.DEFINE_integer('compact_points', 50000, 'Inputs timed through the compact path.')
 flags.DEFINE_integer('rounds', 3, 'Timed rounds (median reported).')
 JSON_NAME = 'fang_literal_vs_compact.json'
-LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+LOG_NAME = provenance.BENCHMARK_LOG   # the log every benchmark appends to
 _OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log '
                              f'{LOG_NAME} (appended; --output_dir=results/benchmarks: the '
                              'record).')

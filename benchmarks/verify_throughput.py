@@ -54,7 +54,7 @@ flags.DEFINE_string('reference_max_chunks', '0;4;2',
                     'Per config: 2^20-point chunks the reference runs (0: all, then no '
                     'extrapolation).')
 JSON_NAME = 'verify_throughput.json'
-LOG_NAME = 'benchmarks.md'   # the log every benchmark appends to
+LOG_NAME = provenance.BENCHMARK_LOG   # the log every benchmark appends to
 _OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log '
                              f'{LOG_NAME} (a line per configuration, appended; '
                              '--output_dir=results/benchmarks: the record).')

@@ -73,6 +73,8 @@ def markdown_header(prov: dict, what: str = 'command') -> str:
           f"- time (UTC): {prov['utc_time']}\n")
 
 
+#: The log every benchmark appends its result line to, inside its --output_dir.
+BENCHMARK_LOG = 'benchmarks.md'
 BENCHMARKS_HEADER = '# Benchmarks\n\nOne line per run, appended by the benchmark scripts.\n\n'
 
 
