@@ -5,18 +5,42 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
 
 
 def _git(*args: str) -> str:
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   try:
-    return subprocess.run(['git', *args], cwd=root, capture_output=True, text=True,
+    return subprocess.run(['git', *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=10, check=True).stdout.strip()
   except (OSError, subprocess.SubprocessError):
     return 'unknown'
+
+
+#: The checkout this module runs from: absolute paths under it are recorded relative.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: What stands for the directories of an absolute path outside the checkout.
+OUTSIDE = '<outside the checkout>'
+# An absolute path in a command line: '/' at the start, after a space, '=', a quote or ','.
+_ABSOLUTE = re.compile(r"""(?:(?<=^)|(?<=[\s='",]))/[^\s'",]+""")
+
+
+def portable(text: str, root: str = ROOT) -> str:
+  """``text`` (a command line, a path) with its absolute paths made machine-independent:
+  a path under ``root`` (the checkout) becomes relative to it, and any other keeps only
+  its last component, under ``OUTSIDE`` (a record names the project, not a machine's
+  directory layout). Everything else is left as it is."""
+  root = os.path.normpath(root)
+
+  def one(m):
+    path = os.path.normpath(m.group(0))
+    if path == root or path.startswith(root + os.sep):
+      return os.path.relpath(path, root)
+    return f'{OUTSIDE}/{os.path.basename(path)}' if os.path.basename(path) else OUTSIDE
+
+  return _ABSOLUTE.sub(one, text)
 
 
 def machine() -> str:
@@ -46,11 +70,13 @@ def machine() -> str:
 
 
 def record(command: str | None = None) -> dict:
-  """Provenance dict: command, git revision (+dirty flag), machine, UTC time, load."""
+  """Provenance dict: command (``portable``), git revision (+dirty flag), machine, UTC
+  time, load."""
   rev = _git('rev-parse', 'HEAD')
   dirty = bool(_git('status', '--porcelain', '--untracked-files=no'))
   if command is None:
     command = 'python ' + ' '.join(shlex.quote(a) for a in sys.argv)
+  command = portable(command)
   try:
     load = os.getloadavg()[0]
   except OSError:

@@ -394,7 +394,8 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
   return _write_result(workdir, {
       'stage': 'finetune', 'task': f.task, 'mixing': cfg.mixing,
       'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
-      'seed': config.seed, 'step': int(state['step']), 'pretrained_from': src,
+      'seed': config.seed, 'step': int(state['step']),
+      'pretrained_from': provenance.portable(src),
       'params': enc.count_params(params), 'eval': final,
       'train_tokens_per_s': steps_task.tps,
       'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
