@@ -51,13 +51,13 @@ def test_provenance_commands_name_no_machine_directories():
   cmd = ('python /home/someone/transformer_ua/experiments/x.py --workdir=/scratch/runs_long '
          "--output_dir=results/fang '--config.stages=(\"f2:grid\",)' --out /tmp/q/v.json")
   assert provenance.portable(cmd, root=root) == (
-      'python experiments/x.py --workdir=<outside the checkout>/runs_long '
+      'python experiments/x.py --workdir=<outside_checkout>/runs_long '
       "--output_dir=results/fang '--config.stages=(\"f2:grid\",)' "
-      '--out <outside the checkout>/v.json')
+      '--out <outside_checkout>/v.json')
   # relative paths, ratios and flags without paths are left alone
   assert provenance.portable('python x.py a/b 1/2 --lr=0.1', root=root) == \
       'python x.py a/b 1/2 --lr=0.1'
   # the checkout itself is '.'; record() applies it
   assert provenance.portable(root, root=root) == '.'
   rec = provenance.record(f'python x.py --workdir={provenance.ROOT}/runs/a --w=/elsewhere/b')
-  assert rec['command'] == 'python x.py --workdir=runs/a --w=<outside the checkout>/b'
+  assert rec['command'] == 'python x.py --workdir=runs/a --w=<outside_checkout>/b'

@@ -22,7 +22,7 @@ def _git(*args: str) -> str:
 #: The checkout this module runs from: absolute paths under it are recorded relative.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: What stands for the directories of an absolute path outside the checkout.
-OUTSIDE = '<outside the checkout>'
+OUTSIDE = '<outside_checkout>'
 # An absolute path in a command line: '/' at the start, after a space, '=', a quote or ','.
 _ABSOLUTE = re.compile(r"""(?:(?<=^)|(?<=[\s='",]))/[^\s'",]+""")
 
