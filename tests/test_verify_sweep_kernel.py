@@ -162,7 +162,7 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
 
 @pytest.mark.parametrize('N,d,n,arithmetic', [(2, 2, 3, 'auto'), (3, 1, 4, 'auto'),
                                               (3, 1, 3, 'limbs:3')])
-def test_in_kernel_representative_equalsclass_table(N, d, n, arithmetic):
+def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
   """Without a table (each point's sorted-column representative run through g_c in the
   same call) the block pass gives the counts of the table pass, on whole grids."""
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)

@@ -97,8 +97,9 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
       for k, val in c.items():
         counts[k] = counts.get(k, 0) + int(val)
       max_abs = max(max_abs, int(m))
-      bar.update((min(t + stride, num_items) - t) * points_per_item)
-      t = min(t + stride, num_items)
+      nxt = min(t + stride, num_items)
+      bar.update((nxt - t) * points_per_item)
+      t = nxt
       now = time.time()
       if state_path and (now - last_save >= save_every or t == num_items):
         save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
