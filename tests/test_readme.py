@@ -137,3 +137,22 @@ def test_readme_quotes_figures_only_next_to_their_record():
     assert records, f'figures {figures} quoted without a link to their record: {para!r}'
     held = ''.join(open(r, encoding='utf-8').read() for r in records)
     assert [f for f in figures if f not in held] == [], para
+
+
+#: An absolute path into a machine's own directory layout, as a command line writes it.
+_MACHINE_PATH = re.compile(r"""(?:^|[\s='"`,(])/(?:work|tmp|home|root|Users|mnt)/[^\s'"`,)]*""",
+                           flags=re.M)
+
+
+def test_no_record_names_a_machine_directory():
+  """The record names the project, not where a machine kept it: a recorded command's
+  paths are relative to the checkout or `<outside_checkout>/<name>` (provenance.portable),
+  in every text file of results/ and on the front page."""
+  found = []
+  files = ['README.md'] + [os.path.relpath(p, ROOT) for p in glob.glob(
+      os.path.join(ROOT, 'results', '**', '*'), recursive=True)
+      if p.endswith(('.md', '.json', '.jsonl', '.txt', '.csv'))]
+  for rel in sorted(files):
+    for m in _MACHINE_PATH.finditer(_read(rel)):
+      found.append(f'{rel}: {m.group(0).strip()}')
+  assert found == []
