@@ -17,6 +17,12 @@ After every run the record is rebuilt from all finished runs under ``--workdir``
 figures in ``--output_dir``, which must not hold a record yet unless ``--overwrite``.
 ``--report_only`` only rebuilds the record. SIGINT / SIGTERM: the run in progress
 checkpoints and the binary exits 130 / 143; rerun the command to resume.
+
+A workdir lives on one machine. ``--archive_to=results/fang/runs`` copies every finished
+run's record (``result.json``, or ``diverged.json``: no checkpoints) there after each run
+and at the end, at its path under ``--workdir``; a record already there with other bytes
+(a rerun) is refused before training starts. A new machine resumes from the archive:
+``cp -r results/fang/runs/f2 <workdir>/``.
 """
 
 import os
@@ -24,7 +30,7 @@ import sys
 
 from absl import app, flags, logging
 
-from transformer_ua import cli, provenance
+from transformer_ua import cli, outputs, provenance
 from transformer_ua.train import fang_baselines as baselines
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_baselines.py')
@@ -37,8 +43,23 @@ _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the record.
 _MAX_RUNS = flags.DEFINE_integer('max_runs', 0, 'Stop after training this many runs '
                                  '(0 = all); the record is rebuilt first.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar per run.')
+_ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished run\'s '
+                                  'record (result.json or diverged.json) to this folder, '
+                                  'at its path under --workdir (results/fang/runs).')
 
 OUTPUTS = ('fang_baselines.json', 'fang_baselines.md')
+#: A finished run's record: what the report reads (result.json holds the history too).
+RECORDS = ('result.json', 'diverged.json')
+
+
+def _archive(workdir, dest):
+  """Archives the finished runs of ``workdir`` into ``dest`` (outputs.archive)."""
+  if not dest:
+    return 0
+  try:
+    return outputs.archive(workdir, dest, markers=RECORDS, files=RECORDS)
+  except outputs.OutputExists as e:
+    raise cli.BadInput(f'--archive_to: {e}') from None
 
 
 def _lock(workdir):
@@ -83,6 +104,8 @@ def main(argv):
     raise app.UsageError(str(e).strip('"\''))
   cli.output_dir(_WORKDIR.value, '--workdir')
   cli.output_dir(_OUTPUT.value, '--output_dir')
+  if _ARCHIVE_TO.value:
+    cli.output_dir(_ARCHIVE_TO.value, '--archive_to')
   existing = [n for n in OUTPUTS if os.path.exists(os.path.join(_OUTPUT.value, n))]
   if existing and not _OVERWRITE.value:
     raise app.UsageError(f'--output_dir={_OUTPUT.value} already holds {existing}; pass '
@@ -91,6 +114,7 @@ def main(argv):
   from transformer_ua.reports import fang_baselines as report  # matplotlib
   command = 'python ' + ' '.join(sys.argv)
   trained = 0
+  _archive(_WORKDIR.value, _ARCHIVE_TO.value)      # refuses a rerun before training
   if not _REPORT_ONLY.value:
     for name, fn in stages:
       for run in fn():
@@ -106,6 +130,7 @@ def main(argv):
           trained += 1
         finally:
           os.remove(os.path.join(run.workdir, 'running.lock'))
+        _archive(_WORKDIR.value, _ARCHIVE_TO.value)
         report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
   report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
 

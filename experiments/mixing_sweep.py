@@ -65,11 +65,9 @@ machine should run a checkpoint's fine-tuning before it goes.
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
-import filecmp
 import glob
 import json
 import os
-import shutil
 
 from absl import flags, logging
 import ml_collections
@@ -255,28 +253,11 @@ def archive(root, dest):
   ``--compare_to=DEST``). A stage already archived with the same bytes is skipped; one
   archived with other bytes (a rerun) raises cli.BadInput before anything is copied.
   """
-  todo = []
-  for res in sorted(glob.glob(os.path.join(root, '*', '*', 'result.json'))):
-    src = os.path.dirname(res)
-    out = os.path.join(dest, os.path.relpath(src, root))
-    files = [f for f in ARCHIVE_FILES if os.path.exists(os.path.join(src, f))]
-    new = []
-    for f in files:
-      a, b = os.path.join(src, f), os.path.join(out, f)
-      if not os.path.exists(b):
-        new.append(f)
-      elif not filecmp.cmp(a, b, shallow=False):
-        raise cli.BadInput(f'--archive_to: {b} already holds a different record of this stage '
-                           f'than {a}; move it away to archive the new run')
-    if new:
-      todo.append((src, out, new))
-  for src, out, new in todo:
-    os.makedirs(out, exist_ok=True)
-    for f in sorted(new, key=lambda f: f == 'result.json'):  # result.json last: done marker
-      with open(os.path.join(src, f), 'rb') as g, \
-          outputs.atomic_open(os.path.join(out, f), 'wb') as h:
-        shutil.copyfileobj(g, h)
-  return len(todo)
+  try:
+    return outputs.archive(root, dest, markers=('result.json',), files=ARCHIVE_FILES,
+                           depth='*/*')
+  except outputs.OutputExists as e:
+    raise cli.BadInput(f'--archive_to: {e}') from None
 
 
 def _config_name():

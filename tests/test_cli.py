@@ -218,3 +218,31 @@ def test_atomic_writes_leave_the_old_file_on_failure(tmp_path):
   with pytest.raises(outputs.OutputExists, match='already exists'):
     outputs.check_new(str(path))
   assert outputs.check_new(str(path), overwrite=True) == str(path)
+
+
+def test_archive_copies_finished_runs_at_any_depth_and_refuses_a_rerun(tmp_path):
+  from transformer_ua import outputs
+  root, dest = tmp_path / 'runs', tmp_path / 'archive'
+  done = root / 'f2' / 'nn_width' / 'tuned' / 'adam' / 'seed0'
+  gone = root / 'f2' / 'nn_depth' / 'grid' / 'sgd' / 'seed0'        # ended by diverging
+  busy = root / 'f2' / 'nn_depth' / 'grid' / 'adam' / 'seed0'       # still training
+  for d in (done, gone, busy):
+    (d / 'checkpoints' / '50').mkdir(parents=True)
+  (done / 'result.json').write_text('{"mse_test": 2.8}\n')
+  (done / 'params.npz').write_bytes(b'\0')
+  (gone / 'diverged.json').write_text('{"epoch": 18}\n')
+  (busy / 'metrics.jsonl').write_text('{"epoch": 1}\n')
+  kw = dict(markers=('result.json', 'diverged.json'), files=('result.json', 'diverged.json'))
+  assert outputs.archive(str(root), str(dest), **kw) == 2
+  copied = sorted(str(p.relative_to(dest)) for p in dest.rglob('*') if p.is_file())
+  assert copied == ['f2/nn_depth/grid/sgd/seed0/diverged.json',
+                    'f2/nn_width/tuned/adam/seed0/result.json']
+  assert (dest / done.relative_to(root) / 'result.json').read_text() == '{"mse_test": 2.8}\n'
+  assert outputs.archive(str(root), str(dest), **kw) == 0          # nothing new
+  assert outputs.archive(str(root), str(dest), depth='*', **kw) == 0   # too shallow: none
+  (busy / 'result.json').write_text('{"mse_test": 7.0}\n')         # finishes later
+  (done / 'result.json').write_text('{"mse_test": 3.1}\n')         # and a rerun
+  with pytest.raises(outputs.OutputExists, match='different record'):
+    outputs.archive(str(root), str(dest), **kw)
+  assert not (dest / busy.relative_to(root)).exists()              # nothing copied
+  assert (dest / done.relative_to(root) / 'result.json').read_text() == '{"mse_test": 2.8}\n'

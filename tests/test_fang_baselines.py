@@ -1,5 +1,6 @@
 """Fang Section 5 baselines: grid, selection, validation split, optimizer variants, binary."""
 
+import glob
 import json
 import math
 import os
@@ -140,14 +141,26 @@ def test_binary_validates_flags(tmp_path):
   r = _binary(f'--config={CFG}', f'--workdir={tmp_path}/runs', f'--output_dir={tmp_path}/o')
   assert r.returncode == 2 and '--overwrite' in r.stderr
   assert (tmp_path / 'o' / 'fang_baselines.json').read_text() == '{}'
+  (tmp_path / 'afile').write_text('')
+  r = _binary(f'--config={CFG}', f'--workdir={tmp_path}/runs', f'--output_dir={tmp_path}/o',
+              '--overwrite', f'--archive_to={tmp_path}/afile')
+  assert r.returncode == 2 and '--archive_to' in r.stderr and 'Traceback' not in r.stderr
 
 
 @pytest.mark.slow
 def test_tiny_sweep_selects_on_validation_and_resumes(tmp_path):
   out = tmp_path / 'out'
-  args = [f'--config={CFG}', f'--workdir={tmp_path}/runs', f'--output_dir={out}', *TINY]
+  args = [f'--config={CFG}', f'--workdir={tmp_path}/runs', f'--output_dir={out}', *TINY,
+          f'--archive_to={tmp_path}/archive']
   r = _binary(*args)
   assert r.returncode == 0, r.stderr[-2000:]
+  records = sorted(os.path.relpath(p, tmp_path / 'runs') for p in
+                   glob.glob(str(tmp_path / 'runs' / '**' / 'result.json'), recursive=True))
+  assert len(records) == 4                             # 2 grid settings + 2 tuned seeds
+  assert records == sorted(os.path.relpath(p, tmp_path / 'archive') for p in glob.glob(
+      str(tmp_path / 'archive' / '**' / '*'), recursive=True) if os.path.isfile(p))
+  for rel in records:
+    assert (tmp_path / 'archive' / rel).read_bytes() == (tmp_path / 'runs' / rel).read_bytes()
   rec = json.loads((out / 'fang_baselines.json').read_text())
   m = rec['f1']['models']['nn_width']
   grid = m['tuned']['grid']

@@ -9,6 +9,11 @@ The one policy every binary and API call that writes files follows:
     the same directory and renames it over the target only when the block succeeds, so an
     interrupted run leaves either the old file or none, never a truncated one.
 
+  * A run's records outlive its workdir: ``archive`` copies every finished run's record
+    files (no checkpoints) to the same relative path under a folder that can be
+    committed, skipping what is already there with the same bytes and refusing, before
+    copying anything, a different record at the same path (a rerun).
+
 No dependency beyond the standard library (``transformer_ua.cli`` turns the refusals
 into one-line errors with exit status 2)::
 
@@ -21,8 +26,11 @@ into one-line errors with exit status 2)::
 from __future__ import annotations
 
 import contextlib
+import filecmp
+import glob
 import json
 import os
+import shutil
 import tempfile
 from typing import Iterable, Iterator
 
@@ -105,3 +113,45 @@ def atomic_savefig(fig, path: str, **kwargs) -> str:
   with atomic_open(path, 'wb') as f:
     fig.savefig(f, format=fmt, **kwargs)
   return path
+
+
+def archive(root: str, dest: str, *, markers: Iterable[str], files: Iterable[str],
+            depth: str = '**') -> int:
+  """Copies the records of every finished run under ``root`` to ``dest``; returns how
+  many runs it copied.
+
+  A finished run is a directory ``root/<depth>/`` holding one of ``markers`` (e.g.
+  ``result.json``, or ``diverged.json`` for a run that ended by diverging); ``depth`` is
+  a glob (``'*/*'`` for exactly two levels, ``'**'`` for any). Of ``files`` those it holds
+  are copied to ``dest/<its path under root>/``, each atomically and the markers last, so
+  an interrupted archive never shows a run as finished without its records. A run whose
+  files are all archived with the same bytes is skipped.
+
+  Raises:
+    OutputExists: a file in ``dest`` differs from the run's file it would archive (a
+      rerun of the same run); raised before anything is copied.
+  """
+  markers, files = tuple(markers), tuple(files)
+  runs = sorted({os.path.dirname(p) for m in markers
+                 for p in glob.glob(os.path.join(root, depth, m), recursive=True)})
+  todo = []
+  for src in runs:
+    out = os.path.join(dest, os.path.relpath(src, root))
+    new = []
+    for f in files:
+      a, b = os.path.join(src, f), os.path.join(out, f)
+      if not os.path.exists(a):
+        continue
+      if not os.path.exists(b):
+        new.append(f)
+      elif not filecmp.cmp(a, b, shallow=False):
+        raise OutputExists(f'{b} already holds a different record of this run than {a}; '
+                           'move it away to archive the new run.')
+    if new:
+      todo.append((src, out, sorted(new, key=lambda f: f in markers)))
+  for src, out, new in todo:
+    os.makedirs(out, exist_ok=True)
+    for f in new:
+      with open(os.path.join(src, f), 'rb') as g, atomic_open(os.path.join(out, f), 'wb') as h:
+        shutil.copyfileobj(g, h)
+  return len(todo)

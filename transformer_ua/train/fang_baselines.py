@@ -315,8 +315,7 @@ def train_run(run: Run, command: str, progress: bool = False) -> dict:
     epoch = int(m.group(1)) if m else None
     out = {'diverged': True, 'message': str(e), 'epoch': epoch, 'key': run.key,
            'config': run.config.to_dict(), 'provenance': prov}
-    with open(os.path.join(run.workdir, 'diverged.json'), 'w') as f:
-      json.dump(out, f, indent=1)
+    outputs.atomic_json(os.path.join(run.workdir, 'diverged.json'), out, indent=1)
     return out
   result.pop('final_params', None)
   result.update({'phase': run.phase, 'label': run.label, 'key': run.key,
