@@ -62,27 +62,6 @@ def _archive(workdir, dest):
     raise cli.BadInput(f'--archive_to: {e}') from None
 
 
-def _lock(workdir):
-  """Creates ``workdir/running.lock`` (this pid); False if a live process holds it."""
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, 'running.lock')
-  for _ in range(2):
-    try:
-      fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-      os.write(fd, str(os.getpid()).encode())
-      os.close(fd)
-      return True
-    except FileExistsError:
-      try:
-        with open(path) as f:
-          pid = int(f.read().strip() or 0)
-        os.kill(pid, 0)
-        return False            # alive: another process trains this run
-      except (ValueError, ProcessLookupError, PermissionError, OSError):
-        os.remove(path)         # stale lock of a dead process
-  return False
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
@@ -122,14 +101,12 @@ def main(argv):
           break
         if baselines.run_status(run.workdir) in ('finished', 'diverged'):
           continue
-        if not _lock(run.workdir):
-          continue
-        try:
+        with outputs.claim(run.workdir) as mine:
+          if not mine:
+            continue            # another process is training it
           print(f'[{name}] {run.key}', file=sys.stderr, flush=True)
           baselines.train_run(run, command, progress=_PROGRESS.value)
           trained += 1
-        finally:
-          os.remove(os.path.join(run.workdir, 'running.lock'))
         _archive(_WORKDIR.value, _ARCHIVE_TO.value)
         report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
   report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))

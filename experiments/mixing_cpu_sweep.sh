@@ -18,6 +18,8 @@
 #       >> /work/runs_mixing/sweep.log 2>&1 &
 #   echo $! > /work/bg/mixing.pgid        # setsid: the pid is the process group id
 # Stop: kill -TERM -- -$(cat /work/bg/mixing.pgid)   (stages checkpoint, then exit)
+# Two cores: start the same command twice (logging to two files); a run that one copy is
+# training (its running.lock) is skipped by the other, so they split the runs.
 # Status: python experiments/mixing_sweep.py --config=experiments/configs/mixing_cpu.py \
 #   --workdir=WORKDIR --seeds=3 --hybrid_ks=1,2,3 --hybrid_seeds=3 --status
 #

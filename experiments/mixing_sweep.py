@@ -26,7 +26,10 @@ finished stages and of the partial ones past 10% of their steps (their checkpoin
 
 A finished stage (``result.json`` present) is skipped, an unfinished one resumes from
 its checkpoint. ``--shard=i/m`` runs every m-th job (two single-threaded processes use
-2 cores better than one). After each job the report is rebuilt from every
+2 cores better than one). Two processes may also share a workdir without sharding: a run
+(pre-training and its fine-tunings) being trained by another live process (its
+``running.lock``, outputs.claim) is skipped, so two copies of the same sweep command
+split its runs between them. After each job the report is rebuilt from every
 ``result.json`` under the workdir: ``mixing_layers.md`` (for ``cpu``, the recorded
 budget; ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
 ``--output_dir`` (default ``<workdir>/report``; ``--output_dir=results/mixing`` updates the
@@ -358,7 +361,12 @@ def main(argv):
     except wordnet.CorpusMissingError as e:
       raise cli.BadInput(str(e)) from None
     for j, job in enumerate(job_list):
-      if j % m == i:
+      if j % m != i:
+        continue
+      with outputs.claim(os.path.join(_WORKDIR.value, job[0])) as mine:
+        if not mine:            # another process is training this run
+          print(f'{job[0]}: trained by another process (running.lock); skipped')
+          continue
         run_job(config, _WORKDIR.value, job, _STAGES.value)
         mixing_report.report(config, _WORKDIR.value, results_dir, name, prov,
                              not_done(config, _WORKDIR.value, job_list), noise, **combine)

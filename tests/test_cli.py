@@ -246,3 +246,25 @@ def test_archive_copies_finished_runs_at_any_depth_and_refuses_a_rerun(tmp_path)
     outputs.archive(str(root), str(dest), **kw)
   assert not (dest / busy.relative_to(root)).exists()              # nothing copied
   assert (dest / done.relative_to(root) / 'result.json').read_text() == '{"mse_test": 2.8}\n'
+
+
+def test_claim_gives_a_run_to_one_live_process_at_a_time(tmp_path):
+  import subprocess
+  from transformer_ua import outputs
+  run = tmp_path / 'run'
+  with outputs.claim(str(run)) as mine:
+    assert mine and (run / 'running.lock').read_text() == str(os.getpid())
+    with outputs.claim(str(run)) as again:          # held by a live process (this one)
+      assert not again
+    assert (run / 'running.lock').exists()          # the refused claim left it alone
+  assert not (run / 'running.lock').exists()        # released at the end of the block
+  dead = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'],
+                        capture_output=True, text=True, check=True).stdout.strip()
+  for stale in (dead, ''):                          # a dead process's lock, an empty one
+    (run / 'running.lock').write_text(stale)
+    with outputs.claim(str(run)) as mine:
+      assert mine
+  with pytest.raises(RuntimeError):                 # released when the work fails too
+    with outputs.claim(str(run)) as mine:
+      raise RuntimeError('training failed')
+  assert not (run / 'running.lock').exists()

@@ -373,3 +373,24 @@ def test_longer_schedules_change_only_the_step_count(name, steps):
   base = mixing_cpu.get_config().to_dict()
   assert c['pretrain'].pop('num_steps') == steps and base['pretrain'].pop('num_steps') == 2000
   assert c == base
+
+
+def test_sweep_skips_a_run_another_live_process_is_training(tmp_path):
+  """Two copies of one sweep command share a workdir: a run whose running.lock names a
+  live process is left to it (nothing trained, the lock untouched)."""
+  _fake_sweep(tmp_path / 'runs')
+  (tmp_path / 'runs' / 'attention_s0' / 'pretrain' / 'result.json').unlink()  # a stub
+  lock = tmp_path / 'runs' / 'average_s0' / 'running.lock'
+  lock.write_text(str(os.getpid()))                       # this test: a live process
+  corpus = tmp_path / 'wordnet'                           # never read: nothing trains
+  corpus.mkdir()
+  for name in ('data.noun', 'data.verb', 'data.adj', 'data.adv'):
+    (corpus / name).write_text('')
+  p = _binary(['experiments/mixing_sweep.py', '--config=experiments/configs/mixing_cpu.py',
+               f'--workdir={tmp_path}/runs', '--seeds=1', '--hybrid_ks=',
+               '--table_mixers=average', '--stages=pretrain', f'--output_dir={tmp_path}/rep'],
+              env_extra={'WORDNET_DIR': str(corpus)})
+  assert p.returncode == 0, p.stderr
+  assert 'average_s0: trained by another process (running.lock); skipped' in p.stdout
+  assert lock.read_text() == str(os.getpid())
+  assert not (tmp_path / 'runs' / 'average_s0' / 'pretrain' / 'result.json').exists()

@@ -13,6 +13,8 @@ The one policy every binary and API call that writes files follows:
     files (no checkpoints) to the same relative path under a folder that can be
     committed, skipping what is already there with the same bytes and refusing, before
     copying anything, a different record at the same path (a rerun).
+  * A run directory has one writer: two processes may share a sweep's workdir (one core
+    each), and ``claim`` lets only one of them train a run at a time.
 
 No dependency beyond the standard library (``transformer_ua.cli`` turns the refusals
 into one-line errors with exit status 2)::
@@ -21,6 +23,9 @@ into one-line errors with exit status 2)::
     outputs.check_new(path, overwrite=overwrite)      # before the work
     with outputs.atomic_open(path) as f:              # after it
       f.write(text)
+    with outputs.claim(run_dir) as mine:              # run_dir/running.lock: a pid
+      if mine:
+        train(run_dir)                                # else a live process trains it
 """
 
 from __future__ import annotations
@@ -155,3 +160,42 @@ def archive(root: str, dest: str, *, markers: Iterable[str], files: Iterable[str
       with open(os.path.join(src, f), 'rb') as g, atomic_open(os.path.join(out, f), 'wb') as h:
         shutil.copyfileobj(g, h)
   return len(todo)
+
+
+#: The file in a run's directory that names the process training it.
+LOCK = 'running.lock'
+
+
+@contextlib.contextmanager
+def claim(workdir: str) -> Iterator[bool]:
+  """Yields True once this process holds ``workdir/running.lock`` (its pid, created
+  atomically), False if a live process holds it. A lock left by a dead process is
+  replaced. The lock is removed when the block ends, however it ends."""
+  os.makedirs(workdir, exist_ok=True)
+  path = os.path.join(workdir, LOCK)
+  mine = False
+  for _ in range(2):
+    try:
+      fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+      try:
+        with open(path) as f:
+          pid = int(f.read().strip() or 0)
+        if pid <= 0:
+          raise ValueError('no pid')
+        os.kill(pid, 0)
+        break                   # alive: another process trains this run
+      except (ValueError, ProcessLookupError, PermissionError, OSError):
+        with contextlib.suppress(OSError):
+          os.remove(path)       # stale lock of a dead process
+      continue
+    with os.fdopen(fd, 'w') as f:
+      f.write(str(os.getpid()))
+    mine = True
+    break
+  try:
+    yield mine
+  finally:
+    if mine:
+      with contextlib.suppress(OSError):
+        os.remove(path)
