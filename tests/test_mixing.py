@@ -234,11 +234,11 @@ def test_recorded_rows_refuse_values_whose_seeds_cannot_be_told(tmp_path):
 
 
 def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli=None,
-              utc='t'):
+              utc='t', machine='m'):
   """A finished stage under root/<mixing>_s<seed>/<stage> with the fields collect() reads."""
   d = root / f'{mixing}_s{seed}' / stage
   d.mkdir(parents=True)
-  prov = {'command': 'fake', 'git_revision': 'r', 'machine': 'm', 'utc_time': utc,
+  prov = {'command': 'fake', 'git_revision': 'r', 'machine': machine, 'utc_time': utc,
           'load_average_1min_at_start': 0.0}
   r = {'stage': stage, 'task': stage, 'mixing': mixing, 'num_conv_layers': 0, 'seed': seed,
        'step': steps, 'provenance': prov, 'data': {'majority_baseline_accuracy': 36.0},

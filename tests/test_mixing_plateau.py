@@ -175,6 +175,13 @@ def test_plateau_report_keeps_a_replaced_run_as_a_rerun(tmp_path):
   assert (f'| Transformer, 18000 steps | 26.5: `{new}` (m) | 25.5: `{longer}` as recorded in '
           f'`{earlier} (report at abcdef0)` (m) | +1.0 | 1.0 points at step 18000 (2 common '
           'evaluations) |') in md
+  # a later seed on another machine: the row names the seed-0 run's own machine only
+  _fake_run(new, 'attention', 1, 18000, [(18000, 27.0)], mlm=27.0, utc='t3', machine='m2')
+  mixing_plateau.plateau_report([earlier, str(new)], str(tmp_path / 'rep3'), PROV,
+                                tokens_per_step=8)
+  md3 = (tmp_path / 'rep3' / 'mixing_layers_plateau.md').read_text()
+  assert f'| Transformer, 18000 steps | 26.5: `{new}` (m) | 25.5:' in md3
+  (new / 'attention_s1').rename(tmp_path / 'attention_s1_aside')
   # rebuilt from the new report alone, or with the same workdir again: the same rerun, once
   again = str(tmp_path / 'rep2' / 'mixing_layers_plateau.json')
   for roots in ([again], [again, str(new)]):

@@ -368,6 +368,8 @@ def curve_difference(a, b):
 def _reruns_markdown(scheds, rows):
   """The 'Seed 0 run more than once' section: each rerun against the run used."""
   def run(r, ms):
+    if r.get('run_seed0'):   # the seed-0 run's own machine, not every machine of its source
+      ms = [r['run_seed0'].rsplit(' at ', 1)[0]]
     return (f"{_num(r['mlm_seed0'])}: `{r['source']}`"
             + (f" as recorded in `{r['via']}`" if r.get('via') else '')
             + ' (' + ('; '.join(x.split(',')[0] for x in ms) or 'machine not recorded') + ')')
