@@ -43,7 +43,10 @@
 #   10-12. hybrids k = 1, 2, 3 seed 2; 13-14. the Transformer and SepConv seed 2 again
 #                                                                    (Figure 1, own seeds)
 # `... WORKDIR longer_seeds`: seeds 1 and 2 of SepConv and the Transformer at 18000 steps
-# (experiments/configs/mixing_cpu_longer.py), pre-training then MNLI-analogue fine-tuning.
+# (experiments/configs/mixing_cpu_longer.py), one run at a time with its fine-tuning right
+# after its pre-training (a checkpoint dies with its machine's workdir): 1-2. seed 1,
+# pre-training and MNLI analogue; 3-4. seed 2, pre-training, MNLI and SQuAD analogues
+# (SepConv first: the side with the wider MNLI spread over seeds 0 and 1).
 # `... WORKDIR longer` triples the steps once more (experiments/configs/
 # mixing_cpu_longer.py: 18000 steps, seed 0), one mixer per phase in the order of what
 # is still gaining most: 1. the Transformer, 2. SepConv, 3. BProj, 4. average attention
@@ -100,8 +103,10 @@ case "$schedule" in
             "$k --table_mixers=sepconv --first_seed=2") ;;
   longer_seeds)
     common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --hybrid_ks="
-    common="$common --table_mixers=attention,sepconv --seeds=3 --first_seed=1"
-    phases=("--stages=pretrain" "--stages=mnli") ;;
+    phases=("--table_mixers=sepconv --seeds=2 --first_seed=1 --stages=pretrain,mnli"
+            "--table_mixers=attention --seeds=2 --first_seed=1 --stages=pretrain,mnli"
+            "--table_mixers=sepconv --seeds=3 --first_seed=2 --stages=pretrain,mnli,squad"
+            "--table_mixers=attention --seeds=3 --first_seed=2 --stages=pretrain,mnli,squad") ;;
   longer)
     common="--config=experiments/configs/mixing_cpu_longer.py --workdir=$workdir --seeds=1 --hybrid_ks="
     phases=("--table_mixers=attention --stages=pretrain"
