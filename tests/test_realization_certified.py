@@ -1,7 +1,7 @@
 """Lemma 6 at scale: planned lam/epsilon/bits, exact params, certified evaluation.
 
-The oracle here is an independent literal evaluation of the realized network in
-mpmath (params converted from the exact rationals, softmax with the max subtracted,
+The oracle here is ``transformer_ua.oracle``: the realized network evaluated literally
+in mpmath (params converted from the exact rationals, softmax with the max subtracted,
 ReLU as max(0, .)) at twice the plan's precision; it shares no code with exact.ball.
 """
 
@@ -12,10 +12,10 @@ import mpmath
 import numpy as np
 import pytest
 
+from transformer_ua import oracle
 from transformer_ua.yun import approximator, build_approximator, plan
 from transformer_ua.yun import contextual_ties as ct
 
-from oracles import mp_value, mp_literal
 from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
 
 
@@ -59,7 +59,7 @@ def test_apply_certified_encloses_mpmath_at_twice_the_bits(positional):
   mid, rad = g.apply_certified(x)
   assert np.all(rad < 1e-6)
   for b in range(x.shape[0]):
-    ref = mp_literal(g, x[b], 2 * p.bits)
+    ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
     for j in range(net.n):
       with mpmath.workprec(2 * p.bits):
         assert abs(ref[j][0] - mpmath.mpf(mid[b, j, 0])) <= mpmath.mpf(rad[b, j, 0])
@@ -74,7 +74,7 @@ def test_certified_bound_dominates_sampled_errors(net134, exact134):
   x = approximator.interior_points(rng, 4, d=1, n=3, resolution=4)
   gbar = net134.apply(x)
   for b in range(x.shape[0]):
-    ref = mp_literal(g, x[b], 2 * p.bits)
+    ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
     err = max(abs(float(ref[j][0]) - gbar[b, j, 0]) for j in range(3))
     assert err <= cert['max_abs_error']
 
@@ -134,7 +134,7 @@ def test_ties_apply_certified_encloses_mpmath_at_twice_the_bits(ties134):
   mid, rad = g.apply_certified(x)
   assert np.all(rad[1:] < 1e-6)
   for b in range(x.shape[0]):
-    ref = mp_literal(g, x[b], 2 * p.bits)
+    ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
     for j in range(3):
       with mpmath.workprec(2 * p.bits):
         assert abs(ref[j][0] - mpmath.mpf(mid[b, j, 0])) <= mpmath.mpf(rad[b, j, 0])
@@ -152,7 +152,7 @@ def test_ties_certified_bound_dominates_sampled_errors(ties134):
                       approximator.interior_points(rng, 2, d=1, n=3, resolution=4)])
   gbar = net.apply(x)
   for b in range(x.shape[0]):
-    ref = mp_literal(g, x[b], 2 * p.bits)
+    ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
     err = max(abs(float(ref[j][0]) - gbar[b, j, 0]) for j in range(3))
     assert err <= cert['max_abs_error']
   assert not g.certify_interiors(bits=24, check_plan=False, workers=1)['certified']

@@ -2,7 +2,7 @@
 
 Oracles: closed forms computed by hand here, the float Monte Carlo and bad-set code of
 ``yun.distances`` (another code path), and a literal mpmath evaluation of the realized
-network (``oracles.mp_literal``, no code shared with ``exact.ball``).
+network (``transformer_ua.oracle``, no code shared with ``exact.ball``).
 """
 
 import math
@@ -13,12 +13,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from transformer_ua import realize
+from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
 from transformer_ua.yun import (build_approximator, certificate, certify, distances, plan,
                                 target_bounds, targets)
 
-from oracles import mp_literal
 
 MARGIN = Fraction(1, 64)
 
@@ -158,7 +157,7 @@ def test_window_points_agree_with_mpmath(unclamped):
   x = _window_points(np.random.default_rng(11), 3, 4, cert.margin)
   mid, rad = g.apply_certified(x)
   for b in range(len(x)):
-    ref = mp_literal(g, x[b], 2 * cert.bits)
+    ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * cert.bits)(x[b])
     for j in range(3):
       with mpmath.workprec(2 * cert.bits):
         assert abs(ref[j][0] - mpmath.mpf(mid[b, j, 0])) <= mpmath.mpf(rad[b, j, 0])

@@ -258,27 +258,30 @@ class _FeedForward:
     layers the boxes blow up). Instead:
 
       separable (unit s reads z_l and writes z_l only; Lemma 7's quantization, the
-        clean-up layers, the output clamp): z_l <- F_l(z_l), F_l(t) = t + sum_s
-        W_2[l, s] ReLU(W_1[s, l] t + b_1[s]) is one continuous piecewise-linear
+        clean-up layers, the output clamp): z_l <- F_l(z_l), F_l(t) = t + b_2[l] +
+        sum_s W_2[l, s] ReLU(W_1[s, l] t + b_1[s]) is one continuous piecewise-linear
         function, and its exact range on [z_l] is the hull of F_l at the interval's
-        ends and at the kinks inside (exact rationals);
+        ends and at the kinks inside (exact rationals); a coordinate no unit reads
+        gets z_l + b_2[l];
       one direction (rows a_s w: the units read t = w.z): z <- z + v(t), v_i(t) =
-        sum_s W_2[i, s] ReLU(a_s t + b_1[s]); z and v(t) are enclosed separately (the
-        exact range of each v_i on [t]), so widths add instead of multiplying;
+        b_2[i] + sum_s W_2[i, s] ReLU(a_s t + b_1[s]); z and v(t) are enclosed
+        separately (the exact range of each v_i on [t]), so widths add instead of
+        multiplying;
       otherwise unit by unit (``apply_naive``).
     """
     shape = self._structure()
     if shape[0] == 'separable':
-      out = list(x)
+      out = [x[l] + to_arb(self.b2[l]) if self.b2[l] else x[l] for l in range(self.d)]
       for l, units in shape[1].items():
         terms = [(self.w1[p][l], self.b1[p], self.w2[l][p]) for p in units]
-        out[l] = _pl_range(x[l], terms, residual=True)
+        out[l] = _pl_range(x[l], terms, residual=True, offset=self.b2[l])
       return out
     if shape[0] == 'direction':
       w, scal = shape[1], shape[2]
       t = sum((to_arb(wi) * xi for wi, xi in zip(w, x) if wi), arb(0))
       return [x[i] + _pl_range(t, [(a, b, self.w2[i][p]) for p, (a, b) in
-                                   enumerate(zip(scal, self.b1))], residual=False)
+                                   enumerate(zip(scal, self.b1))], residual=False,
+                               offset=self.b2[i])
               for i in range(self.d)]
     return self.apply_naive(x, pre)
 
@@ -301,13 +304,13 @@ def _exact(v: arb) -> Fraction:
   return Fraction(man * 2 ** exp) if exp >= 0 else Fraction(man, 2 ** -exp)
 
 
-def _pl_range(t: arb, terms, residual: bool) -> arb:
-  """A ball containing {F(s): s in [t]}, F(s) = (s if residual else 0) + sum over
-  terms (a, b, c) of c ReLU(a s + b): F in exact rationals at the ends of [t] (exact
-  dyadics) and at the kinks inside; unbounded ends use the end slopes."""
+def _pl_range(t: arb, terms, residual: bool, offset: Fraction = Fraction(0)) -> arb:
+  """A ball containing {F(s): s in [t]}, F(s) = (s if residual else 0) + offset + sum
+  over terms (a, b, c) of c ReLU(a s + b): F in exact rationals at the ends of [t]
+  (exact dyadics) and at the kinks inside; unbounded ends use the end slopes."""
   def value(s):
-    return (s if residual else 0) + sum((c * max(a * s + b, 0) for a, b, c in terms),
-                                        Fraction(0))
+    return (s if residual else 0) + offset + sum(
+        (c * max(a * s + b, 0) for a, b, c in terms), Fraction(0))
 
   def slope(side):   # slope of F beyond every kink, side -1 (left) or +1 (right)
     return (1 if residual else 0) + sum((c * a for a, b, c in terms
