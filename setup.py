@@ -64,5 +64,7 @@ setuptools.setup(
         'notebooks': COLAB,   # the older name of 'colab'
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],
+        # Marabou's second opinion on a realized g (verify.marabou; Python <= 3.12).
+        'verify': ['maraboupy==2.0.0'] + EXPORT,
     },
 )
