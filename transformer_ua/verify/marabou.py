@@ -46,6 +46,7 @@ import ctypes
 import json
 import math
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -428,7 +429,8 @@ def main(argv=None) -> int:
   parser.add_argument('--timeout', type=int, default=300)
   parser.add_argument('--overwrite', action='store_true')
   args = parser.parse_args(argv)
-  prov = provenance.record()
+  prov = provenance.record('python -m transformer_ua.verify.marabou ' + ' '.join(
+      shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)))
   os.makedirs(args.output_dir, exist_ok=True)
   path = os.path.join(args.output_dir, 'marabou.json')
   outputs.check_new(path, overwrite=args.overwrite, what=f'path {path!r}')
