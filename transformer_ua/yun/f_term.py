@@ -26,6 +26,15 @@ Per cube, one of (the best that applies to the target):
        p = 2:   E (r + S)^2 <= r^2 + r h sum_v G_v + h^2 ((sum_v G_v)^2 / 4 + sum_v G_v^2 / 12)
        p != 2:  (E (r + S)^p)^{1/p} <= r + h (p + 1)^{-1/p} sum_v G_v          (Minkowski)
 
+   and for p = 2 also the centred form (the smaller of the two is taken): each partial's
+   ball is mid_v +- rad_v on the whole cube, so f_ji(X) - A = (f(C) - A) + sum_v mid_v U_v
+   + E with |E| <= sum_v rad_v |U_v|, and by Minkowski in L2(cube)
+
+       (E (f_ji - A)^2)^{1/2} <= r + h (sum_v mid_v^2 / 3)^{1/2}
+                                   + h ((sum_v rad_v)^2 / 4 + sum_v rad_v^2 / 12)^{1/2},
+
+   exact for the linear part; the rest is O(delta) of it (rad_v = O(delta)).
+
 3. Local modulus (``modulus=``, given by the caller): s_L,ji >= sup_{S_L} |f_ji(X) - f_ji(C_L)|
    on the closed cube, so E_L |f_ji - A|^p <= (r + s_L,ji)^p (r = 0 for a callable: f is
    the callable as evaluated, A its value). Checked where it can be refuted: for
@@ -160,8 +169,8 @@ def _as_fmpq(values: np.ndarray) -> np.ndarray:
 
 
 def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.ndarray,
-                          resolution: int) -> fmpq:
-  """sum_L w_L delta^m sum_ji E_L (f_ji - A_L,ji)^2 exactly (an fmpq): d_2(f, f_bar)^2.
+                          resolution: int) -> Fraction:
+  """sum_L w_L delta^m sum_ji E_L (f_ji - A_L,ji)^2 exactly: d_2(f, f_bar)^2.
 
   Args:
     polys: [n][d] polynomials (``target_bounds.polynomial``).
@@ -182,7 +191,8 @@ def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.
       ef2 = _cube_means(_square(polys[j][i]), flat_k, mom)
       aa = a[:, j, i]
       total += fmpq(sum(w * (ef2 - 2 * aa * ef + aa * aa), fmpq(0)))
-  return total / fmpq(resolution) ** (n * d)
+  total = total / fmpq(resolution) ** (n * d)
+  return Fraction(int(total.p), int(total.q))
 
 
 # ---------------------------------------------------------------------------
@@ -244,8 +254,8 @@ def _abs_up(x: arb) -> arb:
   return arb(abs(x).upper())
 
 
-def gradient_sups(fn, k_row: np.ndarray, resolution: int) -> list:
-  """G [n][d][m]: arb upper bounds on sup over the cube K of |d f_ji / d x_v|."""
+def gradient_balls(fn, k_row: np.ndarray, resolution: int) -> list:
+  """[n][d][m] arb balls, each containing d f_ji / d x_v at every point of the cube K."""
   n, d = k_row.shape
   m = n * d
   x = []
@@ -258,7 +268,7 @@ def gradient_sups(fn, k_row: np.ndarray, resolution: int) -> list:
       tok.append(_Grad(box, [arb(1) if u == v else arb(0) for u in range(m)]))
     x.append(tok)
   out = fn(x)
-  return [[[_abs_up(g) for g in out[j][i].grad] for i in range(d)] for j in range(n)]
+  return [[list(out[j][i].grad) for i in range(d)] for j in range(n)]
 
 
 def gradient_integral(fn, k: np.ndarray, residues, weights: np.ndarray, resolution: int,
@@ -274,16 +284,25 @@ def gradient_integral(fn, k: np.ndarray, residues, weights: np.ndarray, resoluti
     lp = h * _root(1 / (arb(p) + 1), p)
   for c in range(C):
     with ctx.workprec(GRADIENT_BITS):
-      g = gradient_sups(fn, k[c], resolution)
+      balls = gradient_balls(fn, k[c], resolution)
     with ctx.workprec(BITS):
       acc = arb(0)
       for j in range(n):
         for i in range(d):
-          gs = sum(g[j][i], arb(0))
+          g = [_abs_up(b) for b in balls[j][i]]
+          gs = sum(g, arb(0))
           r = residues[c][j][i]
           if p == 2:
-            g2 = sum((v * v for v in g[j][i]), arb(0))
-            acc += r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)
+            g2 = sum((v * v for v in g), arb(0))
+            sup_form = r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)
+            # centred: grad = mid + e, |e_v| <= rad_v; Minkowski in L2(cube)
+            mid = [arb(b.mid()) for b in balls[j][i]]
+            rad = [arb(b.rad()) for b in balls[j][i]]
+            rs = sum(rad, arb(0))
+            lin = h * (sum((v * v for v in mid), arb(0)) / 3).sqrt()
+            rest = h * (rs * rs / 4 + sum((v * v for v in rad), arb(0)) / 12).sqrt()
+            centred = (r + lin + rest) ** 2
+            acc += arb(min(_up(sup_form), _up(centred)))
           else:
             acc += _pow(r + lp * gs, p)
       total += int(weights[c]) * acc
