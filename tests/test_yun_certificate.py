@@ -100,6 +100,49 @@ def test_exact_values_enclose_the_float_table():
       assert abs(float(vals[0][j][i].mid()) - table[0, j, i]) < 1e-14
 
 
+def test_f_fbar_term_is_the_exact_integral_for_a_polynomial_builtin(clamped):
+  net, _, cert = clamped
+  # the per-cube term replaced the global Lipschitz bound: it is d_2(f, f_bar) itself,
+  # so it sits between a plain Monte Carlo of d_2(f, f_bar) and that bound
+  assert cert.f_term_method == 'exact polynomial integral'
+  lip = certificate.f_fbar_bound(Fraction(2), d=1, n=3, resolution=4, p=2.0)['bound']
+  assert cert.terms['f_fbar'] < lip / 3
+  rng = np.random.default_rng(9)
+  x = rng.random((200000, 3, 1))
+  e = np.sum((net.target(x) - net.target((np.floor(x * 4) + 0.5) / 4)) ** 2, axis=(1, 2))
+  se = np.std(e) / math.sqrt(len(e))
+  assert np.mean(e) - 4 * se <= cert.terms['f_fbar'] ** 2 <= np.mean(e) + 4 * se
+
+
+def test_builtin_certificate_says_it_assumes_nothing(clamped):
+  _, _, cert = clamped
+  assert 'assuming nothing: the integral of |f - f_bar|^2 over every cube' in str(cert)
+  assert cert.details['assumptions'] == [] and cert.lipschitz == 2.0
+
+
+def test_lipschitz_below_the_proved_constant_is_refused_in_one_line(clamped):
+  net, g, _ = clamped
+  with pytest.raises(ValueError, match=r'lipschitz=0.1 is below the proved constant 2 ') as e:
+    certificate.certify_lp(net, g, lipschitz=0.1, margin=MARGIN, workers=1)
+  assert '\n' not in str(e.value)
+  with pytest.raises(ValueError, match=r'below the proved constant 2 ') as e:
+    certificate.approximate('token_times_mean', 0.1, d=1, n=3, lipschitz=0.1, workers=1)
+  assert '\n' not in str(e.value)
+
+
+def test_lipschitz_above_the_proved_constant_is_used_and_recorded(clamped):
+  net, g, cert = clamped
+  big = certificate.certify_lp(net, g, lipschitz=3, margin=MARGIN, workers=1)
+  assert big.lipschitz == 3.0
+  src = big.details['f_fbar']['lipschitz_source']
+  assert src == 'given by the caller, above the proved constant 2'
+  # the fallback uses it: (3 / 8) sqrt(9 / 5) at N = 4
+  assert big.details['f_fbar']['parts']['lipschitz'] == pytest.approx(
+      0.375 * math.sqrt(9 / 5), rel=1e-14)
+  assert big.terms['f_fbar'] == cert.terms['f_fbar']    # the exact integral is smaller
+  assert target_bounds.lipschitz_source(Fraction(2), net.target, 1, 3) == 'proved constant'
+
+
 # -- term 2: d_p(f_bar, g_bar) -------------------------------------------------
 
 
