@@ -24,16 +24,19 @@ Per cube, one of (the best that applies to the target):
    S = sum_v G_v |U_v|. With E|U_v| = h/2, E U_v^2 = h^2/3 (independent entries),
 
        p = 2:   E (r + S)^2 <= r^2 + r h sum_v G_v + h^2 ((sum_v G_v)^2 / 4 + sum_v G_v^2 / 12)
-       p != 2:  (E (r + S)^p)^{1/p} <= r + h (p + 1)^{-1/p} sum_v G_v          (Minkowski)
+       any p:   (E (r + S)^p)^{1/p} <= r + h (p + 1)^{-1/p} sum_v G_v          (Minkowski)
 
-   and for p = 2 also the centred form (the smaller of the two is taken): each partial's
+   and for p <= 2 also the centred form (the smaller of the two is taken): each partial's
    ball is mid_v +- rad_v on the whole cube, so f_ji(X) - A = (f(C) - A) + sum_v mid_v U_v
    + E with |E| <= sum_v rad_v |U_v|, and by Minkowski in L2(cube)
 
        (E (f_ji - A)^2)^{1/2} <= r + h (sum_v mid_v^2 / 3)^{1/2}
                                    + h ((sum_v rad_v)^2 / 4 + sum_v rad_v^2 / 12)^{1/2},
 
-   exact for the linear part; the rest is O(delta) of it (rad_v = O(delta)).
+   exact for the linear part; the rest is O(delta) of it (rad_v = O(delta)). For p < 2
+   an L2 bound on a cube is an L^p bound (Lyapunov: (E|Z|^p)^{1/p} <= (E Z^2)^{1/2}, the
+   cube's uniform measure being a probability), so each cube keeps the smallest of its
+   L^p form, its L2 forms and, for a polynomial, its exact L2 norm (1.).
 
 3. Local modulus (``modulus=``, given by the caller): s_L,ji >= sup_{S_L} |f_ji(X) - f_ji(C_L)|
    on the closed cube, so E_L |f_ji - A|^p <= (r + s_L,ji)^p (r = 0 for a callable: f is
@@ -168,14 +171,12 @@ def _as_fmpq(values: np.ndarray) -> np.ndarray:
                       otypes=[object])(values)
 
 
-def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.ndarray,
-                          resolution: int) -> Fraction:
-  """sum_L w_L delta^m sum_ji E_L (f_ji - A_L,ji)^2 exactly: d_2(f, f_bar)^2.
+def exact_square_means(polys, k: np.ndarray, values: np.ndarray, resolution: int) -> np.ndarray:
+  """E_L (f_ji - A_L,ji)^2 on every cube, exactly: an fmpq object array [C, n, d].
 
   Args:
     polys: [n][d] polynomials (``target_bounds.polynomial``).
-    k: grid indices [C, n, d]; values: A [C, n, d] (float64, taken exactly);
-    weights: [C] cubes each row stands for (Theorem 2: orderings of the multiset).
+    k: grid indices [C, n, d]; values: A [C, n, d] (float64, taken exactly).
   """
   k = np.asarray(k, np.int64)
   C, n, d = k.shape
@@ -183,14 +184,24 @@ def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.
   degree = max(sum(e) for row in polys for poly in row for e in _square(poly))
   mom = _moments(max(degree, 1), resolution)
   a = _as_fmpq(np.asarray(values, np.float64))
-  w = np.asarray([fmpq(int(v)) for v in weights], dtype=object)
-  total = fmpq(0)
+  out = np.empty((C, n, d), dtype=object)
   for j in range(n):
     for i in range(d):
       ef = _cube_means(polys[j][i], flat_k, mom)
       ef2 = _cube_means(_square(polys[j][i]), flat_k, mom)
       aa = a[:, j, i]
-      total += fmpq(sum(w * (ef2 - 2 * aa * ef + aa * aa), fmpq(0)))
+      out[:, j, i] = ef2 - 2 * aa * ef + aa * aa
+  return out
+
+
+def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.ndarray,
+                          resolution: int) -> Fraction:
+  """sum_L w_L delta^m sum_ji E_L (f_ji - A_L,ji)^2 exactly: d_2(f, f_bar)^2 (weights
+  [C]: the cubes each row of K stands for)."""
+  means = exact_square_means(polys, k, values, resolution)
+  C, n, d = means.shape
+  w = np.asarray([fmpq(int(v)) for v in weights], dtype=object)
+  total = fmpq(sum(w * means.reshape(C, n * d).sum(axis=1), fmpq(0))) if C else fmpq(0)
   total = total / fmpq(resolution) ** (n * d)
   return Fraction(int(total.p), int(total.q))
 
@@ -271,43 +282,61 @@ def gradient_balls(fn, k_row: np.ndarray, resolution: int) -> list:
   return [[list(out[j][i].grad) for i in range(d)] for j in range(n)]
 
 
-def gradient_integral(fn, k: np.ndarray, residues, weights: np.ndarray, resolution: int,
-                      p: float) -> arb:
-  """sum_L w_L delta^m sum_ji (bound on E_L |f_ji - A_L,ji|^p) from gradient enclosures
-  (module doc, 2.); residues [C][n][d]: arb upper bounds on |f(C_L) - A_L|."""
+def gradient_norms(fn, k: np.ndarray, residues, resolution: int, p: float) -> list:
+  """[C][n][d] arb upper bounds on (E_L |f_ji - A_L,ji|^p)^{1/p} from gradient
+  enclosures (module doc, 2.); residues [C][n][d]: arb upper bounds on |f(C_L) - A_L|.
+  For p <= 2 the L2 bound (centred or sup form) also bounds the L^p norm (Lyapunov:
+  (E|Z|^p)^{1/p} <= (E Z^2)^{1/2} on a probability space), and the smaller is kept."""
   k = np.asarray(k, np.int64)
   C, n, d = k.shape
-  m = n * d
-  total = arb(0)
   with ctx.workprec(BITS):
     h = arb(1) / (2 * resolution)
     lp = h * _root(1 / (arb(p) + 1), p)
+  out = []
   for c in range(C):
     with ctx.workprec(GRADIENT_BITS):
       balls = gradient_balls(fn, k[c], resolution)
+    rows = []
     with ctx.workprec(BITS):
-      acc = arb(0)
       for j in range(n):
+        row = []
         for i in range(d):
           g = [_abs_up(b) for b in balls[j][i]]
           gs = sum(g, arb(0))
           r = residues[c][j][i]
-          if p == 2:
+          best = _up(r + lp * gs)                       # the L^p sup form
+          if p <= 2:
             g2 = sum((v * v for v in g), arb(0))
-            sup_form = r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)
+            sup_form = (r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)).sqrt()
             # centred: grad = mid + e, |e_v| <= rad_v; Minkowski in L2(cube)
             mid = [arb(b.mid()) for b in balls[j][i]]
             rad = [arb(b.rad()) for b in balls[j][i]]
             rs = sum(rad, arb(0))
             lin = h * (sum((v * v for v in mid), arb(0)) / 3).sqrt()
             rest = h * (rs * rs / 4 + sum((v * v for v in rad), arb(0)) / 12).sqrt()
-            centred = (r + lin + rest) ** 2
-            acc += arb(min(_up(sup_form), _up(centred)))
-          else:
-            acc += _pow(r + lp * gs, p)
-      total += int(weights[c]) * acc
+            best = min(best, _up(sup_form), _up(r + lin + rest))
+          row.append(arb(best))
+        rows.append(row)
+    out.append(rows)
+  return out
+
+
+def norms_integral(norms, weights: np.ndarray, resolution: int, p: float) -> arb:
+  """sum_L w_L delta^m sum_ji norm_L,ji^p from per-cube L^p norms [C][n][d] (arb)."""
   with ctx.workprec(BITS):
+    total = arb(0)
+    m = 0
+    for w, rows in zip(weights, norms):
+      m = len(rows) * len(rows[0])
+      total += int(w) * sum((_pow(v, p) for row in rows for v in row), arb(0))
     return total / arb(resolution) ** m
+
+
+def gradient_integral(fn, k: np.ndarray, residues, weights: np.ndarray, resolution: int,
+                      p: float) -> arb:
+  """sum_L w_L delta^m sum_ji (bound on E_L |f_ji - A_L,ji|^p) from ``gradient_norms``."""
+  return norms_integral(gradient_norms(fn, k, residues, resolution, p), weights,
+                        resolution, p)
 
 
 def _residues(target, k: np.ndarray, values: np.ndarray, resolution: int):
@@ -519,11 +548,19 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
   residues = None
   if fn is not None and 'exact polynomial integral' not in parts:
     residues = _residues(target, k, values, resolution)
-    parts['gradient enclosure'] = _up(_root(
-        gradient_integral(fn, k, residues, weights, resolution, p), p))
+    norms = gradient_norms(fn, k, residues, resolution, p)
     phrases['gradient enclosure'] = (
         f'nothing: the gradient of {target.name} enclosed in arb on every cube '
         '(mean-value bound)')
+    if polys is not None and p < 2:     # the exact L2 norm of each cube bounds its L^p
+      with ctx.workprec(BITS):
+        l2 = exact_square_means(polys, k, values, resolution)
+        norms = [[[min(v, arb(_up(_arb(e).sqrt()))) for v, e in zip(row, erow)]
+                  for row, erow in zip(rows, erows)] for rows, erows in zip(norms, l2)]
+      phrases['gradient enclosure'] = (
+          f'nothing: per cube the smaller of the exact L2 norm of f - f_bar ({target.name} '
+          'is a polynomial) and a mean-value bound from arb enclosures of its gradient')
+    parts['gradient enclosure'] = _up(_root(norms_integral(norms, weights, resolution, p), p))
   if modulus_values is not None:
     if residues is None:
       residues = _residues(target, k, values, resolution)

@@ -22,11 +22,24 @@ Built-in constants (proved here, per output entry (j, i)):
                        (sqrt(d) rounded up to a rational; the weights are the float64
                        weights the target uses, taken exactly)
 
-A user callable has no constant the code can know: the caller states one.
+A caller's ``lipschitz=`` for a built-in must be >= the proved constant (refused in one
+line otherwise; a larger one is a weaker, valid modulus and is used as given). A user
+callable has no constant the code can know: the caller states one, and the certificate
+refutes it where the grid can (``f_term.check_lipschitz_on_grid``).
 
 Exact values: f_bar's table holds f evaluated in float64 at the cube centres. For the
 built-ins, ``exact_values`` encloses the real f(C) (rationals for the first three, arb
 balls for attention_map), so the certificate can bound the rounding too.
+
+Exact forms (the per-cube f-term, ``f_term``): ``polynomial`` gives token_times_mean,
+prefix_mean and reversal as polynomials with rational coefficients,
+
+    token_times_mean   f_ji = (1/n) sum_k x_ji x_ki
+    prefix_mean        f_ji = (1/(j+1)) sum_{k <= j} x_ki
+    reversal           f_ji = x_{n-1-j, i},
+
+and ``arb_function`` every built-in as a function of balls (attention_map with the
+softmax weights written 1 / sum_l exp(s_jl - s_jk), which stays tight on boxes).
 """
 
 from __future__ import annotations
