@@ -5,6 +5,7 @@ Oracles: closed forms computed by hand here, the float Monte Carlo and bad-set c
 network (``oracles.mp_literal``, no code shared with ``exact.ball``).
 """
 
+import itertools
 import math
 import warnings
 from fractions import Fraction
@@ -112,6 +113,20 @@ def test_f_fbar_term_is_the_exact_integral_for_a_polynomial_builtin(clamped):
   e = np.sum((net.target(x) - net.target((np.floor(x * 4) + 0.5) / 4)) ** 2, axis=(1, 2))
   se = np.std(e) / math.sqrt(len(e))
   assert np.mean(e) - 4 * se <= cert.terms['f_fbar'] ** 2 <= np.mean(e) + 4 * se
+  # and the closed form worked out by hand: on a cube with centre c, f_j(c + u) - f_j(c)
+  # = sum_k alpha_k u_k + u_j mean(u), alpha_k = c_j / 3 + mean(c) [k = j], so with
+  # E u^2 = h^2 / 3, E u^4 = h^4 / 5, odd moments 0 (h = 1/8):
+  # E (f_j - f_j(c))^2 = (h^2 / 3) sum_k alpha_k^2 + (h^4 / 9) (1/5 + 2/9)
+  h = Fraction(1, 8)
+  total = Fraction(0)
+  for k in itertools.product(range(4), repeat=3):
+    c = [Fraction(2 * v + 1, 8) for v in k]
+    for j in range(3):
+      alpha = [c[j] / 3 + (sum(c) / 3 if i == j else 0) for i in range(3)]
+      total += h * h / 3 * sum(a * a for a in alpha) + h ** 4 / 9 * Fraction(19, 45)
+  want = math.sqrt(total / 4 ** 3)
+  assert cert.terms['f_fbar'] == pytest.approx(want, rel=1e-12)
+  assert cert.terms['f_fbar'] >= want * (1 - 1e-15)
 
 
 def test_builtin_certificate_says_it_assumes_nothing(clamped):

@@ -407,11 +407,12 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
   if builtin:
     classes = _classes_and_weights(net)
     values = targets_lib.grid_values(net.target, classes[0], N)
+    rounding = rounding_bound(net, classes)
     term1 = f_term.f_fbar(net.target, classes[0], values, classes[1], resolution=N, p=p,
-                          lipschitz=lip, lipschitz_source=source,
-                          rounding=rounding_bound(net, classes))
+                          lipschitz=lip, lipschitz_source=source, rounding=rounding)
     term2 = fbar_gbar_bound(net, p, classes)
   else:
+    rounding = 0.0       # f is the callable as evaluated: f_bar(L) = f(C_L)
     cg = callable_grid(net, lip, modulus)
     ones = np.ones(len(cg['k']), np.int64)
     term1 = f_term.f_fbar(net.target, cg['k'], cg['values'], ones, resolution=N, p=p,
@@ -427,7 +428,12 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
   terms = {'f_fbar': term1.bound, 'fbar_gbar': term2['bound'], 'gbar_g': term3['bound']}
   total = float(np.nextafter(sum(terms.values()), np.inf))
   assumed = [] if term1.assumes.startswith('nothing') else [term1.assumes]
-  details = {'f_fbar': term1.as_dict(), 'fbar_gbar': term2, 'gbar_g': term3,
+  fallback = {} if lip is None else f_term.lipschitz_bound(
+      lip, d=d, n=n, resolution=N, p=p, rounding=rounding)
+  details = {'f_fbar': {**term1.as_dict(),
+                        'lipschitz_part': fallback.get('lipschitz_part'),
+                        'rounding_part': fallback.get('rounding_part')},
+             'fbar_gbar': term2, 'gbar_g': term3,
              'callable_checks': checks,
              'interior': {k: v for k, v in interior.items() if k != 'worst_cube'},
              'window_enclosure': [a.tolist() for a in window['enclosure']],
