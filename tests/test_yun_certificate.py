@@ -5,6 +5,7 @@ Oracles: closed forms computed by hand here, the float Monte Carlo and bad-set c
 network (``transformer_ua.oracle``, no code shared with ``exact.ball``).
 """
 
+import itertools
 import math
 import warnings
 from fractions import Fraction
@@ -97,6 +98,63 @@ def test_exact_values_enclose_the_float_table():
   for j in range(3):
     for i in range(2):
       assert abs(float(vals[0][j][i].mid()) - table[0, j, i]) < 1e-14
+
+
+def test_f_fbar_term_is_the_exact_integral_for_a_polynomial_builtin(clamped):
+  net, _, cert = clamped
+  # the per-cube term replaced the global Lipschitz bound: it is d_2(f, f_bar) itself,
+  # so it sits between a plain Monte Carlo of d_2(f, f_bar) and that bound
+  assert cert.f_term_method == 'exact polynomial integral'
+  lip = certificate.f_fbar_bound(Fraction(2), d=1, n=3, resolution=4, p=2.0)['bound']
+  assert cert.terms['f_fbar'] < lip / 3
+  rng = np.random.default_rng(9)
+  x = rng.random((200000, 3, 1))
+  e = np.sum((net.target(x) - net.target((np.floor(x * 4) + 0.5) / 4)) ** 2, axis=(1, 2))
+  se = np.std(e) / math.sqrt(len(e))
+  assert np.mean(e) - 4 * se <= cert.terms['f_fbar'] ** 2 <= np.mean(e) + 4 * se
+  # and the closed form worked out by hand: on a cube with centre c, f_j(c + u) - f_j(c)
+  # = sum_k alpha_k u_k + u_j mean(u), alpha_k = c_j / 3 + mean(c) [k = j], so with
+  # E u^2 = h^2 / 3, E u^4 = h^4 / 5, odd moments 0 (h = 1/8):
+  # E (f_j - f_j(c))^2 = (h^2 / 3) sum_k alpha_k^2 + (h^4 / 9) (1/5 + 2/9)
+  h = Fraction(1, 8)
+  total = Fraction(0)
+  for k in itertools.product(range(4), repeat=3):
+    c = [Fraction(2 * v + 1, 8) for v in k]
+    for j in range(3):
+      alpha = [c[j] / 3 + (sum(c) / 3 if i == j else 0) for i in range(3)]
+      total += h * h / 3 * sum(a * a for a in alpha) + h ** 4 / 9 * Fraction(19, 45)
+  want = math.sqrt(total / 4 ** 3)
+  assert cert.terms['f_fbar'] == pytest.approx(want, rel=1e-12)
+  assert cert.terms['f_fbar'] >= want * (1 - 1e-15)
+
+
+def test_builtin_certificate_says_it_assumes_nothing(clamped):
+  _, _, cert = clamped
+  assert 'assuming nothing: the integral of |f - f_bar|^2 over every cube' in str(cert)
+  assert cert.details['assumptions'] == [] and cert.lipschitz == 2.0
+
+
+def test_lipschitz_below_the_proved_constant_is_refused_in_one_line(clamped):
+  net, g, _ = clamped
+  with pytest.raises(ValueError, match=r'lipschitz=0.1 is below the proved constant 2 ') as e:
+    certificate.certify_lp(net, g, lipschitz=0.1, margin=MARGIN, workers=1)
+  assert '\n' not in str(e.value)
+  with pytest.raises(ValueError, match=r'below the proved constant 2 ') as e:
+    certificate.approximate('token_times_mean', 0.1, d=1, n=3, lipschitz=0.1, workers=1)
+  assert '\n' not in str(e.value)
+
+
+def test_lipschitz_above_the_proved_constant_is_used_and_recorded(clamped):
+  net, g, cert = clamped
+  big = certificate.certify_lp(net, g, lipschitz=3, margin=MARGIN, workers=1)
+  assert big.lipschitz == 3.0
+  src = big.details['f_fbar']['lipschitz_source']
+  assert src == 'given by the caller, above the proved constant 2'
+  # the fallback uses it: (3 / 8) sqrt(9 / 5) at N = 4
+  assert big.details['f_fbar']['parts']['lipschitz'] == pytest.approx(
+      0.375 * math.sqrt(9 / 5), rel=1e-14)
+  assert big.terms['f_fbar'] == cert.terms['f_fbar']    # the exact integral is smaller
+  assert target_bounds.lipschitz_source(Fraction(2), net.target, 1, 3) == 'proved constant'
 
 
 # -- term 2: d_p(f_bar, g_bar) -------------------------------------------------

@@ -11,22 +11,30 @@ by a rigorous number (exact rationals, or arb balls rounded up to floats):
 
 f_bar (Lemma 4) takes the float64 value table of g_bar, A_L = fl(f(C_L)) on each cube.
 
-1. d_p(f, f_bar). With |f(X)_ji - f(C_L)_ji| <= L ||X - C_L||_max on cube S_L (the
-   modulus, ``target_bounds``) and E[max of m iid |U|^p] = (delta/2)^p m/(m+p) for U
-   uniform on [-delta/2, delta/2] (m = nd entries),
+1. d_p(f, f_bar), cube by cube (``f_term``): exactly in rationals for the polynomial
+   built-ins at p = 2, from arb enclosures of grad f on every cube for the other
+   built-ins (and p != 2), from a caller's local modulus, or from one global Lipschitz
+   constant L (the fallback),
 
-       d_p(f, f(C)) <= L (delta/2) (nd * nd / (nd + p))^{1/p}
+       d_p(f, f(C)) <= L (delta/2) (nd * nd / (nd + p))^{1/p} + (nd)^{1/p} max_L |f(C_L) - A_L|;
 
-   plus the rounding of the table, (nd)^{1/p} max_L |f(C_L) - A_L| (built-ins: the
-   real f(C_L) is enclosed by ``target_bounds.exact_values``; a user callable is taken
-   as evaluated).
+   the smallest that applies. A built-in's L is its proved constant (a smaller
+   ``lipschitz=`` is refused, a larger one used as given). A user callable is f as
+   evaluated in float64: f_bar(L) is its value at C_L on every ordered cube, a stated
+   L is refused when a difference quotient between neighbouring centres exceeds it
+   (a local modulus when two neighbouring cubes cannot reach each other's values), and
+   under Theorem 2 f_bar's permutation equivariance is decided on every cube
+   (``f_term.equivariance_failures``): where it fails, term 2 counts it. The only
+   assumption a certificate can carry is a caller's modulus; ``Certificate.assumes``
+   says it (or that nothing is assumed).
 2. d_p(f_bar, g_bar): both are constant on each cube, so it is the finite sum
 
        ( sum_L delta^{nd} ||A_L - g_bar(C_L)||_p^p )^{1/p}
 
-   over the classes (Theorem 2: multisets of cells weighted by their orderings), in
-   exact rationals: the bad set's mass for the paper's map, 0 for ties='complete' and
-   Theorem 3 (computed, not assumed).
+   over the classes (Theorem 2, a built-in: multisets of cells weighted by their
+   orderings; a callable: every ordered cube), in exact rationals: the bad set's mass
+   for the paper's map, 0 for ties='complete' and Theorem 3 (computed, not assumed),
+   plus the cubes where a callable's f_bar is not equivariant.
 3. d_p(g_bar, g) over two regions. The interiors I = cubes shrunk by m delta per side
    (volume F = (1 - 2m)^{nd}), and the windows W = the rest (volume 1 - F), where
    Lemma 6's ramps act:
@@ -62,8 +70,9 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import (approximator as approximator_lib, certify, distances, grid,
-                                plan as plan_lib, target_bounds, targets as targets_lib)
+from transformer_ua.yun import (approximator as approximator_lib, certify, common, distances,
+                                f_term, grid, plan as plan_lib, target_bounds,
+                                targets as targets_lib)
 
 #: arb precision of the certificate's own arithmetic (bits).
 CERT_BITS = 128
@@ -121,11 +130,14 @@ class Certificate:
     window_sup: certified max over entries of sup |g - g_bar| in the windows.
     window_measure: volume of the windows, 1 - (1 - 2 margin)^{nd} (rounded up).
     interior_fraction, window_fraction: the volume each kind of bound covers (sum 1).
-    resolution, lam, epsilon (the ramp), bits, margin (fraction of delta), lipschitz.
+    resolution, lam, epsilon (the ramp), bits, margin (fraction of delta).
+    lipschitz: the L of the Lipschitz fallback (None when only a local modulus is given).
     clamp: whether g ends in the output clamp.
     seconds: wall time of the certification.
-    details: the pieces (the Lipschitz part and rounding of f_fbar, the interior
-      certification, the domain enclosure, assumptions).
+    assumes: what the bound assumes, one phrase ('nothing: ...' or the caller's modulus).
+    f_term_method: the per-cube method of term 1 (``f_term.METHODS``).
+    details: the pieces (term 1's parts, the grid checks of a callable, the interior
+      certification, the domain enclosure, 'assumptions': the assumed lines, [] if none).
   """
 
   p: float
@@ -141,9 +153,11 @@ class Certificate:
   epsilon: float
   bits: int
   margin: float
-  lipschitz: float
+  lipschitz: float | None
   clamp: bool
   seconds: float
+  assumes: str = ''
+  f_term_method: str = ''
   details: dict = dataclasses.field(default_factory=dict, compare=False)
 
   def holds(self, epsilon: float) -> bool:
@@ -155,16 +169,27 @@ class Certificate:
 
   def describe(self) -> str:
     t = self.terms
-    return (f'd_p(f, g) <= {self.total:.4g} certified (p={self.p:g}; f-f_bar '
-            f'{t["f_fbar"]:.3g} + f_bar-g_bar {t["fbar_gbar"]:.3g} + g_bar-g '
+    return (f'd_p(f, g) <= {self.total:.4g} certified, assuming {self.assumes} (p={self.p:g}; '
+            f'f-f_bar {t["f_fbar"]:.3g} [{self.f_term_method}] + f_bar-g_bar '
+            f'{t["fbar_gbar"]:.3g} + g_bar-g '
             f'{t["gbar_g"]:.3g}; interiors {100 * self.interior_fraction:.6g}% of the '
             f'volume, sup {self.interior_sup:.3g}; windows {self.window_measure:.3g}, sup '
             f'{self.window_sup:.3g}; N={self.resolution}, lam=2^{math.log2(self.lam):.0f}, '
             f'ramp 2^{math.log2(self.epsilon):.0f}, {self.bits} bits, '
-            f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s)')
+            f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s'
+            f'{self._equivariance_note()})')
 
   def __str__(self) -> str:
     return self.describe()
+
+  def _equivariance_note(self) -> str:
+    eq = self.details.get('callable_checks', {}).get('equivariance') if self.details else None
+    if not eq:
+      return ''
+    if not eq['cubes']:
+      return '; f_bar equivariant on every cube (checked)'
+    return (f'; f_bar not equivariant on {eq["cubes"]} cubes, e.g. {eq["example"]} (counted '
+            'in f_bar-g_bar)')
 
 
 # ---------------------------------------------------------------------------
@@ -174,13 +199,10 @@ class Certificate:
 
 def f_fbar_bound(lipschitz: Fraction, *, d: int, n: int, resolution: int, p: float,
                  rounding: float = 0.0) -> dict:
-  """Term 1: {'lipschitz_part', 'rounding_part', 'bound'} (floats rounded up)."""
-  m = d * n
-  with ctx.workprec(CERT_BITS):
-    half = _q(Fraction(lipschitz) / (2 * resolution))
-    lip = half * _root(arb(m) * m / (arb(m) + arb(p)), p)
-    rnd = _root(arb(m), p) * _q(rounding)
-    return {'lipschitz_part': _up(lip), 'rounding_part': _up(rnd), 'bound': _up(lip + rnd)}
+  """Term 1 from one global Lipschitz constant, ``f_term.lipschitz_bound`` (kept for
+  the resolution search of ``approximate``; ``certify_lp`` takes ``f_term.f_fbar``)."""
+  return f_term.lipschitz_bound(lipschitz, d=d, n=n, resolution=resolution, p=p,
+                                rounding=rounding)
 
 
 def _classes_and_weights(net):
@@ -201,17 +223,19 @@ def _classes_and_weights(net):
   return k, np.asarray(weights, np.int64)
 
 
-def fbar_gbar_bound(net, p: float, classes=None) -> dict:
+def fbar_gbar_bound(net, p: float, classes=None, values=None) -> dict:
   """Term 2: d_p(f_bar, g_bar) over the whole grid, exactly (rounded up at the root).
 
   g_bar(C_L) by the network's exact bump selection (``Approximator.apply``), f_bar(C_L)
-  = A_L from the value table (Theorem 2: the representative's row, ordered as the
-  class; every ordering has the same norm).
-  Returns {'bound', 'cubes_differing', 'mass'}."""
+  = A_L from the value table (Theorem 2, a built-in: the representative's row, ordered
+  as the class; every ordering has the same norm), or ``values`` [C, n, d] on the rows
+  of ``classes`` (a callable: every ordered cube, weight 1).
+  Returns {'bound', 'cubes_differing' (rows of ``classes`` where they differ), 'mass'}."""
   k, weights = classes if classes is not None else _classes_and_weights(net)
   centres = (k + 0.5) / net.resolution
   g_bar = net.apply(centres)
-  f_bar = targets_lib.grid_values(net.target, k, net.resolution)
+  f_bar = targets_lib.grid_values(net.target, k, net.resolution) if values is None \
+      else np.asarray(values, np.float64)
   diff = np.abs(f_bar - g_bar)
   cube = Fraction(1, net.resolution ** (net.d * net.n))
   differing = int(np.sum(np.any(diff > 0, axis=(1, 2))))
@@ -225,14 +249,13 @@ def fbar_gbar_bound(net, p: float, classes=None) -> dict:
             'mass': _up(total)}
 
 
-def rounding_bound(net, classes) -> tuple[float, str | None]:
-  """max_L |f(C_L) - A_L| over the classes (rounded up), and an assumption when f's
-  real values cannot be enclosed (a user callable: taken as evaluated, 0)."""
+def rounding_bound(net, classes) -> float:
+  """max_L |f(C_L) - A_L| over the classes of a built-in (rounded up): the real f at
+  the centres (``target_bounds.exact_values``) against the float table."""
   k = classes[0]
   exact = target_bounds.exact_values(net.target, k, net.resolution)
   if exact is None:
-    return 0.0, ('f is the callable as evaluated in float64 at the cube centres, and the '
-                 'stated modulus holds for it')
+    raise ValueError(f'target {net.target.name!r} has no exact values (not a built-in).')
   table = targets_lib.grid_values(net.target, k, net.resolution)
   worst = 0.0
   with ctx.workprec(CERT_BITS):
@@ -240,7 +263,42 @@ def rounding_bound(net, classes) -> tuple[float, str | None]:
       for row, trow in zip(rows, trows):
         for v, t in zip(row, trow):
           worst = max(worst, _up(abs(v - _q(float(t)))))
-  return worst, None
+  return worst
+
+
+def _builtin(target, d: int, n: int) -> bool:
+  """A built-in target (its proved modulus, exact values and per-cube f-term apply)."""
+  return target_bounds.arb_function(target, d, n) is not None
+
+
+def callable_grid(net, lipschitz, modulus) -> dict:
+  """What a callable f is checked against on every ordered cube (module doc, 1.).
+
+  f_bar(L) = f(C_L) as evaluated; a stated L is refused below the largest difference
+  quotient between neighbouring centres, a local modulus where two neighbours cannot
+  reach each other's values; under Theorem 2 f_bar's equivariance is decided.
+  Returns {'k' [N^m, n, d], 'values' [N^m, n, d], 'modulus_values' (or None),
+  'lipschitz_lower', 'equivariance' (``f_term.equivariance_failures``, or None)}.
+  Raises:
+    ValueError: more than ``f_term.MAX_CUBES`` cubes, a refuted modulus (one line
+      naming two centres), or a bad modulus.
+  """
+  d, n, N = net.d, net.n, net.resolution
+  cubes = N ** (n * d)
+  if cubes > f_term.MAX_CUBES:
+    raise ValueError(f'a callable target is checked on every one of the N^(nd) = {cubes} '
+                     f'cubes; at most {f_term.MAX_CUBES} (use a smaller resolution).')
+  k = common.decode_grid(np.arange(cubes, dtype=np.int64), d, n, N)
+  fv = targets_lib.grid_values(net.target, k, N)
+  lower = f_term.check_lipschitz_on_grid(lipschitz, fv, n=n, d=d, resolution=N)
+  s = None
+  if modulus is not None:
+    s = f_term.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
+    f_term.check_modulus_on_grid(s, fv, n=n, d=d, resolution=N)
+  equiv = f_term.equivariance_failures(fv, n=n, d=d, resolution=N) \
+      if grid.of(net).equivariant else None
+  return {'k': k, 'values': fv, 'modulus_values': s, 'lipschitz_lower': lower,
+          'equivariance': equiv}
 
 
 def window_bound(net, g, bits: int) -> dict:
@@ -298,8 +356,8 @@ def default_margin(g) -> Fraction:
   return m
 
 
-def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None,
-               workers=None) -> Certificate:
+def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=None,
+               bits=None, workers=None) -> Certificate:
   """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
 
   Args:
@@ -312,20 +370,32 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None
       ``ball_network(bits)`` and ``certify_interiors(margin, bits, workers=,
       check_plan=)``.
     p: exponent of d_p (>= 1).
-    lipschitz: L with |f(X)_ij - f(Y)_ij| <= L max|X - Y|; built-in targets carry their
-      own (``target_bounds``); a callable without one is refused.
+    lipschitz: L with |f(X)_ij - f(Y)_ij| <= L max|X - Y|. Built-in targets carry their
+      own proved constant (``target_bounds``) and refuse a smaller one; a callable
+      needs L or ``modulus`` and refuses an L its centres refute.
+    modulus: a callable target's local modulus, (centres [C, n, d], delta) -> [C, n, d]
+      bounding sup over each cube of |f(X) - f(C)| (``f_term``); not for built-ins.
     margin: cube interiors shrunk by margin delta per side (default ``default_margin``).
     bits: arb working precision (default: the plan's for g).
   Raises:
-    ValueError: p < 1, a bad lipschitz, a target with no known constant, a float g, or
-      a g that is not ``net``'s.
+    ValueError: p < 1, a bad or refuted lipschitz or modulus, a lipschitz below a
+      built-in's proved constant, a callable with neither, a float g, or a g that is not
+      ``net``'s (each one line).
   """
   t0 = time.perf_counter()
   p = distances.check_p(p)
   certify.check_exact(g)
   if g.source is not net:
     raise ValueError('g is not a realization of this net (g.source is another approximator).')
-  lip = target_bounds.check_lipschitz(lipschitz, net.target, net.d, net.n)
+  d, n, N = net.d, net.n, net.resolution
+  builtin = _builtin(net.target, d, n)
+  if modulus is not None and builtin:
+    raise ValueError(f'modulus= is for callable targets; the built-in {net.target.name!r} '
+                     'carries proved per-cube bounds.')
+  lip = None
+  if lipschitz is not None or modulus is None:
+    lip = target_bounds.check_lipschitz(lipschitz, net.target, d, n)
+  source = None if lip is None else target_bounds.lipschitz_source(lip, net.target, d, n)
   margin = Fraction(margin) if margin is not None else default_margin(g)
   plan_lib.check_margin(float(margin))
   if margin < MIN_MARGIN:
@@ -333,30 +403,51 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, margin=None, bits=None
                      '(2^-28), the smallest at which arb balls (30-bit radii) can hold a '
                      'cube interior off the cell edges; use a margin >= 2^-28.')
   bits = g.planned_bits(float(margin)) if bits is None else ball.check_bits(bits)
-  classes = _classes_and_weights(net)
-  rounding, assumption = rounding_bound(net, classes)
-  term1 = f_fbar_bound(lip, d=net.d, n=net.n, resolution=net.resolution, p=p,
-                       rounding=rounding)
-  term2 = fbar_gbar_bound(net, p, classes)
+  checks = {}
+  if builtin:
+    classes = _classes_and_weights(net)
+    values = targets_lib.grid_values(net.target, classes[0], N)
+    rounding = rounding_bound(net, classes)
+    term1 = f_term.f_fbar(net.target, classes[0], values, classes[1], resolution=N, p=p,
+                          lipschitz=lip, lipschitz_source=source, rounding=rounding)
+    term2 = fbar_gbar_bound(net, p, classes)
+  else:
+    rounding = 0.0       # f is the callable as evaluated: f_bar(L) = f(C_L)
+    cg = callable_grid(net, lip, modulus)
+    ones = np.ones(len(cg['k']), np.int64)
+    term1 = f_term.f_fbar(net.target, cg['k'], cg['values'], ones, resolution=N, p=p,
+                          lipschitz=lip, lipschitz_source=source,
+                          modulus_values=cg['modulus_values'])
+    term2 = fbar_gbar_bound(net, p, (cg['k'], ones), cg['values'])
+    checks = {'lipschitz_lower': float(cg['lipschitz_lower']),
+              'equivariance': cg['equivariance']}
   interior = g.certify_interiors(float(margin), bits, check_plan=False, workers=workers)
   window = window_bound(net, g, bits)
-  term3 = gbar_g_bound(d=net.d, n=net.n, p=p, margin=margin,
+  term3 = gbar_g_bound(d=d, n=n, p=p, margin=margin,
                        interior_sup=interior['max_abs_error'], window_sup=window['sup'])
-  terms = {'f_fbar': term1['bound'], 'fbar_gbar': term2['bound'], 'gbar_g': term3['bound']}
+  terms = {'f_fbar': term1.bound, 'fbar_gbar': term2['bound'], 'gbar_g': term3['bound']}
   total = float(np.nextafter(sum(terms.values()), np.inf))
-  details = {'f_fbar': term1, 'fbar_gbar': term2, 'gbar_g': term3,
+  assumed = [] if term1.assumes.startswith('nothing') else [term1.assumes]
+  fallback = {} if lip is None else f_term.lipschitz_bound(
+      lip, d=d, n=n, resolution=N, p=p, rounding=rounding)
+  details = {'f_fbar': {**term1.as_dict(),
+                        'lipschitz_part': fallback.get('lipschitz_part'),
+                        'rounding_part': fallback.get('rounding_part')},
+             'fbar_gbar': term2, 'gbar_g': term3,
+             'callable_checks': checks,
              'interior': {k: v for k, v in interior.items() if k != 'worst_cube'},
              'window_enclosure': [a.tolist() for a in window['enclosure']],
              'output_range': [[float(v) for v in side] for side in net.output_range()],
-             'assumptions': [assumption] if assumption else []}
+             'assumptions': assumed}
   return Certificate(
       p=p, terms=terms, total=total, interior_sup=interior['max_abs_error'],
       window_sup=window['max'], window_measure=term3['window_measure'],
       interior_fraction=term3['interior_fraction'],
-      window_fraction=1 - term3['interior_fraction'], resolution=net.resolution,
+      window_fraction=1 - term3['interior_fraction'], resolution=N,
       lam=float(g.lam), epsilon=float(g.epsilon), bits=bits, margin=float(margin),
-      lipschitz=float(lip), clamp=g.clamp is not None,
-      seconds=time.perf_counter() - t0, details=details)
+      lipschitz=None if lip is None else float(lip), clamp=g.clamp is not None,
+      seconds=time.perf_counter() - t0, assumes=term1.assumes,
+      f_term_method=term1.method, details=details)
 
 
 # ---------------------------------------------------------------------------

@@ -22,11 +22,24 @@ Built-in constants (proved here, per output entry (j, i)):
                        (sqrt(d) rounded up to a rational; the weights are the float64
                        weights the target uses, taken exactly)
 
-A user callable has no constant the code can know: the caller states one.
+A caller's ``lipschitz=`` for a built-in must be >= the proved constant (refused in one
+line otherwise; a larger one is a weaker, valid modulus and is used as given). A user
+callable has no constant the code can know: the caller states one, and the certificate
+refutes it where the grid can (``f_term.check_lipschitz_on_grid``).
 
 Exact values: f_bar's table holds f evaluated in float64 at the cube centres. For the
 built-ins, ``exact_values`` encloses the real f(C) (rationals for the first three, arb
 balls for attention_map), so the certificate can bound the rounding too.
+
+Exact forms (the per-cube f-term, ``f_term``): ``polynomial`` gives token_times_mean,
+prefix_mean and reversal as polynomials with rational coefficients,
+
+    token_times_mean   f_ji = (1/n) sum_k x_ji x_ki
+    prefix_mean        f_ji = (1/(j+1)) sum_{k <= j} x_ki
+    reversal           f_ji = x_{n-1-j, i},
+
+and ``arb_function`` every built-in as a function of balls (attention_map with the
+softmax weights written 1 / sum_l exp(s_jl - s_jk), which stays tight on boxes).
 """
 
 from __future__ import annotations
@@ -66,26 +79,160 @@ def builtin_lipschitz(name: str, d: int, n: int) -> Fraction | None:
   return None
 
 
+def _builtin_name(target) -> str | None:
+  """The target's built-in name when it is that built-in (not a look-alike), else None."""
+  name = getattr(target, 'name', None)
+  if name in targets_lib.BUILTIN_TARGETS and targets_lib.BUILTIN_TARGETS[name] is target:
+    return name
+  return None
+
+
 def check_lipschitz(lipschitz, target, d: int, n: int) -> Fraction:
-  """The constant to use: the caller's (positive, finite) or the built-in one.
+  """The constant to use: the built-in's proved one, or the caller's (positive, finite).
+
+  A caller's constant for a built-in target must be >= the proved one (a smaller one
+  would be a claim the code cannot back; a larger one is a valid, weaker modulus and is
+  used as given).
 
   Raises:
-    ValueError: a bad value, or a target without a known constant and none given.
+    ValueError: a bad value, a value below a built-in's proved constant, or a target
+      without a known constant and none given.
   """
+  name = _builtin_name(target)
+  const = builtin_lipschitz(name, d, n) if name else None
   if lipschitz is not None:
     if isinstance(lipschitz, bool) or not isinstance(lipschitz, (int, float, Fraction)) \
         or not math.isfinite(float(lipschitz)) or lipschitz <= 0:
       raise ValueError(f'lipschitz={lipschitz!r}; it must be a positive finite number L '
                        'with |f(X)_ij - f(Y)_ij| <= L max|X - Y|.')
-    return Fraction(lipschitz)
-  name = target.name if target.name in targets_lib.BUILTIN_TARGETS and \
-      targets_lib.BUILTIN_TARGETS[target.name] is target else None
-  const = builtin_lipschitz(name, d, n) if name else None
+    given = Fraction(lipschitz)
+    if const is not None and given < const:
+      raise ValueError(f'lipschitz={float(given):g} is below the proved constant '
+                       f'{_show(const)} of the built-in target {name!r} (d={d}); omit '
+                       f'lipschitz= or pass a value >= {_show(const)}.')
+    return given
   if const is None:
     raise ValueError(f'target {target.name!r} has no known modulus of continuity; pass '
                      'lipschitz=L with |f(X)_ij - f(Y)_ij| <= L max|X - Y| (it cannot be '
                      'guessed from samples).')
   return const
+
+
+def lipschitz_source(lipschitz: Fraction, target, d: int, n: int) -> str:
+  """Where the constant L (from ``check_lipschitz``) comes from, in words."""
+  name = _builtin_name(target)
+  const = builtin_lipschitz(name, d, n) if name else None
+  if const is None:
+    return 'given by the caller'
+  if Fraction(lipschitz) == const:
+    return 'proved constant'
+  return f'given by the caller, above the proved constant {_show(const)}'
+
+
+def _show(v: Fraction) -> str:
+  """A short decimal for a rational in a message (exact when it is an integer)."""
+  v = Fraction(v)
+  return str(v.numerator) if v.denominator == 1 else f'{float(v):.6g}'
+
+
+# ---------------------------------------------------------------------------
+# The built-ins as exact polynomials and as arb functions (per-cube f-terms).
+# ---------------------------------------------------------------------------
+
+#: Built-ins that are polynomials in the entries of X.
+POLYNOMIAL_TARGETS = ('token_times_mean', 'prefix_mean', 'reversal')
+
+
+def polynomial(target, d: int, n: int):
+  """The built-in as exact polynomials: a nested list [n][d] of {exponents: coefficient},
+  exponents a tuple over the nd variables x_v, v = j d + i (token-major, as X.ravel()),
+  coefficients Fractions; None for a target that is not a polynomial built-in.
+
+      token_times_mean   f_ji = (1/n) sum_k x_ji x_ki
+      prefix_mean        f_ji = (1/(j+1)) sum_{k <= j} x_ki
+      reversal           f_ji = x_{n-1-j, i}
+  """
+  name = _builtin_name(target)
+  if name not in POLYNOMIAL_TARGETS:
+    return None
+  m = n * d
+
+  def mono(*vs):
+    e = [0] * m
+    for v in vs:
+      e[v] += 1
+    return tuple(e)
+
+  out = []
+  for j in range(n):
+    row = []
+    for i in range(d):
+      poly = {}
+      if name == 'token_times_mean':
+        for k in range(n):
+          key = mono(j * d + i, k * d + i)
+          poly[key] = poly.get(key, Fraction(0)) + Fraction(1, n)
+      elif name == 'prefix_mean':
+        for k in range(j + 1):
+          poly[mono(k * d + i)] = Fraction(1, j + 1)
+      else:
+        poly[mono((n - 1 - j) * d + i)] = Fraction(1)
+      row.append(poly)
+    out.append(row)
+  return out
+
+
+def arb_function(target, d: int, n: int):
+  """The built-in f as a function of a nested list X [n][d] of numbers that support
+  +, -, *, / and ``.exp()`` (arb balls, or ``f_term``'s gradient-carrying balls),
+  returning [n][d]; None for a target that is not a built-in. Evaluated on balls it
+  encloses the real f (attention_map: the float64 weights taken exactly)."""
+  name = _builtin_name(target)
+  if name is None:
+    return None
+  if name in POLYNOMIAL_TARGETS:
+    polys = polynomial(target, d, n)
+
+    def fn(x):
+      flat = [v for tok in x for v in tok]
+      out = []
+      for row in polys:
+        out_row = []
+        for poly in row:
+          acc = 0
+          for e, c in poly.items():
+            term = arb(c.numerator) / c.denominator
+            for v, k in enumerate(e):
+              for _ in range(k):
+                term = flat[v] * term
+            acc = term + acc
+          out_row.append(acc)
+        out.append(out_row)
+      return out
+    return fn
+  w_q, w_k, w_v = ([[arb(float(v)) for v in row] for row in np.asarray(w, np.float64)]
+                   for w in targets_lib.attention_map_weights(d))
+
+  def fn(x):
+    # (arb(d).sqrt() is evaluated at the caller's precision)
+    root = arb(d).sqrt()
+
+    def mat(w):
+      return [[sum((x[j][l] * w[l][i] for l in range(1, d)), x[j][0] * w[0][i])
+               for i in range(d)] for j in range(n)]
+
+    q, k, v = mat(w_q), mat(w_k), mat(w_v)
+    s = [[sum((q[j][i] * k[k2][i] for i in range(1, d)), q[j][0] * k[k2][0]) / root
+          for k2 in range(n)] for j in range(n)]
+    out = []
+    for j in range(n):
+      # softmax weight of k: 1 / sum_l exp(s_jl - s_jk) (tighter on boxes than e_k / sum)
+      wts = [1 / sum(((s[j][l] - s[j][k2]).exp() for l in range(n) if l != k2),
+                     arb(1)) for k2 in range(n)]
+      out.append([sum((wts[k2] * v[k2][i] for k2 in range(1, n)), wts[0] * v[0][i])
+                  for i in range(d)])
+    return out
+  return fn
 
 
 def exact_values(target, k: np.ndarray, resolution: int):

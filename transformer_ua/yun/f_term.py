@@ -1,0 +1,657 @@
+r"""The first term of the certificate, d_p(f, f_bar), bounded cube by cube.
+
+f_bar is constant on every cube S_L = prod [k_v / N, (k_v + 1) / N) of the grid (Lemma
+4), with the value A_L: the float64 table the network is built from, taken as the exact
+rational it is (``certificate``: Theorem 2's classes carry the representative's row,
+permuted over the class). With m = nd entries, h = delta / 2, C_L the centre and
+X = C_L + U on S_L (U uniform on [-h, h]^m),
+
+    d_p(f, f_bar)^p = sum_L delta^m sum_ji E_L |f_ji(X) - A_L,ji|^p.
+
+Per cube, one of (the best that applies to the target):
+
+1. Exact polynomial integral (p = 2, polynomial built-ins, ``target_bounds.polynomial``):
+
+       E_L (f_ji - A)^2 = E_L f_ji^2 - 2 A E_L f_ji + A^2,
+       E_L prod_v x_v^{e_v} = prod_v ((k_v + 1)^{e_v + 1} - k_v^{e_v + 1}) / ((e_v + 1) N^{e_v}),
+
+   all in rationals (python-flint fmpq): d_2(f, f_bar) itself, rounded up once at the root.
+
+2. Gradient enclosure (any built-in with an arb form, ``target_bounds.arb_function``):
+   forward-mode derivatives of f evaluated on the cube box in arb enclose every partial,
+   G_v >= sup_{S_L} |d f_ji / d x_v|. The mean-value theorem on the segment C_L -> X gives
+   |f_ji(X) - A| <= r + S, r >= |f_ji(C_L) - A| (``target_bounds.exact_values``) and
+   S = sum_v G_v |U_v|. With E|U_v| = h/2, E U_v^2 = h^2/3 (independent entries),
+
+       p = 2:   E (r + S)^2 <= r^2 + r h sum_v G_v + h^2 ((sum_v G_v)^2 / 4 + sum_v G_v^2 / 12)
+       any p:   (E (r + S)^p)^{1/p} <= r + h (p + 1)^{-1/p} sum_v G_v          (Minkowski)
+
+   and for p <= 2 also the centred form (the smaller of the two is taken): each partial's
+   ball is mid_v +- rad_v on the whole cube, so f_ji(X) - A = (f(C) - A) + sum_v mid_v U_v
+   + E with |E| <= sum_v rad_v |U_v|, and by Minkowski in L2(cube)
+
+       (E (f_ji - A)^2)^{1/2} <= r + h (sum_v mid_v^2 / 3)^{1/2}
+                                   + h ((sum_v rad_v)^2 / 4 + sum_v rad_v^2 / 12)^{1/2},
+
+   exact for the linear part; the rest is O(delta) of it (rad_v = O(delta)). For p < 2
+   an L2 bound on a cube is an L^p bound (Lyapunov: (E|Z|^p)^{1/p} <= (E Z^2)^{1/2}, the
+   cube's uniform measure being a probability), so each cube keeps the smallest of its
+   L^p form, its L2 forms and, for a polynomial, its exact L2 norm (1.).
+
+3. Local modulus (``modulus=``, given by the caller): s_L,ji >= sup_{S_L} |f_ji(X) - f_ji(C_L)|
+   on the closed cube, so E_L |f_ji - A|^p <= (r + s_L,ji)^p (r = 0 for a callable: f is
+   the callable as evaluated, A its value). Checked where it can be refuted: for
+   neighbouring centres C, C' (one entry apart by delta) the shared face point B gives
+   |f(C) - f(C')| <= s_C + s_C'.
+
+4. Global Lipschitz (the fallback; L with |f(X)_ji - f(Y)_ji| <= L max|X - Y|):
+   E max_v |U_v|^p = h^p m / (m + p), so
+
+       d_p(f, f_bar) <= L h (m m / (m + p))^{1/p} + m^{1/p} max_L |f(C_L) - A_L|.
+
+   A stated L is refuted when it is below the largest difference quotient
+   |f(C)_ji - f(C')_ji| / delta between neighbouring centres (a proved lower bound on
+   the true constant of f as evaluated at the centres; ``check_lipschitz_on_grid``).
+
+When more than one applies, the smallest (each is an upper bound) is the term. The cube
+mean in place of A would lower term 1 for p = 2 by delta^m sum (E_L f - A)^2 only; for
+the polynomial built-ins E_L f - f(C_L) is delta^2 / (12 n) (token_times_mean) or 0
+(prefix_mean, reversal), a gain of relative order delta^2, so f_bar keeps the centre
+values (the network's table).
+
+``bound(target, d=, n=, resolution=, p=)`` is the term before any network is built
+(the resolution search). Shapes: K [C, n, d] grid indices, values [C, n, d], weights [C].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+from flint import arb, ctx, fmpq
+
+from transformer_ua.yun import distances, grid, target_bounds, targets as targets_lib
+
+#: arb precision of the term's arithmetic (bits).
+BITS = 128
+#: arb precision of the gradient enclosures on cube boxes (bits; the widths are O(delta)).
+GRADIENT_BITS = 64
+#: Largest number of ordered cubes a callable is evaluated on (equivariance, quotients).
+MAX_CUBES = 4_000_000
+
+METHODS = ('exact polynomial integral', 'gradient enclosure', 'local modulus', 'lipschitz')
+
+
+def _up(x: arb) -> float:
+  """A float >= every point of the ball x (inf when unbounded)."""
+  if not x.is_finite():
+    return math.inf
+  u = x.upper()
+  f = float(u)
+  return f if arb(f) >= u else float(np.nextafter(f, np.inf))
+
+
+def _arb(v) -> arb:
+  v = Fraction(v) if not isinstance(v, fmpq) else v
+  return arb(int(v.numerator)) / int(v.denominator)
+
+
+def _root(x: arb, p: float) -> arb:
+  return x if p == 1 else (x ** (arb(1) / arb(p)) if x > 0 else arb(0))
+
+
+def _pow(x: arb, p: float) -> arb:
+  return x ** int(p) if float(p).is_integer() else x ** arb(p)
+
+
+@dataclasses.dataclass(frozen=True)
+class FTerm:
+  """An upper bound on d_p(f, f_bar).
+
+  Attributes:
+    bound: the bound (a float rounded up).
+    method: the per-cube method that gave it (one of ``METHODS``).
+    assumes: what the bound assumes, one phrase ('nothing: ...' when nothing).
+    parts: method -> bound, for every method computed.
+    lipschitz: the constant L used by the Lipschitz fallback (None if none).
+    lipschitz_source: 'proved constant', 'given by the caller', ... (None if none).
+    seconds: wall time.
+  """
+
+  bound: float
+  method: str
+  assumes: str
+  parts: dict
+  lipschitz: float | None = None
+  lipschitz_source: str | None = None
+  seconds: float = 0.0
+
+  def as_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------
+# 1. Exact polynomial integrals (p = 2).
+# ---------------------------------------------------------------------------
+
+
+def _square(poly: dict) -> dict:
+  out = {}
+  for e1, c1 in poly.items():
+    for e2, c2 in poly.items():
+      e = tuple(a + b for a, b in zip(e1, e2))
+      out[e] = out.get(e, Fraction(0)) + c1 * c2
+  return out
+
+
+def _moments(degree: int, resolution: int) -> list:
+  """mom[e][k] = E x^e for x uniform on [k / N, (k + 1) / N): fmpq object arrays."""
+  N = resolution
+  return [np.asarray([fmpq((k + 1) ** (e + 1) - k ** (e + 1), (e + 1) * N ** e)
+                      for k in range(N)], dtype=object) for e in range(degree + 1)]
+
+
+def _cube_means(poly: dict, flat_k: np.ndarray, mom: list) -> np.ndarray:
+  """E_L poly for every cube (flat_k [C, m]): an fmpq object array [C]."""
+  total = np.full(len(flat_k), fmpq(0), dtype=object)
+  for e, c in poly.items():
+    term = np.full(len(flat_k), fmpq(c.numerator, c.denominator), dtype=object)
+    for v, ev in enumerate(e):
+      if ev:
+        term = term * mom[ev][flat_k[:, v]]
+    total = total + term
+  return total
+
+
+def _as_fmpq(values: np.ndarray) -> np.ndarray:
+  return np.vectorize(lambda v: fmpq(*Fraction(float(v)).as_integer_ratio()),
+                      otypes=[object])(values)
+
+
+def exact_square_means(polys, k: np.ndarray, values: np.ndarray, resolution: int) -> np.ndarray:
+  """E_L (f_ji - A_L,ji)^2 on every cube, exactly: an fmpq object array [C, n, d].
+
+  Args:
+    polys: [n][d] polynomials (``target_bounds.polynomial``).
+    k: grid indices [C, n, d]; values: A [C, n, d] (float64, taken exactly).
+  """
+  k = np.asarray(k, np.int64)
+  C, n, d = k.shape
+  flat_k = k.reshape(C, n * d)
+  degree = max(sum(e) for row in polys for poly in row for e in _square(poly))
+  mom = _moments(max(degree, 1), resolution)
+  a = _as_fmpq(np.asarray(values, np.float64))
+  out = np.empty((C, n, d), dtype=object)
+  for j in range(n):
+    for i in range(d):
+      ef = _cube_means(polys[j][i], flat_k, mom)
+      ef2 = _cube_means(_square(polys[j][i]), flat_k, mom)
+      aa = a[:, j, i]
+      out[:, j, i] = ef2 - 2 * aa * ef + aa * aa
+  return out
+
+
+def exact_square_integral(polys, k: np.ndarray, values: np.ndarray, weights: np.ndarray,
+                          resolution: int) -> Fraction:
+  """sum_L w_L delta^m sum_ji E_L (f_ji - A_L,ji)^2 exactly: d_2(f, f_bar)^2 (weights
+  [C]: the cubes each row of K stands for)."""
+  means = exact_square_means(polys, k, values, resolution)
+  C, n, d = means.shape
+  w = np.asarray([fmpq(int(v)) for v in weights], dtype=object)
+  total = fmpq(sum(w * means.reshape(C, n * d).sum(axis=1), fmpq(0))) if C else fmpq(0)
+  total = total / fmpq(resolution) ** (n * d)
+  return Fraction(int(total.p), int(total.q))
+
+
+# ---------------------------------------------------------------------------
+# 2. Gradient enclosures on cube boxes (forward mode in arb).
+# ---------------------------------------------------------------------------
+
+
+class _Grad:
+  """A ball with the balls of its partial derivatives: (val, [d val / d x_v])."""
+
+  __slots__ = ('val', 'grad')
+
+  def __init__(self, val, grad):
+    self.val, self.grad = val, grad
+
+  def __add__(self, o):
+    if isinstance(o, _Grad):
+      return _Grad(self.val + o.val, [a + b for a, b in zip(self.grad, o.grad)])
+    return _Grad(self.val + o, self.grad)
+
+  __radd__ = __add__
+
+  def __neg__(self):
+    return _Grad(-self.val, [-a for a in self.grad])
+
+  def __sub__(self, o):
+    return self + (-o)
+
+  def __rsub__(self, o):
+    return (-self) + o
+
+  def __mul__(self, o):
+    if isinstance(o, _Grad):
+      return _Grad(self.val * o.val, [self.val * b + o.val * a
+                                      for a, b in zip(self.grad, o.grad)])
+    return _Grad(self.val * o, [a * o for a in self.grad])
+
+  __rmul__ = __mul__
+
+  def _inv(self):
+    inv = 1 / self.val
+    return _Grad(inv, [-(a * inv * inv) for a in self.grad])
+
+  def __truediv__(self, o):
+    if isinstance(o, _Grad):
+      return self * o._inv()
+    return _Grad(self.val / o, [a / o for a in self.grad])
+
+  def __rtruediv__(self, o):
+    return self._inv() * o
+
+  def exp(self):
+    e = self.val.exp()
+    return _Grad(e, [a * e for a in self.grad])
+
+
+def _abs_up(x: arb) -> arb:
+  """An arb number >= sup |x| (exact)."""
+  return arb(abs(x).upper())
+
+
+def gradient_balls(fn, k_row: np.ndarray, resolution: int) -> list:
+  """[n][d][m] arb balls, each containing d f_ji / d x_v at every point of the cube K."""
+  n, d = k_row.shape
+  m = n * d
+  x = []
+  for j in range(n):
+    tok = []
+    for i in range(d):
+      v = j * d + i
+      lo = arb(int(k_row[j, i])) / resolution
+      box = lo.union(arb(int(k_row[j, i]) + 1) / resolution)
+      tok.append(_Grad(box, [arb(1) if u == v else arb(0) for u in range(m)]))
+    x.append(tok)
+  out = fn(x)
+  return [[list(out[j][i].grad) for i in range(d)] for j in range(n)]
+
+
+def gradient_norms(fn, k: np.ndarray, residues, resolution: int, p: float) -> list:
+  """[C][n][d] arb upper bounds on (E_L |f_ji - A_L,ji|^p)^{1/p} from gradient
+  enclosures (module doc, 2.); residues [C][n][d]: arb upper bounds on |f(C_L) - A_L|.
+  For p <= 2 the L2 bound (centred or sup form) also bounds the L^p norm (Lyapunov:
+  (E|Z|^p)^{1/p} <= (E Z^2)^{1/2} on a probability space), and the smaller is kept."""
+  k = np.asarray(k, np.int64)
+  C, n, d = k.shape
+  with ctx.workprec(BITS):
+    h = arb(1) / (2 * resolution)
+    lp = h * _root(1 / (arb(p) + 1), p)
+  out = []
+  for c in range(C):
+    with ctx.workprec(GRADIENT_BITS):
+      balls = gradient_balls(fn, k[c], resolution)
+    rows = []
+    with ctx.workprec(BITS):
+      for j in range(n):
+        row = []
+        for i in range(d):
+          g = [_abs_up(b) for b in balls[j][i]]
+          gs = sum(g, arb(0))
+          r = residues[c][j][i]
+          best = _up(r + lp * gs)                       # the L^p sup form
+          if p <= 2:
+            g2 = sum((v * v for v in g), arb(0))
+            sup_form = (r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)).sqrt()
+            # centred: grad = mid + e, |e_v| <= rad_v; Minkowski in L2(cube)
+            mid = [arb(b.mid()) for b in balls[j][i]]
+            rad = [arb(b.rad()) for b in balls[j][i]]
+            rs = sum(rad, arb(0))
+            lin = h * (sum((v * v for v in mid), arb(0)) / 3).sqrt()
+            rest = h * (rs * rs / 4 + sum((v * v for v in rad), arb(0)) / 12).sqrt()
+            best = min(best, _up(sup_form), _up(r + lin + rest))
+          row.append(arb(best))
+        rows.append(row)
+    out.append(rows)
+  return out
+
+
+def norms_integral(norms, weights: np.ndarray, resolution: int, p: float) -> arb:
+  """sum_L w_L delta^m sum_ji norm_L,ji^p from per-cube L^p norms [C][n][d] (arb)."""
+  with ctx.workprec(BITS):
+    total = arb(0)
+    m = 0
+    for w, rows in zip(weights, norms):
+      m = len(rows) * len(rows[0])
+      total += int(w) * sum((_pow(v, p) for row in rows for v in row), arb(0))
+    return total / arb(resolution) ** m
+
+
+def gradient_integral(fn, k: np.ndarray, residues, weights: np.ndarray, resolution: int,
+                      p: float) -> arb:
+  """sum_L w_L delta^m sum_ji (bound on E_L |f_ji - A_L,ji|^p) from ``gradient_norms``."""
+  return norms_integral(gradient_norms(fn, k, residues, resolution, p), weights,
+                        resolution, p)
+
+
+def _residues(target, k: np.ndarray, values: np.ndarray, resolution: int):
+  """[C][n][d] arb upper bounds on |f(C_L) - A_L| (the real f at the centre against
+  the float table); zeros for a target with no exact values (a callable as evaluated)."""
+  exact = target_bounds.exact_values(target, k, resolution)
+  C, n, d = np.shape(k)
+  if exact is None:
+    return [[[arb(0)] * d for _ in range(n)] for _ in range(C)]
+  with ctx.workprec(BITS):
+    return [[[_abs_up(exact[c][j][i] - _arb(Fraction(float(values[c, j, i]))))
+              for i in range(d)] for j in range(n)] for c in range(C)]
+
+
+# ---------------------------------------------------------------------------
+# 3. A caller's local modulus, and the grid checks of a stated modulus.
+# ---------------------------------------------------------------------------
+
+
+def check_modulus(modulus, centres: np.ndarray, delta: float) -> np.ndarray:
+  """s = modulus(centres, delta) as a float array [C, n, d] of finite values >= 0, or
+  a one-line ValueError."""
+  try:
+    s = np.asarray(modulus(np.asarray(centres, np.float64), float(delta)), np.float64)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f'modulus(centres, delta) failed: {e}; it must map centres '
+                     '[C, n, d] and delta to bounds [C, n, d].') from None
+  if s.shape != np.shape(centres):
+    raise ValueError(f'modulus(centres, delta) returned shape {s.shape} for centres of '
+                     f'shape {np.shape(centres)}; it must return [C, n, d].')
+  if not np.all(np.isfinite(s)) or np.any(s < 0):
+    raise ValueError('modulus(centres, delta) returned a negative or non-finite bound; '
+                     'it must return sup over each cube of |f(X) - f(C)| >= 0.')
+  return s
+
+
+def modulus_integral(s: np.ndarray, residues, weights: np.ndarray, resolution: int,
+                     p: float) -> arb:
+  """sum_L w_L delta^m sum_ji (r + s_L,ji)^p (module doc, 3.)."""
+  C, n, d = s.shape
+  with ctx.workprec(BITS):
+    total = arb(0)
+    for c in range(C):
+      acc = sum((_pow(residues[c][j][i] + _arb(Fraction(float(s[c, j, i]))), p)
+                 for j in range(n) for i in range(d)), arb(0))
+      total += int(weights[c]) * acc
+    return total / arb(resolution) ** (n * d)
+
+
+def _grid_axes(fv: np.ndarray, n: int, d: int, N: int) -> np.ndarray:
+  """Values on every ordered cube [N^m, n, d] (lexicographic) as [N, ..., N, n, d]."""
+  return fv.reshape((N,) * (n * d) + (n, d))
+
+
+def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, *, n: int, d: int,
+                            resolution: int) -> Fraction:
+  """The largest difference quotient |f(C)_ji - f(C')_ji| / delta over neighbouring
+  centres (exact rationals of the float values), a lower bound on any L; refuses a
+  smaller ``lipschitz`` in one line naming the two centres.
+
+  Args:
+    fv: f at every ordered cube centre [N^m, n, d], lexicographic (``common.decode_grid``).
+  """
+  N, m = resolution, n * d
+  grid_f = _grid_axes(np.asarray(fv, np.float64), n, d, N)
+  best, where = -1.0, None
+  for axis in range(m):
+    diff = np.abs(np.diff(grid_f, axis=axis))
+    if diff.size and float(diff.max()) > best:
+      best = float(diff.max())
+      where = (axis, np.unravel_index(int(np.argmax(diff)), diff.shape))
+  if where is None:
+    return Fraction(0)
+  axis, idx = where
+  k1 = list(idx[:m])
+  k2 = list(k1)
+  k2[axis] += 1
+  j, i = idx[m], idx[m + 1]
+  a, b = grid_f[tuple(k1) + (j, i)], grid_f[tuple(k2) + (j, i)]
+  quotient = abs(Fraction(float(a)) - Fraction(float(b))) * N
+  if lipschitz is not None and Fraction(lipschitz) < quotient:
+    c1 = _centre_text(k1, n, d, N)
+    c2 = _centre_text(k2, n, d, N)
+    raise ValueError(f'lipschitz={float(lipschitz):g} is refuted: f changes by '
+                     f'{float(abs(Fraction(float(a)) - Fraction(float(b)))):.4g} in entry '
+                     f'({j}, {i}) between the neighbouring cube centres {c1} and {c2} '
+                     f'(delta = 1/{N} apart), a difference quotient of {float(quotient):.4g}; '
+                     f'pass lipschitz >= {float(quotient):.4g}.')
+  return quotient
+
+
+def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, *, n: int, d: int,
+                          resolution: int) -> None:
+  """Refuses a local modulus with |f(C) - f(C')| > s_C + s_C' for neighbouring centres
+  (module doc, 3.), in one line naming the two centres. s, fv: [N^m, n, d]."""
+  N, m = resolution, n * d
+  gf = _grid_axes(np.asarray(fv, np.float64), n, d, N)
+  gs = _grid_axes(np.asarray(s, np.float64), n, d, N)
+  for axis in range(m):
+    lhs = np.abs(np.diff(gf, axis=axis))
+    sl = [slice(None)] * gs.ndim
+    sl[axis] = slice(1, None)
+    sr = list(sl)
+    sr[axis] = slice(None, -1)
+    rhs = gs[tuple(sl)] + gs[tuple(sr)]
+    # (a refusal only where the float gap is clear of float rounding)
+    bad = lhs > rhs * (1 + 1e-12) + 1e-300
+    if np.any(bad):
+      idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
+      k1 = list(idx[:m])
+      k2 = list(k1)
+      k2[axis] += 1
+      raise ValueError(f'modulus is refuted: f changes by {float(lhs[idx]):.4g} in entry '
+                       f'({idx[m]}, {idx[m + 1]}) between the neighbouring cube centres '
+                       f'{_centre_text(k1, n, d, N)} and {_centre_text(k2, n, d, N)}, more '
+                       f'than the {float(rhs[idx]):.4g} its two cubes allow.')
+
+
+def equivariance_failures(fv: np.ndarray, *, n: int, d: int, resolution: int) -> dict:
+  """Where f_bar(L) = fl f(C_L) is not permutation equivariant, decided exactly: f_bar
+  is equivariant on the grid iff f_bar(L tau) = f_bar(L) tau for every cube L and every
+  swap tau of neighbouring tokens (they generate the permutations).
+
+  Args:
+    fv: f at every ordered cube centre [N^m, n, d], lexicographic.
+  Returns:
+    {'cubes': number of cubes L where some swap fails, 'example': one such cube's
+    centre (text) or None, 'max_difference': the largest |f_bar(L tau) - f_bar(L) tau|}.
+  """
+  N, m = resolution, n * d
+  gf = _grid_axes(np.asarray(fv, np.float64), n, d, N)
+  bad = np.zeros((N,) * m, bool)
+  worst = 0.0
+  for t in range(n - 1):
+    axes = list(range(m))
+    axes[t * d:(t + 2) * d] = axes[(t + 1) * d:(t + 2) * d] + axes[t * d:(t + 1) * d]
+    swapped_in = np.transpose(gf, axes + [m, m + 1])          # f(C_{L tau})
+    rows = list(range(n))
+    rows[t], rows[t + 1] = rows[t + 1], rows[t]
+    swapped_out = gf[..., rows, :]                              # f(C_L) tau
+    diff = np.abs(swapped_in - swapped_out)
+    bad |= np.any(diff != 0, axis=(-2, -1))
+    worst = max(worst, float(diff.max()) if diff.size else 0.0)
+  count = int(bad.sum())
+  example = None
+  if count:
+    idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    example = _centre_text(list(idx), n, d, N)
+  return {'cubes': count, 'example': example, 'max_difference': worst}
+
+
+def _centre_text(flat_k, n: int, d: int, N: int) -> str:
+  k = np.asarray(flat_k).reshape(n, d)
+  return '[' + ', '.join('(' + ', '.join(f'{2 * int(v) + 1}/{2 * N}' for v in tok) + ')'
+                         for tok in k) + ']'
+
+
+# ---------------------------------------------------------------------------
+# 4. The global Lipschitz bound (the fallback).
+# ---------------------------------------------------------------------------
+
+
+def lipschitz_bound(lipschitz, *, d: int, n: int, resolution: int, p: float,
+                    rounding: float = 0.0) -> dict:
+  """L h (m m / (m + p))^{1/p} + m^{1/p} rounding: {'lipschitz_part', 'rounding_part',
+  'bound'} (floats rounded up)."""
+  m = d * n
+  with ctx.workprec(BITS):
+    half = _arb(Fraction(lipschitz) / (2 * resolution))
+    lip = half * _root(arb(m) * m / (arb(m) + arb(p)), p)
+    rnd = _root(arb(m), p) * _arb(Fraction(float(rounding)))
+    return {'lipschitz_part': _up(lip), 'rounding_part': _up(rnd), 'bound': _up(lip + rnd)}
+
+
+# ---------------------------------------------------------------------------
+# The term.
+# ---------------------------------------------------------------------------
+
+
+def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
+           resolution: int, p: float, lipschitz=None, lipschitz_source: str | None = None,
+           modulus_values: np.ndarray | None = None, rounding: float = 0.0) -> FTerm:
+  """d_p(f, f_bar) <= the smallest bound that applies (module doc).
+
+  Args:
+    target: the ``targets.Target``.
+    k: grid indices [C, n, d] of the cubes (or classes); values: A [C, n, d];
+    weights: [C] the cubes each row stands for.
+    lipschitz, lipschitz_source: L for the fallback (None: not used) and where it
+      comes from (``target_bounds.lipschitz_source``).
+    modulus_values: s [C, n, d] from a caller's local modulus (None: not used).
+    rounding: max |f(C_L) - A_L| for the Lipschitz fallback.
+  Raises:
+    ValueError: no method applies (no per-cube method and no L).
+  """
+  t0 = time.perf_counter()
+  k = np.asarray(k, np.int64)
+  C, n, d = k.shape
+  parts, phrases = {}, {}
+  polys = target_bounds.polynomial(target, d, n)
+  fn = target_bounds.arb_function(target, d, n)
+  if polys is not None and p == 2:
+    with ctx.workprec(BITS):
+      parts['exact polynomial integral'] = _up(_root(
+          _arb(exact_square_integral(polys, k, values, weights, resolution)), p))
+    phrases['exact polynomial integral'] = (
+        f'nothing: the integral of |f - f_bar|^2 over every cube, exactly in rationals '
+        f'({target.name} is a polynomial)')
+  residues = None
+  if fn is not None and 'exact polynomial integral' not in parts:
+    residues = _residues(target, k, values, resolution)
+    norms = gradient_norms(fn, k, residues, resolution, p)
+    phrases['gradient enclosure'] = (
+        f'nothing: the gradient of {target.name} enclosed in arb on every cube '
+        '(mean-value bound)')
+    if polys is not None and p < 2:     # the exact L2 norm of each cube bounds its L^p
+      with ctx.workprec(BITS):
+        l2 = exact_square_means(polys, k, values, resolution)
+        norms = [[[min(v, arb(_up(_arb(e).sqrt()))) for v, e in zip(row, erow)]
+                  for row, erow in zip(rows, erows)] for rows, erows in zip(norms, l2)]
+      phrases['gradient enclosure'] = (
+          f'nothing: per cube the smaller of the exact L2 norm of f - f_bar ({target.name} '
+          'is a polynomial) and a mean-value bound from arb enclosures of its gradient')
+    parts['gradient enclosure'] = _up(_root(norms_integral(norms, weights, resolution, p), p))
+  if modulus_values is not None:
+    if residues is None:
+      residues = _residues(target, k, values, resolution)
+    parts['local modulus'] = _up(_root(modulus_integral(
+        np.asarray(modulus_values, np.float64), residues, weights, resolution, p), p))
+    phrases['local modulus'] = ('|f(X) - f(C)| <= modulus(C, delta) on every cube (given '
+                                'by the caller)')
+  if lipschitz is not None:
+    parts['lipschitz'] = lipschitz_bound(lipschitz, d=d, n=n, resolution=resolution, p=p,
+                                         rounding=rounding)['bound']
+    src = lipschitz_source or 'given by the caller'
+    proved = fn is not None      # a built-in: its L is the proved one or above it
+    phrases['lipschitz'] = (('nothing: ' if proved else '') +
+                            f'f is {float(lipschitz):g}-Lipschitz in the max norm ({src})')
+  if not parts:
+    raise ValueError(f'target {target.name!r} has no per-cube bound and no modulus; pass '
+                     'lipschitz=L or modulus=.')
+  method = min(parts, key=lambda key: parts[key])
+  return FTerm(bound=parts[method], method=method, assumes=phrases[method], parts=parts,
+               lipschitz=None if lipschitz is None else float(lipschitz),
+               lipschitz_source=lipschitz_source if lipschitz is not None else None,
+               seconds=time.perf_counter() - t0)
+
+
+def classes_and_weights(d: int, n: int, resolution: int, equivariant: bool):
+  """(K [C, n, d], weights [C]): one row per multiset of cells with its number of
+  orderings (Theorem 2, an equivariant f), or every cube with weight 1."""
+  variant = grid.choose(d, n, resolution, positional=not equivariant, ties='complete',
+                        theorem3_ignores_ties=True)
+  k = variant.grid_classes()
+  if not equivariant:
+    return k, np.ones(len(k), np.int64)
+  return k, orderings(k)
+
+
+def orderings(k: np.ndarray) -> np.ndarray:
+  """[C]: the number of distinct orderings n! / prod(c!) of each row's tokens."""
+  out = []
+  for row in np.asarray(k):
+    counts = {}
+    for tok in map(tuple, row):
+      counts[tok] = counts.get(tok, 0) + 1
+    w = math.factorial(len(row))
+    for c in counts.values():
+      w //= math.factorial(c)
+    out.append(w)
+  return np.asarray(out, np.int64)
+
+
+def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
+          positional: bool = False, lipschitz=None, modulus=None) -> FTerm:
+  """d_p(f, f_bar) at resolution N before any network is built (the resolution search).
+
+  f_bar's values are f at the cube centres in float64 (``targets.grid_values``), on one
+  representative per class (Theorem 2, a built-in) or on every cube (Theorem 3, or a
+  callable: f_bar at each cube is the callable's own value there). A built-in with no
+  per-cube method (none today) and a callable take the Lipschitz fallback and/or the
+  local modulus.
+
+  Args:
+    target: a built-in name, ``targets.Target`` or callable [batch, n, d] -> [batch, n, d].
+    d, n, resolution, p: the grid and the exponent of d_p.
+    positional: Theorem 3 (every cube its own class).
+    lipschitz: L (``target_bounds.check_lipschitz``: a built-in's proved constant by
+      default; a callable needs L or ``modulus``).
+    modulus: callable (centres [C, n, d], delta) -> [C, n, d] bounding sup over each
+      cube of |f(X) - f(C)|.
+  Raises:
+    ValueError: as ``target_bounds.check_lipschitz``, a bad modulus, or a grid of a
+      callable past ``MAX_CUBES``.
+  """
+  p = distances.check_p(p)
+  f = targets_lib.get_target(target, d=d, n=n)
+  builtin = target_bounds.polynomial(f, d, n) is not None or \
+      target_bounds.arb_function(f, d, n) is not None
+  lip = None
+  if lipschitz is not None or modulus is None:
+    lip = target_bounds.check_lipschitz(lipschitz, f, d, n)
+  equivariant = builtin and f.permutation_equivariant and not positional
+  if not builtin and modulus is None:    # the Lipschitz fallback needs no grid
+    return f_fbar(f, np.zeros((0, n, d), np.int64), np.zeros((0, n, d)),
+                  np.zeros(0, np.int64), resolution=resolution, p=p, lipschitz=lip,
+                  lipschitz_source=target_bounds.lipschitz_source(lip, f, d, n))
+  if not builtin and resolution ** (n * d) > MAX_CUBES:
+    raise ValueError(f'resolution={resolution} gives {resolution ** (n * d)} cubes; a '
+                     f'callable is checked on every cube, at most {MAX_CUBES}.')
+  k, w = classes_and_weights(d, n, resolution, equivariant)
+  values = targets_lib.grid_values(f, k, resolution)
+  s = None
+  if modulus is not None:
+    s = check_modulus(modulus, targets_lib.cell_centers(k, resolution), 1 / resolution)
+  return f_fbar(f, k, values, w, resolution=resolution, p=p, lipschitz=lip,
+                lipschitz_source=None if lip is None else
+                target_bounds.lipschitz_source(lip, f, d, n), modulus_values=s)
