@@ -43,7 +43,7 @@ import numpy as np
 
 from transformer_ua import cli, construction, outputs, provenance
 from transformer_ua.reports import approximate as report
-from transformer_ua.yun import (approximator, certificate, contextual, distances,
+from transformer_ua.yun import (approximator, certificate, contextual, distances, search,
                                 targets as targets_lib)
 from transformer_ua.yun import plan as yun_plan
 
@@ -196,17 +196,18 @@ def run_certificates(c, positional, log) -> dict:
   """The headline (``yun.approximate`` at ``certify_epsilon``) and the certified d_p(f, g)
   at the main resolution: the paper's network, with the output clamp, ties='complete'."""
   t0 = time.time()
-  found = certificate.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
-                                  positional=positional)
+  found = search.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
+                             positional=positional, progress=log)
   cert, g = found.certificate, found.g
-  head = {'epsilon': c.certify_epsilon, 'resolution': cert.resolution, 'blocks': _blocks(g),
+  head = {'epsilon': c.certify_epsilon, 'construction': found.construction,
+          'resolution': cert.resolution, 'blocks': _blocks(g),
           'weights': g.num_params(), 'certificate': cert.as_dict(),
           'attempts': list(found.attempts), 'seconds': round(time.time() - t0, 2)}
   t = cert.terms
   log(f'CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} (p={c.p:g}) over '
       f'[0,1]^(n x d) for a standard Transformer g: softmax attention, ReLU feed-forward, '
       f'{head["blocks"]} blocks of T^(2,1,4) with {head["weights"]} exact rational weights, '
-      f'N={cert.resolution}, {"Theorem 3" if positional else "Theorem 2, ties=complete"}, '
+      f'N={cert.resolution}, construction {found.construction!r}, '
       f'output clamp ({head["seconds"]:.1f} s)')
   log(f'  proof: d_p(f, f_bar) <= {t["f_fbar"]:.4g} (Lipschitz {cert.lipschitz:g}) + '
       f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g} + d_p(g_bar, g) <= {t["gbar_g"]:.3g} '

@@ -12,7 +12,7 @@ its lower end and the upper ends for its upper end, and a certificate below the 
 end of that interval stops the run with exit status 1 (it would be a bug).
 
 Parts (config):
-  table   ``certificate.approximate(f, epsilon)`` for each target and epsilon: N, depth,
+  table   ``search.approximate(f, epsilon)`` for each target and epsilon: N, depth,
           parameters, bits, the three terms, the total, seconds, Monte Carlo, ratio;
           rows deeper than ``max_layers`` are listed with the N and depth they need;
   ladder  ``certify_lp`` at a ladder of N (the paper's g_c, ties='complete', Theorem 3);
@@ -41,7 +41,7 @@ import numpy as np
 from transformer_ua import outputs, provenance
 from transformer_ua.reports import certificate as report
 from transformer_ua.yun import (build_approximator, certificate, certified_mc as mc_lib,
-                                plan as plan_lib, targets as targets_lib)
+                                plan as plan_lib, search, targets as targets_lib)
 
 #: Files written into --output_dir.
 JSON_NAME = 'certify_approximation.json'
@@ -87,9 +87,11 @@ def run_table(c, log) -> list:
               'ties': 'paper' if positional else ties, 'epsilon': eps}
       t0 = time.perf_counter()
       try:
-        res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, positional=positional,
-                                      ties=ties, clamp=True, max_layers=c.max_layers,
-                                      workers=c.workers, log=lambda s: log('  ' + s))
+        res = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, positional=positional,
+                                 construction=('positional' if positional else
+                                               {'complete': 'ties_complete'}.get(ties, ties)),
+                                 clamp=True, max_layers=c.max_layers, workers=c.workers,
+                                 progress=lambda s: log('  ' + s))
       except ValueError as e:
         log(f'{name} epsilon={eps:g}: not run: {e}')
         rows.append({**head, 'status': 'out of reach', 'reason': str(e)})
@@ -206,8 +208,9 @@ def fit_rates(rows, tolerance=None) -> list:
 def run_clamp(c, log) -> dict:
   eps, name = c.clamp_epsilon, c.clamp_target
   t0 = time.perf_counter()
-  with_clamp = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=True,
-                                       workers=c.workers)
+  with_clamp = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=True,
+                                  construction='ties_complete', workers=c.workers,
+                                  progress=log)
   clamp_seconds = time.perf_counter() - t0
   cc = with_clamp.certificate
   out = {'target': name, 'epsilon': eps,
@@ -223,8 +226,9 @@ def run_clamp(c, log) -> dict:
     out['approximate_unclamped'] = {'certified': None, 'message': 'not run (config)'}
   else:
     try:
-      res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=False,
-                                    workers=c.workers, log=attempts.append)
+      res = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=False,
+                               construction='ties_complete', workers=c.workers,
+                               progress=attempts.append)
       out['approximate_unclamped'] = {'certified': True, 'total': res.certificate.total,
                                       'resolution': res.net.resolution}
     except ValueError as e:
@@ -235,7 +239,7 @@ def run_clamp(c, log) -> dict:
   # The paper's network at the clamped N: shrink the windows until it certifies.
   net = with_clamp.net
   lower = cc.terms['f_fbar'] + cc.terms['fbar_gbar']
-  tol = (eps - lower) * float(certificate.INTERIOR_SHARE) / (c.d * c.n) ** (1 / c.p) / 2
+  tol = (eps - lower) * float(search.INTERIOR_SHARE) / (c.d * c.n) ** (1 / c.p) / 2
   tries = []
   # Margins below certificate.MIN_MARGIN (arb's 30-bit radii) are refused: the search
   # steps by 2^-step and ends at the smaller of 2^-max_log2 and MIN_MARGIN.

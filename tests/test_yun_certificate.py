@@ -286,35 +286,6 @@ def test_domain_enclosure_contains_sampled_outputs(unclamped):
   assert np.all(mid >= lo) and np.all(mid <= hi)
 
 
-# -- approximate ---------------------------------------------------------------------
-
-
-def test_approximate_returns_a_certified_standard_transformer():
-  res = certificate.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
-  cert = res.certificate
-  assert cert.total <= 0.45 and cert.clamp
-  # L (delta / 2) (nd nd / (nd + p))^(1/2) = 2 (delta / 2) = 1/N: 0.5 at N = 2, 1/3 at N = 3
-  assert res.net.resolution == 3 and res.g.dtype == 'exact'
-  assert certificate.f_fbar_bound(Fraction(2), d=1, n=2, resolution=2, p=2.0)['bound'] > 0.45
-
-
-@pytest.mark.parametrize('kwargs,match', [
-    ({'epsilon': 0.0}, 'epsilon=0.0; it must be a positive'),
-    ({'epsilon': -1.0}, 'epsilon=-1.0'),
-    ({'epsilon': 0.1, 'p': 0.5}, 'p must be a finite number >= 1'),
-    ({'epsilon': 0.1, 'lipschitz': 0}, 'lipschitz=0; it must be a positive'),
-    ({'epsilon': 0.1, 'lipschitz': float('nan')}, 'lipschitz=nan'),
-    ({'epsilon': 0.1, 'f': lambda x: x}, 'no known modulus of continuity'),
-    ({'epsilon': 1e-3, 'max_layers': 1000}, r'needs resolution N >= \d+ .* layers'),
-])
-def test_approximate_bad_input_one_line(kwargs, match):
-  args = {'f': 'token_times_mean', 'd': 1, 'n': 3, **kwargs}
-  f, eps = args.pop('f'), args.pop('epsilon')
-  with pytest.raises(ValueError, match=match) as e:
-    certificate.approximate(f, eps, **args)
-  assert '\n' not in str(e.value)
-
-
 def test_certify_lp_refuses_a_float_g_and_a_foreign_g(clamped):
   net, g, _ = clamped
   other = build_approximator('token_times_mean', d=1, n=3, resolution=4)
@@ -339,18 +310,3 @@ def test_default_margin_keeps_interiors_off_the_ramps(clamped):
   assert m * g.source.resolution ** -1 >= 2 * g.epsilon
   assert m / 2 * g.source.resolution ** -1 < 2 * g.epsilon or m == certificate.MAX_MARGIN
   assert certify.DEFAULT_MARGIN == 0.25
-
-
-def test_approximate_result_exports_to_onnx(tmp_path):
-  import onnxruntime   # pylint: disable=import-outside-toplevel
-  from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
-  res = certificate.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
-  path = export_onnx.export_onnx(res.g, tmp_path / 'g.onnx')
-  sess = onnxruntime.InferenceSession(str(path))
-  x = (np.asarray([[[0], [2]], [[1], [1]]]) + 0.5) / res.net.resolution
-  (y,) = sess.run(None, {'X': x})
-  assert y.shape == (2, 2, 1)
-  # float64 rounds the planned ramps' cancellations (the exact g is what is certified),
-  # but the last layers still clamp every output into the range of g_bar
-  lo, hi = (float(v[0]) for v in res.net.output_range())
-  assert np.all(y >= lo - 1e-9) and np.all(y <= hi + 1e-9), y

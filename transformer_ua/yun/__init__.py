@@ -19,8 +19,10 @@
 * ``certify``    -- certified evaluation of a realized g (arb balls, ``exact.ball``): points,
   every cube interior, the whole unit cube.
 * ``certificate`` -- Theorems 2 and 3 as a certificate: ``certify_lp`` bounds d_p(f, g)
-  over the whole domain; ``approximate(f, epsilon)`` returns g with a proof of
-  d_p(f, g) <= epsilon (``target_bounds``: the built-ins' moduli of continuity).
+  over the whole domain (``target_bounds``: the built-ins' moduli of continuity).
+* ``search``     -- the theorem as a call: ``approximate(f, epsilon)`` picks the
+  construction (``CONSTRUCTIONS``) and N, estimates size and time before building, and
+  returns g with a proof of d_p(f, g) <= epsilon.
 
 Every construction answers ``transformer_ua.construction``'s contract. Builders are pure
 keyword-argument functions returning ``(segments, params)`` for
@@ -29,13 +31,14 @@ keyword-argument functions returning ``(segments, params)`` for
 
 from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
                                              error_decomposition, realization_error)
-from transformer_ua.yun.certificate import Approximation, Certificate, approximate, certify_lp
+from transformer_ua.yun.certificate import Certificate, certify_lp
 from transformer_ua.yun.common import OUT_OF_RANGE, check_config
 from transformer_ua.yun.plan import Plan, plan_realization
 from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
                                            contextual_mapping_bound,
                                            contextual_mapping_params)
 from transformer_ua.yun.pipeline import GBar, build_g_bar, layer_counts, parameter_counts
+from transformer_ua.yun.search import CONSTRUCTIONS, Approximation, approximate
 from transformer_ua.yun.quantize import Quantization, build_quantization, quantization_params
 from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_targets,
                                       representatives, round_targets)
@@ -43,7 +46,7 @@ from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_
 __all__ = [
     'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
     'realization_error',
-    'Approximation', 'Certificate', 'approximate', 'certify_lp',
+    'CONSTRUCTIONS', 'Approximation', 'Certificate', 'approximate', 'certify_lp',
     'OUT_OF_RANGE', 'check_config', 'Plan', 'plan_realization',
     'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
     'contextual_mapping_params',

@@ -455,7 +455,10 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     arithmetic: for g_c's exact evaluation ('auto', 'int64', 'limbs').
     ties: 'paper' (Lemma 8; repeated columns are the bad set, g_bar = 0 there) or
       'complete' (``yun.contextual_ties``: every multiset has its own ids and bumps, so
-      g_bar = f_bar on every cube); Theorem 2 only.
+      g_bar = f_bar on every cube); Theorem 2 only. The default is 'paper' because this
+      builds the network as published; ``yun.approximate`` takes no ``ties``: it builds
+      the constructions 'paper' and 'ties_complete' by name, and by default the smallest
+      network that certifies (``yun.search``).
     contextual: 'paper' (Lemma 8's N^d + 1 hardmax layers) or 'one_layer' (one softmax
       attention layer, ``yun.one_layer``: Theorem 2 with no bad set; returns a
       ``one_layer.OneLayerApproximator``).

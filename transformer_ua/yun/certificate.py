@@ -56,7 +56,7 @@ with a single softmax attention layer (``yun.one_layer``: ``OneLayerApproximator
 its ``OneLayerRealized``, no bad set); both carry what ``certify_lp`` reads of them (its
 docstring), so the certificate is one code path.
 
-``approximate(f, epsilon)`` searches the smallest N whose certificate is <= epsilon.
+``yun.search.approximate(f, epsilon)`` searches the network and N this certifies.
 """
 
 from __future__ import annotations
@@ -70,19 +70,14 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import (approximator as approximator_lib, certify, common, distances,
+from transformer_ua.yun import (certify, common, distances,
                                 f_term, grid, plan as plan_lib, target_bounds,
                                 targets as targets_lib)
 
 #: arb precision of the certificate's own arithmetic (bits).
 CERT_BITS = 128
-#: Share of the error budget left after the f_fbar and fbar_gbar terms that goes to the
-#: interiors (the rest goes to the windows).
-INTERIOR_SHARE = Fraction(1, 2)
 #: Largest cube-interior margin tried (fraction of delta per side).
 MAX_MARGIN = Fraction(1, 4)
-#: Resolutions ``approximate`` certifies before giving up at one epsilon.
-MAX_ATTEMPTS = 4
 #: Smallest margin (fraction of delta) a cube-interior box can be certified at: arb
 #: stores a ball's radius with a 30-bit mantissa, so a box [k + m, k + 1 - m] / N is held
 #: as a ball up to ~2^-31 delta wider, and below this margin it reaches across the cell
@@ -448,130 +443,3 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
       lipschitz=None if lip is None else float(lip), clamp=g.clamp is not None,
       seconds=time.perf_counter() - t0, assumes=term1.assumes,
       f_term_method=term1.method, details=details)
-
-
-# ---------------------------------------------------------------------------
-# The theorem, executable: f, epsilon -> (g, certificate).
-# ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Approximation:
-  """``approximate``'s answer: g with its certificate, and the search that found it."""
-
-  g: object
-  net: object
-  certificate: Certificate
-  epsilon: float
-  attempts: tuple
-
-  def __repr__(self) -> str:
-    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g}; '
-            f'{self.net!r}; {self.g!r})')
-
-
-def _check_epsilon(epsilon) -> float:
-  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)) \
-      or not math.isfinite(float(epsilon)) or epsilon <= 0:
-    raise ValueError(f'epsilon={epsilon!r}; it must be a positive finite number (the '
-                     'd_p(f, g) to certify).')
-  return float(epsilon)
-
-
-def _bad_set_lower(target, d: int, n: int, resolution: int, p: float) -> float:
-  """d_p(f_bar, g_bar) of the paper's map before building it: f_bar's mass on the bad
-  set (float64 sum, for the search only; the certificate computes the exact term)."""
-  if resolution ** (d * n) > distances.MAX_EXACT_CELLS:
-    return 0.0
-  return distances.dp_on_bad_set(target, d=d, n=n, resolution=resolution, p=p)
-
-
-def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
-  """Largest power-of-two margin whose window term, with |g - g_bar| <= spread_i (the
-  clamp's range), is <= budget (None if none down to ``MIN_MARGIN``)."""
-  m = MAX_MARGIN
-  while m >= MIN_MARGIN:
-    t = gbar_g_bound(d=d, n=n, p=p, margin=m, interior_sup=0.0,
-                     window_sup=np.repeat(np.asarray(spread, float)[None], n, 0))
-    if t['bound'] <= budget:
-      return m
-    m /= 2
-  return None
-
-
-def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=None,
-                positional: bool = False, ties: str = 'complete', clamp: bool = True,
-                max_layers: int = approximator_lib.MAX_LAYERS, workers=None,
-                log=None) -> Approximation:
-  """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
-
-  The smallest resolution N with L (delta/2)(...)^{1/p} (+ the bad set's mass for
-  ties='paper') below epsilon is built; the rest of the budget is split between the
-  cube interiors (the plan's tolerance) and the windows (the margin); g is realized with
-  exact params, the output clamp (``clamp=True``) and the planned lam, ramp and bits,
-  and ``certify_lp`` proves the bound. If it does not hold at N (rounding of the table,
-  an optimistic plan), N + 1 is tried, up to ``MAX_ATTEMPTS`` resolutions.
-
-  Args:
-    f: a built-in target name or a callable [batch, n, d] -> [batch, n, d].
-    epsilon: the d_p(f, g) to certify (> 0).
-    d, n: token dimension and number of tokens.
-    p: exponent of d_p (>= 1).
-    lipschitz: f's modulus (``target_bounds``); required for a callable.
-    positional: False: Theorem 2 (f permutation equivariant); True: Theorem 3 (any
-      continuous f; ``ties`` does not apply).
-    ties: Theorem 2's contextual map, 'complete' (no bad set) or 'paper'.
-    clamp: end g with the output clamp (False: the paper's network, whose windows need
-      far smaller margins).
-    max_layers: refuse (before building) when the resolution needed is deeper.
-    log: optional callable taking one line per attempt.
-  Raises:
-    ValueError: epsilon <= 0, p < 1, a bad lipschitz, a callable without lipschitz, a
-      request past max_layers (the message names the N and depth), or no certificate
-      within ``MAX_ATTEMPTS`` resolutions.
-  """
-  epsilon = _check_epsilon(epsilon)
-  p = distances.check_p(p)
-  if isinstance(max_layers, bool) or not isinstance(max_layers, int) or max_layers < 1:
-    raise ValueError(f'max_layers={max_layers!r}; it must be a positive integer.')
-  target = targets_lib.get_target(f, d=d, n=n)
-  lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
-  log = log or (lambda line: None)
-  N, attempts = 1, []
-  while len(attempts) < MAX_ATTEMPTS:
-    N += 1
-    lower = f_fbar_bound(lip, d=d, n=n, resolution=N, p=p)['bound']
-    if lower >= epsilon:
-      continue
-    variant = grid.choose(d, n, N, positional=positional, ties=ties, theorem3_ignores_ties=True)
-    if variant.has_bad_set:
-      lower += _bad_set_lower(target, d, n, N, p)
-      if lower >= epsilon:
-        continue
-    depth = variant.depth()
-    if depth > max_layers:
-      raise ValueError(f'epsilon={epsilon:g} needs resolution N >= {N} (d_p(f, f_bar) alone '
-                       f'is {lower:.3g} below it), a network of {depth} layers; max_layers='
-                       f'{max_layers}. Raise max_layers or epsilon.')
-    net = approximator_lib.build_approximator(target, d=d, n=n, resolution=N,
-                                              positional=variant.positional,
-                                              ties=variant.ties)
-    left = epsilon - lower
-    a, b = net.output_range()
-    spread = [float(hi - lo) for lo, hi in zip(a, b)]
-    margin = _margin_for(float(left * (1 - INTERIOR_SHARE)), d=d, n=n, p=p,
-                         spread=spread) if clamp else None
-    if margin is None:   # no clamp (bounded after the fact), or a budget below the floor
-      margin = Fraction(1, 2 ** 20) if not clamp else MIN_MARGIN
-    tol = float(left * INTERIOR_SHARE) / (d * n) ** (1 / p) / 2
-    planned = plan_lib.plan_realization(net, tolerance=tol, margin=float(margin))
-    g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
-    cert = certify_lp(net, g, p, lipschitz=lip, margin=margin, workers=workers)
-    attempts.append({'resolution': N, 'layers': depth, 'total': cert.total,
-                     'margin': float(margin), 'seconds': cert.seconds})
-    log(f'N={N}: {depth} layers, {cert.describe()}')
-    if cert.holds(epsilon):
-      return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
-                           attempts=tuple(attempts))
-  raise ValueError(f'no certificate d_p(f, g) <= {epsilon:g} within {MAX_ATTEMPTS} '
-                   f'resolutions (last: N={N}, total {attempts[-1]["total"]:.3g}).')

@@ -409,7 +409,7 @@ def choose(d, n, resolution, *, positional=False, ties='paper', contextual='pape
   """The variant for the public keyword arguments of ``build_approximator`` /
   ``build_g_bar`` (``contextual`` / ``arithmetic``: ``build_approximator`` only).
   ``theorem3_ignores_ties``: a truthy ``positional`` takes ``ties`` as 'paper' (for
-  ``certificate.approximate``, whose default is ties='complete').
+  a caller whose ties default is 'complete').
 
   Raises:
     ValueError: an unknown ``contextual`` or ``ties``, a ``positional`` that is not a

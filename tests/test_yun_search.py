@@ -1,0 +1,247 @@
+"""``yun.approximate`` (yun.search): its constructions, its choice, its refusals, its progress.
+
+Oracles: sizes worked out by hand from the paper's layer counts (module docstring of
+``yun.grid``) and the T^{2,1,4} block's weights; the f-term's closed form
+L (delta / 2) (nd nd / (nd + p))^{1/p} solved for N by hand.
+"""
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from transformer_ua import yun
+from transformer_ua.yun import certificate, search
+
+# One T^{2,1,4} block at d = 1: attention W_Q, b_Q, W_K, W_V, W_O of 2 heads of size 1
+# (2 + 2 + 2 + 2 + 2 = 10) and the width-4 feed-forward W_1 4, b_1 4, W_2 4, b_2 1 (13).
+BLOCK_PARAMS_D1 = 23
+# d = 2: attention 2 (2 + 1 + 2 + 2 + 2) = 18, feed-forward 8 + 4 + 8 + 2 = 22.
+BLOCK_PARAMS_D2 = 40
+
+# d = 1, n = 2, N = 3 (M = N^d = 3 cells), by hand, + 1 clamp block each:
+#   paper          g_q d(N+1) = 4, g_c N^d + 1 = 4, g_v n C(3, 2) + d + 1 = 8      -> 17
+#   ties_complete  g_q 4, g_c N^d + 3 = 6, g_v M C(M + n - 2, n - 1) + 2 = 9 + 2   -> 22
+#   one_layer      g_q 4, g_c 1 attention + 1 shift = 2, g_v 9 bumps              -> 16
+#   positional     g_q d n N = 6, g_c n N^d + 1 = 7, g_v n N^(dn) + 2 = 20        -> 34 (+ E: 2)
+HAND_BLOCKS = {'paper': 17, 'ties_complete': 22, 'one_layer': 16, 'positional': 34}
+HAND_PARAMS = {k: v * BLOCK_PARAMS_D1 + (2 if k == 'positional' else 0)
+               for k, v in HAND_BLOCKS.items()}
+
+
+def test_registry_names_and_theorems():
+  assert {'paper', 'ties_complete', 'positional', 'one_layer'} <= set(search.CONSTRUCTIONS)
+  assert yun.CONSTRUCTIONS is search.CONSTRUCTIONS
+  for name, c in search.CONSTRUCTIONS.items():
+    assert c.name == name and c.theorem in (2, 3) and c.summary
+  assert [c.name for c in search.CONSTRUCTIONS.values() if c.theorem == 3] == ['positional']
+  assert search.CONSTRUCTIONS['positional'].applies(True)
+  assert not search.CONSTRUCTIONS['one_layer'].applies(True)
+
+
+@pytest.mark.parametrize('name', sorted(HAND_BLOCKS))
+def test_closed_form_size_matches_the_hand_count(name):
+  size = search.CONSTRUCTIONS[name].size(1, 2, 3)
+  assert size['blocks'] == HAND_BLOCKS[name]
+  assert size['params'] == HAND_PARAMS[name]
+  assert size['max_width'] == 4
+
+
+def test_block_params_at_d2_by_hand():
+  # one_layer, d = 2, n = 2, N = 2: M = 4; g_q 2 (2 + 1) = 6, g_c 2, ids 4 C(4, 1) = 16,
+  # clamp ceil(2 / 2) = 1 -> 25 blocks
+  size = search.CONSTRUCTIONS['one_layer'].size(2, 2, 2)
+  assert size['blocks'] == 25 and size['params'] == 25 * BLOCK_PARAMS_D2
+
+
+def test_closed_form_size_is_the_built_network():
+  # the hand count above is also what is built (ties_complete: the explicit test below)
+  c = search.CONSTRUCTIONS['one_layer']
+  g = c.realize(c.build('token_times_mean', 1, 2, 3), Fraction(1, 64), 1e-6, True)
+  assert g.depth() == HAND_BLOCKS['one_layer'] and g.num_params() == HAND_PARAMS['one_layer']
+
+
+def test_default_picks_the_fewest_parameters_and_says_so():
+  # token_times_mean: L = 2, d = 1, n = 2, p = 2: d_p(f, f_bar) <= (1/N) (4/4)^(1/2) = 1/N;
+  # 1/N <= 9/10 * 0.45 = 0.405 first at N = 3; at N = 3 the hand sizes order
+  # one_layer (368) < paper (391, and its bad set needs a larger N) < ties_complete (506)
+  lines = []
+  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+                           progress=lines.append)
+  assert res.construction == 'one_layer' and res.rule == search.RULE
+  assert 'fewest parameters' in res.rule
+  assert res.net.resolution == 3 and res.certificate.total <= 0.45
+  assert res.g.num_params() == HAND_PARAMS['one_layer']
+  assert [a['construction'] for a in res.attempts] == ['one_layer']
+  assert res.attempts[0]['params'] == 368 and res.attempts[0]['holds']
+  assert res.attempts[0]['estimated_seconds'] > 0 and res.attempts[0]['seconds'] > 0
+
+
+def test_explicit_construction_is_built():
+  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+                           construction='ties_complete')
+  assert res.construction == 'ties_complete' and res.rule == 'construction= given'
+  assert res.g.num_params() == HAND_PARAMS['ties_complete']
+  assert res.g.depth() == HAND_BLOCKS['ties_complete']
+  assert res.certificate.total <= 0.45 and res.certificate.clamp
+  assert res.certificate.terms['fbar_gbar'] == 0.0   # no bad set
+
+
+def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes():
+  # L (delta/2) sqrt(nd nd / (nd + p)) = (1/N) sqrt(9/5) <= 0.9 * 0.01 first at N = 150;
+  # one_layer there: g_q 151 + 2 + 150 C(151, 2) = 1,698,750 bumps + 1 clamp
+  blocks = 151 + 2 + 150 * math.comb(151, 2) + 1
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 0.01, d=1, n=3)
+  msg = str(e.value)
+  assert '\n' not in msg
+  assert "N >= 150 with the smallest construction 'one_layer'" in msg
+  assert f'{blocks:,} layers (blocks)' in msg and f'{blocks * BLOCK_PARAMS_D1:,} params' in msg
+  assert 'estimated' in msg and 'min' in msg and 'max_layers=100000' in msg
+
+
+def test_refusal_over_the_time_budget_names_the_smallest():
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 0.45, d=1, n=2, max_minutes=1e-4)
+  msg = str(e.value)
+  assert '\n' not in msg
+  assert "N >= 3 with the smallest construction 'one_layer'" in msg
+  assert '16 layers (blocks), 368 params, estimated' in msg and 'max_minutes=0.0001' in msg
+
+
+def test_the_old_silent_case_now_answers_before_building():
+  # token_times_mean at 0.05 (d = 1, n = 3) ran 35 minutes without a line. Now its plan is
+  # known before building: N = 30 (sqrt(9/5) / 30 = 0.0447 <= 0.045 < sqrt(9/5) / 29),
+  # one_layer, and a budget of a second refuses it in one line with that size.
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 0.05, d=1, n=3, max_minutes=1 / 60)
+  blocks = 31 + 2 + 30 * math.comb(31, 2) + 1
+  assert f"N >= 30 with the smallest construction 'one_layer'" in str(e.value)
+  assert f'{blocks:,} layers' in str(e.value)
+
+
+def test_unknown_construction_lists_the_allowed():
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 0.45, d=1, n=2, construction='wide')
+  msg = str(e.value)
+  assert msg.startswith("construction='wide'; allowed: None") and '\n' not in msg
+  for name in search.CONSTRUCTIONS:
+    assert repr(name) in msg
+
+
+def test_theorem2_construction_refused_for_theorem3():
+  with pytest.raises(ValueError, match=r"construction='one_layer' is Theorem 2 .* "
+                                       r"'positional'"):
+    search.approximate('prefix_mean', 0.45, d=1, n=2, positional=True,
+                       construction='one_layer')
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    ({'n': '3'}, "n='3'; it must be an integer in \\[2, 1024\\]"),
+    ({'n': 10 ** 6}, 'n=1000000; it must be an integer in \\[2, 1024\\]'),
+    ({'n': np.int64(10 ** 6)}, 'n=1000000; it must be'),
+    ({'n': 10 ** 5000}, r'n=~10\^5000; it must be'),
+    ({'n': True}, 'n=True; it must be an integer'),
+    ({'n': 1}, 'n=1; it must be an integer in'),
+    ({'d': 2.0}, 'd=2.0; it must be an integer in \\[1, 16\\]'),
+    ({'d': 0}, 'd=0; it must be'),
+    ({'epsilon': '0.1'}, "epsilon='0.1'; it must be a positive finite number"),
+    ({'epsilon': True}, 'epsilon=True; it must be a positive'),
+    ({'epsilon': 0.0}, 'epsilon=0.0; it must be a positive'),
+    ({'epsilon': -1.0}, 'epsilon=-1.0'),
+    ({'epsilon': float('nan')}, 'epsilon=nan'),
+    ({'epsilon': np.float64(-0.5)}, r'epsilon=-0.5; it must'),
+    ({'p': '2'}, "p='2'; it must be a finite number >= 1"),
+    ({'p': 0.5}, 'p must be a finite number >= 1'),
+    ({'p': True}, 'p must be a finite number >= 1'),
+    ({'workers': 0}, 'workers=0; it must be an integer in'),
+    ({'workers': '2'}, "workers='2'; it must be an integer"),
+    ({'workers': True}, 'workers=True'),
+    ({'max_minutes': 0}, 'max_minutes=0; it must be a positive'),
+    ({'max_layers': 1.5}, 'max_layers=1.5; it must be an integer >= 1'),
+    ({'positional': 'no'}, "positional='no'; it must be True or False"),
+    ({'progress': 'yes'}, "progress='yes'; it must be True, False or a callable"),
+    ({'lipschitz': 0}, 'lipschitz=0; it must be a positive'),
+    ({'lipschitz': float('nan')}, 'lipschitz=nan'),
+    ({'epsilon': 1e-3, 'max_layers': 1000}, r'needs resolution N >= \d+ .* layers'),
+    ({'f': lambda x: x}, 'no known modulus of continuity'),
+])
+def test_bad_input_one_line(kwargs, match):
+  args = {'f': 'token_times_mean', 'epsilon': 0.45, 'd': 1, 'n': 3, **kwargs}
+  f, eps = args.pop('f'), args.pop('epsilon')
+  with pytest.raises(ValueError, match=match) as e:
+    search.approximate(f, eps, **args)
+  assert '\n' not in str(e.value) and 'np.' not in str(e.value)
+
+
+class _Stop(Exception):
+  pass
+
+
+def test_progress_line_comes_before_the_build(monkeypatch):
+  lines, seen = [], []
+  entry = search.CONSTRUCTIONS['one_layer']
+
+  def build(*args):
+    seen.append(list(lines))
+    raise _Stop
+
+  monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer', dataclasses.replace(entry, build=build))
+  with pytest.raises(_Stop):
+    search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
+  assert len(seen) == 1 and len(seen[0]) == 1   # the start line, and nothing else yet
+  assert seen[0][0].startswith('approximate: attempt 1: one_layer N=3: 16 blocks, 368 params, '
+                               'estimated ')
+
+
+def test_progress_true_prints_start_and_end(capsys):
+  search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1, progress=True)
+  out = capsys.readouterr().out.splitlines()
+  starts = [s for s in out if s.startswith('approximate: attempt 1: one_layer N=3: ')]
+  ends = [s for s in out if s.startswith('approximate: attempt 1: one_layer N=3 done in ')]
+  assert len(starts) == 1 and len(ends) == 1 and out.index(starts[0]) < out.index(ends[0])
+  assert '<= 0.45' in ends[0]
+
+
+def test_a_failing_certificate_queues_the_next_resolution(monkeypatch):
+  # the first certificate is made to fail (its total replaced by 1): the search goes on
+  # with the next candidate by parameters, one_layer at N = 4, and records both attempts
+  lines, real = [], certificate.certify_lp
+
+  def certify_lp(*args, **kw):
+    cert = real(*args, **kw)
+    return dataclasses.replace(cert, total=1.0) if not lines[1:] else cert
+
+  monkeypatch.setattr(certificate, 'certify_lp', certify_lp)
+  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+                           construction='one_layer', progress=lines.append)
+  assert [a['resolution'] for a in res.attempts] == [3, 4]
+  assert not res.attempts[0]['holds'] and res.attempts[1]['holds']
+  assert 'the certificate does not hold' in lines[1]
+  assert lines[2].startswith('approximate: attempt 2: one_layer N=4: ')
+
+
+def test_approximate_result_exports_to_onnx(tmp_path):
+  import onnxruntime   # pylint: disable=import-outside-toplevel
+  from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
+  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+                           construction='ties_complete')
+  path = export_onnx.export_onnx(res.g, tmp_path / 'g.onnx')
+  sess = onnxruntime.InferenceSession(str(path))
+  x = (np.asarray([[[0], [2]], [[1], [1]]]) + 0.5) / res.net.resolution
+  (y,) = sess.run(None, {'X': x})
+  assert y.shape == (2, 2, 1)
+  # float64 rounds the planned ramps' cancellations (the exact g is what is certified),
+  # but the last layers still clamp every output into the range of g_bar
+  lo, hi = (float(v[0]) for v in res.net.output_range())
+  assert np.all(y >= lo - 1e-9) and np.all(y <= hi + 1e-9), y
+
+
+def test_f_term_slack_is_a_tenth_of_epsilon():
+  # the chosen N leaves >= epsilon / 10 for the realization, and N - 1 would not
+  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
+  t1 = res.certificate.terms['f_fbar']
+  assert t1 <= 0.9 * 0.45
+  assert certificate.f_fbar_bound(Fraction(2), d=1, n=2, resolution=2, p=2.0)['bound'] > 0.405

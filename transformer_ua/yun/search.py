@@ -1,0 +1,609 @@
+r"""Theorems 2 and 3 as a call: ``approximate(f, epsilon)`` -> g with a proof of d_p(f, g) <= epsilon.
+
+The certificate (``yun.certificate.certify_lp``) bounds, for a network g built at the
+resolution N = 1/delta with cube interiors shrunk by m delta per side,
+
+    d_p(f, g) <= T1(N) + T2(N) + T3(N; m, tol)
+
+    T1 = d_p(f, f_bar)       a closed form in N, known before building (``_f_term``)
+    T2 = d_p(f_bar, g_bar)   0 without a bad set; the paper's map: f_bar's mass on the
+                             bad set, estimated in float64 before building (``_t2_estimate``)
+    T3 = d_p(g_bar, g)       <= (nd s_I^p F + sum_ji s_W^p (1 - F))^{1/p},  F = (1 - 2m)^{nd},
+                             s_W <= b_i - a_i by the output clamp, s_I <= tol (the plan)
+
+The search, for one construction c (``CONSTRUCTIONS``), with slack:
+
+    N_c   = min { N >= 2 : T1(N) + T2(N) <= F_TERM_SHARE epsilon,  and m(N) exists }
+    left  = epsilon - T1(N_c) - T2(N_c)            >= (1 - F_TERM_SHARE) epsilon = epsilon / 10
+    m     = the largest power of two m <= 1/4 whose window part of T3, with s_W = b_i - a_i,
+            is <= (1 - INTERIOR_SHARE) left; m >= 2^-28 (``certificate.MIN_MARGIN``)
+    tol   = INTERIOR_SHARE left / (nd)^{1/p} / 2   (the plan's max |g - g_bar| on interiors)
+
+F_TERM_SHARE = 9/10: N is not the first resolution whose f-term squeezes under epsilon
+(token_times_mean at epsilon = 0.05: N = 27 leaves 0.0003 for T3, below what a 2^-28
+margin can reach), but the first that leaves a tenth of epsilon for the realization,
+whose cost in the margin and the bits is only logarithmic. N_c is found by doubling and
+bisection on N (T1 and T2 decrease in N).
+
+Size and time before building. Every construction gives its size at N in closed form
+(``Construction.size``: blocks, attention layers, largest hidden width, parameters; the
+output clamp included) and the cube classes its certificate evaluates (``classes``).
+An attempt's time (build + realize + ``certify_lp``, one worker) is estimated as
+
+    seconds ~ fixed + per_block * blocks + per_class_block * classes * blocks
+
+(``linear_cost``; the box evaluation of one class skips inactive feed-forward layers
+with one vectorized test per block, so a class costs ~ blocks). Calibrated on this
+project's shared 2-core development machine (1-minute load 2 to 4), token_times_mean,
+d = 1, n = 3, workers = 1, N = 8..20:
+
+    deep (paper, ties_complete, positional):  fixed 10 s, 8e-3 s / block, 2.5e-6 s / class-block
+    one_layer (deep realization):             fixed  2 s, 2.5e-3 s / block, 1.6e-6 s / class-block
+
+(e.g. ties_complete N = 20: 4,247 blocks, 1,540 classes: build 12 s, plan + realize 24 s,
+certify 24 s; one_layer N = 16: 2,196 blocks, 816 classes: 2 + 6 s). Every attempt records
+its estimate next to the measured seconds (``Approximation.attempts``), so each run checks
+the model.
+
+The choice (``construction=None``): the candidates (c, N_c) of every construction that
+applies (Theorem 2's need positional=False, f permutation equivariant; Theorem 3's apply
+to every f) go in increasing order of parameters; an attempt whose estimate fits the time
+left (``max_minutes``) and ``max_layers`` builds, realizes and certifies; the first whose
+certificate holds is returned. That is the rule ``RULE``: the fewest parameters whose
+certificate holds, among the attempts the budget allows. A certificate that fails at N
+queues (c, N + 1); at most ``MAX_ATTEMPTS`` attempts. When no candidate fits the budget,
+the one-line refusal names the smallest one: its construction, N, blocks, parameters and
+estimated minutes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import numbers
+import time
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from transformer_ua import realize as realize_lib
+from transformer_ua.yun import (approximator as approximator_lib, certificate, distances, grid,
+                                one_layer_ids, plan as plan_lib, target_bounds,
+                                targets as targets_lib)
+
+#: The f-term (with the bad-set estimate) may take at most this share of epsilon: the
+#: rest, at least a tenth of epsilon, is the realization's (module doc).
+F_TERM_SHARE = Fraction(9, 10)
+#: Share of what is left after T1 and T2 that goes to the interiors (the rest goes to
+#: the windows).
+INTERIOR_SHARE = Fraction(1, 2)
+#: Attempts (build + realize + certify) ``approximate`` makes before giving up.
+MAX_ATTEMPTS = 4
+#: Default time budget of one call, in minutes (estimated before each attempt).
+DEFAULT_MAX_MINUTES = 10.0
+#: Default depth limit (blocks) of a network ``approximate`` builds.
+DEFAULT_MAX_LAYERS = 100_000
+#: Cube-interior margin (fraction of delta) without the output clamp (its windows are
+#: then bounded by the enclosure of g over the whole cube, not by the clamp).
+UNCLAMPED_MARGIN = Fraction(1, 2 ** 20)
+#: The bad-set estimate enumerates grids of at most this many cells; past it, it is
+#: extrapolated by the bad set's measure (``_t2_estimate``).
+BAD_SET_CELLS = 200_000
+#: Supported d and n (checked before any arithmetic).
+MAX_D, MAX_N = 16, 1024
+#: The rule of ``construction=None``.
+RULE = ('the fewest parameters whose certificate holds (candidates in increasing order of '
+        'parameters at their resolution; the first certified is returned)')
+
+
+# ---------------------------------------------------------------------------
+# The constructions.
+# ---------------------------------------------------------------------------
+
+
+def linear_cost(fixed: float, per_block: float, per_class_block: float) -> Callable:
+  """seconds(size, classes) = fixed + per_block blocks + per_class_block classes blocks."""
+  def seconds(size: dict, classes: int) -> float:
+    b = _as_float(size['blocks'])
+    return fixed + per_block * b + per_class_block * _as_float(classes) * b
+  return seconds
+
+
+@dataclasses.dataclass(frozen=True)
+class Construction:
+  """One network ``approximate`` can build (``CONSTRUCTIONS``).
+
+  Attributes:
+    name, summary: the registry key and one line.
+    theorem: 2 (f permutation equivariant: ``positional=False``) or 3 (any f).
+    size: (d, n, N) -> {'blocks', 'attention_layers', 'max_width', 'params'} of the
+      realized g with the output clamp, in closed form (Python ints; nothing built).
+    classes: (d, n, N) -> the cube classes the certificate evaluates.
+    build: (target, d, n, N) -> the net (f, f_bar, g_bar).
+    realize: (net, margin (Fraction), tolerance (float), clamp) -> g with exact params.
+    seconds: (size, classes) -> the estimated seconds of one attempt (``linear_cost``).
+    bad_set: g_bar = 0 on repeated columns (T2 > 0, estimated before building).
+    check: (d, n, N) -> None, or ValueError where the construction has no plan at N.
+  """
+
+  name: str
+  summary: str
+  theorem: int
+  size: Callable
+  classes: Callable
+  build: Callable
+  realize: Callable
+  seconds: Callable
+  bad_set: bool = False
+  check: Callable | None = None
+
+  def applies(self, positional: bool) -> bool:
+    """Theorem 3's constructions approximate every f; Theorem 2's need an equivariant f."""
+    return self.theorem == 3 or not positional
+
+
+def _block_params(d: int) -> int:
+  """Weights of one T^{2,1,4} block: attention 2 heads of size 1 (W_Q, b_Q, W_K, W_V,
+  W_O: 8d + 2) and the width-4 feed-forward (W_1, b_1, W_2, b_2: 9d + 4)."""
+  h, s, w = realize_lib.BLOCK_HEADS, realize_lib.BLOCK_HEAD_SIZE, realize_lib.BLOCK_WIDTH
+  return h * s * (4 * d + 1) + (2 * w * d + w + d)
+
+
+def _clamp_blocks(d: int) -> int:
+  return -(-d // realize_lib.CLAMP_COORDS_PER_BLOCK)
+
+
+def _variant_size(variant_name: str, attention: Callable) -> Callable:
+  """Size of a T^{2,1,4} realization of a ``grid`` variant: one block per layer of g_bar
+  (``realize.as_blocks``) + the clamp; E [n, d] for Theorem 3."""
+  def size(d: int, n: int, N: int) -> dict:  # pylint: disable=invalid-name
+    v = grid.VARIANTS[variant_name](grid.Grid(d, n, N))
+    blocks = v.depth() + _clamp_blocks(d)
+    return {'blocks': blocks, 'attention_layers': attention(d, n, N),
+            'max_width': realize_lib.BLOCK_WIDTH,
+            'params': blocks * _block_params(d) + (n * d if v.positional else 0)}
+  return size
+
+
+def _multiset_classes(d: int, n: int, N: int) -> int:  # pylint: disable=invalid-name
+  return math.comb(N ** d + n - 1, n)
+
+
+def _build(**kw) -> Callable:
+  def build(target, d, n, N):  # pylint: disable=invalid-name
+    return approximator_lib.build_approximator(target, d=d, n=n, resolution=N, **kw)
+  return build
+
+
+def _realize_planned(net, margin: Fraction, tolerance: float, clamp: bool):
+  """Lemma 6 at the plan's lam, ramp and bits (``yun.plan``) for this tolerance."""
+  planned = plan_lib.plan_realization(net, tolerance=tolerance, margin=float(margin))
+  return net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
+
+
+def _realize_one_layer(net, margin: Fraction, tolerance: float, clamp: bool):
+  """The one-layer map's own ramps (``OneLayerApproximator.plan_epsilon``); its interior
+  error is the id enclosures' radius, far below any tolerance."""
+  del tolerance
+  return net.realize(dtype='exact', margin=margin, clamp=clamp)
+
+
+_DEEP = linear_cost(10.0, 8e-3, 2.5e-6)
+
+#: The constructions ``approximate`` can build, by name (adding one is one entry here).
+CONSTRUCTIONS = {c.name: c for c in (
+    Construction(
+        name='paper', theorem=2, bad_set=True,
+        summary="Theorem 2 as published (Lemma 8's N^d + 1 attention layers; bad set)",
+        size=_variant_size('paper', lambda d, n, N: N ** d + 1),
+        classes=_multiset_classes, build=_build(ties='paper'), realize=_realize_planned,
+        seconds=_DEEP),
+    Construction(
+        name='ties_complete', theorem=2,
+        summary='Theorem 2 with the tie-complete contextual map (N^d + 2 attention '
+                'layers; no bad set)',
+        size=_variant_size('ties-complete', lambda d, n, N: N ** d + 2),
+        classes=_multiset_classes, build=_build(ties='complete'), realize=_realize_planned,
+        seconds=_DEEP),
+    Construction(
+        name='positional', theorem=3,
+        summary='Theorem 3 (positional encoding E; n N^d + 1 attention layers)',
+        size=_variant_size('positional', lambda d, n, N: n * N ** d + 1),
+        classes=lambda d, n, N: N ** (d * n), build=_build(positional=True),
+        realize=_realize_planned, seconds=_DEEP),
+    Construction(
+        name='one_layer', theorem=2,
+        summary='Theorem 2 with one softmax attention layer, realized deep (one block '
+                'per id)',
+        size=_variant_size('one-layer', lambda d, n, N: 1),
+        classes=_multiset_classes, build=_build(contextual='one_layer'),
+        realize=_realize_one_layer, seconds=linear_cost(2.0, 2.5e-3, 1.6e-6),
+        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
+)}
+
+
+def check_construction(construction) -> Construction | None:
+  """The registry entry of ``construction`` (None: the default rule)."""
+  if construction is None:
+    return None
+  if not isinstance(construction, str) or construction not in CONSTRUCTIONS:
+    raise ValueError(f'construction={_show(construction)}; allowed: None (the fewest '
+                     'parameters whose certificate holds) or one of '
+                     f'{", ".join(repr(c) for c in CONSTRUCTIONS)}.')
+  return CONSTRUCTIONS[construction]
+
+
+# ---------------------------------------------------------------------------
+# Checks at the boundary.
+# ---------------------------------------------------------------------------
+
+
+def _show(v) -> str:
+  """A value for a message: plain numbers (no NumPy reprs, no 4300-digit strings)."""
+  if isinstance(v, bool) or v is None or isinstance(v, str):
+    return repr(v)
+  if isinstance(v, numbers.Integral):
+    v = int(v)
+    return str(v) if abs(v) < 10 ** 18 else f'~10^{math.log10(abs(v)):.0f}'
+  if isinstance(v, numbers.Real):
+    return repr(float(v))
+  return f'a {type(v).__name__}'
+
+
+def _count(x) -> str:
+  """An int with thousands separators, or ~10^k past 10^15."""
+  x = int(x)
+  return f'{x:,}' if x < 10 ** 15 else f'~10^{math.log10(x):.1f}'
+
+
+def _as_float(x) -> float:
+  try:
+    return float(x)
+  except OverflowError:
+    return math.inf
+
+
+def _check_int(name: str, value, low: int, high: int | None, what: str) -> int:
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low \
+      or (high is not None and value > high):
+    allowed = f'an integer in [{low}, {high}]' if high is not None else f'an integer >= {low}'
+    raise ValueError(f'{name}={_show(value)}; it must be {allowed} ({what}).')
+  return int(value)
+
+
+def _check_positive(name: str, value, what: str) -> float:
+  if isinstance(value, bool) or not isinstance(value, (numbers.Real, Fraction)) \
+      or not math.isfinite(float(value)) or value <= 0:
+    raise ValueError(f'{name}={_show(value)}; it must be a positive finite number ({what}).')
+  return float(value)
+
+
+def _check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp,
+                progress):
+  d = _check_int('d', d, 1, MAX_D, 'the token dimension')
+  n = _check_int('n', n, 2, MAX_N, 'the number of tokens')
+  epsilon = _check_positive('epsilon', epsilon, 'the d_p(f, g) to certify')
+  if isinstance(p, str):
+    raise ValueError(f'p={p!r}; it must be a finite number >= 1 (the exponent of d_p).')
+  p = distances.check_p(float(p) if isinstance(p, numbers.Real)
+                        and not isinstance(p, bool) else p)
+  if workers is not None:
+    workers = _check_int('workers', workers, 1, 1024, 'processes for the cube interiors')
+  max_minutes = _check_positive('max_minutes', max_minutes, 'the time budget of the call')
+  max_layers = _check_int('max_layers', max_layers, 1, None, 'the deepest network built')
+  for name, v in (('positional', positional), ('clamp', clamp)):
+    if not isinstance(v, bool):
+      raise ValueError(f'{name}={_show(v)}; it must be True or False.')
+  if not (isinstance(progress, bool) or callable(progress)):
+    raise ValueError(f'progress={_show(progress)}; it must be True, False or a callable '
+                     'taking one line.')
+  return epsilon, d, n, p, workers, max_minutes, max_layers
+
+
+# ---------------------------------------------------------------------------
+# The terms before building.
+# ---------------------------------------------------------------------------
+
+
+def _f_term(target, lip: Fraction, *, d: int, n: int, resolution: int, p: float) -> float:
+  """T1 = d_p(f, f_bar) at N before building (the table's rounding, ~1e-16, is added by
+  the certificate)."""
+  del target   # the global modulus: one constant for every cube
+  return certificate.f_fbar_bound(lip, d=d, n=n, resolution=resolution, p=p)['bound']
+
+
+def _bad_fraction(d: int, n: int, N: int) -> float:  # pylint: disable=invalid-name
+  """Measure of the bad set (a repeated column): 1 - prod_{i<n} (1 - i / N^d)."""
+  m = N ** d
+  if m < n:
+    return 1.0
+  return -math.expm1(sum(math.log1p(-i / m) for i in range(n)))
+
+
+def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float:  # pylint: disable=invalid-name
+  """d_p(f_bar, g_bar) of the paper's map before building: f_bar's mass on the bad set
+  (float64 sum over the grid, ``distances.dp_on_bad_set``) up to ``BAD_SET_CELLS``
+  cells; past it, the value at the largest such N' scaled by (bad measure at N / at
+  N')^{1/p}. For the search only: the certificate computes the exact term."""
+  base = N
+  while base > 2 and base ** (d * n) > BAD_SET_CELLS:
+    base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
+  if base not in cache:
+    cache[base] = distances.dp_on_bad_set(target, d=d, n=n, resolution=base, p=p)
+  if base == N:
+    return cache[base]
+  return cache[base] * (_bad_fraction(d, n, N) / _bad_fraction(d, n, base)) ** (1 / p)
+
+
+def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
+  """Largest power-of-two margin whose window term, with |g - g_bar| <= spread_i (the
+  clamp's range), is <= budget (None if none down to ``certificate.MIN_MARGIN``)."""
+  m = certificate.MAX_MARGIN
+  while m >= certificate.MIN_MARGIN:
+    t = certificate.gbar_g_bound(d=d, n=n, p=p, margin=m, interior_sup=0.0,
+                                 window_sup=np.repeat(np.asarray(spread, float)[None], n, 0))
+    if t['bound'] <= budget:
+      return m
+    m /= 2
+  return None
+
+
+def _spread(target, d: int, n: int) -> list:
+  """An upper bound on b_i - a_i (the clamp's range) before building: the range of f on
+  a probe batch and 0, widened by a half (the exact range is the built net's)."""
+  x = np.random.default_rng(0).random((256, n, d))
+  y = np.asarray(target(x), np.float64).reshape(-1, d)
+  lo, hi = np.minimum(y.min(0), 0.0), np.maximum(y.max(0), 0.0)
+  return [float(1.5 * (b - a)) for a, b in zip(lo, hi)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+  """A construction at a resolution, with its budget split, size and estimate."""
+
+  construction: Construction
+  resolution: int
+  f_term: float
+  bad_set: float
+  margin: Fraction
+  tolerance: float
+  size: dict
+  classes: int
+  seconds: float
+
+  def describe(self) -> str:
+    s = self.size
+    return (f'{self.construction.name} N={self.resolution}: {_count(s["blocks"])} blocks, '
+            f'{_count(s["params"])} params, estimated {_minutes(self.seconds)}')
+
+
+def _minutes(seconds: float) -> str:
+  if not math.isfinite(seconds):
+    return 'unbounded minutes'
+  return f'{seconds / 60:.2g} min' if seconds < 6e5 else f'{seconds / 60:.2e} min'
+
+
+class _Search:
+  """The terms and candidates of one call (module doc)."""
+
+  def __init__(self, target, lip, *, epsilon, d, n, p, clamp):
+    self.target, self.lip, self.epsilon = target, lip, epsilon
+    self.d, self.n, self.p, self.clamp = d, n, p, clamp
+    self.spread = _spread(target, d, n) if clamp else None
+    self.bad_cache = {}
+
+  def split(self, c: Construction, N: int):  # pylint: disable=invalid-name
+    """(f_term, bad_set, margin, tolerance) at N, or None when N has too little slack."""
+    t1 = _f_term(self.target, self.lip, d=self.d, n=self.n, resolution=N, p=self.p)
+    if t1 > float(F_TERM_SHARE) * self.epsilon:
+      return None
+    t2 = _t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
+        if c.bad_set else 0.0
+    left = self.epsilon - t1 - t2
+    if t1 + t2 > float(F_TERM_SHARE) * self.epsilon:
+      return None
+    if self.clamp:
+      margin = _margin_for(left * float(1 - INTERIOR_SHARE), d=self.d, n=self.n, p=self.p,
+                           spread=self.spread)
+      if margin is None:
+        return None
+    else:
+      margin = UNCLAMPED_MARGIN
+    tol = left * float(INTERIOR_SHARE) / (self.d * self.n) ** (1 / self.p) / 2
+    return t1, t2, margin, tol
+
+  def resolution(self, c: Construction) -> int:
+    """N_c: the smallest N >= 2 with slack (doubling, then bisection)."""
+    hi = 2
+    while self.split(c, hi) is None:
+      hi *= 2
+      if hi > 2 ** 62:
+        raise ValueError(f'epsilon={self.epsilon:g}: no resolution N <= 2^62 leaves a '
+                         f'tenth of epsilon after d_p(f, f_bar) for {c.name}.')
+    lo = hi // 2   # fails (or is 1)
+    while hi - lo > 1:
+      mid = (lo + hi) // 2
+      if mid >= 2 and self.split(c, mid) is not None:
+        hi = mid
+      else:
+        lo = mid
+    return hi
+
+  def candidate(self, c: Construction, N: int) -> _Candidate:  # pylint: disable=invalid-name
+    split = self.split(c, N)
+    if split is None:    # N + 1 after a failure always has slack if N had (T1 decreases)
+      raise ValueError(f'{c.name} N={N}: no slack left for the realization.')
+    t1, t2, margin, tol = split
+    size = c.size(self.d, self.n, N)
+    classes = c.classes(self.d, self.n, N)
+    return _Candidate(construction=c, resolution=N, f_term=t1, bad_set=t2, margin=margin,
+                      tolerance=tol, size=size, classes=classes,
+                      seconds=c.seconds(size, classes))
+
+  def margin(self, net, cand: _Candidate) -> Fraction:
+    """The windows' margin from the built net's exact clamp range (the probe's before
+    building is an estimate); the planned one if the exact range leaves none."""
+    a, b = net.output_range()
+    left = self.epsilon - cand.f_term - cand.bad_set
+    m = _margin_for(left * float(1 - INTERIOR_SHARE), d=self.d, n=self.n, p=self.p,
+                    spread=[float(hi - lo) for lo, hi in zip(a, b)])
+    return m if m is not None else cand.margin
+
+
+# ---------------------------------------------------------------------------
+# The theorem, executable: f, epsilon -> (g, certificate).
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Approximation:
+  """``approximate``'s answer: g with its certificate, and the search that found it.
+
+  Attributes:
+    g, net: the realized standard Transformer (exact params) and its construction.
+    certificate: ``certificate.Certificate``, total <= epsilon.
+    epsilon: the d_p(f, g) asked for.
+    construction: the registry name of g's construction (``CONSTRUCTIONS``).
+    rule: how it was chosen (``RULE``, or 'construction= given').
+    attempts: one dict per attempt: construction, resolution, blocks, params,
+      estimated_seconds, seconds, total (or error), holds.
+  """
+
+  g: object
+  net: object
+  certificate: certificate.Certificate
+  epsilon: float
+  construction: str
+  rule: str
+  attempts: tuple
+
+  def __repr__(self) -> str:
+    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g}; '
+            f'{self.construction}, N={self.net.resolution}: {self.g.depth()} blocks, '
+            f'{self.g.num_params()} params)')
+
+
+def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=None,
+                positional: bool = False, construction: str | None = None,
+                clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
+                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False) -> Approximation:
+  """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
+
+  The search and its time estimate are the module doc. By default (``construction=None``)
+  the answer is ``RULE``: the construction with the fewest parameters whose certificate
+  holds. ``build_approximator`` defaults to ties='paper' (it builds the paper's network
+  as published); here there is no ``ties``: ``construction='paper'`` or
+  ``'ties_complete'`` names either, and the default picks by size (the paper's bad set
+  costs a far larger N, so it is rarely the smallest).
+
+  Args:
+    f: a built-in target name or a callable [batch, n, d] -> [batch, n, d].
+    epsilon: the d_p(f, g) to certify (> 0).
+    d, n: token dimension (1..16) and number of tokens (2..1024), integers.
+    p: exponent of d_p (>= 1).
+    lipschitz: f's modulus (``target_bounds``); required for a callable.
+    positional: False: Theorem 2 (f permutation equivariant; every construction
+      applies); True: Theorem 3 (any continuous f; only Theorem 3's constructions).
+    construction: None (the rule above) or a name in ``CONSTRUCTIONS``.
+    clamp: end g with the output clamp (False: the paper's network, whose windows need
+      far smaller margins).
+    max_minutes: the call's time budget: an attempt starts only when its estimate fits
+      the minutes left (> 0; default ``DEFAULT_MAX_MINUTES``).
+    max_layers: the deepest network (blocks) built (default ``DEFAULT_MAX_LAYERS``).
+    workers: processes for the cube interiors (None: the certifier's default).
+    progress: False, True (one line per attempt on stdout as it starts and as it ends)
+      or a callable taking each such line.
+  Raises:
+    ValueError (one line): a bad argument (type or range named), an unknown construction
+      (the allowed ones listed), a construction of Theorem 2 with positional=True, a
+      request past max_layers or max_minutes before building (the construction, N,
+      blocks, parameters and estimated minutes named), or no certificate within
+      ``MAX_ATTEMPTS`` attempts.
+  """
+  t_start = time.perf_counter()
+  epsilon, d, n, p, workers, max_minutes, max_layers = _check_args(
+      epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress)
+  chosen = check_construction(construction)
+  if chosen is not None and not chosen.applies(positional):
+    raise ValueError(f'construction={chosen.name!r} is Theorem {chosen.theorem} (f '
+                     'permutation equivariant); positional=True asks for Theorem 3: use '
+                     f"{', '.join(repr(c.name) for c in CONSTRUCTIONS.values() if c.theorem == 3)}.")
+  say = (lambda line: print(line, flush=True)) if progress is True else \
+      (progress or (lambda line: None))
+  target = targets_lib.get_target(f, d=d, n=n)
+  lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
+  search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp)
+  pool = [chosen] if chosen is not None else \
+      [c for c in CONSTRUCTIONS.values() if c.applies(positional)]
+  rule = 'construction= given' if chosen is not None else RULE
+  heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
+  for c in pool:
+    N = search.resolution(c)  # pylint: disable=invalid-name
+    if c.check is not None:
+      try:
+        c.check(d, n, N)
+      except ValueError as e:
+        skipped.append(f'{c.name} N={N}: {e}')
+        continue
+    cand = search.candidate(c, N)
+    heapq.heappush(heap, (cand.size['params'], next(order), cand))
+  attempts, over = [], []
+  while heap and len(attempts) < MAX_ATTEMPTS:
+    cand = heapq.heappop(heap)[2]
+    c = cand.construction
+    left_s = max_minutes * 60 - (time.perf_counter() - t_start)
+    if cand.size['blocks'] > max_layers or cand.seconds > left_s:
+      over.append(cand)
+      continue
+    k = len(attempts) + 1
+    say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
+        f'd_p(f, f_bar) <= {cand.f_term:.3g}')
+    t0 = time.perf_counter()
+    rec = {'construction': c.name, 'resolution': cand.resolution,
+           'blocks': cand.size['blocks'], 'params': cand.size['params'],
+           'estimated_seconds': cand.seconds}
+    try:
+      net = c.build(target, d, n, cand.resolution)
+      margin = search.margin(net, cand) if clamp else cand.margin
+      g = c.realize(net, margin, cand.tolerance, clamp)
+      cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, margin=margin,
+                                    workers=workers)
+    except ValueError as e:
+      rec.update(seconds=time.perf_counter() - t0, error=str(e), holds=False)
+      attempts.append(rec)
+      say(f'approximate: attempt {k}: {c.name} N={cand.resolution} refused after '
+          f'{rec["seconds"]:.0f} s: {e}')
+      continue
+    rec.update(seconds=time.perf_counter() - t0, total=cert.total, margin=float(margin),
+               tolerance=cand.tolerance, holds=cert.holds(epsilon), blocks=g.depth(),
+               params=g.num_params())
+    attempts.append(rec)
+    say(f'approximate: attempt {k}: {c.name} N={cand.resolution} done in '
+        f'{rec["seconds"]:.0f} s (estimated {cand.seconds:.0f} s): d_p(f, g) <= '
+        f'{cert.total:.4g} {"<=" if rec["holds"] else ">"} {epsilon:g}'
+        f'{"" if rec["holds"] else ", the certificate does not hold"}')
+    if rec['holds']:
+      return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
+                           construction=c.name, rule=rule, attempts=tuple(attempts))
+    nxt = search.candidate(c, cand.resolution + 1)
+    heapq.heappush(heap, (nxt.size['params'], next(order), nxt))
+  if not attempts:
+    if over:
+      best = min(over, key=lambda c: c.size['params'])
+      raise ValueError(
+          f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
+          f'construction {best.construction.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
+          f'there): {_count(best.size["blocks"])} layers (blocks), '
+          f'{_count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
+          f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
+          'epsilon.')
+    raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '
+                     f'needs ({"; ".join(skipped)}).')
+  last = attempts[-1]
+  why = f'total {last["total"]:.3g}' if 'total' in last else last['error']
+  more = f'; next: {over[0].describe()}, over the limits' if over else ''
+  raise ValueError(f'no certificate d_p(f, g) <= {epsilon:g} within {len(attempts)} '
+                   f'attempts (last: {last["construction"]} N={last["resolution"]}, '
+                   f'{why}){more}.')
