@@ -5,65 +5,57 @@ enclosed by ``Realized.apply_certified`` (mid, rad), so each sample's error lies
 [max(|f - mid| - rad, 0), |f - mid| + rad] entrywise. The 95% interval of d_p takes the
 lower ends for its lower end and the upper ends for its upper end.
 
-``enclose(g, x, workers)`` splits the points over spawned processes (each builds the
-ball network once from the exact params; the loop is ``certify.apply_certified``'s).
+``enclose(g, x, workers)`` splits the points with ``transformer_ua.executor`` (each
+worker builds the ball network once from the exact params; the loop is
+``certify.apply_certified``'s).
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing
 import time
 
 import numpy as np
 
+from transformer_ua import executor as executor_lib
 from transformer_ua.exact import ball
 from transformer_ua.yun import certify
 
 #: Two-sided 95% normal quantile for the Monte Carlo interval.
 Z95 = 1.959963984540054
-#: Monte Carlo chunks per worker (load balance against per-task overhead).
-MC_CHUNKS_PER_WORKER = 4
 
 
 # ---------------------------------------------------------------------------
 # Monte Carlo d_p(f, g) with every sample bracketed in arb balls.
 # ---------------------------------------------------------------------------
 
-_MC = {}
-
-
-def _mc_init(segments, params, positional, bits):
-  import signal  # pylint: disable=import-outside-toplevel
-  signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's
+def _mc_work(segments, params, positional, bits, x):
+  """What a worker builds once (``executor.ship``): the ball network and the points."""
   with ball.precision(bits):
-    _MC['net'] = ball.BallNetwork(segments, params, positional)
-  _MC['bits'] = bits
+    net = ball.BallNetwork(segments, params, positional)
+  return {'net': net, 'bits': bits, 'x': x}
 
 
-def _mc_chunk(x):
-  """The loop of ``certify.apply_certified`` on the worker's ball network."""
+def enclosure_chunk(work, start: int, stop: int):
+  """(mid, rad) [stop - start, n, d] of the points x[start:stop] (the loop of
+  ``certify.apply_certified`` on the worker's ball network)."""
+  x = work['x'][start:stop]
   mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-  with ball.precision(_MC['bits']):
+  with ball.precision(work['bits']):
     for b in range(x.shape[0]):
-      mid[b], rad[b] = ball.mid_rad(_MC['net'].forward(ball.points(x[b])))
+      mid[b], rad[b] = ball.mid_rad(work['net'].forward(ball.points(x[b])))
   return mid, rad
 
 
-def enclose(g, x, workers: int = 1):
-  """(mid, rad) as ``g.apply_certified(x)`` (the plan's bits), split over ``workers``
-  spawned processes when > 1 (each builds the ball network once from the exact params)."""
-  if workers <= 1 or len(x) < 2 * workers:
-    return g.apply_certified(x)
+def enclose(g, x, workers=1):
+  """(mid, rad) as ``g.apply_certified(x)`` (the plan's bits), the points split by
+  ``transformer_ua.executor`` (``workers``: processes, an Executor or a Workers; each
+  worker builds the ball network once from the exact params)."""
   x = certify.check_points(g.source, x)
   bits = certify.resolve_bits(g, None, check_plan=True)
-  chunks = np.array_split(x, MC_CHUNKS_PER_WORKER * workers)
-  ctx = multiprocessing.get_context('spawn')
-  with certify.workers_skip_main():
-    pool = ctx.Pool(workers, initializer=_mc_init,
-                    initargs=(g.segments, g.params, g.positional, bits))
-  with pool:
-    parts = pool.map(_mc_chunk, chunks)
+  shipment = executor_lib.ship(_mc_work, g.segments, g.params, g.positional, bits, x)
+  out = executor_lib.map_spans(enclosure_chunk, shipment, len(x), workers)
+  parts = [r for _, r in out.results]
   return np.concatenate([m for m, _ in parts]), np.concatenate([r for _, r in parts])
 
 
@@ -88,12 +80,14 @@ def mc_interval(f_values, mid, rad, p: float) -> dict:
           'ci_high': hi ** (1 / p), 'points': int(k), 'max_rad': float(np.max(rad))}
 
 
-def monte_carlo(net, g, points: int, seed, p: float, workers: int) -> dict:
-  """``mc_interval`` at ``points`` uniform points of [0, 1)^{n x d}, timed."""
+def monte_carlo(net, g, points: int, seed, p: float, workers) -> dict:
+  """``mc_interval`` at ``points`` uniform points of [0, 1)^{n x d}, timed (``workers``
+  as ``enclose``'s; the record names the worker slots asked for)."""
   x = np.random.default_rng(seed).random((points, net.n, net.d))
   t0 = time.perf_counter()
   mid, rad = enclose(g, x, workers)
   seconds = time.perf_counter() - t0
   out = mc_interval(net.target(x), mid, rad, p)
-  out.update(seconds=seconds, seconds_per_point=seconds / points, workers=workers)
+  out.update(seconds=seconds, seconds_per_point=seconds / points,
+             workers=executor_lib.as_workers(workers).slots())
   return out

@@ -14,35 +14,26 @@ ball per input entry), so every number here is a rigorous bound, not a sample:
 Cubes: Theorem 2 needs one cube per multiset of cells (g and g_bar are permutation
 equivariant); Theorem 3 every cube (``plan.grid_classes``).
 
-Workers: the cubes are split over a process pool started with 'spawn' (never a fork
-of a process running JAX); each worker rebuilds the ball network once from the exact
-params and ignores SIGINT, so Ctrl-C reaches only the parent, which stops the pool.
+Workers: the cubes are split by ``transformer_ua.executor`` (``interiors_chunk`` over
+spans of cube classes): in-process, a local pool started with 'spawn', or any
+``concurrent.futures.Executor`` (Dask for a cluster); each worker builds the ball
+network once from the exact params; ``state_dir`` keeps finished chunks to resume from.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import multiprocessing
-import os
-import signal
-import sys
 import time
 from fractions import Fraction
 
 import numpy as np
 
+from transformer_ua import executor as executor_lib
 from transformer_ua.exact import ball
 from transformer_ua.yun import common, plan as plan_lib
 
 #: Default cube-interior margin (fraction of delta kept off each cell edge).
 DEFAULT_MARGIN = plan_lib.DEFAULT_MARGIN
-#: Below this many cubes the work runs in-process: a spawned worker re-imports the
-#: package and rebuilds the ball network, seconds that only large grids repay (measured
-#: in results/benchmarks/certify_scaling: on 2 loaded cores the pool lost at 220 cubes).
-MIN_CUBES_FOR_POOL = 512
-#: Chunks per worker (load balance against per-task overhead).
-CHUNKS_PER_WORKER = 8
 
 
 def check_exact(g) -> None:
@@ -104,20 +95,21 @@ def cube_box(k, N: int, margin: Fraction):
            for v in row] for row in k]
 
 
-# -- the pool ----------------------------------------------------------------
+# -- the cube interiors, over the executor ------------------------------------
 
-_WORKER = {}
-
-
-def _init_worker(segments, params, positional, bits, work):
-  signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+def _interior_work(segments, params, positional, bits, resolution, margin, classes, targets,
+                   stop_above):
+  """What a worker builds once (``executor.ship``): the ball network and the cubes."""
   with ball.precision(bits):
-    _WORKER['net'] = ball.BallNetwork(segments, params, positional)
-  _WORKER.update(work, bits=bits)
+    net = ball.BallNetwork(segments, params, positional)
+  return {'net': net, 'bits': bits, 'resolution': resolution, 'margin': margin,
+          'classes': classes, 'targets': targets, 'stop_above': stop_above}
 
 
-def _chunk(work, span):
-  start, stop = span
+def interiors_chunk(work, start: int, stop: int) -> dict:
+  """max over cubes c in [start, stop) of the enclosure's |g - A_c| (first c on ties):
+  {'worst': float (rounded up), 'index': c, 'cube': its grid indices [n][d]}. With
+  ``stop_above`` it stops at the first cube above it."""
   bn, bits, N, margin = work['net'], work['bits'], work['resolution'], work['margin']
   classes, targets, stop_above = work['classes'], work['targets'], work['stop_above']
   worst, where = 0.0, None
@@ -129,40 +121,45 @@ def _chunk(work, span):
         worst, where = err, c
       if stop_above is not None and worst > stop_above:
         break
-  return worst, where
+  return {'worst': worst, 'index': where, 'cube': np.asarray(classes[where]).tolist()}
 
 
-def _pool_chunk(span):
-  return _chunk(_WORKER, span)
+def certify_boxes(segments, params, positional: bool, bits: int, classes, targets,
+                  resolution: int, margin, *, tolerance: float, stop_early: bool = False,
+                  workers=None, executor=None, state_dir=None) -> dict:
+  """max over cubes c of sup |g - A_c| on the box prod_ij [(k_ij + m)/N, (k_ij + 1 - m)/N]
+  (k = classes[c] [C, n, d], A_c = targets[c] [C, n, d], m = margin) in arb balls, over
+  ``transformer_ua.executor`` (``workers=``: processes, an Executor or a Workers;
+  ``executor=``; ``state_dir=``: resumable, unless ``stop_early``).
 
-
-@contextlib.contextmanager
-def workers_skip_main():
-  """Starts spawned workers without re-running ``__main__``.
-
-  A spawned child normally imports the parent's main script (to find functions defined
-  there); the workers here need only ``transformer_ua``, and a user's script without
-  an ``if __name__ == '__main__'`` guard would otherwise run again in every worker.
-  While the pool starts, ``__main__`` shows no file or spec to the spawn machinery.
+  Returns dict: max_abs_error, certified, tolerance, cubes, bits, worst_cube, workers,
+  resumed_chunks.
   """
-  main = sys.modules.get('__main__')
-  saved = {k: main.__dict__[k] for k in ('__file__', '__spec__') if k in main.__dict__} \
-      if main is not None else {}
-  try:
-    for k in saved:
-      if k == '__file__':
-        del main.__dict__[k]
-      else:
-        main.__dict__[k] = None
-    yield
-  finally:
-    if main is not None:
-      main.__dict__.update(saved)
+  workers = executor_lib.as_workers(workers, executor, state_dir)
+  margin = Fraction(margin)
+  classes = np.asarray(classes)
+  shipment = executor_lib.ship(_interior_work, segments, params, positional, bits,
+                               resolution, margin, classes, targets,
+                               tolerance if stop_early else None)
+  identity = None
+  if workers.state_dir is not None and not stop_early:
+    identity = {'what': 'cube interiors, max |g - g_bar| in arb balls',
+                'params_sha256': executor_lib.tree_sha256(repr(segments), positional, params),
+                'cubes_sha256': executor_lib.tree_sha256(classes, targets),
+                'bits': int(bits), 'margin': str(margin), 'resolution': int(resolution)}
+  out = executor_lib.map_spans(interiors_chunk, shipment, len(classes), workers,
+                               identity=identity)
+  worst = max((r for _, r in out.results), key=lambda r: r['worst'])  # first on ties
+  return {'max_abs_error': worst['worst'], 'certified': bool(worst['worst'] <= tolerance),
+          'tolerance': tolerance, 'cubes': len(classes), 'bits': bits,
+          'worst_cube': worst['cube'], 'workers': out.workers,
+          'resumed_chunks': out.resumed}
 
 
 def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None, *,
-                      check_plan: bool = True, workers: int | None = None,
-                      tolerance: float = 1e-6, stop_early: bool = False) -> dict:
+                      check_plan: bool = True, workers=None, executor=None,
+                      state_dir: str | None = None, tolerance: float = 1e-6,
+                      stop_early: bool = False) -> dict:
   """Certified max |g - g_bar| over every point of every cube interior.
 
   Each cube S_L (Theorem 2: one per multiset of cells, by permutation equivariance;
@@ -170,12 +167,16 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
   as one box in arb ball arithmetic (``exact.ball``); g_bar is the constant A_L (0 on
   the paper's bad set) there. No sampling.
 
+  ``workers``: processes (default min(2, CPUs); in-process below
+  ``executor.MIN_POOL_SECONDS`` of estimated work), a ``concurrent.futures.Executor``
+  (Dask: ``Client.get_executor()``) or an ``executor.Workers``; ``executor``: the same
+  as an Executor; ``state_dir``: keep each finished chunk there and resume from it.
   ``stop_early``: stop a chunk at its first cube above ``tolerance`` (for searches;
-  max_abs_error is then a lower bound of the full maximum, still > tolerance).
+  max_abs_error is then a lower bound of the full maximum, still > tolerance; no state).
 
   Returns dict: max_abs_error (rigorous bound), certified (bound <= tolerance),
   tolerance, cubes, bits, seconds, margin, worst_cube (grid indices), lam, epsilon,
-  workers.
+  workers, resumed_chunks.
   """
   check_exact(g)
   margin = plan_lib.check_margin(margin)
@@ -185,28 +186,12 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
   t0 = time.perf_counter()
   classes = plan_lib.grid_classes(net)
   targets = net.apply((classes + 0.5) / net.resolution)
-  work = {'resolution': net.resolution, 'margin': Fraction(margin), 'classes': classes,
-          'targets': targets, 'stop_above': tolerance if stop_early else None}
-  workers = workers or min(2, os.cpu_count() or 1)
-  c = len(classes)
-  if workers > 1 and c >= MIN_CUBES_FOR_POOL:
-    step = max(1, -(-c // (CHUNKS_PER_WORKER * workers)))
-    chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
-    ctx = multiprocessing.get_context('spawn')
-    with workers_skip_main():
-      pool = ctx.Pool(workers, initializer=_init_worker,
-                      initargs=(g.segments, g.params, g.positional, bits, work))
-    with pool:
-      results = pool.map(_pool_chunk, chunks)
-  else:
-    workers = 1
-    results = [_chunk({**work, 'net': ball_network(g, bits), 'bits': bits}, (0, c))]
-  worst, where = max(results, key=lambda r: r[0])
-  return {'max_abs_error': worst, 'certified': bool(worst <= tolerance),
-          'tolerance': tolerance, 'cubes': c, 'bits': bits,
-          'seconds': time.perf_counter() - t0, 'margin': margin,
-          'worst_cube': classes[where].tolist(), 'lam': float(g.lam),
-          'epsilon': float(g.epsilon), 'workers': workers}
+  out = certify_boxes(g.segments, g.params, g.positional, bits, classes, targets,
+                      net.resolution, Fraction(margin), tolerance=tolerance,
+                      stop_early=stop_early, workers=workers, executor=executor,
+                      state_dir=state_dir)
+  return {**out, 'seconds': time.perf_counter() - t0, 'margin': margin,
+          'lam': float(g.lam), 'epsilon': float(g.epsilon)}
 
 
 def certify_domain_sup(g, bits: int | None = None) -> dict:
@@ -234,7 +219,7 @@ def certify_domain_sup(g, bits: int | None = None) -> dict:
 
 def min_certifying_bits(g, margin: float = DEFAULT_MARGIN, tolerance: float = 1e-6,
                         low: int = ball.MIN_BITS, high: int | None = None,
-                        workers: int | None = None) -> dict:
+                        workers=None) -> dict:
   """Smallest working precision at which ``certify_interiors`` still certifies, by
   bisection on [low, high] (default high: the plan's bits; certification is monotone
   in practice, not by proof, so the answer is the bisection's). Returns

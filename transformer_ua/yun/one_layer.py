@@ -68,7 +68,7 @@ from transformer_ua.yun.one_layer_ids import (  # noqa: F401  pylint: disable=un
     gaps, mean_enclosures, num_classes, num_ids, plan, search_lam)
 from transformer_ua.yun.one_layer_ids import cells_of as _cells
 from transformer_ua.yun.one_layer_realized import (  # noqa: F401  pylint: disable=unused-import
-    DEFAULT_MARGIN, OneLayerRealized, _as_float64, _certify_chunk, _checked_input)
+    DEFAULT_MARGIN, OneLayerRealized, _as_float64, _checked_input)
 
 #: The contextual mappings ``build_approximator`` knows.
 CONTEXTUALS = grid.CONTEXTUALS

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import multiprocessing
-import os
 import time
 from fractions import Fraction
 
@@ -25,7 +23,7 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.exact import ball
-from transformer_ua.yun import common
+from transformer_ua.yun import certify, common
 from transformer_ua.yun.one_layer_ids import cells_of
 
 #: Default cube-interior margin (fraction of delta per side), as ``yun.plan``.
@@ -182,12 +180,13 @@ class OneLayerRealized:
     return float(np.max(np.abs(self.apply(x) - src.apply(x))))
 
   def certify_interiors(self, margin=DEFAULT_MARGIN, bits: int | None = None, *,
-                        tolerance: float = 1e-6, workers: int | None = None,
-                        check_plan: bool = False) -> dict:
+                        tolerance: float = 1e-6, workers=None, executor=None,
+                        state_dir: str | None = None, check_plan: bool = False) -> dict:
     """Certified max |g - g_bar| over every point of every cube interior (each cube
     shrunk by margin delta per side; one cube per context, by equivariance), by arb box
-    propagation. ``check_plan``: refuse an explicit ``bits`` below the plan's. Returns
-    dict as ``yun.plan.certify_interiors``."""
+    propagation (``certify.certify_boxes``: ``workers`` / ``executor`` / ``state_dir`` as
+    ``certify.certify_interiors``'s). ``check_plan``: refuse an explicit ``bits`` below
+    the plan's. Returns dict as ``certify.certify_interiors``."""
     self._check_exact()
     src = self.source
     margin = Fraction(margin)
@@ -204,45 +203,9 @@ class OneLayerRealized:
                                                                       src.n)), np.int64)
     cells = cells_of(classes, src.d, N)                     # [C, n, d]
     targets = src.apply((cells + 0.5) / N)
-    self.ball_network(bits)                               # build before forking
-    _WORK.update(g=self, bits=bits, margin=margin, cells=cells, targets=targets)
-    workers = workers or min(2, os.cpu_count() or 1)
-    c = len(cells)
-    step = max(1, -(-c // (8 * workers)))
-    chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
-    if workers > 1 and c > 1:
-      pool = multiprocessing.get_context('fork').Pool(workers)
-      try:
-        results = pool.map(_certify_chunk, chunks)
-      finally:   # close + join: the workers exit on their own (no SIGTERM)
-        pool.close()
-        pool.join()
-    else:
-      results = [_certify_chunk(ch) for ch in chunks]
-    worst, where = max(results, key=lambda r: r[0])
-    return {'max_abs_error': worst, 'certified': bool(worst <= tolerance),
-            'tolerance': tolerance, 'cubes': c, 'bits': bits,
-            'seconds': time.perf_counter() - t0, 'margin': float(margin),
-            'worst_cube': cells[where].tolist(), 'lam': float(self.lam),
-            'epsilon': float(self.epsilon), 'workers': workers}
+    out = certify.certify_boxes(self.segments, self.params, False, bits, cells, targets, N,
+                                margin, tolerance=tolerance, workers=workers,
+                                executor=executor, state_dir=state_dir)
+    return {**out, 'seconds': time.perf_counter() - t0, 'margin': float(margin),
+            'lam': float(self.lam), 'epsilon': float(self.epsilon)}
 
-
-_WORK = {}
-
-
-def _certify_chunk(args):
-  start, stop = args
-  g, bits, margin, cells, targets = (_WORK[k] for k in ('g', 'bits', 'margin', 'cells',
-                                                       'targets'))
-  N = g.source.resolution
-  bn = g.ball_network(bits)
-  worst, where = 0.0, start
-  with ball.precision(bits):
-    for c in range(start, stop):
-      box = [[ball.interval(Fraction(int(v)) / N + margin / N,
-                            Fraction(int(v) + 1) / N - margin / N) for v in row]
-             for row in cells[c]]
-      err = ball.abs_error_bound(bn.forward(box), targets[c])
-      if err > worst:
-        worst, where = err, c
-  return worst, where

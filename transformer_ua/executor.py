@@ -1,0 +1,504 @@
+r"""One executor for every parallel certification: a pure chunk function over [0, count).
+
+Certification splits over items (cube classes, Monte Carlo points, ids): the work is a
+pure function of a span of item indices and of data every worker needs once (the exact
+network, the cubes, the points). With
+
+    shipment = ship(build, *args)          # build(*args) -> obj, once per worker
+    out      = map_spans(fn, shipment, count, workers)
+
+this module evaluates
+
+    out.results = [((s_0, e_0), fn(obj, s_0, e_0)), ..., ((s_K, e_K), fn(obj, s_K, e_K))]
+    0 = s_0 < e_0 = s_1 < ... < e_K = count          (spans in order, covering [0, count))
+
+wherever ``workers`` says, and the caller reduces the results (certify: the max over
+spans, first index on ties, so the answer does not depend on how [0, count) was cut).
+
+Contract for a new chunk function (a new realization's interiors, another Monte Carlo):
+  * ``build`` and ``fn`` are module-level functions (pickled by reference); ``args``
+    pickle (exact rationals, numpy arrays). ``fn(obj, start, stop)`` reads ``obj`` and
+    returns a picklable result; for a resumable run (``identity=``) the result must be
+    JSON (dicts, lists, floats, ints, strings: floats round-trip exactly).
+  * ``fn`` is pure: the same span gives the same result wherever it runs. It may not
+    keep state between calls, nor set process-wide state it does not restore (the arb
+    precision is process-wide: chunks in one process run one at a time, see ``_run``).
+
+Where the chunks run (``Workers``; ``as_workers`` decodes ``workers=`` / ``executor=``):
+  * in-process: 1 process, or a local estimate below ``MIN_POOL_SECONDS`` (the
+    crossover below which a pool does not pay; measured in
+    results/benchmarks/certify_executor.json, ``benchmarks/certify_executor.py``);
+  * ``processes=k``: a local ``concurrent.futures.ProcessPoolExecutor`` started with
+    'spawn' (never fork: JAX's threads do not survive a fork). The shipment goes once
+    per worker, as the pool's initializer argument; each worker ignores SIGINT (Ctrl-C
+    is the parent's) and exits within ``WATCHDOG_SECONDS`` of its parent's death
+    (SIGKILL included: a watchdog thread polls ``os.getppid()``);
+  * ``executor=``: any ``concurrent.futures.Executor``. Dask distributed's
+    ``Client.get_executor()`` runs on a cluster: the shipment is scattered once to every
+    worker (``Client.scatter(broadcast=True)``) and each worker builds it once (a
+    per-process cache keyed by the shipment's SHA-256). A generic executor has no
+    per-worker hook: the shipment travels with each chunk, still built once per
+    process.
+
+Resumable (``Workers(state_dir=...)`` and a caller's ``identity``): the k-th resumable
+map of a ``Workers`` keeps ``state_dir/certification_k/``: ``identity.json`` (what is
+computed: e.g. the params' SHA-256, bits, margin, cubes) and one JSON file per finished
+chunk (the identity, the span, the result). A rerun with the same arguments computes
+only the spans no file covers, and returns the same results; a state whose identity
+differs is refused in one line (``ValueError``). Ctrl-C (KeyboardInterrupt) keeps the
+finished chunks, stops the local workers, cancels what an executor has not started, and
+re-raises; a binary declares the directory with ``cli.resumable`` (``from_flags``), so
+its interrupt line says how to resume.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+#: Estimated in-process seconds below which a local pool does not pay (spawning the
+#: workers, importing the package and building the shipment in each, and the per-chunk
+#: round trips cost more than the second core saves). Measured in
+#: results/benchmarks/certify_executor.json (2 processes on 2 shared cores).
+MIN_POOL_SECONDS = 20.0
+#: Chunks per worker slot (load balance against the per-chunk round trip).
+CHUNKS_PER_WORKER = 8
+#: A local worker exits this soon after its parent dies.
+WATCHDOG_SECONDS = 0.5
+#: Seconds to wait for a Dask scheduler before refusing its address.
+CONNECT_SECONDS = 10.0
+
+
+# ---------------------------------------------------------------------------
+# What runs where.
+# ---------------------------------------------------------------------------
+
+
+class Workers:
+  """Where ``map_spans`` runs chunks, and where it keeps their results.
+
+  Args:
+    processes: local spawned processes (default min(2, CPUs)); 1 runs in-process.
+    executor: any ``concurrent.futures.Executor`` instead (e.g. Dask's
+      ``Client.get_executor()``); not with ``processes``.
+    state_dir: keep each finished chunk of a resumable map here (module doc).
+    min_pool_seconds: in-process below this estimated work (local processes only;
+      0 always starts the pool).
+  """
+
+  def __init__(self, processes: int | None = None, executor: cf.Executor | None = None,
+               state_dir: str | None = None, min_pool_seconds: float = MIN_POOL_SECONDS):
+    if executor is not None and processes is not None:
+      raise ValueError('give processes (a local pool) or executor, not both.')
+    if executor is not None and not isinstance(executor, cf.Executor):
+      raise ValueError(f'executor must be a concurrent.futures.Executor (e.g. Dask '
+                       f"Client.get_executor()), got {type(executor).__name__}.")
+    if processes is not None and (isinstance(processes, bool) or
+                                  not isinstance(processes, (int, np.integer)) or processes < 1):
+      raise ValueError(f'workers={processes!r}; it must be an integer >= 1 (processes), a '
+                       'concurrent.futures.Executor or an executor.Workers.')
+    if state_dir is not None and (not isinstance(state_dir, (str, os.PathLike))
+                                  or not str(state_dir)):
+      raise ValueError(f'state_dir={state_dir!r}; it must be a directory path.')
+    if not (isinstance(min_pool_seconds, (int, float)) and min_pool_seconds >= 0):
+      raise ValueError(f'min_pool_seconds={min_pool_seconds!r}; it must be a number >= 0.')
+    self.processes = int(processes) if processes is not None else (
+        None if executor is not None else min(2, os.cpu_count() or 1))
+    self.executor = executor
+    self.state_dir = os.fspath(state_dir) if state_dir is not None else None
+    self.min_pool_seconds = float(min_pool_seconds)
+    self._resumable_maps = 0      # how many resumable maps this Workers has started
+
+  def slots(self) -> int:
+    """Chunks that can run at once: processes, or the executor's workers (Dask: the
+    cluster's threads; a pool: its max_workers; else 1)."""
+    if self.executor is None:
+      return self.processes
+    client = _dask_client(self.executor)
+    if client is not None:
+      return max(1, sum(client.nthreads().values()))
+    return int(getattr(self.executor, '_max_workers', 1) or 1)
+
+  def __repr__(self) -> str:
+    where = (f'executor={type(self.executor).__name__}' if self.executor is not None
+             else f'processes={self.processes}')
+    return f'Workers({where}, state_dir={self.state_dir!r})'
+
+
+def as_workers(workers=None, executor: cf.Executor | None = None,
+               state_dir: str | None = None) -> Workers:
+  """``workers=`` as the library takes it: None (default local pool), an int (processes),
+  a ``concurrent.futures.Executor``, or a ``Workers``; ``executor`` / ``state_dir`` add
+  to an int or None."""
+  if isinstance(workers, Workers):
+    if executor is not None or state_dir is not None:
+      raise ValueError('workers is a Workers already: give executor and state_dir to it.')
+    return workers
+  if isinstance(workers, cf.Executor):
+    if executor is not None:
+      raise ValueError('give one executor (workers= or executor=), not two.')
+    workers, executor = None, workers
+  return Workers(workers, executor, state_dir)
+
+
+def dask_executor(address: str, timeout: float = CONNECT_SECONDS) -> cf.Executor:
+  """``Client(address).get_executor()`` of a running Dask scheduler, or one ValueError line
+  (dask not installed, a scheduler that does not answer within ``timeout`` seconds)."""
+  if not isinstance(address, str) or not address.strip():
+    raise ValueError(f'dask scheduler address {address!r}; expected e.g. tcp://host:8786.')
+  try:
+    from distributed import Client  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise ValueError('a Dask scheduler needs dask.distributed: pip install '
+                     "'transformer_ua[cluster]' (or dask[distributed]).") from None
+  try:
+    client = Client(address, timeout=timeout)
+  except (OSError, TimeoutError, ValueError) as e:
+    reason = ' '.join(str(e).split())[:160] or type(e).__name__
+    raise ValueError(f'no Dask scheduler answered at {address} within {timeout:g} s '
+                     f'({reason}); start one with `dask scheduler` and workers with '
+                     '`dask worker ADDRESS --nthreads 1` (docs/performance.md).') from None
+  return client.get_executor()
+
+
+def from_flags(workers: int | None, dask_scheduler: str | None,
+               state_dir: str | None) -> Workers:
+  """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
+
+  The scheduler is connected here (one ValueError line if it does not answer); the state
+  directory is declared to ``cli.resumable``, so an interrupted run prints the command
+  that resumes it.
+  """
+  executor = dask_executor(dask_scheduler) if dask_scheduler else None
+  if state_dir:
+    from transformer_ua import cli  # pylint: disable=import-outside-toplevel
+    cli.resumable(state_dir)
+  return Workers(None if executor is not None else workers, executor, state_dir or None)
+
+
+def _dask_client(executor):
+  """The Dask client behind ``Client.get_executor()``, or None for another executor."""
+  if type(executor).__module__.startswith('distributed.'):
+    return getattr(executor, '_client', None)
+  return None
+
+
+# ---------------------------------------------------------------------------
+# The shipment, and the per-process cache of what it builds.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Shipment:
+  """``build(*args)`` pickled once: ``blob`` travels to each worker, ``key`` (its
+  SHA-256) names what it builds there."""
+
+  blob: bytes
+  key: str
+
+
+def ship(build: Callable, *args) -> Shipment:
+  """What every worker builds once: ``build(*args)`` (module-level ``build``)."""
+  blob = pickle.dumps((build, args), protocol=pickle.HIGHEST_PROTOCOL)
+  return Shipment(blob, hashlib.sha256(blob).hexdigest())
+
+
+_BUILT: dict = {}            # key -> obj, this process's shipments (the newest few)
+_BUILT_KEEP = 2
+_BUILD_LOCK = threading.Lock()
+#: One chunk at a time per process: python-flint's working precision is process-wide.
+_RUN_LOCK = threading.Lock()
+
+
+def _obtain(key: str, blob):
+  with _BUILD_LOCK:
+    if key not in _BUILT:
+      if blob is None:
+        raise RuntimeError(f'this worker has no shipment {key[:12]} (started without it).')
+      build, args = pickle.loads(blob)
+      _BUILT[key] = build(*args)
+      while len(_BUILT) > _BUILT_KEEP:
+        del _BUILT[next(iter(_BUILT))]
+    return _BUILT[key]
+
+
+def _run(fn, key: str, blob, start: int, stop: int):
+  """One chunk on a worker (or in-process): ``fn(obj, start, stop)``."""
+  obj = _obtain(key, blob)
+  with _RUN_LOCK:
+    return fn(obj, start, stop)
+
+
+def _watch_parent(parent: int) -> None:
+  while True:
+    time.sleep(WATCHDOG_SECONDS)
+    if os.getppid() != parent:
+      os._exit(1)    # pylint: disable=protected-access
+
+
+def _init_local(parent: int, key: str, blob: bytes) -> None:
+  """A local worker: Ctrl-C is the parent's; exit with the parent; build the shipment."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  threading.Thread(target=_watch_parent, args=(parent,), name='parent-watchdog',
+                   daemon=True).start()
+  _obtain(key, blob)
+
+
+class _SpawnWithoutMain:
+  """Starts spawned workers without re-running ``__main__``: a spawned child imports the
+  parent's main script (to find functions defined there); these workers need only the
+  package, and a user's script without an ``if __name__ == '__main__'`` guard would run
+  again in every worker. While workers start, ``__main__`` shows no file or spec."""
+
+  def __enter__(self):
+    self.main = sys.modules.get('__main__')
+    d = self.main.__dict__ if self.main is not None else {}
+    self.saved = {k: d[k] for k in ('__file__', '__spec__') if k in d}
+    d.pop('__file__', None)
+    if '__spec__' in d:
+      d['__spec__'] = None
+    return self
+
+  def __exit__(self, *exc):
+    if self.main is not None:
+      self.main.__dict__.update(self.saved)
+
+
+def _local_pool(processes: int, shipment: Shipment) -> cf.ProcessPoolExecutor:
+  return cf.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn'),
+                                initializer=_init_local,
+                                initargs=(os.getpid(), shipment.key, shipment.blob))
+
+
+def _stop_local(pool: cf.ProcessPoolExecutor) -> None:
+  """Cancel what has not started and end the workers now (their chunks are lost)."""
+  procs = list((getattr(pool, '_processes', None) or {}).values())
+  pool.shutdown(wait=False, cancel_futures=True)
+  for p in procs:
+    if p.is_alive():
+      p.terminate()
+  for p in procs:
+    p.join(5)
+
+
+# ---------------------------------------------------------------------------
+# Resumable state.
+# ---------------------------------------------------------------------------
+
+
+def tree_sha256(*trees) -> str:
+  """A SHA-256 of nested dicts / lists / tuples / arrays of numbers or rationals, from
+  their exact text (``Fraction`` as p/q): the same network hashes the same on any
+  machine and Python."""
+  h = hashlib.sha256()
+
+  def walk(x):
+    if isinstance(x, dict):
+      h.update(b'{')
+      for k in sorted(x, key=str):
+        h.update(str(k).encode() + b':')
+        walk(x[k])
+      h.update(b'}')
+    elif isinstance(x, (list, tuple)):
+      h.update(b'[')
+      for v in x:
+        walk(v)
+      h.update(b']')
+    elif isinstance(x, np.ndarray):
+      h.update(f'a{x.shape}'.encode())
+      for v in x.ravel():
+        walk(v.item() if isinstance(v, np.generic) else v)
+    elif isinstance(x, (bool, np.bool_)):
+      h.update(b'T,' if x else b'F,')
+    elif isinstance(x, (int, np.integer, Fraction)):
+      h.update(str(Fraction(x)).encode() + b',')
+    elif isinstance(x, (float, np.floating)):
+      h.update(float(x).hex().encode() + b',')
+    else:
+      h.update(repr(x).encode() + b',')
+
+  for t in trees:
+    walk(t)
+  return h.hexdigest()
+
+
+class _State:
+  """``directory``/identity.json and one chunk_<start>_<stop>.json per finished span."""
+
+  def __init__(self, directory: str, identity: dict):
+    self.directory, self.identity = directory, json.loads(json.dumps(identity))
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, 'identity.json')
+    if os.path.exists(path):
+      with open(path, encoding='utf-8') as f:
+        self._refuse_unless_same(json.load(f), path)
+    else:
+      self._write(path, self.identity)
+
+  def _refuse_unless_same(self, stored: dict, path: str) -> None:
+    keys = sorted(set(stored) | set(self.identity), key=str)
+    diff = [k for k in keys if stored.get(k) != self.identity.get(k)]
+    if diff:
+      said = '; '.join(f'{k}: stored {_short(stored.get(k))}, this run {_short(self.identity.get(k))}'
+                       for k in diff)
+      raise ValueError(f'{path} belongs to another certification ({said}); rerun the '
+                       'command that wrote it, or give an empty state directory.')
+
+  @staticmethod
+  def _write(path: str, obj) -> None:
+    tmp = f'{path}.tmp{os.getpid()}'
+    with open(tmp, 'w', encoding='utf-8') as f:
+      json.dump(obj, f)
+    os.replace(tmp, path)
+
+  def load(self) -> dict:
+    """{(start, stop): result} of the chunks kept."""
+    done = {}
+    for name in sorted(os.listdir(self.directory)):
+      if not (name.startswith('chunk_') and name.endswith('.json')):
+        continue
+      path = os.path.join(self.directory, name)
+      with open(path, encoding='utf-8') as f:
+        rec = json.load(f)
+      self._refuse_unless_same(rec.get('identity', {}), path)
+      done[tuple(rec['span'])] = rec['result']
+    return done
+
+  def keep(self, span, result) -> None:
+    s, e = span
+    self._write(os.path.join(self.directory, f'chunk_{s:012d}_{e:012d}.json'),
+                {'identity': self.identity, 'span': [s, e], 'result': result})
+
+
+def _short(v) -> str:
+  s = str(v)
+  return s[:12] + '...' if len(s) > 16 and all(c in '0123456789abcdef' for c in s) else s
+
+
+def _missing(done, count: int) -> list:
+  """The ranges of [0, count) that no kept span covers, in order."""
+  out, at = [], 0
+  for s, e in sorted(done):
+    if s > at:
+      out.append((at, s))
+    at = max(at, e)
+  if at < count:
+    out.append((at, count))
+  return out
+
+
+def _split(ranges, step: int) -> list:
+  return [(s, min(e, s + step)) for a, e in ranges for s in range(a, e, step)]
+
+
+# ---------------------------------------------------------------------------
+# map_spans.
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapped:
+  """``map_spans``'s answer: results [((start, stop), result)] in order covering
+  [0, count); workers: the slots used (1 in-process); resumed: chunks read from state;
+  where: 'in-process', 'processes' or the executor's class name."""
+
+  results: list
+  workers: int
+  resumed: int
+  where: str
+
+
+def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
+              identity: dict | None = None) -> Mapped:
+  """``fn(obj, start, stop)`` over spans covering [0, count), obj = the shipment built
+  once per process; see the module doc. ``identity``: what the results are (JSON), for a
+  resumable run when ``workers.state_dir`` is set."""
+  workers = as_workers(workers)
+  state = None
+  if identity is not None and workers.state_dir is not None:
+    k = workers._resumable_maps   # pylint: disable=protected-access
+    workers._resumable_maps += 1  # pylint: disable=protected-access
+    state = _State(os.path.join(workers.state_dir, f'certification_{k}'),
+                   {**identity, 'count': count})
+  done = state.load() if state is not None else {}
+  todo = _missing(done, count)
+  slots = workers.slots()
+  step = max(1, math.ceil(count / (CHUNKS_PER_WORKER * slots)))
+  spans = _split(todo, step)
+  results = dict(done)
+
+  def finished(span, result):
+    results[span] = result
+    if state is not None:
+      state.keep(span, result)
+
+  where, used = 'in-process', 1
+  if spans and workers.executor is not None:
+    where, used = type(workers.executor).__name__, slots
+    _on_executor(workers.executor, fn, shipment, spans, finished)
+  elif spans and workers.processes > 1:
+    pool_pays = workers.min_pool_seconds == 0
+    if not pool_pays:     # time one item here; the pool pays above min_pool_seconds
+      s = spans[0][0]
+      t0 = time.perf_counter()
+      finished((s, s + 1), _run(fn, shipment.key, shipment.blob, s, s + 1))
+      rest = _missing(results, count)
+      pool_pays = (time.perf_counter() - t0) * sum(e - a for a, e in rest) \
+          >= workers.min_pool_seconds
+      spans = _split(rest, step)
+    if pool_pays and spans:
+      where, used = 'processes', workers.processes
+      with _SpawnWithoutMain():   # the workers start at the first submits
+        pool = _local_pool(workers.processes, shipment)
+        futures = {pool.submit(_run, fn, shipment.key, None, s, e): (s, e) for s, e in spans}
+      _collect(futures, finished, lambda: _stop_local(pool))
+      pool.shutdown(wait=True)
+    else:
+      _in_process(fn, shipment, spans, finished)
+  else:
+    _in_process(fn, shipment, spans, finished)
+  return Mapped(results=sorted(results.items()), workers=used,
+                resumed=len(done), where=where)
+
+
+def _in_process(fn, shipment, spans, finished) -> None:
+  for s, e in spans:
+    finished((s, e), _run(fn, shipment.key, shipment.blob, s, e))
+
+
+def _on_executor(executor, fn, shipment, spans, finished) -> None:
+  client = _dask_client(executor)
+  if client is not None:     # once per Dask worker: a broadcast future, resolved there
+    blob = client.scatter(shipment.blob, broadcast=True, hash=True)
+  else:
+    blob = shipment.blob
+  futures = {executor.submit(_run, fn, shipment.key, blob, s, e): (s, e) for s, e in spans}
+
+  def stop():
+    for f in futures:
+      f.cancel()
+  _collect(futures, finished, stop)
+
+
+def _collect(futures: dict, finished, stop) -> None:
+  """Each result as it comes (kept at once); on Ctrl-C or a failed chunk, ``stop``."""
+  try:
+    for f in cf.as_completed(futures):
+      finished(futures[f], f.result())
+  except BaseException:
+    stop()
+    raise
