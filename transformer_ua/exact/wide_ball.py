@@ -21,7 +21,7 @@ contribute the exact affine map A_g t_g + B_g with
 
     A_g = sum_{s < i0, a_s > 0} W_2[:, s] a_s + sum_{s >= i1, a_s < 0} W_2[:, s] a_s   (same for B_g with b_s),
 
-read off prefix and suffix sums computed once in exact rationals; this is the proof
+read off prefix and suffix sums computed once in exact rationals (flint ``fmpq``); this is the proof
 that every other unit is constant on the box (off, or on with its exact linear piece).
 With no kink inside any group's box the layer is the exact affine map
 
@@ -51,7 +51,7 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-from flint import arb
+from flint import arb, fmpq
 
 from transformer_ua.exact import ball
 
@@ -59,12 +59,18 @@ from transformer_ua.exact import ball
 _UNBOUNDED = arb(0, float('inf'))
 
 
+def _q(v) -> fmpq:
+  """An exact number (int, Fraction) as a flint rational (exact arithmetic in C)."""
+  v = Fraction(v)
+  return fmpq(v.numerator, v.denominator)
+
+
 def exact_ends(t: arb) -> tuple:
-  """(lo, hi): the exact ends of a finite ball as Fractions (dyadic)."""
+  """(lo, hi): the exact ends of a finite ball as flint rationals (dyadic)."""
   def exact(v):
     man, exp = v.man_exp()
     man, exp = int(man), int(exp)
-    return Fraction(man * 2 ** exp) if exp >= 0 else Fraction(man, 2 ** -exp)
+    return fmpq(man * 2 ** exp) if exp >= 0 else fmpq(man, 2 ** -exp)
   return exact(t.lower()), exact(t.upper())
 
 
@@ -72,17 +78,17 @@ class _Group:
   """The units of one direction u, sorted by kink (module docstring)."""
 
   def __init__(self, u, units, d):
-    # units: (tau, a, b, w2 column (tuple of d Fractions), original index)
+    # units: (tau, a, b, w2 column (tuple of d rationals), original index), all fmpq
     units.sort(key=lambda s: s[0])
     self.u = u
-    self.u_arb = [(l, ball.to_arb(v)) for l, v in enumerate(u) if v]
+    self.u_arb = [(l, arb(v)) for l, v in enumerate(u) if v]
     self.kinks = [s[0] for s in units]
     self.a = [s[1] for s in units]
     self.b = [s[2] for s in units]
     self.w2 = [s[3] for s in units]
     self.index = [s[4] for s in units]
     r = len(units)
-    zero = (Fraction(0),) * d
+    zero = (fmpq(0),) * d
     # pos[j] = sum over s < j with a_s > 0 of (W_2 a_s, W_2 b_s); neg[j] over s >= j, a_s < 0
     self.pos_a, self.pos_b = [zero], [zero]
     for s in range(r):
@@ -125,14 +131,14 @@ class _Group:
     def value(t):
       return slope0 * t + b_aff[coord] + sum(
           (self.w2[s][coord] * max(self.a[s] * t + self.b[s], 0) for s in range(i0, i1)),
-          Fraction(0))
+          fmpq(0))
 
     v = value(lo)
     best_lo = best_hi = v
     if hi > lo:
       # slope just right of lo: units with a > 0 and kink <= lo, or a < 0 and kink > lo
       slope = slope0 + sum((self.w2[s][coord] * self.a[s] for s in range(i0, i1)
-                            if (self.a[s] > 0) == (self.kinks[s] <= lo)), Fraction(0))
+                            if (self.a[s] > 0) == (self.kinks[s] <= lo)), fmpq(0))
       prev = lo
       s = i0
       while s < i1 and self.kinks[s] <= lo:
@@ -147,7 +153,7 @@ class _Group:
           s += 1
       v += slope * (hi - prev)
       best_lo, best_hi = min(best_lo, v), max(best_hi, v)
-    return ball.interval(best_lo, best_hi)
+    return arb(best_lo).union(arb(best_hi))
 
 
 class WideFeedForward:
@@ -162,20 +168,20 @@ class WideFeedForward:
     w2, b2 = np.asarray(ff['W_2']), np.asarray(ff['b_2'])
     d = w2.shape[0]
     self.d = d
-    self.b2 = [Fraction(v) for v in b2]
+    self.b2 = [_q(v) for v in b2]
     groups = {}
     for s in range(w1.shape[0]):
-      col = tuple(Fraction(v) for v in w2[:, s])
+      col = tuple(_q(v) for v in w2[:, s])
       if not any(col):
         continue
-      row = [Fraction(v) for v in w1[s]]
+      row = [_q(v) for v in w1[s]]
       if not any(row):          # a constant unit: ReLU(b_1) folded into b_2
         for i in range(d):
-          self.b2[i] += col[i] * max(Fraction(b1[s]), 0)
+          self.b2[i] += col[i] * max(_q(b1[s]), 0)
         continue
       a = next(v for v in row if v)
       u = tuple(v / a for v in row)
-      b = Fraction(b1[s])
+      b = _q(b1[s])
       groups.setdefault(u, []).append((-b / a, a, b, col, s))
     self.groups = [_Group(u, units, d) for u, units in groups.items()]
     writers = {}
@@ -188,10 +194,10 @@ class WideFeedForward:
     self.width = int(w1.shape[0])
     self._const = {}
 
-  def _constant(self, v: Fraction) -> arb:
+  def _constant(self, v: fmpq) -> arb:
     got = self._const.get(v)
     if got is None:
-      got = self._const[v] = ball.to_arb(v)
+      got = self._const[v] = arb(v)
     return got
 
   def classify(self, x) -> tuple[set, set]:
@@ -225,7 +231,7 @@ class WideFeedForward:
       straddle = straddle or i1 > i0
       parts.append((g, t, (lo, hi), i0, i1))
     if not straddle:     # one exact affine piece
-      mat = [[Fraction(int(i == l)) for l in range(d)] for i in range(d)]
+      mat = [[fmpq(int(i == l)) for l in range(d)] for i in range(d)]
       c = list(self.b2)
       for g, _, _, i0, i1 in parts:
         a_aff, b_aff = g.affine(i0, i1)
@@ -238,16 +244,16 @@ class WideFeedForward:
       for i in range(d):
         if not any(mat[i]):
           out.append(self._constant(c[i]))
-        elif all(mat[i][l] == (i == l) for l in range(d)) and not c[i]:
+        elif all(mat[i][l] == int(i == l) for l in range(d)) and not c[i]:
           out.append(x[i])
         else:
-          out.append(sum((ball.to_arb(mat[i][l]) * x[l] for l in range(d) if mat[i][l]),
-                         ball.to_arb(c[i])))
+          out.append(sum((arb(mat[i][l]) * x[l] for l in range(d) if mat[i][l]),
+                         arb(c[i])))
       return out
     # a group that alone reads and writes z_l takes the residual (exact cancellation)
     absorbed = {g.coordinate for g, _, ends, _, _ in parts
                 if g.coordinate is not None and ends is not None}
-    out = [(arb(0) if i in absorbed else x[i]) + ball.to_arb(self.b2[i]) for i in range(d)]
+    out = [(arb(0) if i in absorbed else x[i]) + arb(self.b2[i]) for i in range(d)]
     for g, t, ends, i0, i1 in parts:
       if ends is None:
         out = [_UNBOUNDED if any(w[i] for w in g.w2) else out[i] for i in range(d)]
@@ -259,7 +265,7 @@ class WideFeedForward:
           if residual or a_aff[i] or b_aff[i] or any(w[i] for w in g.w2[i0:i1]):
             out[i] = out[i] + g.pl_range(ends[0], ends[1], i0, i1, i, residual)
         elif a_aff[i] or b_aff[i]:
-          out[i] = out[i] + ball.to_arb(a_aff[i]) * t + ball.to_arb(b_aff[i])
+          out[i] = out[i] + arb(a_aff[i]) * t + arb(b_aff[i])
     return out
 
   def __call__(self, z, rep):
