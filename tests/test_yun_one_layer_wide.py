@@ -282,3 +282,18 @@ def test_refusals(wide, g):
     with err as info:
       one_layer_wide.predicted_size(0, 3, 4)
     assert '\n' not in str(info.value)
+
+
+# -- ONNX --------------------------------------------------------------------------------------
+
+
+def test_onnx_export_runs_in_onnxruntime(wide, g, tmp_path):
+  ort = pytest.importorskip('onnxruntime')
+  from transformer_ua.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
+  path = export_onnx(g, tmp_path / 'wide.onnx')
+  k, x = _interior_points(np.random.default_rng(6), 4, 256, Fraction(1, 4))
+  session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
+  y = session.run(['Y'], {'X': x})[0]
+  # the float64 graph of the exact rationals: g_bar up to float64 cancellation
+  assert np.max(np.abs(y - token_times_mean((k + 0.5) / 4))) < 1e-8
+  assert np.max(np.abs(y - wide.realize(dtype='float64').apply(x))) < 1e-8
