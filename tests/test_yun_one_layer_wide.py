@@ -297,3 +297,76 @@ def test_onnx_export_runs_in_onnxruntime(wide, g, tmp_path):
   # the float64 graph of the exact rationals: g_bar up to float64 cancellation
   assert np.max(np.abs(y - token_times_mean((k + 0.5) / 4))) < 1e-8
   assert np.max(np.abs(y - wide.realize(dtype='float64').apply(x))) < 1e-8
+
+
+# -- Theorem 3 (positional) ----------------------------------------------------------------
+
+
+def _prefix_mean(x):
+  """f(X)_j = mean_{k <= j} X_k: the built-in target, written out here."""
+  return np.cumsum(x, axis=1) / np.arange(1, x.shape[1] + 1)[:, None]
+
+
+@pytest.fixture(scope='module')
+def thm3():
+  net = one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional=True)
+  return net, net.realize(margin=CERT_MARGIN)
+
+
+def test_positional_sizes_by_hand(thm3):
+  # d=1, n=2, N=3: M = 3, P = n M^n = 18 ids. E: 2. quantization: the last (only)
+  # coordinate spans [0, n = 2): 2N - 1 = 5 steps (10 ReLUs) + 2 = width 12 = 2N(d-1+n):
+  # head 5, W_1 12, b_1 12, W_2 12, b_2 1 -> 42; value width 72: head 5, 72 * 3 + 1 = 217;
+  # clamp 23.
+  net, g = thm3
+  want = {'blocks': 3, 'attention_layers': 1, 'max_width': 72,
+          'params': 2 + 42 + 222 + 23, 'ids': 18}
+  assert one_layer_wide.predicted_size(1, 2, 3, positional=True) == want
+  assert g.size() == want and net.num_ids == 18 and len(net.base.index) == 18
+
+
+def test_positional_oracle_equals_f_bar_on_interiors(thm3):
+  net, g = thm3
+  rng = np.random.default_rng(7)
+  k = rng.integers(0, 3, size=(12, 2, 1))
+  x = (k + 0.25 + 0.5 * rng.random(k.shape)) / 3
+  want = _prefix_mean((k + 0.5) / 3)
+  assert np.array_equal(net.apply(x), want)
+  for b in range(len(x)):
+    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    assert np.max(np.abs(got - want[b])) < 1e-15
+
+
+def test_positional_certify_lp_holds(thm3):
+  net, g = thm3
+  c = certificate.certify_lp(net, g, p=2, margin=CERT_MARGIN)
+  assert c.terms['fbar_gbar'] == 0.0 and c.interior_sup < 1e-12
+  assert c.details['interior']['cubes'] == 9          # every cube: N^(dn) = 9
+  k = np.asarray(list(itertools.product(range(3), repeat=2)))[:, :, None]
+  vals = _prefix_mean((k + 0.5) / 3)
+  assert c.window_sup <= (vals.max() - vals.min()) * (1 + 1e-8)
+  assert c.total < 0.45
+
+
+def test_positional_refusals():
+  with pytest.raises(ValueError, match='positional must be True or False'):
+    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional='yes')
+  with pytest.raises(ValueError, match='uses the planned lam'):
+    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional=True, lam=1)
+  with pytest.raises(ValueError, match='not permutation equivariant'):
+    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3)
+  with pytest.raises(ValueError, match='positional must be True or False'):
+    one_layer_wide.predicted_size(1, 2, 3, positional=1)
+
+
+def test_positional_onnx_export_carries_e(thm3, tmp_path):
+  ort = pytest.importorskip('onnxruntime')
+  from transformer_ua.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
+  net, g = thm3
+  path = export_onnx(g, tmp_path / 'wide3.onnx')
+  rng = np.random.default_rng(8)
+  k = rng.integers(0, 3, size=(64, 2, 1))
+  x = (k + 0.25 + 0.5 * rng.random(k.shape)) / 3
+  y = ort.InferenceSession(str(path), providers=['CPUExecutionProvider']).run(['Y'], {'X': x})[0]
+  assert np.max(np.abs(y - _prefix_mean((k + 0.5) / 3))) < 1e-8
+  assert net.positional and g.positional

@@ -282,9 +282,12 @@ class WideBallNetwork:
   Args:
     segments: ``layers.Segment``s of kind 'block' (softmax, ReLU, lam folded: 1.0).
     params: exact params pytree ('segment_<i>': {'attention', 'feedforward'}).
+    positional: add ``params['E']`` [n, d] first.
   """
 
-  def __init__(self, segments: Sequence, params: dict):
+  def __init__(self, segments: Sequence, params: dict, positional: bool = False):
+    self.e = [[ball.to_arb(v) for v in row] for row in np.asarray(params['E'])] \
+        if positional else None
     self.stages = []
     for i, seg in enumerate(segments):
       if seg.kind != 'block' or seg.normalizer != 'softmax' or seg.activation != 'relu' \
@@ -306,6 +309,8 @@ class WideBallNetwork:
 
   def forward(self, z):
     """Encloses the network's output on the box ``z`` (n lists of d arbs)."""
+    if self.e is not None:
+      z = [[v + e for v, e in zip(row, erow)] for row, erow in zip(z, self.e)]
     rep = list(range(len(z)))
     for stage in self.stages:
       rep = ball._equal_tokens(z, rep)  # pylint: disable=protected-access

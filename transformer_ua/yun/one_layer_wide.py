@@ -45,26 +45,23 @@ ReLUs on and cancels to 0 only in exact arithmetic; in float64 each leaves ~ ulp
 summed over the P bumps. The float network is a convenience, not certified; the exact
 one is.
 
-Other contextual maps and Theorem 3. The wide value map needs only ids on one
-coordinate direction with certified disjoint enclosures, so it fits the paper's g_c and
-ties='complete' too (ids from Lemma 8's selective shifts on the last coordinate), but
-there g_c keeps its N^d + 1 attention layers: the depth stays ~ N^d, and only the value
-map's ~ n C(N^d, n) blocks become one layer; it is not built here. Theorem 3
-(``positional=True``) is not built either, for one exact reason: ``one_layer``'s ids and
-their certified table are for multisets of M cells with equivariant f (one id per
-(context, token) pair); Theorem 3 needs ids per (X, position), i.e. the same attention
-on positionally shifted cells (M' = nM cells, token j in block j), with a plan of lam
-for M' and a table over n M^n contexts, which ``one_layer_ids`` does not enumerate
-(its ``mean_enclosures`` would enumerate every multiset of M' cells). The separation
-proof carries over unchanged (any multiset of M' cells); the table and the targets per
-position are the missing pieces.
+Theorem 3 (``build(positional=True)``, ``yun.one_layer_positional``): E_j = j e_(d-1)
+moves token j's last coordinate to [j, j + 1); its staircase spans [0, n) (width 2nN),
+so the quantized tokens are n distinct cells of M' = nM, one per block, and the same
+head (lam planned for M') gives every (X, position) pair its own certified id: n M^n
+bumps, one per cube and position, values f(C_X)_j. Same depth, same certificate.
+
+Other contextual maps. The wide value map needs only ids on one direction with
+certified disjoint enclosures, so it would fit the paper's g_c and ties='complete' too
+(ids from Lemma 8's selective shifts), but there g_c keeps its N^d + 1 attention layers:
+the depth stays ~ N^d and only the value map's ~ n C(N^d, n) blocks would become one
+layer. It is not built for them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import math
 import time
 from fractions import Fraction
@@ -76,8 +73,7 @@ import numpy as np
 from transformer_ua import layers, realize
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, one_layer
-from transformer_ua.yun.one_layer_ids import cells_of, num_ids
+from transformer_ua.yun import common, one_layer, one_layer_ids, one_layer_positional
 
 #: Default cube-interior margin (fraction of delta per side), as ``one_layer``.
 DEFAULT_MARGIN = one_layer.DEFAULT_MARGIN
@@ -106,13 +102,17 @@ def _attention_count(d: int, heads: int) -> int:
   return heads * (4 * d + 1)
 
 
-def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True) -> dict:
+def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True,
+                   positional: bool = False) -> dict:
   """Sizes of the realized wide network, in closed form (nothing is built).
 
-  With P = M C(M + n - 2, n - 1) ids, M = N^d (``one_layer_ids.num_ids``):
+  With P ids: M C(M + n - 2, n - 1) (Theorem 2, ``one_layer_ids.num_ids``) or n M^n
+  (Theorem 3, ``one_layer_positional.num_ids``), M = N^d, and the quantization width
+  q = 2Nd (Theorem 2) or 2N(d - 1 + n) (Theorem 3: the last coordinate spans [0, n)):
 
-    quantization block  attention off (1 head: 4d + 1 weights); feed-forward width 2Nd:
-                        W_1 2Nd d, b_1 2Nd, W_2 d 2Nd, b_2 d
+    positional E        n d (Theorem 3 only)
+    quantization block  attention off (1 head: 4d + 1 weights); feed-forward width q:
+                        W_1 q d, b_1 q, W_2 d q, b_2 d
     attention + value   the head (4d + 1); feed-forward width 4P: W_1 4P d, b_1 4P,
                         W_2 d 4P, b_2 d
     clamp               ceil(d / 2) blocks of ``realize.output_clamp`` (2 heads of size
@@ -121,11 +121,12 @@ def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True) -> di
   Returns {'blocks', 'attention_layers' (that write), 'max_width', 'params', 'ids'}.
   """
   d, n, N = common.check_config(d, n, resolution)
-  if not isinstance(clamp, bool):
-    raise ValueError(f'clamp must be True or False, got {clamp!r}.')
-  P = num_ids(d, n, N)
-  wq = 2 * N * d
-  quant = _attention_count(d, 1) + wq * d + wq + d * wq + d
+  for name, flag in (('clamp', clamp), ('positional', positional)):
+    if not isinstance(flag, bool):
+      raise ValueError(f'{name} must be True or False, got {flag!r}.')
+  P = (one_layer_positional.num_ids if positional else one_layer_ids.num_ids)(d, n, N)
+  wq = 2 * N * (d - 1 + n) if positional else 2 * N * d
+  quant = _attention_count(d, 1) + wq * d + wq + d * wq + d + (n * d if positional else 0)
   value = _attention_count(d, 1) + 4 * P * d + 4 * P + d * 4 * P + d
   width = realize.BLOCK_WIDTH
   clamp_blocks = -(-d // realize.CLAMP_COORDS_PER_BLOCK) if clamp else 0
@@ -143,13 +144,14 @@ class WideApproximator:
   in id space without the deep network's offset O:
 
   Attributes:
-    one_layer: the ``one_layer.OneLayerApproximator``.
+    base: the ``one_layer.OneLayerApproximator`` (Theorem 2) or the
+      ``one_layer_positional.PositionalOneLayer`` (Theorem 3).
     edges: P + 1 dyadic Fractions e_i - O (bump i is [edges[i], edges[i + 1]]).
     states: P exact d-vectors r_i - (O / N) e_1 (token state approximations).
     build_seconds: wall time of ``build``.
   """
 
-  one_layer: one_layer.OneLayerApproximator
+  base: one_layer.OneLayerApproximator | one_layer_positional.PositionalOneLayer
   edges: tuple
   states: tuple
   build_seconds: float
@@ -158,72 +160,81 @@ class WideApproximator:
 
   @property
   def target(self):
-    return self.one_layer.target
+    return self.base.target
 
   @property
   def f_bar(self):
-    return self.one_layer.f_bar
+    return self.base.f_bar
 
   @property
   def d(self) -> int:
-    return self.one_layer.d
+    return self.base.d
 
   @property
   def n(self) -> int:
-    return self.one_layer.n
+    return self.base.n
 
   @property
   def resolution(self) -> int:
-    return self.one_layer.resolution
+    return self.base.resolution
 
   @property
   def values(self) -> np.ndarray:
-    return self.one_layer.values
+    return self.base.values
 
   @property
   def lam(self) -> Fraction:
-    return self.one_layer.lam
+    return self.base.lam
 
   @property
   def variant(self):
-    return self.one_layer.variant
+    return self.base.variant
 
   @property
   def positional(self) -> bool:
-    return False
+    return self.base.positional
 
   @property
   def num_ids(self) -> int:
-    return len(self.one_layer.table)
+    return len(self.base.table)
 
   def apply(self, x) -> np.ndarray:
     """g_bar(X) [batch, n, d] (``one_layer.OneLayerApproximator.apply``)."""
-    return self.one_layer.apply(x)
+    return self.base.apply(x)
 
   def apply_exact(self, x) -> np.ndarray:
-    return self.one_layer.apply_exact(x)
+    return self.base.apply_exact(x)
 
   def output_range(self) -> tuple[list, list]:
-    return self.one_layer.output_range()
+    return self.base.output_range()
 
   def predicted_size(self, clamp: bool = True) -> dict:
-    return predicted_size(self.d, self.n, self.resolution, clamp=clamp)
+    return predicted_size(self.d, self.n, self.resolution, clamp=clamp,
+                          positional=self.positional)
 
   # -- the realization ------------------------------------------------------
 
   def plan_epsilon(self, margin=DEFAULT_MARGIN) -> dict:
     """Ramp widths: 'quantization' (inside the margin) and 'value' (below the smallest
     id-to-edge clearance), as ``one_layer.OneLayerApproximator.plan_epsilon``."""
-    return self.one_layer.plan_epsilon(margin)
+    return self.base.plan_epsilon(margin)
+
+  def _quantization_width(self) -> int:
+    N, d = self.resolution, self.d
+    return 2 * N * (d - 1 + self.n) if self.positional else 2 * N * d
 
   def _quantization_ff(self, eps: Fraction) -> dict:
+    """Staircases: coordinate l on [0, 1) (N - 1 steps), the last on [0, n) with
+    Theorem 3's E (nN - 1 steps), and -z_l."""
     d, N = self.d, self.resolution
-    w1 = np.full((1, 2 * N * d, d), 0, object)
-    b1 = np.full((1, 2 * N * d), 0, object)
-    w2 = np.full((1, d, 2 * N * d), 0, object)
+    q = self._quantization_width()
+    w1 = np.full((1, q, d), 0, object)
+    b1 = np.full((1, q), 0, object)
+    w2 = np.full((1, d, q), 0, object)
     s = 0
     for l in range(d):
-      for k in range(1, N):      # step_k = [ReLU(x - k/N + eps) - ReLU(x - k/N)] / eps
+      top = self.n * N if self.positional and l == d - 1 else N
+      for k in range(1, top):    # step_k = [ReLU(x - k/N + eps) - ReLU(x - k/N)] / eps
         for shift, sign in ((eps, 1), (Fraction(0), -1)):
           w1[0, s, l], b1[0, s] = 1, -Fraction(k, N) + shift
           w2[0, l, s] = sign / (N * eps)
@@ -235,7 +246,7 @@ class WideApproximator:
 
   def _value_ff(self, r: Fraction) -> dict:
     d, P = self.d, self.num_ids
-    w = [Fraction(v) for v in self.one_layer.plan.w]
+    w = [Fraction(v) for v in self.base.plan.w]
     e = self.edges
     w1 = np.empty((1, 4 * P, d), object)
     b1 = np.empty((1, 4 * P), object)
@@ -278,15 +289,20 @@ class WideApproximator:
         raise ValueError(f'epsilon must be a positive finite number, got {epsilon!r}.')
       eps = {'quantization': Fraction(epsilon), 'value': Fraction(epsilon)}
     d, P = self.d, self.num_ids
-    att = self.one_layer.exact_params()['segment_1']['attention']
+    if self.positional:
+      att = self.base.attention_params()
+    else:
+      att = self.base.exact_params()['segment_1']['attention']
     params = {'segment_0': {'attention': _attention_params(d),
                             'feedforward': self._quantization_ff(eps['quantization'])},
               'segment_1': {'attention': {k: np.asarray(v) for k, v in att.items()},
                             'feedforward': self._value_ff(eps['value'])}}
     block = functools.partial(Segment, 'block', 1, num_heads=1, head_size=1,
                               normalizer='softmax', lam=1.0, activation='relu')
-    segments = (block(width=2 * self.resolution * d, name='quantization'),
+    segments = (block(width=self._quantization_width(), name='quantization'),
                 block(width=4 * P, name='one_layer_value'))
+    if self.positional:
+      params['E'] = np.asarray(self.base.positional_encoding(), object)
     bounds = None
     if clamp:
       lo, hi = self.output_range()
@@ -300,29 +316,41 @@ class WideApproximator:
 
   def describe(self) -> str:
     s = self.predicted_size()
-    return (f'Theorem 2, shallow and wide (one softmax attention layer): target '
+    return (f'Theorem {3 if self.positional else 2}, shallow and wide (one softmax attention layer): target '
             f'{self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; {s["blocks"]} '
             f'blocks, {s["ids"]:,} ids, max width {s["max_width"]:,}, {s["params"]:,} params')
 
 
-def build(target, *, d: int, n: int, resolution: int, lam=None) -> WideApproximator:
-  """Compiles a permutation-equivariant target into the wide one-attention-layer g_bar.
+def build(target, *, d: int, n: int, resolution: int, lam=None,
+          positional: bool = False) -> WideApproximator:
+  """Compiles a target into the wide one-attention-layer g_bar.
 
   Args:
     target: a built-in target name or a callable (``yun.targets``).
     d, n, resolution: the grid (n >= 2, N >= 2).
-    lam: softmax scale, as ``one_layer.build`` (None: the plan's; 'search').
+    lam: softmax scale, as ``one_layer.build`` (None: the plan's; 'search'); Theorem 3
+      takes only the plan's (None).
+    positional: False: Theorem 2 (f permutation equivariant; ``one_layer``); True:
+      Theorem 3 (any f; ``one_layer_positional``).
   Raises:
-    ValueError: as ``one_layer.build`` (bad grid, non-equivariant target, overlapping
-      ids).
+    ValueError: as ``one_layer.build`` / ``one_layer_positional.build`` (bad grid,
+      non-equivariant target for Theorem 2, overlapping ids), or a bad flag.
   """
   t0 = time.perf_counter()
-  base = one_layer.build(target, d=d, n=n, resolution=resolution, lam=lam)
+  if not isinstance(positional, bool):
+    raise ValueError(f'positional must be True or False, got {positional!r}.')
+  if positional:
+    if lam is not None:
+      raise ValueError(f'lam={lam!r}: Theorem 3 (positional=True) uses the planned lam '
+                       '(lam=None).')
+    base = one_layer_positional.build(target, d=d, n=n, resolution=resolution)
+  else:
+    base = one_layer.build(target, d=d, n=n, resolution=resolution, lam=lam)
   off = base.offset
   edges = tuple(e - off for e in base.edges)
   shift = Fraction(off, base.resolution)
   states = tuple((r[0] - shift,) + tuple(r[1:]) for r in base.states)
-  return WideApproximator(one_layer=base, edges=edges, states=states,
+  return WideApproximator(base=base, edges=edges, states=states,
                           build_seconds=time.perf_counter() - t0)
 
 
@@ -353,7 +381,7 @@ class WideRealized:
 
   @property
   def positional(self) -> bool:
-    return False
+    return self.source.positional
 
   @property
   def n(self) -> int:
@@ -408,7 +436,7 @@ class WideRealized:
   # -- evaluation --------------------------------------------------------------
 
   def network(self) -> layers.Network:
-    return layers.Network(self.segments, positional=False, num_tokens=self.n,
+    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64)
 
   def float_params(self) -> dict:
@@ -420,7 +448,7 @@ class WideRealized:
 
   def bits(self, tolerance: float = 1e-6) -> int:
     """Ball precision: ``one_layer``'s plan (ids resolved well below the clearance)."""
-    return self.source.one_layer.plan_bits(tolerance)
+    return self.source.base.plan_bits(tolerance)
 
   def planned_bits(self, margin=DEFAULT_MARGIN, tolerance: float = 1e-6) -> int:
     del margin   # the ramps, and so the margin they keep, are fixed at ``realize``
@@ -431,7 +459,8 @@ class WideRealized:
     cache = self.__dict__.setdefault('_cache', {})
     if key not in cache:
       with ball.precision(bits):
-        cache[key] = wide_ball.WideBallNetwork(self.segments, self.exact)
+        cache[key] = wide_ball.WideBallNetwork(self.segments, self.exact,
+                                               positional=self.positional)
     return cache[key]
 
   def _check_exact(self):
@@ -468,7 +497,8 @@ class WideRealized:
                         tolerance: float = 1e-6, workers=None, check_plan: bool = False,
                         executor=None) -> dict:
     """Certified max |g - g_bar| over every cube interior (shrunk by margin delta per
-    side; one cube per context, by equivariance), class by class in O(log width)
+    side; Theorem 2: one cube per context, by equivariance; Theorem 3: every cube),
+    class by class in O(log width)
     (``certify_classes``).
 
     Args:
@@ -488,10 +518,8 @@ class WideRealized:
       raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
                        'realization.')
     t0 = time.perf_counter()
-    N, M = src.resolution, src.one_layer.plan.M
-    classes = np.asarray(list(itertools.combinations_with_replacement(range(M), src.n)),
-                         np.int64)
-    cells = cells_of(classes, src.d, N)                    # [C, n, d]
+    N = src.resolution
+    cells = src.variant.grid_classes()       # [C, n, d]: multisets (Thm 2), all (Thm 3)
     targets = src.apply((cells + 0.5) / N)
     self.ball_network(bits)
     c = len(cells)
