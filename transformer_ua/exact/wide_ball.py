@@ -11,15 +11,16 @@ t_g = u_g^T z through the pre-activation a_s t_g + b_s, with its kink at
 tau_s = -b_s / a_s. Sort each group's units by tau once. For a box z (arb balls) and
 [lo, hi] the exact ends of the ball t_g:
 
-    unit s is on  (pre-activation certainly > 0) iff a_s > 0 and tau_s < lo, or a_s < 0 and tau_s > hi
-              off (certainly < 0)             iff a_s > 0 and tau_s > hi, or a_s < 0 and tau_s < lo
-              undetermined                    iff lo <= tau_s <= hi
+    unit s is on (pre-activation > 0)  iff a_s > 0, tau_s < lo  or  a_s < 0, tau_s > hi
+              off (< 0)                iff a_s > 0, tau_s > hi  or  a_s < 0, tau_s < lo
+              undetermined             iff lo <= tau_s <= hi
 
 so two bisections (``bisect``) split the sorted units into [0, i0) (kinks below the box),
 [i0, i1) (kinks inside it) and [i1, r) (above it). The on units below and above
 contribute the exact affine map A_g t_g + B_g with
 
-    A_g = sum_{s < i0, a_s > 0} W_2[:, s] a_s + sum_{s >= i1, a_s < 0} W_2[:, s] a_s   (same for B_g with b_s),
+    A_g = sum_{s < i0, a_s > 0} W_2[:, s] a_s + sum_{s >= i1, a_s < 0} W_2[:, s] a_s
+    (B_g the same with b_s),
 
 read off prefix and suffix sums computed once in exact rationals (flint ``fmpq``); this is the proof
 that every other unit is constant on the box (off, or on with its exact linear piece).

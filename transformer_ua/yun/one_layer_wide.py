@@ -316,8 +316,8 @@ class WideApproximator:
 
   def describe(self) -> str:
     s = self.predicted_size()
-    return (f'Theorem {3 if self.positional else 2}, shallow and wide (one softmax attention layer): target '
-            f'{self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; {s["blocks"]} '
+    return (f'Theorem {3 if self.positional else 2}, shallow and wide (one softmax '
+            f'attention layer): target {self.target.name}, d={self.d}, n={self.n}, N={self.resolution}; {s["blocks"]} '
             f'blocks, {s["ids"]:,} ids, max width {s["max_width"]:,}, {s["params"]:,} params')
 
 
