@@ -60,7 +60,11 @@ def test_sizes_d2_by_hand():
           'ids': 16}
   assert one_layer_wide.predicted_size(2, 2, 2) == want
   net = one_layer_wide.build('token_times_mean', d=2, n=2, resolution=2)
-  assert net.realize().size() == want
+  g2 = net.realize()
+  assert g2.size() == want
+  # and it is certified on every cube interior (C(4 + 1, 2) = 10 classes)
+  inter = g2.certify_interiors()
+  assert inter['certified'] and inter['cubes'] == 10 and inter['max_abs_error'] < 1e-12
 
 
 def test_depth_is_constant_and_width_grows():
