@@ -43,6 +43,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
+from transformer_ua.yun.one_layer_wide import WideRealized
 
 #: dtypes the exported graph can compute in (input, weights and output).
 EXPORT_DTYPES = ('float64', 'float32')
@@ -56,9 +57,10 @@ _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 
 def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
-  if not isinstance(g, Realized):
+  if not isinstance(g, (Realized, WideRealized)):
     raise ValueError(f'export_onnx needs a yun.Realized network (net.realize(lam=, '
-                     f'epsilon=)), got {type(g).__name__}.')
+                     f'epsilon=)) or a yun.one_layer_wide.WideRealized, got '
+                     f'{type(g).__name__}.')
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
   if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
@@ -143,12 +145,13 @@ def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
       [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
 
 
-def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'float64',
+def export_onnx(g: Realized | WideRealized, path, *, batch: int | None = None, dtype: str = 'float64',
                 overwrite: bool = False):
   """Writes the realized network g as an ONNX model; returns ``path``.
 
   Args:
-    g: a ``yun.Realized`` (``Approximator.realize``).
+    g: a ``yun.Realized`` (``Approximator.realize``) or a
+      ``yun.one_layer_wide.WideRealized`` (blocks of any heads and width).
     path: the .onnx file to write (its directory must exist and be writable).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output. g's params are cast
@@ -189,7 +192,7 @@ def export_onnx(g: Realized, path, *, batch: int | None = None, dtype: str = 'fl
   model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', OPSET)],
                             producer_name='transformer_ua', ir_version=IR_VERSION,
                             doc_string=('Yun et al. 2020 Lemma 6 realization g: softmax '
-                                        'attention + ReLU blocks, T^{2,1,4}.'))
+                                        'attention + ReLU blocks.'))
   helper.set_model_props(model, {
       'lam': repr(g.lam), 'epsilon': repr(g.epsilon), 'realized_dtype': g.dtype,
       'positional': str(g.positional), 'n': str(g.n), 'd': str(d),
