@@ -22,6 +22,9 @@ CORE = [
     'tqdm>=4.66',
     # arb ball arithmetic: certified evaluation of realized networks (exact.ball).
     'python-flint>=0.9,<0.10',
+    # the independent high-precision re-evaluation of the one-layer ids
+    # (verify.one_layer, experiments/verify_contextual_mapping.py) and the tests' oracle.
+    'mpmath>=1.3',
 ]
 EXPERIMENTS = [
     'tokenizers>=0.20',
@@ -44,8 +47,6 @@ TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
-    # independent literal oracle of the certified evaluation (and its benchmark).
-    'mpmath>=1.3',
 ] + EXPERIMENTS + NOTEBOOKS + EXPORT
 
 setuptools.setup(

@@ -247,8 +247,9 @@ def relu_expansion(phi: Phi, epsilon: float) -> ReluExpansion:
     lo2, hi2 = ramp_windows(phi, epsilon)[1]
     if not hi1 < lo2:
       raise ValueError(
-          f'epsilon={epsilon} is too large for breakpoints {breaks}: the ramp windows '
-          f'{(lo1, hi1)} and {(lo2, hi2)} overlap; need epsilon < {gap} '
+          f'epsilon={float(epsilon):g} is too large for breakpoints {float(breaks[0]):g} and '
+          f'{float(breaks[1]):g}: the ramp windows [{float(lo1):g}, {float(hi1):g}] and '
+          f'[{float(lo2):g}, {float(hi2):g}] overlap; need epsilon < {float(gap):g} '
           '(or < half of it when the breakpoints face each other).')
   pieces = phi.pieces
   if num is Fraction:  # exact: every slope and kink difference a Fraction

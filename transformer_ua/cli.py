@@ -13,7 +13,8 @@ The contract of every absl binary in ``experiments/`` and ``benchmarks/``:
                   (``define_output_dir``), the files inside under fixed names
                   (``--workdir`` where training resumes). Every output directory / file
                   is checked (created, writable, not a file where a directory is
-                  needed) *before* the work starts, and an
+                  needed) *before* the work starts (a run refused after that removes
+                  the directories it created while they are still empty), and an
                   existing file is refused unless ``--overwrite`` (``define_overwrite``)
                   says to replace it; files are written atomically
                   (``transformer_ua.outputs``: ``atomic_open``, ``atomic_json``, ...).
@@ -87,8 +88,25 @@ def _prog() -> str:
   return os.path.basename(sys.argv[0]) if sys.argv else 'binary'
 
 
+#: Directories ``output_dir`` created in this process, outermost first: a refused run
+#: (``fail``) removes those that are still empty, so it leaves no directory behind.
+_CREATED_DIRS: list = []
+
+
+def _remove_created_dirs() -> None:
+  """Removes the still-empty directories ``output_dir`` created, innermost first."""
+  while _CREATED_DIRS:
+    try:
+      os.rmdir(_CREATED_DIRS.pop())  # refuses a directory that holds anything
+    except OSError:
+      pass
+
+
 def fail(message: str) -> None:
-  """Prints ``error: message`` and the help hint on stderr; exits with USAGE_ERROR."""
+  """Prints ``error: message`` and the help hint on stderr; exits with USAGE_ERROR.
+
+  The output directories this process created and left empty are removed first."""
+  _remove_created_dirs()
   first = ' '.join(str(message).split())  # one line, whatever the exception held
   print(f'error: {first}', file=sys.stderr)
   print(f'(see {_prog()} --help)', file=sys.stderr)
@@ -477,8 +495,13 @@ def output_dir(path: str, flag: str = '--output_dir', writes: Iterable[str] = ()
     more = f' (and {len(there) - 1} more)' if len(there) > 1 else ''
     raise BadInput(f'{flag}={path} already holds {os.path.basename(there[0])}{more}; pass '
                    '--overwrite to replace, or choose another directory.')
+  missing, parent = [], os.path.abspath(path)
+  while not os.path.exists(parent):   # the directories makedirs will create
+    missing.append(parent)
+    parent = os.path.dirname(parent)
   try:
     os.makedirs(path, exist_ok=True)
+    _CREATED_DIRS.extend(reversed(missing))
   except OSError as e:
     raise BadInput(f'{flag}={path} cannot be created: {e.strerror}.') from None
   if not os.access(path, os.W_OK | os.X_OK):

@@ -199,3 +199,40 @@ def claim(workdir: str) -> Iterator[bool]:
     if mine:
       with contextlib.suppress(OSError):
         os.remove(path)
+
+
+#: Seconds between two progress lines when the output is not a terminal (a log file).
+PLAIN_PROGRESS_SECONDS = 30.0
+
+
+class _PlainLines:
+  """A stream for tqdm that turns its carriage-return redraws into whole lines."""
+
+  def __init__(self, stream):
+    self.stream = stream
+
+  def write(self, text: str) -> None:
+    line = text.replace('\r', '').strip()
+    if line:
+      self.stream.write(line + '\n')
+
+  def flush(self) -> None:
+    self.stream.flush()
+
+
+def progress(iterable=None, *, file=None, mininterval: float = 0.1, **kwargs):
+  """A tqdm progress bar (``tqdm.auto``: a widget in a notebook) on a terminal; on a file
+  or a pipe, plain lines instead, one every ``PLAIN_PROGRESS_SECONDS`` (or
+  ``mininterval`` if longer), and the last one when the bar closes. ``file``: default
+  sys.stderr; ``kwargs``: tqdm's (desc, total, initial, disable, bar_format, ...)."""
+  import sys  # pylint: disable=import-outside-toplevel
+  from tqdm import auto, std  # pylint: disable=import-outside-toplevel
+  stream = sys.stderr if file is None else file
+  if auto.tqdm is not std.tqdm and file is None:   # a notebook: its own widget
+    return auto.tqdm(iterable, mininterval=mininterval, **kwargs)
+  isatty = getattr(stream, 'isatty', None)
+  if isatty is not None and isatty():
+    return std.tqdm(iterable, file=stream, mininterval=mininterval, **kwargs)
+  kwargs.pop('dynamic_ncols', None)
+  return std.tqdm(iterable, file=_PlainLines(stream),
+                  mininterval=max(mininterval, PLAIN_PROGRESS_SECONDS), ncols=100, **kwargs)

@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 import jax
 
-from transformer_ua import cli, parallel, provenance
+from transformer_ua import cli, outputs, parallel, provenance
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
@@ -203,7 +203,6 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
       that resumes.
     FloatingPointError: ``finite_key`` became NaN or inf.
   """
-  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
   s = schedule
   ckpt = Checkpointer(os.path.join(workdir, 'checkpoints'), max_to_keep=s.max_to_keep)
   writer = MetricsWriter(workdir, tensorboard=s.tensorboard)
@@ -220,8 +219,9 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
   if mesh is not None:
     state = parallel.replicate(state, mesh)
   end = s.num_units if s.stop_after is None else min(s.num_units, s.stop_after)
-  bar = tqdm(range(start, end, s.units_per_call), initial=start, total=s.num_units, desc=s.desc,
-             disable=not s.progress, mininterval=2.0, dynamic_ncols=True)
+  bar = outputs.progress(range(start, end, s.units_per_call), initial=start, total=s.num_units,
+                         desc=s.desc, disable=not s.progress, mininterval=2.0,
+                         dynamic_ncols=True)
   t0 = time.perf_counter()
   saved, saved_at = start, t0   # the newest checkpoint: units, perf_counter time
   finished, finished_state = start, state   # the last unit whose bookkeeping is done

@@ -23,8 +23,6 @@ import json
 import sys
 import time
 
-import tqdm
-
 from transformer_ua import outputs
 
 #: Seconds between progress refreshes / state saves.
@@ -87,10 +85,10 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
   t_begin = time.time()
   last_save = t_begin
   t = start
-  bar = tqdm.tqdm(total=num_items * points_per_item, initial=start * points_per_item,
-                  desc=f'[{label}]', unit=' points', unit_scale=True,
-                  mininterval=log_every, file=sys.stderr, disable=not progress,
-                  bar_format=BAR_FORMAT)
+  bar = outputs.progress(total=num_items * points_per_item, initial=start * points_per_item,
+                         desc=f'[{label}]', unit=' points', unit_scale=True,
+                         mininterval=log_every, file=sys.stderr, disable=not progress,
+                         bar_format=BAR_FORMAT)
   with bar:
     while t < num_items:
       c, m = step(t)

@@ -44,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import construction, layers, realize
+from transformer_ua.exact import planner
 from transformer_ua.yun import (certify, common, grid, pipeline, plan, rational,
                                 targets as targets_lib, value)
 from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL  # noqa: F401 (re-exported)
@@ -69,15 +70,76 @@ REALIZATION_DTYPES = ('float64', 'float32', 'exact')
 RAMP_ULPS = 4
 
 
+#: Most bits g_c's exact integer arithmetic holds: its widest limb layout
+#: (``exact.planner.LIMB_WIDTHS``). The ids of every contextual map here need more than n
+#: bits (Lemma 8: t_r = delta^(-(2n+1)d+1) (delta^-d - 1) >= 2^(2n)), so n above this is
+#: refused before anything is computed.
+MAX_ARITHMETIC_BITS = max(k * w for w, k in planner.LIMB_WIDTHS)
+
+
+def _log2(x) -> float:
+  """log2 of a positive int or Fraction of any size (no float overflow)."""
+  x = Fraction(x)
+  return math.log2(x.numerator) - math.log2(x.denominator) if x > 0 else -math.inf
+
+
+def about(x) -> str:
+  """A size for a message: the number itself below 1e12, else 'about 5.8e+17' (Python
+  refuses to print ints of more than 4300 digits, and nobody reads them)."""
+  x = Fraction(x)
+  if abs(x) < 10 ** 12:
+    return f'{int(x)}' if x.denominator == 1 else f'{float(x):.4g}'
+  exponent = _log2(abs(x)) * math.log10(2)
+  k = math.floor(exponent)
+  return f'about {"-" if x < 0 else ""}{10 ** (exponent - k):.2g}e+{k}'
+
+
+def check_size(variant: grid.Variant) -> None:
+  """ValueError, naming the size and the limit, when g_bar of ``variant`` cannot be built:
+  more than ``MAX_LAYERS`` layers, or contextual ids t_r wider than
+  ``MAX_ARITHMETIC_BITS`` (checked before anything of that size is computed)."""
+  d, n, N = variant.d, variant.n, variant.N
+  where = f'd={d}, n={n}, resolution={N}'
+  if n > MAX_ARITHMETIC_BITS:
+    raise ValueError(
+        f'{where}: n={n} tokens is too many: the contextual ids need more than n bits and '
+        f"g_c's exact integer arithmetic holds at most {MAX_ARITHMETIC_BITS} bits "
+        '(exact.planner.LIMB_WIDTHS); choose a smaller n.')
+  depth = variant.depth()
+  if depth > MAX_LAYERS:
+    raise ValueError(f'{where} needs {about(depth)} layers (positional={variant.positional}); '
+                     f'at most {MAX_LAYERS} are built. Choose a smaller resolution or n.')
+  if variant.closed_form_interval:  # (Theorem 3's t_r is a sweep; its grid is capped)
+    bits = _log2(variant.interval()[1])
+    if bits > MAX_ARITHMETIC_BITS:
+      raise ValueError(
+          f'{where}: the contextual ids reach t_r = {about(variant.interval()[1])} ({bits:.0f} bits), more than the '
+          f"{MAX_ARITHMETIC_BITS} bits g_c's exact integer arithmetic holds "
+          '(exact.planner.LIMB_WIDTHS); choose a smaller n, d or resolution.')
+
+
 def min_epsilon(d: int, n: int, resolution: int, positional: bool = False,
                 ties: str = 'paper') -> float:
   """Smallest ReLU ramp width a float realization of (d, n, N) can represent:
-  ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar (closed form)."""
-  return _min_epsilon(grid.choose(d, n, resolution, positional=positional, ties=ties))
+  ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar (closed form).
+
+  Raises:
+    ValueError: a bad or unbuildable (d, n, N) (``check_size``), or a t_r beyond float64's
+      range (no float realization at all).
+  """
+  variant = grid.choose(d, n, resolution, positional=positional, ties=ties)
+  check_size(variant)
+  return _min_epsilon(variant)
 
 
 def _min_epsilon(variant: grid.Variant) -> float:
-  return RAMP_ULPS * float(np.spacing(float(variant.interval()[1])))
+  t_r = variant.interval()[1]
+  if _log2(t_r) >= 1024:
+    raise ValueError(
+        f'd={variant.d}, n={variant.n}, resolution={variant.N}: the largest contextual id '
+        f't_r = {about(t_r)} exceeds the largest float64 (about 1.8e+308), so no '
+        "float realization exists; dtype='exact' (yun.certify_lp) has no such limit.")
+  return RAMP_ULPS * float(np.spacing(float(t_r)))
 
 
 def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
@@ -464,7 +526,9 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
       ``one_layer.OneLayerApproximator``).
   Raises:
     ValueError: bad configuration, a target with the wrong shape / non-finite values /
-      not equivariant (Theorem 2), or a network too deep to build (``MAX_LAYERS``).
+      not equivariant (Theorem 2), or a network too large to build (``check_size``:
+      ``MAX_LAYERS``, ``MAX_ARITHMETIC_BITS``); d, n, resolution must be Python or NumPy
+      integers (a string or a float is refused, naming the allowed type).
   """
   variant = grid.choose(d, n, resolution, positional=positional, ties=ties,
                         contextual=contextual, arithmetic=arithmetic)
@@ -472,11 +536,7 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     from transformer_ua.yun import one_layer  # pylint: disable=import-outside-toplevel
     return one_layer.build(target, d=d, n=n, resolution=resolution)
   d, n, N = variant.d, variant.n, variant.N
-  depth = variant.depth()
-  if depth > MAX_LAYERS:
-    raise ValueError(f'd={d}, n={n}, resolution={N} needs {depth} layers '
-                     f'(positional={variant.positional}); at most {MAX_LAYERS} are built. '
-                     'Choose a smaller resolution.')
+  check_size(variant)
   f = targets_lib.get_target(target, d=d, n=n)
   if variant.equivariant:
     targets_lib.check_equivariant(f, d, n)
