@@ -5,7 +5,8 @@ resolution N = 1/delta with cube interiors shrunk by m delta per side,
 
     d_p(f, g) <= T1(N) + T2(N) + T3(N; m, tol)
 
-    T1 = d_p(f, f_bar)       a closed form in N, known before building (``_f_term``)
+    T1 = d_p(f, f_bar)       known before building (``_f_term``): per cube (``f_term``)
+                             up to F_TERM_CLASSES classes, else the global modulus
     T2 = d_p(f_bar, g_bar)   0 without a bad set; the paper's map: f_bar's mass on the
                              bad set, estimated in float64 before building (``_t2_estimate``)
     T3 = d_p(g_bar, g)       <= (nd s_I^p F + sum_ji s_W^p (1 - F))^{1/p},  F = (1 - 2m)^{nd},
@@ -69,13 +70,17 @@ from typing import Callable
 import numpy as np
 
 from transformer_ua import realize as realize_lib
-from transformer_ua.yun import (approximator as approximator_lib, certificate, distances, grid,
-                                one_layer_ids, plan as plan_lib, target_bounds,
+from transformer_ua.yun import (approximator as approximator_lib, certificate, distances,
+                                f_term, grid, one_layer_ids, one_layer_wide,
+                                plan as plan_lib, target_bounds,
                                 targets as targets_lib)
 
 #: The f-term (with the bad-set estimate) may take at most this share of epsilon: the
 #: rest, at least a tenth of epsilon, is the realization's (module doc).
 F_TERM_SHARE = Fraction(9, 10)
+#: Cube classes up to which the search computes the per-cube f-term (``_f_term``; about
+#: 1 s for 10^4 classes of token_times_mean); past it, the global modulus.
+F_TERM_CLASSES = 20_000
 #: Share of what is left after T1 and T2 that goes to the interiors (the rest goes to
 #: the windows).
 INTERIOR_SHARE = Fraction(1, 2)
@@ -190,6 +195,21 @@ def _realize_one_layer(net, margin: Fraction, tolerance: float, clamp: bool):
   return net.realize(dtype='exact', margin=margin, clamp=clamp)
 
 
+def _wide_seconds(size: dict, classes: int) -> float:
+  """Build ~ ids (exact id enclosures), certify ~ classes (attention + a bisection each):
+  fixed 2 s + 1.3e-3 s / id + 6e-3 s / class, measured for token_times_mean, d = 1, n = 3,
+  N = 8, 16, 24 (0.3 / 2.3 / 9.2 s build, 0.6 / 4.6 / 13.5 s certify_lp at 1-min load
+  ~8 on 2 cores)."""
+  return 2.0 + 1.3e-3 * _as_float(size['ids']) + 6e-3 * _as_float(classes)
+
+
+def _wide_realize(net, margin: Fraction, tolerance: float, clamp: bool):
+  """The wide network at its planned ramps; its interior error is the id enclosures'
+  radius, far below any tolerance."""
+  del tolerance
+  return net.realize(dtype='exact', margin=margin, clamp=clamp)
+
+
 _DEEP = linear_cost(10.0, 8e-3, 2.5e-6)
 
 #: The constructions ``approximate`` can build, by name (adding one is one entry here).
@@ -221,6 +241,24 @@ CONSTRUCTIONS = {c.name: c for c in (
         classes=_multiset_classes, build=_build(contextual='one_layer'),
         realize=_realize_one_layer, seconds=linear_cost(2.0, 2.5e-3, 1.6e-6),
         check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
+    Construction(
+        name='one_layer_wide', theorem=2,
+        summary='Theorem 2 shallow and wide: one softmax attention layer, one bump '
+                'feed-forward layer of width 4 x ids, the clamp (2 + ceil(d / 2) blocks)',
+        size=lambda d, n, N: one_layer_wide.predicted_size(d, n, N),
+        classes=_multiset_classes,
+        build=lambda target, d, n, N: one_layer_wide.build(target, d=d, n=n, resolution=N),
+        realize=_wide_realize, seconds=_wide_seconds,
+        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
+    Construction(
+        name='positional_wide', theorem=3,
+        summary='Theorem 3 shallow and wide: positional E, one softmax attention layer, '
+                'one bump feed-forward layer, the clamp',
+        size=lambda d, n, N: one_layer_wide.predicted_size(d, n, N, positional=True),
+        classes=lambda d, n, N: N ** (d * n),
+        build=lambda target, d, n, N: one_layer_wide.build(target, d=d, n=n, resolution=N,
+                                                           positional=True),
+        realize=_wide_realize, seconds=_wide_seconds),
 )}
 
 
@@ -307,11 +345,22 @@ def _check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, 
 # ---------------------------------------------------------------------------
 
 
-def _f_term(target, lip: Fraction, *, d: int, n: int, resolution: int, p: float) -> float:
-  """T1 = d_p(f, f_bar) at N before building (the table's rounding, ~1e-16, is added by
-  the certificate)."""
-  del target   # the global modulus: one constant for every cube
-  return certificate.f_fbar_bound(lip, d=d, n=n, resolution=resolution, p=p)['bound']
+def _f_term(cache: dict, target, lip: Fraction, *, d: int, n: int, resolution: int, p: float,
+            positional: bool) -> float:
+  """T1 = d_p(f, f_bar) at N before building: the per-cube bound (``f_term.bound``: exact
+  integrals for polynomial built-ins, arb enclosures, the same the certificate computes)
+  where the grid has at most ``F_TERM_CLASSES`` cube classes, else the global modulus
+  (``certificate.f_fbar_bound``). The table's rounding (~1e-16) is added by the
+  certificate."""
+  key = (resolution, positional)
+  if key not in cache:
+    classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
+        else math.comb(resolution ** d + n - 1, n)
+    glob = certificate.f_fbar_bound(lip, d=d, n=n, resolution=resolution, p=p)['bound']
+    cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
+        target, d=d, n=n, resolution=resolution, p=p, positional=positional,
+        lipschitz=lip).bound)
+  return cache[key]
 
 
 def _bad_fraction(d: int, n: int, N: int) -> float:  # pylint: disable=invalid-name
@@ -392,11 +441,12 @@ class _Search:
     self.target, self.lip, self.epsilon = target, lip, epsilon
     self.d, self.n, self.p, self.clamp = d, n, p, clamp
     self.spread = _spread(target, d, n) if clamp else None
-    self.bad_cache = {}
+    self.bad_cache, self.f_cache = {}, {}
 
   def split(self, c: Construction, N: int):  # pylint: disable=invalid-name
     """(f_term, bad_set, margin, tolerance) at N, or None when N has too little slack."""
-    t1 = _f_term(self.target, self.lip, d=self.d, n=self.n, resolution=N, p=self.p)
+    t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=N,
+                 p=self.p, positional=c.theorem == 3)
     if t1 > float(F_TERM_SHARE) * self.epsilon:
       return None
     t2 = _t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
