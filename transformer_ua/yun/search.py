@@ -79,8 +79,9 @@ from transformer_ua.yun import (approximator as approximator_lib, certificate, d
 #: rest, at least a tenth of epsilon, is the realization's (module doc).
 F_TERM_SHARE = Fraction(9, 10)
 #: Cube classes up to which the search computes the per-cube f-term (``_f_term``; about
-#: 1 s for 10^4 classes of token_times_mean); past it, the global modulus.
-F_TERM_CLASSES = 20_000
+#: 1 s for 10^4 classes of token_times_mean, 10 s for attention_map); past it, the global
+#: modulus (which is looser, so a cap below the doubling's reach would overshoot N).
+F_TERM_CLASSES = 100_000
 #: Share of what is left after T1 and T2 that goes to the interiors (the rest goes to
 #: the windows).
 INTERIOR_SHARE = Fraction(1, 2)
