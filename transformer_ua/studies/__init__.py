@@ -1,0 +1,2 @@
+"""Studies: ladders, sweeps and fits over the constructions, callable from binaries and
+notebooks alike (``size_law``: the certified size-vs-epsilon law)."""

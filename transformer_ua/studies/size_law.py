@@ -1,0 +1,365 @@
+r"""The certified size-vs-epsilon law: how big is a provably epsilon-accurate Transformer?
+
+For each target f, construction c and epsilon, ``yun.search.approximate(f, epsilon,
+construction=c)`` returns a standard softmax/ReLU Transformer g with a certificate
+d_p(f, g) <= total <= epsilon over the whole unit cube. A row records its size (N, depth
+in blocks, attention layers, the largest hidden width, parameters, bits), the three
+certified terms and their total, an independent stratified Monte Carlo d_p(f, g) with its
+95% interval (``verify.certificate_mc``: an mpmath evaluator that shares no code with the
+certificate's arb evaluator), and the seconds spent.
+
+The law is read off a log-log fit per construction:
+
+    log P = a + s_P log epsilon,      log D = b + s_D log epsilon
+
+over its certified rows (P: parameters, D: depth in blocks). The theory's slopes, for a
+target with a modulus (d_p(f, f_bar) ~ 1/N, so N ~ 1/epsilon) and M = N^d cells:
+
+    paper g_c + Lemma 9 value map   D ~ n C(M, n)             ~ N^{nd}  -> s_D = -nd
+    ties='complete'                 D ~ n C(M + n - 1, n)     ~ N^{nd}  -> s_D = -nd
+    one-layer map, deep value map   D ~ M C(M + n - 2, n - 1) ~ N^{nd}  -> s_D = -nd
+    one-layer map, wide value map   D = const                          -> s_D = 0
+    Theorem 3 (positional)          D ~ N^{nd} sweep layers            -> s_D = -nd
+    parameters, every construction  P ~ (#contexts) ~ N^{nd}           -> s_P = -nd
+
+Each row runs in its own spawned process under a wall-clock limit (``row_minutes``); a row
+that runs out of time is recorded as such, and the construction's smaller epsilons are
+not tried (they are larger). Rows are written one JSON file each, so an interrupted study
+started again with the same arguments runs only the rows it lacks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import multiprocessing
+import os
+import time
+import traceback
+
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
+import numpy as np
+
+from transformer_ua import outputs, provenance
+from transformer_ua.verify import certificate_mc
+from transformer_ua.yun import search, targets as targets_lib
+
+#: The study's default grid (the issue's rows; Theorem 3's target is prefix_mean).
+TARGETS = (('token_times_mean', 1, 3), ('attention_map', 1, 3), ('prefix_mean', 1, 3),
+           ('token_times_mean', 2, 2))
+EPSILONS = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01)
+ROWS_DIR = 'rows'
+
+
+@dataclasses.dataclass(frozen=True)
+class RowSpec:
+  """One certificate to attempt: f (a built-in name), d, n, construction, epsilon."""
+
+  target: str
+  d: int
+  n: int
+  construction: str
+  epsilon: float
+
+  @property
+  def key(self) -> str:
+    return f'{self.target}_d{self.d}_n{self.n}_{self.construction}_eps{self.epsilon:g}'
+
+
+def fit_slope(xs, ys) -> float | None:
+  """Least-squares slope of log y against log x (None for fewer than two points)."""
+  xs, ys = np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float))
+  if len(xs) < 2 or np.ptp(xs) == 0:
+    return None
+  return float(np.polyfit(xs, ys, 1)[0])
+
+
+def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> list[RowSpec]:
+  """Every (target, construction, epsilon) of the study: Theorem 2's constructions for the
+  equivariant targets, Theorem 3's for every target (prefix_mean has only those)."""
+  for e in epsilons:
+    if not (isinstance(e, (int, float)) and math.isfinite(e) and e > 0):
+      raise ValueError(f'epsilon {e!r}: each epsilon must be a positive finite number.')
+  specs = []
+  for name, d, n in targets:
+    equivariant = targets_lib.get_target(name, d=d, n=n).permutation_equivariant
+    for c in search.CONSTRUCTIONS.values():
+      if constructions is not None and c.name not in constructions:
+        continue
+      if c.theorem == 2 and not equivariant:
+        continue
+      specs.extend(RowSpec(name, d, n, c.name, float(e)) for e in epsilons)
+  return specs
+
+
+def run_row(spec: RowSpec, *, mc_points: int = 1000, seed: int = 0, max_minutes: float = 30.0,
+            workers=None) -> dict:
+  """One certificate and its independent Monte Carlo, as a JSON-able row."""
+  c = search.CONSTRUCTIONS[spec.construction]
+  row = dataclasses.asdict(spec)
+  t0 = time.perf_counter()
+  try:
+    res = search.approximate(spec.target, spec.epsilon, d=spec.d, n=spec.n,
+                             positional=c.theorem == 3, construction=spec.construction,
+                             max_minutes=max_minutes, workers=workers, progress=True)
+  except ValueError as e:
+    row.update(status='refused', reason=str(e), seconds=time.perf_counter() - t0)
+    return row
+  cert, net, g = res.certificate, res.net, res.g
+  size = c.size(spec.d, spec.n, net.resolution)
+  row.update(
+      status='certified', resolution=net.resolution, blocks=int(g.depth()),
+      attention_layers=int(size['attention_layers']), max_width=int(size['max_width']),
+      params=int(g.num_params()), params_closed_form=int(size['params']), bits=int(cert.bits),
+      terms={k: float(v) for k, v in cert.terms.items()}, total=float(cert.total),
+      assumptions=str(cert), certify_seconds=float(cert.seconds),
+      approximate_seconds=time.perf_counter() - t0,
+      attempts=[{k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+                 for k, v in a.items()} for a in res.attempts])
+  mc = certificate_mc.certificate_mc(net, g, cert, points=mc_points, seed=seed)
+  row['monte_carlo'] = {
+      'points': {k: int(v) for k, v in mc['points'].items()},
+      'terms': {k: {kk: float(vv) for kk, vv in t.items() if kk in ('estimate', 'ci_low',
+                                                                    'ci_high')}
+                for k, t in mc['terms'].items()},
+      'compare': certificate_mc.compare(mc, cert), 'seconds': float(mc['seconds'])}
+  row['monte_carlo']['compare'] = [{k: (bool(v) if k == 'below' else v) for k, v in r.items()}
+                                   for r in row['monte_carlo']['compare']]
+  row['seconds'] = time.perf_counter() - t0
+  return row
+
+
+def _row_process(spec_dict: dict, path: str, kwargs: dict) -> None:
+  """Child process: one row, written atomically to ``path`` (errors as a 'failed' row)."""
+  spec = RowSpec(**spec_dict)
+  try:
+    row = run_row(spec, **kwargs)
+  except Exception as e:  # pylint: disable=broad-except
+    row = dict(spec_dict, status='failed', reason=f'{type(e).__name__}: {e}',
+               traceback=traceback.format_exc())
+  row['provenance'] = provenance.record()
+  with outputs.atomic_open(path) as f:
+    json.dump(row, f, indent=1, default=str)
+
+
+def row_path(out_dir: str, spec: RowSpec) -> str:
+  return os.path.join(out_dir, ROWS_DIR, spec.key + '.json')
+
+
+def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
+        mc_points: int = 1000, seed: int = 0, log=print) -> list[dict]:
+  """Runs the rows ``specs`` lacks under ``out_dir/rows/`` (``parallel`` at a time, each in
+  a spawned process killed after ``row_minutes``); returns every row on disk.
+
+  A construction's rows for one target go in decreasing epsilon; once one is refused,
+  fails or runs out of time, its smaller epsilons are recorded as 'not tried'."""
+  os.makedirs(os.path.join(out_dir, ROWS_DIR), exist_ok=True)
+  ctx = multiprocessing.get_context('spawn')
+  specs = sorted(specs, key=lambda s: (s.target, s.d, s.n, s.construction, -s.epsilon))
+  kwargs = {'mc_points': mc_points, 'seed': seed, 'max_minutes': row_minutes}
+  running: dict = {}
+  pending = [s for s in specs if not os.path.exists(row_path(out_dir, s))]
+  log(f'size law: {len(specs)} rows, {len(specs) - len(pending)} on disk, {len(pending)} to '
+      f'run, {parallel} at a time, <= {row_minutes:g} min each')
+
+  def blocked(s):
+    """A larger epsilon of the same line that did not certify."""
+    for t in specs:
+      if (t.target, t.d, t.n, t.construction) == (s.target, s.d, s.n, s.construction) \
+          and t.epsilon > s.epsilon and os.path.exists(row_path(out_dir, t)):
+        with open(row_path(out_dir, t)) as f:
+          if json.load(f).get('status') != 'certified':
+            return t
+    return None
+
+  def busy_line(s):
+    return any((t.target, t.d, t.n, t.construction) == (s.target, s.d, s.n, s.construction)
+               for t in running.values())
+
+  while pending or running:
+    for proc, s in list((p, s) for p, s in running.items()):
+      if not proc.is_alive() or time.time() - proc.started > row_minutes * 60:
+        if proc.is_alive():
+          proc.kill()
+          proc.join()
+          row = dict(dataclasses.asdict(s), status='timeout',
+                     reason=f'no answer within {row_minutes:g} minutes',
+                     provenance=provenance.record())
+          with outputs.atomic_open(row_path(out_dir, s)) as f:
+            json.dump(row, f, indent=1)
+        proc.join()
+        del running[proc]
+        with open(row_path(out_dir, s)) as f:
+          r = json.load(f)
+        log(f'  {s.key}: {r["status"]}' + (f', N={r["resolution"]}, {r["params"]} params, '
+                                           f'total {r["total"]:.4g}'
+                                           if r['status'] == 'certified' else ''))
+    for s in list(pending):
+      if len(running) >= parallel:
+        break
+      if busy_line(s):
+        continue
+      b = blocked(s)
+      pending.remove(s)
+      if b is not None:
+        with outputs.atomic_open(row_path(out_dir, s)) as f:
+          json.dump(dict(dataclasses.asdict(s), status='not tried',
+                         reason=f'epsilon={b.epsilon:g} did not certify'), f, indent=1)
+        continue
+      proc = ctx.Process(target=_row_process,
+                         args=(dataclasses.asdict(s), row_path(out_dir, s), kwargs))
+      proc.start()
+      proc.started = time.time()
+      running[proc] = s
+      log(f'  started {s.key}')
+    time.sleep(0.5)
+  return [json.load(open(row_path(out_dir, s))) for s in specs]
+
+
+#: The slope of log(parameters) and log(depth) against log(epsilon) the theory predicts
+#: (module doc), as functions of (d, n).
+THEORY_SLOPES = {
+    'paper': lambda d, n: {'params': -n * d, 'blocks': -n * d},
+    'ties_complete': lambda d, n: {'params': -n * d, 'blocks': -n * d},
+    'one_layer': lambda d, n: {'params': -n * d, 'blocks': -n * d},
+    'one_layer_wide': lambda d, n: {'params': -n * d, 'blocks': 0},
+    'positional': lambda d, n: {'params': -n * d, 'blocks': -n * d},
+}
+
+
+def fits(rows) -> list[dict]:
+  """Per (target, d, n, construction): the fitted slopes of log params and log blocks
+  against log (certified total), over its certified rows, beside the theory's."""
+  lines = {}
+  for r in rows:
+    if r.get('status') == 'certified':
+      lines.setdefault((r['target'], r['d'], r['n'], r['construction']), []).append(r)
+  out = []
+  for (t, d, n, c), rs in sorted(lines.items()):
+    eps = [r['total'] for r in rs]
+    theory = THEORY_SLOPES.get(c, lambda d, n: {'params': None, 'blocks': None})(d, n)
+    out.append({'target': t, 'd': d, 'n': n, 'construction': c, 'points': len(rs),
+                'params_slope': fit_slope(eps, [r['params'] for r in rs]),
+                'blocks_slope': fit_slope(eps, [r['blocks'] for r in rs]),
+                'theory_params_slope': theory['params'], 'theory_blocks_slope': theory['blocks']})
+  return out
+
+
+def _g(v, digits=4) -> str:
+  if v is None:
+    return '—'
+  return f'{v:.{digits}g}' if isinstance(v, float) else str(v)
+
+
+def table_markdown(rows) -> str:
+  head = ('| target | d, n | construction | epsilon | status | N | blocks | attention layers '
+          '| max width | params | bits | d_p(f, f_bar) <= | d_p(f_bar, g_bar) <= | '
+          'd_p(g_bar, g) <= | certified total <= | MC d_p(f, g) [95%] (points I + W) | '
+          'certify s |\n' + '|---' * 17 + '|\n')
+  out = [head]
+  for r in rows:
+    lead = f'| {r["target"]} | {r["d"]}, {r["n"]} | {r["construction"]} | {r["epsilon"]:g} '
+    if r.get('status') != 'certified':
+      out.append(lead + f'| {r.get("status")}: {r.get("reason", "")} ' + '|' * 13 + '\n')
+      continue
+    t, mc = r['terms'], r['monte_carlo']
+    m = mc['terms']['total']
+    pts = mc['points']
+    out.append(lead + f'| certified | {r["resolution"]} | {r["blocks"]} | '
+               f'{r["attention_layers"]} | {r["max_width"]} | {r["params"]} | {r["bits"]} | '
+               f'{_g(t["f_fbar"])} | {_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | '
+               f'**{_g(r["total"])}** | {_g(m["estimate"])} [{_g(m["ci_low"])}, '
+               f'{_g(m["ci_high"])}] ({pts["interior"]} + {pts["window"]}) | '
+               f'{r["certify_seconds"]:.1f} |\n')
+  return ''.join(out)
+
+
+def fits_markdown(fit_rows) -> str:
+  out = ['| target | d, n | construction | points | params slope (fit) | params slope '
+         '(theory) | depth slope (fit) | depth slope (theory) |\n|---|---|---|---|---|---|---|---|\n']
+  for f in fit_rows:
+    out.append(f'| {f["target"]} | {f["d"]}, {f["n"]} | {f["construction"]} | {f["points"]} | '
+               f'{_g(f["params_slope"], 3)} | {_g(f["theory_params_slope"])} | '
+               f'{_g(f["blocks_slope"], 3)} | {_g(f["theory_blocks_slope"])} |\n')
+  return ''.join(out)
+
+
+def figure(rows, fit_rows, path: str) -> None:
+  """Parameters and depth against certified epsilon (log-log), one line per construction,
+  one column per target; fitted and theory slopes in the legend."""
+  targets = sorted({(r['target'], r['d'], r['n']) for r in rows})
+  fig, axes = plt.subplots(2, len(targets), figsize=(4.2 * len(targets), 7.5), squeeze=False)
+  slope = {(f['target'], f['d'], f['n'], f['construction']): f for f in fit_rows}
+  for j, (t, d, n) in enumerate(targets):
+    for i, (key, label) in enumerate((('params', 'parameters'), ('blocks', 'depth (blocks)'))):
+      ax = axes[i][j]
+      for c in sorted({r['construction'] for r in rows}):
+        rs = sorted((r for r in rows if (r['target'], r['d'], r['n'], r['construction'])
+                     == (t, d, n, c) and r.get('status') == 'certified'),
+                    key=lambda r: r['total'])
+        if not rs:
+          continue
+        f = slope[(t, d, n, c)]
+        fit = f[f'{key}_slope']
+        ax.loglog([r['total'] for r in rs], [r[key] for r in rs], 'o-',
+                  label=f'{c}: slope {_g(fit, 2)} (theory {_g(f[f"theory_{key}_slope"])})')
+      ax.set_xlabel('certified d_p(f, g) bound')
+      ax.set_ylabel(label)
+      ax.set_title(f'{t} (d={d}, n={n})', fontsize=9)
+      ax.grid(True, which='both', alpha=0.3)
+      ax.legend(fontsize=7)
+  fig.tight_layout()
+  with outputs.atomic_open(path, 'wb') as fh:
+    fig.savefig(fh, format='png', dpi=110)
+  plt.close(fig)
+
+
+MARKDOWN = 'size_law.md'
+JSON = 'size_law.json'
+FIGURE = 'size_law.png'
+
+
+def write_report(rows, out_dir: str, prov: dict) -> dict:
+  """size_law.{md,json,png} in ``out_dir`` from the rows (atomic writes)."""
+  fit_rows = fits(rows)
+  figure(rows, fit_rows, os.path.join(out_dir, FIGURE))
+  with outputs.atomic_open(os.path.join(out_dir, JSON)) as f:
+    json.dump({'provenance': prov, 'rows': rows, 'fits': fit_rows}, f, indent=1, default=str)
+  md = ('# The certified size-vs-epsilon law\n\n' + provenance.markdown_header(prov, 'report command')
+        + '\nEvery row carries its own command, revision, machine and load in `' + JSON + '`.\n\n'
+        '## Rows\n\nBounds are proved (`<=`); the Monte Carlo column is sampled, with its '
+        'points in the interiors (I) and the ramp windows (W).\n\n' + table_markdown(rows)
+        + '\n## Fitted slopes\n\nlog(parameters) and log(depth) against log(certified total).\n\n'
+        + fits_markdown(fit_rows) + f'\n![parameters and depth against epsilon]({FIGURE})\n')
+  with outputs.atomic_open(os.path.join(out_dir, MARKDOWN)) as f:
+    f.write(md)
+  return {'rows': rows, 'fits': fit_rows}
+
+
+def parse_targets(text: str) -> tuple:
+  """'name:d:n,name:d:n' -> ((name, d, n), ...) (ValueError, one line, when malformed)."""
+  out = []
+  for item in filter(None, (t.strip() for t in text.split(','))):
+    parts = item.split(':')
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+      raise ValueError(f'target {item!r}: write name:d:n, e.g. token_times_mean:1:3.')
+    out.append((parts[0], int(parts[1]), int(parts[2])))
+  if not out:
+    raise ValueError('no target given; write name:d:n[,name:d:n...].')
+  return tuple(out)
+
+
+def study(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
+          mc_points: int = 1000, seed: int = 0, log=print) -> dict:
+  """The law: runs the missing rows (``run``), then writes size_law.{md,json,png}."""
+  for s in specs:
+    search.check_construction(s.construction)
+    targets_lib.get_target(s.target, d=s.d, n=s.n)
+  if mc_points < certificate_mc.MIN_POINTS:
+    raise ValueError(f'mc_points={mc_points}; at least {certificate_mc.MIN_POINTS} per stratum.')
+  rows = run(specs, out_dir, row_minutes=row_minutes, parallel=parallel, mc_points=mc_points,
+             seed=seed, log=log)
+  return write_report(rows, out_dir, provenance.record())
