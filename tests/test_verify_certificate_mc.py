@@ -155,3 +155,32 @@ def test_mc_refuses_too_few_points(small):
   net, g, cert = small
   with pytest.raises(ValueError, match='points=10; it must be an integer >= 1000'):
     cmc.certificate_mc(net, g, cert, points=10)
+
+
+def test_mc_refuses_a_g_of_another_net(small):
+  net, g, cert = small
+  other = build_approximator('token_times_mean', d=1, n=2, resolution=2, ties='complete')
+  with pytest.raises(ValueError, match='g is not a realization of this net'):
+    cmc.certificate_mc(other, g, cert)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('ties', ['paper', 'complete'])
+def test_mc_at_full_size_is_below_every_certified_term(ties):
+  """10^3 points per stratum (the default) on N = 4, d = 1, n = 3 (55 blocks)."""
+  net = build_approximator('token_times_mean', d=1, n=3, resolution=4, ties=ties)
+  p = plan.plan_realization(net, tolerance=1e-6, margin=1 / 64)
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact', clamp=True)
+  cert = certificate.certify_lp(net, g, margin=Fraction(1, 64), workers=1)
+  mc = cmc.certificate_mc(net, g, cert, seed=3)
+  assert mc['points'] == {'interior': 1000, 'window': 1000}
+  rows = {r['term']: r for r in cmc.compare(mc, cert)}
+  for r in rows.values():
+    assert r['below'], r
+  # d_p(f_bar, g_bar) is certified exactly (the bad set's mass; 0 for 'complete'): the
+  # sampled interval contains it
+  r = rows['fbar_gbar']
+  assert r['ci_low'] <= r['bound'] <= r['ci_high'], r
+  assert (r['bound'] > 0.4) == (ties == 'paper')
+  for name in ('f_fbar', 'gbar_g_interior', 'gbar_g_window', 'gbar_g'):
+    assert rows[name]['ci_high'] <= rows[name]['bound'], rows[name]
