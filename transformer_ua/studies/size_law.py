@@ -277,13 +277,17 @@ def table_markdown(rows) -> str:
   return ''.join(out)
 
 
+def _slope(v) -> str:
+  return '—' if v is None else f'{v:.2f}'
+
+
 def fits_markdown(fit_rows) -> str:
   out = ['| target | d, n | construction | points | params slope (fit) | params slope '
          '(theory) | depth slope (fit) | depth slope (theory) |\n|---|---|---|---|---|---|---|---|\n']
   for f in fit_rows:
     out.append(f'| {f["target"]} | {f["d"]}, {f["n"]} | {f["construction"]} | {f["points"]} | '
-               f'{_g(f["params_slope"], 3)} | {_g(f["theory_params_slope"])} | '
-               f'{_g(f["blocks_slope"], 3)} | {_g(f["theory_blocks_slope"])} |\n')
+               f'{_slope(f["params_slope"])} | {_g(f["theory_params_slope"])} | '
+               f'{_slope(f["blocks_slope"])} | {_g(f["theory_blocks_slope"])} |\n')
   return ''.join(out)
 
 
@@ -305,7 +309,7 @@ def figure(rows, fit_rows, path: str) -> None:
         f = slope[(t, d, n, c)]
         fit = f[f'{key}_slope']
         ax.loglog([r['total'] for r in rs], [r[key] for r in rs], 'o-',
-                  label=f'{c}: slope {_g(fit, 2)} (theory {_g(f[f"theory_{key}_slope"])})')
+                  label=f'{c}: slope {_slope(fit)} (theory {_g(f[f"theory_{key}_slope"])})')
       ax.set_xlabel('certified d_p(f, g) bound')
       ax.set_ylabel(label)
       ax.set_title(f'{t} (d={d}, n={n})', fontsize=9)
