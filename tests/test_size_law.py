@@ -1,0 +1,62 @@
+"""studies.size_law: the slope fit, the row grid, bad input, and one resumable row."""
+
+import json
+import os
+
+import pytest
+
+from transformer_ua.studies import size_law
+
+
+def test_fit_slope_of_an_exact_power_law():
+  eps = [0.5, 0.2, 0.1, 0.05]
+  assert size_law.fit_slope(eps, [e ** -3 for e in eps]) == pytest.approx(-3.0, abs=1e-12)
+  assert size_law.fit_slope(eps, [7.0] * 4) == pytest.approx(0.0, abs=1e-12)
+  assert size_law.fit_slope([0.1], [5]) is None
+
+
+def test_theorem3_target_gets_only_theorem3_constructions():
+  specs = size_law.default_specs((('prefix_mean', 1, 2),), epsilons=(0.5,))
+  assert {s.construction for s in specs} == {'positional', 'positional_wide'}
+  specs = size_law.default_specs((('token_times_mean', 1, 2),), epsilons=(0.5, 0.2))
+  assert {s.construction for s in specs} == {'paper', 'ties_complete', 'positional',
+                                             'one_layer', 'one_layer_wide', 'positional_wide'}
+  assert len(specs) == 12
+
+
+@pytest.mark.parametrize('text', ['token_times_mean', 'token_times_mean:1', 'x:a:3', ''])
+def test_bad_targets_are_one_line(text):
+  with pytest.raises(ValueError, match='name:d:n'):
+    size_law.parse_targets(text)
+
+
+@pytest.mark.parametrize('eps', [0.0, -1.0, float('nan'), float('inf')])
+def test_bad_epsilon_is_refused(eps):
+  with pytest.raises(ValueError, match='positive finite'):
+    size_law.default_specs((('token_times_mean', 1, 2),), epsilons=(eps,))
+
+
+def test_unknown_construction_is_refused(tmp_path):
+  spec = size_law.RowSpec('token_times_mean', 1, 2, 'nonesuch', 0.5)
+  with pytest.raises(ValueError, match='construction'):
+    size_law.study([spec], str(tmp_path))
+  assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_one_row_certifies_checks_and_resumes(tmp_path):
+  spec = size_law.RowSpec('token_times_mean', 1, 2, 'one_layer_wide', 0.5)
+  out = size_law.study([spec], str(tmp_path), row_minutes=5)
+  (row,) = out['rows']
+  assert row['status'] == 'certified'
+  assert row['total'] <= 0.5
+  assert row['params'] == row['params_closed_form']
+  mc = row['monte_carlo']
+  assert mc['points'] == {'interior': 1000, 'window': 1000}
+  assert all(c['below'] for c in mc['compare'])
+  assert mc['terms']['total']['ci_low'] <= row['total']
+  lines = []
+  size_law.study([spec], str(tmp_path), row_minutes=5, log=lines.append)
+  assert '0 to run' in lines[0]
+  with open(tmp_path / 'size_law.json') as f:
+    assert json.load(f)['rows'][0]['total'] == row['total']
