@@ -633,6 +633,9 @@ def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
       callable past ``MAX_CUBES``.
   """
   p = distances.check_p(p)
+  for name, v, least in (('d', d, 1), ('n', n, 1), ('resolution', resolution, 2)):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+      raise ValueError(f'{name}={v!r}; it must be an integer >= {least}.')
   f = targets_lib.get_target(target, d=d, n=n)
   builtin = target_bounds.polynomial(f, d, n) is not None or \
       target_bounds.arb_function(f, d, n) is not None
