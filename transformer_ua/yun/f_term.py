@@ -100,7 +100,11 @@ def _arb(v) -> arb:
 
 
 def _root(x: arb, p: float) -> arb:
-  return x if p == 1 else (x ** (arb(1) / arb(p)) if x > 0 else arb(0))
+  """A ball containing upper(x)^{1/p} (>= x^{1/p} at every point of x; 0 when x <= 0)."""
+  u = arb(x.upper())
+  if not u > 0:
+    return arb(0)
+  return u if p == 1 else u ** (arb(1) / arb(p))
 
 
 def _pow(x: arb, p: float) -> arb:
