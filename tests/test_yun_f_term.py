@@ -259,3 +259,19 @@ def test_non_equivariant_callable_is_counted_and_certified_soundly():
   x = x[:3000]
   e = np.sum((_bumped(x) - g.apply(x)) ** 2, axis=(1, 2))
   assert cert.total ** 2 >= e.mean() + 3 * e.std() / np.sqrt(len(e))
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    ({'resolution': 1}, r'resolution=1; it must be an integer >= 2'),
+    ({'resolution': 2.5}, r'resolution=2.5; it must be an integer >= 2'),
+    ({'d': 0}, r'd=0; it must be an integer >= 1'),
+    ({'p': 0.5}, 'p must be a finite number >= 1'),
+    ({'lipschitz': 1}, 'lipschitz=1 is below the proved constant 2 '),
+    ({'target': lambda x: x}, 'no known modulus of continuity'),
+    ({'target': lambda x: x, 'modulus': lambda c, delta: -c}, 'negative or non-finite'),
+])
+def test_bound_bad_input_one_line(kwargs, match):
+  args = {'target': 'token_times_mean', 'd': 1, 'n': 3, 'resolution': 4, **kwargs}
+  with pytest.raises(ValueError, match=match) as e:
+    f_term.bound(args.pop('target'), **args)
+  assert '\n' not in str(e.value)

@@ -100,7 +100,11 @@ def _arb(v) -> arb:
 
 
 def _root(x: arb, p: float) -> arb:
-  return x if p == 1 else (x ** (arb(1) / arb(p)) if x > 0 else arb(0))
+  """A ball containing upper(x)^{1/p} (>= x^{1/p} at every point of x; 0 when x <= 0)."""
+  u = arb(x.upper())
+  if not u > 0:
+    return arb(0)
+  return u if p == 1 else u ** (arb(1) / arb(p))
 
 
 def _pow(x: arb, p: float) -> arb:
@@ -633,6 +637,9 @@ def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
       callable past ``MAX_CUBES``.
   """
   p = distances.check_p(p)
+  for name, v, least in (('d', d, 1), ('n', n, 1), ('resolution', resolution, 2)):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+      raise ValueError(f'{name}={v!r}; it must be an integer >= {least}.')
   f = targets_lib.get_target(target, d=d, n=n)
   builtin = target_bounds.polynomial(f, d, n) is not None or \
       target_bounds.arb_function(f, d, n) is not None
