@@ -7,6 +7,7 @@ L (delta / 2) (nd nd / (nd + p))^{1/p} solved for N by hand.
 
 import dataclasses
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -245,3 +246,21 @@ def test_f_term_slack_is_a_tenth_of_epsilon():
   t1 = res.certificate.terms['f_fbar']
   assert t1 <= 0.9 * 0.45
   assert certificate.f_fbar_bound(Fraction(2), d=1, n=2, resolution=2, p=2.0)['bound'] > 0.405
+
+
+def test_unreachable_epsilon_is_one_line_naming_the_windows():
+  # with the clamp, the windows' term at margin m is (n spread^2 (1 - (1 - 2m)^{nd}))^{1/2}
+  # ~ (2 n^2 d m)^{1/2} spread: at m = 2^-28 about 1e-4, far above 1e-9
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 1e-9, d=1, n=2)
+  msg = str(e.value)
+  assert '\n' not in msg and 'smallest margin 2^-28' in msg and 'one_layer' in msg
+
+
+def test_huge_sizes_print_as_powers_of_ten():
+  with pytest.raises(ValueError) as e:
+    search.approximate('token_times_mean', 0.1, d=16, n=2)
+  msg = str(e.value)
+  assert '\n' not in msg and len(msg) < 400
+  assert re.search(r'~10\^\d+\.\d layers \(blocks\), ~10\^\d+\.\d params, estimated '
+                   r'~10\^\d+\.\d min', msg), msg

@@ -38,13 +38,16 @@ with one vectorized test per block, so a class costs ~ blocks). Calibrated on th
 project's shared 2-core development machine (1-minute load 2 to 4), token_times_mean,
 d = 1, n = 3, workers = 1, N = 8..20:
 
-    deep (paper, ties_complete, positional):  fixed 10 s, 8e-3 s / block, 2.5e-6 s / class-block
-    one_layer (deep realization):             fixed  2 s, 2.5e-3 s / block, 1.6e-6 s / class-block
+    paper, ties_complete:   fixed 10 s, 8e-3 s / block, 2.5e-6 s / class-block
+    positional (Theorem 3): fixed 10 s, 19e-3 s / block, 7.6e-6 s / class-block
+    one_layer (deep):       fixed  2 s, 2.5e-3 s / block, 1.6e-6 s / class-block
 
-(e.g. ties_complete N = 20: 4,247 blocks, 1,540 classes: build 12 s, plan + realize 24 s,
-certify 24 s; one_layer N = 16: 2,196 blocks, 816 classes: 2 + 6 s). Every attempt records
-its estimate next to the measured seconds (``Approximation.attempts``), so each run checks
-the model.
+(measured: ties_complete N = 20: 4,247 blocks, 1,540 classes: build 12 s, plan + realize
+24 s, certify 24 s; positional, prefix_mean, N = 13: 6,673 blocks, 2,197 cubes: 5 + 78 +
+158 s; one_layer N = 16: 2,196 blocks, 816 classes: 2 + 6 s, and N = 30: estimated 148 s,
+took 124 s). The load of a shared machine moves these by a factor of 2 or 3 either way.
+Every attempt records its estimate next to the measured seconds
+(``Approximation.attempts``), so each run checks the model.
 
 The choice (``construction=None``): the candidates (c, N_c) of every construction that
 applies (Theorem 2's need positional=False, f permutation equivariant; Theorem 3's apply
@@ -213,7 +216,15 @@ def _wide_realize(net, margin: Fraction, tolerance: float, clamp: bool):
 
 _DEEP = linear_cost(10.0, 8e-3, 2.5e-6)
 
-#: The constructions ``approximate`` can build, by name (adding one is one entry here).
+#: The constructions ``approximate`` can build, by name. Adding one is one entry here,
+#: e.g. a module ``wide`` with ``build(target, *, d, n, resolution)``, a net with
+#: ``realize(margin=, dtype='exact', clamp=)`` and ``predicted_size(d, n, resolution)``:
+#:   Construction(name='wide', theorem=2, summary='...', classes=_multiset_classes,
+#:                size=lambda d, n, N: wide.predicted_size(d, n, N),
+#:                build=lambda f, d, n, N: wide.build(f, d=d, n=n, resolution=N),
+#:                realize=lambda net, margin, tol, clamp: net.realize(
+#:                    margin=margin, dtype='exact', clamp=clamp),
+#:                seconds=linear_cost(fixed, per_block, per_class_block))
 CONSTRUCTIONS = {c.name: c for c in (
     Construction(
         name='paper', theorem=2, bad_set=True,
@@ -233,7 +244,7 @@ CONSTRUCTIONS = {c.name: c for c in (
         summary='Theorem 3 (positional encoding E; n N^d + 1 attention layers)',
         size=_variant_size('positional', lambda d, n, N: n * N ** d + 1),
         classes=lambda d, n, N: N ** (d * n), build=_build(positional=True),
-        realize=_realize_planned, seconds=_DEEP),
+        realize=_realize_planned, seconds=linear_cost(10.0, 19e-3, 7.6e-6)),
     Construction(
         name='one_layer', theorem=2,
         summary='Theorem 2 with one softmax attention layer, realized deep (one block '
@@ -376,7 +387,12 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
   """d_p(f_bar, g_bar) of the paper's map before building: f_bar's mass on the bad set
   (float64 sum over the grid, ``distances.dp_on_bad_set``) up to ``BAD_SET_CELLS``
   cells; past it, the value at the largest such N' scaled by (bad measure at N / at
-  N')^{1/p}. For the search only: the certificate computes the exact term."""
+  N')^{1/p} (with no such N': the bad measure times nd max |f|^p on a probe, to the
+  1/p). For the search only: the certificate computes the exact term."""
+  if 2 ** (d * n) > BAD_SET_CELLS:   # no grid small enough: |f_bar| <= max |f| there
+    x = np.random.default_rng(0).random((256, n, d))
+    amax = float(np.max(np.abs(np.asarray(target(x), np.float64))))
+    return (_bad_fraction(d, n, N) * n * d) ** (1 / p) * amax
   base = N
   while base > 2 and base ** (d * n) > BAD_SET_CELLS:
     base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
@@ -388,13 +404,14 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
 
 
 def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
-  """Largest power-of-two margin whose window term, with |g - g_bar| <= spread_i (the
-  clamp's range), is <= budget (None if none down to ``certificate.MIN_MARGIN``)."""
+  """Largest power-of-two margin m whose window term, with |g - g_bar| <= spread_i (the
+  clamp's range), is <= budget: (n sum_i spread_i^p (1 - (1 - 2m)^{nd}))^{1/p} (float64,
+  for the search; None if none down to ``certificate.MIN_MARGIN``)."""
+  mass = n * sum(float(s) ** p for s in spread)
   m = certificate.MAX_MARGIN
   while m >= certificate.MIN_MARGIN:
-    t = certificate.gbar_g_bound(d=d, n=n, p=p, margin=m, interior_sup=0.0,
-                                 window_sup=np.repeat(np.asarray(spread, float)[None], n, 0))
-    if t['bound'] <= budget:
+    window = -math.expm1(d * n * math.log1p(-2 * float(m)))
+    if (mass * window) ** (1 / p) <= budget:
       return m
     m /= 2
   return None
@@ -430,9 +447,12 @@ class _Candidate:
 
 
 def _minutes(seconds: float) -> str:
+  """Estimated minutes for a line: 2 digits below 10, whole minutes with separators above."""
   if not math.isfinite(seconds):
     return 'unbounded minutes'
-  return f'{seconds / 60:.2g} min' if seconds < 6e5 else f'{seconds / 60:.2e} min'
+  m = seconds / 60
+  return f'{m:.2g} min' if m < 10 else f'{m:,.0f} min' if m < 1e6 else \
+      f'~10^{math.log10(m):.1f} min'
 
 
 class _Search:
@@ -465,14 +485,14 @@ class _Search:
     tol = left * float(INTERIOR_SHARE) / (self.d * self.n) ** (1 / self.p) / 2
     return t1, t2, margin, tol
 
-  def resolution(self, c: Construction) -> int:
-    """N_c: the smallest N >= 2 with slack (doubling, then bisection)."""
+  def resolution(self, c: Construction) -> int | None:
+    """N_c: the smallest N >= 2 with slack (doubling, then bisection); None if no
+    N <= 2^62 has it."""
     hi = 2
     while self.split(c, hi) is None:
       hi *= 2
       if hi > 2 ** 62:
-        raise ValueError(f'epsilon={self.epsilon:g}: no resolution N <= 2^62 leaves a '
-                         f'tenth of epsilon after d_p(f, f_bar) for {c.name}.')
+        return None
     lo = hi // 2   # fails (or is 1)
     while hi - lo > 1:
       mid = (lo + hi) // 2
@@ -592,6 +612,14 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
   for c in pool:
     N = search.resolution(c)  # pylint: disable=invalid-name
+    if N is None:
+      windows = clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
+                                      spread=search.spread) is None
+      skipped.append(f'{c.name}: ' + (
+          'the ramp windows alone exceed epsilon at the smallest margin 2^-28'
+          if windows else 'no N <= 2^62 leaves a tenth of epsilon after d_p(f, f_bar)'
+          + (' and its bad set' if c.bad_set else '')))
+      continue
     if c.check is not None:
       try:
         c.check(d, n, N)
@@ -651,7 +679,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
           'epsilon.')
     raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '
-                     f'needs ({"; ".join(skipped)}).')
+                     f'needs ({"; ".join(skipped)}); raise epsilon.')
   last = attempts[-1]
   why = f'total {last["total"]:.3g}' if 'total' in last else last['error']
   more = f'; next: {over[0].describe()}, over the limits' if over else ''
