@@ -97,7 +97,7 @@ def cube_box(k, N: int, margin: Fraction):
 
 # -- the cube interiors, over the executor ------------------------------------
 
-def _interior_work(segments, params, positional, bits, resolution, margin, classes, targets,
+def interior_work(segments, params, positional, bits, resolution, margin, classes, targets,
                    stop_above):
   """What a worker builds once (``executor.ship``): the ball network and the cubes."""
   with ball.precision(bits):
@@ -138,7 +138,7 @@ def certify_boxes(segments, params, positional: bool, bits: int, classes, target
   workers = executor_lib.as_workers(workers, executor, state_dir)
   margin = Fraction(margin)
   classes = np.asarray(classes)
-  shipment = executor_lib.ship(_interior_work, segments, params, positional, bits,
+  shipment = executor_lib.ship(interior_work, segments, params, positional, bits,
                                resolution, margin, classes, targets,
                                tolerance if stop_early else None)
   identity = None
