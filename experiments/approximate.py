@@ -43,7 +43,7 @@ import numpy as np
 
 from transformer_ua import cli, construction, outputs, provenance
 from transformer_ua.reports import approximate as report
-from transformer_ua.yun import (approximator, certificate, contextual, distances, search,
+from transformer_ua.yun import (approximator, certificate, contextual, distances, grid, search,
                                 targets as targets_lib)
 from transformer_ua.yun import plan as yun_plan
 
@@ -69,7 +69,47 @@ class ConfigError(ValueError):
   """A bad configuration value (reported as one line)."""
 
 
+#: The float network is checked against g_bar on cube interiors kept this fraction of
+#: delta off every cell edge (``approximator.realization_error``'s margin).
+INTERIOR_MARGIN = 0.25
+
+
+def _largest(fits, start: int, stop: int) -> int | None:
+  """The largest k in [start, stop) with fits(k), walking up from start (None: none)."""
+  best = None
+  for k in range(start, stop):
+    if not fits(k):
+      break
+    best = k
+  return best
+
+
+def _float_limit(c) -> str:
+  """Why no float ramp works at (d, n, N): the sizes that do."""
+  delta = 1 / c.resolution
+
+  def ok(d, n, N):
+    try:
+      return approximator.min_epsilon(d, n, N) < INTERIOR_MARGIN / N
+    except ValueError:
+      return False
+  n_max = _largest(lambda n: ok(c.d, n, c.resolution), 2, 64)
+  N_max = _largest(lambda N: ok(c.d, c.n, N), 2, 4096)
+  sizes = []
+  if n_max:
+    sizes.append(f'n <= {n_max} at d={c.d}, resolution={c.resolution}')
+  if N_max:
+    sizes.append(f'resolution <= {N_max} at d={c.d}, n={c.n}')
+  return (f'a {c.dtype} network of d={c.d}, n={c.n}, resolution={c.resolution} cannot '
+          f'exist: its largest contextual id t_r needs ramps epsilon >= '
+          f'{approximator.min_epsilon(c.d, c.n, c.resolution):.3g} (4 float64 ulps of t_r), '
+          f'wider than the {INTERIOR_MARGIN:g} delta = {INTERIOR_MARGIN * delta:.3g} the cube '
+          'interiors leave; allowed: ' + (' or '.join(sizes) if sizes else 'a smaller size')
+          + ' (the certificate alone needs no floats: yun.approximate).')
+
+
 def _validate(c) -> None:
+  """Every check before anything is built or written (ConfigError: one line)."""
   if c.target not in targets_lib.BUILTIN_TARGETS:
     raise ConfigError(f'config.target={c.target!r}; allowed: '
                       f'{sorted(targets_lib.BUILTIN_TARGETS)}.')
@@ -77,7 +117,7 @@ def _validate(c) -> None:
     distances.check_p(c.p)
   except ValueError as e:
     raise ConfigError(f'config.p: {e}') from None
-  for name in ('lam', 'epsilon', 'interior_epsilon', 'certify_epsilon', 'certify_tolerance'):
+  for name in ('lam', 'epsilon', 'certify_epsilon', 'certify_tolerance'):
     v = c[name]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
       raise ConfigError(f'config.{name}={v!r}; it must be a positive finite number.')
@@ -88,10 +128,13 @@ def _validate(c) -> None:
   if c.dtype not in approximator.FLOAT_BITS:
     raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {tuple(approximator.FLOAT_BITS)} '
                       "(the certified 'exact' path runs on its own when the float one fails).")
+  if not isinstance(c.get('clamp', False), bool):
+    raise ConfigError(f'config.clamp={c.clamp!r}; it must be True or False.')
   for name in ('samples', 'sweep_samples', 'map_samples'):
-    if not isinstance(c[name], int) or c[name] < 2:
+    if isinstance(c[name], bool) or not isinstance(c[name], int) or c[name] < 2:
       raise ConfigError(f'config.{name}={c[name]!r}; it must be an integer >= 2.')
-  if not c.ladder or any(not isinstance(v, int) or v < 2 for v in c.ladder):
+  if not c.ladder or any(isinstance(v, bool) or not isinstance(v, int) or v < 2
+                         for v in c.ladder):
     raise ConfigError(f'config.ladder={c.ladder!r}; it must list integer resolutions >= 2.')
   if not c.positional and not targets_lib.BUILTIN_TARGETS[c.target].permutation_equivariant:
     raise ConfigError(f'config.target={c.target!r} is not permutation equivariant, so '
@@ -99,18 +142,43 @@ def _validate(c) -> None:
                       '--config.positional=True (Theorem 3).')
   if not isinstance(c.get('compare_ties', False), bool):
     raise ConfigError(f'config.compare_ties={c.compare_ties!r}; it must be True or False.')
-  if _fits(c.d, c.n, c.resolution, c.positional):  # else build_approximator refuses it
-    # The float network is ties='paper' (compare_ties only adds ladders of g_bar, and the
-    # certificate realizes in exact arithmetic). The sweeps skip what the dtype cannot
-    # resolve; the main ramps must be resolvable.
-    low = approximator.min_epsilon(c.d, c.n, c.resolution, c.positional)
-    for name in ('epsilon', 'interior_epsilon'):
-      if c[name] < low:
-        raise ConfigError(
-            f'config.{name}={c[name]:g} is below what float64 resolves at resolution='
-            f'{c.resolution} (4 ulps of its largest breakpoint t_r): '
-            f'allowed: --config.{name} >= {low:.3g} (the certificate above it is exact '
-            'whatever the float ramps).')
+  positional = _positional_for(c.target, c.positional)
+  # The sizes: every network the run builds (d, n, resolution, each ladder resolution).
+  for N in (c.resolution, *c.ladder):
+    try:
+      variant = grid.choose(c.d, c.n, N, positional=positional)
+      if _fits(c.d, c.n, N, positional):
+        approximator.check_size(variant)
+    except ValueError as e:
+      which = 'resolution' if N == c.resolution else 'ladder'
+      raise ConfigError(f'config.{which} (N={N}): {e}') from None
+  if not _fits(c.d, c.n, c.resolution, positional):
+    raise ConfigError(f'config.resolution={c.resolution}: the positional grid N^(dn) = '
+                      f'{c.resolution ** (c.d * c.n)} exceeds '
+                      f'{contextual.POSITIONAL_MAX_GRID} points (Theorem 3 needs all of '
+                      'them); choose a smaller resolution or n.')
+  # The float network (ties='paper'; the certificate realizes in exact arithmetic): its
+  # ramps must span 4 float64 ulps of t_r and stay off the cube interiors.
+  try:
+    low = approximator.min_epsilon(c.d, c.n, c.resolution, positional)
+  except ValueError as e:
+    raise ConfigError(f'config.n={c.n}, config.resolution={c.resolution}: {e}') from None
+  high = INTERIOR_MARGIN / c.resolution
+  if low >= high:
+    raise ConfigError(f'config.n={c.n}, config.resolution={c.resolution}: '
+                      + _float_limit(c))
+  for name in ('epsilon',):
+    if c[name] < low:
+      raise ConfigError(
+          f'config.{name}={c[name]:g} is below what float64 resolves at resolution='
+          f'{c.resolution} (4 ulps of its largest breakpoint t_r): '
+          f'allowed: {low:.3g} <= --config.{name} < {high:.3g} (the certificate is exact '
+          'whatever the float ramps).')
+    if c[name] >= high:
+      raise ConfigError(
+          f'config.{name}={c[name]:g} at resolution={c.resolution}: the ramps would reach '
+          f'the cube interiors ({INTERIOR_MARGIN:g} delta = {high:.3g} off each cell edge); '
+          f'allowed: {low:.3g} <= --config.{name} < {high:.3g}.')
 
 
 def _positional_for(name: str, default: bool) -> bool:
@@ -192,9 +260,23 @@ def _blocks(g) -> int:
   return sum(s.depth for s in g.segments)
 
 
-def run_certificates(c, positional, log) -> dict:
-  """The headline (``yun.approximate`` at ``certify_epsilon``) and the certified d_p(f, g)
-  at the main resolution: the paper's network, with the output clamp, ties='complete'."""
+def networks_intro(c, positional, log) -> None:
+  """The three networks of the run, each named once; later lines refer to the tags."""
+  thm = 'Theorem 3' if positional else 'Theorem 2'
+  log('This run builds three networks; every line below names the one it is about:')
+  log(f'  [certified] the network the headline certifies: yun.approximate finds the '
+      f'smallest resolution N at which it proves d_p(f, g) <= {c.certify_epsilon:g} '
+      '(exact weights, bounds in arb ball arithmetic)')
+  log(f"  [paper]     the paper's network at the main resolution N={c.resolution}: g_bar "
+      f'({thm}) and its Lemma 6 realization g with exact weights, certified as built '
+      'and with variants')
+  log(f'  [{c.dtype}]   [paper] realized in {c.dtype} (lam={c.lam:g}, epsilon={c.epsilon:g}'
+      f'{", output clamp" if c.clamp else ""}): sampled by Monte Carlo, not certified')
+  log('Bounds are written "<=", samples "=" with their sample count.')
+
+
+def run_headline(c, positional, log) -> dict:
+  """The headline: ``yun.approximate`` at ``certify_epsilon`` (the [certified] network)."""
   t0 = time.time()
   found = search.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
                              positional=positional, progress=log)
@@ -204,72 +286,193 @@ def run_certificates(c, positional, log) -> dict:
           'weights': g.num_params(), 'certificate': cert.as_dict(),
           'attempts': list(found.attempts), 'seconds': round(time.time() - t0, 2)}
   t = cert.terms
-  log(f'CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} (p={c.p:g}) over '
-      f'[0,1]^(n x d) for a standard Transformer g: softmax attention, ReLU feed-forward, '
-      f'{head["blocks"]} blocks of T^(2,1,4) with {head["weights"]} exact rational weights, '
-      f'N={cert.resolution}, construction {found.construction!r}, '
-      f'output clamp ({head["seconds"]:.1f} s)')
-  log(f'  proof: d_p(f, f_bar) <= {t["f_fbar"]:.4g} (Lipschitz {cert.lipschitz:g}) + '
+  N = cert.resolution
+  log(f'[certified] CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} '
+      f'(p={c.p:g}) over [0,1]^(n x d) for a standard Transformer g: softmax attention, ReLU '
+      f'feed-forward, {head["blocks"]} blocks, {head["weights"]} exact rational weights, '
+      f'N={N}, construction {found.construction!r} (the fewest parameters whose certificate '
+      f'holds), output clamp ({head["seconds"]:.1f} s)')
+  log(f'  proof: d_p(f, f_bar) <= {t["f_fbar"]:.4g} ({cert.f_term_method}) + '
       f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g} + d_p(g_bar, g) <= {t["gbar_g"]:.3g} '
       f'(interiors {100 * cert.interior_fraction:.6g}% of the volume, max |g - g_bar| <= '
-      f'{cert.interior_sup:.3g}; windows {cert.window_measure:.3g}, sup <= '
-      f'{cert.window_sup:.3g}; lam=2^{math.log2(cert.lam):.0f}, ramp '
+      f'{cert.interior_sup:.3g}; ramp windows {cert.window_measure:.3g} of the volume, '
+      f'|g - g_bar| <= {cert.window_sup:.3g} there; lam=2^{math.log2(cert.lam):.0f}, ramp '
       f'2^{math.log2(cert.epsilon):.0f}, {cert.bits} bits)')
+  return head
+
+
+def _certified_reason(row, cert, values_max) -> str:
+  """Why a certified d_p(f, g) of the [paper] table is what it is (one clause)."""
+  t = cert['terms']
+  if not row['clamp'] and t['gbar_g'] > max(t['f_fbar'], t['fbar_gbar']):
+    return (f'the ramp windows ({cert["window_measure"]:.2g} of the volume): nothing bounds '
+            f'the paper\'s g there, its certified enclosure reaches {cert["window_sup"]:.3g} '
+            f'(4-ReLU ramps of slope 1/epsilon = 2^{-math.log2(cert["epsilon"]):.0f} on ids '
+            f'up to t_r) against |g_bar| <= {values_max:.3g}')
+  if row['clamp'] and row['ties'] == 'paper':
+    return (f'the output clamp keeps g within g_bar\'s range in the windows; most of it is '
+            f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g}, the bad set where g_bar is 0')
+  return (f'no bad set; most of it is d_p(f, f_bar) <= {t["f_fbar"]:.3g}, the grid\'s own '
+          'error at this N')
+
+
+def run_paper_certified(c, positional, log) -> list:
+  """The certified d_p(f, g) of the [paper] network at the main resolution: as built, with
+  the output clamp, and (Theorem 2) with ties='complete'."""
   rows = []
   variants = [('paper', False), ('paper', True)] + ([] if positional else [('complete', True)])
-  log(f'certified at the main resolution N={c.resolution} (margin {c.certify_margin:g} '
-      'delta):')
+  log(f'[paper] certified at N={c.resolution} over the whole cube (exact weights; cube '
+      f'interiors shrunk by {c.certify_margin:.3g} delta):')
   for ties, clamp in variants:
     t1 = time.time()
     net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                           positional=positional, ties=ties)
     g, cert = _certify(net, c, clamp)
-    label = (('ties=complete' if ties == 'complete' else "the paper's network")
-             + (' + output clamp' if clamp else ''))
+    label = ('ties=complete, output clamp' if ties == 'complete' else
+             'with the output clamp' if clamp else 'as the paper builds it')
     rows.append({'ties': ties, 'clamp': clamp, 'label': label, 'blocks': _blocks(g),
                  'weights': g.num_params(), 'certificate': cert.as_dict(),
                  'seconds': round(time.time() - t1, 2)})
-    log(f'  {label:<38} d_p(f, g) <= {cert.total:<10.4g} (d_p(g_bar, g) <= '
-        f'{cert.terms["gbar_g"]:.3g}; window sup {cert.window_sup:.3g}; {_blocks(g)} blocks, '
+    values_max = float(np.max(np.abs(net.values))) if net.values.size else 0.0
+    log(f'  {label:<30} d_p(f, g) <= {cert.total:.4g}: '
+        + _certified_reason(rows[-1], rows[-1]['certificate'], values_max)
+        + f' (d_p(g_bar, g) <= {cert.terms["gbar_g"]:.3g}; {_blocks(g)} blocks, '
         f'{cert.bits} bits, {rows[-1]["seconds"]:.1f} s)')
-  return {'headline': head, 'main_resolution': rows}
+  return rows
+
+
+def run_certificates(c, positional, log) -> dict:
+  """The headline ([certified]) and the [paper] network's certified rows."""
+  head = run_headline(c, positional, log)
+  log('')
+  return {'headline': head, 'main_resolution': run_paper_certified(c, positional, log)}
+
+
+def _interior_tolerance(net) -> float:
+  return approximator.REPRODUCE_RTOL * max(
+      1.0, float(np.max(np.abs(net.values))) if net.values.size else 1.0)
+
+
+def sweep_verdict(row, *, resolution: int, plan_lam: float, bits_needed: int,
+                  dtype: str) -> str:
+  """What a sweep row shows, with its cause: 'reproduces g_bar' (on the cube interiors,
+  within the tolerance), or why not."""
+  if row['reproduces']:
+    windows = (row['window_share'] or 0) > approximator.WINDOW_DOMINANCE
+    return 'reproduces g_bar' + ('; d_p from the ramp windows' if windows else '')
+  if row['epsilon'] >= INTERIOR_MARGIN / resolution:
+    return f'off: ramps reach the cube interiors (epsilon >= {INTERIOR_MARGIN:g} delta)'
+  if row['lam'] < plan_lam:
+    return f"off: softmax too soft (lambda < {plan_lam:g}, the plan's)"
+  if bits_needed > approximator.FLOAT_BITS[dtype]:
+    return (f'off: {dtype} rounding, amplified by the 1/epsilon ramps (the plan needs '
+            f'{bits_needed} bits, {dtype} has {approximator.FLOAT_BITS[dtype]})')
+  return 'off: above the interior tolerance'
 
 
 def run_sweeps(net, c, log):
-  out = {'lam': [], 'epsilon': [], 'skipped_epsilons': []}
+  """d_p(g_bar, g) and max |g - g_bar| on cube interiors over lambda and epsilon, at the
+  ramp widths the resolution allows ([min_epsilon, delta))."""
+  out = {'lam': [], 'epsilon': [], 'skipped_epsilons': [], 'skipped_why': []}
   low = approximator.min_epsilon(net.d, net.n, net.resolution, net.positional)
+  high = 1 / net.resolution  # Lemma 6's windows of neighbouring breakpoints would overlap
+  tol = _interior_tolerance(net)
+  planned = yun_plan.plan_realization(net, tolerance=tol, margin=INTERIOR_MARGIN)
   for key, values in (('lam', c.lam_sweep), ('epsilon', c.epsilon_sweep)):
     for v in values:
       lam, eps = (v, c.epsilon) if key == 'lam' else (c.lam, v)
-      if eps < low:
-        out['skipped_epsilons'].append(eps)
+      if not low <= eps < high:
+        if eps not in out['skipped_epsilons']:
+          out['skipped_epsilons'].append(eps)
+          out['skipped_why'].append(
+              f'{eps:g} < {low:.3g} (4 {c.dtype} ulps of t_r: the ramps would collapse)'
+              if eps < low else
+              f'{eps:g} >= delta = {high:g} (neighbouring ramp windows would overlap)')
         continue
-      g = net.realize(lam=lam, epsilon=eps, dtype=c.dtype)
+      g = net.realize(lam=lam, epsilon=eps, dtype=c.dtype, clamp=c.clamp)
       rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
       dec = approximator.error_decomposition(net, g, p=c.p, samples=c.sweep_samples,
                                              seed=c.seed).as_dict()
-      out[key].append({'lam': lam, 'epsilon': eps,
-                       'dp_g_bar_g': dec['estimates']['g_bar|g'],
-                       'max_interior_error': rep['max_abs_error'],
-                       'reproduces': rep['reproduces'],
-                       'window_share': (dec.get('g_windows') or {}).get('share')})
-    fixed = f'epsilon={c.epsilon:g}' if key == 'lam' else f'lam={c.lam:g}'
-    log(f'  {key} sweep, {c.dtype} g (sampled; "off": g does not reproduce g_bar on cube '
-        'interiors, rounding or ramps too wide; "windows": the ramp windows dominate), '
-        'd_p(g_bar, g) at '
-        f'{fixed}: ' + ', '.join(
-            f'{key}={r[key]:.0e} -> {r["dp_g_bar_g"]["value"]:.3g}' + _sweep_tag(r)
-            for r in out[key]))
-  if out['skipped_epsilons']:
-    log(f'  epsilon sweep: skipped {out["skipped_epsilons"]} (below {low:.3g}, 4 {c.dtype} '
-        f'ulps of t_r at N={net.resolution}: the ramps would collapse)')
+      row = {'lam': lam, 'epsilon': eps, 'dp_g_bar_g': dec['estimates']['g_bar|g'],
+             'max_interior_error': rep['max_abs_error'], 'reproduces': rep['reproduces'],
+             'window_share': (dec.get('g_windows') or {}).get('share'),
+             'off_samples': (dec.get('g_windows') or {}).get('off_samples')}
+      row['verdict'] = sweep_verdict(row, resolution=net.resolution,
+                                     plan_lam=float(planned.lam),
+                                     bits_needed=planned.bits_for(eps, lam), dtype=c.dtype)
+      out[key].append(row)
+    fixed = f'epsilon={c.epsilon:g}' if key == 'lam' else f'lambda={c.lam:g}'
+    name = 'lambda' if key == 'lam' else 'epsilon'
+    log(f'  {name} sweep of [{c.dtype}] at {fixed}: d_p(g_bar, g) sampled on '
+        f'{c.sweep_samples} uniform points (95% CI), max |g - g_bar| on {c.map_samples} '
+        f'cube-interior points (tolerance {tol:g})')
+    for r in out[key]:
+      e = r['dp_g_bar_g']
+      log(f'    {name}={r[key]:<7.0e} d_p(g_bar, g) = {e["value"]:<9.3g} '
+          f'({r["off_samples"]} of {c.sweep_samples} samples off g_bar)  interiors '
+          f'{r["max_interior_error"]:<9.3g} {r["verdict"]}')
+  for why in out['skipped_why']:
+    log(f'  epsilon={why}: skipped at N={net.resolution}')
+  out['plan'] = {'lam': float(planned.lam), 'tolerance': tol}
   return out
 
 
-def _sweep_tag(row) -> str:
-  if not row['reproduces']:
-    return ' (off)'
-  return ' (windows)' if (row['window_share'] or 0) > approximator.WINDOW_DOMINANCE else ''
+def run_float(net, c, positional, log) -> dict:
+  """The [float64] network: its sampled decomposition, its cube-interior check, and the
+  lesson (the same ramps without the output clamp, as the paper builds g)."""
+  g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype, clamp=c.clamp)
+  bc = g.block_counts()
+  log(f'[{c.dtype}] lam={c.lam:g}, epsilon={c.epsilon:g}{", output clamp" if c.clamp else ""}: '
+      f'{bc["blocks"]} blocks of T^(2,1,4) ({bc["attention_on"]} with attention on, '
+      f'{bc["feedforward_on"]} with feed-forward on), {g.num_params()} weights')
+  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
+  rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
+  dec['precision_failure'] = not dec.get('g_represents_g_bar', True)
+  values_max = float(np.max(np.abs(net.values))) if net.values.size else 0.0
+  t_r = float(net.g_bar.contextual.t_r)
+  log(f'  error decomposition, p={c.p:g}, sampled on {c.samples} uniform points (95% CI), '
+      'not certified:')
+  ex = dec.get('exact')
+  for key, e in dec['estimates'].items():
+    a, b = key.split('|')
+    if 'g' in (a, b) and dec['precision_failure']:
+      continue  # not a measurement of Lemma 6: see the PRECISION FAILURE line below
+    why = ''
+    if key == 'f_bar|g_bar' and ex and not positional:
+      why = (f'  exact over the whole grid: {ex["dp_f_bar_g_bar"]:.5f}; the bad set (inputs '
+             f'with repeated columns, measure {ex["bad_set_measure"]:.4f}) where g_bar is 0')
+    elif key == 'f_bar|g_bar' and ex:
+      why = f'  exact over the whole grid: {ex["dp_f_bar_g_bar"]:.5g}'
+    elif key == 'g_bar|g':
+      why = (f'  {c.dtype} at its best: g reproduces g_bar on the cube interiors, and the '
+             f'{"clamped " if c.clamp else ""}ramp windows (width {c.epsilon:g}) carry the rest'
+             if rep['reproduces'] else '  see the cube-interior line')
+    elif key == 'f|g_bar' and ex and not positional:
+      why = '  mostly d_p(f_bar, g_bar): the bad set'
+    log(f'    d_p({a:>5}, {b:<5}) = {e["value"]:.5f}  [{e["ci_low"]:.5f}, {e["ci_high"]:.5f}]'
+        + why)
+  if dec['precision_failure']:
+    log(f'  PRECISION FAILURE, not a measurement (t_r = {t_r:.3g}, lam={c.lam:g}, '
+        f'epsilon={c.epsilon:g}, sampled d_p(g_bar, g) = '
+        f'{dec["estimates"]["g_bar|g"]["value"]:.3g} for values |A| <= {values_max:.3g}): '
+        f'{dec.get("g_note")} The [paper] certified rows above hold instead.')
+  log(f'  cube interiors ({rep["samples"]} points, {rep["margin"]:g} delta off each edge): '
+      f'max |g - g_bar| = {rep["max_abs_error"]:.3g} '
+      + (f'<= {rep["tolerance"]:g}: g reproduces g_bar there' if rep['reproduces'] else
+         f'> {rep["tolerance"]:g}: g does not reproduce g_bar there'))
+  lesson = None
+  if c.clamp:
+    bare = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype, clamp=False)
+    bd = approximator.error_decomposition(net, bare, p=c.p, samples=c.samples,
+                                          seed=c.seed).as_dict()
+    e, w = bd['estimates']['g_bar|g'], bd.get('g_windows') or {}
+    lesson = {'dp_g_bar_g': e, 'windows': w}
+    log(f'  the lesson, the same {c.dtype} g without the output clamp (as the paper builds '
+        f'it): d_p(g_bar, g) = {e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}] on '
+        f'the same {c.samples} samples: in the ramp windows ({w.get("off_samples")} of them) '
+        f'g reaches {w.get("max_off", float("nan")):.3g}, the size of the contextual ids '
+        f'(t_r = {t_r:.3g}), where |g_bar| <= {values_max:.3g}')
+  return {'g': g, 'decomposition': dec, 'realization': rep, 'lesson': lesson}
 
 
 def run_precision_map(c, log):
@@ -312,61 +515,30 @@ def run(c, outdir, log=print) -> dict:
 
 
 def _run(c, outdir, log) -> dict:
-  _validate(c)
+  _validate(c)   # everything is checked before the directory is made
   os.makedirs(outdir, exist_ok=True)
   t_start = time.time()
   prov = provenance.record(' '.join(['python'] + sys.argv))
   positional = _positional_for(c.target, c.positional)
+  networks_intro(c, positional, log)
+  log('')
   net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                         positional=positional)
-  log(net.describe())
+  log(f'[paper] {net.describe()}')
   dep = {'built': {**construction.stage_counts(net.layer_counts()), 'total': net.depth()},
          'formula': {**net.paper_layer_counts(),
                      'total': sum(net.paper_layer_counts().values())},
          'by_kind': construction.kind_counts(net.layer_counts())}
-  log(f'{"stage":<14}{"built":>10}{"paper formula":>16}')
+  log(f'  {"layers of g_bar":<16}{"built":>8}{"paper formula":>16}')
   for key in ('quantization', 'contextual', 'value', 'total'):
-    log(f'{key:<14}{dep["built"][key]:>10}{dep["formula"][key]:>16}')
+    log(f'  {key:<16}{dep["built"][key]:>8}{dep["formula"][key]:>16}')
   log('')
   certified = run_certificates(c, positional, log)
-  log(f'\n{c.dtype} network g (sampled, not certified): lam={c.lam:g}, '
-      f'epsilon={c.epsilon:g}')
-  g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype)
-  log(f'  realized g: {g.block_counts()} ({g.num_params()} weights)')
-  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
-  g_int = net.realize(lam=c.lam, epsilon=c.interior_epsilon, dtype=c.dtype)
-  rep = approximator.realization_error(net, g_int, samples=c.map_samples, seed=c.seed)
-  # The precision verdict is error_decomposition's check that the float g represents
-  # g_bar on cube interiors: if not, the d_p rows with g are rounding, not Lemma 6, and
-  # are not printed (the JSON keeps them). If it does, a large d_p(g_bar, g) comes from
-  # the ramp windows (g_windows), and the rows are printed with that note.
-  dec['precision_failure'] = not dec.get('g_represents_g_bar', True)
-  dp_gg = dec['estimates']['g_bar|g']['value']
-  value_range = float(np.max(np.abs(net.values))) if net.values.size else 0.0
-  log(f'  error decomposition, p={c.p:g}, {c.samples} uniform samples, 95% CI')
-  for key, e in dec['estimates'].items():
-    a, b = key.split('|')
-    if 'g' in (a, b) and dec['precision_failure']:
-      continue  # not a measurement of Lemma 6: see the PRECISION FAILURE line below
-    log(f'    d_p({a:>5}, {b:<5}) = {e["value"]:.5f}  [{e["ci_low"]:.5f}, {e["ci_high"]:.5f}]')
-  if dec['precision_failure']:
-    t_r = float(net.g_bar.contextual.t_r)
-    log(f'  PRECISION FAILURE, not a measurement (t_r = {t_r:.3g}, lam={c.lam:g}, '
-        f'epsilon={c.epsilon:g}, sampled d_p(g_bar, g) = {dp_gg:.3g} for values |A| <= '
-        f'{value_range:.3g}): {dec.get("g_note")} The certified rows above hold instead.')
-  elif dec.get('g_note'):
-    log(f'  note: {dec["g_note"]}')
-  if 'exact' in dec:
-    log(f'  exact: bad-set measure {dec["exact"]["bad_set_measure"]:.5f}, '
-        f'd_p(f_bar, g_bar) = {dec["exact"]["dp_f_bar_g_bar"]:.5f}')
-  if 'exact' in dec and not positional:
-    log('  d_p(f, g_bar) is mostly d_p(f_bar, g_bar): the bad set (inputs with repeated '
-        f'columns, measure {dec["exact"]["bad_set_measure"]:.5f} here, -> 0 like delta) is '
-        'where Theorem 2\'s g_bar is 0 instead of f_bar; elsewhere g_bar = f_bar.')
-  log(f'  g with epsilon={c.interior_epsilon:g} on cube interiors (margin '
-      f'{rep["margin"]} delta): max |g - g_bar| = {rep["max_abs_error"]:.3g} '
-      f'(reproduces g_bar: {rep["reproduces"]})')
-  log('\nresolution ladder')
+  log('')
+  fl = run_float(net, c, positional, log)
+  g, dec, rep = fl['g'], fl['decomposition'], fl['realization']
+  log(f'\nresolution ladder of g_bar (no realization): d_p sampled on {c.samples} uniform '
+      'points per N; [exact] over the whole grid')
   targets = ([c.target] + [t for t in sorted(targets_lib.BUILTIN_TARGETS) if t != c.target]
              if c.all_targets else [c.target])
   ladders = []
@@ -388,7 +560,8 @@ def _run(c, outdir, log) -> dict:
           + ('(0 exactly: no bad set)' if pos or ties == 'complete' else
              f'(theory d/p = {c.d / c.p:g})')
           + f'; d_p(f,g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}')
-  log('\nlambda / epsilon sweeps')
+  log(f'\nlambda / epsilon sweeps of [{c.dtype}] (verdicts on the cube interiors; "off" '
+      'says why)')
   sweeps = run_sweeps(net, c, log)
   pmap = None
   if c.precision_map:
@@ -396,7 +569,7 @@ def _run(c, outdir, log) -> dict:
     pmap = run_precision_map(c, log)
   result = {'config': c.to_dict(), 'provenance': prov, 'positional': positional,
             'depth': dep, 'realized_depth': g.block_counts(), 'decomposition': dec,
-            'realization': rep, 'certified': certified,
+            'realization': rep, 'lesson': fl['lesson'], 'certified': certified,
             'ladders': ladders, 'sweeps': sweeps,
             'precision_map': pmap}
   result['figures'] = report.make_figures(result, net, outdir)
@@ -413,6 +586,10 @@ def _run(c, outdir, log) -> dict:
 def main(argv, config, output_dir):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  try:
+    _validate(config.value)   # check everything, then make the directory
+  except ValueError as e:
+    cli.fail(str(e))
   cli.output_dir(output_dir.value, '--output_dir', writes=OUTPUT_FILES)  # before the work
   try:
     run(config.value, output_dir.value)
