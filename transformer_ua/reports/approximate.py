@@ -157,12 +157,13 @@ def _certificate_lines(certified) -> list:
   lines = ['## Certified: d_p(f, g) over the whole unit cube', '',
            f'**d_p(f, g) <= {cert["total"]:.4g} <= {head["epsilon"]:g}** (p = {cert["p"]:g}) '
            f'for a standard Transformer g (softmax attention, ReLU feed-forward, '
-           f'{head["blocks"]} blocks of T^{{2,1,4}}, {head["weights"]} exact rational '
-           f'weights) at N = {cert["resolution"]}, found by `yun.approximate` in '
+           f'{head["blocks"]} blocks, {head["weights"]} exact rational weights, construction '
+           f'`{head["construction"]}`) at N = {cert["resolution"]}, found by `yun.approximate` in '
            f'{head["seconds"]:.1f} s. Every number below is a rigorous upper bound (exact '
            'rationals or arb balls rounded up), not a sample.', '',
            '| term | bound |', '|---|---|',
-           f'| d_p(f, f_bar) (Lipschitz constant {cert["lipschitz"]:g}) | <= {t["f_fbar"]:.4g} |',
+           f'| d_p(f, f_bar) ({cert["f_term_method"]}; assuming {cert["assumes"]}) | '
+           f'<= {t["f_fbar"]:.4g} |',
            f'| d_p(f_bar, g_bar) | <= {t["fbar_gbar"]:.4g} |',
            f'| d_p(g_bar, g): cube interiors ({100 * cert["interior_fraction"]:.6g}% of the '
            f'volume, sup <= {cert["interior_sup"]:.3g}) and ramp windows (measure '
