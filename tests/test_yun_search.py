@@ -264,3 +264,23 @@ def test_huge_sizes_print_as_powers_of_ten():
   assert '\n' not in msg and len(msg) < 400
   assert re.search(r'~10\^\d+\.\d layers \(blocks\), ~10\^\d+\.\d params, estimated '
                    r'~10\^\d+\.\d min', msg), msg
+
+
+def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch):
+  # one_layer made to look slow: the next smallest by hand, ties_complete (506 params),
+  # is attempted next, and the skip is said before it starts
+  lines = []
+  one = search.CONSTRUCTIONS['one_layer']
+  ties = search.CONSTRUCTIONS['ties_complete']
+
+  def build(*args):
+    raise _Stop
+
+  monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer',
+                      dataclasses.replace(one, seconds=lambda size, classes: 1e9))
+  monkeypatch.setitem(search.CONSTRUCTIONS, 'ties_complete', dataclasses.replace(ties, build=build))
+  with pytest.raises(_Stop):
+    search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
+  assert lines[0].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '
+                             'estimated ')
+  assert lines[1].startswith('approximate: attempt 1: ties_complete N=3: 22 blocks, 506 params')

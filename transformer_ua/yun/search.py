@@ -584,6 +584,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     left_s = max_minutes * 60 - (time.perf_counter() - t_start)
     if cand.size['blocks'] > max_layers or cand.seconds > left_s:
       over.append(cand)
+      say(f'approximate: skipped {cand.describe()}: over max_layers={max_layers} or the '
+          f'{left_s / 60:.2g} min left of max_minutes={max_minutes:g}')
       continue
     k = len(attempts) + 1
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
