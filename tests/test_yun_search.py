@@ -204,8 +204,14 @@ def test_progress_line_comes_before_the_build(monkeypatch, by_hand):
   monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer', dataclasses.replace(entry, build=build))
   with pytest.raises(_Stop):
     search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
-  assert len(seen) == 1 and len(seen[0]) == 1   # the start line, and nothing else yet
-  assert seen[0][0].startswith('approximate: attempt 1: one_layer N=3: 16 blocks, 368 params, '
+  assert len(seen) == 1 and len(seen[0]) == 3   # the search's lines, the attempt's, no more
+  assert seen[0][0].startswith('approximate: epsilon=0.45, d=1, n=2, p=2: choosing N for ')
+  # the candidates in the order of the rule, sizes by hand (the paper's N is larger)
+  assert seen[0][1].startswith('approximate: candidates, fewest parameters first: one_layer '
+                               'N=3 (368 params, ')
+  assert seen[0][1].index('ties_complete N=3 (506 params') < seen[0][1].index('positional N=3 '
+                                                                             '(784 params')
+  assert seen[0][2].startswith('approximate: attempt 1: one_layer N=3: 16 blocks, 368 params, '
                                'estimated ')
 
 
@@ -221,19 +227,20 @@ def test_progress_true_prints_start_and_end(capsys, by_hand):
 def test_a_failing_certificate_queues_the_next_resolution(monkeypatch, by_hand):
   # the first certificate is made to fail (its total replaced by 1): the search goes on
   # with the next candidate by parameters, one_layer at N = 4, and records both attempts
-  lines, real = [], certificate.certify_lp
+  lines, real, calls = [], certificate.certify_lp, []
 
   def certify_lp(*args, **kw):
+    calls.append(1)
     cert = real(*args, **kw)
-    return dataclasses.replace(cert, total=1.0) if not lines[1:] else cert
+    return dataclasses.replace(cert, total=1.0) if len(calls) == 1 else cert
 
   monkeypatch.setattr(certificate, 'certify_lp', certify_lp)
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
                            construction='one_layer', progress=lines.append)
   assert [a['resolution'] for a in res.attempts] == [3, 4]
   assert not res.attempts[0]['holds'] and res.attempts[1]['holds']
-  assert 'the certificate does not hold' in lines[1]
-  assert lines[2].startswith('approximate: attempt 2: one_layer N=4: ')
+  assert 'the certificate does not hold' in lines[3]
+  assert lines[4].startswith('approximate: attempt 2: one_layer N=4: ')
 
 
 def test_approximate_result_exports_to_onnx(tmp_path, by_hand):
@@ -293,6 +300,7 @@ def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch, by_hand
   monkeypatch.setitem(search.CONSTRUCTIONS, 'ties_complete', dataclasses.replace(ties, build=build))
   with pytest.raises(_Stop):
     search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
-  assert lines[0].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '
+  assert lines[2].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '
                              'estimated ')
-  assert lines[1].startswith('approximate: attempt 1: ties_complete N=3: 22 blocks, 506 params')
+  assert lines[2].endswith(': over the 10 min left of max_minutes=10')
+  assert lines[3].startswith('approximate: attempt 1: ties_complete N=3: 22 blocks, 506 params')
