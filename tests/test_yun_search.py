@@ -32,14 +32,26 @@ HAND_PARAMS = {k: v * BLOCK_PARAMS_D1 + (2 if k == 'positional' else 0)
                for k, v in HAND_BLOCKS.items()}
 
 
+@pytest.fixture
+def by_hand(monkeypatch):
+  """The search restricted to what this file works out by hand: the four deep
+  constructions (other registry entries have their own tests) and the global-modulus
+  f-term L (delta / 2) (nd nd / (nd + p))^{1/p} (the per-cube one is tighter and is
+  tested with ``f_term``)."""
+  monkeypatch.setattr(search, 'CONSTRUCTIONS',
+                      {k: v for k, v in search.CONSTRUCTIONS.items() if k in HAND_BLOCKS})
+  monkeypatch.setattr(search, '_f_term', lambda *a, d, n, resolution, p, **_: (
+      certificate.f_fbar_bound(a[-1], d=d, n=n, resolution=resolution, p=p)['bound']))
+
+
 def test_registry_names_and_theorems():
   assert {'paper', 'ties_complete', 'positional', 'one_layer'} <= set(search.CONSTRUCTIONS)
   assert yun.CONSTRUCTIONS is search.CONSTRUCTIONS
   for name, c in search.CONSTRUCTIONS.items():
     assert c.name == name and c.theorem in (2, 3) and c.summary
-  assert [c.name for c in search.CONSTRUCTIONS.values() if c.theorem == 3] == ['positional']
-  assert search.CONSTRUCTIONS['positional'].applies(True)
-  assert not search.CONSTRUCTIONS['one_layer'].applies(True)
+  assert search.CONSTRUCTIONS['positional'].theorem == 3
+  for c in search.CONSTRUCTIONS.values():   # Theorem 3 applies to every f, Theorem 2's not
+    assert c.applies(False) and c.applies(True) == (c.theorem == 3)
 
 
 @pytest.mark.parametrize('name', sorted(HAND_BLOCKS))
@@ -64,7 +76,7 @@ def test_closed_form_size_is_the_built_network():
   assert g.depth() == HAND_BLOCKS['one_layer'] and g.num_params() == HAND_PARAMS['one_layer']
 
 
-def test_default_picks_the_fewest_parameters_and_says_so():
+def test_default_picks_the_fewest_parameters_and_says_so(by_hand):
   # token_times_mean: L = 2, d = 1, n = 2, p = 2: d_p(f, f_bar) <= (1/N) (4/4)^(1/2) = 1/N;
   # 1/N <= 9/10 * 0.45 = 0.405 first at N = 3; at N = 3 the hand sizes order
   # one_layer (368) < paper (391, and its bad set needs a larger N) < ties_complete (506)
@@ -80,7 +92,7 @@ def test_default_picks_the_fewest_parameters_and_says_so():
   assert res.attempts[0]['estimated_seconds'] > 0 and res.attempts[0]['seconds'] > 0
 
 
-def test_explicit_construction_is_built():
+def test_explicit_construction_is_built(by_hand):
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
                            construction='ties_complete')
   assert res.construction == 'ties_complete' and res.rule == 'construction= given'
@@ -90,7 +102,7 @@ def test_explicit_construction_is_built():
   assert res.certificate.terms['fbar_gbar'] == 0.0   # no bad set
 
 
-def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes():
+def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes(by_hand):
   # L (delta/2) sqrt(nd nd / (nd + p)) = (1/N) sqrt(9/5) <= 0.9 * 0.01 first at N = 150;
   # one_layer there: g_q 151 + 2 + 150 C(151, 2) = 1,698,750 bumps + 1 clamp
   blocks = 151 + 2 + 150 * math.comb(151, 2) + 1
@@ -103,7 +115,7 @@ def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes():
   assert 'estimated' in msg and 'min' in msg and 'max_layers=100000' in msg
 
 
-def test_refusal_over_the_time_budget_names_the_smallest():
+def test_refusal_over_the_time_budget_names_the_smallest(by_hand):
   with pytest.raises(ValueError) as e:
     search.approximate('token_times_mean', 0.45, d=1, n=2, max_minutes=1e-4)
   msg = str(e.value)
@@ -112,7 +124,7 @@ def test_refusal_over_the_time_budget_names_the_smallest():
   assert '16 layers (blocks), 368 params, estimated' in msg and 'max_minutes=0.0001' in msg
 
 
-def test_the_old_silent_case_now_answers_before_building():
+def test_the_old_silent_case_now_answers_before_building(by_hand):
   # token_times_mean at 0.05 (d = 1, n = 3) ran 35 minutes without a line. Now its plan is
   # known before building: N = 30 (sqrt(9/5) / 30 = 0.0447 <= 0.045 < sqrt(9/5) / 29),
   # one_layer, and a budget of a second refuses it in one line with that size.
@@ -169,7 +181,7 @@ def test_theorem2_construction_refused_for_theorem3():
     ({'epsilon': 1e-3, 'max_layers': 1000}, r'needs resolution N >= \d+ .* layers'),
     ({'f': lambda x: x}, 'no known modulus of continuity'),
 ])
-def test_bad_input_one_line(kwargs, match):
+def test_bad_input_one_line(kwargs, match, by_hand):
   args = {'f': 'token_times_mean', 'epsilon': 0.45, 'd': 1, 'n': 3, **kwargs}
   f, eps = args.pop('f'), args.pop('epsilon')
   with pytest.raises(ValueError, match=match) as e:
@@ -181,7 +193,7 @@ class _Stop(Exception):
   pass
 
 
-def test_progress_line_comes_before_the_build(monkeypatch):
+def test_progress_line_comes_before_the_build(monkeypatch, by_hand):
   lines, seen = [], []
   entry = search.CONSTRUCTIONS['one_layer']
 
@@ -192,12 +204,18 @@ def test_progress_line_comes_before_the_build(monkeypatch):
   monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer', dataclasses.replace(entry, build=build))
   with pytest.raises(_Stop):
     search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
-  assert len(seen) == 1 and len(seen[0]) == 1   # the start line, and nothing else yet
-  assert seen[0][0].startswith('approximate: attempt 1: one_layer N=3: 16 blocks, 368 params, '
+  assert len(seen) == 1 and len(seen[0]) == 3   # the search's lines, the attempt's, no more
+  assert seen[0][0].startswith('approximate: epsilon=0.45, d=1, n=2, p=2: choosing N for ')
+  # the candidates in the order of the rule, sizes by hand (the paper's N is larger)
+  assert seen[0][1].startswith('approximate: candidates, fewest parameters first: one_layer '
+                               'N=3 (368 params, ')
+  assert seen[0][1].index('ties_complete N=3 (506 params') < seen[0][1].index('positional N=3 '
+                                                                             '(784 params')
+  assert seen[0][2].startswith('approximate: attempt 1: one_layer N=3: 16 blocks, 368 params, '
                                'estimated ')
 
 
-def test_progress_true_prints_start_and_end(capsys):
+def test_progress_true_prints_start_and_end(capsys, by_hand):
   search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1, progress=True)
   out = capsys.readouterr().out.splitlines()
   starts = [s for s in out if s.startswith('approximate: attempt 1: one_layer N=3: ')]
@@ -206,25 +224,26 @@ def test_progress_true_prints_start_and_end(capsys):
   assert '<= 0.45' in ends[0]
 
 
-def test_a_failing_certificate_queues_the_next_resolution(monkeypatch):
+def test_a_failing_certificate_queues_the_next_resolution(monkeypatch, by_hand):
   # the first certificate is made to fail (its total replaced by 1): the search goes on
   # with the next candidate by parameters, one_layer at N = 4, and records both attempts
-  lines, real = [], certificate.certify_lp
+  lines, real, calls = [], certificate.certify_lp, []
 
   def certify_lp(*args, **kw):
+    calls.append(1)
     cert = real(*args, **kw)
-    return dataclasses.replace(cert, total=1.0) if not lines[1:] else cert
+    return dataclasses.replace(cert, total=1.0) if len(calls) == 1 else cert
 
   monkeypatch.setattr(certificate, 'certify_lp', certify_lp)
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
                            construction='one_layer', progress=lines.append)
   assert [a['resolution'] for a in res.attempts] == [3, 4]
   assert not res.attempts[0]['holds'] and res.attempts[1]['holds']
-  assert 'the certificate does not hold' in lines[1]
-  assert lines[2].startswith('approximate: attempt 2: one_layer N=4: ')
+  assert 'the certificate does not hold' in lines[3]
+  assert lines[4].startswith('approximate: attempt 2: one_layer N=4: ')
 
 
-def test_approximate_result_exports_to_onnx(tmp_path):
+def test_approximate_result_exports_to_onnx(tmp_path, by_hand):
   import onnxruntime   # pylint: disable=import-outside-toplevel
   from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
@@ -240,7 +259,7 @@ def test_approximate_result_exports_to_onnx(tmp_path):
   assert np.all(y >= lo - 1e-9) and np.all(y <= hi + 1e-9), y
 
 
-def test_f_term_slack_is_a_tenth_of_epsilon():
+def test_f_term_slack_is_a_tenth_of_epsilon(by_hand):
   # the chosen N leaves >= epsilon / 10 for the realization, and N - 1 would not
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
   t1 = res.certificate.terms['f_fbar']
@@ -248,7 +267,7 @@ def test_f_term_slack_is_a_tenth_of_epsilon():
   assert certificate.f_fbar_bound(Fraction(2), d=1, n=2, resolution=2, p=2.0)['bound'] > 0.405
 
 
-def test_unreachable_epsilon_is_one_line_naming_the_windows():
+def test_unreachable_epsilon_is_one_line_naming_the_windows(by_hand):
   # with the clamp, the windows' term at margin m is (n spread^2 (1 - (1 - 2m)^{nd}))^{1/2}
   # ~ (2 n^2 d m)^{1/2} spread: at m = 2^-28 about 1e-4, far above 1e-9
   with pytest.raises(ValueError) as e:
@@ -257,10 +276,31 @@ def test_unreachable_epsilon_is_one_line_naming_the_windows():
   assert '\n' not in msg and 'smallest margin 2^-28' in msg and 'one_layer' in msg
 
 
-def test_huge_sizes_print_as_powers_of_ten():
+def test_huge_sizes_print_as_powers_of_ten(by_hand):
   with pytest.raises(ValueError) as e:
     search.approximate('token_times_mean', 0.1, d=16, n=2)
   msg = str(e.value)
   assert '\n' not in msg and len(msg) < 400
   assert re.search(r'~10\^\d+\.\d layers \(blocks\), ~10\^\d+\.\d params, estimated '
                    r'~10\^\d+\.\d min', msg), msg
+
+
+def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch, by_hand):
+  # one_layer made to look slow: the next smallest by hand, ties_complete (506 params),
+  # is attempted next, and the skip is said before it starts
+  lines = []
+  one = search.CONSTRUCTIONS['one_layer']
+  ties = search.CONSTRUCTIONS['ties_complete']
+
+  def build(*args):
+    raise _Stop
+
+  monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer',
+                      dataclasses.replace(one, seconds=lambda size, classes: 1e9))
+  monkeypatch.setitem(search.CONSTRUCTIONS, 'ties_complete', dataclasses.replace(ties, build=build))
+  with pytest.raises(_Stop):
+    search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
+  assert lines[2].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '
+                             'estimated ')
+  assert lines[2].endswith(': over the 10 min left of max_minutes=10')
+  assert lines[3].startswith('approximate: attempt 1: ties_complete N=3: 22 blocks, 506 params')

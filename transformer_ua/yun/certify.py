@@ -77,6 +77,9 @@ def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):
     x: X [batch, n, d] in [0, 1)^{n x d} (the domain the plan covers).
     bits: arb working precision (default and minimum: the plan's for g's lam, epsilon;
       ``check_plan=False`` allows fewer, e.g. to search for the smallest that certifies).
+      ``certificate.certify_lp(bits=)`` takes fewer without asking: its answer is one
+      total, still a proof at any precision and visibly looser, while an enclosure here
+      below the plan is a point value too wide to use.
   """
   check_exact(g)
   x = check_points(g.source, x)

@@ -609,6 +609,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   pool = [chosen] if chosen is not None else \
       [c for c in CONSTRUCTIONS.values() if c.applies(positional)]
   rule = 'construction= given' if chosen is not None else RULE
+  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}: choosing N for '
+      f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
   for c in pool:
     N = search.resolution(c)  # pylint: disable=invalid-name
@@ -628,6 +630,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
         continue
     cand = search.candidate(c, N)
     heapq.heappush(heap, (cand.size['params'], next(order), cand))
+  say('approximate: candidates, fewest parameters first: ' + '; '.join(
+      f'{c.construction.name} N={c.resolution} ({_count(c.size["params"])} params, '
+      f'{_minutes(c.seconds)})' for _, _, c in sorted(heap, key=lambda e: e[:2]))
+      + ''.join(f'; no plan: {s}' for s in skipped))
   attempts, over = [], []
   while heap and len(attempts) < MAX_ATTEMPTS:
     cand = heapq.heappop(heap)[2]
@@ -635,6 +641,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     left_s = max_minutes * 60 - (time.perf_counter() - t_start)
     if cand.size['blocks'] > max_layers or cand.seconds > left_s:
       over.append(cand)
+      why = (f'over max_layers={max_layers}' if cand.size['blocks'] > max_layers else
+             f'over the {max(left_s, 0) / 60:.2g} min left of max_minutes={max_minutes:g}')
+      say(f'approximate: skipped {cand.describe()}: {why}')
       continue
     k = len(attempts) + 1
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
