@@ -2,6 +2,7 @@ r"""The main job: compile a target into Transformers and measure every error ter
 
     python experiments/approximate.py [--config=experiments/configs/approximate.py[:ladder]]
         [--config.target=...] [--output_dir=runs/approximate]
+        [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
 ``positional``):
@@ -41,7 +42,7 @@ import warnings
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, construction, outputs, provenance
+from transformer_ua import cli, construction, executor, outputs, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import (approximator, certificate, contextual, distances,
                                 targets as targets_lib)
@@ -56,6 +57,7 @@ def _define_flags():
   output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
                                    'directory for approximate.json and the PNG figures.')
   cli.define_overwrite()
+  executor.define_flags()
   return config, output_dir
 
 
@@ -180,24 +182,24 @@ def run_ladder(name, c, positional, log, ties='paper'):
           'theory_slope_f_f_bar': 1.0}
 
 
-def _certify(net, c, clamp: bool) -> tuple:
+def _certify(net, c, clamp: bool, workers=None) -> tuple:
   """(g, Certificate) of net's exact realization at the planned lam, ramp and bits."""
   planned = yun_plan.plan_realization(net, tolerance=c.certify_tolerance,
                                       margin=c.certify_margin)
   g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
-  return g, certificate.certify_lp(net, g, p=c.p, margin=c.certify_margin)
+  return g, certificate.certify_lp(net, g, p=c.p, margin=c.certify_margin, workers=workers)
 
 
 def _blocks(g) -> int:
   return sum(s.depth for s in g.segments)
 
 
-def run_certificates(c, positional, log) -> dict:
+def run_certificates(c, positional, log, workers=None) -> dict:
   """The headline (``yun.approximate`` at ``certify_epsilon``) and the certified d_p(f, g)
   at the main resolution: the paper's network, with the output clamp, ties='complete'."""
   t0 = time.time()
   found = certificate.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
-                                  positional=positional)
+                                  positional=positional, workers=workers)
   cert, g = found.certificate, found.g
   head = {'epsilon': c.certify_epsilon, 'resolution': cert.resolution, 'blocks': _blocks(g),
           'weights': g.num_params(), 'certificate': cert.as_dict(),
@@ -222,7 +224,7 @@ def run_certificates(c, positional, log) -> dict:
     t1 = time.time()
     net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                           positional=positional, ties=ties)
-    g, cert = _certify(net, c, clamp)
+    g, cert = _certify(net, c, clamp, workers)
     label = (('ties=complete' if ties == 'complete' else "the paper's network")
              + (' + output clamp' if clamp else ''))
     rows.append({'ties': ties, 'clamp': clamp, 'label': label, 'blocks': _blocks(g),
@@ -301,7 +303,7 @@ def run_precision_map(c, log):
   return rows
 
 
-def run(c, outdir, log=print) -> dict:
+def run(c, outdir, log=print, workers=None) -> dict:
   """The main job (module doc). Float realizations are labelled in the log and the
   report (PRECISION FAILURE, window notes), so their FloatRealizationWarnings are not
   repeated on stderr."""
@@ -327,7 +329,7 @@ def _run(c, outdir, log) -> dict:
   for key in ('quantization', 'contextual', 'value', 'total'):
     log(f'{key:<14}{dep["built"][key]:>10}{dep["formula"][key]:>16}')
   log('')
-  certified = run_certificates(c, positional, log)
+  certified = run_certificates(c, positional, log, workers)
   log(f'\n{c.dtype} network g (sampled, not certified): lam={c.lam:g}, '
       f'epsilon={c.epsilon:g}')
   g = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype)
@@ -414,7 +416,9 @@ def main(argv, config, output_dir):
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
   cli.output_dir(output_dir.value, '--output_dir', writes=OUTPUT_FILES)  # before the work
   try:
-    run(config.value, output_dir.value)
+    workers = executor.from_flags(None, flags.FLAGS.dask_scheduler, flags.FLAGS.state_dir,
+                                  ('--overwrite',))
+    run(config.value, output_dir.value, workers=workers)
   except ValueError as e:  # one line, no traceback
     cli.fail(str(e))
 

@@ -2,6 +2,7 @@ r"""Theorems 2 and 3 as a certificate: standard Transformers with a proved d_p(f
 
     python experiments/certify_approximation.py [--config=experiments/configs/certify_approximation.py[:tiny]]
         [--output_dir=runs/certify_approximation] [--overwrite]
+        [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 Every number called certified is an upper bound proved over the whole unit cube by
 ``yun.certificate.certify_lp`` (exact rationals and arb balls). Next to it, an
@@ -38,7 +39,7 @@ from fractions import Fraction
 from absl import flags
 import numpy as np
 
-from transformer_ua import outputs, provenance
+from transformer_ua import executor, outputs, provenance
 from transformer_ua.reports import certificate as report
 from transformer_ua.yun import (build_approximator, certificate, certified_mc as mc_lib,
                                 plan as plan_lib, targets as targets_lib)
@@ -79,7 +80,7 @@ def _layers(g) -> int:
 # ---------------------------------------------------------------------------
 
 
-def run_table(c, log) -> list:
+def run_table(c, log, workers) -> list:
   rows = []
   for index, (name, positional, ties, epsilons) in enumerate(c.table):
     for j, eps in enumerate(epsilons):
@@ -89,14 +90,14 @@ def run_table(c, log) -> list:
       try:
         res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, positional=positional,
                                       ties=ties, clamp=True, max_layers=c.max_layers,
-                                      workers=c.workers, log=lambda s: log('  ' + s))
+                                      workers=workers, log=lambda s: log('  ' + s))
       except ValueError as e:
         log(f'{name} epsilon={eps:g}: not run: {e}')
         rows.append({**head, 'status': 'out of reach', 'reason': str(e)})
         continue
       seconds = time.perf_counter() - t0
       g, net, cert = res.g, res.net, res.certificate
-      mc = mc_lib.monte_carlo(net, g, c.mc_points, [c.seed, index, j], c.p, c.workers)
+      mc = mc_lib.monte_carlo(net, g, c.mc_points, [c.seed, index, j], c.p, workers)
       row = _check({**head, 'status': 'certified', 'resolution': net.resolution,
                     'layers': _layers(g), 'params': int(g.num_params()),
                     'certificate': _cert_dict(cert), 'approximate_seconds': seconds,
@@ -116,7 +117,7 @@ def _planned(net, tolerance, margin, clamp, lam_scale=Fraction(1)):
   return pl, g
 
 
-def run_ladder(c, log) -> list:
+def run_ladder(c, log, workers) -> list:
   rows = []
   margin = Fraction(2) ** c.ladder_margin_log2
   for index, (series, name, positional, ties, resolutions) in enumerate(c.ladder):
@@ -126,9 +127,9 @@ def run_ladder(c, log) -> list:
                                ties=ties)
       _, g = _planned(net, c.ladder_tolerance, margin, True)
       build = time.perf_counter() - t0
-      cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+      cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
       mc = mc_lib.monte_carlo(net, g, c.ladder_mc_points, [c.seed, 100 + index, N], c.p,
-                              c.workers)
+                              workers)
       row = _check({'series': series, 'target': name, 'positional': positional,
                     'ties': net.ties, 'resolution': N, 'layers': _layers(g),
                     'params': int(g.num_params()), 'build_seconds': build,
@@ -152,7 +153,7 @@ def _lemma6_row(net, g, cert, **extra) -> dict:
           'total': cert.total, 'seconds': cert.seconds}
 
 
-def run_lemma6(c, log) -> dict:
+def run_lemma6(c, log, workers) -> dict:
   ramp_rows, lam_rows = [], []
   for N in c.lemma6_resolutions:
     for ties in c.lemma6_ties:
@@ -161,7 +162,7 @@ def run_lemma6(c, log) -> dict:
         margin = Fraction(2) ** k
         for clamp in (True, False):
           pl, g = _planned(net, c.lemma6_tolerance, margin, clamp)
-          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
           row = _lemma6_row(net, g, cert, margin_log2=k, plan_bits=pl.bits)
           ramp_rows.append(row)
           log(f'lemma6 N={N} {ties} margin 2^{k} {"clamp" if clamp else "no clamp"}: '
@@ -172,7 +173,7 @@ def run_lemma6(c, log) -> dict:
       for s in c.lemma6_lam_shifts_log2:
         for clamp in (True, False):
           _, g = _planned(net, c.lemma6_tolerance, margin, clamp, Fraction(2) ** s)
-          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
           row = _lemma6_row(net, g, cert, margin_log2=c.lemma6_lam_margin_log2,
                             lam_shift_log2=s)
           lam_rows.append(row)
@@ -203,11 +204,11 @@ def fit_rates(rows, tolerance=None) -> list:
   return fits
 
 
-def run_clamp(c, log) -> dict:
+def run_clamp(c, log, workers) -> dict:
   eps, name = c.clamp_epsilon, c.clamp_target
   t0 = time.perf_counter()
   with_clamp = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=True,
-                                       workers=c.workers)
+                                       workers=workers)
   clamp_seconds = time.perf_counter() - t0
   cc = with_clamp.certificate
   out = {'target': name, 'epsilon': eps,
@@ -224,7 +225,7 @@ def run_clamp(c, log) -> dict:
   else:
     try:
       res = certificate.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=False,
-                                    workers=c.workers, log=attempts.append)
+                                    workers=workers, log=attempts.append)
       out['approximate_unclamped'] = {'certified': True, 'total': res.certificate.total,
                                       'resolution': res.net.resolution}
     except ValueError as e:
@@ -245,7 +246,7 @@ def run_clamp(c, log) -> dict:
   for k in ks:
     margin = Fraction(1, 2 ** k)
     _, g = _planned(net, tol, margin, False)
-    cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+    cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
     tries.append({'margin_log2': -k, 'lam': cert.lam, 'ramp': cert.epsilon,
                   'bits': cert.bits, 'window_sup': cert.window_sup,
                   'gbar_g': cert.terms['gbar_g'], 'total': cert.total,
@@ -341,6 +342,7 @@ def _define_flags():
       'from_json', '', f'rebuild the report (and the Lemma 6 fits) from this {JSON_NAME} '
       'instead of running; writes into --output_dir.')
   cli.define_overwrite()
+  executor.define_flags()
   return config, out, rebuild
 
 
@@ -378,6 +380,11 @@ def main(argv, config, output_dir, from_json=None):
     raise cli.BadInput(str(e)) from None
   out_dir = cli.output_dir(output_dir.value, '--output_dir', WRITES,
                            overwrite=flags.FLAGS.overwrite)
+  try:
+    workers = executor.from_flags(c.workers, flags.FLAGS.dask_scheduler,
+                                  flags.FLAGS.state_dir, ('--overwrite',))
+  except ValueError as e:
+    raise cli.BadInput(str(e)) from None
   prov = provenance.record()
   log = lambda s: print(f'[{time.strftime("%H:%M:%S")}] {s}', flush=True)  # noqa: E731
   t0 = time.perf_counter()
@@ -387,7 +394,7 @@ def main(argv, config, output_dir, from_json=None):
                    ('clamp', run_clamp)):
     if part == 'clamp' and not c.clamp_target:
       continue
-    result[part] = fn(c, log)
+    result[part] = fn(c, log, workers)
     result['seconds'] = time.perf_counter() - t0
     result['parts_done'] = list(result.get('parts_done', [])) + [part]
     outputs.atomic_json(json_path, result, indent=1, default=str)  # partial, part by part

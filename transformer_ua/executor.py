@@ -175,18 +175,30 @@ def dask_executor(address: str, timeout: float = CONNECT_SECONDS) -> cf.Executor
   return client.get_executor()
 
 
-def from_flags(workers: int | None, dask_scheduler: str | None,
-               state_dir: str | None) -> Workers:
+def define_flags() -> None:
+  """A certifying binary's --dask_scheduler and --state_dir (``from_flags`` decodes them)."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flags.DEFINE_string('dask_scheduler', '', 'run the certification chunks on this Dask '
+                      'scheduler (e.g. tcp://host:8786) instead of local processes; see '
+                      'docs/performance.md')
+  flags.DEFINE_string('state_dir', '', 'keep each finished certification chunk in this '
+                      'directory; the same command run again resumes from it')
+
+
+def from_flags(workers: int | None, dask_scheduler: str, state_dir: str,
+               resume_flags: tuple = ()) -> Workers:
   """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
 
   The scheduler is connected here (one ValueError line if it does not answer); the state
-  directory is declared to ``cli.resumable``, so an interrupted run prints the command
-  that resumes it.
+  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
+  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
+  command that resumes it.
   """
   executor = dask_executor(dask_scheduler) if dask_scheduler else None
   if state_dir:
     from transformer_ua import cli  # pylint: disable=import-outside-toplevel
-    cli.resumable(state_dir)
+    cli.output_dir(state_dir, '--state_dir')
+    cli.resumable(state_dir, cli.own_command(resume_flags))
   return Workers(None if executor is not None else workers, executor, state_dir or None)
 
 
@@ -243,10 +255,11 @@ def _run(fn, key: str, blob, start: int, stop: int):
     return fn(obj, start, stop)
 
 
-def empty_chunk(obj, start: int, stop: int) -> None:
-  """A chunk that computes nothing: ``benchmarks/certify_executor.py`` times the round
-  trip and the workers' start with it."""
+def empty_chunk(obj, start: int, stop: int) -> float:
+  """A chunk that computes nothing and returns when it ran (``time.time()``):
+  ``benchmarks/certify_executor.py`` times the round trip and the workers' start."""
   del obj, start, stop
+  return time.time()
 
 
 def _watch_parent(parent: int) -> None:
@@ -429,10 +442,12 @@ class Mapped:
 
 
 def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
-              identity: dict | None = None) -> Mapped:
+              identity: dict | None = None,
+              chunks_per_worker: int = CHUNKS_PER_WORKER) -> Mapped:
   """``fn(obj, start, stop)`` over spans covering [0, count), obj = the shipment built
   once per process; see the module doc. ``identity``: what the results are (JSON), for a
-  resumable run when ``workers.state_dir`` is set."""
+  resumable run when ``workers.state_dir`` is set. Spans hold ceil(count /
+  (chunks_per_worker * slots)) items (the last fewer)."""
   workers = as_workers(workers)
   state = None
   if identity is not None and workers.state_dir is not None:
@@ -443,7 +458,7 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
   done = state.load() if state is not None else {}
   todo = _missing(done, count)
   slots = workers.slots()
-  step = max(1, math.ceil(count / (CHUNKS_PER_WORKER * slots)))
+  step = max(1, math.ceil(count / (chunks_per_worker * slots)))
   spans = _split(todo, step)
   results = dict(done)
 
