@@ -64,5 +64,7 @@ setuptools.setup(
         'notebooks': COLAB,   # the older name of 'colab'
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],
+        # Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
+        'cluster': ['dask[distributed]>=2024.1'],
     },
 )
