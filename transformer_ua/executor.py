@@ -70,11 +70,13 @@ from typing import Callable
 
 import numpy as np
 
-#: Estimated in-process seconds below which a local pool does not pay (spawning the
+#: Estimated in-process seconds below which a local pool does not pay: spawning the
 #: workers, importing the package and building the shipment in each, and the per-chunk
-#: round trips cost more than the second core saves). Measured in
-#: results/benchmarks/certify_executor.json (2 processes on 2 shared cores).
-MIN_POOL_SECONDS = 20.0
+#: round trips cost more than a second idle core saves. Measured crossover 30.3 s for 2
+#: processes (results/benchmarks/certify_executor.json: 15.1 s to start 2 workers and
+#: build a 4247-layer network in each, 0.3 ms per chunk); it replaces a hand-set 512
+#: cubes (8.5 s of work at 4247 layers, 0.1 s at 55: no count of cubes fits every depth).
+MIN_POOL_SECONDS = 30.0
 #: Chunks per worker slot (load balance against the per-chunk round trip).
 CHUNKS_PER_WORKER = 8
 #: A local worker exits this soon after its parent dies.
@@ -107,6 +109,11 @@ class Workers:
     if executor is not None and not isinstance(executor, cf.Executor):
       raise ValueError(f'executor must be a concurrent.futures.Executor (e.g. Dask '
                        f"Client.get_executor()), got {type(executor).__name__}.")
+    context = getattr(executor, '_mp_context', None)
+    if context is not None and context.get_start_method() != 'spawn':
+      raise ValueError(f'a process pool started with {context.get_start_method()!r}; use '
+                       "mp_context=multiprocessing.get_context('spawn') (a fork of a "
+                       'process running JAX can hang), or workers=<int>.')
     if processes is not None and (isinstance(processes, bool) or
                                   not isinstance(processes, (int, np.integer)) or processes < 1):
       raise ValueError(f'workers={processes!r}; it must be an integer >= 1 (processes), a '
@@ -122,6 +129,12 @@ class Workers:
     self.state_dir = os.fspath(state_dir) if state_dir is not None else None
     self.min_pool_seconds = float(min_pool_seconds)
     self._resumable_maps = 0      # how many resumable maps this Workers has started
+
+  def next_state_dir(self) -> str:
+    """state_dir/certification_k for the k-th resumable map of this Workers (k from 0):
+    a command that runs several certifications keeps each in its own, in order."""
+    k, self._resumable_maps = self._resumable_maps, self._resumable_maps + 1
+    return os.path.join(self.state_dir, f'certification_{k}')
 
   def slots(self) -> int:
     """Chunks that can run at once: processes, or the executor's workers (Dask: the
@@ -451,10 +464,7 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
   workers = as_workers(workers)
   state = None
   if identity is not None and workers.state_dir is not None:
-    k = workers._resumable_maps   # pylint: disable=protected-access
-    workers._resumable_maps += 1  # pylint: disable=protected-access
-    state = _State(os.path.join(workers.state_dir, f'certification_{k}'),
-                   {**identity, 'count': count})
+    state = _State(workers.next_state_dir(), {**identity, 'count': count})
   done = state.load() if state is not None else {}
   todo = _missing(done, count)
   slots = workers.slots()
@@ -475,6 +485,7 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
     pool_pays = workers.min_pool_seconds == 0
     if not pool_pays:     # time one item here; the pool pays above min_pool_seconds
       s = spans[0][0]
+      _obtain(shipment.key, shipment.blob)     # built here first: not part of the item
       t0 = time.perf_counter()
       finished((s, s + 1), _run(fn, shipment.key, shipment.blob, s, s + 1))
       rest = _missing(results, count)
