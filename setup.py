@@ -67,5 +67,7 @@ setuptools.setup(
         'reference': ['torch>=2.1', 'transformers>=4.40'],
         # Marabou's second opinion on a realized g (verify.marabou; Python <= 3.12).
         'verify': ['maraboupy==2.0.0'] + EXPORT,
+        # Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
+        'cluster': ['dask[distributed]>=2024.1'],
     },
 )

@@ -11,11 +11,16 @@ with ``executor.empty_chunk`` (no work) and the certification's own shipment (th
 network, built once in each worker):
 
     A_b   = T_b(2 empty chunks)                 start + ship + build in each worker
-    o_b   = (T_b(16 empty chunks) - A_b) * slots / 14     one chunk's round trip
-    T_b(W) ~ A_b + 16 o_b / slots + W / slots   (W: in-process seconds of the work)
+    o_b   = (t_K - t_1) / (K - 1)               one chunk's round trip: t_i the wall
+                                                clock at which the i-th of K = 100
+                                                slots empty chunks ran
+    T_b(W) ~ A_b + k o_b + W / slots            (W: in-process seconds of the work;
+                                                 k = CHUNKS_PER_WORKER slots chunks)
 
-so the pool pays above the crossover W* = (A_b + 16 o_b / slots) / (1 - 1 / slots)
-seconds of in-process work; ``executor.MIN_POOL_SECONDS`` is the local one rounded up.
+so with an idle core per slot the pool pays above the crossover
+W* = (A_b + k o_b) / (1 - 1 / slots) seconds of in-process work;
+``executor.MIN_POOL_SECONDS`` is the local one. On loaded cores the measured speedup
+(in the JSON) is lower and the crossover higher.
 
     python benchmarks/certify_executor.py --resolution=16 --output_dir=results/benchmarks
 
@@ -39,6 +44,8 @@ from transformer_ua import executor, outputs, provenance
 from transformer_ua.yun import build_approximator, certify, plan as plan_lib
 
 JSON_NAME = 'certify_executor.json'
+#: Empty chunks per worker slot timed for the per-chunk round trip.
+EMPTY_CHUNKS = 100
 LOG_NAME = provenance.BENCHMARK_LOG
 
 FLAGS = flags.FLAGS
@@ -65,18 +72,21 @@ def _timed(fn):
 def overheads(name, workers_of, work_args) -> dict:
   """A_b, o_b of one backend (module doc); fresh shipments, so each build is timed."""
   slots = workers_of().slots()
-  t2, _ = _timed(lambda: executor.map_spans(
-      executor.empty_chunk, executor.ship(certify.interior_work, *work_args, -1.0), 2,
-      workers_of()))
-  t16, _ = _timed(lambda: executor.map_spans(
-      executor.empty_chunk, executor.ship(certify.interior_work, *work_args, -2.0), 16,
-      workers_of()))
-  per_chunk = max(0.0, (t16 - t2) * slots / 14)
-  fixed = t2 + 16 * per_chunk / slots
+
+  def empty(chunks, tag):
+    return _timed(lambda: executor.map_spans(
+        executor.empty_chunk, executor.ship(certify.interior_work, *work_args, tag), chunks,
+        workers_of(), chunks_per_worker=EMPTY_CHUNKS))
+  t2, _ = empty(2, -1.0)
+  k = EMPTY_CHUNKS * slots
+  tk, out = empty(k, -2.0)
+  ran = sorted(r for _, r in out.results)      # when each empty chunk ran (wall clock)
+  per_chunk = (ran[-1] - ran[0]) / (k - 1)
+  fixed = t2 + executor.CHUNKS_PER_WORKER * slots * per_chunk
   crossover = fixed / (1 - 1 / slots) if slots > 1 else float('inf')
-  print(f'{name}: start + ship + build {t2:.2f} s, per chunk {1e3 * per_chunk:.1f} ms, '
+  print(f'{name}: start + ship + build {t2:.2f} s, per chunk {1e3 * per_chunk:.2f} ms, '
         f'crossover {crossover:.1f} s of in-process work')
-  return {'slots': slots, 'two_empty_chunks_seconds': t2, 'sixteen_empty_chunks_seconds': t16,
+  return {'slots': slots, 'two_empty_chunks_seconds': t2, f'{k}_empty_chunks_seconds': tk,
           'per_chunk_seconds': per_chunk, 'crossover_seconds': crossover}
 
 

@@ -13,8 +13,8 @@ the output clamp at the plan's lam, ramp and bits (tolerance 1e-9, margin 2^-20)
     ball network build   ``certify.ball_network`` (exact params -> arb), once
     (untimed warm-up)    g_bar at the cube centres, so JAX compiles it outside the timings
     interiors            ``certify_interiors`` with 1 worker and with each --workers
-                         (a pool from ``certify.MIN_CUBES_FOR_POOL`` cube classes on;
-                         below that it runs in-process)
+                         (a spawn pool above ``executor.MIN_POOL_SECONDS`` of
+                         estimated in-process work; below that it runs in-process)
     windows              ``certificate.window_bound`` (network already built)
     certify_lp           the whole certificate (--certify_lp_workers), as a user calls it
 
@@ -38,7 +38,7 @@ from fractions import Fraction
 from absl import flags
 import numpy as np
 
-from transformer_ua import outputs, provenance
+from transformer_ua import executor, outputs, provenance
 from transformer_ua.yun import build_approximator, certificate, certify, plan as plan_lib
 from transformer_ua.yun import targets as targets_lib
 
@@ -159,8 +159,8 @@ def figure(result, path) -> str:
     for w in result['workers']:
       ax.plot(xs, [r['interiors'][str(w)]['seconds'] for r in rows], 'o-',
               label=f'interiors, {w} worker{"s" if w > 1 else ""}'
-                    + (' (in-process)' if w == 1 else ' (spawn pool from '
-                       f'{certify.MIN_CUBES_FOR_POOL} cube classes; in-process below)'))
+                    + (' (in-process)' if w == 1 else ' (spawn pool above '
+                       f'{executor.MIN_POOL_SECONDS:g} s of work; in-process below)'))
     ax.plot(xs, [r['windows_seconds'] for r in rows], 's--', label='windows (one box)')
     ax.plot(xs, [r['ball_build_seconds'] for r in rows], 'v:', label='ball network build')
     if all('certify_lp' in r for r in rows):

@@ -2,6 +2,7 @@ r"""The main job: compile a target into Transformers and measure every error ter
 
     python experiments/approximate.py [--config=experiments/configs/approximate.py[:ladder]]
         [--config.target=...] [--output_dir=runs/approximate]
+        [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
 ``positional``):
@@ -41,7 +42,7 @@ import warnings
 from absl import app, flags
 import numpy as np
 
-from transformer_ua import cli, construction, outputs, provenance
+from transformer_ua import cli, construction, executor, outputs, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import (approximator, certificate, contextual, distances, grid, search,
                                 targets as targets_lib)
@@ -56,6 +57,7 @@ def _define_flags():
   output_dir = flags.DEFINE_string('output_dir', 'runs/approximate',
                                    'directory for approximate.json and the PNG figures.')
   cli.define_overwrite()
+  executor.define_flags()
   return config, output_dir
 
 
@@ -248,12 +250,12 @@ def run_ladder(name, c, positional, log, ties='paper'):
           'theory_slope_f_f_bar': 1.0}
 
 
-def _certify(net, c, clamp: bool) -> tuple:
+def _certify(net, c, clamp: bool, workers=None) -> tuple:
   """(g, Certificate) of net's exact realization at the planned lam, ramp and bits."""
   planned = yun_plan.plan_realization(net, tolerance=c.certify_tolerance,
                                       margin=c.certify_margin)
   g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
-  return g, certificate.certify_lp(net, g, p=c.p, margin=c.certify_margin)
+  return g, certificate.certify_lp(net, g, p=c.p, margin=c.certify_margin, workers=workers)
 
 
 def _blocks(g) -> int:
@@ -275,11 +277,11 @@ def networks_intro(c, positional, log) -> None:
   log('Bounds are written "<=", samples "=" with their sample count.')
 
 
-def run_headline(c, positional, log) -> dict:
+def run_headline(c, positional, log, workers=None) -> dict:
   """The headline: ``yun.approximate`` at ``certify_epsilon`` (the [certified] network)."""
   t0 = time.time()
   found = search.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
-                             positional=positional, progress=log)
+                             positional=positional, workers=workers, progress=log)
   cert, g = found.certificate, found.g
   head = {'epsilon': c.certify_epsilon, 'construction': found.construction,
           'resolution': cert.resolution, 'blocks': _blocks(g),
@@ -316,7 +318,7 @@ def _certified_reason(row, cert, values_max) -> str:
           'error at this N')
 
 
-def run_paper_certified(c, positional, log) -> list:
+def run_paper_certified(c, positional, log, workers=None) -> list:
   """The certified d_p(f, g) of the [paper] network at the main resolution: as built, with
   the output clamp, and (Theorem 2) with ties='complete'."""
   rows = []
@@ -327,7 +329,7 @@ def run_paper_certified(c, positional, log) -> list:
     t1 = time.time()
     net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                           positional=positional, ties=ties)
-    g, cert = _certify(net, c, clamp)
+    g, cert = _certify(net, c, clamp, workers)
     label = ('ties=complete, output clamp' if ties == 'complete' else
              'with the output clamp' if clamp else 'as the paper builds it')
     rows.append({'ties': ties, 'clamp': clamp, 'label': label, 'blocks': _blocks(g),
@@ -341,11 +343,12 @@ def run_paper_certified(c, positional, log) -> list:
   return rows
 
 
-def run_certificates(c, positional, log) -> dict:
+def run_certificates(c, positional, log, workers=None) -> dict:
   """The headline ([certified]) and the [paper] network's certified rows."""
-  head = run_headline(c, positional, log)
+  head = run_headline(c, positional, log, workers)
   log('')
-  return {'headline': head, 'main_resolution': run_paper_certified(c, positional, log)}
+  return {'headline': head,
+          'main_resolution': run_paper_certified(c, positional, log, workers)}
 
 
 def _interior_tolerance(net) -> float:
@@ -505,16 +508,16 @@ def run_precision_map(c, log):
   return rows
 
 
-def run(c, outdir, log=print) -> dict:
+def run(c, outdir, log=print, workers=None) -> dict:
   """The main job (module doc). Float realizations are labelled in the log and the
   report (PRECISION FAILURE, window notes), so their FloatRealizationWarnings are not
   repeated on stderr."""
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', yun_plan.FloatRealizationWarning)
-    return _run(c, outdir, log)
+    return _run(c, outdir, log, workers)
 
 
-def _run(c, outdir, log) -> dict:
+def _run(c, outdir, log, workers) -> dict:
   _validate(c)   # everything is checked before the directory is made
   os.makedirs(outdir, exist_ok=True)
   t_start = time.time()
@@ -533,7 +536,7 @@ def _run(c, outdir, log) -> dict:
   for key in ('quantization', 'contextual', 'value', 'total'):
     log(f'  {key:<16}{dep["built"][key]:>8}{dep["formula"][key]:>16}')
   log('')
-  certified = run_certificates(c, positional, log)
+  certified = run_certificates(c, positional, log, workers)
   log('')
   fl = run_float(net, c, positional, log)
   g, dec, rep = fl['g'], fl['decomposition'], fl['realization']
@@ -592,7 +595,9 @@ def main(argv, config, output_dir):
     cli.fail(str(e))
   cli.output_dir(output_dir.value, '--output_dir', writes=OUTPUT_FILES)  # before the work
   try:
-    run(config.value, output_dir.value)
+    workers = executor.from_flags(None, flags.FLAGS.dask_scheduler, flags.FLAGS.state_dir,
+                                  ('--overwrite',))
+    run(config.value, output_dir.value, workers=workers)
   except ValueError as e:  # one line, no traceback
     cli.fail(str(e))
 

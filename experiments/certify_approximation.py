@@ -2,6 +2,7 @@ r"""Theorems 2 and 3 as a certificate: standard Transformers with a proved d_p(f
 
     python experiments/certify_approximation.py [--config=experiments/configs/certify_approximation.py[:tiny]]
         [--output_dir=runs/certify_approximation] [--overwrite]
+        [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 Every number called certified is an upper bound proved over the whole unit cube by
 ``yun.certificate.certify_lp`` (exact rationals and arb balls). Next to it, an
@@ -31,14 +32,13 @@ from transformer_ua import cli  # first: Ctrl-C while the rest loads exits clean
 import json
 import math
 import os
-import sys
 import time
 from fractions import Fraction
 
 from absl import flags
 import numpy as np
 
-from transformer_ua import outputs, provenance
+from transformer_ua import executor, outputs, provenance
 from transformer_ua.reports import certificate as report
 from transformer_ua.yun import (build_approximator, certificate, certified_mc as mc_lib,
                                 plan as plan_lib, search, targets as targets_lib)
@@ -79,7 +79,7 @@ def _layers(g) -> int:
 # ---------------------------------------------------------------------------
 
 
-def run_table(c, log) -> list:
+def run_table(c, log, workers) -> list:
   rows = []
   for index, (name, positional, ties, epsilons) in enumerate(c.table):
     for j, eps in enumerate(epsilons):
@@ -90,7 +90,7 @@ def run_table(c, log) -> list:
         res = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, positional=positional,
                                  construction=('positional' if positional else
                                                {'complete': 'ties_complete'}.get(ties, ties)),
-                                 clamp=True, max_layers=c.max_layers, workers=c.workers,
+                                 clamp=True, max_layers=c.max_layers, workers=workers,
                                  progress=lambda s: log('  ' + s))
       except ValueError as e:
         log(f'{name} epsilon={eps:g}: not run: {e}')
@@ -98,7 +98,7 @@ def run_table(c, log) -> list:
         continue
       seconds = time.perf_counter() - t0
       g, net, cert = res.g, res.net, res.certificate
-      mc = mc_lib.monte_carlo(net, g, c.mc_points, [c.seed, index, j], c.p, c.workers)
+      mc = mc_lib.monte_carlo(net, g, c.mc_points, [c.seed, index, j], c.p, workers)
       row = _check({**head, 'status': 'certified', 'resolution': net.resolution,
                     'layers': _layers(g), 'params': int(g.num_params()),
                     'certificate': _cert_dict(cert), 'approximate_seconds': seconds,
@@ -118,7 +118,7 @@ def _planned(net, tolerance, margin, clamp, lam_scale=Fraction(1)):
   return pl, g
 
 
-def run_ladder(c, log) -> list:
+def run_ladder(c, log, workers) -> list:
   rows = []
   margin = Fraction(2) ** c.ladder_margin_log2
   for index, (series, name, positional, ties, resolutions) in enumerate(c.ladder):
@@ -128,9 +128,9 @@ def run_ladder(c, log) -> list:
                                ties=ties)
       _, g = _planned(net, c.ladder_tolerance, margin, True)
       build = time.perf_counter() - t0
-      cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+      cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
       mc = mc_lib.monte_carlo(net, g, c.ladder_mc_points, [c.seed, 100 + index, N], c.p,
-                              c.workers)
+                              workers)
       row = _check({'series': series, 'target': name, 'positional': positional,
                     'ties': net.ties, 'resolution': N, 'layers': _layers(g),
                     'params': int(g.num_params()), 'build_seconds': build,
@@ -154,7 +154,7 @@ def _lemma6_row(net, g, cert, **extra) -> dict:
           'total': cert.total, 'seconds': cert.seconds}
 
 
-def run_lemma6(c, log) -> dict:
+def run_lemma6(c, log, workers) -> dict:
   ramp_rows, lam_rows = [], []
   for N in c.lemma6_resolutions:
     for ties in c.lemma6_ties:
@@ -163,7 +163,7 @@ def run_lemma6(c, log) -> dict:
         margin = Fraction(2) ** k
         for clamp in (True, False):
           pl, g = _planned(net, c.lemma6_tolerance, margin, clamp)
-          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
           row = _lemma6_row(net, g, cert, margin_log2=k, plan_bits=pl.bits)
           ramp_rows.append(row)
           log(f'lemma6 N={N} {ties} margin 2^{k} {"clamp" if clamp else "no clamp"}: '
@@ -174,7 +174,7 @@ def run_lemma6(c, log) -> dict:
       for s in c.lemma6_lam_shifts_log2:
         for clamp in (True, False):
           _, g = _planned(net, c.lemma6_tolerance, margin, clamp, Fraction(2) ** s)
-          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+          cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
           row = _lemma6_row(net, g, cert, margin_log2=c.lemma6_lam_margin_log2,
                             lam_shift_log2=s)
           lam_rows.append(row)
@@ -205,11 +205,11 @@ def fit_rates(rows, tolerance=None) -> list:
   return fits
 
 
-def run_clamp(c, log) -> dict:
+def run_clamp(c, log, workers) -> dict:
   eps, name = c.clamp_epsilon, c.clamp_target
   t0 = time.perf_counter()
   with_clamp = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=True,
-                                  construction='ties_complete', workers=c.workers,
+                                  construction='ties_complete', workers=workers,
                                   progress=log)
   clamp_seconds = time.perf_counter() - t0
   cc = with_clamp.certificate
@@ -227,7 +227,7 @@ def run_clamp(c, log) -> dict:
   else:
     try:
       res = search.approximate(name, eps, d=c.d, n=c.n, p=c.p, clamp=False,
-                               construction='ties_complete', workers=c.workers,
+                               construction='ties_complete', workers=workers,
                                progress=attempts.append)
       out['approximate_unclamped'] = {'certified': True, 'total': res.certificate.total,
                                       'resolution': res.net.resolution}
@@ -249,7 +249,7 @@ def run_clamp(c, log) -> dict:
   for k in ks:
     margin = Fraction(1, 2 ** k)
     _, g = _planned(net, tol, margin, False)
-    cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=c.workers)
+    cert = certificate.certify_lp(net, g, c.p, margin=margin, workers=workers)
     tries.append({'margin_log2': -k, 'lam': cert.lam, 'ramp': cert.epsilon,
                   'bits': cert.bits, 'window_sup': cert.window_sup,
                   'gbar_g': cert.terms['gbar_g'], 'total': cert.total,
@@ -345,6 +345,7 @@ def _define_flags():
       'from_json', '', f'rebuild the report (and the Lemma 6 fits) from this {JSON_NAME} '
       'instead of running; writes into --output_dir.')
   cli.define_overwrite()
+  executor.define_flags()
   return config, out, rebuild
 
 
@@ -382,6 +383,11 @@ def main(argv, config, output_dir, from_json=None):
     raise cli.BadInput(str(e)) from None
   out_dir = cli.output_dir(output_dir.value, '--output_dir', WRITES,
                            overwrite=flags.FLAGS.overwrite)
+  try:
+    workers = executor.from_flags(c.workers, flags.FLAGS.dask_scheduler,
+                                  flags.FLAGS.state_dir, ('--overwrite',))
+  except ValueError as e:
+    raise cli.BadInput(str(e)) from None
   prov = provenance.record()
   log = lambda s: print(f'[{time.strftime("%H:%M:%S")}] {s}', flush=True)  # noqa: E731
   t0 = time.perf_counter()
@@ -391,7 +397,7 @@ def main(argv, config, output_dir, from_json=None):
                    ('clamp', run_clamp)):
     if part == 'clamp' and not c.clamp_target:
       continue
-    result[part] = fn(c, log)
+    result[part] = fn(c, log, workers)
     result['seconds'] = time.perf_counter() - t0
     result['parts_done'] = list(result.get('parts_done', [])) + [part]
     outputs.atomic_json(json_path, result, indent=1, default=str)  # partial, part by part

@@ -27,7 +27,7 @@ from fractions import Fraction
 
 from absl import flags
 
-from transformer_ua import cli, outputs, provenance
+from transformer_ua import cli, executor, outputs, provenance
 from transformer_ua.yun import build_approximator, certificate, plan
 
 FLAGS = flags.FLAGS
@@ -39,6 +39,7 @@ flags.DEFINE_integer('margin_log2', 20, 'cube-interior margin 2^-margin_log2 (of
 flags.DEFINE_float('p', 2.0, 'exponent of d_p (>= 1)')
 flags.DEFINE_integer('workers', 1, 'processes for the cube interiors')
 cli.define_overwrite()
+executor.define_flags()
 
 METHODS = ('paper', 'one_layer')
 WRITES = ('one_layer_certificate.json', 'one_layer_certificate.md')
@@ -61,7 +62,7 @@ def _parse_configs(text: str) -> list:
 
 
 def run(method: str, target: str, d: int, n: int, N: int, margin: Fraction, p: float,
-        workers: int) -> dict:
+        workers) -> dict:
   load = round(os.getloadavg()[0], 2)
   t0 = time.perf_counter()
   net = build_approximator(target, d=d, n=n, resolution=N, contextual=method)
@@ -125,13 +126,18 @@ def main(argv):
   if not FLAGS.p >= 1:
     cli.fail(f'--p={FLAGS.p}; it must be >= 1.')
   outdir = cli.output_dir(FLAGS.output_dir, writes=WRITES)
+  try:
+    workers = executor.from_flags(FLAGS.workers, FLAGS.dask_scheduler, FLAGS.state_dir,
+                                  ('--overwrite',))
+  except ValueError as e:
+    cli.fail(str(e))
   margin = Fraction(1, 2 ** FLAGS.margin_log2)
   prov = provenance.record()
   rows = []
   for cfg in configs:
     for method in METHODS:
       try:
-        row = run(method, *cfg, margin=margin, p=FLAGS.p, workers=FLAGS.workers)
+        row = run(method, *cfg, margin=margin, p=FLAGS.p, workers=workers)
       except ValueError as e:
         cli.fail(f'{cfg[0]} {cfg[1:]} {method}: {e}')
       row['margin_log2'] = -FLAGS.margin_log2

@@ -232,7 +232,7 @@ def test_no_fork_anywhere_in_the_code():
   assert not found, found
   with open(os.path.join(ROOT, 'transformer_ua', 'executor.py'), encoding='utf-8') as f:
     text = f.read()
-  assert re.findall(r"get_context\(([^)]*)\)", text) == ["'spawn'"]
+  assert set(re.findall(r"get_context\(([^)]*)\)", text)) == {"'spawn'"}
   assert 'os.fork(' not in text and text.count('ProcessPoolExecutor(') == 1
 
 
@@ -313,3 +313,78 @@ def test_dask_local_cluster_gives_the_in_process_certificate(exact134):
     assert sum(r['sum'] for _, r in sums.results) == _squares(0, 64, 2)
     assert {r['pid'] for _, r in sums.results} <= set(pids.values())
     assert {r['builds'] for _, r in sums.results} == {1}    # scattered once, built once
+
+
+# -- binaries -------------------------------------------------------------------
+
+
+def _binary(name, *args, **kw):
+  return subprocess.run([sys.executable, os.path.join(ROOT, 'experiments', name), *args],
+                        capture_output=True, text=True, env=_env(), cwd=ROOT, check=False,
+                        **kw)
+
+
+@pytest.mark.slow
+def test_binary_with_an_unreachable_scheduler_is_one_line(tmp_path):
+  pytest.importorskip('distributed')
+  address = f'tcp://127.0.0.1:{_free_port()}'
+  r = _binary('one_layer_certificate.py', f'--output_dir={tmp_path}',
+              '--configs=token_times_mean:1,2,3', f'--dask_scheduler={address}', timeout=300)
+  assert r.returncode == cli.USAGE_ERROR and 'Traceback' not in r.stderr
+  lines = [l for l in r.stderr.splitlines() if l.startswith('error: ')]
+  assert len(lines) == 1 and f'no Dask scheduler answered at {address}' in lines[0], r.stderr
+
+
+def _certified(tree):
+  """Every certified number of a certify_approximation.json, in order."""
+  out = []
+  if isinstance(tree, dict):
+    for k in sorted(tree):
+      if k in ('total', 'interior_sup', 'bits') and not isinstance(tree[k], (dict, list)):
+        out.append((k, tree[k]))
+      elif k not in ('provenance', 'config', 'seconds', 'monte_carlo'):
+        out += _certified(tree[k])
+  elif isinstance(tree, list):
+    for v in tree:
+      out += _certified(v)
+  return out
+
+
+@pytest.mark.slow
+def test_interrupted_binary_says_how_to_resume_and_resumes_to_the_same_json(tmp_path):
+  config = '--config=experiments/configs/certify_approximation.py:tiny'
+  clean = _binary('certify_approximation.py', config, f'--output_dir={tmp_path / "clean"}',
+                  timeout=900)
+  assert clean.returncode == 0, clean.stderr[-2000:]
+  state, out = tmp_path / 'state', tmp_path / 'out'
+  proc = subprocess.Popen([sys.executable, os.path.join(ROOT, 'experiments',
+                                                        'certify_approximation.py'),
+                           config, f'--output_dir={out}', f'--state_dir={state}'],
+                          env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 600
+  while not (state / 'certification_2').is_dir():
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    assert time.time() < deadline
+    time.sleep(0.1)
+  proc.send_signal(signal.SIGINT)
+  err = proc.communicate(timeout=120)[1]
+  assert proc.returncode == cli.INTERRUPTED, err[-2000:]
+  line = err.strip().splitlines()[-1]
+  assert line.startswith(f'interrupted (SIGINT); state kept in {state}; resume with: python ')
+  command = line.split('resume with: ', 1)[1]
+  assert f'--state_dir={state}' in command and '--overwrite' in command
+  again = subprocess.run(command, shell=True, capture_output=True, text=True, env=_env(),
+                         cwd=ROOT, timeout=900, check=False)
+  assert again.returncode == 0, again.stderr[-2000:]
+  a = json.loads((tmp_path / 'clean' / 'certify_approximation.json').read_text())
+  b = json.loads((out / 'certify_approximation.json').read_text())
+  assert _certified(a) and _certified(a) == _certified(b)
+
+
+def test_an_executor_that_forks_is_refused():
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  pool = cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('fork'))
+  with pytest.raises(ValueError, match="a process pool started with 'fork'"):
+    executor.as_workers(pool)
+  pool.shutdown()

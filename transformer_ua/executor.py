@@ -70,11 +70,13 @@ from typing import Callable
 
 import numpy as np
 
-#: Estimated in-process seconds below which a local pool does not pay (spawning the
+#: Estimated in-process seconds below which a local pool does not pay: spawning the
 #: workers, importing the package and building the shipment in each, and the per-chunk
-#: round trips cost more than the second core saves). Measured in
-#: results/benchmarks/certify_executor.json (2 processes on 2 shared cores).
-MIN_POOL_SECONDS = 20.0
+#: round trips cost more than a second idle core saves. Measured crossover 30.3 s for 2
+#: processes (results/benchmarks/certify_executor.json: 15.1 s to start 2 workers and
+#: build a 4247-layer network in each, 0.3 ms per chunk); it replaces a hand-set 512
+#: cubes (8.5 s of work at 4247 layers, 0.1 s at 55: no count of cubes fits every depth).
+MIN_POOL_SECONDS = 30.0
 #: Chunks per worker slot (load balance against the per-chunk round trip).
 CHUNKS_PER_WORKER = 8
 #: A local worker exits this soon after its parent dies.
@@ -107,6 +109,11 @@ class Workers:
     if executor is not None and not isinstance(executor, cf.Executor):
       raise ValueError(f'executor must be a concurrent.futures.Executor (e.g. Dask '
                        f"Client.get_executor()), got {type(executor).__name__}.")
+    context = getattr(executor, '_mp_context', None)
+    if context is not None and context.get_start_method() != 'spawn':
+      raise ValueError(f'a process pool started with {context.get_start_method()!r}; use '
+                       "mp_context=multiprocessing.get_context('spawn') (a fork of a "
+                       'process running JAX can hang), or workers=<int>.')
     if processes is not None and (isinstance(processes, bool) or
                                   not isinstance(processes, (int, np.integer)) or processes < 1):
       raise ValueError(f'workers={processes!r}; it must be an integer >= 1 (processes), a '
@@ -122,6 +129,12 @@ class Workers:
     self.state_dir = os.fspath(state_dir) if state_dir is not None else None
     self.min_pool_seconds = float(min_pool_seconds)
     self._resumable_maps = 0      # how many resumable maps this Workers has started
+
+  def next_state_dir(self) -> str:
+    """state_dir/certification_k for the k-th resumable map of this Workers (k from 0):
+    a command that runs several certifications keeps each in its own, in order."""
+    k, self._resumable_maps = self._resumable_maps, self._resumable_maps + 1
+    return os.path.join(self.state_dir, f'certification_{k}')
 
   def slots(self) -> int:
     """Chunks that can run at once: processes, or the executor's workers (Dask: the
@@ -175,18 +188,30 @@ def dask_executor(address: str, timeout: float = CONNECT_SECONDS) -> cf.Executor
   return client.get_executor()
 
 
-def from_flags(workers: int | None, dask_scheduler: str | None,
-               state_dir: str | None) -> Workers:
+def define_flags() -> None:
+  """A certifying binary's --dask_scheduler and --state_dir (``from_flags`` decodes them)."""
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  flags.DEFINE_string('dask_scheduler', '', 'run the certification chunks on this Dask '
+                      'scheduler (e.g. tcp://host:8786) instead of local processes; see '
+                      'docs/performance.md')
+  flags.DEFINE_string('state_dir', '', 'keep each finished certification chunk in this '
+                      'directory; the same command run again resumes from it')
+
+
+def from_flags(workers: int | None, dask_scheduler: str, state_dir: str,
+               resume_flags: tuple = ()) -> Workers:
   """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
 
   The scheduler is connected here (one ValueError line if it does not answer); the state
-  directory is declared to ``cli.resumable``, so an interrupted run prints the command
-  that resumes it.
+  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
+  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
+  command that resumes it.
   """
   executor = dask_executor(dask_scheduler) if dask_scheduler else None
   if state_dir:
     from transformer_ua import cli  # pylint: disable=import-outside-toplevel
-    cli.resumable(state_dir)
+    cli.output_dir(state_dir, '--state_dir')
+    cli.resumable(state_dir, cli.own_command(resume_flags))
   return Workers(None if executor is not None else workers, executor, state_dir or None)
 
 
@@ -243,10 +268,11 @@ def _run(fn, key: str, blob, start: int, stop: int):
     return fn(obj, start, stop)
 
 
-def empty_chunk(obj, start: int, stop: int) -> None:
-  """A chunk that computes nothing: ``benchmarks/certify_executor.py`` times the round
-  trip and the workers' start with it."""
+def empty_chunk(obj, start: int, stop: int) -> float:
+  """A chunk that computes nothing and returns when it ran (``time.time()``):
+  ``benchmarks/certify_executor.py`` times the round trip and the workers' start."""
   del obj, start, stop
+  return time.time()
 
 
 def _watch_parent(parent: int) -> None:
@@ -429,21 +455,20 @@ class Mapped:
 
 
 def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
-              identity: dict | None = None) -> Mapped:
+              identity: dict | None = None,
+              chunks_per_worker: int = CHUNKS_PER_WORKER) -> Mapped:
   """``fn(obj, start, stop)`` over spans covering [0, count), obj = the shipment built
   once per process; see the module doc. ``identity``: what the results are (JSON), for a
-  resumable run when ``workers.state_dir`` is set."""
+  resumable run when ``workers.state_dir`` is set. Spans hold ceil(count /
+  (chunks_per_worker * slots)) items (the last fewer)."""
   workers = as_workers(workers)
   state = None
   if identity is not None and workers.state_dir is not None:
-    k = workers._resumable_maps   # pylint: disable=protected-access
-    workers._resumable_maps += 1  # pylint: disable=protected-access
-    state = _State(os.path.join(workers.state_dir, f'certification_{k}'),
-                   {**identity, 'count': count})
+    state = _State(workers.next_state_dir(), {**identity, 'count': count})
   done = state.load() if state is not None else {}
   todo = _missing(done, count)
   slots = workers.slots()
-  step = max(1, math.ceil(count / (CHUNKS_PER_WORKER * slots)))
+  step = max(1, math.ceil(count / (chunks_per_worker * slots)))
   spans = _split(todo, step)
   results = dict(done)
 
@@ -460,6 +485,7 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
     pool_pays = workers.min_pool_seconds == 0
     if not pool_pays:     # time one item here; the pool pays above min_pool_seconds
       s = spans[0][0]
+      _obtain(shipment.key, shipment.blob)     # built here first: not part of the item
       t0 = time.perf_counter()
       finished((s, s + 1), _run(fn, shipment.key, shipment.blob, s, s + 1))
       rest = _missing(results, count)

@@ -62,6 +62,7 @@ estimated minutes.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import heapq
 import math
@@ -72,7 +73,7 @@ from typing import Callable
 
 import numpy as np
 
-from transformer_ua import realize as realize_lib
+from transformer_ua import executor as executor_lib, realize as realize_lib
 from transformer_ua.yun import (approximator as approximator_lib, certificate, distances,
                                 f_term, grid, one_layer_ids, one_layer_wide,
                                 plan as plan_lib, target_bounds,
@@ -339,8 +340,9 @@ def _check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, 
     raise ValueError(f'p={p!r}; it must be a finite number >= 1 (the exponent of d_p).')
   p = distances.check_p(float(p) if isinstance(p, numbers.Real)
                         and not isinstance(p, bool) else p)
-  if workers is not None:
+  if workers is not None and not isinstance(workers, (executor_lib.Workers, cf.Executor)):
     workers = _check_int('workers', workers, 1, 1024, 'processes for the cube interiors')
+  workers = executor_lib.as_workers(workers)
   max_minutes = _check_positive('max_minutes', max_minutes, 'the time budget of the call')
   max_layers = _check_int('max_layers', max_layers, 1, None, 'the deepest network built')
   for name, v in (('positional', positional), ('clamp', clamp)):
@@ -583,7 +585,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     max_minutes: the call's time budget: an attempt starts only when its estimate fits
       the minutes left (> 0; default ``DEFAULT_MAX_MINUTES``).
     max_layers: the deepest network (blocks) built (default ``DEFAULT_MAX_LAYERS``).
-    workers: processes for the cube interiors (None: the certifier's default).
+    workers: where the certificate's chunks run (``executor.as_workers``): None (the
+      default local pool), an int (processes), a ``concurrent.futures.Executor`` (e.g.
+      Dask's ``Client.get_executor()``) or an ``executor.Workers``.
     progress: False, True (one line per attempt on stdout as it starts and as it ends)
       or a callable taking each such line.
   Raises:
