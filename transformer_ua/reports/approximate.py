@@ -236,9 +236,11 @@ def write_report(result, path) -> None:
   if lesson:
     e, w = lesson['dp_g_bar_g'], lesson['windows']
     lines += ['', f'The lesson: the same {c["dtype"]} g without the output clamp (as the '
-              f'paper builds it) has d_p(g_bar, g) = {_ci(e)} on the same samples: in the '
-              f'ramp windows ({w.get("off_samples")} samples) g reaches '
-              f'{w.get("max_off", float("nan")):.3g}, the size of the contextual ids.']
+              f'paper builds it) has d_p(g_bar, g) = {_ci(e)} on the same samples; on a '
+              f'second draw of {w.get("samples")} samples, {w.get("off_samples")} miss g_bar, '
+              f'each within {w.get("max_edge_distance") or 0:.2g} of a cell edge (the ramp '
+              f'windows), where g reaches {w.get("max_off", float("nan")):.3g}, the size of '
+              'the contextual ids.']
   lines += ['', '## Resolution ladders', '']
   for lad in result['ladders']:
     thm = ('Theorem 3' if lad['positional'] else
