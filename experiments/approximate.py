@@ -470,11 +470,13 @@ def run_float(net, c, positional, log) -> dict:
                                           seed=c.seed).as_dict()
     e, w = bd['estimates']['g_bar|g'], bd.get('g_windows') or {}
     lesson = {'dp_g_bar_g': e, 'windows': w}
+    edge = w.get('max_edge_distance')
     log(f'  the lesson, the same {c.dtype} g without the output clamp (as the paper builds '
-        f'it): d_p(g_bar, g) = {e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}] on '
-        f'the same {c.samples} samples: in the ramp windows ({w.get("off_samples")} of them) '
-        f'g reaches {w.get("max_off", float("nan")):.3g}, the size of the contextual ids '
-        f'(t_r = {t_r:.3g}), where |g_bar| <= {values_max:.3g}')
+        f'it): d_p(g_bar, g) = {e["value"]:.4g} [{e["ci_low"]:.4g}, {e["ci_high"]:.4g}] '
+        f'({c.samples} samples); on a second draw of {w.get("samples")} samples, '
+        f'{w.get("off_samples")} miss g_bar, each within {edge or 0:.2g} of a cell edge (the '
+        f'ramp windows), where g reaches {w.get("max_off", float("nan")):.3g}: the size of '
+        f'the contextual ids (t_r = {t_r:.3g}), where |g_bar| <= {values_max:.3g}')
   return {'g': g, 'decomposition': dec, 'realization': rep, 'lesson': lesson}
 
 

@@ -20,8 +20,13 @@ PAGES = ['README.md'] + sorted(os.path.relpath(p, ROOT)
 LINKED = PAGES + ['colabs/README.md'] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '**',
                                                              'README.md'), recursive=True))
-#: Folders reserved in the index whose README is still being written.
-RESERVED = ('results/yun/certified/',)
+#: Folders reserved in the index whose README is still being written (none now).
+RESERVED = ()
+#: Where a path in a record starts when it names a file of this repository.
+REPO_DIRS = ('tests/', 'experiments/', 'transformer_ua/', 'results/', 'benchmarks/', 'docs/',
+             'colabs/', '.ci/')
+#: How such a path ends when it names a file (or a folder: '/').
+_FILE_END = re.compile(r'(\.(py|md|json|jsonl|png|sh|ipynb|csv|txt)|/)$')
 
 
 def _read(page):
@@ -90,6 +95,57 @@ def test_links_resolve(page):
   missing = [l for l in links if not os.path.exists(os.path.join(ROOT, l))
              and not any(l.startswith(r.rstrip('/')) for r in RESERVED)]
   assert missing == [], f'{page} links to what does not exist'
+
+
+def _backticked_paths(page):
+  """Repository paths the prose of a page names in backticks: whole words (in a command
+  too) that start with a top folder of the repository and end like a file or a folder,
+  with no pattern in them (`grids/*.json`, `..._N{N}.json`) and no `::test` suffix."""
+  text = re.sub(r'```.*?```', '', _read(page), flags=re.S)
+  out = []
+  for span in re.findall(r'`([^`\n]+)`', text):
+    for word in span.split():
+      word = word.split('::')[0].rstrip('.,;:)')
+      if (word.startswith(REPO_DIRS) and _FILE_END.search(word)
+          and not re.search(r'[*{}<>\[\]$|]|\.\.\.', word)):
+        out.append(word)
+  return out
+
+
+RECORDS = ['README.md'] + PAGES[1:] + sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '**', '*.md'),
+                                                recursive=True))
+
+
+def test_backticked_paths_are_found():
+  # The check itself: a path in a command and a bare one are read; patterns are not.
+  page = 'results/README.md'
+  paths = _backticked_paths(page)
+  assert 'experiments/certify_approximation.py' in paths
+  assert not any('*' in p or '...' in p for p in paths)
+
+
+@pytest.mark.parametrize('page', RECORDS)
+def test_no_dead_file_reference_in_the_prose(page):
+  """A file a record names in backticks exists: at that path from the checkout, or from
+  the record's own folder (results/README.md writes `benchmarks/benchmarks.md`)."""
+  here = os.path.dirname(page)
+  dead = [p for p in _backticked_paths(page)
+          if not os.path.exists(os.path.join(ROOT, p))
+          and not os.path.exists(os.path.join(ROOT, here, p))]
+  assert dead == [], f'{page} names files that do not exist'
+
+
+def test_every_results_folder_with_a_readme_is_linked_from_the_folder_above():
+  missing = []
+  for readme in glob.glob(os.path.join(ROOT, 'results', '*', '**', 'README.md'),
+                          recursive=True):
+    folder = os.path.dirname(readme)
+    parent = os.path.join(os.path.dirname(folder), 'README.md')
+    target = os.path.relpath(readme, os.path.dirname(folder)).replace(os.sep, '/')
+    if f']({target})' not in _read(os.path.relpath(parent, ROOT)):
+      missing.append(os.path.relpath(folder, ROOT))
+  assert missing == []
 
 
 def test_every_result_file_is_listed_by_its_folder():

@@ -224,7 +224,7 @@ def test_main_job_writes_json_and_figures(tmp_path):
   complete = res['ladders'][1]   # config.compare_ties: the same ladder with ties='complete'
   assert complete['ties'] == 'complete'
   # 0 up to float rounding of f itself: token_times_mean sums the mean in another order
-  # for a permuted input (exactly 0 for an exactly equivariant f: tests/test_yun_ties.py).
+  # for a permuted input (exactly 0 for an exactly equivariant f: tests/test_yun_contextual_ties.py).
   assert all(r['exact']['dp_f_bar_g_bar'] < 1e-12 for r in complete['rows'])
   assert any(r['exact']['dp_f_bar_g_bar'] > 0.1 for r in res['ladders'][0]['rows'])
   assert res['realization']['reproduces']

@@ -148,28 +148,49 @@ def _explain_overrides(argv: Iterable[str]) -> str | None:
   field of its config (a typo, or a field inside a value that is not a group)."""
   argv = list(argv)
   for name, flag in _config_flags().items():
-    config = None
-    for arg in argv:
-      if not arg.startswith(f'--{name}.'):
-        continue
+    if any(arg.startswith(f'--{name}.') for arg in argv):
+      config = _config_of(flag, argv)
       if config is None:
-        config = _config_of(flag, argv)
-        if config is None:
-          return None
-      dotted = arg[len(name) + 3:].split('=', 1)[0]
-      node, where = config, name
-      for part in dotted.split('.'):
-        if not hasattr(node, 'keys'):
-          return (f'--{where}.{part}: {where} is a {type(node).__name__} ({node!r}), not a '
-                  'group of fields; set it as a whole')
-        keys = sorted(node.keys())
-        if part not in keys:
-          close = difflib.get_close_matches(part, keys, n=1)
-          hint = f'did you mean {close[0]!r}? ' if close else ''
-          return (f'--{where}.{part}: {where} has no field {part!r}; {hint}'
-                  f'fields: {", ".join(keys)}')
-        node, where = node[part], f'{where}.{part}'
+        return None
+      explained = _explain_overrides_of(name, config, argv)
+      if explained:
+        return explained
   return None
+
+
+def _explain_overrides_of(name: str, config, argv: Iterable[str]) -> str | None:
+  """``_explain_overrides`` for the config flag ``name`` holding ``config``."""
+  for arg in argv:
+    if not arg.startswith(f'--{name}.'):
+      continue
+    dotted = arg[len(name) + 3:].split('=', 1)[0]
+    node, where = config, name
+    for part in dotted.split('.'):
+      if not hasattr(node, 'keys'):
+        return (f'--{where}.{part}: {where} is a {type(node).__name__} ({node!r}), not a '
+                'group of fields; set it as a whole')
+      keys = sorted(node.keys())
+      if part not in keys:
+        close = difflib.get_close_matches(part, keys, n=1)
+        hint = f'did you mean {close[0]!r}? ' if close else ''
+        return (f'--{where}.{part}: {where} has no field {part!r}; {hint}'
+                f'fields: {", ".join(keys)}')
+      node, where = node[part], f'{where}.{part}'
+  return None
+
+
+def _config_file_of(name: str, default: str | None, argv: Iterable[str]):
+  """The config the file flag ``name`` loads (--name=path or ``default``), without its
+  overrides; None when it cannot be loaded."""
+  path = default
+  for arg in argv:
+    if arg.startswith(f'--{name}='):
+      path = arg.split('=', 1)[1]
+  try:
+    from ml_collections.config_flags import config_flags as impl  # pylint: disable=import-outside-toplevel
+    return impl.ConfigFileFlagParser(name=name).parse(path) if path else None
+  except Exception:  # pylint: disable=broad-except
+    return None
 
 
 def _flag_error(e: Exception) -> None:
@@ -222,6 +243,11 @@ def define_config_file(name: str, default: str | None = None,
   try:
     return config_flags.DEFINE_config_file(name, default, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
+    # The flag is not defined yet, so explain from the file itself.
+    config = _config_file_of(name, default, sys.argv)
+    explained = config is not None and _explain_overrides_of(name, config, sys.argv)
+    if explained:
+      fail(f'bad config override {explained}')
     _config_error(e, sys.argv)
 
 

@@ -23,8 +23,43 @@ def contextual_values(net):
   if k is None:
     return None
   q = cm.ops.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
-  good = distances.distinct_columns(k) & np.all(k >= 0, axis=(1, 2))
-  return {'q': q.astype(float), 'good': good, 't_l': float(cm.t_l), 't_r': float(cm.t_r)}
+  in_range = np.all(k >= 0, axis=(1, 2))
+  good = distances.distinct_columns(k) & in_range
+  return {'q': q.astype(float), 'good': good, 'out_of_range': ~in_range,
+          't_l': float(cm.t_l), 't_r': float(cm.t_r)}
+
+
+#: How the sweep figure marks each verdict (``verdict_tag``).
+VERDICT_STYLE = {
+    'reproduces': {'color': 'tab:green', 'filled': True,
+                   'label': 'reproduces g_bar on the interiors'},
+    'windows': {'color': 'tab:olive', 'filled': True,
+                'label': 'reproduces; d_p from the ramp windows'},
+    'off: interiors': {'color': 'tab:purple', 'filled': False,
+                       'label': 'off: ramps reach the interiors'},
+    'off: soft': {'color': 'tab:red', 'filled': False,
+                  'label': "off: softmax too soft (lambda < the plan's)"},
+    'off: rounding': {'color': 'tab:brown', 'filled': False,
+                      'label': 'off: rounding x 1/epsilon'},
+    'off': {'color': 'tab:gray', 'filled': False, 'label': 'off'},
+}
+
+
+def verdict_tag(row) -> str:
+  """The short verdict of a sweep row (a key of ``VERDICT_STYLE``)."""
+  verdict = row.get('verdict')
+  if verdict is None:   # a JSON from before the verdicts named their cause
+    if not row['reproduces']:
+      return 'off'
+    return ('windows' if (row.get('window_share') or 0) > approximator.WINDOW_DOMINANCE
+            else 'reproduces')
+  if verdict.startswith('reproduces'):
+    return 'windows' if 'windows' in verdict else 'reproduces'
+  for tag, word in (('off: interiors', 'interiors'), ('off: soft', 'soft'),
+                    ('off: rounding', 'rounding')):
+    if word in verdict:
+      return tag
+  return 'off'
 
 
 def make_figures(result, net, outdir):
@@ -77,24 +112,41 @@ def make_figures(result, net, outdir):
   paths.append(os.path.join(outdir, 'error_vs_delta.png'))
   outputs.atomic_savefig(fig, paths[-1], dpi=120)
   plt.close(fig)
-  # 2. Error vs lambda and epsilon.
-  fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+  # 2. Error vs lambda and epsilon, each point marked with its verdict.
+  fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
   for ax, key in zip(axes, ('lam', 'epsilon')):
     rows = result['sweeps'][key]
     xs = [r[key] for r in rows]
-    ax.plot(xs, [max(r['dp_g_bar_g']['value'], 1e-17) for r in rows], 'o-',
-            label='d_p(g_bar, g), uniform X')
+    ax.plot(xs, [max(r['dp_g_bar_g']['value'], 1e-17) for r in rows], '-', color='tab:blue',
+            lw=1, label='d_p(g_bar, g), uniform X (sampled)')
     ax.plot(xs, [max(r['max_interior_error'], 1e-17) if math.isfinite(r['max_interior_error'])
-                 else np.nan for r in rows], 's--', label='max |g - g_bar|, cube interiors')
+                 else np.nan for r in rows], '--', color='tab:orange', lw=1,
+            label='max |g - g_bar|, cube interiors')
+    for r, x in zip(rows, xs):
+      tag = verdict_tag(r)
+      style = VERDICT_STYLE[tag]
+      for y, marker in ((r['dp_g_bar_g']['value'], 'o'), (r['max_interior_error'], 's')):
+        if math.isfinite(y):
+          ax.plot([x], [max(y, 1e-17)], marker, ms=7, color=style['color'],
+                  mfc=style['color'] if style['filled'] else 'white')
+      ax.annotate(tag, (x, max(r['dp_g_bar_g']['value'], 1e-17)), textcoords='offset points',
+                  xytext=(0, 10), ha='center', fontsize=6.5, color=style['color'])
+    for tag, style in VERDICT_STYLE.items():
+      if any(verdict_tag(r) == tag for r in rows):
+        ax.plot([], [], 'o', color=style['color'],
+                mfc=style['color'] if style['filled'] else 'white', label=style['label'])
     ax.set_xscale('log')
     ax.set_yscale('log')
     ax.set_xlabel('softmax scale lambda' if key == 'lam' else
                   'ReLU ramp width epsilon (input units of each unit)')
     ax.set_ylabel('error of the float g against g_bar (output units)')
     fixed = result['config']['epsilon'] if key == 'lam' else result['config']['lam']
+    clamp = ', output clamp' if result['config'].get('clamp') else ''
     ax.set_title(f'{"epsilon" if key == "lam" else "lambda"} = {fixed:g}, '
-                 f'{result["config"]["dtype"]}')
-    ax.legend(fontsize=8)
+                 f'{result["config"]["dtype"]}{clamp}', fontsize=10)
+    ax.legend(fontsize=6.5, loc='best')
+  fig.suptitle('Sweeps of the float network: circles d_p(g_bar, g), squares the interior '
+               'error; colour = verdict on the cube interiors', fontsize=9)
   fig.tight_layout()
   paths.append(os.path.join(outdir, 'error_vs_lambda_epsilon.png'))
   outputs.atomic_savefig(fig, paths[-1], dpi=120)
@@ -102,28 +154,37 @@ def make_figures(result, net, outdir):
   # 3. Contextual-mapping values.
   cv = contextual_values(net)
   if cv is not None:
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from matplotlib.lines import Line2D  # pylint: disable=import-outside-toplevel
+    fig, ax = plt.subplots(figsize=(8, 5.6))
     q = cv['q']
     idx = np.repeat(np.arange(q.shape[0])[:, None], q.shape[1], axis=1)
     good = np.repeat(cv['good'][:, None], q.shape[1], axis=1)
-    for mask, color, label in ((good, 'tab:blue', 'distinct in-range columns (G~)'),
-                               (~good, 'tab:red', 'repeated or out-of-range columns')):
+    out = np.repeat(cv['out_of_range'][:, None], q.shape[1], axis=1)
+    groups = ((good, 'tab:blue', 'in G~: in range, columns distinct (ids in [t_l, t_r])'),
+              (~good & ~out, 'tab:red', 'in range, a column repeated (the bad set)'),
+              (out, 'tab:gray', 'an entry out of range (-delta^-nd)'))
+    handles = []
+    for mask, color, label in groups:
+      if not mask.any():
+        continue
       for sign, marker in ((1, 'o'), (-1, 'x')):
         m = mask & (np.sign(q) == sign)
         if m.any():
-          ax.scatter(idx[m], np.abs(q[m]), s=6, color=color, marker=marker,
-                     label=label + (' (negative: |q|)' if sign < 0 else ''))
-    for t, name, va in ((cv['t_l'], 't_l', 'top'), (cv['t_r'], 't_r', 'bottom')):
+          ax.scatter(idx[m], np.abs(q[m]), s=7, color=color, marker=marker)
+      handles.append(Line2D([], [], ls='', marker='o', color=color, label=label))
+    handles += [Line2D([], [], ls='', marker='o', color='k', mfc='none', label='id > 0'),
+                Line2D([], [], ls='', marker='x', color='k', label='id < 0, drawn as |id|')]
+    for t, name in ((cv['t_l'], 't_l'), (cv['t_r'], 't_r')):
       ax.axhline(t, color='k', lw=0.8, ls='--')
-      ax.annotate(f'{name} = {t:.3g}', xy=(1.0, t), xycoords=('axes fraction', 'data'),
-                  xytext=(-4, 3 if va == 'bottom' else -3), textcoords='offset points',
-                  ha='right', va=va, fontsize=8,
-                  bbox={'facecolor': 'white', 'edgecolor': 'none', 'pad': 1})
+      ax.annotate(f'{name} = {t:.3g}', xy=(1.01, t), xycoords=('axes fraction', 'data'),
+                  ha='left', va='center', fontsize=8)
     ax.set_yscale('log')
-    ax.set_xlabel('grid point L (index; -1 = out of range included)')
-    ax.set_ylabel('|q| = |u^T g_c(L)_j|, every token j')
-    ax.set_title(f'Contextual mapping, d={net.d}, n={net.n}, N={net.resolution}')
-    ax.legend(fontsize=8, loc='lower left')
+    ax.set_xlabel(f'point L of the extended grid G+ (index; all {q.shape[0]} points, '
+                  'one mark per token)')
+    ax.set_ylabel('|id| = |u^T g_c(L)_j|, every token j')
+    ax.set_title(f'Contextual mapping (Lemma 8), d={net.d}, n={net.n}, N={net.resolution}')
+    ax.legend(handles=handles, fontsize=7.5, loc='upper center', bbox_to_anchor=(0.5, -0.14),
+              ncol=2, frameon=False)
     fig.tight_layout()
     paths.append(os.path.join(outdir, 'contextual_mapping_values.png'))
     outputs.atomic_savefig(fig, paths[-1], dpi=120)
@@ -237,9 +298,11 @@ def write_report(result, path) -> None:
   if lesson:
     e, w = lesson['dp_g_bar_g'], lesson['windows']
     lines += ['', f'The lesson: the same {c["dtype"]} g without the output clamp (as the '
-              f'paper builds it) has d_p(g_bar, g) = {_ci(e)} on the same samples: in the '
-              f'ramp windows ({w.get("off_samples")} samples) g reaches '
-              f'{w.get("max_off", float("nan")):.3g}, the size of the contextual ids.']
+              f'paper builds it) has d_p(g_bar, g) = {_ci(e)} on the same samples; on a '
+              f'second draw of {w.get("samples")} samples, {w.get("off_samples")} miss g_bar, '
+              f'each within {w.get("max_edge_distance") or 0:.2g} of a cell edge (the ramp '
+              f'windows), where g reaches {w.get("max_off", float("nan")):.3g}, the size of '
+              'the contextual ids.']
   lines += ['', '## Resolution ladders', '']
   for lad in result['ladders']:
     thm = ('Theorem 3' if lad['positional'] else
