@@ -125,7 +125,8 @@ def test_mc_evaluator_equals_oracle_and_lies_in_the_enclosures(small):
   x = np.concatenate([
       np.asarray([[[0.0], [0.5]], [[0.3], [0.7]], [[0.999], [0.001]]]),
       cmc.sample_windows(rng, 3, d=1, n=2, resolution=2, margin=Fraction(1, 64))])
-  got = cmc.evaluate_g(g, x, 2 * cert.bits, mapper=map, chunk=2)
+  got, where, used = cmc.evaluate_g(g, x, 2 * cert.bits, workers=1)
+  assert (where, used) == ('in-process', 1)
   direct = oracle.MpNetwork(g.segments, g.params, g.positional, 2 * cert.bits)
   for b in range(len(x)):
     assert got[b].tolist() == [[float(v) for v in row] for row in direct(x[b])]
