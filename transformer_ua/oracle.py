@@ -91,8 +91,7 @@ def mp_value(v) -> mpmath.mpf:
 
 def exact_value(x: mpmath.mpf) -> Fraction:
   """The exact binary value of a finite mpf, as a Fraction."""
-  man, exp = x.man_exp
-  return Fraction(man * 2 ** exp) if exp >= 0 else Fraction(man, 2 ** -exp)
+  return Fraction(*x.as_integer_ratio())
 
 
 def _sparse(mat) -> list:
