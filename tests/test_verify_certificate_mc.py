@@ -12,9 +12,9 @@ import mpmath
 import numpy as np
 import pytest
 
-from transformer_ua import layers, oracle
+from transformer_ua import executor, layers, oracle
 from transformer_ua.verify import certificate_mc as cmc
-from transformer_ua.yun import build_approximator, certificate, plan
+from transformer_ua.yun import build_approximator, certificate, one_layer_wide, plan
 
 
 @pytest.mark.parametrize('margin,d,n,interior', [
@@ -125,7 +125,8 @@ def test_mc_evaluator_equals_oracle_and_lies_in_the_enclosures(small):
   x = np.concatenate([
       np.asarray([[[0.0], [0.5]], [[0.3], [0.7]], [[0.999], [0.001]]]),
       cmc.sample_windows(rng, 3, d=1, n=2, resolution=2, margin=Fraction(1, 64))])
-  got = cmc.evaluate_g(g, x, 2 * cert.bits, mapper=map, chunk=2)
+  got, where, used = cmc.evaluate_g(g, x, 2 * cert.bits, workers=1)
+  assert (where, used) == ('in-process', 1)
   direct = oracle.MpNetwork(g.segments, g.params, g.positional, 2 * cert.bits)
   for b in range(len(x)):
     assert got[b].tolist() == [[float(v) for v in row] for row in direct(x[b])]
@@ -149,6 +150,38 @@ def test_mc_is_below_every_certified_term(small):
   assert mc['max_window_gap'] > 0.1 and mc['max_interior_gap'] < 1e-6
   # d_p(f, g) is not 0 (a check that can fail): f is not piecewise constant
   assert mc['terms']['total']['ci_low'] > 0.05
+
+
+@pytest.fixture(scope='module')
+def wide():
+  """one_layer_wide, token_times_mean, N = 4, d = 1, n = 3 (widths 8, 160, 4), certified
+  at margin 1/64."""
+  net = one_layer_wide.build('token_times_mean', d=1, n=3, resolution=4)
+  g = net.realize(margin=Fraction(1, 64))
+  return net, g, certificate.certify_lp(net, g, p=2, margin=Fraction(1, 64), workers=1)
+
+
+def test_mc_on_a_wide_network_is_below_every_certified_term(wide):
+  net, g, cert = wide
+  mc = cmc.certificate_mc(net, g, cert, points=200, seed=5, min_points=100, workers=1)
+  assert (mc['where'], mc['workers']) == ('in-process', 1)
+  assert mc['weights']['interior'] == Fraction(31, 32) ** 3
+  for r in cmc.compare(mc, cert):
+    assert r['below'] and r['estimate'] <= r['bound'], r
+  # the quantization ramps are sampled in the windows; the interiors are g_bar's
+  assert mc['max_window_gap'] > 0.1 and mc['max_interior_gap'] < 1e-9
+  assert mc['terms']['total']['ci_low'] > 0.05
+
+
+def test_mc_through_two_processes_equals_in_process(wide):
+  net, g, cert = wide
+  here = cmc.certificate_mc(net, g, cert, points=100, seed=7, min_points=100, workers=1)
+  pool = cmc.certificate_mc(net, g, cert, points=100, seed=7, min_points=100,
+                            workers=executor.Workers(2, min_pool_seconds=0))
+  assert (pool['where'], pool['workers']) == ('processes', 2)
+  assert pool['terms'] == here['terms']
+  assert (pool['max_window_gap'], pool['max_interior_gap']) == (
+      here['max_window_gap'], here['max_interior_gap'])
 
 
 def test_mc_refuses_too_few_points(small):

@@ -1,11 +1,12 @@
 r"""A realized Transformer evaluated literally in mpmath: the check that shares no code.
 
 A realized network (``realize``: softmax attention, ReLU feed-forward, exact rational
-params) is a real-number function g. ``exact.ball`` encloses it in arb balls with the
-tricks a certificate needs (score differences, grouped heads, exact affine pieces,
-skipped identity layers). This module is the independent second reading: the formula
-as written, in mpmath floating point at ``prec`` bits, importing nothing of the
-project, so a bug in one evaluator does not repeat in the other.
+params) is a real-number function g. ``exact.ball`` / ``exact.wide_ball`` enclose it in
+arb balls with the tricks a certificate needs (score differences, grouped heads, exact
+affine pieces, skipped identity layers, bisection on kinks). This module is the
+independent second reading: the formula as written, in mpmath floating point at
+``prec`` bits, importing nothing of the project, so a bug in one evaluator does not
+repeat in the other.
 
 Per block (Yun et al. eqs. (1)-(2), token-major: z_j is token j, a d-vector; head i):
 
@@ -17,15 +18,55 @@ Per block (Yun et al. eqs. (1)-(2), token-major: z_j is token j, a d-vector; hea
     z_j <- z_j + W_2 max(0, W_1 z_j + b_1) + b_2
 
 Params are converted from the exact rationals to ``prec``-bit mpf once; sums skip
-exactly zero weights (their terms are exactly 0). The result is a floating value, not
-an enclosure: its relative error is a small multiple of 2^-prec per operation, far
-below anything a test or a Monte Carlo resolves at ``prec`` >= 2 x the plan's bits.
+exactly zero weights (their terms are exactly 0), heads with W_O = 0 and hidden units
+with a zero column of W_2 (both add exactly 0).
+
+Wide feed-forward layers: parallel rows, one sorted sum (``FeedForward``). Write row c
+of W_1 as w_c = u_c v with v the row scaled so that its first non-zero entry is 1
+(exact rationals; u_c != 0 that entry). Rows with the same v form a group G (the
+staircase and bump layers are a few groups of thousands of units); with t = v . z,
+
+    sum_{c in G} W_2[:, c] max(0, u_c t + b_c),   kink k_c = -b_c / u_c,
+      u_c > 0: max(0, u_c t + b_c) = u_c t + b_c if k_c < t, else 0
+      u_c < 0: max(0, u_c t + b_c) = u_c t + b_c if k_c > t, else 0
+    (at t = k_c both cases give 0, so the strict inequalities may be either), hence
+
+    = t (A+_{#(k < t)} + A-^{#(k <= t)}) + (B+_{#(k < t)} + B-^{#(k <= t)})
+
+    A+_m = sum of W_2[:, c] u_c over the m units with u_c > 0 of smallest kink,
+    B+_m = the same sum of W_2[:, c] b_c (prefix sums, kinks sorted ascending);
+    A-^m, B-^m = the same over the units with u_c < 0 from position m of their
+    ascending kinks on (suffix sums),
+
+an identity. At construction the kinks are sorted exactly (Fractions) and the prefix
+and suffix sums are summed exactly (Fractions), then rounded once to ``prec``-bit mpf.
+At evaluation t is computed in mpf, the counts #(k < t), #(k <= t) are two bisections
+comparing the exact binary value of t with the exact kinks, and the group adds
+d fsum's of four products. A group of one unit, and a zero row, stay on the literal
+path. One token costs O(groups log width) instead of O(width).
+
+Rounding. Write R(t) = |t| sum_c |W_2[:, c] u_c| + sum_c |W_2[:, c] b_c| (entrywise)
+for the group's scale. Given the computed t, the grouped sum's error is at most
+~ 3 2^-prec R(t) (A, B rounded once each, one product, one correctly rounded fsum); the
+literal sum rounds each u_c t + b_c to 2^-prec (|u_c t| + |b_c|) and sums W_2 times
+those, an error ~ 2^-prec R(t) with the same R. So the two paths agree to a small
+multiple of 2^-prec R(t) (tested in tests/test_oracle.py), and neither is better than
+that: R(t) is the cancellation a wide layer does (the bumps of one_layer_wide add
+~1/r-sized terms that cancel to O(1)). For one_layer_wide at N = 43 (eps = 0.01, ramp
+r ~ 2^-50) R(t) < 2^75 at prec = 2 x 93 = 186, an error < 2^-111 in every output: far
+below the ~1e-3 a Monte Carlo of 10^3 points resolves. Then t's own rounding (relative
+2^-prec) moves the value by at most |t - t'| |A| <= 2^-prec R(t) as well.
+
+The result is a floating value, not an enclosure: its relative error is a small
+multiple of 2^-prec per operation (2^-prec R on the wide layers), far below anything a
+test or a Monte Carlo resolves at ``prec`` >= 2 x the plan's bits.
 
 Shapes: one point X is [n, d] (token-major), a batch [batch, n, d]; outputs alike.
 """
 
 from __future__ import annotations
 
+import bisect
 from fractions import Fraction
 
 import mpmath
@@ -48,6 +89,11 @@ def mp_value(v) -> mpmath.mpf:
   return mpmath.mpf(v.numerator) / v.denominator
 
 
+def exact_value(x: mpmath.mpf) -> Fraction:
+  """The exact binary value of a finite mpf, as a Fraction."""
+  return Fraction(*x.as_integer_ratio())
+
+
 def _sparse(mat) -> list:
   """Rows of a matrix as [(column, mpf)] over its non-zero entries."""
   return [[(c, mp_value(v)) for c, v in enumerate(row) if v != 0] for row in np.asarray(mat)]
@@ -55,6 +101,97 @@ def _sparse(mat) -> list:
 
 def _dot(row, z):
   return mpmath.fsum(w * z[c] for c, w in row)
+
+
+def _direction(row) -> tuple[tuple, Fraction]:
+  """(v, u) with row = u v, v's first non-zero entry 1 (exact); row != 0."""
+  u = next(w for w in row if w != 0)
+  return tuple(w / u for w in row), u
+
+
+class _Group:
+  """Units c of one W_1 direction v: pre-activation u_c t + b_c, t = v . z (module doc).
+
+  Built from exact (u_c, b_c, W_2[:, c]); holds the kinks sorted ascending per sign of
+  u_c (Fractions) and the rounded sums: plus[m] = (A+_m, B+_m) (the m smallest kinks
+  with u_c > 0), minus[m] = (A-^m, B-^m) (kinks from position m on, u_c < 0), each a
+  pair of d-lists of mpf.
+  """
+
+  def __init__(self, v, units, d_out: int):
+    self.v = [(c, mp_value(w)) for c, w in enumerate(v) if w != 0]
+    pos = sorted(((-b / u, u, b, col) for u, b, col in units if u > 0), key=lambda e: e[0])
+    neg = sorted(((-b / u, u, b, col) for u, b, col in units if u < 0), key=lambda e: e[0])
+    self.kinks_plus = [e[0] for e in pos]
+    self.kinks_minus = [e[0] for e in neg]
+    self.plus = self._sums(pos, d_out)
+    self.minus = self._sums(neg[::-1], d_out)[::-1]
+    self.size = len(units)
+
+  @staticmethod
+  def _sums(entries, d_out: int) -> list:
+    """[(A_m, B_m)] for m = 0..len(entries): exact running sums of W_2 u and W_2 b over
+    the first m entries, each rounded once to mpf."""
+    a, b = [Fraction(0)] * d_out, [Fraction(0)] * d_out
+    out = [([mpmath.mpf(0)] * d_out, [mpmath.mpf(0)] * d_out)]
+    for _, u, bias, col in entries:
+      a = [a[i] + col[i] * u for i in range(d_out)]
+      b = [b[i] + col[i] * bias for i in range(d_out)]
+      out.append(([mp_value(x) for x in a], [mp_value(x) for x in b]))
+    return out
+
+  def __call__(self, z) -> list:
+    """sum_{c in G} W_2[:, c] max(0, u_c v . z + b_c): d_out mpf."""
+    t = _dot(self.v, z)
+    exact = exact_value(t)
+    a_p, b_p = self.plus[bisect.bisect_left(self.kinks_plus, exact)]
+    a_m, b_m = self.minus[bisect.bisect_right(self.kinks_minus, exact)]
+    return [mpmath.fsum((t * a_p[i], t * a_m[i], b_p[i], b_m[i])) for i in range(len(a_p))]
+
+
+class FeedForward:
+  """z -> W_2 max(0, W_1 z + b_1) + b_2 (the update; the block adds z), in mpf.
+
+  Args:
+    w1 [r, d], b1 [r], w2 [d_out, r], b2 [d_out]: exact params (ints, Fractions, floats).
+    grouped: sum groups of >= 2 parallel rows of W_1 by one bisection each (module doc);
+      False: every unit literally.
+  Call under ``mpmath.workprec`` of the precision it was built at.
+  """
+
+  def __init__(self, w1, b1, w2, b2, grouped: bool = True):
+    w1, b1, w2 = np.asarray(w1), np.asarray(b1), np.asarray(w2)
+    d_out = w2.shape[0]
+    alive = [c for c in range(w1.shape[0]) if any(w != 0 for w in w2[:, c])]
+    by_direction = {}
+    literal = []
+    for c in alive:
+      row = [Fraction(w) for w in w1[c]]
+      if grouped and any(w != 0 for w in row):
+        v, u = _direction(row)
+        by_direction.setdefault(v, []).append((c, u))
+      else:
+        literal.append(c)
+    self.groups = []
+    for v, members in by_direction.items():
+      if len(members) == 1:
+        literal.append(members[0][0])
+        continue
+      units = [(u, Fraction(b1[c]), [Fraction(w) for w in w2[:, c]]) for c, u in members]
+      self.groups.append(_Group(v, units, d_out))
+    literal.sort()
+    self.w1 = _sparse(w1[literal]) if literal else []
+    self.b1 = [mp_value(b1[c]) for c in literal]
+    self.w2 = _sparse(w2[:, literal]) if literal else [[] for _ in range(d_out)]
+    self.b2 = [mp_value(v) for v in np.asarray(b2)]
+    self.literal = len(literal)
+
+  def __call__(self, z) -> list:
+    act = [max(mpmath.mpf(0), _dot(r, z) + b) for r, b in zip(self.w1, self.b1)]
+    out = [_dot(self.w2[i], act) + self.b2[i] for i in range(len(self.b2))]
+    for group in self.groups:
+      out = [o + s for o, s in zip(out, group(z))]
+    return out
 
 
 class MpNetwork:
@@ -69,9 +206,12 @@ class MpNetwork:
       positional), entries ints, Fractions or floats.
     positional: add ``params['E']`` first.
     prec: mpmath precision in bits (>= ``MIN_PREC``).
+    grouped: feed-forward layers sum parallel rows by bisection (``FeedForward``);
+      False: every hidden unit literally (slow on wide layers; the tests' reference).
   """
 
-  def __init__(self, segments, params: dict, positional: bool, prec: int):
+  def __init__(self, segments, params: dict, positional: bool, prec: int,
+               grouped: bool = True):
     self.prec = check_prec(prec)
     self.blocks = []
     with mpmath.workprec(self.prec):
@@ -92,10 +232,9 @@ class MpNetwork:
                           [mp_value(v) for v in np.asarray(att['b_Q'])[layer, h]],
                           _sparse(np.asarray(att['W_K'])[layer, h]),
                           _sparse(np.asarray(att['W_V'])[layer, h]), _sparse(w_o)))
-          self.blocks.append((lam, heads, _sparse(np.asarray(ff['W_1'])[layer]),
-                              [mp_value(v) for v in np.asarray(ff['b_1'])[layer]],
-                              _sparse(np.asarray(ff['W_2'])[layer]),
-                              [mp_value(v) for v in np.asarray(ff['b_2'])[layer]]))
+          self.blocks.append((lam, heads, FeedForward(
+              np.asarray(ff['W_1'])[layer], np.asarray(ff['b_1'])[layer],
+              np.asarray(ff['W_2'])[layer], np.asarray(ff['b_2'])[layer], grouped)))
       self.e = None
       if positional:
         self.e = [[mp_value(v) for v in row] for row in np.asarray(params['E'])]
@@ -108,7 +247,7 @@ class MpNetwork:
       n, d = len(z), len(z[0])
       if self.e is not None:
         z = [[z[j][i] + self.e[j][i] for i in range(d)] for j in range(n)]
-      for lam, heads, w1, b1, w2, b2 in self.blocks:
+      for lam, heads, ff in self.blocks:
         upd = [[mpmath.mpf(0)] * d for _ in range(n)]
         for w_q, b_q, w_k, w_v, w_o in heads:
           q = [[_dot(r, z[j]) + b for r, b in zip(w_q, b_q)] for j in range(n)]
@@ -125,8 +264,7 @@ class MpNetwork:
               upd[j][i] += _dot(w_o[i], mixed)
         z = [[z[j][i] + upd[j][i] for i in range(d)] for j in range(n)]
         for j in range(n):
-          act = [max(mpmath.mpf(0), _dot(r, z[j]) + b) for r, b in zip(w1, b1)]
-          z[j] = [z[j][i] + _dot(w2[i], act) + b2[i] for i in range(d)]
+          z[j] = [zi + ui for zi, ui in zip(z[j], ff(z[j]))]
       return z
 
   def values(self, x) -> np.ndarray:
@@ -138,9 +276,3 @@ class MpNetwork:
     for b in range(x.shape[0]):
       out[b] = [[float(v) for v in row] for row in self(x[b])]
     return out
-
-
-def evaluate_chunk(segments, params: dict, positional: bool, prec: int, x) -> np.ndarray:
-  """g(X) [batch, n, d] (float64) for a chunk X [batch, n, d]: a pure function of its
-  arguments, for ``executor.map`` over chunks of points."""
-  return MpNetwork(segments, params, positional, prec).values(x)

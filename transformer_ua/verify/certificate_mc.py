@@ -40,30 +40,31 @@ Compared with the certificate, term by term (``compare``):
     d_p(g_bar, g)        <= terms['gbar_g']
     d_p(f, g)            <= total
 
-Parallelism: g is evaluated chunk by chunk with ``oracle.evaluate_chunk`` (a pure
-function of the network and a chunk of points) through ``mapper`` (``map`` by default;
-pass an executor's ``map`` to spread the chunks over processes).
+Parallelism: g is evaluated on spans of the points of both strata through
+``executor.map_spans``: the shipment (g's exact params and the points) goes once to each
+worker, which builds its ``oracle.MpNetwork`` once and evaluates the spans it is given
+(``workers=``: an int of local processes, a ``concurrent.futures.Executor`` or an
+``executor.Workers``; ``executor=`` e.g. Dask's ``Client.get_executor()``). The values do
+not depend on where a span runs, so the estimates do not either.
 
 Shapes: points [batch, n, d] token-major; values alike.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from fractions import Fraction
 
 import numpy as np
 
+from transformer_ua import executor as executor_lib
 from transformer_ua import oracle
 
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
 #: Smallest number of points per stratum ``certificate_mc`` accepts by default.
 MIN_POINTS = 1000
-#: Points per chunk handed to ``mapper``.
-CHUNK = 64
 
 
 def _check_count(name, v, minimum):
@@ -136,19 +137,33 @@ def _per_point(a, b, p: float) -> np.ndarray:
   return np.sum(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)) ** p, axis=(1, 2))
 
 
-def evaluate_g(g, x, prec: int, mapper=map, chunk: int = CHUNK) -> np.ndarray:
-  """g(X) [batch, n, d] by the mpmath oracle, in chunks through ``mapper``."""
+def _oracle_and_points(segments, params: dict, positional: bool, prec: int, x):
+  """What a worker builds once: (the mpmath network, the points [batch, n, d])."""
+  return oracle.MpNetwork(segments, params, positional, prec), x
+
+
+def _evaluate_span(built, start: int, stop: int) -> np.ndarray:
+  """g(X) [stop - start, n, d] (float64) on the points start..stop - 1."""
+  network, x = built
+  return network.values(x[start:stop])
+
+
+def evaluate_g(g, x, prec: int, workers=None, executor=None) -> tuple[np.ndarray, str, int]:
+  """(g(X) [batch, n, d] by the mpmath oracle, where it ran, the slots used): spans of X
+  through ``executor.map_spans`` (``workers`` / ``executor`` as ``executor.as_workers``
+  takes them)."""
   x = np.asarray(x, np.float64)
   if not len(x):
-    return np.zeros_like(x)
-  fn = functools.partial(oracle.evaluate_chunk, g.segments, g.params, g.positional, prec)
-  parts = list(mapper(fn, [x[i:i + chunk] for i in range(0, len(x), chunk)]))
-  return np.concatenate(parts)
+    return np.zeros_like(x), 'in-process', 1
+  shipment = executor_lib.ship(_oracle_and_points, g.segments, g.params, g.positional, prec, x)
+  mapped = executor_lib.map_spans(_evaluate_span, shipment, len(x),
+                                  executor_lib.as_workers(workers, executor))
+  return np.concatenate([values for _, values in mapped.results]), mapped.where, mapped.workers
 
 
 def certificate_mc(net, g, cert, *, points: int = MIN_POINTS, window_points: int | None = None,
-                   seed=0, prec: int | None = None, mapper=map,
-                   min_points: int = MIN_POINTS) -> dict:
+                   seed=0, prec: int | None = None, workers=None,
+                   executor=None, min_points: int = MIN_POINTS) -> dict:
   """The stratified Monte Carlo of the certificate's terms (module doc).
 
   Args:
@@ -159,13 +174,16 @@ def certificate_mc(net, g, cert, *, points: int = MIN_POINTS, window_points: int
       ``points`` both), each >= ``min_points``.
     seed: numpy seed.
     prec: the oracle's mpmath precision (default 2 x the certificate's bits).
-    mapper: ``map``-like callable applied as mapper(fn, chunks).
+    workers, executor: where the oracle's spans run (``executor.as_workers``: None the
+      default local pool, used only when the work pays for it; 1 in-process; an int of
+      processes; an Executor or ``executor.Workers``).
   Returns:
     {'p', 'weights' {'interior', 'window'} (exact Fractions), 'points' {'interior',
     'window'}, 'terms' {'f_fbar', 'fbar_gbar', 'gbar_g', 'total' (d_p's), 'gbar_g_interior',
     'gbar_g_window' (p-th power integrals over I and W)}: each {'estimate', 'ci_low',
     'ci_high', 'interior', 'window'}, 'max_window_gap' (max |g - g_bar| seen in W),
-    'max_interior_gap', 'prec', 'seconds'}.
+    'max_interior_gap', 'prec', 'seconds', 'where' (where g was evaluated:
+    'in-process', 'processes' or the executor's class), 'workers' (slots used)}.
   """
   t0 = time.perf_counter()
   min_points = _check_count('min_points', min_points, 2)
@@ -182,11 +200,14 @@ def certificate_mc(net, g, cert, *, points: int = MIN_POINTS, window_points: int
   shape = {'d': net.d, 'n': net.n, 'resolution': net.resolution, 'margin': margin}
   xs = {'interior': sample_interiors(rng, points, **shape),
         'window': sample_windows(rng, window_points, **shape)}
+  g_both, where, used = evaluate_g(g, np.concatenate([xs['interior'], xs['window']]), prec,
+                                  workers, executor)
+  g_values = {'interior': g_both[:points], 'window': g_both[points:]}
   h = {}
   gaps = {}
   for key, x in xs.items():
     f, f_bar, g_bar = net.target(x), net.f_bar(x), net.apply(x)
-    gx = evaluate_g(g, x, prec, mapper)
+    gx = g_values[key]
     h[key] = {'f_fbar': _per_point(f, f_bar, p), 'fbar_gbar': _per_point(f_bar, g_bar, p),
               'gbar_g': _per_point(g_bar, gx, p), 'total': _per_point(f, gx, p)}
     gaps[key] = float(np.max(np.abs(gx - g_bar)))
@@ -197,7 +218,8 @@ def certificate_mc(net, g, cert, *, points: int = MIN_POINTS, window_points: int
   return {'p': p, 'weights': {'interior': w_in, 'window': w_win},
           'points': {'interior': points, 'window': window_points}, 'terms': terms,
           'max_interior_gap': gaps['interior'], 'max_window_gap': gaps['window'],
-          'prec': prec, 'seconds': time.perf_counter() - t0}
+          'prec': prec, 'seconds': time.perf_counter() - t0, 'where': where,
+          'workers': used}
 
 
 def compare(mc: dict, cert) -> list[dict]:
