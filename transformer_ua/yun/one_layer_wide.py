@@ -1,4 +1,4 @@
-r"""Theorem 2 shallow and wide: one attention layer between wide token-wise ReLU layers.
+r"""Theorems 2 and 3 shallow and wide: one attention layer between wide ReLU layers.
 
 Kajitsuka & Sato's shape (ICLR 2024) on the project's one-layer contextual map
 (``yun.one_layer``): the depth is a constant and the *width* grows with N. Token-major
@@ -29,7 +29,12 @@ shapes: X, Z [.., n, d]; M = N^d cells, w = (N, N^2, .., N^d), P = M C(M + n - 2
 
 Blocks (attention + feed-forward, ``layers.Segment('block')``): [quantize], [attention +
 value], then ceil(d / 2) clamp blocks; 2 + ceil(d / 2) blocks for every N, one attention
-layer that writes; widths 2Nd and 4P (``predicted_size``, a closed form).
+layer that writes; widths 2Nd (Theorem 3: 2N(d - 1 + n)) and 4P (``predicted_size``, a
+closed form). Usage:
+
+    net = build('token_times_mean', d=1, n=3, resolution=40)
+    g = net.realize(margin=m)                   # exact rationals, clamped
+    yun.certify_lp(net, g, p=2, margin=m)       # d_p(f, g) <= total, certified
 
 Certification (``WideRealized.certify_interiors``): per cube class the box passes the
 quantization as a point (bisection on the sorted kinks proves every unit constant on
