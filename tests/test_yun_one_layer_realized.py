@@ -10,24 +10,7 @@ import pytest
 
 from transformer_ua.yun import one_layer
 
-from one_layer_fixtures import net, token_times_mean  # pylint: disable=unused-import
-
-
-def _token_times_mean_d2(n, N):
-  """d_2(f, f_bar) of token_times_mean (d = 1) worked out by hand: on a cube with centre
-  c, f_j(c + u) - f_j(c) = sum_k alpha_k u_k + u_j mean(u), alpha_k = c_j / n + mean(c)
-  [k = j]; with E u^2 = h^2 / 3, E u^4 = h^4 / 5 and odd moments 0 (h = delta / 2),
-  E (f_j - f_j(c))^2 = (h^2 / 3) sum_k alpha_k^2 + (h^4 / n^2) (1/5 + (n - 1) / 9)."""
-  h = Fraction(1, 2 * N)
-  quad = h ** 4 / n ** 2 * (Fraction(1, 5) + Fraction(n - 1, 9))
-  total = Fraction(0)
-  for k in itertools.product(range(N), repeat=n):
-    c = [Fraction(2 * v + 1, 2 * N) for v in k]
-    m = sum(c) / n
-    for j in range(n):
-      total += h * h / 3 * sum((c[j] / n + (m if i == j else 0)) ** 2 for i in range(n))
-      total += quad
-  return math.sqrt(total / N ** n)
+from one_layer_fixtures import net, token_times_mean, token_times_mean_d2  # pylint: disable=unused-import
 
 
 def test_realized_network_has_one_attention_layer_and_certifies(net):
@@ -103,8 +86,8 @@ def test_clamped_one_layer_network_is_certified_and_keeps_one_attention_layer(ne
   assert lip >= 0.25 * math.sqrt(9 / 5)
   assert lip == pytest.approx(0.25 * math.sqrt(9 / 5), rel=1e-12)
   # the term itself is tighter: d_2(f, f_bar) exactly (yun.f_term), worked out by hand
-  assert cert.terms['f_fbar'] == pytest.approx(_token_times_mean_d2(3, 4), rel=1e-12)
-  assert cert.terms['f_fbar'] >= _token_times_mean_d2(3, 4) * (1 - 1e-15)
+  assert cert.terms['f_fbar'] == pytest.approx(token_times_mean_d2(3, 4), rel=1e-12)
+  assert cert.terms['f_fbar'] >= token_times_mean_d2(3, 4) * (1 - 1e-15)
   assert cert.interior_sup < 1e-12 and cert.total < 1
 
 

@@ -10,11 +10,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from transformer_ua import oracle
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.yun import certificate, one_layer_wide
 
-from one_layer_fixtures import token_times_mean
-from oracles import mp_literal
+from one_layer_fixtures import token_times_mean, token_times_mean_d2
 
 CERT_MARGIN = Fraction(1, 64)
 
@@ -87,7 +87,7 @@ def test_oracle_equals_g_bar_on_cube_interiors(wide, g):
   gbar = token_times_mean((k + 0.5) / 4)
   assert np.array_equal(wide.apply(x), gbar)
   for b in range(len(x)):
-    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    got = np.asarray([[float(v) for v in row] for row in oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 256, grouped=False)(x[b])])
     assert np.max(np.abs(got - gbar[b])) < 1e-15
 
 
@@ -105,7 +105,7 @@ def test_oracle_stays_within_the_certificate_in_the_windows(wide, g, cert):
   lo, hi = (float(v[0]) for v in wide.output_range())
   worst = 0.0
   for b in range(len(x)):
-    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    got = np.asarray([[float(v) for v in row] for row in oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 256, grouped=False)(x[b])])
     assert np.all(got >= lo - 1e-15) and np.all(got <= hi + 1e-15)   # the clamp
     worst = max(worst, float(np.max(np.abs(got - gbar[b]))))
   assert worst <= cert.window_sup
@@ -116,7 +116,7 @@ def test_certified_enclosure_contains_the_oracle(g):
   x = rng.random((6, 3, 1))
   mid, rad = g.apply_certified(x)
   for b in range(len(x)):
-    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    got = np.asarray([[float(v) for v in row] for row in oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 256, grouped=False)(x[b])])
     assert np.all(np.abs(got - mid[b]) <= rad[b] + 1e-15)
 
 
@@ -219,8 +219,11 @@ def test_pl_range_on_a_straddling_box_is_exact():
 
 def test_certify_lp_holds_for_the_wide_network(wide, g, cert):
   assert cert.clamp and cert.terms['fbar_gbar'] == 0.0
-  # L (delta / 2) (nd nd / (nd + p))^(1/2) with L = 2 (token_times_mean), N = 4, nd = 3
-  assert cert.terms['f_fbar'] == pytest.approx(0.25 * math.sqrt(9 / 5), rel=1e-12)
+  # the Lipschitz fallback: L (delta / 2) (nd nd / (nd + p))^(1/2) with L = 2
+  # (token_times_mean), N = 4, nd = 3; the term itself is d_2(f, f_bar) exactly, by hand
+  assert cert.details['f_fbar']['parts']['lipschitz'] == pytest.approx(
+      0.25 * math.sqrt(9 / 5), rel=1e-12)
+  assert cert.terms['f_fbar'] == pytest.approx(token_times_mean_d2(3, 4), rel=1e-12)
   assert cert.interior_sup < 1e-12
   k = np.asarray(list(itertools.product(range(4), repeat=3)))[:, :, None]
   vals = token_times_mean((k + 0.5) / 4)
@@ -241,7 +244,7 @@ def test_certificate_dominates_a_monte_carlo_by_the_oracle(g, cert):
   x[:30, 0, 0] = (rng.integers(1, 4, 30) + (2 * rng.random(30) - 1) * float(CERT_MARGIN)) / 4
   e = []
   for b in range(len(x)):
-    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    got = np.asarray([[float(v) for v in row] for row in oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 256, grouped=False)(x[b])])
     e.append(np.sum((got - token_times_mean(x[b][None])[0]) ** 2))
   assert math.sqrt(np.mean(e)) <= cert.total
 
@@ -337,7 +340,7 @@ def test_positional_oracle_equals_f_bar_on_interiors(thm3):
   want = _prefix_mean((k + 0.5) / 3)
   assert np.array_equal(net.apply(x), want)
   for b in range(len(x)):
-    got = np.asarray([[float(v) for v in row] for row in mp_literal(g, x[b], 256)])
+    got = np.asarray([[float(v) for v in row] for row in oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 256, grouped=False)(x[b])])
     assert np.max(np.abs(got - want[b])) < 1e-15
 
 
@@ -374,3 +377,17 @@ def test_positional_onnx_export_carries_e(thm3, tmp_path):
   y = ort.InferenceSession(str(path), providers=['CPUExecutionProvider']).run(['Y'], {'X': x})[0]
   assert np.max(np.abs(y - _prefix_mean((k + 0.5) / 3))) < 1e-8
   assert net.positional and g.positional
+
+
+def test_interiors_on_an_executor_equal_in_process():
+  """The chunks of certify_interiors on a generic executor (each chunk carries the
+  shipment) give the in-process certificate: the same bound, worst cube and bits."""
+  import concurrent.futures as cf  # pylint: disable=import-outside-toplevel
+  net = one_layer_wide.build("token_times_mean", d=1, n=3, resolution=5)
+  g = net.realize(dtype='exact', margin=Fraction(1, 8))
+  here = g.certify_interiors(Fraction(1, 8), workers=1)
+  with cf.ThreadPoolExecutor(2) as ex:
+    there = g.certify_interiors(Fraction(1, 8), executor=ex)
+  assert (there['max_abs_error'], there['worst_cube'], there['bits']) == (
+      here['max_abs_error'], here['worst_cube'], here['bits'])
+  assert here['max_abs_error'] < 1e-12

@@ -75,7 +75,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, realize
+from transformer_ua import executor as executor_lib, layers, realize
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.layers import Segment
 from transformer_ua.yun import common, one_layer, one_layer_ids, one_layer_positional
@@ -500,17 +500,16 @@ class WideRealized:
 
   def certify_interiors(self, margin=DEFAULT_MARGIN, bits: int | None = None, *,
                         tolerance: float = 1e-6, workers=None, check_plan: bool = False,
-                        executor=None) -> dict:
+                        executor=None, state_dir: str | None = None) -> dict:
     """Certified max |g - g_bar| over every cube interior (shrunk by margin delta per
     side; Theorem 2: one cube per context, by equivariance; Theorem 3: every cube),
-    class by class in O(log width)
-    (``certify_classes``).
+    class by class in O(log width) (``interiors_chunk``), over ``transformer_ua.executor``
+    (the network shipped once per worker).
 
     Args:
       margin, bits, tolerance, check_plan: as ``one_layer_realized.OneLayerRealized``.
-      workers: accepted for ``yun.certify_lp``; the chunks run in this process unless an
-        ``executor`` (anything with ``map(fn, iterable)``) is given.
-      executor: runs ``certify_classes`` over the chunks.
+      workers, executor, state_dir: where the chunks run and where a resumable run keeps
+        them (``executor.as_workers``; ``yun.certify.certify_boxes``).
     """
     self._check_exact()
     src = self.source
@@ -523,33 +522,46 @@ class WideRealized:
       raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
                        'realization.')
     t0 = time.perf_counter()
+    workers = executor_lib.as_workers(workers, executor, state_dir)
     N = src.resolution
     cells = src.variant.grid_classes()       # [C, n, d]: multisets (Thm 2), all (Thm 3)
     targets = src.apply((cells + 0.5) / N)
-    self.ball_network(bits)
-    c = len(cells)
-    step = max(1, -(-c // 64))
-    chunks = [(s, min(c, s + step)) for s in range(0, c, step)]
-    fn = functools.partial(certify_classes, self, bits, margin, cells, targets)
-    results = list((executor.map if executor is not None else map)(fn, chunks))
-    worst, where = max(results, key=lambda r: r[0])
-    return {'max_abs_error': worst, 'certified': bool(worst <= tolerance),
-            'tolerance': tolerance, 'cubes': c, 'bits': bits,
+    shipment = executor_lib.ship(interior_work, self.segments, self.exact, self.positional,
+                                 bits, N, margin, cells, targets)
+    identity = None
+    if workers.state_dir is not None:
+      identity = {'what': 'wide cube interiors, max |g - g_bar| in arb balls',
+                  'params_sha256': executor_lib.tree_sha256(self.params),
+                  'cubes_sha256': executor_lib.tree_sha256(cells, targets),
+                  'bits': int(bits), 'margin': str(margin), 'resolution': int(N)}
+    out = executor_lib.map_spans(interiors_chunk, shipment, len(cells), workers,
+                                 identity=identity)
+    worst = max((r for _, r in out.results), key=lambda r: r['worst'])  # first on ties
+    return {'max_abs_error': worst['worst'], 'certified': bool(worst['worst'] <= tolerance),
+            'tolerance': tolerance, 'cubes': len(cells), 'bits': bits,
             'seconds': time.perf_counter() - t0, 'margin': float(margin),
-            'worst_cube': cells[where].tolist(), 'lam': float(self.lam),
-            'epsilon': float(self.epsilon), 'workers': workers or 1}
+            'worst_cube': worst['cube'], 'lam': float(self.lam),
+            'epsilon': float(self.epsilon), 'workers': out.workers,
+            'resumed_chunks': out.resumed}
 
 
-def certify_classes(g: WideRealized, bits: int, margin: Fraction, cells, targets,
-                    span: tuple) -> tuple[float, int]:
-  """max |g - g_bar| over the cube interiors of classes span = (start, stop): cells
-  [C, n, d] int, targets [C, n, d] g_bar at the centres. Pure (reads only its
-  arguments). Returns (worst bound, its class index)."""
-  start, stop = span
-  N = g.source.resolution
-  bn = g.ball_network(bits)
-  worst, where = 0.0, start
+def interior_work(segments, exact: dict, positional: bool, bits: int, resolution: int,
+                  margin: Fraction, cells, targets) -> dict:
+  """What a worker builds once (``executor.ship``): g's ball network (``exact.wide_ball``)
+  and the cubes: cells [C, n, d] int, targets [C, n, d] g_bar at the centres."""
   with ball.precision(bits):
+    bn = wide_ball.WideBallNetwork(segments, exact, positional=positional)
+  return {'net': bn, 'bits': bits, 'resolution': resolution, 'margin': margin,
+          'cells': cells, 'targets': targets}
+
+
+def interiors_chunk(work: dict, start: int, stop: int) -> dict:
+  """max |g - g_bar| over the cube interiors of classes [start, stop) (first class on
+  ties): {'worst' (rounded up), 'index', 'cube' [n][d]}. Pure (reads only ``work``)."""
+  bn, N, margin = work['net'], work['resolution'], work['margin']
+  cells, targets = work['cells'], work['targets']
+  worst, where = 0.0, start
+  with ball.precision(work['bits']):
     for c in range(start, stop):
       box = [[ball.interval(Fraction(int(v)) / N + margin / N,
                             Fraction(int(v) + 1) / N - margin / N) for v in row]
@@ -557,4 +569,4 @@ def certify_classes(g: WideRealized, bits: int, margin: Fraction, cells, targets
       err = ball.abs_error_bound(bn.forward(box), targets[c])
       if err > worst:
         worst, where = err, c
-  return worst, where
+  return {'worst': worst, 'index': int(where), 'cube': np.asarray(cells[where]).tolist()}
