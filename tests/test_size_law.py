@@ -19,9 +19,11 @@ def test_theorem3_target_gets_only_theorem3_constructions():
   specs = size_law.default_specs((('prefix_mean', 1, 2),), epsilons=(0.5,))
   assert {s.construction for s in specs} == {'positional', 'positional_wide'}
   specs = size_law.default_specs((('token_times_mean', 1, 2),), epsilons=(0.5, 0.2))
-  assert {s.construction for s in specs} == {'paper', 'ties_complete', 'positional',
-                                             'one_layer', 'one_layer_wide', 'positional_wide'}
-  assert len(specs) == 12
+  assert {s.construction for s in specs} == {'paper', 'ties_complete', 'one_layer',
+                                             'one_layer_wide'}
+  assert len(specs) == 8
+  named = size_law.default_specs((('token_times_mean', 1, 2),), ('positional',), (0.5,))
+  assert [s.construction for s in named] == ['positional']
 
 
 @pytest.mark.parametrize('text', ['token_times_mean', 'token_times_mean:1', 'x:a:3', ''])

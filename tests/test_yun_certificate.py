@@ -16,7 +16,7 @@ import pytest
 
 from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
-from transformer_ua.yun import (build_approximator, certificate, certify, distances, plan,
+from transformer_ua.yun import (build_approximator, certificate, certify, distances, plan, search,
                                 target_bounds, targets)
 
 
@@ -140,7 +140,7 @@ def test_lipschitz_below_the_proved_constant_is_refused_in_one_line(clamped):
     certificate.certify_lp(net, g, lipschitz=0.1, margin=MARGIN, workers=1)
   assert '\n' not in str(e.value)
   with pytest.raises(ValueError, match=r'below the proved constant 2 ') as e:
-    certificate.approximate('token_times_mean', 0.1, d=1, n=3, lipschitz=0.1, workers=1)
+    search.approximate('token_times_mean', 0.1, d=1, n=3, lipschitz=0.1, workers=1)
   assert '\n' not in str(e.value)
 
 

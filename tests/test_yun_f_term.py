@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from transformer_ua.yun import (build_approximator, certificate, common, f_term, plan,
+from transformer_ua.yun import (build_approximator, certificate, common, f_term, plan, search,
                                 target_bounds, targets)
 
 MARGIN = Fraction(1, 64)
@@ -205,7 +205,7 @@ def test_a_refuted_lipschitz_is_refused_naming_two_centres(sin20):
 
 def test_a_refuted_lipschitz_is_refused_by_approximate():
   with pytest.raises(ValueError, match='lipschitz=0.01 is refuted') as e:
-    certificate.approximate(_sin20, 0.3, d=1, n=2, lipschitz=0.01, workers=1)
+    search.approximate(_sin20, 0.3, d=1, n=2, lipschitz=0.01, workers=1)
   assert '\n' not in str(e.value)
 
 

@@ -78,8 +78,9 @@ def fit_slope(xs, ys) -> float | None:
 
 
 def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> list[RowSpec]:
-  """Every (target, construction, epsilon) of the study: Theorem 2's constructions for the
-  equivariant targets, Theorem 3's for every target (prefix_mean has only those)."""
+  """Every (target, construction, epsilon) of the study: Theorem 2's constructions for
+  the permutation-equivariant targets, Theorem 3's for the others (prefix_mean); a
+  construction named in ``constructions`` is run wherever it applies."""
   for e in epsilons:
     if not (isinstance(e, (int, float)) and math.isfinite(e) and e > 0):
       raise ValueError(f'epsilon {e!r}: each epsilon must be a positive finite number.')
@@ -87,9 +88,11 @@ def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> lis
   for name, d, n in targets:
     equivariant = targets_lib.get_target(name, d=d, n=n).permutation_equivariant
     for c in search.CONSTRUCTIONS.values():
-      if constructions is not None and c.name not in constructions:
-        continue
       if c.theorem == 2 and not equivariant:
+        continue
+      if constructions is None and c.theorem == 3 and equivariant:
+        continue
+      if constructions is not None and c.name not in constructions:
         continue
       specs.extend(RowSpec(name, d, n, c.name, float(e)) for e in epsilons)
   return specs
@@ -158,7 +161,8 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
   fails or runs out of time, its smaller epsilons are recorded as 'not tried'."""
   os.makedirs(os.path.join(out_dir, ROWS_DIR), exist_ok=True)
   ctx = multiprocessing.get_context('spawn')
-  specs = sorted(specs, key=lambda s: (s.target, s.d, s.n, s.construction, -s.epsilon))
+  # breadth first: every line's largest epsilon, then the next (a line runs in order)
+  specs = sorted(specs, key=lambda s: (-s.epsilon, s.target, s.d, s.n, s.construction))
   kwargs = {'mc_points': mc_points, 'seed': seed, 'max_minutes': row_minutes}
   running: dict = {}
   pending = [s for s in specs if not os.path.exists(row_path(out_dir, s))]
@@ -328,6 +332,8 @@ FIGURE = 'size_law.png'
 
 def write_report(rows, out_dir: str, prov: dict) -> dict:
   """size_law.{md,json,png} in ``out_dir`` from the rows (atomic writes)."""
+  rows = sorted(rows, key=lambda r: (r['target'], r['d'], r['n'], r['construction'],
+                                     -r['epsilon']))
   fit_rows = fits(rows)
   figure(rows, fit_rows, os.path.join(out_dir, FIGURE))
   with outputs.atomic_open(os.path.join(out_dir, JSON)) as f:
