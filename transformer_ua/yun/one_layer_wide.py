@@ -74,6 +74,7 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flint import arb
 
 from transformer_ua import layers, realize
 from transformer_ua.exact import ball, wide_ball
@@ -540,6 +541,18 @@ class WideRealized:
             'epsilon': float(self.epsilon), 'workers': workers or 1}
 
 
+def cube_half_width(N: int, margin: Fraction) -> arb:
+  """The ball [-h, h], h >= (1 - 2 margin) / (2N) (a float rounded up): centre + this
+  contains the shrunk cube interior [k + margin, k + 1 - margin] / N. Built as a sum
+  (radius rounded up by ~2^-30 of itself), not as ``ball.interval``'s union, which widens
+  a box by ~2^-28 delta and would reach the quantization ramps at margin 2^-28."""
+  h = Fraction(1 - 2 * Fraction(margin), 2 * N)
+  up = float(h)
+  if Fraction(up) < h:
+    up = float(np.nextafter(up, np.inf))
+  return arb(0, up)
+
+
 def certify_classes(g: WideRealized, bits: int, margin: Fraction, cells, targets,
                     span: tuple) -> tuple[float, int]:
   """max |g - g_bar| over the cube interiors of classes span = (start, stop): cells
@@ -550,9 +563,9 @@ def certify_classes(g: WideRealized, bits: int, margin: Fraction, cells, targets
   bn = g.ball_network(bits)
   worst, where = 0.0, start
   with ball.precision(bits):
+    half = cube_half_width(N, margin)
     for c in range(start, stop):
-      box = [[ball.interval(Fraction(int(v)) / N + margin / N,
-                            Fraction(int(v) + 1) / N - margin / N) for v in row]
+      box = [[ball.to_arb(Fraction(2 * int(v) + 1, 2 * N)) + half for v in row]
              for row in cells[c]]
       err = ball.abs_error_bound(bn.forward(box), targets[c])
       if err > worst:
