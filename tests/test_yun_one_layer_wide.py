@@ -391,3 +391,14 @@ def test_interiors_on_an_executor_equal_in_process():
   assert (there['max_abs_error'], there['worst_cube'], there['bits']) == (
       here['max_abs_error'], here['worst_cube'], here['bits'])
   assert here['max_abs_error'] < 1e-12
+
+
+def test_interiors_certified_at_the_smallest_margin():
+  # margin 2^-28 (certificate.MIN_MARGIN): the quantization ramps lie within 2^-29 delta
+  # of the cube boxes, closer than a box held as an arb union (30-bit radius) reaches
+  net = one_layer_wide.build('token_times_mean', d=1, n=2, resolution=24)
+  m = certificate.MIN_MARGIN
+  g24 = net.realize(margin=m)
+  inter = g24.certify_interiors(m)
+  assert inter['cubes'] == math.comb(25, 2)
+  assert inter['certified'] and inter['max_abs_error'] < 1e-12

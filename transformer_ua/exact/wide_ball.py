@@ -112,7 +112,11 @@ class _Group:
     self.coordinate = nz[0] if len(nz) == 1 and writes <= {nz[0]} else None
 
   def t(self, x) -> arb:
-    return sum((v * x[l] for l, v in self.u_arb), arb(0))
+    """t = u^T x; for u = e_l the entry itself (no arithmetic: a ball's radius is held
+    with 30 bits, and each operation would widen a cube box by ~2^-30 of itself)."""
+    if len(self.u_arb) == 1 and self.u[self.u_arb[0][0]] == 1:
+      return x[self.u_arb[0][0]]
+    return sum((v * x[l] for l, v in self.u_arb[1:]), self.u_arb[0][1] * x[self.u_arb[0][0]])
 
   def split(self, lo, hi) -> tuple[int, int]:
     """(i0, i1): kinks < lo are [0, i0), kinks in [lo, hi] are [i0, i1)."""
