@@ -533,8 +533,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       the minutes left (> 0; default ``DEFAULT_MAX_MINUTES``).
     max_layers: the deepest network (blocks) built (default ``DEFAULT_MAX_LAYERS``).
     workers: processes for the cube interiors (None: the certifier's default).
-    progress: False, True (one line per attempt on stdout as it starts and as it ends)
-      or a callable taking each such line.
+    progress: False, True (lines on stdout, flushed) or a callable taking each line:
+      one as the search starts, one with the candidates in the rule's order (N,
+      parameters, estimated minutes), then one per attempt as it starts and as it ends
+      and one per candidate skipped over a limit.
   Raises:
     ValueError (one line): a bad argument (type or range named), an unknown construction
       (the allowed ones listed), a construction of Theorem 2 with positional=True, a
