@@ -588,8 +588,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     workers: where the certificate's chunks run (``executor.as_workers``): None (the
       default local pool), an int (processes), a ``concurrent.futures.Executor`` (e.g.
       Dask's ``Client.get_executor()``) or an ``executor.Workers``.
-    progress: False, True (one line per attempt on stdout as it starts and as it ends)
-      or a callable taking each such line.
+    progress: False, True (lines on stdout, flushed) or a callable taking each line:
+      one as the search starts, one with the candidates in the rule's order (N,
+      parameters, estimated minutes), then one per attempt as it starts and as it ends
+      and one per candidate skipped over a limit.
   Raises:
     ValueError (one line): a bad argument (type or range named), an unknown construction
       (the allowed ones listed), a construction of Theorem 2 with positional=True, a
