@@ -448,8 +448,10 @@ def run_float(net, c, positional, log) -> dict:
     elif key == 'f_bar|g_bar' and ex:
       why = f'  exact over the whole grid: {ex["dp_f_bar_g_bar"]:.5g}'
     elif key == 'g_bar|g':
-      why = (f'  {c.dtype} at its best: g reproduces g_bar on the cube interiors, and the '
-             f'{"clamped " if c.clamp else ""}ramp windows (width {c.epsilon:g}) carry the rest'
+      why = (f'  {c.dtype} at its best: g reproduces g_bar on the cube interiors and the '
+             f'{"clamped " if c.clamp else ""}ramp windows (width {c.epsilon:g}) carry the '
+             'rest; narrower ramps shrink the windows, but their 1/epsilon slopes amplify '
+             'the rounding until the interiors are off (the epsilon sweep below)'
              if rep['reproduces'] else '  see the cube-interior line')
     elif key == 'f|g_bar' and ex and not positional:
       why = '  mostly d_p(f_bar, g_bar): the bad set'
