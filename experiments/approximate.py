@@ -5,27 +5,32 @@ r"""The main job: compile a target into Transformers and measure every error ter
         [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
-``positional``):
+``positional``), three networks, each named once at the top of the console and then by
+its tag:
 
-1. builds g_bar (``yun.build_approximator``) and prints its depth next to the paper's
-   formulas;
-2. the headline, certified (``yun.certificate``): a standard Transformer g with exact
-   params and a proof of d_p(f, g) <= ``certify_epsilon`` over the whole unit cube
-   (``yun.approximate``), and the certified d_p(f, g) at the main resolution of the
-   paper's network, of the network with the output clamp, and of ties='complete';
-3. realizes it in ``dtype`` (float64: sampled, not certified) with (lam, epsilon) and
-   prints the Monte Carlo decomposition d_p(f, f_bar), d_p(f_bar, g_bar), d_p(g_bar, g),
-   d_p(f, g) with confidence intervals (and the exact bad-set terms), labelled: when the
-   float g does not represent g_bar on cube interiors (``g_represents_g_bar`` False),
-   the rows with g are replaced by one PRECISION FAILURE line; when the ramp windows
-   dominate the sampled d_p(g_bar, g), a note says so (``window_diagnosis``);
-3. runs a ladder of resolutions: error vs delta on log-log axes, the fitted slope of
-   d_p(f_bar, g_bar) against the theory's d/p (Theorem 2) and of d_p(f, f_bar)
-   against 1 (a Lipschitz f); with ``compare_ties`` also the ties='complete' ladder;
-4. sweeps lambda and epsilon at the main configuration;
-5. draws the contextual-mapping values u^T g_c(L) of the whole grid;
-6. (``precision_map``) for each (d, n, N) x dtype, the smallest lambda on a ladder with
-   which g reproduces g_bar on cube interiors, or why none does.
+    [certified]  the headline (``run_headline``, one function): ``yun.approximate`` finds
+                 the smallest N at which it proves d_p(f, g) <= ``certify_epsilon`` over
+                 the whole unit cube for a standard Transformer g with exact weights;
+    [paper]      the paper's g_bar at the main resolution N (``yun.build_approximator``,
+                 its depth next to the paper's formulas) and its Lemma 6 realization with
+                 exact weights, certified as built, with the output clamp and (Theorem 2)
+                 with ties='complete', each bound explained in its line;
+    [float64]    [paper] realized in ``dtype`` at (lam, epsilon), with the output clamp by
+                 default: the Monte Carlo decomposition d_p(f, f_bar), d_p(f_bar, g_bar),
+                 d_p(g_bar, g), d_p(f, g) with confidence intervals and sample counts
+                 (sampled, not certified; one PRECISION FAILURE line instead of the rows
+                 with g when g does not represent g_bar on the cube interiors), and the
+                 same g without the clamp next to it as the lesson.
+
+Then a ladder of resolutions (error vs delta, log-log, the fitted slope of
+d_p(f_bar, g_bar) against the theory's d/p and of d_p(f, f_bar) against 1; with
+``compare_ties`` also ties='complete'), sweeps of lambda and epsilon over the ramp widths
+the resolution allows (each row with its verdict and why), the contextual-mapping values
+u^T g_c(L) of the whole grid, and (``precision_map``) for each (d, n, N) x dtype the
+smallest lambda on a ladder with which g reproduces g_bar on cube interiors.
+
+Every size is checked before anything is built or written: a size no network can have is
+refused in one line naming the size and the limit.
 
 Writes ``approximate.json`` and PNG figures to --output_dir. Bad flags end with a
 one-line error naming what is allowed.
@@ -363,14 +368,16 @@ def sweep_verdict(row, *, resolution: int, plan_lam: float, bits_needed: int,
   if row['reproduces']:
     windows = (row['window_share'] or 0) > approximator.WINDOW_DOMINANCE
     return 'reproduces g_bar' + ('; d_p from the ramp windows' if windows else '')
+  reasons = []
   if row['epsilon'] >= INTERIOR_MARGIN / resolution:
-    return f'off: ramps reach the cube interiors (epsilon >= {INTERIOR_MARGIN:g} delta)'
+    reasons.append(f'ramps reach the cube interiors (epsilon >= {INTERIOR_MARGIN:g} delta)')
   if row['lam'] < plan_lam:
-    return f"off: softmax too soft (lambda < {plan_lam:g}, the plan's)"
+    reasons.append(f"lambda below the plan's {plan_lam:g} (softmax may be too soft)")
   if bits_needed > approximator.FLOAT_BITS[dtype]:
-    return (f'off: {dtype} rounding, amplified by the 1/epsilon ramps (the plan needs '
-            f'{bits_needed} bits, {dtype} has {approximator.FLOAT_BITS[dtype]})')
-  return 'off: above the interior tolerance'
+    reasons.append(f'the plan needs {bits_needed} bits here, {dtype} has '
+                   f'{approximator.FLOAT_BITS[dtype]} (rounding, amplified by the 1/epsilon '
+                   'ramps)')
+  return 'off: ' + ('; '.join(reasons) if reasons else 'above the interior tolerance')
 
 
 def run_sweeps(net, c, log):
@@ -447,8 +454,10 @@ def run_float(net, c, positional, log) -> dict:
     elif key == 'f_bar|g_bar' and ex:
       why = f'  exact over the whole grid: {ex["dp_f_bar_g_bar"]:.5g}'
     elif key == 'g_bar|g':
-      why = (f'  {c.dtype} at its best: g reproduces g_bar on the cube interiors, and the '
-             f'{"clamped " if c.clamp else ""}ramp windows (width {c.epsilon:g}) carry the rest'
+      why = (f'  {c.dtype} at its best: g reproduces g_bar on the cube interiors and the '
+             f'{"clamped " if c.clamp else ""}ramp windows (width {c.epsilon:g}) carry the '
+             'rest; narrower ramps shrink the windows, but their 1/epsilon slopes amplify '
+             'the rounding until the interiors are off (the epsilon sweep below)'
              if rep['reproduces'] else '  see the cube-interior line')
     elif key == 'f|g_bar' and ex and not positional:
       why = '  mostly d_p(f_bar, g_bar): the bad set'

@@ -70,13 +70,24 @@ def test_the_default_config_passes_and_so_do_the_resolutions():
     ({'reproduces': False, 'window_share': 1.0, 'epsilon': 0.1, 'lam': 1e4},
      'ramps reach the cube interiors'),
     ({'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-3, 'lam': 1.0},
-     'softmax too soft (lambda < 4096'),
+     "lambda below the plan's 4096"),
     ({'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-6, 'lam': 1e4},
-     'float64 rounding'),
+     'the plan needs 75 bits here, float64 has 53'),
 ])
 def test_sweep_verdicts_name_their_cause(row, want):
   got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75, dtype='float64')
   assert got.startswith('off: ' + want) or got == want, got
+
+
+def test_a_verdict_names_every_reason_and_the_figure_tags_the_first():
+  from transformer_ua.reports import approximate as report
+  row = {'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-6, 'lam': 1.0}
+  got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75, dtype='float64')
+  assert "lambda below the plan's 4096" in got and 'needs 75 bits' in got
+  assert report.verdict_tag({**row, 'verdict': got}) == 'off: lambda'
+  row = {'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-6, 'lam': 1e4}
+  got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=50, dtype='float64')
+  assert got == 'off: above the interior tolerance'
 
 
 def _run_binary(*args, timeout=300):

@@ -243,11 +243,12 @@ def define_config_file(name: str, default: str | None = None,
   try:
     return config_flags.DEFINE_config_file(name, default, help_string, **kwargs)
   except (AttributeError, KeyError, TypeError, ValueError, OSError) as e:
-    # The flag is not defined yet, so explain from the file itself.
-    config = _config_file_of(name, default, sys.argv)
-    explained = config is not None and _explain_overrides_of(name, config, sys.argv)
-    if explained:
-      fail(f'bad config override {explained}')
+    if 'Did you mean' not in str(e):   # ml_collections named no field: say which exist
+      # (the flag is not defined yet, so explain from the file itself)
+      config = _config_file_of(name, default, sys.argv)
+      explained = config is not None and _explain_overrides_of(name, config, sys.argv)
+      if explained:
+        fail(f'bad config override {explained}')
     _config_error(e, sys.argv)
 
 

@@ -37,10 +37,10 @@ VERDICT_STYLE = {
                 'label': 'reproduces; d_p from the ramp windows'},
     'off: interiors': {'color': 'tab:purple', 'filled': False,
                        'label': 'off: ramps reach the interiors'},
-    'off: soft': {'color': 'tab:red', 'filled': False,
-                  'label': "off: softmax too soft (lambda < the plan's)"},
-    'off: rounding': {'color': 'tab:brown', 'filled': False,
-                      'label': 'off: rounding x 1/epsilon'},
+    'off: lambda': {'color': 'tab:red', 'filled': False,
+                    'label': "off: lambda below the plan's"},
+    'off: bits': {'color': 'tab:brown', 'filled': False,
+                  'label': 'off: more bits needed than the dtype has'},
     'off': {'color': 'tab:gray', 'filled': False, 'label': 'off'},
 }
 
@@ -55,9 +55,10 @@ def verdict_tag(row) -> str:
             else 'reproduces')
   if verdict.startswith('reproduces'):
     return 'windows' if 'windows' in verdict else 'reproduces'
-  for tag, word in (('off: interiors', 'interiors'), ('off: soft', 'soft'),
-                    ('off: rounding', 'rounding')):
-    if word in verdict:
+  first = verdict.split(';')[0]   # the first reason
+  for tag, word in (('off: interiors', 'interiors'), ('off: lambda', 'lambda'),
+                    ('off: bits', 'bits')):
+    if word in first:
       return tag
   return 'off'
 
