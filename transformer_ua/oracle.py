@@ -40,11 +40,11 @@ So, an identity,
     B_m = the same sums of W_2[:, (i)] b_(i),       m = 0, ..., |G|.
 
 At construction the kinks are sorted exactly (Fractions) and A_m, B_m are summed
-exactly (Fractions, from A_0 = the sum over u < 0: step m -> m + 1 adds the unit's term
-if u > 0, removes it if u < 0), then each rounded once to a ``prec``-bit mpf. At
-evaluation t is computed in mpf, m is one bisection comparing the exact binary value of
-t with the exact kinks, and the group adds t A_m + B_m (one product and one sum per
-output). A group of one unit, and a zero row, stay on the literal path. One token costs
+exactly (integers over a common denominator, from A_0 = the sum over u < 0: step
+m -> m + 1 adds the unit's term if u > 0, removes it if u < 0). At evaluation t is
+computed in mpf, m is one bisection comparing the exact binary value of t with the
+exact kinks, and the group adds t A_m + B_m, A_m and B_m each rounded once (correctly)
+to ``prec`` bits: one product and one sum per output. A group of one unit, and a zero row, stay on the literal path. One token costs
 O(groups log width) instead of O(width).
 
 Rounding. Write R(t) = |t| sum_c |W_2[:, c] u_c| + sum_c |W_2[:, c] b_c| (entrywise)
@@ -71,6 +71,7 @@ Shapes: one point X is [n, d] (token-major), a batch [batch, n, d]; outputs alik
 from __future__ import annotations
 
 import bisect
+import math
 from fractions import Fraction
 
 import mpmath
@@ -88,9 +89,9 @@ def check_prec(prec) -> int:
 
 
 def mp_value(v) -> mpmath.mpf:
-  """An exact number (int, Fraction, float) as an mpf at the current precision."""
-  v = Fraction(v)
-  return mpmath.mpf(v.numerator) / v.denominator
+  """An exact number (int, Fraction, float) as an mpf at the current precision,
+  correctly rounded."""
+  return mpmath.mpf(v if isinstance(v, int) else Fraction(v))
 
 
 def exact_value(x: mpmath.mpf) -> Fraction:
@@ -111,41 +112,59 @@ def _dot(row, z):
   return mpmath.fsum(w * z[c] for c, w in row)
 
 
-def _direction(row) -> tuple[tuple, Fraction]:
-  """(v, u) with row = u v, v's first non-zero entry 1 (exact); row != 0."""
-  u = next(w for w in row if w != 0)
-  return tuple(w / u for w in row), u
+def _exact(v):
+  """An exact param (int, Fraction, float) as an int or a Fraction."""
+  return int(v) if isinstance(v, (int, np.integer)) else Fraction(v)
+
+
+def _num_den(v) -> tuple[int, int]:
+  return (v, 1) if isinstance(v, int) else (v.numerator, v.denominator)
 
 
 class _Group:
   """Units c of one W_1 direction v: pre-activation u_c t + b_c, t = v . z (module doc).
 
-  Built from exact (u_c, b_c, W_2[:, c]); holds the kinks sorted ascending (Fractions)
-  and sums[m] = (A_m, B_m), each a d_out-list of mpf rounded once from the exact sum.
+  Built from exact (u_c, b_c, W_2[:, c]) (ints or Fractions); holds the kinks sorted
+  ascending (Fractions) and the exact sums A_m, B_m as integers over common
+  denominators (``a[i][m] / a_den`` = A_m[i]), each rounded to an mpf when t selects it.
   """
 
   def __init__(self, v, units, d_out: int):
     self.v = [(c, mp_value(w)) for c, w in enumerate(v) if w != 0]
-    units = sorted(((-b / u, u, b, col) for u, b, col in units), key=lambda e: e[0])
-    self.kinks = [e[0] for e in units]
-    a, b = [Fraction(0)] * d_out, [Fraction(0)] * d_out       # m = 0: the units u < 0
-    for _, u, bias, col in units:
-      if u < 0:
-        a = [a[i] + col[i] * u for i in range(d_out)]
-        b = [b[i] + col[i] * bias for i in range(d_out)]
-    self.sums = [([mp_value(x) for x in a], [mp_value(x) for x in b])]
-    for _, u, bias, col in units:                              # m -> m + 1
-      sign = 1 if u > 0 else -1
-      a = [a[i] + sign * col[i] * u for i in range(d_out)]
-      b = [b[i] + sign * col[i] * bias for i in range(d_out)]
-      self.sums.append(([mp_value(x) for x in a], [mp_value(x) for x in b]))
+    kinks = [Fraction(-b) / u for u, b, _ in units]
+    order = sorted(range(len(units)), key=lambda i: float(kinks[i]))
+    order.sort(key=kinks.__getitem__)      # exact; a few comparisons on sorted input
+    self.kinks = [kinks[i] for i in order]
+    units = [units[i] for i in order]
+    # terms W_2[i, c] u_c and W_2[i, c] b_c as (numerator, denominator), then integers
+    # over the least common denominators
+    terms_a = [[_num_den(col[i] * u) for u, _, col in units] for i in range(d_out)]
+    terms_b = [[_num_den(col[i] * b) for u, b, col in units] for i in range(d_out)]
+    self.a_den = math.lcm(*(q for row in terms_a for _, q in row))
+    self.b_den = math.lcm(*(q for row in terms_b for _, q in row))
+    negative = [u < 0 for u, _, _ in units]
+    self.a = [self._sums(row, self.a_den, negative) for row in terms_a]
+    self.b = [self._sums(row, self.b_den, negative) for row in terms_b]
     self.size = len(units)
+
+  @staticmethod
+  def _sums(terms, den: int, negative) -> list:
+    """[S_0, ..., S_|G|] (integers over ``den``): S_0 = the sum of the terms of units
+    u < 0; S_(m+1) = S_m + the m-th term (u > 0) or - it (u < 0)."""
+    ints = [p * (den // q) for p, q in terms]
+    total = sum(x for x, neg in zip(ints, negative) if neg)
+    out = [total]
+    for x, neg in zip(ints, negative):
+      total = total - x if neg else total + x
+      out.append(total)
+    return out
 
   def __call__(self, z) -> list:
     """sum_{c in G} W_2[:, c] max(0, u_c v . z + b_c): d_out mpf."""
     t = _dot(self.v, z)
-    a, b = self.sums[bisect.bisect_left(self.kinks, exact_value(t))]
-    return [t * a_i + b_i for a_i, b_i in zip(a, b)]
+    m = bisect.bisect_left(self.kinks, exact_value(t))
+    return [t * mpmath.mpf(Fraction(a[m], self.a_den)) + mpmath.mpf(Fraction(b[m], self.b_den))
+            for a, b in zip(self.a, self.b)]
 
 
 class FeedForward:
@@ -161,22 +180,23 @@ class FeedForward:
   def __init__(self, w1, b1, w2, b2, grouped: bool = True):
     w1, b1, w2 = np.asarray(w1), np.asarray(b1), np.asarray(w2)
     d_out = w2.shape[0]
-    alive = [c for c in range(w1.shape[0]) if any(w != 0 for w in w2[:, c])]
+    alive = np.flatnonzero(np.any(w2 != 0, axis=0))      # a zero column adds exactly 0
+    nonzero_row = np.any(w1 != 0, axis=1)
     by_direction = {}
     literal = []
     for c in alive:
-      row = [Fraction(w) for w in w1[c]]
-      if grouped and any(w != 0 for w in row):
-        v, u = _direction(row)
-        by_direction.setdefault(v, []).append((c, u))
-      else:
-        literal.append(c)
+      if not (grouped and nonzero_row[c]):
+        literal.append(int(c))
+        continue
+      row = [_exact(w) for w in w1[c]]
+      u = Fraction(next(w for w in row if w != 0))       # row = u v, v's lead entry 1
+      by_direction.setdefault(tuple(w / u for w in row), []).append((int(c), u))
     self.groups = []
     for v, members in by_direction.items():
       if len(members) == 1:
         literal.append(members[0][0])
         continue
-      units = [(u, Fraction(b1[c]), [Fraction(w) for w in w2[:, c]]) for c, u in members]
+      units = [(u, _exact(b1[c]), [_exact(w) for w in w2[:, c]]) for c, u in members]
       self.groups.append(_Group(v, units, d_out))
     literal.sort()
     self.w1 = _sparse(w1[literal]) if literal else []
