@@ -44,8 +44,9 @@ exactly (integers over a common denominator, from A_0 = the sum over u < 0: step
 m -> m + 1 adds the unit's term if u > 0, removes it if u < 0). At evaluation t is
 computed in mpf, m is one bisection comparing the exact binary value of t with the
 exact kinks, and the group adds t A_m + B_m, A_m and B_m each rounded once (correctly)
-to ``prec`` bits: one product and one sum per output. A group of one unit, and a zero row, stay on the literal path. One token costs
-O(groups log width) instead of O(width).
+to ``prec`` bits: one product and one sum per output. A group of one unit, and a zero
+row, stay on the literal path. One token costs O(groups log width) instead of O(width);
+``MpNetwork(grouped=False)`` keeps every unit literal (the tests' reference).
 
 Rounding. Write R(t) = |t| sum_c |W_2[:, c] u_c| + sum_c |W_2[:, c] b_c| (entrywise)
 for the group's scale. Given the computed t, the grouped sum's error is at most
@@ -79,6 +80,7 @@ import numpy as np
 
 #: Smallest mpmath precision accepted (bits).
 MIN_PREC = 53
+_ZERO = mpmath.mpf(0)        # exact at every precision
 
 
 def check_prec(prec) -> int:
@@ -126,7 +128,8 @@ class _Group:
 
   Built from exact (u_c, b_c, W_2[:, c]) (ints or Fractions); holds the kinks sorted
   ascending (Fractions) and the exact sums A_m, B_m as integers over common
-  denominators (``a[i][m] / a_den`` = A_m[i]), each rounded to an mpf when t selects it.
+  denominators (``a[i][m] / a_den`` = A_m[i]), each rounded to an mpf the first time t
+  selects it (kept in ``rounded``: call at the one precision of the network).
   """
 
   def __init__(self, v, units, d_out: int):
@@ -146,6 +149,7 @@ class _Group:
     self.a = [self._sums(row, self.a_den, negative) for row in terms_a]
     self.b = [self._sums(row, self.b_den, negative) for row in terms_b]
     self.size = len(units)
+    self.rounded = {}
 
   @staticmethod
   def _sums(terms, den: int, negative) -> list:
@@ -163,8 +167,10 @@ class _Group:
     """sum_{c in G} W_2[:, c] max(0, u_c v . z + b_c): d_out mpf."""
     t = _dot(self.v, z)
     m = bisect.bisect_left(self.kinks, exact_value(t))
-    return [t * mpmath.mpf(Fraction(a[m], self.a_den)) + mpmath.mpf(Fraction(b[m], self.b_den))
-            for a, b in zip(self.a, self.b)]
+    if m not in self.rounded:
+      self.rounded[m] = [(mpmath.mpf(Fraction(a[m], self.a_den)),
+                          mpmath.mpf(Fraction(b[m], self.b_den))) for a, b in zip(self.a, self.b)]
+    return [t * a_m + b_m for a_m, b_m in self.rounded[m]]
 
 
 class FeedForward:
@@ -206,7 +212,7 @@ class FeedForward:
     self.literal = len(literal)
 
   def __call__(self, z) -> list:
-    act = [max(mpmath.mpf(0), _dot(r, z) + b) for r, b in zip(self.w1, self.b1)]
+    act = [max(_ZERO, _dot(r, z) + b) for r, b in zip(self.w1, self.b1)]
     out = [_dot(self.w2[i], act) + self.b2[i] for i in range(len(self.b2))]
     for group in self.groups:
       out = [o + s for o, s in zip(out, group(z))]
