@@ -6,6 +6,7 @@ path) at fixed points.
 """
 
 import math
+import types
 from fractions import Fraction
 
 import mpmath
@@ -40,6 +41,31 @@ def test_stratified_estimator_by_hand():
   assert got['estimate'] == pytest.approx(math.sqrt(1.0), rel=1e-15)
   assert got['ci_high'] == pytest.approx(math.sqrt(1 + 1.959963984540054 * se), rel=1e-15)
   assert got['ci_low'] == pytest.approx(math.sqrt(1 - 1.959963984540054 * se), rel=1e-15)
+
+
+def test_compare_allows_float64_noise_and_nothing_more():
+  """Bounds of exactly 0 against sampled float noise are met, against more are not.
+  Slack by hand: n d = 3, p = 2, V = 1: s = sqrt(3) 2^-50 ~ 1.54e-15 on a d_p, and on
+  a p-th power (0 + s)^2 ~ 2.37e-30."""
+  cert = types.SimpleNamespace(
+      terms={'f_fbar': 0.5, 'fbar_gbar': 0.0, 'gbar_g': 0.25}, total=0.75,
+      details={'gbar_g': {'interior_part': 0.0, 'window_part': 0.01}})
+  slack = math.sqrt(3) * 2.0 ** -50
+
+  def rows(low, low_power):
+    term = lambda v: {'estimate': v, 'ci_low': v, 'ci_high': v}  # noqa: E731
+    mc = {'p': 2.0, 'slack': slack, 'terms': {
+        name: term(low_power if name.endswith(('_interior', '_window')) else low)
+        for name in ('f_fbar', 'fbar_gbar', 'gbar_g_interior', 'gbar_g_window', 'gbar_g',
+                     'total')}}
+    return {r['term']: r for r in cmc.compare(mc, cert)}
+  got = rows(1e-15, 2e-30)
+  assert all(r['below'] and r['slack'] == slack for r in got.values())
+  got = rows(2e-15, 3e-30)
+  assert not got['fbar_gbar']['below'] and not got['gbar_g_interior']['below']
+  assert got['f_fbar']['below'] and got['gbar_g_window']['below'] and got['total']['below']
+  got = rows(0.5 + 1e-6, 0.0)
+  assert not got['f_fbar']['below'] and got['total']['below']
 
 
 def _offsets(x, N):
@@ -166,6 +192,9 @@ def test_mc_on_a_wide_network_is_below_every_certified_term(wide):
   mc = cmc.certificate_mc(net, g, cert, points=200, seed=5, min_points=100, workers=1)
   assert (mc['where'], mc['workers']) == ('in-process', 1)
   assert mc['weights']['interior'] == Fraction(31, 32) ** 3
+  # V = max |value| <= 1 for token_times_mean on [0, 1): s = sqrt(3) 2^-50 V
+  assert 0.5 < mc['value_scale'] <= 1.0
+  assert mc['slack'] == math.sqrt(3) * 2.0 ** -50 * mc['value_scale']
   for r in cmc.compare(mc, cert):
     assert r['below'] and r['estimate'] <= r['bound'], r
   # the quantization ramps are sampled in the windows; the interiors are g_bar's

@@ -24,37 +24,42 @@ with a zero column of W_2 (both add exactly 0).
 Wide feed-forward layers: parallel rows, one sorted sum (``FeedForward``). Write row c
 of W_1 as w_c = u_c v with v the row scaled so that its first non-zero entry is 1
 (exact rationals; u_c != 0 that entry). Rows with the same v form a group G (the
-staircase and bump layers are a few groups of thousands of units); with t = v . z,
+staircase and bump layers are a few groups of thousands of units); with t = v . z and
+the kink k_c = -b_c / u_c of each unit,
 
-    sum_{c in G} W_2[:, c] max(0, u_c t + b_c),   kink k_c = -b_c / u_c,
-      u_c > 0: max(0, u_c t + b_c) = u_c t + b_c if k_c < t, else 0
-      u_c < 0: max(0, u_c t + b_c) = u_c t + b_c if k_c > t, else 0
-    (at t = k_c both cases give 0, so the strict inequalities may be either), hence
+    max(0, u_c t + b_c) = u_c t + b_c   if u_c > 0 and k_c < t, or u_c < 0 and k_c >= t,
+                          0             otherwise
 
-    = t (A+_{#(k < t)} + A-^{#(k <= t)}) + (B+_{#(k < t)} + B-^{#(k <= t)})
+(at t = k_c both sides are 0, so the tie may go either way; this one suits a single
+count). Sort G's kinks ascending, k_(1) <= ... <= k_(|G|), and let m = #{c : k_c < t}:
+the units with u_c > 0 among the first m are on, and those with u_c < 0 among the rest.
+So, an identity,
 
-    A+_m = sum of W_2[:, c] u_c over the m units with u_c > 0 of smallest kink,
-    B+_m = the same sum of W_2[:, c] b_c (prefix sums, kinks sorted ascending);
-    A-^m, B-^m = the same over the units with u_c < 0 from position m of their
-    ascending kinks on (suffix sums),
+    sum_{c in G} W_2[:, c] max(0, u_c t + b_c) = t A_m + B_m,
+    A_m = sum_{i <= m, u_(i) > 0} W_2[:, (i)] u_(i) + sum_{i > m, u_(i) < 0} W_2[:, (i)] u_(i),
+    B_m = the same sums of W_2[:, (i)] b_(i),       m = 0, ..., |G|.
 
-an identity. At construction the kinks are sorted exactly (Fractions) and the prefix
-and suffix sums are summed exactly (Fractions), then rounded once to ``prec``-bit mpf.
-At evaluation t is computed in mpf, the counts #(k < t), #(k <= t) are two bisections
-comparing the exact binary value of t with the exact kinks, and the group adds
-d fsum's of four products. A group of one unit, and a zero row, stay on the literal
-path. One token costs O(groups log width) instead of O(width).
+At construction the kinks are sorted exactly (Fractions) and A_m, B_m are summed
+exactly (integers over a common denominator, from A_0 = the sum over u < 0: step
+m -> m + 1 adds the unit's term if u > 0, removes it if u < 0). At evaluation t is
+computed in mpf, m is one bisection comparing the exact binary value of t with the
+exact kinks, and the group adds t A_m + B_m, A_m and B_m each rounded once (correctly)
+to ``prec`` bits: one product and one sum per output. A group of one unit, and a zero
+row, stay on the literal path. One token costs O(groups log width) instead of O(width);
+``MpNetwork(grouped=False)`` keeps every unit literal (the tests' reference).
 
 Rounding. Write R(t) = |t| sum_c |W_2[:, c] u_c| + sum_c |W_2[:, c] b_c| (entrywise)
 for the group's scale. Given the computed t, the grouped sum's error is at most
-~ 3 2^-prec R(t) (A, B rounded once each, one product, one correctly rounded fsum); the
+~ 3 2^-prec R(t) (A_m, B_m rounded once each, one product, one sum); the
 literal sum rounds each u_c t + b_c to 2^-prec (|u_c t| + |b_c|) and sums W_2 times
 those, an error ~ 2^-prec R(t) with the same R. So the two paths agree to a small
 multiple of 2^-prec R(t) (tested in tests/test_oracle.py), and neither is better than
 that: R(t) is the cancellation a wide layer does (the bumps of one_layer_wide add
-~1/r-sized terms that cancel to O(1)). For one_layer_wide at N = 43 (eps = 0.01, ramp
-r ~ 2^-50) R(t) < 2^75 at prec = 2 x 93 = 186, an error < 2^-111 in every output: far
-below the ~1e-3 a Monte Carlo of 10^3 points resolves. Then t's own rounding (relative
+~1/r-sized terms that cancel to O(1)). Measured on ``search.approximate``'s
+token_times_mean networks (d = 1, n = 3, |t| up to the largest kink + 1): R < 2^31.4,
+2^38.8, 2^49.0, 2^56.9 at eps = 0.1, 0.05, 0.02, 0.01 (N = 5, 9, 22, 43; prec = 2 x 76,
+81, 88, 93 bits), so 3 2^-prec R < 2^-118, 2^-121, 2^-125, 2^-127 in every output:
+far below the ~1e-3 a Monte Carlo of 10^3 points resolves. Then t's own rounding (relative
 2^-prec) moves the value by at most |t - t'| |A| <= 2^-prec R(t) as well.
 
 The result is a floating value, not an enclosure: its relative error is a small
@@ -67,6 +72,7 @@ Shapes: one point X is [n, d] (token-major), a batch [batch, n, d]; outputs alik
 from __future__ import annotations
 
 import bisect
+import math
 from fractions import Fraction
 
 import mpmath
@@ -74,6 +80,7 @@ import numpy as np
 
 #: Smallest mpmath precision accepted (bits).
 MIN_PREC = 53
+_ZERO = mpmath.mpf(0)        # exact at every precision
 
 
 def check_prec(prec) -> int:
@@ -84,9 +91,9 @@ def check_prec(prec) -> int:
 
 
 def mp_value(v) -> mpmath.mpf:
-  """An exact number (int, Fraction, float) as an mpf at the current precision."""
-  v = Fraction(v)
-  return mpmath.mpf(v.numerator) / v.denominator
+  """An exact number (int, Fraction, float) as an mpf at the current precision,
+  correctly rounded."""
+  return mpmath.mpf(v if isinstance(v, int) else Fraction(v))
 
 
 def exact_value(x: mpmath.mpf) -> Fraction:
@@ -100,53 +107,70 @@ def _sparse(mat) -> list:
 
 
 def _dot(row, z):
+  """sum_c w_c z_c over a sparse row [(c, w_c)] (one term: its product, as fsum gives)."""
+  if len(row) == 1:
+    c, w = row[0]
+    return w * z[c]
   return mpmath.fsum(w * z[c] for c, w in row)
 
 
-def _direction(row) -> tuple[tuple, Fraction]:
-  """(v, u) with row = u v, v's first non-zero entry 1 (exact); row != 0."""
-  u = next(w for w in row if w != 0)
-  return tuple(w / u for w in row), u
+def _exact(v):
+  """An exact param (int, Fraction, float) as an int or a Fraction."""
+  return int(v) if isinstance(v, (int, np.integer)) else Fraction(v)
+
+
+def _num_den(v) -> tuple[int, int]:
+  return (v, 1) if isinstance(v, int) else (v.numerator, v.denominator)
 
 
 class _Group:
   """Units c of one W_1 direction v: pre-activation u_c t + b_c, t = v . z (module doc).
 
-  Built from exact (u_c, b_c, W_2[:, c]); holds the kinks sorted ascending per sign of
-  u_c (Fractions) and the rounded sums: plus[m] = (A+_m, B+_m) (the m smallest kinks
-  with u_c > 0), minus[m] = (A-^m, B-^m) (kinks from position m on, u_c < 0), each a
-  pair of d-lists of mpf.
+  Built from exact (u_c, b_c, W_2[:, c]) (ints or Fractions); holds the kinks sorted
+  ascending (Fractions) and the exact sums A_m, B_m as integers over common
+  denominators (``a[i][m] / a_den`` = A_m[i]), each rounded to an mpf the first time t
+  selects it (kept in ``rounded``: call at the one precision of the network).
   """
 
   def __init__(self, v, units, d_out: int):
     self.v = [(c, mp_value(w)) for c, w in enumerate(v) if w != 0]
-    pos = sorted(((-b / u, u, b, col) for u, b, col in units if u > 0), key=lambda e: e[0])
-    neg = sorted(((-b / u, u, b, col) for u, b, col in units if u < 0), key=lambda e: e[0])
-    self.kinks_plus = [e[0] for e in pos]
-    self.kinks_minus = [e[0] for e in neg]
-    self.plus = self._sums(pos, d_out)
-    self.minus = self._sums(neg[::-1], d_out)[::-1]
+    kinks = [Fraction(-b) / u for u, b, _ in units]
+    order = sorted(range(len(units)), key=lambda i: float(kinks[i]))
+    order.sort(key=kinks.__getitem__)      # exact; a few comparisons on sorted input
+    self.kinks = [kinks[i] for i in order]
+    units = [units[i] for i in order]
+    # terms W_2[i, c] u_c and W_2[i, c] b_c as (numerator, denominator), then integers
+    # over the least common denominators
+    terms_a = [[_num_den(col[i] * u) for u, _, col in units] for i in range(d_out)]
+    terms_b = [[_num_den(col[i] * b) for u, b, col in units] for i in range(d_out)]
+    self.a_den = math.lcm(*(q for row in terms_a for _, q in row))
+    self.b_den = math.lcm(*(q for row in terms_b for _, q in row))
+    negative = [u < 0 for u, _, _ in units]
+    self.a = [self._sums(row, self.a_den, negative) for row in terms_a]
+    self.b = [self._sums(row, self.b_den, negative) for row in terms_b]
     self.size = len(units)
+    self.rounded = {}
 
   @staticmethod
-  def _sums(entries, d_out: int) -> list:
-    """[(A_m, B_m)] for m = 0..len(entries): exact running sums of W_2 u and W_2 b over
-    the first m entries, each rounded once to mpf."""
-    a, b = [Fraction(0)] * d_out, [Fraction(0)] * d_out
-    out = [([mpmath.mpf(0)] * d_out, [mpmath.mpf(0)] * d_out)]
-    for _, u, bias, col in entries:
-      a = [a[i] + col[i] * u for i in range(d_out)]
-      b = [b[i] + col[i] * bias for i in range(d_out)]
-      out.append(([mp_value(x) for x in a], [mp_value(x) for x in b]))
+  def _sums(terms, den: int, negative) -> list:
+    """[S_0, ..., S_|G|] (integers over ``den``): S_0 = the sum of the terms of units
+    u < 0; S_(m+1) = S_m + the m-th term (u > 0) or - it (u < 0)."""
+    ints = [p * (den // q) for p, q in terms]
+    total = sum(x for x, neg in zip(ints, negative) if neg)
+    out = [total]
+    for x, neg in zip(ints, negative):
+      total = total - x if neg else total + x
+      out.append(total)
     return out
 
   def __call__(self, z) -> list:
     """sum_{c in G} W_2[:, c] max(0, u_c v . z + b_c): d_out mpf."""
     t = _dot(self.v, z)
-    exact = exact_value(t)
-    a_p, b_p = self.plus[bisect.bisect_left(self.kinks_plus, exact)]
-    a_m, b_m = self.minus[bisect.bisect_right(self.kinks_minus, exact)]
-    return [mpmath.fsum((t * a_p[i], t * a_m[i], b_p[i], b_m[i])) for i in range(len(a_p))]
+    m = bisect.bisect_left(self.kinks, exact_value(t))
+    if m not in self.rounded:
+      self.rounded[m] = [(mpmath.mpf(Fraction(a[m], self.a_den)),
+                          mpmath.mpf(Fraction(b[m], self.b_den))) for a, b in zip(self.a, self.b)]
+    return [t * a_m + b_m for a_m, b_m in self.rounded[m]]
 
 
 class FeedForward:
@@ -162,22 +186,23 @@ class FeedForward:
   def __init__(self, w1, b1, w2, b2, grouped: bool = True):
     w1, b1, w2 = np.asarray(w1), np.asarray(b1), np.asarray(w2)
     d_out = w2.shape[0]
-    alive = [c for c in range(w1.shape[0]) if any(w != 0 for w in w2[:, c])]
+    alive = np.flatnonzero(np.any(w2 != 0, axis=0))      # a zero column adds exactly 0
+    nonzero_row = np.any(w1 != 0, axis=1)
     by_direction = {}
     literal = []
     for c in alive:
-      row = [Fraction(w) for w in w1[c]]
-      if grouped and any(w != 0 for w in row):
-        v, u = _direction(row)
-        by_direction.setdefault(v, []).append((c, u))
-      else:
-        literal.append(c)
+      if not (grouped and nonzero_row[c]):
+        literal.append(int(c))
+        continue
+      row = [_exact(w) for w in w1[c]]
+      u = Fraction(next(w for w in row if w != 0))       # row = u v, v's lead entry 1
+      by_direction.setdefault(tuple(w / u for w in row), []).append((int(c), u))
     self.groups = []
     for v, members in by_direction.items():
       if len(members) == 1:
         literal.append(members[0][0])
         continue
-      units = [(u, Fraction(b1[c]), [Fraction(w) for w in w2[:, c]]) for c, u in members]
+      units = [(u, _exact(b1[c]), [_exact(w) for w in w2[:, c]]) for c, u in members]
       self.groups.append(_Group(v, units, d_out))
     literal.sort()
     self.w1 = _sparse(w1[literal]) if literal else []
@@ -187,7 +212,7 @@ class FeedForward:
     self.literal = len(literal)
 
   def __call__(self, z) -> list:
-    act = [max(mpmath.mpf(0), _dot(r, z) + b) for r, b in zip(self.w1, self.b1)]
+    act = [max(_ZERO, _dot(r, z) + b) for r, b in zip(self.w1, self.b1)]
     out = [_dot(self.w2[i], act) + self.b2[i] for i in range(len(self.b2))]
     for group in self.groups:
       out = [o + s for o, s in zip(out, group(z))]
