@@ -27,6 +27,7 @@ import time
 from fractions import Fraction
 
 import numpy as np
+from flint import arb
 
 from transformer_ua import executor as executor_lib
 from transformer_ua.exact import ball
@@ -92,10 +93,22 @@ def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):
   return mid, rad
 
 
+def cube_half_width(N: int, margin: Fraction) -> arb:
+  """The ball [-h, h], h >= (1 - 2 margin) / (2N) (a float rounded up)."""
+  h = Fraction(1 - 2 * Fraction(margin), 2 * N)
+  up = float(h)
+  if Fraction(up) < h:
+    up = float(np.nextafter(up, np.inf))
+  return arb(0, up)
+
+
 def cube_box(k, N: int, margin: Fraction):
-  """Balls containing the cube interior [(k + margin)/N, (k + 1 - margin)/N] entrywise."""
-  return [[ball.interval(Fraction(int(v)) / N + margin / N, Fraction(int(v) + 1) / N - margin / N)
-           for v in row] for row in k]
+  """Balls containing the cube interior [(k + margin)/N, (k + 1 - margin)/N] entrywise, at
+  the current arb precision: the centre (2k + 1) / (2N) plus ``cube_half_width`` (a sum
+  widens the radius by ~2^-30 of itself; ``ball.interval``'s union of the two ends would
+  widen the box by ~2^-28 delta, into the quantization ramps at margin 2^-28)."""
+  half = cube_half_width(N, margin)
+  return [[ball.to_arb(Fraction(2 * int(v) + 1, 2 * N)) + half for v in row] for row in k]
 
 
 # -- the cube interiors, over the executor ------------------------------------

@@ -74,12 +74,12 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flint import arb
 
 from transformer_ua import executor as executor_lib, layers, realize
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, one_layer, one_layer_ids, one_layer_positional
+from transformer_ua.yun import (certify, common, one_layer, one_layer_ids,
+                                one_layer_positional)
 
 #: Default cube-interior margin (fraction of delta per side), as ``one_layer``.
 DEFAULT_MARGIN = one_layer.DEFAULT_MARGIN
@@ -546,18 +546,6 @@ class WideRealized:
             'resumed_chunks': out.resumed}
 
 
-def cube_half_width(N: int, margin: Fraction) -> arb:
-  """The ball [-h, h], h >= (1 - 2 margin) / (2N) (a float rounded up): centre + this
-  contains the shrunk cube interior [k + margin, k + 1 - margin] / N. Built as a sum
-  (radius rounded up by ~2^-30 of itself), not as ``ball.interval``'s union, which widens
-  a box by ~2^-28 delta and would reach the quantization ramps at margin 2^-28."""
-  h = Fraction(1 - 2 * Fraction(margin), 2 * N)
-  up = float(h)
-  if Fraction(up) < h:
-    up = float(np.nextafter(up, np.inf))
-  return arb(0, up)
-
-
 def interior_work(segments, exact: dict, positional: bool, bits: int, resolution: int,
                   margin: Fraction, cells, targets) -> dict:
   """What a worker builds once (``executor.ship``): g's ball network (``exact.wide_ball``)
@@ -575,11 +563,9 @@ def interiors_chunk(work: dict, start: int, stop: int) -> dict:
   cells, targets = work['cells'], work['targets']
   worst, where = 0.0, start
   with ball.precision(work['bits']):
-    half = cube_half_width(N, margin)
     for c in range(start, stop):
-      box = [[ball.to_arb(Fraction(2 * int(v) + 1, 2 * N)) + half for v in row]
-             for row in cells[c]]
-      err = ball.abs_error_bound(bn.forward(box), targets[c])
+      err = ball.abs_error_bound(bn.forward(certify.cube_box(cells[c], N, margin)),
+                                 targets[c])
       if err > worst:
         worst, where = err, c
   return {'worst': worst, 'index': int(where), 'cube': np.asarray(cells[where]).tolist()}
