@@ -43,11 +43,13 @@ NOTEBOOKS = [
 # Running the notebooks (colabs/): a kernel, nbconvert (`jupyter nbconvert --execute`) and
 # what notebook 05 trains with (tokenizers).
 COLAB = NOTEBOOKS + EXPERIMENTS + ['nbconvert>=7.0']
+# Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
+CLUSTER = ['dask[distributed]>=2024.1']
 TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
-] + EXPERIMENTS + NOTEBOOKS + EXPORT
+] + EXPERIMENTS + NOTEBOOKS + EXPORT + CLUSTER
 
 setuptools.setup(
     name='transformer_ua',
@@ -67,7 +69,6 @@ setuptools.setup(
         'reference': ['torch>=2.1', 'transformers>=4.40'],
         # Marabou's second opinion on a realized g (verify.marabou; Python <= 3.12).
         'verify': ['maraboupy==2.0.0'] + EXPORT,
-        # Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
-        'cluster': ['dask[distributed]>=2024.1'],
+        'cluster': CLUSTER,
     },
 )
