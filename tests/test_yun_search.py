@@ -304,3 +304,16 @@ def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch, by_hand
                              'estimated ')
   assert lines[2].endswith(': over the 10 min left of max_minutes=10')
   assert lines[3].startswith('approximate: attempt 1: ties_complete N=3: 22 blocks, 506 params')
+
+
+def test_a_callable_with_only_a_local_modulus_is_certified_and_says_so():
+  """f(X) = X with modulus delta / 2 (sup |x - c| on a cube): the f-term is the modulus
+  bound (nd (delta / 2)^2)^(1/2) = sqrt(2) / 6 at N = 3, n = 2, d = 1, by hand."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  res = search.approximate(lambda x: x, 0.3, d=1, n=2, workers=1,
+                           modulus=lambda c, delta: np.full(c.shape, delta / 2))
+  cert = res.certificate
+  assert cert.resolution == 3 and cert.total <= 0.3
+  assert cert.terms['f_fbar'] == pytest.approx(math.sqrt(2) / 6, rel=1e-9)
+  assert cert.terms['f_fbar'] >= math.sqrt(2) / 6
+  assert 'modulus' in str(cert) and 'given by the caller' in str(cert)

@@ -359,21 +359,22 @@ def _check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, 
 # ---------------------------------------------------------------------------
 
 
-def _f_term(cache: dict, target, lip: Fraction, *, d: int, n: int, resolution: int, p: float,
-            positional: bool) -> float:
+def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolution: int,
+            p: float, positional: bool, modulus=None) -> float:
   """T1 = d_p(f, f_bar) at N before building: the per-cube bound (``f_term.bound``: exact
-  integrals for polynomial built-ins, arb enclosures, the same the certificate computes)
-  where the grid has at most ``F_TERM_CLASSES`` cube classes, else the global modulus
-  (``certificate.f_fbar_bound``). The table's rounding (~1e-16) is added by the
-  certificate."""
+  integrals for polynomial built-ins, arb enclosures, a caller's modulus: the same the
+  certificate computes) where the grid has at most ``F_TERM_CLASSES`` cube classes, else
+  the global modulus (``certificate.f_fbar_bound``; none without ``lip``: infinite). The
+  table's rounding (~1e-16) is added by the certificate."""
   key = (resolution, positional)
   if key not in cache:
     classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
         else math.comb(resolution ** d + n - 1, n)
-    glob = certificate.f_fbar_bound(lip, d=d, n=n, resolution=resolution, p=p)['bound']
+    glob = math.inf if lip is None else certificate.f_fbar_bound(
+        lip, d=d, n=n, resolution=resolution, p=p)['bound']
     cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
         target, d=d, n=n, resolution=resolution, p=p, positional=positional,
-        lipschitz=lip).bound)
+        lipschitz=lip, modulus=modulus).bound)
   return cache[key]
 
 
@@ -460,8 +461,8 @@ def _minutes(seconds: float) -> str:
 class _Search:
   """The terms and candidates of one call (module doc)."""
 
-  def __init__(self, target, lip, *, epsilon, d, n, p, clamp):
-    self.target, self.lip, self.epsilon = target, lip, epsilon
+  def __init__(self, target, lip, *, epsilon, d, n, p, clamp, modulus=None):
+    self.target, self.lip, self.epsilon, self.modulus = target, lip, epsilon, modulus
     self.d, self.n, self.p, self.clamp = d, n, p, clamp
     self.spread = _spread(target, d, n) if clamp else None
     self.bad_cache, self.f_cache = {}, {}
@@ -469,7 +470,7 @@ class _Search:
   def split(self, c: Construction, N: int):  # pylint: disable=invalid-name
     """(f_term, bad_set, margin, tolerance) at N, or None when N has too little slack."""
     t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=N,
-                 p=self.p, positional=c.theorem == 3)
+                 p=self.p, positional=c.theorem == 3, modulus=self.modulus)
     if t1 > float(F_TERM_SHARE) * self.epsilon:
       return None
     t2 = _t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
@@ -559,6 +560,7 @@ class Approximation:
 
 
 def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=None,
+                modulus=None,
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
                 max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False) -> Approximation:
@@ -576,7 +578,11 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     epsilon: the d_p(f, g) to certify (> 0).
     d, n: token dimension (1..16) and number of tokens (2..1024), integers.
     p: exponent of d_p (>= 1).
-    lipschitz: f's modulus (``target_bounds``); required for a callable.
+    lipschitz: f's Lipschitz constant in the max norm (``target_bounds``: a built-in's
+      proved one by default; a smaller one is refused, a larger one used and recorded).
+    modulus: a local modulus of f, callable (centres [C, n, d], delta) -> [C, n, d]
+      bounding sup |f(X) - f(C)| over each cube (``f_term``); a callable f needs
+      ``lipschitz`` or ``modulus``, and its certificate states the one it rests on.
     positional: False: Theorem 2 (f permutation equivariant; every construction
       applies); True: Theorem 3 (any continuous f; only Theorem 3's constructions).
     construction: None (the rule above) or a name in ``CONSTRUCTIONS``.
@@ -610,8 +616,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   say = (lambda line: print(line, flush=True)) if progress is True else \
       (progress or (lambda line: None))
   target = targets_lib.get_target(f, d=d, n=n)
-  lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
-  search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp)
+  lip = None if lipschitz is None and modulus is not None else \
+      target_bounds.check_lipschitz(lipschitz, target, d, n)
+  search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
       [c for c in CONSTRUCTIONS.values() if c.applies(positional)]
   rule = 'construction= given' if chosen is not None else RULE
@@ -662,7 +669,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       net = c.build(target, d, n, cand.resolution)
       margin = search.margin(net, cand) if clamp else cand.margin
       g = c.realize(net, margin, cand.tolerance, clamp)
-      cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, margin=margin,
+      cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,
+                                    margin=margin,
                                     workers=workers)
     except ValueError as e:
       rec.update(seconds=time.perf_counter() - t0, error=str(e), holds=False)
