@@ -2,7 +2,7 @@ r"""The certified size-vs-epsilon law of every construction (``studies.size_law`
 
     python experiments/size_law.py [--targets=token_times_mean:1:3,...]
         [--constructions=paper,...] [--epsilons=0.5,0.2,...] [--row_minutes=30]
-        [--parallel=1] [--mc_points=1000] [--output_dir=runs/size_law]
+        [--parallel=1] [--mc_points=1000] [--output_dir=runs/size_law] [--report_only]
 
 Each row (target, construction, epsilon) is a certificate d_p(f, g) <= epsilon from
 ``yun.search.approximate`` with an independent stratified Monte Carlo; rows are kept one
@@ -24,6 +24,7 @@ flags.DEFINE_list('epsilons', [f'{e:g}' for e in size_law.EPSILONS], 'epsilons t
 flags.DEFINE_float('row_minutes', 30.0, 'wall-clock limit of one row', lower_bound=0.1)
 flags.DEFINE_integer('parallel', 1, 'rows run at once', lower_bound=1)
 flags.DEFINE_integer('mc_points', 1000, 'Monte Carlo points per stratum', lower_bound=2)
+flags.DEFINE_bool('report_only', False, 'write the report from the rows on disk; run none')
 cli.define_output_dir('runs/size_law', 'Directory of rows/, size_law.md, .json and .png.')
 cli.define_overwrite()
 
@@ -39,7 +40,7 @@ def main(argv):
   out = cli.output_dir(FLAGS.output_dir, writes=(size_law.MARKDOWN, size_law.JSON,
                                                  size_law.FIGURE), rebuilds=True)
   size_law.study(specs, out, row_minutes=FLAGS.row_minutes, parallel=FLAGS.parallel,
-                 mc_points=FLAGS.mc_points)
+                 mc_points=FLAGS.mc_points, report_only=FLAGS.report_only)
 
 
 if __name__ == '__main__':

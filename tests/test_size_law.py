@@ -62,3 +62,12 @@ def test_one_row_certifies_checks_and_resumes(tmp_path):
   assert '0 to run' in lines[0]
   with open(tmp_path / 'size_law.json') as f:
     assert json.load(f)['rows'][0]['total'] == row['total']
+
+
+def test_report_only_runs_nothing_and_reports_missing_rows(tmp_path):
+  spec = size_law.RowSpec('token_times_mean', 1, 2, 'one_layer_wide', 0.5)
+  out = size_law.study([spec], str(tmp_path), report_only=True, log=lambda line: None)
+  assert [r['status'] for r in out['rows']] == ['not run']
+  assert not os.listdir(tmp_path / size_law.ROWS_DIR)
+  text = (tmp_path / size_law.MARKDOWN).read_text()
+  assert 'not run' in text and os.path.exists(tmp_path / size_law.FIGURE)

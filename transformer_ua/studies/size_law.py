@@ -153,7 +153,7 @@ def row_path(out_dir: str, spec: RowSpec) -> str:
 
 
 def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
-        mc_points: int = 1000, seed: int = 0, log=print) -> list[dict]:
+        mc_points: int = 1000, seed: int = 0, log=print, report_only: bool = False) -> list[dict]:
   """Runs the rows ``specs`` lacks under ``out_dir/rows/`` (``parallel`` at a time, each in
   a spawned process killed after ``row_minutes``); returns every row on disk.
 
@@ -166,6 +166,10 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
   kwargs = {'mc_points': mc_points, 'seed': seed, 'max_minutes': row_minutes}
   running: dict = {}
   pending = [s for s in specs if not os.path.exists(row_path(out_dir, s))]
+  if report_only:
+    log(f'size law: {len(specs) - len(pending)} of {len(specs)} rows on disk; the other '
+        f'{len(pending)} are reported as not run')
+    return [_load(out_dir, s) for s in specs]
   log(f'size law: {len(specs)} rows, {len(specs) - len(pending)} on disk, {len(pending)} to '
       f'run, {parallel} at a time, <= {row_minutes:g} min each')
 
@@ -220,7 +224,16 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
       running[proc] = s
       log(f'  started {s.key}')
     time.sleep(0.5)
-  return [json.load(open(row_path(out_dir, s))) for s in specs]
+  return [_load(out_dir, s) for s in specs]
+
+
+def _load(out_dir: str, spec: RowSpec) -> dict:
+  """The row of ``spec`` on disk, or a 'not run' row."""
+  if not os.path.exists(row_path(out_dir, spec)):
+    return dict(dataclasses.asdict(spec), status='not run',
+                reason='the study stopped before this row')
+  with open(row_path(out_dir, spec)) as f:
+    return json.load(f)
 
 
 #: The slope of log(parameters) and log(depth) against log(epsilon) the theory predicts
@@ -318,7 +331,8 @@ def figure(rows, fit_rows, path: str) -> None:
       ax.set_ylabel(label)
       ax.set_title(f'{t} (d={d}, n={n})', fontsize=9)
       ax.grid(True, which='both', alpha=0.3)
-      ax.legend(fontsize=7)
+      if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
   fig.tight_layout()
   with outputs.atomic_open(path, 'wb') as fh:
     fig.savefig(fh, format='png', dpi=110)
@@ -363,13 +377,14 @@ def parse_targets(text: str) -> tuple:
 
 
 def study(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
-          mc_points: int = 1000, seed: int = 0, log=print) -> dict:
-  """The law: runs the missing rows (``run``), then writes size_law.{md,json,png}."""
+          mc_points: int = 1000, seed: int = 0, log=print, report_only: bool = False) -> dict:
+  """The law: runs the missing rows (``run``; none with ``report_only``), then writes
+  size_law.{md,json,png} from every row on disk."""
   for s in specs:
     search.check_construction(s.construction)
     targets_lib.get_target(s.target, d=s.d, n=s.n)
   if mc_points < certificate_mc.MIN_POINTS:
     raise ValueError(f'mc_points={mc_points}; at least {certificate_mc.MIN_POINTS} per stratum.')
   rows = run(specs, out_dir, row_minutes=row_minutes, parallel=parallel, mc_points=mc_points,
-             seed=seed, log=log)
+             seed=seed, log=log, report_only=report_only)
   return write_report(rows, out_dir, provenance.record())
