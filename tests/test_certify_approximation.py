@@ -331,6 +331,45 @@ def test_tiny_run_end_to_end(tmp_path):
   assert again.returncode == cli.USAGE_ERROR and '--overwrite' in again.stderr
 
 
+CONTRADICTED_RUN = r'''
+import sys
+sys.path.insert(0, 'experiments')
+import certify_approximation as binary
+from transformer_ua import cli
+real = binary.certificate_mc.compare
+def compare(mc, cert):   # the window term's interval moved wholly above its bound
+  rows = real(mc, cert)
+  for r in rows:
+    if r['term'] == 'gbar_g_window':
+      r.update(ci_low=r['bound'] + 1, ci_high=r['bound'] + 2, below=False)
+  return rows
+binary.certificate_mc.compare = compare
+config, out, rebuild = binary._define_flags()
+cli.run(lambda argv: binary.main(argv, config, out, rebuild))
+'''
+
+
+@pytest.mark.slow
+def test_a_contradicted_term_stops_the_run_in_one_line_exit_1(tmp_path):
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu')
+  proc = subprocess.run(
+      [sys.executable, '-c', CONTRADICTED_RUN, f'--config={TINY}', '--config.table=()',
+       "--config.ladder=(('paper', 'token_times_mean', False, 'paper', (2,)),)",
+       '--config.lemma6_resolutions=()', '--config.clamp_target=',
+       f'--output_dir={tmp_path}'], capture_output=True, text=True, env=env, cwd=ROOT,
+      timeout=600, check=False)
+  assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  # the paper's map at N = 2 < n = 3 is 0 on every cube and the clamp keeps g in [0, 0]:
+  # the window part's bound is 0, so the moved interval is [1, 2]
+  assert lines == ['error: 1 certified bound(s) contradicted by the Monte Carlo, e.g. '
+                   'ladder paper N=2: term gbar_g_window: 95% interval [1, 2] lies wholly '
+                   'above the bound 0; a bug in the certificate.']
+  r = json.loads((tmp_path / binary.JSON_NAME).read_text())
+  assert r['contradicted'] == [{'row': 'ladder paper N=2', 'term': 'gbar_g_window'}]
+  assert 'CHECK FAILED: 1 certified bound(s)' in (tmp_path / report.MARKDOWN_NAME).read_text()
+
+
 def test_from_json_rebuilds_the_report_and_refits_only_certified_interiors(tmp_path):
   result = _synthetic()
   result['config'] = {'lemma6_tolerance': 1e-9}
