@@ -56,6 +56,7 @@ from transformer_ua.yun import (build_approximator, certificate, plan as plan_li
 #: Files written into --output_dir.
 JSON_NAME = 'certify_approximation.json'
 WRITES = (JSON_NAME, report.MARKDOWN_NAME, report.LADDER_PNG, report.LEMMA6_PNG)
+
 #: What evaluates g in the Monte Carlo (recorded in every row).
 MC_EVALUATOR = 'transformer_ua.oracle (mpmath; no code shared with exact.ball)'
 
