@@ -1,7 +1,9 @@
 """experiments/certify_approximation.py, its report and the Monte Carlo check it runs.
 
-Oracles: hand-computed Monte Carlo intervals, ``Realized.apply_certified`` for the
-worker pool, and the binary's own one-line refusals.
+Oracles: hand-made Monte Carlo records and certificates whose verdicts are worked by hand
+(a bound inside its 95% interval is consistent, a whole interval above it is not), the
+closed form d_2(f_bar, 0) = 9/16 of token_times_mean at N = 2, and the binary's own
+one-line refusals.
 """
 
 import json
@@ -9,13 +11,16 @@ import math
 import os
 import subprocess
 import sys
+import types
 
-import numpy as np
 import pytest
+
+from fractions import Fraction
 
 from transformer_ua import cli
 from transformer_ua.reports import certificate as report
-from transformer_ua.yun import build_approximator, certified_mc, plan
+from transformer_ua.verify import certificate_mc
+from transformer_ua.yun import build_approximator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'experiments', 'certify_approximation.py')
@@ -31,52 +36,90 @@ def _run(*args, timeout=600):
                         env=env, cwd=ROOT, timeout=timeout, check=False)
 
 
-# -- the Monte Carlo interval ----------------------------------------------------
+# -- the Monte Carlo check: term by term, contradicted only by a whole interval above ----
+
+TERMS = ('f_fbar', 'fbar_gbar', 'gbar_g_interior', 'gbar_g_window', 'gbar_g', 'total')
 
 
-def test_mc_interval_by_hand():
-  # |f - g| = 0.5 at every entry of 3 tokens: sum_ji |f - g|^2 = 0.75, d_2 = sqrt(0.75)
-  f = np.full((100, 3, 1), 0.5)
-  got = certified_mc.mc_interval(f, np.zeros_like(f), np.zeros_like(f), 2.0)
-  assert got['estimate'] == pytest.approx(math.sqrt(0.75), rel=1e-15)
-  assert got['ci_low'] == pytest.approx(math.sqrt(0.75)) == got['ci_high']
-  # a radius widens both ends: (0.5 - 0.1)^2 * 3 and (0.5 + 0.1)^2 * 3
-  got = certified_mc.mc_interval(f, np.zeros_like(f), np.full_like(f, 0.1), 2.0)
-  assert got['ci_low'] == pytest.approx(math.sqrt(3 * 0.16))
-  assert got['ci_high'] == pytest.approx(math.sqrt(3 * 0.36))
-  assert got['max_rad'] == 0.1 and got['points'] == 100
+def _hand_cert(total=0.7503, f_fbar=0.1878, fbar_gbar=0.5625, gbar_g=0.0, interior=0.0,
+               window=0.0):
+  return types.SimpleNamespace(
+      terms={'f_fbar': f_fbar, 'fbar_gbar': fbar_gbar, 'gbar_g': gbar_g}, total=total,
+      details={'gbar_g': {'interior_part': interior, 'window_part': window}})
 
 
-def test_mc_interval_clips_the_lower_end_at_0_and_covers_the_estimate():
-  rng = np.random.default_rng(0)
-  f = rng.random((500, 3, 1))
-  mid = f + rng.normal(scale=0.01, size=f.shape)
-  rad = np.full_like(f, 0.05)          # wider than most errors: lower ends clip to 0
-  got = certified_mc.mc_interval(f, mid, rad, 2.0)
-  assert 0 <= got['ci_low'] < got['estimate'] < got['ci_high']
-  e = np.sum((np.abs(f - mid) + rad) ** 2, axis=(1, 2))
-  assert got['ci_high'] == pytest.approx(
-      math.sqrt(np.mean(e) + certified_mc.Z95 * np.std(e, ddof=1) / math.sqrt(500)))
+def _hand_mc(**intervals):
+  """A certificate_mc result: each term (estimate, ci_low, ci_high) given or (0, 0, 0);
+  p = 2, n d = 3, V = 1, so the slack is sqrt(3) 2^-50 ~ 1.5e-15."""
+  terms = {t: dict(zip(('estimate', 'ci_low', 'ci_high'), intervals.get(t, (0., 0., 0.))),
+                   interior=0.0, window=0.0) for t in TERMS}
+  return {'p': 2.0, 'slack': math.sqrt(3) * 2.0 ** -50, 'terms': terms,
+          'points': {'interior': 1000, 'window': 1000},
+          'weights': {'interior': Fraction(27, 64), 'window': Fraction(37, 64)},
+          'max_window_gap': 0.0, 'max_interior_gap': 0.0, 'value_scale': 1.0, 'prec': 130,
+          'seconds': 2.5, 'where': 'in-process', 'workers': 1}
 
 
-def test_the_check_flags_a_certificate_below_the_monte_carlo_upper_end():
-  ok = binary._check({'certificate': {'total': 0.3},
-                      'monte_carlo': {'ci_high': 0.2, 'estimate': 0.1}})
-  bad = binary._check({'certificate': {'total': 0.1},
-                       'monte_carlo': {'ci_high': 0.2, 'estimate': 0.15}})
-  assert ok['certificate_ge_mc_upper'] and ok['ratio'] == pytest.approx(3.0)
-  assert not bad['certificate_ge_mc_upper']
+def _record(mc, cert):
+  return binary.monte_carlo_record(mc, certificate_mc.compare(mc, cert))
 
 
-@pytest.mark.slow
-def test_pool_enclosure_is_apply_certified():
-  net = build_approximator('token_times_mean', d=1, n=3, resolution=2, ties='complete')
-  p = plan.plan_realization(net, tolerance=1e-6, margin=2.0 ** -8)
-  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact', clamp=True)
-  x = np.random.default_rng(3).random((8, 3, 1))
-  mid, rad = certified_mc.enclose(g, x, workers=2)
-  ref_mid, ref_rad = g.apply_certified(x)
-  assert np.array_equal(mid, ref_mid) and np.array_equal(rad, ref_rad)
+def test_a_tight_total_inside_the_interval_is_consistent():
+  # the tiny run's paper N=2 ladder row under the old rule: total 0.7503 below the upper
+  # end 0.762 of its interval [0.594, 0.762] was called a bug; it is inside the interval
+  rec = _record(_hand_mc(total=(0.678, 0.594, 0.762), f_fbar=(0.19, 0.18, 0.20),
+                         fbar_gbar=(0.56, 0.55, 0.58)), _hand_cert())
+  assert rec['contradicted'] == []
+  assert [c['term'] for c in rec['compare']] == list(TERMS)
+  assert rec['terms']['total'] == {'estimate': 0.678, 'ci_low': 0.594, 'ci_high': 0.762}
+  assert rec['points'] == {'interior': 1000, 'window': 1000}
+  assert rec['weights'] == {'interior': 27 / 64, 'window': 37 / 64}
+  assert 'mpmath' in rec['evaluator'] and 'exact.ball' in rec['evaluator']
+  assert json.loads(json.dumps(rec)) == rec               # JSON as it stands
+
+
+@pytest.mark.parametrize('term,interval,cert', [
+    ('total', (0.80, 0.7504, 0.85), {}),                    # whole interval above 0.7503
+    ('f_fbar', (0.2, 0.19, 0.21), {}),                      # above 0.1878, total inside
+    ('fbar_gbar', (1e-3, 1e-14, 2e-3), {'fbar_gbar': 0.0}),  # above 0 by more than 1.5e-15
+    ('gbar_g_window', (0.05, 0.0401, 0.06), {'window': 0.04}),   # a p-th power, above 0.04
+    ('gbar_g_interior', (3e-3, 2e-3, 4e-3), {'interior': 1e-3}),
+])
+def test_a_whole_interval_above_its_bound_contradicts_that_term_only(term, interval, cert):
+  rec = _record(_hand_mc(**{term: interval}), _hand_cert(**cert))
+  assert rec['contradicted'] == [term]
+
+
+def test_bounds_at_their_interval_or_within_float_noise_are_consistent():
+  cases = [('total', (0.76, 0.7503, 0.77), {}),             # ci_low == bound
+           ('fbar_gbar', (1e-16, 1e-16, 2e-16), {'fbar_gbar': 0.0}),   # noise < 1.5e-15
+           ('gbar_g_window', (0.04, 0.04, 0.05), {'window': 0.04})]
+  for term, interval, cert in cases:
+    assert _record(_hand_mc(**{term: interval}), _hand_cert(**cert))['contradicted'] == []
+
+
+def _checked_row(contradicted=(), series=None, total=0.3, est=0.1):
+  compare = [{'term': t, 'bound': 0.3, 'estimate': 0.35 if t in contradicted else 0.1,
+              'ci_low': 0.32 if t in contradicted else 0.05, 'ci_high': 0.4, 'slack': 0.0,
+              'below': t not in contradicted} for t in TERMS]
+  head = ({'series': series} if series else {'target': 'token_times_mean', 'epsilon': 0.5})
+  return {**head, 'resolution': 3, 'certificate': {'total': total},
+          'monte_carlo': {'compare': compare, 'terms': {'total': {'estimate': est}}}}
+
+
+def test_ratio_and_the_stop_line_name_the_row_and_the_term():
+  assert binary._check(_checked_row(total=0.3, est=0.1))['ratio'] == pytest.approx(3.0)
+  assert binary._check(_checked_row(est=0.0))['ratio'] == math.inf
+  result = {'table': [_checked_row(), {'target': 'x', 'status': 'out of reach'}],
+            'ladder': [_checked_row(('gbar_g_window', 'total'), series='paper')]}
+  bad = report.contradictions(result)
+  assert [(report.row_name(r), c['term']) for r, c in bad] == [
+      ('ladder paper N=3', 'gbar_g_window'), ('ladder paper N=3', 'total')]
+  line = binary.contradiction_line(bad)
+  assert '\n' not in line and line.startswith('error: 2 certified bound(s) contradicted')
+  assert ('ladder paper N=3: term gbar_g_window: 95% interval [0.32, 0.4] lies wholly '
+          'above the bound 0.3') in line
+  assert report.contradictions({'table': [_checked_row()], 'ladder': []}) == []
 
 
 def test_output_range_of_a_grid_with_no_good_cube_is_0():
@@ -122,25 +165,36 @@ def _cert(total, terms=(0.3, 0.0, 0.01)):
           'bits': 100, 'seconds': 1.5}
 
 
-def _mc(est):
-  return {'estimate': est, 'ci_low': est * 0.9, 'ci_high': est * 1.1, 'points': 10000,
-          'seconds': 3.0}
+def _mc(cert, est, contradicted=()):
+  """A Monte Carlo record of a certificate row: the d_p estimates ``est`` x the bound,
+  interval +-10%; the terms in ``contradicted`` get an interval above their bound."""
+  bounds = {**cert['terms'], 'total': cert['total'], 'gbar_g_interior': 1e-20,
+            'gbar_g_window': cert['terms']['gbar_g'] ** 2}
+  terms, compare = {}, []
+  for t in TERMS:
+    e = bounds[t] * (2.0 if t in contradicted else est)
+    terms[t] = {'estimate': e, 'ci_low': e * 0.9, 'ci_high': e * 1.1}
+    compare.append({'term': t, 'bound': bounds[t], **terms[t], 'slack': 1e-16,
+                    'below': t not in contradicted})
+  return {'points': {'interior': 1000, 'window': 1000}, 'terms': terms, 'compare': compare,
+          'contradicted': list(contradicted), 'seconds': 3.0}
 
 
 def _synthetic(bad=False):
   ladder = []
   for series, ties in (('paper', 'paper'), ('complete', 'complete')):
     for N in (2, 4, 8):
+      cert = _cert(1.0 / N + (0.5 / math.sqrt(N) if ties == 'paper' else 0),
+                   (1.0 / N, 0.5 / math.sqrt(N) if ties == 'paper' else 0, 1e-3))
       row = {'series': series, 'resolution': N, 'layers': 10 * N, 'params': 100 * N,
-             'certificate': _cert(1.0 / N + (0.5 / math.sqrt(N) if ties == 'paper' else 0),
-                                  (1.0 / N, 0.5 / math.sqrt(N) if ties == 'paper' else 0,
-                                   1e-3)),
-             'monte_carlo': _mc(0.3 / N)}
+             'certificate': cert, 'monte_carlo': _mc(cert, 0.3)}
       ladder.append(binary._check(row))
+  cert = _cert(0.47)
   table = [binary._check({'target': 'token_times_mean', 'theorem': 2, 'epsilon': 0.5,
                           'status': 'certified', 'resolution': 3, 'layers': 31,
-                          'params': 713, 'certificate': _cert(0.05 if bad else 0.47),
-                          'approximate_seconds': 10.0, 'monte_carlo': _mc(0.126)}),
+                          'params': 713, 'certificate': cert, 'approximate_seconds': 10.0,
+                          'monte_carlo': _mc(cert, 0.2,
+                                             ('gbar_g_window',) if bad else ())}),
            {'target': 'attention_map', 'theorem': 2, 'epsilon': 0.1,
             'status': 'out of reach', 'reason': 'needs resolution N >= 53'}]
   ramp = []
@@ -181,8 +235,20 @@ def test_report_writes_tables_and_figures(tmp_path):
   assert sorted(os.path.basename(p) for p in paths) == sorted(
       [report.MARKDOWN_NAME, report.LADDER_PNG, report.LEMMA6_PNG])
   text = (tmp_path / report.MARKDOWN_NAME).read_text()
-  assert 'every certified total is >= the upper end' in text
-  assert '| token_times_mean | 2 | 0.5 | 3 | 31 | 713 | 100 |' in text
+  assert 'no certified bound is contradicted (7 certificates, 42 terms compared)' in text
+  # bounds marked <=, each next to its Monte Carlo [95%]; then the sample counts
+  assert ('| d_p(f, f_bar) <= | MC d_p(f, f_bar) [95%] | d_p(f_bar, g_bar) <= | '
+          'MC d_p(f_bar, g_bar) [95%] | d_p(g_bar, g) <= | MC d_p(g_bar, g) [95%] | '
+          'certified d_p(f, g) <= | MC d_p(f, g) [95%] | MC points (I + W) |') in text
+  assert ('| token_times_mean | 2 | 0.5 | 3 | 31 | 713 | 100 | 0.3 | 0.06 [0.054, 0.066] '
+          '| 0 | 0 [0, 0] | 0.01 | 0.002 [0.0018, 0.0022] | **0.47** | 0.094 '
+          '[0.0846, 0.1034] | 1000 + 1000 | 1.5 | 10.0 | 3 | 5 |') in text
+  assert ('| paper | 2 | 20 | 200 | 100 | 0.5 | 0.15 [0.135, 0.165] |') in text
+  assert (r'| ladder complete N=8 | int_W \|g_bar - g\|^p (windows) | 1e-06 | '
+          '3e-07 [2.7e-07, 3.3e-07] | 1000 + 1000 | consistent |') in text
+  for line in text.splitlines():               # every table line has its header's cells
+    if line.startswith('| token_times_mean | 2 | 0.5 |'):
+      assert line.count(' | ') == 19
   assert 'out of reach: needs resolution N >= 53' in text
   assert '| 4 | paper | yes | 0.5 | 3 |' in text      # the fitted slope row
   assert 'no certificate' in text and 'git revision: `abc`' in text
@@ -194,7 +260,10 @@ def test_report_says_when_the_check_failed_and_which_parts_are_missing(tmp_path)
   result = _synthetic(bad=True)
   del result['lemma6'], result['clamp']
   text = report.markdown(result)
-  assert 'CHECK FAILED: 1 certified total(s) below' in text
+  assert ('CHECK FAILED: 1 certified bound(s) contradicted by the Monte Carlo (first: '
+          r'token_times_mean epsilon=0.5 N=3, int_W \|g_bar - g\|^p (windows))') in text
+  assert ('| 0.0001 | 0.0002 [0.00018, 0.00022] | 1000 + 1000 | **CONTRADICTED** (whole '
+          '95% interval above the bound) |') in text
   assert 'Parts not run: lemma6, clamp.' in text
   assert [os.path.basename(p) for p in report.write(result, str(tmp_path))] == [
       report.MARKDOWN_NAME, report.LADDER_PNG]
@@ -233,11 +302,24 @@ def test_tiny_run_end_to_end(tmp_path):
   assert proc.returncode == 0, proc.stderr[-3000:]
   r = json.loads((tmp_path / binary.JSON_NAME).read_text())
   assert r['parts_done'] == ['table', 'ladder', 'lemma6', 'clamp']
-  assert r['all_certificates_above_mc']
+  assert r['contradicted'] == [] and r['certificates_checked'] == 4
   row = r['table'][0]
   assert row['status'] == 'certified' and row['certificate']['total'] <= row['epsilon']
-  assert row['monte_carlo']['points'] == 64
-  assert row['monte_carlo']['ci_high'] <= row['certificate']['total']
+  for checked in r['table'] + r['ladder']:
+    mc, cert = checked['monte_carlo'], checked['certificate']
+    assert mc['points'] == {'interior': 1000, 'window': 1000}
+    assert 'mpmath' in mc['evaluator'] and mc['contradicted'] == []
+    bounds = {c['term']: c['bound'] for c in mc['compare']}
+    assert bounds == {**cert['terms'], 'total': cert['total'],
+                      'gbar_g_interior': cert['interior_part'],
+                      'gbar_g_window': cert['window_part']}
+  # the paper's map at N = 2 < n = 3 has no good cube (g_bar = 0): d_2(f_bar, g_bar) is
+  # d_2(f_bar, 0) over the 8 cubes of centres in {1/4, 3/4}^3, by hand
+  # E[sum_j c_j^2 mean(c)^2] = 81/256, so exactly 9/16; the sampled interval covers it
+  paper2 = next(x for x in r['ladder'] if x['series'] == 'paper' and x['resolution'] == 2)
+  assert paper2['certificate']['terms']['fbar_gbar'] == pytest.approx(9 / 16, rel=1e-12)
+  t = paper2['monte_carlo']['terms']['fbar_gbar']
+  assert t['ci_low'] <= 9 / 16 <= t['ci_high']
   # with the clamp the windows' sup is within g_bar's range; without it it is not
   ramp = r['lemma6']['ramp']
   assert max(x['window_sup'] for x in ramp if x['clamp']) < 1
@@ -247,6 +329,45 @@ def test_tiny_run_end_to_end(tmp_path):
   # a second run into the same directory is refused without --overwrite
   again = _run(f'--config={TINY}', f'--output_dir={tmp_path}', timeout=120)
   assert again.returncode == cli.USAGE_ERROR and '--overwrite' in again.stderr
+
+
+CONTRADICTED_RUN = r'''
+import sys
+sys.path.insert(0, 'experiments')
+import certify_approximation as binary
+from transformer_ua import cli
+real = binary.certificate_mc.compare
+def compare(mc, cert):   # the window term's interval moved wholly above its bound
+  rows = real(mc, cert)
+  for r in rows:
+    if r['term'] == 'gbar_g_window':
+      r.update(ci_low=r['bound'] + 1, ci_high=r['bound'] + 2, below=False)
+  return rows
+binary.certificate_mc.compare = compare
+config, out, rebuild = binary._define_flags()
+cli.run(lambda argv: binary.main(argv, config, out, rebuild))
+'''
+
+
+@pytest.mark.slow
+def test_a_contradicted_term_stops_the_run_in_one_line_exit_1(tmp_path):
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS='cpu')
+  proc = subprocess.run(
+      [sys.executable, '-c', CONTRADICTED_RUN, f'--config={TINY}', '--config.table=()',
+       "--config.ladder=(('paper', 'token_times_mean', False, 'paper', (2,)),)",
+       '--config.lemma6_resolutions=()', '--config.clamp_target=',
+       f'--output_dir={tmp_path}'], capture_output=True, text=True, env=env, cwd=ROOT,
+      timeout=600, check=False)
+  assert proc.returncode == 1 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  # the paper's map at N = 2 < n = 3 is 0 on every cube and the clamp keeps g in [0, 0]:
+  # the window part's bound is 0, so the moved interval is [1, 2]
+  assert lines == ['error: 1 certified bound(s) contradicted by the Monte Carlo, e.g. '
+                   'ladder paper N=2: term gbar_g_window: 95% interval [1, 2] lies wholly '
+                   'above the bound 0; a bug in the certificate.']
+  r = json.loads((tmp_path / binary.JSON_NAME).read_text())
+  assert r['contradicted'] == [{'row': 'ladder paper N=2', 'term': 'gbar_g_window'}]
+  assert 'CHECK FAILED: 1 certified bound(s)' in (tmp_path / report.MARKDOWN_NAME).read_text()
 
 
 def test_from_json_rebuilds_the_report_and_refits_only_certified_interiors(tmp_path):
@@ -267,3 +388,16 @@ def test_from_json_rebuilds_the_report_and_refits_only_certified_interiors(tmp_p
   bad = _run(f'--from_json={tmp_path / "missing.json"}', f'--output_dir={tmp_path / "o2"}',
              timeout=120)
   assert bad.returncode == cli.USAGE_ERROR and 'cannot be read' in bad.stderr
+
+
+def test_from_json_refuses_rows_from_before_the_term_by_term_monte_carlo(tmp_path):
+  result = _synthetic()
+  result['config'] = {'lemma6_tolerance': 1e-9}
+  result['ladder'][0]['monte_carlo'] = {'estimate': 0.1, 'ci_low': 0.09, 'ci_high': 0.11,
+                                        'points': 1000, 'seconds': 1.0}   # the old record
+  src = tmp_path / 'old.json'
+  src.write_text(json.dumps(result))
+  proc = _run(f'--from_json={src}', f'--output_dir={tmp_path / "out"}', timeout=300)
+  lines = [l for l in proc.stderr.splitlines() if l.startswith('error: ')]
+  assert proc.returncode == cli.USAGE_ERROR and 'Traceback' not in proc.stderr
+  assert len(lines) == 1 and 'predate the stratified, term-by-term Monte Carlo' in lines[0]

@@ -15,11 +15,9 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from transformer_ua import cli, executor
-from transformer_ua.yun import certified_mc, certify
 
 import executor_helpers as helpers
 from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
@@ -114,15 +112,6 @@ def test_pool_and_threads_give_the_in_process_certificate(exact134, no_fork):
   assert pool['workers'] == 2 and here['workers'] == 1 and here['certified']
   _same_certificate(here, pool)
   _same_certificate(here, threads)
-
-
-def test_monte_carlo_enclosures_are_the_same_in_a_pool(exact134, no_fork):
-  _, g = exact134
-  x = np.random.default_rng(3).random((6, 3, 1))
-  mid, rad = g.apply_certified(x)
-  mid2, rad2 = certified_mc.enclose(g, x, executor.Workers(2, min_pool_seconds=0))
-  np.testing.assert_array_equal(mid, mid2)
-  np.testing.assert_array_equal(rad, rad2)
 
 
 # -- resumable state ----------------------------------------------------------

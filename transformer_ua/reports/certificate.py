@@ -3,7 +3,8 @@ r"""Report and figures of experiments/certify_approximation.py (Theorems 2 and 3
 ``write(result, output_dir)`` writes, from the binary's result dict (the JSON next to it):
 
   certify_approximation.md         the tables: certified approximations with their
-                                   Monte Carlo check, the ladder, the Lemma 6 sweep, the clamp
+                                   Monte Carlo term by term, the ladder, the Lemma 6 sweep,
+                                   the clamp, and every term's comparison
   certify_approximation_ladder.png certified total and Monte Carlo d_p(f, g) against N
                                    (log-log), with the rates the theory predicts
   certify_approximation_lemma6.png certified d_p(g_bar, g) against the ramp epsilon and
@@ -44,52 +45,117 @@ def _p2(v) -> str:
   return f'2^{k:.0f}' if abs(k - round(k)) < 1e-9 else f'{v:.3g}'
 
 
+#: The d_p terms of a certificate, in order: (key of the bound, key of the Monte Carlo
+#: term, column name).
+DP_TERMS = (('f_fbar', 'f_fbar', 'd_p(f, f_bar)'), ('fbar_gbar', 'fbar_gbar', 'd_p(f_bar, g_bar)'),
+            ('gbar_g', 'gbar_g', 'd_p(g_bar, g)'), ('total', 'total', 'd_p(f, g)'))
+#: Every compared term's name in the report (``certificate_mc.compare``'s 'term'; the
+#: bars escaped for a markdown table cell).
+TERM_NAMES = {'f_fbar': 'd_p(f, f_bar)', 'fbar_gbar': 'd_p(f_bar, g_bar)',
+              'gbar_g_interior': r'int_I \|g_bar - g\|^p (interiors)',
+              'gbar_g_window': r'int_W \|g_bar - g\|^p (windows)', 'gbar_g': 'd_p(g_bar, g)',
+              'total': 'd_p(f, g) (certified total)'}
+
+
+def checked_rows(result) -> list:
+  """The rows of the table and the ladder that carry a Monte Carlo."""
+  return [r for r in result.get('table', []) + result.get('ladder', []) if 'monte_carlo' in r]
+
+
+def contradictions(result) -> list:
+  """(row, comparison) for every compared term whose Monte Carlo 95% interval lies wholly
+  above its certified bound ('below' false in ``certificate_mc.compare``)."""
+  return [(r, c) for r in checked_rows(result) for c in r['monte_carlo']['compare']
+          if not c['below']]
+
+
+def row_name(r) -> str:
+  """'token_times_mean epsilon=0.5 N=3' (a table row) or 'ladder paper N=3'."""
+  if 'series' in r:
+    return f'ladder {r["series"]} N={r["resolution"]}'
+  return f'{r["target"]} epsilon={r["epsilon"]:g} N={r["resolution"]}'
+
+
+def _terms_head() -> str:
+  return ' | '.join(f'{name} <= | MC {name} [95%]' if key != 'total' else
+                    f'certified {name} <= | MC {name} [95%]' for key, _, name in DP_TERMS)
+
+
+def _terms_cells(r, bold_total=False) -> str:
+  """'bound | MC | ...' cells of the four d_p's of a certified row with its Monte Carlo."""
+  c, mc = r['certificate'], r['monte_carlo']['terms']
+  cells = []
+  for key, mkey, _ in DP_TERMS:
+    bound = _g(c['total'] if key == 'total' else c['terms'][key])
+    cells += ['**' + bound + '**' if key == 'total' and bold_total else bound,
+              _mc_cell(mc[mkey])]
+  return ' | '.join(cells)
+
+
+def _points(mc) -> str:
+  return f'{mc["points"]["interior"]} + {mc["points"]["window"]}'
+
+
 def table_markdown(rows) -> str:
-  head = ('| target | theorem | epsilon | N | depth (layers) | params | bits | d_p(f, f_bar) '
-          '| d_p(f_bar, g_bar) | d_p(g_bar, g) | certified total | certify s | '
-          'approximate s | MC d_p(f, g) [95% CI] | MC points | MC s | total / MC |\n'
-          '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
+  head = ('| target | theorem | epsilon | N | depth (layers) | params | bits | '
+          f'{_terms_head()} | MC points (I + W) | certify s | approximate s | MC s | '
+          'total / MC |\n' + '|---' * 20 + '|\n')
   lines = []
   for r in rows:
     if r.get('status') != 'certified':
       lines.append(f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | out of reach: '
-                   f'{r["reason"]} ||||||||||||||\n')
+                   f'{r["reason"]} ' + '|' * 17 + '\n')
       continue
-    mc = r['monte_carlo']
-    bold_total = '**' + _g(r['certificate']['total']) + '**'
+    mc, c = r['monte_carlo'], r['certificate']
     lines.append(
         f'| {r["target"]} | {r["theorem"]} | {r["epsilon"]:g} | {r["resolution"]} | '
-        f'{_size_and_terms(r, total=bold_total)} | '
-        f'{r["approximate_seconds"]:.1f} | {_mc_cell(mc)} | {mc["points"]} | '
+        f'{r["layers"]} | {r["params"]} | {c["bits"]} | {_terms_cells(r, bold_total=True)} | '
+        f'{_points(mc)} | {c["seconds"]:.1f} | {r["approximate_seconds"]:.1f} | '
         f'{mc["seconds"]:.0f} | {r["ratio"]:.3g} |\n')
   return head + ''.join(lines)
 
 
-def _size_and_terms(r, total=None) -> str:
-  """'layers | params | bits | f_fbar | fbar_gbar | gbar_g | total | certify s' cells of a
-  certified row (``total``: the total's cell text, default the plain number)."""
-  c = r['certificate']
-  t = c['terms']
-  total = _g(c['total']) if total is None else total
-  return (f'{r["layers"]} | {r["params"]} | {c["bits"]} | {_g(t["f_fbar"])} | '
-          f'{_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | {total} | {c["seconds"]:.1f}')
-
-
-def _mc_cell(mc) -> str:
-  """'estimate [ci_low, ci_high]' of a Monte Carlo record."""
-  return f'{_g(mc["estimate"])} [{_g(mc["ci_low"])}, {_g(mc["ci_high"])}]'
+def _mc_cell(t) -> str:
+  """'estimate [ci_low, ci_high]' of a Monte Carlo term."""
+  return f'{_g(t["estimate"])} [{_g(t["ci_low"])}, {_g(t["ci_high"])}]'
 
 
 def ladder_markdown(rows) -> str:
-  head = ('| series | N | layers | params | bits | d_p(f, f_bar) | d_p(f_bar, g_bar) | '
-          'd_p(g_bar, g) | certified total | certify s | MC d_p(f, g) [95% CI] | MC points '
-          '| total / MC |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n')
+  head = (f'| series | N | layers | params | bits | {_terms_head()} | MC points (I + W) | '
+          'certify s | MC s | total / MC |\n' + '|---' * 17 + '|\n')
   lines = []
   for r in rows:
-    mc = r['monte_carlo']
-    lines.append(f'| {r["series"]} | {r["resolution"]} | {_size_and_terms(r)} | '
-                 f'{_mc_cell(mc)} | {mc["points"]} | {r["ratio"]:.3g} |\n')
+    mc, c = r['monte_carlo'], r['certificate']
+    lines.append(f'| {r["series"]} | {r["resolution"]} | {r["layers"]} | {r["params"]} | '
+                 f'{c["bits"]} | {_terms_cells(r)} | {_points(mc)} | {c["seconds"]:.1f} | '
+                 f'{mc["seconds"]:.0f} | {r["ratio"]:.3g} |\n')
   return head + ''.join(lines)
+
+
+def comparison_markdown(rows) -> str:
+  """Every compared term of every row: the bound, the Monte Carlo and the verdict."""
+  out = ['| row | term | certified bound <= | MC estimate [95%] | MC points (I + W) | '
+         'verdict |\n|---|---|---|---|---|---|\n']
+  for r in rows:
+    mc = r['monte_carlo']
+    for c in mc['compare']:
+      verdict = ('consistent' if c['below'] else
+                 '**CONTRADICTED** (whole 95% interval above the bound)')
+      out.append(f'| {row_name(r)} | {TERM_NAMES.get(c["term"], c["term"])} | '
+                 f'{_g(c["bound"])} | {_mc_cell(c)} | {_points(mc)} | {verdict} |\n')
+  return ''.join(out)
+
+
+MC_TEXT = (
+    'Monte Carlo (`verify.certificate_mc`), independent of the certificate: g evaluated by '
+    'the mpmath oracle (`transformer_ua.oracle`, no code shared with `exact.ball`), f by '
+    'the target, f_bar by its table, g_bar by the approximator; points drawn uniformly on '
+    'the cube interiors I and on the ramp windows W separately (the "I + W" counts) and '
+    'weighted by their exact measures. Each term is compared with its bound: d_p(f, f_bar), '
+    'd_p(f_bar, g_bar), int_I |g_bar - g|^p, int_W |g_bar - g|^p, d_p(g_bar, g) and d_p(f, g). '
+    'A bound inside its 95% interval is consistent (a tight bound lies there); a '
+    'certificate is contradicted only when a whole 95% interval lies above its bound '
+    '(ci_low > bound, beyond the float64 resolution of the sampled values).')
 
 
 def lemma6_markdown(lemma6) -> str:
@@ -158,24 +224,22 @@ def clamp_markdown(cl) -> str:
 
 def markdown(result) -> str:
   prov = result['provenance']
-  checked = [r for r in result.get('table', []) + result.get('ladder', [])
-             if 'monte_carlo' in r]
-  bad = [r for r in checked if not r['certificate_ge_mc_upper']]
+  checked = checked_rows(result)
+  bad = contradictions(result)
   table, ladder = result.get('table', []), result.get('ladder', [])
+  terms = sum(len(r['monte_carlo']['compare']) for r in checked)
   parts = [
       '# Theorems 2 and 3 as a certificate: d_p(f, g) <= epsilon, proved\n\n',
       provenance.markdown_header(prov), '\n',
       f'd = {result["d"]}, n = {result["n"]}, p = {result["p"]:g}. Every certified number is '
       'an upper bound over the whole unit cube (`yun.certificate.certify_lp`: exact '
-      'rationals and arb balls); the Monte Carlo column is an independent estimate of '
-      'd_p(f, g) from uniform points, g evaluated in arb balls, each sample bracketed by '
-      '[max(|f - mid| - rad, 0), |f - mid| + rad]; its 95% interval takes the lower ends '
-      'for its lower end and the upper ends for its upper end.\n\n',
+      'rationals and arb balls), marked "<=". ' + MC_TEXT + '\n\n',
       ('' if not checked else
-       '**Check: every certified total is >= the upper end of its Monte Carlo interval '
-       f'({len(checked)} certificates).**\n\n' if not bad else
-       f'**CHECK FAILED: {len(bad)} certified total(s) below the Monte Carlo upper end (a '
-       'bug in the certificate).**\n\n')]
+       f'**Check: no certified bound is contradicted ({len(checked)} certificates, {terms} '
+       'terms compared).**\n\n' if not bad else
+       f'**CHECK FAILED: {len(bad)} certified bound(s) contradicted by the Monte Carlo '
+       f'(first: {row_name(bad[0][0])}, {TERM_NAMES.get(bad[0][1]["term"], bad[0][1]["term"])}'
+       '): a bug in the certificate.**\n\n')]
   if table:
     parts += ['## Certified approximations (`certificate.approximate`, output clamp)\n\n',
               table_markdown(table), '\n']
@@ -187,6 +251,8 @@ def markdown(result) -> str:
               f'![lemma6]({LEMMA6_PNG})\n\n', lemma6_markdown(result['lemma6']), '\n']
   if 'clamp' in result:
     parts += ['## What the output clamp buys\n\n', clamp_markdown(result['clamp'])]
+  if checked:
+    parts += ['\n## The Monte Carlo, term by term\n\n', comparison_markdown(checked)]
   missing = [p for p in ('table', 'ladder', 'lemma6', 'clamp') if not result.get(p)
               or (p == 'lemma6' and not result[p].get('ramp'))]
   if missing:
@@ -219,11 +285,12 @@ def ladder_figure(result, path) -> str:
     label = SERIES_LABELS.get(s, s)
     ax.plot(N, [r['certificate']['total'] for r in rows], 'o-', color=col,
             label=f'{label}: certified total')
-    est = [r['monte_carlo']['estimate'] for r in rows]
-    lo = [e - r['monte_carlo']['ci_low'] for e, r in zip(est, rows)]
-    hi = [r['monte_carlo']['ci_high'] - e for e, r in zip(est, rows)]
+    mc = [r['monte_carlo']['terms']['total'] for r in rows]
+    est = [t['estimate'] for t in mc]
+    lo = [e - t['ci_low'] for e, t in zip(est, mc)]
+    hi = [t['ci_high'] - e for e, t in zip(est, mc)]
     ax.errorbar(N, est, yerr=[lo, hi], fmt='x--', color=col, capsize=2,
-                label=f'{label}: Monte Carlo (95% CI)')
+                label=f'{label}: Monte Carlo, stratified, mpmath oracle (95% CI)')
     if s == 'paper':
       bad = [r['certificate']['terms']['fbar_gbar'] for r in rows]
       ax.plot(N, bad, 's:', color=col, alpha=0.6, mfc='none',
