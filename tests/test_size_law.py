@@ -71,3 +71,15 @@ def test_report_only_runs_nothing_and_reports_missing_rows(tmp_path):
   assert not os.listdir(tmp_path / size_law.ROWS_DIR)
   text = (tmp_path / size_law.MARKDOWN).read_text()
   assert 'not run' in text and os.path.exists(tmp_path / size_law.FIGURE)
+
+
+def test_fits_recover_a_power_law_over_all_and_the_smallest_epsilons():
+  rows = [{'target': 't', 'd': 1, 'n': 3, 'construction': 'one_layer_wide',
+           'status': 'certified', 'total': e, 'params': round(7 * e ** -3), 'blocks': 3}
+          for e in (0.4, 0.2, 0.1, 0.05, 0.025)]
+  (fit,) = size_law.fits(rows)
+  assert fit['points'] == 5
+  assert fit['params_slope'] == pytest.approx(-3, abs=1e-3)
+  assert fit['params_slope_fine'] == pytest.approx(-3, abs=1e-3)
+  assert fit['blocks_slope'] == pytest.approx(0, abs=1e-12)
+  assert (fit['theory_params_slope'], fit['theory_blocks_slope']) == (-3, 0)

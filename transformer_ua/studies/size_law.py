@@ -247,9 +247,15 @@ THEORY_SLOPES = {
 }
 
 
+#: The smallest-epsilon rows of a line that its 'fine' slope is fitted on (the theory's
+#: slopes are asymptotic: at small N the counts grow slower than N^{nd}).
+FINE_POINTS = 3
+
+
 def fits(rows) -> list[dict]:
   """Per (target, d, n, construction): the fitted slopes of log params and log blocks
-  against log (certified total), over its certified rows, beside the theory's."""
+  against log (certified total), over its certified rows (and of params over its
+  ``FINE_POINTS`` smallest), beside the theory's."""
   lines = {}
   for r in rows:
     if r.get('status') == 'certified':
@@ -258,8 +264,12 @@ def fits(rows) -> list[dict]:
   for (t, d, n, c), rs in sorted(lines.items()):
     eps = [r['total'] for r in rs]
     theory = THEORY_SLOPES.get(c, lambda d, n: {'params': None, 'blocks': None})(d, n)
+    fine = sorted(rs, key=lambda r: r['total'])[:FINE_POINTS]
     out.append({'target': t, 'd': d, 'n': n, 'construction': c, 'points': len(rs),
                 'params_slope': fit_slope(eps, [r['params'] for r in rs]),
+                'params_slope_fine': fit_slope([r['total'] for r in fine],
+                                               [r['params'] for r in fine])
+                                     if len(rs) > FINE_POINTS else None,
                 'blocks_slope': fit_slope(eps, [r['blocks'] for r in rs]),
                 'theory_params_slope': theory['params'], 'theory_blocks_slope': theory['blocks']})
   return out
@@ -295,15 +305,17 @@ def table_markdown(rows) -> str:
 
 
 def _slope(v) -> str:
-  return '—' if v is None else f'{v:.2f}'
+  return '—' if v is None else f'{round(v, 2) + 0.0:.2f}'
 
 
 def fits_markdown(fit_rows) -> str:
-  out = ['| target | d, n | construction | points | params slope (fit) | params slope '
-         '(theory) | depth slope (fit) | depth slope (theory) |\n|---|---|---|---|---|---|---|---|\n']
+  out = [f'| target | d, n | construction | points | params slope (fit, all) | params slope '
+         f'(fit, {FINE_POINTS} smallest epsilons) | params slope (theory) | depth slope (fit) | '
+         'depth slope (theory) |\n|---|---|---|---|---|---|---|---|---|\n']
   for f in fit_rows:
     out.append(f'| {f["target"]} | {f["d"]}, {f["n"]} | {f["construction"]} | {f["points"]} | '
-               f'{_slope(f["params_slope"])} | {_g(f["theory_params_slope"])} | '
+               f'{_slope(f["params_slope"])} | {_slope(f["params_slope_fine"])} | '
+               f'{_g(f["theory_params_slope"])} | '
                f'{_slope(f["blocks_slope"])} | {_g(f["theory_blocks_slope"])} |\n')
   return ''.join(out)
 
