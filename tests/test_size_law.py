@@ -83,3 +83,19 @@ def test_fits_recover_a_power_law_over_all_and_the_smallest_epsilons():
   assert fit['params_slope_fine'] == pytest.approx(-3, abs=1e-3)
   assert fit['blocks_slope'] == pytest.approx(0, abs=1e-12)
   assert (fit['theory_params_slope'], fit['theory_blocks_slope']) == (-3, 0)
+
+
+def test_grid_error_is_the_cube_mean_error_worked_by_hand():
+  """token_times_mean (d=1, n=3): d_2(f, centre values)^2 by hand, less the 3 entries'
+  squared mean shift (delta^2 / (12 n))^2; prefix_mean is linear (mean = centre)."""
+  import math  # pylint: disable=import-outside-toplevel
+  from one_layer_fixtures import token_times_mean_d2  # pylint: disable=import-outside-toplevel
+  for N in (2, 3):
+    want = math.sqrt(token_times_mean_d2(3, N) ** 2 - 3 * (1 / (36 * N * N)) ** 2)
+    assert size_law.grid_error('token_times_mean', 1, 3, N) == pytest.approx(want, rel=1e-12)
+  assert size_law.grid_error('attention_map', 1, 3, 2) is None
+  rows = [{'target': 'token_times_mean', 'd': 1, 'n': 3, 'epsilon': 0.1, 'status': 'certified',
+           'resolution': 5}]
+  (b,) = size_law.grid_lower_bounds(rows)
+  # E(N) ~ 0.378 / N by hand: E(3) ~ 0.126 > 0.1 >= E(4) ~ 0.0945
+  assert (b['grid_lower_N'], b['smallest_N_certified']) == (4, 5)

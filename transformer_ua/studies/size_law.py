@@ -45,7 +45,7 @@ import numpy as np
 
 from transformer_ua import outputs, provenance
 from transformer_ua.verify import certificate_mc
-from transformer_ua.yun import search, targets as targets_lib
+from transformer_ua.yun import f_term, search, targets as targets_lib
 
 #: The study's default grid (the issue's rows; Theorem 3's target is prefix_mean).
 TARGETS = (('token_times_mean', 1, 3), ('attention_map', 1, 3), ('prefix_mean', 1, 3),
@@ -351,6 +351,51 @@ def figure(rows, fit_rows, path: str) -> None:
   plt.close(fig)
 
 
+#: f's cube mean minus its value at the cube centre, per entry, for the polynomial
+#: built-ins (so d_2(f, cube means)^2 = d_2(f, centre values)^2 - nd correction^2):
+#: token_times_mean f_j = x_j mean_k x_k: E[u_j mean_k u_k] = E u_j^2 / n = delta^2 / (12 n);
+#: prefix_mean is linear: 0.
+MEAN_CORRECTION = {'token_times_mean': lambda n, N: 1 / (12 * n * N * N),
+                   'prefix_mean': lambda n, N: 0.0}
+
+
+def grid_error(target: str, d: int, n: int, N: int) -> float | None:  # pylint: disable=invalid-name
+  """E(N) = d_2(f, the cube means of the N-grid): no function constant on the cubes of
+  the N-grid is closer to f in L2 (the mean is the best constant on each cube). From the
+  exact rational integral of ``f_term`` (centre values) less the mean correction; None
+  for a target without a closed-form cube mean."""
+  if target not in MEAN_CORRECTION:
+    return None
+  centre = f_term.bound(target, d=d, n=n, resolution=N, p=2.0,
+                        positional=target == 'prefix_mean').bound
+  return math.sqrt(max(centre ** 2 - n * d * MEAN_CORRECTION[target](n, N) ** 2, 0.0))
+
+
+def grid_lower_bounds(rows) -> list[dict]:
+  """Per (target, d, n, epsilon) with certified rows: the smallest N whose grid error
+  E(N) is <= epsilon (every N-grid-constant g_bar needs at least it), next to the
+  smallest N a construction certified with."""
+  out = []
+  keys = sorted({(r['target'], r['d'], r['n'], r['epsilon']) for r in rows
+                 if r.get('status') == 'certified' and r['target'] in MEAN_CORRECTION})
+  for t, d, n, eps in keys:
+    used = min(r['resolution'] for r in rows if r.get('status') == 'certified'
+               and (r['target'], r['d'], r['n'], r['epsilon']) == (t, d, n, eps))
+    need = next((N for N in range(2, used + 1) if grid_error(t, d, n, N) <= eps), None)
+    out.append({'target': t, 'd': d, 'n': n, 'epsilon': eps, 'grid_lower_N': need,
+                'smallest_N_certified': used})
+  return out
+
+
+def lower_bounds_markdown(bounds) -> str:
+  out = ['| target | d, n | epsilon | smallest N with E(N) <= epsilon (any grid-constant '
+         'approximant) | smallest N certified |\n|---|---|---|---|---|\n']
+  for b in bounds:
+    out.append(f'| {b["target"]} | {b["d"]}, {b["n"]} | {b["epsilon"]:g} | '
+               f'{b["grid_lower_N"]} | {b["smallest_N_certified"]} |\n')
+  return ''.join(out)
+
+
 MARKDOWN = 'size_law.md'
 JSON = 'size_law.json'
 FIGURE = 'size_law.png'
@@ -361,18 +406,24 @@ def write_report(rows, out_dir: str, prov: dict) -> dict:
   rows = sorted(rows, key=lambda r: (r['target'], r['d'], r['n'], r['construction'],
                                      -r['epsilon']))
   fit_rows = fits(rows)
+  bounds = grid_lower_bounds(rows)
   figure(rows, fit_rows, os.path.join(out_dir, FIGURE))
   with outputs.atomic_open(os.path.join(out_dir, JSON)) as f:
-    json.dump({'provenance': prov, 'rows': rows, 'fits': fit_rows}, f, indent=1, default=str)
+    json.dump({'provenance': prov, 'rows': rows, 'fits': fit_rows,
+               'grid_lower_bounds': bounds}, f, indent=1, default=str)
   md = ('# The certified size-vs-epsilon law\n\n' + provenance.markdown_header(prov, 'report command')
         + '\nEvery row carries its own command, revision, machine and load in `' + JSON + '`.\n\n'
         '## Rows\n\nBounds are proved (`<=`); the Monte Carlo column is sampled, with its '
         'points in the interiors (I) and the ramp windows (W).\n\n' + table_markdown(rows)
         + '\n## Fitted slopes\n\nlog(parameters) and log(depth) against log(certified total).\n\n'
-        + fits_markdown(fit_rows) + f'\n![parameters and depth against epsilon]({FIGURE})\n')
+        + fits_markdown(fit_rows)
+        + '\n## The grid\'s lower bound\n\nE(N) = d_2(f, cube means of the N-grid), exact '
+        'rationals for the polynomial targets: no function constant on the N-grid\'s cubes '
+        'is closer to f.\n\n' + lower_bounds_markdown(bounds)
+        + f'\n![parameters and depth against epsilon]({FIGURE})\n')
   with outputs.atomic_open(os.path.join(out_dir, MARKDOWN)) as f:
     f.write(md)
-  return {'rows': rows, 'fits': fit_rows}
+  return {'rows': rows, 'fits': fit_rows, 'grid_lower_bounds': bounds}
 
 
 def parse_targets(text: str) -> tuple:
