@@ -177,13 +177,13 @@ def _validate(c) -> None:
       raise ConfigError(
           f'config.{name}={c[name]:g} is below what float64 resolves at resolution='
           f'{c.resolution} (4 ulps of its largest breakpoint t_r): '
-          f'allowed: {low:.3g} <= --config.{name} < {high:.3g} (the certificate is exact '
-          'whatever the float ramps).')
+          f'allowed: --config.{name} >= {low:.3g} and < {high:.3g} (the certificate is '
+          'exact whatever the float ramps).')
     if c[name] >= high:
       raise ConfigError(
           f'config.{name}={c[name]:g} at resolution={c.resolution}: the ramps would reach '
           f'the cube interiors ({INTERIOR_MARGIN:g} delta = {high:.3g} off each cell edge); '
-          f'allowed: {low:.3g} <= --config.{name} < {high:.3g}.')
+          f'allowed: --config.{name} >= {low:.3g} and < {high:.3g}.')
 
 
 def _positional_for(name: str, default: bool) -> bool:

@@ -33,7 +33,7 @@ def _config(**kw):
     ({'resolution': 10 ** 6}, ('resolution=1000000', 'layers', 'at most 2000000')),
     ({'ladder': (2, 4, 10 ** 5)}, ('config.ladder (N=100000)', 'at most 2000000')),
     ({'resolution': 16, 'epsilon': 0.1}, ('config.epsilon=0.1', 'cube interiors',
-                                          '<= --config.epsilon < 0.0156')),
+                                          '--config.epsilon >= 1.19e-07 and < 0.0156')),
     ({'epsilon': 1e-14}, ('config.epsilon=1e-14', 'below what float64 resolves')),
 ])
 def test_size_refusals_are_one_line_naming_the_size_and_the_limit(kw, fragments):
