@@ -155,8 +155,8 @@ def _validate(c) -> None:
       if _fits(c.d, c.n, N, positional):
         approximator.check_size(variant)
     except ValueError as e:
-      which = 'resolution' if N == c.resolution else 'ladder'
-      raise ConfigError(f'config.{which} (N={N}): {e}') from None
+      which = 'config' if N == c.resolution else f'config.ladder (N={N})'
+      raise ConfigError(f'{which}: {e}') from None
   if not _fits(c.d, c.n, c.resolution, positional):
     raise ConfigError(f'config.resolution={c.resolution}: the positional grid N^(dn) = '
                       f'{c.resolution ** (c.d * c.n)} exceeds '

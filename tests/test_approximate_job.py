@@ -28,7 +28,7 @@ def _config(**kw):
 
 @pytest.mark.parametrize('kw, fragments', [
     ({'n': 40}, ('config.n=40', 'cannot exist', 'ramps epsilon >=', 'allowed: n <= ')),
-    ({'n': 10 ** 6}, ('config.resolution (N=4)', 'n=1000000 tokens is too many', '3556 bits')),
+    ({'n': 10 ** 6}, ('config: d=1, n=1000000', 'n=1000000 tokens is too many', '3556 bits')),
     ({'n': 1000}, ('n=1000', 'contextual ids reach t_r = about', '3556 bits')),
     ({'resolution': 10 ** 6}, ('resolution=1000000', 'layers', 'at most 2000000')),
     ({'ladder': (2, 4, 10 ** 5)}, ('config.ladder (N=100000)', 'at most 2000000')),
