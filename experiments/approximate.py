@@ -157,8 +157,8 @@ def _validate(c) -> None:
       if _fits(c.d, c.n, N, positional):
         approximator.check_size(variant)
     except ValueError as e:
-      which = 'resolution' if N == c.resolution else 'ladder'
-      raise ConfigError(f'config.{which} (N={N}): {e}') from None
+      which = 'config' if N == c.resolution else f'config.ladder (N={N})'
+      raise ConfigError(f'{which}: {e}') from None
   if not _fits(c.d, c.n, c.resolution, positional):
     raise ConfigError(f'config.resolution={c.resolution}: the positional grid N^(dn) = '
                       f'{c.resolution ** (c.d * c.n)} exceeds '
@@ -179,13 +179,13 @@ def _validate(c) -> None:
       raise ConfigError(
           f'config.{name}={c[name]:g} is below what float64 resolves at resolution='
           f'{c.resolution} (4 ulps of its largest breakpoint t_r): '
-          f'allowed: {low:.3g} <= --config.{name} < {high:.3g} (the certificate is exact '
-          'whatever the float ramps).')
+          f'allowed: --config.{name} >= {low:.3g} and < {high:.3g} (the certificate is '
+          'exact whatever the float ramps).')
     if c[name] >= high:
       raise ConfigError(
           f'config.{name}={c[name]:g} at resolution={c.resolution}: the ramps would reach '
           f'the cube interiors ({INTERIOR_MARGIN:g} delta = {high:.3g} off each cell edge); '
-          f'allowed: {low:.3g} <= --config.{name} < {high:.3g}.')
+          f'allowed: --config.{name} >= {low:.3g} and < {high:.3g}.')
 
 
 def _positional_for(name: str, default: bool) -> bool:

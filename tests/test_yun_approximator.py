@@ -232,13 +232,12 @@ def test_main_job_writes_json_and_figures(tmp_path):
   # paper's network, its clamped version and ties='complete' (clamped), each certified
   head = res['certified']['headline']
   assert head['certificate']['total'] <= c.certify_epsilon
-  assert lines[[l.startswith('CERTIFIED: d_p(f, g) <= ') for l in lines].index(True)]
+  assert lines[[l.startswith('[certified] CERTIFIED: d_p(f, g) <= ') for l in lines].index(True)]
   rows = {r['label']: r['certificate'] for r in res['certified']['main_resolution']}
-  assert set(rows) == {"the paper's network", "the paper's network + output clamp",
-                       'ties=complete + output clamp'}
-  assert rows['ties=complete + output clamp']['terms']['fbar_gbar'] == 0
-  assert rows["the paper's network + output clamp"]['total'] < 1 < \
-      rows["the paper's network"]['total']
+  assert set(rows) == {'as the paper builds it', 'with the output clamp',
+                       'ties=complete, output clamp'}
+  assert rows['ties=complete, output clamp']['terms']['fbar_gbar'] == 0
+  assert rows['with the output clamp']['total'] < 1 < rows['as the paper builds it']['total']
   report = (tmp_path / 'approximate.md').read_text()
   assert '## Certified: d_p(f, g) over the whole unit cube' in report
   assert 'sampled error decomposition (not certified)' in report
@@ -265,9 +264,11 @@ def test_main_job_names_a_precision_failure(tmp_path):
   assert res['decomposition']['precision_failure']
   failure = [l for l in lines if 'PRECISION FAILURE' in l]
   assert len(failure) == 1 and 't_r = 1.46e+03' in failure[0], lines
-  sweep = [l for l in lines if l.startswith('  lam sweep, float32 g (sampled;')]
-  assert len(sweep) == 1 and 'd_p(g_bar, g) at epsilon=0.01: lam=1e+04 -> ' in sweep[0]
-  assert sweep[0].endswith('(off)'), sweep   # float32 cannot represent g_bar here
+  sweep = [l for l in lines if l.startswith('  lambda sweep of [float32] at epsilon=0.001:')]
+  assert len(sweep) == 1 and 'sampled on 100 uniform points' in sweep[0], lines
+  row = [l for l in lines if l.startswith('    lambda=1e+04 ')]
+  assert len(row) == 1 and 'd_p(g_bar, g) = ' in row[0]
+  assert ' off: ' in row[0], row   # float32 cannot represent g_bar here
   assert any('bad set (inputs with repeated columns, measure' in l for l in lines)
 
 
@@ -311,4 +312,4 @@ def test_main_job_sweeps_skip_ramps_the_dtype_cannot_resolve():
   with pytest.warns(plan.FloatRealizationWarning):
     out = approximate.run_sweeps(net, c, lines.append)   # N=4: 4 ulps of t_r = 7.3e-12
   assert out['skipped_epsilons'] == [1e-13] and [r['epsilon'] for r in out['epsilon']] == [1e-2]
-  assert any('skipped [1e-13]' in l for l in lines), lines
+  assert any(l.startswith('  epsilon=1e-13 < ') and 'skipped' in l for l in lines), lines
