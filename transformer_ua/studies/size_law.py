@@ -20,6 +20,7 @@ target with a modulus (d_p(f, f_bar) ~ 1/N, so N ~ 1/epsilon) and M = N^d cells:
     one-layer map, deep value map   D ~ M C(M + n - 2, n - 1) ~ N^{nd}  -> s_D = -nd
     one-layer map, wide value map   D = const                          -> s_D = 0
     Theorem 3 (positional)          D ~ N^{nd} sweep layers            -> s_D = -nd
+    Theorem 3, shallow and wide     D = const                          -> s_D = 0
     parameters, every construction  P ~ (#contexts) ~ N^{nd}           -> s_P = -nd
 
 Each row runs in its own spawned process under a wall-clock limit (``row_minutes``); a row
@@ -40,6 +41,7 @@ import traceback
 
 import matplotlib
 matplotlib.use('Agg')
+import matplotlib.ticker  # pylint: disable=wrong-import-position
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np
 
@@ -244,6 +246,7 @@ THEORY_SLOPES = {
     'one_layer': lambda d, n: {'params': -n * d, 'blocks': -n * d},
     'one_layer_wide': lambda d, n: {'params': -n * d, 'blocks': 0},
     'positional': lambda d, n: {'params': -n * d, 'blocks': -n * d},
+    'positional_wide': lambda d, n: {'params': -n * d, 'blocks': 0},
 }
 
 
@@ -324,7 +327,7 @@ def figure(rows, fit_rows, path: str) -> None:
   """Parameters and depth against certified epsilon (log-log), one line per construction,
   one column per target; fitted and theory slopes in the legend."""
   targets = sorted({(r['target'], r['d'], r['n']) for r in rows})
-  fig, axes = plt.subplots(2, len(targets), figsize=(4.2 * len(targets), 7.5), squeeze=False)
+  fig, axes = plt.subplots(2, len(targets), figsize=(4.6 * len(targets), 10.5), squeeze=False)
   slope = {(f['target'], f['d'], f['n'], f['construction']): f for f in fit_rows}
   for j, (t, d, n) in enumerate(targets):
     for i, (key, label) in enumerate((('params', 'parameters'), ('blocks', 'depth (blocks)'))):
@@ -336,15 +339,18 @@ def figure(rows, fit_rows, path: str) -> None:
         if not rs:
           continue
         f = slope[(t, d, n, c)]
-        fit = f[f'{key}_slope']
+        fit = _slope(f[f'{key}_slope'])
+        if key == 'params' and f['params_slope_fine'] is not None:
+          fit += f', smallest 3: {_slope(f["params_slope_fine"])}'
         ax.loglog([r['total'] for r in rs], [r[key] for r in rs], 'o-',
-                  label=f'{c}: slope {_slope(fit)} (theory {_g(f[f"theory_{key}_slope"])})')
+                  label=f'{c}: slope {fit} (theory {_g(f[f"theory_{key}_slope"])})')
+      ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
       ax.set_xlabel('certified d_p(f, g) bound')
       ax.set_ylabel(label)
       ax.set_title(f'{t} (d={d}, n={n})', fontsize=9)
       ax.grid(True, which='both', alpha=0.3)
       if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6.5, loc='upper center', bbox_to_anchor=(0.5, -0.16))
   fig.tight_layout()
   with outputs.atomic_open(path, 'wb') as fh:
     fig.savefig(fh, format='png', dpi=110)
