@@ -1,34 +1,17 @@
 """experiments/one_layer_certificate.py: tiny end to end, and its one-line refusals."""
 
-import itertools
 import json
 import math
 import os
 import subprocess
 import sys
-from fractions import Fraction
 
 import pytest
 
+from one_layer_fixtures import token_times_mean_d2
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'one_layer_certificate.py')
-
-
-def _token_times_mean_d2(n, N):
-  """d_2(f, f_bar) of token_times_mean (d = 1) worked out by hand: on a cube with centre
-  c, f_j(c + u) - f_j(c) = sum_k alpha_k u_k + u_j mean(u), alpha_k = c_j / n + mean(c)
-  [k = j]; with E u^2 = h^2 / 3, E u^4 = h^4 / 5 and odd moments 0 (h = delta / 2),
-  E (f_j - f_j(c))^2 = (h^2 / 3) sum_k alpha_k^2 + (h^4 / n^2) (1/5 + (n - 1) / 9)."""
-  h = Fraction(1, 2 * N)
-  quad = h ** 4 / n ** 2 * (Fraction(1, 5) + Fraction(n - 1, 9))
-  total = Fraction(0)
-  for k in itertools.product(range(N), repeat=n):
-    c = [Fraction(2 * v + 1, 2 * N) for v in k]
-    m = sum(c) / n
-    for j in range(n):
-      total += h * h / 3 * sum((c[j] / n + (m if i == j else 0)) ** 2 for i in range(n))
-      total += quad
-  return math.sqrt(total / N ** n)
 
 
 def _run(*args):
@@ -46,7 +29,7 @@ def test_tiny_end_to_end_and_no_silent_overwrite(tmp_path):
   # (nd nd / (nd + p))^(1/2) = 2 / 6 * sqrt(4 / 4) = 1/3 for token_times_mean (L = 2),
   # N = 3, nd = 2
   for row in rows.values():
-    assert row['terms']['f_fbar'] == pytest.approx(_token_times_mean_d2(2, 3), rel=1e-12)
+    assert row['terms']['f_fbar'] == pytest.approx(token_times_mean_d2(2, 3), rel=1e-12)
     assert row['terms']['f_fbar'] < 1 / 3
     assert row['total'] >= sum(row['terms'].values()) - 1e-15
   assert rows['one_layer']['attention_layers'] == 1

@@ -45,6 +45,7 @@ Shapes: a state is a list of n tokens, each a list of d arb balls.
 from __future__ import annotations
 
 import contextlib
+import math
 from fractions import Fraction
 from typing import Sequence
 
@@ -80,6 +81,22 @@ def to_arb(v) -> arb:
 def interval(lo, hi) -> arb:
   """A ball containing the closed interval [lo, hi] (exact endpoints)."""
   return to_arb(lo).union(to_arb(hi))
+
+
+def float_upper(x: arb) -> float:
+  """A float >= every point of the ball x (inf when unbounded)."""
+  if not x.is_finite():
+    return math.inf
+  u = x.upper()
+  f = float(u)
+  return f if arb(f) >= u else float(np.nextafter(f, np.inf))
+
+
+def float_lower(x: arb) -> float:
+  """A float <= every point of the ball x."""
+  lo = x.lower()
+  f = float(lo)
+  return f if arb(f) <= lo else float(np.nextafter(f, -np.inf))
 
 
 def _is_zero(v) -> bool:

@@ -85,22 +85,6 @@ MAX_MARGIN = Fraction(1, 4)
 MIN_MARGIN = Fraction(1, 2 ** 28)
 
 
-def _up(x: arb) -> float:
-  """A float >= every point of the ball x (inf when unbounded)."""
-  if not x.is_finite():
-    return math.inf
-  u = x.upper()
-  f = float(u)
-  return f if arb(f) >= u else float(np.nextafter(f, np.inf))
-
-
-def _down(x: arb) -> float:
-  """A float <= every point of the ball x."""
-  lo = x.lower()
-  f = float(lo)
-  return f if arb(f) <= lo else float(np.nextafter(f, -np.inf))
-
-
 def _q(v) -> arb:
   return ball.to_arb(Fraction(v) if not isinstance(v, float) else Fraction(v))
 
@@ -240,8 +224,8 @@ def fbar_gbar_bound(net, p: float, classes=None, values=None) -> dict:
       if np.any(row > 0):
         total += int(w) * sum((_pow(_q(float(v)), p) for v in row.ravel() if v > 0), arb(0))
     total *= _q(cube)
-    return {'bound': _up(_root(total, p)), 'cubes_differing': differing,
-            'mass': _up(total)}
+    return {'bound': ball.float_upper(_root(total, p)), 'cubes_differing': differing,
+            'mass': ball.float_upper(total)}
 
 
 def rounding_bound(net, classes) -> float:
@@ -257,7 +241,7 @@ def rounding_bound(net, classes) -> float:
     for rows, trows in zip(exact, table):
       for row, trow in zip(rows, trows):
         for v, t in zip(row, trow):
-          worst = max(worst, _up(abs(v - _q(float(t)))))
+          worst = max(worst, ball.float_upper(abs(v - _q(float(t)))))
   return worst
 
 
@@ -316,7 +300,7 @@ def window_bound(net, g, bits: int) -> dict:
           continue
         lo[j, i], hi[j, i] = float(v.lower()), float(v.upper())
         s = arb(0).union(v.upper() - _q(a[i])).union(_q(b[i]) - v.lower())
-        sup[j, i] = _up(s)
+        sup[j, i] = ball.float_upper(s)
   return {'sup': sup, 'max': float(np.max(sup)), 'enclosure': (lo, hi),
           'seconds': time.perf_counter() - t0}
 
@@ -335,10 +319,10 @@ def gbar_g_bound(*, d: int, n: int, p: float, margin: Fraction, interior_sup: fl
     outer = sum((_pow(_q(float(s)), p) if math.isfinite(s) else arb('inf')
                  for s in np.ravel(window_sup)), arb(0)) * win
     total = inner + outer
-    return {'bound': _up(_root(total, p)) if total.is_finite() else math.inf,
-            'interior_part': _up(inner), 'window_part': _up(outer),
-            'interior_fraction': _down(frac),
-            'window_measure': _up(win)}
+    return {'bound': ball.float_upper(_root(total, p)) if total.is_finite() else math.inf,
+            'interior_part': ball.float_upper(inner), 'window_part': ball.float_upper(outer),
+            'interior_fraction': ball.float_lower(frac),
+            'window_measure': ball.float_upper(win)}
 
 
 def default_margin(g) -> Fraction:

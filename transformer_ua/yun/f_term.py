@@ -73,6 +73,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, ctx, fmpq
 
+from transformer_ua.exact import ball
 from transformer_ua.yun import distances, grid, target_bounds, targets as targets_lib
 
 #: arb precision of the term's arithmetic (bits).
@@ -83,15 +84,6 @@ GRADIENT_BITS = 64
 MAX_CUBES = 4_000_000
 
 METHODS = ('exact polynomial integral', 'gradient enclosure', 'local modulus', 'lipschitz')
-
-
-def _up(x: arb) -> float:
-  """A float >= every point of the ball x (inf when unbounded)."""
-  if not x.is_finite():
-    return math.inf
-  u = x.upper()
-  f = float(u)
-  return f if arb(f) >= u else float(np.nextafter(f, np.inf))
 
 
 def _arb(v) -> arb:
@@ -308,7 +300,7 @@ def gradient_norms(fn, k: np.ndarray, residues, resolution: int, p: float) -> li
           g = [_abs_up(b) for b in balls[j][i]]
           gs = sum(g, arb(0))
           r = residues[c][j][i]
-          best = _up(r + lp * gs)                       # the L^p sup form
+          best = ball.float_upper(r + lp * gs)                       # the L^p sup form
           if p <= 2:
             g2 = sum((v * v for v in g), arb(0))
             sup_form = (r * r + r * h * gs + h * h * (gs * gs / 4 + g2 / 12)).sqrt()
@@ -318,7 +310,7 @@ def gradient_norms(fn, k: np.ndarray, residues, resolution: int, p: float) -> li
             rs = sum(rad, arb(0))
             lin = h * (sum((v * v for v in mid), arb(0)) / 3).sqrt()
             rest = h * (rs * rs / 4 + sum((v * v for v in rad), arb(0)) / 12).sqrt()
-            best = min(best, _up(sup_form), _up(r + lin + rest))
+            best = min(best, ball.float_upper(sup_form), ball.float_upper(r + lin + rest))
           row.append(arb(best))
         rows.append(row)
     out.append(rows)
@@ -512,7 +504,8 @@ def lipschitz_bound(lipschitz, *, d: int, n: int, resolution: int, p: float,
     half = _arb(Fraction(lipschitz) / (2 * resolution))
     lip = half * _root(arb(m) * m / (arb(m) + arb(p)), p)
     rnd = _root(arb(m), p) * _arb(Fraction(float(rounding)))
-    return {'lipschitz_part': _up(lip), 'rounding_part': _up(rnd), 'bound': _up(lip + rnd)}
+    return {'lipschitz_part': ball.float_upper(lip), 'rounding_part': ball.float_upper(rnd),
+            'bound': ball.float_upper(lip + rnd)}
 
 
 # ---------------------------------------------------------------------------
@@ -544,7 +537,7 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
   fn = target_bounds.arb_function(target, d, n)
   if polys is not None and p == 2:
     with ctx.workprec(BITS):
-      parts['exact polynomial integral'] = _up(_root(
+      parts['exact polynomial integral'] = ball.float_upper(_root(
           _arb(exact_square_integral(polys, k, values, weights, resolution)), p))
     phrases['exact polynomial integral'] = (
         f'nothing: the integral of |f - f_bar|^2 over every cube, exactly in rationals '
@@ -559,16 +552,17 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
     if polys is not None and p < 2:     # the exact L2 norm of each cube bounds its L^p
       with ctx.workprec(BITS):
         l2 = exact_square_means(polys, k, values, resolution)
-        norms = [[[min(v, arb(_up(_arb(e).sqrt()))) for v, e in zip(row, erow)]
+        norms = [[[min(v, arb(ball.float_upper(_arb(e).sqrt()))) for v, e in zip(row, erow)]
                   for row, erow in zip(rows, erows)] for rows, erows in zip(norms, l2)]
       phrases['gradient enclosure'] = (
           f'nothing: per cube the smaller of the exact L2 norm of f - f_bar ({target.name} '
           'is a polynomial) and a mean-value bound from arb enclosures of its gradient')
-    parts['gradient enclosure'] = _up(_root(norms_integral(norms, weights, resolution, p), p))
+    parts['gradient enclosure'] = ball.float_upper(
+        _root(norms_integral(norms, weights, resolution, p), p))
   if modulus_values is not None:
     if residues is None:
       residues = _residues(target, k, values, resolution)
-    parts['local modulus'] = _up(_root(modulus_integral(
+    parts['local modulus'] = ball.float_upper(_root(modulus_integral(
         np.asarray(modulus_values, np.float64), residues, weights, resolution, p), p))
     phrases['local modulus'] = ('|f(X) - f(C)| <= modulus(C, delta) on every cube (given '
                                 'by the caller)')
