@@ -77,12 +77,28 @@ def _closure(names) -> set:
   return out
 
 
-def _imports(path: str) -> set:
-  """Absolute module names imported anywhere in a file (``from a import b`` gives both
-  a and a.b: b may be a submodule)."""
-  tree = ast.parse(open(path, encoding='utf-8').read())
+def _guarded(tree) -> set:
+  """The import nodes inside a ``try`` whose handlers catch ImportError (or
+  ModuleNotFoundError): optional dependencies, each with its own one-line refusal."""
   out = set()
   for node in ast.walk(tree):
+    if isinstance(node, ast.Try) and any(
+        isinstance(h.type, ast.Name) and h.type.id in ('ImportError', 'ModuleNotFoundError')
+        for h in node.handlers):
+      for stmt in node.body:
+        out.update(id(n) for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+  return out
+
+
+def _imports(path: str) -> set:
+  """Absolute module names imported anywhere in a file (``from a import b`` gives both
+  a and a.b: b may be a submodule), except optional ones (``_guarded``)."""
+  tree = ast.parse(open(path, encoding='utf-8').read())
+  guarded = _guarded(tree)
+  out = set()
+  for node in ast.walk(tree):
+    if id(node) in guarded:
+      continue
     if isinstance(node, ast.Import):
       out.update(a.name for a in node.names)
     elif isinstance(node, ast.ImportFrom) and node.module:
@@ -132,6 +148,21 @@ def test_the_scan_sees_a_known_import():
                                            'verify_contextual_mapping.py'))
   assert found.get('mpmath') == os.path.join('transformer_ua', 'verify', 'one_layer.py')
   assert 'sqlite3' not in found and 'transformer_ua' not in found
+
+
+def test_an_import_guarded_by_import_error_is_optional(tmp_path):
+  path = tmp_path / 'mod.py'
+  path.write_text('import numpy\n'
+                  'def f():\n'
+                  '  try:\n'
+                  '    from distributed import Client\n'
+                  '  except ImportError:\n'
+                  '    raise ValueError("pip install dask[distributed]") from None\n'
+                  '  try:\n'
+                  '    import tokenizers\n'
+                  '  except KeyError:\n'
+                  '    pass\n')
+  assert _imports(str(path)) == {'numpy', 'tokenizers'}
 
 
 def test_a_missing_extra_is_caught():
