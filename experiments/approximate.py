@@ -271,9 +271,9 @@ def networks_intro(c, positional, log) -> None:
   """The three networks of the run, each named once; later lines refer to the tags."""
   thm = 'Theorem 3' if positional else 'Theorem 2'
   log('This run builds three networks; every line below names the one it is about:')
-  log(f'  [certified] the network the headline certifies: yun.approximate finds the '
-      f'smallest resolution N at which it proves d_p(f, g) <= {c.certify_epsilon:g} '
-      '(exact weights, bounds in arb ball arithmetic)')
+  log(f'  [certified] the network the headline certifies: yun.approximate picks the '
+      f'construction with the fewest parameters whose proof of d_p(f, g) <= '
+      f'{c.certify_epsilon:g} holds (exact weights, bounds in arb ball arithmetic)')
   log(f"  [paper]     the paper's network at the main resolution N={c.resolution}: g_bar "
       f'({thm}) and its Lemma 6 realization g with exact weights, certified as built '
       'and with variants')
