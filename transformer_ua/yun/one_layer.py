@@ -65,7 +65,7 @@ from transformer_ua.yun import grid, quantize, targets as targets_lib
 # The plan and the ids, and the realization (re-exported: their public home is here).
 from transformer_ua.yun.one_layer_ids import (  # noqa: F401  pylint: disable=unused-import
     CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS, IdTable, OneLayerPlan, _log2, gamma_mean_bound,
-    gaps, mean_enclosures, num_classes, num_ids, plan, search_lam)
+    gaps, mean_enclosures, num_classes, num_ids, plan, ramp_below, search_lam)
 from transformer_ua.yun.one_layer_ids import cells_of as _cells
 from transformer_ua.yun.one_layer_realized import (  # noqa: F401  pylint: disable=unused-import
     DEFAULT_MARGIN, OneLayerRealized, _as_float64, _checked_input)
@@ -261,13 +261,8 @@ class OneLayerApproximator:
     (clearance margin delta: cube interiors stay off Lemma 7's breakpoints) and 'value'
     (clearance: the smallest distance of an id enclosure to its bump edges). Separate
     widths keep the quantization's ramps, and so its weights, at the scale of delta."""
-    def pow2_below(c):
-      eps = Fraction(2) ** math.floor(_log2(c / 2))
-      while eps >= c:
-        eps /= 2
-      return eps
-    return {'quantization': pow2_below(Fraction(margin) / self.resolution),
-            'value': pow2_below(self.min_edge_clearance)}
+    return {'quantization': ramp_below(Fraction(margin) / self.resolution),
+            'value': ramp_below(self.min_edge_clearance)}
 
   def plan_bits(self, tolerance: float = 1e-6) -> int:
     """Working precision of the ball evaluation: ids resolved well below the edge

@@ -114,6 +114,15 @@ def _log2(x) -> float:
   return math.log2(x.numerator) - math.log2(x.denominator)
 
 
+def ramp_below(c: Fraction) -> Fraction:
+  """The Lemma 6 ramp width for a clearance c > 0: 2^floor(log2(c / 2)), halved until
+  strictly below c (an exact power of two)."""
+  eps = Fraction(2) ** math.floor(_log2(c / 2))
+  while eps >= c:
+    eps /= 2
+  return eps
+
+
 @dataclasses.dataclass(frozen=True)
 class OneLayerPlan:
   """The construction's constants (module docstring), all exact rationals.

@@ -38,7 +38,7 @@ from transformer_ua import construction
 from transformer_ua.yun import common, grid, targets as targets_lib
 from transformer_ua.yun.one_layer_ids import (CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS,
                                               IdTable, _log2, cells_of, gamma_mean_bound,
-                                              gaps, mean_enclosures)
+                                              gaps, mean_enclosures, ramp_below)
 from transformer_ua.yun.one_layer import STATE_EXTRA_BITS, _dyadic_between
 
 
@@ -144,13 +144,8 @@ class PositionalOneLayer:
   def plan_epsilon(self, margin) -> dict:
     """Ramp widths 2^floor(log2(c / 2)) below c: margin delta (quantization) and the
     smallest id-to-edge clearance (value)."""
-    def pow2_below(c):
-      eps = Fraction(2) ** math.floor(_log2(c / 2))
-      while eps >= c:
-        eps /= 2
-      return eps
-    return {'quantization': pow2_below(Fraction(margin) / self.resolution),
-            'value': pow2_below(self.min_edge_clearance)}
+    return {'quantization': ramp_below(Fraction(margin) / self.resolution),
+            'value': ramp_below(self.min_edge_clearance)}
 
   def plan_bits(self, tolerance: float = 1e-6) -> int:
     """Ball precision: ids resolved well below the clearance, outputs below tolerance."""
