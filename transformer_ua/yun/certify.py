@@ -163,11 +163,19 @@ def certify_boxes(segments, params, positional: bool, bits: int, classes, target
                 'params_sha256': executor_lib.tree_sha256(repr(segments), positional, params),
                 'cubes_sha256': executor_lib.tree_sha256(classes, targets),
                 'bits': int(bits), 'margin': str(margin), 'resolution': int(resolution)}
-  out = executor_lib.map_spans(interiors_chunk, shipment, len(classes), workers,
-                               identity=identity)
+  return map_interiors(interiors_chunk, shipment, len(classes), workers, identity,
+                       tolerance=tolerance, bits=bits)
+
+
+def map_interiors(chunk, shipment, count: int, workers, identity, *, tolerance: float,
+                  bits: int) -> dict:
+  """``chunk`` (work, start, stop) -> {'worst', 'index', 'cube'} over [0, count) on the
+  executor, reduced to the worst cube (first on ties): max_abs_error, certified,
+  tolerance, cubes, bits, worst_cube, workers, resumed_chunks."""
+  out = executor_lib.map_spans(chunk, shipment, count, workers, identity=identity)
   worst = max((r for _, r in out.results), key=lambda r: r['worst'])  # first on ties
   return {'max_abs_error': worst['worst'], 'certified': bool(worst['worst'] <= tolerance),
-          'tolerance': tolerance, 'cubes': len(classes), 'bits': bits,
+          'tolerance': tolerance, 'cubes': count, 'bits': bits,
           'worst_cube': worst['cube'], 'workers': out.workers,
           'resumed_chunks': out.resumed}
 

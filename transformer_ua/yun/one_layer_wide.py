@@ -535,15 +535,10 @@ class WideRealized:
                   'params_sha256': executor_lib.tree_sha256(self.params),
                   'cubes_sha256': executor_lib.tree_sha256(cells, targets),
                   'bits': int(bits), 'margin': str(margin), 'resolution': int(N)}
-    out = executor_lib.map_spans(interiors_chunk, shipment, len(cells), workers,
-                                 identity=identity)
-    worst = max((r for _, r in out.results), key=lambda r: r['worst'])  # first on ties
-    return {'max_abs_error': worst['worst'], 'certified': bool(worst['worst'] <= tolerance),
-            'tolerance': tolerance, 'cubes': len(cells), 'bits': bits,
-            'seconds': time.perf_counter() - t0, 'margin': float(margin),
-            'worst_cube': worst['cube'], 'lam': float(self.lam),
-            'epsilon': float(self.epsilon), 'workers': out.workers,
-            'resumed_chunks': out.resumed}
+    out = certify.map_interiors(interiors_chunk, shipment, len(cells), workers, identity,
+                                tolerance=tolerance, bits=bits)
+    return {**out, 'seconds': time.perf_counter() - t0, 'margin': float(margin),
+            'lam': float(self.lam), 'epsilon': float(self.epsilon)}
 
 
 def interior_work(segments, exact: dict, positional: bool, bits: int, resolution: int,
