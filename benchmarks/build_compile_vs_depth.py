@@ -6,7 +6,7 @@ r"""Build + compile + first-run time of constructed networks vs depth (10^2 .. 1
 
 Networks (d = 1, n = 2, paper-valued float64 params, batch of 8 inputs [8, n, d]):
 
-* ``quantization`` -- g_q of Lemma 7 (``yun.quantize.quantization_params``,
+* ``quantization`` -- g_q of Lemma 7 (``yun.stages.quantize.quantization_params``,
   resolution N = depth - 1: N + 1 token-wise feed-forward layers with Phi units);
 * ``contextual``   -- g_c of Lemma 8 (``yun.contextual_mapping_params``,
   resolution N = depth - 1: N selective-shift sweep attention layers + 1 global
@@ -76,7 +76,7 @@ def build(network: str, depth: int):
   """(segments, params, x [BATCH, n, 1]) of a constructed network with ``depth`` layers."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   from transformer_ua import yun  # pylint: disable=import-outside-toplevel
-  from transformer_ua.yun import quantize  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.stages import quantize  # pylint: disable=import-outside-toplevel
   N = depth - 1
   rng = np.random.default_rng(0)
   if network == 'quantization':

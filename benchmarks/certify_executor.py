@@ -1,6 +1,6 @@
 r"""Where the executor pays: certify time against workers, local and on a Dask cluster.
 
-Claim measured: ``certify.certify_interiors`` (one arb box per cube class pushed through
+Claim measured: ``certified_eval.certify_interiors`` (one arb box per cube class pushed through
 g) over ``transformer_ua.executor`` in-process, on a local spawn pool of --processes,
 and on a Dask ``LocalCluster`` of --processes worker processes (1 thread each), gives
 the same certificate (bound, worst cube, bits) everywhere, and this much time. Reference,
@@ -41,7 +41,8 @@ from fractions import Fraction
 from absl import flags
 
 from transformer_ua import executor, outputs, provenance
-from transformer_ua.yun import build_approximator, certify, plan as plan_lib
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.realization import certified_eval, plan as plan_lib
 
 JSON_NAME = 'certify_executor.json'
 #: Empty chunks per worker slot timed for the per-chunk round trip.
@@ -75,7 +76,7 @@ def overheads(name, workers_of, work_args) -> dict:
 
   def empty(chunks, tag):
     return _timed(lambda: executor.map_spans(
-        executor.empty_chunk, executor.ship(certify.interior_work, *work_args, tag), chunks,
+        executor.empty_chunk, executor.ship(certified_eval.interior_work, *work_args, tag), chunks,
         workers_of(), chunks_per_worker=EMPTY_CHUNKS))
   t2, _ = empty(2, -1.0)
   k = EMPTY_CHUNKS * slots
@@ -112,14 +113,14 @@ def main(argv):
   margin = Fraction(2) ** FLAGS.margin_log2
   pl = plan_lib.plan_realization(net, tolerance=FLAGS.tolerance, margin=float(margin))
   g = net.realize(lam=pl.lam, epsilon=pl.epsilon, dtype='exact', clamp=True)
-  bits = certify.resolve_bits(g, None, check_plan=False, margin=float(margin))
+  bits = certified_eval.resolve_bits(g, None, check_plan=False, margin=float(margin))
   classes = plan_lib.grid_classes(net)
   targets = net.apply((classes + 0.5) / N)          # compiles g_bar outside the timings
   layers = int(sum(s.depth for s in g.segments))
   print(f'N={N}: {len(classes)} cube classes x {layers} layers, {bits} bits')
 
   def run(workers):
-    return certify.certify_interiors(g, float(margin), bits, check_plan=False,
+    return certified_eval.certify_interiors(g, float(margin), bits, check_plan=False,
                                      tolerance=1.0, workers=workers)
 
   rows = {}

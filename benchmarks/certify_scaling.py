@@ -1,8 +1,8 @@
 r"""How the whole-domain certificate's time grows: ``certify_lp`` against N and depth.
 
-Claim measured: the time of ``yun.certificate.certify_lp`` (Theorems 2/3 certified,
+Claim measured: the time of ``yun.bounds.certificate.certify_lp`` (Theorems 2/3 certified,
 d_p(f, g) <= total) is dominated by the cube interiors (one box per cube class pushed
-through every layer in arb balls, ``certify.certify_interiors``), so it grows like
+through every layer in arb balls, ``certified_eval.certify_interiors``), so it grows like
 (cube classes) x (layers); the windows (``certificate.window_bound``: one box, the whole
 unit cube) cost one forward pass. Reference, in the same run: the interiors on 1 worker
 (in-process) against the spawned pool of ``--workers`` processes.
@@ -10,7 +10,7 @@ unit cube) cost one forward pass. Reference, in the same run: the interiors on 1
 For each N (token_times_mean by default, d=1, n=3, ties='complete'), g is realized with
 the output clamp at the plan's lam, ramp and bits (tolerance 1e-9, margin 2^-20), then:
 
-    ball network build   ``certify.ball_network`` (exact params -> arb), once
+    ball network build   ``certified_eval.ball_network`` (exact params -> arb), once
     (untimed warm-up)    g_bar at the cube centres, so JAX compiles it outside the timings
     interiors            ``certify_interiors`` with 1 worker and with each --workers
                          (a spawn pool above ``executor.MIN_POOL_SECONDS`` of
@@ -39,8 +39,10 @@ from absl import flags
 import numpy as np
 
 from transformer_ua import executor, outputs, provenance
-from transformer_ua.yun import build_approximator, certificate, certify, plan as plan_lib
-from transformer_ua.yun import targets as targets_lib
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.realization import certified_eval, plan as plan_lib
+from transformer_ua.yun.stages import targets as targets_lib
 
 JSON_NAME = 'certify_scaling.json'
 PNG_NAME = 'certify_scaling.png'
@@ -81,9 +83,9 @@ def bench_one(N, workers, log) -> dict:
   pl = plan_lib.plan_realization(net, tolerance=FLAGS.tolerance, margin=float(margin))
   g = net.realize(lam=pl.lam, epsilon=pl.epsilon, dtype='exact', clamp=True)
   build = time.perf_counter() - t0
-  bits = certify.resolve_bits(g, None, check_plan=False, margin=float(margin))
+  bits = certified_eval.resolve_bits(g, None, check_plan=False, margin=float(margin))
   t0 = time.perf_counter()
-  certify.ball_network(g, bits)
+  certified_eval.ball_network(g, bits)
   ball_build = time.perf_counter() - t0
   # g_bar at the cube centres (the interiors' targets) is a jitted JAX call: compile it
   # here, not inside the first timed certification.
@@ -98,7 +100,7 @@ def bench_one(N, workers, log) -> dict:
          'interiors': {}}
   worst = None
   for w in workers:
-    res = certify.certify_interiors(g, float(margin), bits, check_plan=False, workers=w,
+    res = certified_eval.certify_interiors(g, float(margin), bits, check_plan=False, workers=w,
                                     tolerance=1.0)
     row['cubes'] = res['cubes']
     row['interiors'][str(w)] = {'seconds': res['seconds'], 'workers_used': res['workers']}

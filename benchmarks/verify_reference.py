@@ -22,7 +22,7 @@ paper's closed forms (not from the project's params or kernels):
   8.2 and Lemma 10's one-to-one on the representatives (sort, compare neighbours).
 
 Arithmetic: int64 where the project's proven bounds allow it (the sweep needs
-``yun.sweep.sweep_bound``, the global shift ``contextual_mapping_bound``), Python
+``yun.stages.sweep.sweep_bound``, the global shift ``contextual_mapping_bound``), Python
 ints (``object`` arrays) beyond -- at N=8, d=2, n=4 the sweep runs in int64 and only
 the global shift and the checks in Python ints, the same split as the JAX kernel.
 """
@@ -41,7 +41,7 @@ from absl import flags
 import numpy as np
 
 from transformer_ua.exact import planner
-from transformer_ua.yun import contextual, sweep
+from transformer_ua.yun.stages import contextual, sweep
 
 CHUNK = 1 << 20
 

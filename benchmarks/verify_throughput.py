@@ -46,7 +46,7 @@ from absl import flags
 
 from transformer_ua import outputs, provenance
 from transformer_ua.exact import planner
-from transformer_ua.yun import contextual
+from transformer_ua.yun.stages import contextual
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4', 'Semicolon-separated N,d,n triples.')

@@ -1,6 +1,6 @@
 r"""Size and certify time of the shallow-wide one-layer network against N.
 
-Claim measured: ``yun.one_layer_wide`` keeps its depth constant (2 + ceil(d/2) blocks)
+Claim measured: ``yun.single_attention.one_layer_wide`` keeps its depth constant (2 + ceil(d/2) blocks)
 while the width 4P grows with the P ids, and its certificate costs O(attention + log
 width) per cube class (``exact.wide_ball``): the interiors' time grows like the number
 of cube classes, not classes x width. For each N (token_times_mean by default, d=1,
@@ -32,8 +32,9 @@ from fractions import Fraction
 from absl import flags
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import certificate, one_layer_wide
-from transformer_ua.yun import targets as targets_lib
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.single_attention import one_layer_wide
+from transformer_ua.yun.stages import targets as targets_lib
 
 JSON_NAME = 'wide_certify_scaling.json'
 LOG_NAME = provenance.BENCHMARK_LOG

@@ -49,9 +49,11 @@ import numpy as np
 
 from transformer_ua import cli, construction, executor, outputs, provenance
 from transformer_ua.reports import approximate as report
-from transformer_ua.yun import (approximator, certificate, contextual, distances, grid, search,
-                                targets as targets_lib)
-from transformer_ua.yun import plan as yun_plan
+from transformer_ua.yun import approximator, search
+from transformer_ua.yun.bounds import certificate, distances
+from transformer_ua.yun.stages import contextual, targets as targets_lib
+from transformer_ua.yun.realization import plan as yun_plan
+from transformer_ua.yun.variants import registry
 
 
 def _define_flags():
@@ -153,7 +155,7 @@ def _validate(c) -> None:
   # The sizes: every network the run builds (d, n, resolution, each ladder resolution).
   for N in (c.resolution, *c.ladder):
     try:
-      variant = grid.choose(c.d, c.n, N, positional=positional)
+      variant = registry.choose(c.d, c.n, N, positional=positional)
       if _fits(c.d, c.n, N, positional):
         approximator.check_size(variant)
     except ValueError as e:

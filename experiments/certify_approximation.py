@@ -5,7 +5,7 @@ r"""Theorems 2 and 3 as a certificate: standard Transformers with a proved d_p(f
         [--dask_scheduler=tcp://host:8786] [--state_dir=DIR]
 
 Every number called certified is an upper bound proved over the whole unit cube by
-``yun.certificate.certify_lp`` (exact rationals and arb balls). Next to each certificate
+``yun.bounds.certificate.certify_lp`` (exact rationals and arb balls). Next to each certificate
 of the table and the ladder, an independent stratified Monte Carlo of its terms
 (``verify.certificate_mc``): g evaluated by the mpmath oracle (``transformer_ua.oracle``,
 no code shared with ``exact.ball``), points drawn uniformly on the cube interiors I and on
@@ -50,8 +50,10 @@ import numpy as np
 from transformer_ua import executor, outputs, provenance
 from transformer_ua.reports import certificate as report
 from transformer_ua.verify import certificate_mc
-from transformer_ua.yun import (build_approximator, certificate, plan as plan_lib, search,
-                                targets as targets_lib)
+from transformer_ua.yun import build_approximator, search
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.realization import plan as plan_lib
+from transformer_ua.yun.stages import targets as targets_lib
 
 #: Files written into --output_dir.
 JSON_NAME = 'certify_approximation.json'

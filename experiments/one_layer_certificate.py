@@ -28,7 +28,9 @@ from fractions import Fraction
 from absl import flags
 
 from transformer_ua import cli, executor, outputs, provenance
-from transformer_ua.yun import build_approximator, certificate, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.realization import plan
 
 FLAGS = flags.FLAGS
 cli.define_output_dir('runs/one_layer_certificate', 'Directory of '

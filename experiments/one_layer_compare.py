@@ -7,9 +7,9 @@ certifies over every cube interior (margin delta/4 per side, arb box propagation
                hardmax layers -> softmax(lam .), lam / epsilon / bits from
                ``yun.plan_realization``;
   * one_layer  ``yun.build_approximator(..., contextual='one_layer')``: one softmax
-               head with the proved lam (``yun.one_layer.plan``);
+               head with the proved lam (``yun.single_attention.one_layer.plan``);
   * one_layer (searched lam): the power-of-two lam with the largest certified id gap
-               (``yun.one_layer.search_lam``; certified, not proved).
+               (``yun.single_attention.one_layer.search_lam``; certified, not proved).
 
 and writes one_layer_compare.{md,json,png} to --output_dir:
 
@@ -25,7 +25,10 @@ import warnings
 from absl import flags
 
 from transformer_ua import cli, construction, outputs, provenance
-from transformer_ua.yun import approximator, distances, one_layer, plan
+from transformer_ua.yun import approximator
+from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.realization import plan
 from transformer_ua.yun import build_approximator
 
 FLAGS = flags.FLAGS

@@ -48,7 +48,7 @@ def write_md(path, rows):
       '"ids": (context, token) pairs, M C(M+n-2, n-1), M = N^d. "min id gap": the '
       'certified smallest distance between two distinct ids (arb enclosures, rounded '
       'outward; consecutive enclosures sorted per token, and the token windows); '
-      '"proved": the bound gamma of `yun.one_layer` at the planned lam. "lam": planned '
+      '"proved": the bound gamma of `yun.single_attention.one_layer` at the planned lam. "lam": planned '
       '(proved) or searched (the power of two with the largest certified gap; its '
       'separation rests on the certificate). "mpmath": ids re-evaluated at higher '
       'precision, all inside their enclosures; "float64": adjacent pairs whose certified '

@@ -1,7 +1,7 @@
 r"""Lemma 6 at scale: planned, exact-parameter, certified standard Transformers.
 
 For each configuration (target, Theorem 2 or 3, d, n, N): build g_bar, plan lam,
-epsilon and bits from the construction's exact bounds (``yun.plan``), realize g with
+epsilon and bits from the construction's exact bounds (``yun.realization.plan``), realize g with
 exact rational params, certify max |g - g_bar| over every cube interior (margin
 delta/4 per side) by arb box propagation, search the smallest working precision that
 still certifies, and check whether float64 at the planned lam, epsilon reproduces
@@ -25,7 +25,8 @@ from absl import flags
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import approximator, build_approximator, certify, plan
+from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun.realization import certified_eval, plan
 
 FLAGS = flags.FLAGS
 cli.define_output_dir('runs/realization_certified', 'Directory of '
@@ -73,7 +74,7 @@ def run_config(label, target, positional, d, n, N, ties, search, log):
          'build_s': build_s, 'certified': cert}
   if search:
     t0 = time.perf_counter()
-    row['min_bits'] = certify.min_certifying_bits(g)
+    row['min_bits'] = certified_eval.min_certifying_bits(g)
     row['min_bits']['seconds'] = time.perf_counter() - t0
   tol = approximator.REPRODUCE_RTOL * max(1.0, float(np.max(np.abs(net.values))))
   row['float64'] = {'bits_needed_at_tolerance': plan.plan_realization(net, tol).bits,
@@ -121,7 +122,7 @@ def write_md(path, rows, prov):
            'The float64 column is a *sampled* check of the float realization at the same '
            f'lam, epsilon ({FLOAT_SAMPLES} interior points, tolerance 1e-4 max(1, max|A|)). '
            "Rows marked ties=complete use the tie-complete contextual mapping "
-           "(`yun.contextual_ties`: offset layer, sweep with shift N^d + 2n, global min "
+           "(`yun.stages.contextual_ties`: offset layer, sweep with shift N^d + 2n, global min "
            'head, max + counting heads): its cubes are *all* multisets of cells, repeated '
            'cells included, and g_bar = f_bar on each of them (no bad set). Its counting '
            'head ties every score exactly, so softmax averages exactly whatever lam.',

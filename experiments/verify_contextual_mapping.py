@@ -65,7 +65,7 @@ from absl import flags
 from transformer_ua import outputs, parallel, provenance
 from transformer_ua.verify import one_layer as verify_one_layer
 from transformer_ua.verify import theorem2
-from transformer_ua.yun import gc_kernels
+from transformer_ua.yun.stages import gc_kernels
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('d', '1', 'Embedding dimension d: an integer >= 1.')
@@ -113,7 +113,7 @@ flags.DEFINE_string('process_id', '0', 'Multi-host: this process, in [0, num_pro
 
 flags.DEFINE_string('contextual', 'paper', "'paper': Lemma 8's N^d + 1 hardmax layers (the "
                     "checks above); 'one_layer': one softmax attention layer "
-                    '(yun.one_layer), certified in arb ball arithmetic on every context '
+                    '(yun.single_attention.one_layer), certified in arb ball arithmetic on every context '
                     '(verify.one_layer); takes --d, --n, --resolution, --lam, --id_bits, '
                     '--mpmath_samples and --output_dir.')
 flags.DEFINE_string('lam', '', "--contextual=one_layer: softmax scale ('' = the planned "

@@ -3,7 +3,7 @@ r"""Exact whole-grid check of the tie-complete contextual mapping (``ties='compl
     python experiments/verify_ties.py --d=1 --n=4 --resolution=5 [--grid=multiset|full]
         [--arithmetic=auto] [--output_dir=runs/verify_ties]
 
-Builds ``yun.contextual_ties`` and runs ``verify.contextual_ties.verify`` (one-to-one on
+Builds ``yun.stages.contextual_ties`` and runs ``verify.contextual_ties.verify`` (one-to-one on
 every multiset with repeats, interval, Category 3 killed, equivariance on full grids,
 exact ties, bits within plan). Prints one summary line; writes the JSON to --output_dir
 as ``ties_contextual_N{resolution}_d{d}_n{n}_{grid}.json`` (never into results/ unless
@@ -21,7 +21,8 @@ from absl import flags
 
 from transformer_ua import outputs
 from transformer_ua.verify import contextual_ties as verify_ties
-from transformer_ua.yun import contextual_ties, grids
+from transformer_ua.yun.stages import contextual_ties
+from transformer_ua.yun import enumeration
 
 _D = flags.DEFINE_integer('d', 1, 'embedding dimension (>= 1).')
 _N_TOKENS = flags.DEFINE_integer('n', 3, 'tokens (>= 2).')
@@ -36,8 +37,8 @@ cli.define_overwrite()
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  if _GRID.value not in grids.GRIDS:
-    raise cli.BadInput(f'--grid={_GRID.value}; allowed: {", ".join(grids.GRIDS)}.')
+  if _GRID.value not in enumeration.GRIDS:
+    raise cli.BadInput(f'--grid={_GRID.value}; allowed: {", ".join(enumeration.GRIDS)}.')
   try:
     cm = contextual_ties.build(d=_D.value, n=_N_TOKENS.value, resolution=_RES.value,
                                arithmetic=_ARITH.value)

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from transformer_ua.yun import one_layer
+from transformer_ua.yun.single_attention import one_layer
 
 
 def token_times_mean(x):

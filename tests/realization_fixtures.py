@@ -2,7 +2,8 @@
 
 import pytest
 
-from transformer_ua.yun import build_approximator, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.realization import plan
 
 
 @pytest.fixture(scope='module')

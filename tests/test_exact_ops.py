@@ -8,7 +8,7 @@ from transformer_ua.exact import planner
 
 
 def test_exact_ops_elementwise_and_reductions_agree_across_arithmetics():
-  """ExactOps' sweep operations (the former yun.sweep.Ops): int32, int64 and limbs give
+  """ExactOps' sweep operations (the former yun.stages.sweep.Ops): int32, int64 and limbs give
   the same integers, and ``convert`` moves values between them exactly."""
   from transformer_ua.exact.ops import ExactOps  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)

@@ -151,17 +151,18 @@ def test_state_of_other_bits_or_network_is_refused_in_one_line(exact134, ties134
 RESUME_SCRIPT = r'''
 import json, sys, time
 from transformer_ua import executor
-from transformer_ua.yun import build_approximator, certify, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.realization import certified_eval, plan
 net = build_approximator('token_times_mean', d=1, n=3, resolution=4)
 p = plan.plan_realization(net)
 g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
 if sys.argv[2] == 'slow':       # 1 s per chunk, so the kill lands between chunks
-  fast = certify.interiors_chunk
+  fast = certified_eval.interiors_chunk
   def chunk(work, start, stop):
     time.sleep(1.0)
     return fast(work, start, stop)
-  certify.interiors_chunk = chunk
-out = certify.certify_interiors(g, workers=executor.Workers(1, state_dir=sys.argv[1]))
+  certified_eval.interiors_chunk = chunk
+out = certified_eval.certify_interiors(g, workers=executor.Workers(1, state_dir=sys.argv[1]))
 print(json.dumps({k: out[k] for k in ('max_abs_error', 'worst_cube', 'bits', 'cubes',
                                       'resumed_chunks')}))
 '''

@@ -29,7 +29,7 @@ from transformer_ua.yun.approximator import REPRODUCE_RTOL, interior_points
 #: The module exports float64 realizations the plan cannot guarantee (that is what the
 #: runtimes are compared on): their FloatRealizationWarning is expected.
 pytestmark = pytest.mark.filterwarnings(
-    'ignore::transformer_ua.yun.plan.FloatRealizationWarning')
+    'ignore::transformer_ua.yun.realization.plan.FloatRealizationWarning')
 
 #: |ORT - g.apply| on the random well-conditioned network (measured 1.4e-14).
 RANDOM_ATOL = 1e-12

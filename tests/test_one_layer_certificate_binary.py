@@ -25,7 +25,7 @@ def test_tiny_end_to_end_and_no_silent_overwrite(tmp_path):
   res = json.loads((tmp_path / 'one_layer_certificate.json').read_text())
   rows = {row['method']: row for row in res['rows']}
   assert set(rows) == {'paper', 'one_layer'} and res['provenance']['git_revision']
-  # d_p(f, f_bar) exactly (yun.f_term), below the Lipschitz bound L (delta / 2)
+  # d_p(f, f_bar) exactly (yun.bounds.f_term), below the Lipschitz bound L (delta / 2)
   # (nd nd / (nd + p))^(1/2) = 2 / 6 * sqrt(4 / 4) = 1/3 for token_times_mean (L = 2),
   # N = 3, nd = 2
   for row in rows.values():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import oracle
-from transformer_ua.yun import one_layer_wide
+from transformer_ua.yun.single_attention import one_layer_wide
 
 PREC = 200
 F = Fraction

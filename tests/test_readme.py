@@ -46,7 +46,7 @@ def test_readme_has_snippets():
 
 
 @pytest.mark.slow  # ~1 min of CPU: builds, realizes, certifies and exports
-@pytest.mark.filterwarnings('ignore::transformer_ua.yun.plan.FloatRealizationWarning')
+@pytest.mark.filterwarnings('ignore::transformer_ua.yun.realization.plan.FloatRealizationWarning')
 @pytest.mark.parametrize('page, index', SNIPPETS, ids=[f'{p}:{i}' for p, i in SNIPPETS])
 def test_snippet_runs(page, index, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from transformer_ua import oracle
-from transformer_ua.yun import approximator, build_approximator, plan
-from transformer_ua.yun import contextual_ties as ct
+from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun.realization import plan
+from transformer_ua.yun.stages import contextual_ties as ct
 
 from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
 
@@ -116,7 +117,7 @@ def test_theorem2_n16_every_cube_interior_certified():
   assert cert['cubes'] == 816 and cert['certified'], cert
 
 
-# -- ties='complete' (yun.contextual_ties): offset FF layer, sweep with shift V + 2n,
+# -- ties='complete' (yun.stages.contextual_ties): offset FF layer, sweep with shift V + 2n,
 # global min head, max + counting heads; planned, realized exactly and certified by the
 # same code path.
 

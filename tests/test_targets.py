@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transformer_ua.yun import targets
+from transformer_ua.yun.stages import targets
 
 
 @pytest.mark.parametrize('name', sorted(targets.BUILTIN_TARGETS))

@@ -15,7 +15,10 @@ import pytest
 
 from transformer_ua import executor, layers, oracle
 from transformer_ua.verify import certificate_mc as cmc
-from transformer_ua.yun import build_approximator, certificate, one_layer_wide, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.single_attention import one_layer_wide
+from transformer_ua.yun.realization import plan
 
 
 @pytest.mark.parametrize('margin,d,n,interior', [

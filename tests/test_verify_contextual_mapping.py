@@ -13,7 +13,7 @@ import pytest
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import theorem2
-from transformer_ua.yun import grids
+from transformer_ua.yun import enumeration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
@@ -55,7 +55,7 @@ def test_limbs_and_int64_verifications_agree():
     cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic=arithmetic)
     r = vc.verify_contextual_mapping(cm, grid='multiset', chunk_size=64, progress=False)
     assert r['arithmetic'] == arithmetic.split(':')[0] and r['all_hold']
-    assert r['grid_points'] == grids.grid_size(1, 3, 3, 'multiset')
+    assert r['grid_points'] == enumeration.grid_size(1, 3, 3, 'multiset')
 
 
 def test_detects_a_broken_network():
@@ -76,9 +76,9 @@ def test_detects_broken_equivariance_table():
   """The equivariance check compares every point with its class representative."""
   cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
   _, full_chunk = vc._make_chunk_fns(cm, 16)  # pylint: disable=protected-access
-  m = grids.grid_size(1, 2, 2, 'multiset')
+  m = enumeration.grid_size(1, 2, 2, 'multiset')
   with jax.enable_x64(True):
-    reps = grids.make_codec(1, 2, 2)['decode_multiset'](jnp.arange(m))
+    reps = enumeration.make_codec(1, 2, 2)['decode_multiset'](jnp.arange(m))
     table = cm.forward(np.asarray(reps))['ids']
     good, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9), table)
     bad, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9),

@@ -3,7 +3,7 @@
 import pytest
 
 from transformer_ua.verify import contextual_ties as verify_ties
-from transformer_ua.yun import contextual_ties as ct
+from transformer_ua.yun.stages import contextual_ties as ct
 
 
 @pytest.mark.parametrize('d,n,N,grid,arithmetic', [

@@ -9,7 +9,7 @@ import pytest
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass
-from transformer_ua.yun import grids
+from transformer_ua.yun import enumeration
 
 from grid_helpers import class_table
 
@@ -20,7 +20,7 @@ def test_chunks_and_blocks_give_the_same_counts():
   with jax.enable_x64(True):
     _, full_chunk = vc._make_chunk_fns(cm, 16, kernel='core')  # pylint: disable=protected-access
     table = jnp.asarray(class_table(cm))
-  total = grids.grid_size(1, 3, 3, 'full')
+  total = enumeration.grid_size(1, 3, 3, 'full')
   chunks = grid_pass.run(grid_pass.Chunks(
       cm, lambda s, t: full_chunk(cm.exact_params, s, t, table), total, 16), progress=False)
   blocks = grid_pass.full_pass(cm, class_table(cm), chunk_size=16, progress=False)

@@ -15,7 +15,8 @@ import pytest
 from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass, sweep_kernel, theorem2
-from transformer_ua.yun import grids, sweep
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.stages import sweep
 
 from grid_helpers import class_table
 
@@ -33,8 +34,8 @@ def _reference():
 
 def _whole_grid(d, n, N):
   with jax.enable_x64(True):
-    return np.asarray(grids.make_codec(d, n, N)['decode_full'](
-        jnp.arange(grids.grid_size(d, n, N, 'full'))))
+    return np.asarray(enumeration.make_codec(d, n, N)['decode_full'](
+        jnp.arange(enumeration.grid_size(d, n, N, 'full'))))
 
 
 # (N, d, n, mapping arithmetic, sweep arithmetic): int32 / int64 sweeps, int64 and
@@ -99,7 +100,7 @@ def test_reference_agrees_with_layers_and_verifier(N, d, n):
   ref = _reference()
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
   cfg = ref.Config(d, n, N)
-  total = grids.grid_size(d, n, N, 'full')
+  total = enumeration.grid_size(d, n, N, 'full')
   _, k = ref.decode(cfg, np.arange(total))
   assert np.array_equal(k, _whole_grid(d, n, N))
   lt, q, _ = ref.g_c(cfg, k)
@@ -134,7 +135,7 @@ def test_chunk_is_capped_at_grid_size_and_budget():
   for kernel in ('sweep', 'fast'):
     r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=10 ** 12, progress=False,
                                      kernel=kernel)
-    assert r['all_hold'] and r['chunk_size'] <= grids.grid_size(2, 3, 3, 'full')
+    assert r['all_hold'] and r['chunk_size'] <= enumeration.grid_size(2, 3, 3, 'full')
   assert vc.chunk_cap(cm, 10 ** 12, 10 ** 15) * vc.LITERAL_POINT_BYTES <= vc.CHUNK_BUDGET
   _, block, _ = sweep_kernel.layout(yun.build_contextual_mapping(d=1, n=19, resolution=2),
                                     10 ** 12)
@@ -164,7 +165,7 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
                                               (3, 1, 3, 'limbs:3')])
 def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
   """Without a table (each point's sorted-column representative run through g_c in the
-  same call) the block pass gives the counts of the table pass, on whole grids."""
+  same call) the block pass gives the counts of the table pass, on whole enumeration."""
   cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
   with_table = grid_pass.full_pass(cm, class_table(cm), chunk_size=20, progress=False)
   without = grid_pass.full_pass(cm, None, chunk_size=20, progress=False)

@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 
 from transformer_ua import activations, construction, yun
-from transformer_ua.yun import distances
-from transformer_ua.yun import approximator, contextual, contextual_ties, plan, targets
+from transformer_ua.yun.bounds import distances
+from transformer_ua.yun import approximator
+from transformer_ua.yun.stages import contextual, contextual_ties, targets
+from transformer_ua.yun.realization import plan
 
 #: Tests that realize in float64 where the plan says float64 cannot carry the network:
 #: the FloatRealizationWarning that says so is expected there.
 FLOAT_ON_PURPOSE = pytest.mark.filterwarnings(
-    'ignore::transformer_ua.yun.plan.FloatRealizationWarning')
+    'ignore::transformer_ua.yun.realization.plan.FloatRealizationWarning')
 
 
 def _all_cells(d, n, N):

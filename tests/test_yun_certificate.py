@@ -1,7 +1,7 @@
-"""The whole-domain certificate of d_p(f, g) (yun.certificate) and its pieces.
+"""The whole-domain certificate of d_p(f, g) (yun.bounds.certificate) and its pieces.
 
 Oracles: closed forms computed by hand here, the float Monte Carlo and bad-set code of
-``yun.distances`` (another code path), and a literal mpmath evaluation of the realized
+``yun.bounds.distances`` (another code path), and a literal mpmath evaluation of the realized
 network (``transformer_ua.oracle``, no code shared with ``exact.ball``).
 """
 
@@ -16,8 +16,10 @@ import pytest
 
 from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
-from transformer_ua.yun import (build_approximator, certificate, certify, distances, plan, search,
-                                target_bounds, targets)
+from transformer_ua.yun import build_approximator, search
+from transformer_ua.yun.bounds import certificate, distances, target_bounds
+from transformer_ua.yun.realization import certified_eval, plan
+from transformer_ua.yun.stages import targets
 
 
 MARGIN = Fraction(1, 64)
@@ -309,4 +311,4 @@ def test_default_margin_keeps_interiors_off_the_ramps(clamped):
   m = certificate.default_margin(g)
   assert m * g.source.resolution ** -1 >= 2 * g.epsilon
   assert m / 2 * g.source.resolution ** -1 < 2 * g.epsilon or m == certificate.MAX_MARGIN
-  assert certify.DEFAULT_MARGIN == 0.25
+  assert certified_eval.DEFAULT_MARGIN == 0.25

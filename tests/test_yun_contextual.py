@@ -1,4 +1,4 @@
-"""yun.contextual (Lemma 8 / 10): exact outputs vs an independent paper reference."""
+"""yun.stages.contextual (Lemma 8 / 10): exact outputs vs an independent paper reference."""
 
 import itertools
 import math
@@ -11,7 +11,7 @@ import pytest
 
 from transformer_ua import layers, yun
 from transformer_ua.exact import planner
-from transformer_ua.yun import contextual
+from transformer_ua.yun.stages import contextual
 
 
 # ---------------------------------------------------------------------------
@@ -227,7 +227,8 @@ def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
 
 def test_lemma8_stage_hooks():
   """What the id-only sweep, the report and the check read off a Lemma 8 map."""
-  from transformer_ua.yun import contextual_ties, sweep  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.stages import sweep  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.stages import contextual_ties
   cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
   assert type(cm) is contextual.ContextualMapping and not cm.positional
   assert contextual.CONTEXTUAL_MAPPINGS[False] is contextual.ContextualMapping

@@ -1,5 +1,5 @@
-"""Theorem 3's contextual mapping and quantization (Appendix G; yun.contextual_positional
-and the positional parts of yun.contextual / yun.quantize)."""
+"""Theorem 3's contextual mapping and quantization (Appendix G; yun.stages.contextual_positional
+and the positional parts of yun.stages.contextual / yun.stages.quantize)."""
 
 from fractions import Fraction
 
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import approximator, contextual, contextual_positional, pipeline, quantize
+from transformer_ua.yun import approximator
+from transformer_ua.yun.stages import contextual, contextual_positional, pipeline, quantize
+from transformer_ua.yun.variants import registry
 
 
 def test_closed_forms_are_reexported_by_contextual():
@@ -101,7 +103,7 @@ def test_theorem3_stages_are_subclasses_chosen_once():
   """Theorem 3's g_q and g_c are subclasses (their overrides carry Appendix G); the bool
   builders and the Positional variant pick the same classes."""
   from transformer_ua.yun import grid  # pylint: disable=import-outside-toplevel
-  v = grid.choose(1, 2, 2, positional=True)
+  v = registry.choose(1, 2, 2, positional=True)
   g_q, cm = v.build_quantization(), v.build_contextual(scale=None, arithmetic='auto')
   assert type(g_q) is quantize.PositionalQuantization and g_q.positional
   assert type(cm) is contextual.PositionalContextualMapping and cm.positional
@@ -111,7 +113,7 @@ def test_theorem3_stages_are_subclasses_chosen_once():
       quantize.PositionalQuantization
   assert type(yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)) is \
       contextual.PositionalContextualMapping
-  paper = grid.choose(1, 2, 2)
+  paper = registry.choose(1, 2, 2)
   assert type(paper.build_quantization()) is quantize.Quantization
   assert type(paper.build_contextual(scale=None, arithmetic='auto')) is \
       contextual.ContextualMapping

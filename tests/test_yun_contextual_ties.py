@@ -1,4 +1,4 @@
-"""yun.contextual_ties (ties='complete'): exact, whole small grids, repeats included."""
+"""yun.stages.contextual_ties (ties='complete'): exact, whole small grids, repeats included."""
 
 import itertools
 
@@ -9,7 +9,7 @@ import pytest
 from transformer_ua import construction, yun
 from transformer_ua.verify.contextual_mapping import count_duplicates
 from transformer_ua.yun import approximator as apx
-from transformer_ua.yun import contextual_ties as ct
+from transformer_ua.yun.stages import contextual_ties as ct
 
 
 def _in_range_multisets(N, d, n):
@@ -115,13 +115,13 @@ def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
   cm = ct.build(d=d, n=n, resolution=N)
   c = ct.num_classes(d, n, N)
   rng = np.random.default_rng(0)
-  reps = yun.value.representatives(d, n, N, ties='complete')
+  reps = yun.stages.value.representatives(d, n, N, ties='complete')
   # An equivariant integer target: equal columns of a representative get equal rows.
   table = rng.integers(-5, 6, size=(N ** d, d))
   idx = np.sum(reps * N ** np.arange(d), axis=-1)               # [C, n]
   targets = table[idx] * (1 + np.sum(idx, axis=-1))[:, None, None] % 7
   vm = yun.build_value_mapping(cm, targets)
-  assert vm.depth() == yun.value.layer_count(d, n, N, ties='complete') \
+  assert vm.depth() == yun.stages.value.layer_count(d, n, N, ties='complete') \
       == ct.num_ids(d, n, N) + d + 1
   k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   z = cm.forward(k)['z']
@@ -188,7 +188,7 @@ def test_depth_by_kind_counts_the_offset_layer_as_feedforward():
 
 
 def test_exact_realization_is_planned_and_certified():
-  """yun.plan / yun.rational take g_c as its layer list, so the tie-complete map is
+  """yun.realization.plan / yun.realization.rational take g_c as its layer list, so the tie-complete map is
   planned, realized with exact params and certified on every cube interior (repeated
   cells included); tests/test_realization_certified.py checks it against mpmath."""
   net = yun.build_approximator(_max_target, d=1, n=2, resolution=2, ties='complete')

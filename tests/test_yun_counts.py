@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import layers, yun
-from transformer_ua.yun import contextual, quantize, value
+from transformer_ua.yun.stages import contextual, quantize, value
 
 CONFIGS = [(N, d, n) for N, d, n in itertools.product((2, 3, 5, 8), (1, 2, 3), (2, 3, 5))
            if math.comb(N ** d, n) * n <= 2 * 10 ** 6]

@@ -1,10 +1,11 @@
-"""The error decomposition of Theorems 2 and 3 (yun.decomposition): Monte Carlo d_p of
+"""The error decomposition of Theorems 2 and 3 (yun.bounds.decomposition): Monte Carlo d_p of
 every term against the exact terms."""
 
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import approximator, decomposition
+from transformer_ua.yun import approximator
+from transformer_ua.yun.bounds import decomposition
 
 
 @pytest.fixture(scope='module')

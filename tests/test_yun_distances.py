@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from transformer_ua.yun import distances
-from transformer_ua.yun import targets
+from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.stages import targets
 
 
 def test_dp_of_identical_functions_is_zero():

@@ -1,4 +1,4 @@
-"""d_p(f, f_bar) cube by cube (yun.f_term) and the checks of what a certificate assumes.
+"""d_p(f, f_bar) cube by cube (yun.bounds.f_term) and the checks of what a certificate assumes.
 
 Oracles: integrals worked out by hand here, dense plain-NumPy sampling of f on each cube,
 and a plain-NumPy Monte Carlo of d_p(f, f_bar) (f_bar = f at each sample's cube centre).
@@ -9,8 +9,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from transformer_ua.yun import (build_approximator, certificate, common, f_term, plan, search,
-                                target_bounds, targets)
+from transformer_ua.yun import build_approximator, search
+from transformer_ua.yun.bounds import certificate, f_term, target_bounds
+from transformer_ua.yun import grid
+from transformer_ua.yun.realization import plan
+from transformer_ua.yun.stages import targets
 
 MARGIN = Fraction(1, 64)
 
@@ -140,7 +143,7 @@ def test_local_modulus_gives_a_sound_per_cube_term():
 def test_lipschitz_on_grid_is_a_lower_bound_and_refutes_in_one_line():
   N, n, d = 8, 2, 1
   fn = lambda x: 0.5 + 0.5 * np.sin(20 * x)                         # noqa: E731
-  k = common.decode_grid(np.arange(N ** 2), d, n, N)
+  k = grid.decode_grid(np.arange(N ** 2), d, n, N)
   fv = fn((k + 0.5) / N)
   lower = f_term.check_lipschitz_on_grid(None, fv, n=n, d=d, resolution=N)
   # by hand: the largest |sin(20 c') - sin(20 c)| / 2 * 8 over neighbouring centres
@@ -154,7 +157,7 @@ def test_lipschitz_on_grid_is_a_lower_bound_and_refutes_in_one_line():
 
 def test_equivariance_failures_found_exactly():
   N, n, d = 4, 3, 1
-  k = common.decode_grid(np.arange(N ** 3), d, n, N)
+  k = grid.decode_grid(np.arange(N ** 3), d, n, N)
   x = (k + 0.5) / N
   sym = 2 * x                                # f(X) = 2X: equivariant exactly
   assert f_term.equivariance_failures(sym, n=n, d=d, resolution=N)['cubes'] == 0

@@ -1,4 +1,4 @@
-"""yun.gc_kernels: one registry of g_c kernels, each returning a GcResult."""
+"""yun.stages.gc_kernels: one registry of g_c kernels, each returning a GcResult."""
 
 import subprocess
 import sys
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import contextual_ties, gc_kernels
+from transformer_ua.yun.stages import contextual_ties, gc_kernels
 
 
 def test_registry_holds_every_kernel_once_the_package_is_imported():
-  code = ('from transformer_ua.yun import gc_kernels, contextual; '
+  code = ('from transformer_ua.yun.stages import gc_kernels, contextual; '
           'print(sorted(gc_kernels.KERNELS))')
   out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                        check=True).stdout

@@ -4,7 +4,15 @@ import math
 
 import pytest
 
-from transformer_ua.yun import contextual_ties, grid, one_layer, pipeline, value
+from transformer_ua.yun import grid
+from transformer_ua.yun.stages import contextual_ties, pipeline, value
+from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.base import CONTEXTUALS
+from transformer_ua.yun.variants.one_layer import OneLayer
+from transformer_ua.yun.variants.paper import Paper
+from transformer_ua.yun.variants.positional import Positional
+from transformer_ua.yun.variants.ties_complete import TiesComplete
 
 
 def test_grid_is_validated_and_frozen():
@@ -19,15 +27,15 @@ def test_grid_is_validated_and_frozen():
 
 
 @pytest.mark.parametrize('kw,cls', [
-    ({}, grid.Paper), ({'positional': True}, grid.Positional),
-    ({'ties': 'complete'}, grid.TiesComplete), ({'contextual': 'one_layer'}, grid.OneLayer)])
+    ({}, Paper), ({'positional': True}, Positional),
+    ({'ties': 'complete'}, TiesComplete), ({'contextual': 'one_layer'}, OneLayer)])
 def test_choose_maps_the_public_keywords_to_one_variant(kw, cls):
-  v = grid.choose(1, 3, 2, **kw)
+  v = registry.choose(1, 3, 2, **kw)
   assert type(v) is cls and v.grid == grid.Grid(1, 3, 2)
   assert v.positional == kw.get('positional', False)
   assert v.ties == kw.get('ties', 'paper')
   assert v.contextual == kw.get('contextual', 'paper')
-  assert grid.VARIANTS[v.name] is cls
+  assert registry.VARIANTS[v.name] is cls
   assert v.at(3).grid == grid.Grid(1, 3, 3) and type(v.at(3)) is cls
 
 
@@ -40,26 +48,26 @@ def test_choose_maps_the_public_keywords_to_one_variant(kw, cls):
     ({'contextual': 'one_layer', 'arithmetic': 'limbs'}, "arithmetic='auto'")])
 def test_choose_refuses_with_the_old_messages(kw, match):
   with pytest.raises(ValueError, match=match):
-    grid.choose(1, 2, 2, **kw)
+    registry.choose(1, 2, 2, **kw)
 
 
 def test_theorem3_may_ignore_ties():
-  v = grid.choose(1, 2, 2, positional=True, ties='complete', theorem3_ignores_ties=True)
-  assert type(v) is grid.Positional
+  v = registry.choose(1, 2, 2, positional=True, ties='complete', theorem3_ignores_ties=True)
+  assert type(v) is Positional
 
 
 @pytest.mark.parametrize('d,n,N', [(1, 2, 3), (2, 2, 2), (1, 3, 2)])
 def test_counts_by_hand(d, n, N):
   V = N ** d
-  assert grid.Paper(grid.Grid(d, n, N)).layer_counts() == {
+  assert Paper(grid.Grid(d, n, N)).layer_counts() == {
       'quantization': d * (N + 1), 'contextual': V + 1, 'value': n * math.comb(V, n) + d + 1}
-  assert grid.Positional(grid.Grid(d, n, N)).layer_counts() == {
+  assert Positional(grid.Grid(d, n, N)).layer_counts() == {
       'quantization': d * n * N, 'contextual': n * V + 1,
       'value': n * N ** (d * n) + d + 1}
   ids = V * math.comb(V + n - 2, n - 1)
-  assert grid.TiesComplete(grid.Grid(d, n, N)).layer_counts() == {
+  assert TiesComplete(grid.Grid(d, n, N)).layer_counts() == {
       'quantization': d * (N + 1), 'contextual': V + 3, 'value': ids + d + 1}
-  ol = grid.OneLayer(grid.Grid(d, n, N))
+  ol = OneLayer(grid.Grid(d, n, N))
   assert ol.layer_counts() == {'quantization': d * (N + 1), 'contextual': 2, 'value': ids}
   assert ol.num_classes() == one_layer.num_classes(d, n, N)
   assert ol.num_bump_layers() == one_layer.num_ids(d, n, N)
@@ -67,8 +75,8 @@ def test_counts_by_hand(d, n, N):
 
 
 def test_variants_agree_with_the_built_networks():
-  for v in (grid.Paper(grid.Grid(1, 2, 3)), grid.Positional(grid.Grid(1, 2, 2)),
-            grid.TiesComplete(grid.Grid(1, 3, 2))):
+  for v in (Paper(grid.Grid(1, 2, 3)), Positional(grid.Grid(1, 2, 2)),
+            TiesComplete(grid.Grid(1, 3, 2))):
     reps = v.representatives()
     assert reps.shape == (v.num_classes(), v.n, v.d)
     g = pipeline.build_g_bar(d=v.d, n=v.n, resolution=v.N, targets=reps * 0, variant=v)
@@ -81,12 +89,12 @@ def test_variants_agree_with_the_built_networks():
 
 
 def test_build_g_bar_refuses_a_variant_of_another_grid():
-  v = grid.Paper(grid.Grid(1, 2, 3))
+  v = Paper(grid.Grid(1, 2, 3))
   with pytest.raises(ValueError, match="variant's grid"):
     pipeline.build_g_bar(d=1, n=2, resolution=2, targets=v.representatives() * 0, variant=v)
 
 
 def test_check_contextual_is_shared():
-  assert one_layer.check_contextual is grid.check_contextual
-  assert one_layer.CONTEXTUALS == grid.CONTEXTUALS
+  assert one_layer.check_contextual is registry.check_contextual
+  assert one_layer.CONTEXTUALS == CONTEXTUALS
   assert contextual_ties.check_ties('complete') == 'complete'

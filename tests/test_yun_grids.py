@@ -1,4 +1,4 @@
-"""yun.grids: on-device decoding is a bijection, counts equal brute force."""
+"""yun.enumeration: on-device decoding is a bijection, counts equal brute force."""
 
 import itertools
 import math
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua.yun import grids
+from transformer_ua.yun import enumeration
 
 
 def _category(pt):
@@ -20,10 +20,10 @@ def _category(pt):
 
 @pytest.mark.parametrize('N,d,n', [(2, 1, 3), (2, 2, 3), (3, 1, 4), (3, 2, 2)])
 def test_full_and_multiset_grids_enumerate_every_point_once(N, d, n):
-  codec = grids.make_codec(d, n, N)
+  codec = enumeration.make_codec(d, n, N)
   with jax.enable_x64(True):
-    full = np.asarray(codec['decode_full'](jnp.arange(grids.grid_size(d, n, N, 'full'))))
-    multi = np.asarray(codec['decode_multiset'](jnp.arange(grids.grid_size(d, n, N, 'multiset'))))
+    full = np.asarray(codec['decode_full'](jnp.arange(enumeration.grid_size(d, n, N, 'full'))))
+    multi = np.asarray(codec['decode_multiset'](jnp.arange(enumeration.grid_size(d, n, N, 'multiset'))))
     cats_full = np.asarray(codec['category'](jnp.asarray(full)))
     cols = np.asarray(codec['column_index'](jnp.asarray(multi)))
     ranks = np.asarray(codec['rank_multiset'](jnp.asarray(cols)))
@@ -34,17 +34,17 @@ def test_full_and_multiset_grids_enumerate_every_point_once(N, d, n):
   classes = {tuple(sorted(map(tuple, p))) for p in np.asarray(brute).reshape(-1, n, d)}
   assert len(classes) == len(multi) == len({tuple(map(tuple, p)) for p in multi})
   for grid, pts, cats in (('full', full, cats_full),):
-    expected = grids.category_counts(d, n, N, grid)
+    expected = enumeration.category_counts(d, n, N, grid)
     brute_cats = [_category(p) for p in pts]
     assert list(cats) == brute_cats
     assert {k: brute_cats.count(k) for k in (1, 2, 3)} == expected
-  expected_m = grids.category_counts(d, n, N, 'multiset')
+  expected_m = enumeration.category_counts(d, n, N, 'multiset')
   assert {k: [_category(p) for p in multi].count(k) for k in (1, 2, 3)} == expected_m
 
 
 @pytest.mark.parametrize('N,d,n', [(2, 2, 3), (3, 1, 2), (4, 1, 3)])
 def test_class_codec_enumerates_category1_classes(N, d, n):
-  codec = grids.make_class_codec(d, n, N)
+  codec = enumeration.make_class_codec(d, n, N)
   c = math.comb(N ** d, n)
   with jax.enable_x64(True):
     reps = np.asarray(codec['decode'](jnp.arange(c)))
@@ -58,7 +58,7 @@ def test_class_codec_enumerates_category1_classes(N, d, n):
 
 
 def test_grid_sizes_and_errors():
-  assert grids.grid_size(2, 3, 4, 'full') == 5 ** 6
-  assert grids.grid_size(2, 3, 4, 'multiset') == math.comb(25 + 2, 3)
+  assert enumeration.grid_size(2, 3, 4, 'full') == 5 ** 6
+  assert enumeration.grid_size(2, 3, 4, 'multiset') == math.comb(25 + 2, 3)
   with pytest.raises(ValueError, match='allowed'):
-    grids.grid_size(1, 2, 2, 'sparse')
+    enumeration.grid_size(1, 2, 2, 'sparse')

@@ -1,17 +1,19 @@
-"""yun.ids: g_c simulated on column ids, every grid class, exactly (Lemma 6's inputs)."""
+"""yun.realization.ids: g_c simulated on column ids, every grid class, exactly (Lemma 6's inputs)."""
 
 import numpy as np
 import pytest
 
-from transformer_ua.yun import build_approximator, grids, ids, plan
-from transformer_ua.yun import contextual_ties as ct
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.realization import ids, plan
+from transformer_ua.yun.stages import contextual_ties as ct
 
 
 def test_grid_classes_are_the_multisets_of_cells():
   net = build_approximator('token_times_mean', d=2, n=2, resolution=2)
   k = ids.grid_classes(net)
   assert k.shape == (10, 2, 2)                    # C(4 + 1, 2) multisets of 4 cells
-  cells = grids.column_number(k, 2)
+  cells = enumeration.column_number(k, 2)
   assert np.all(np.diff(cells, axis=-1) >= 0)
   assert len({tuple(c) for c in cells}) == 10
   assert plan.grid_classes is ids.grid_classes and plan.simulate is ids.simulate

@@ -1,4 +1,4 @@
-"""One softmax attention layer as the contextual mapping (yun.one_layer, verify.one_layer)."""
+"""One softmax attention layer as the contextual mapping (yun.single_attention.one_layer, verify.one_layer)."""
 
 import itertools
 import json
@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from transformer_ua.yun import one_layer
+from transformer_ua.yun.single_attention import one_layer
 
 from one_layer_fixtures import net, token_times_mean  # pylint: disable=unused-import
 

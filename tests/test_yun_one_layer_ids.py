@@ -1,4 +1,4 @@
-"""The one-layer contextual mapping's plan and certified ids (yun.one_layer_ids,
+"""The one-layer contextual mapping's plan and certified ids (yun.single_attention.one_layer_ids,
 verify.one_layer)."""
 
 import itertools
@@ -9,7 +9,7 @@ import mpmath
 import pytest
 
 from transformer_ua.verify import one_layer as verify_ol
-from transformer_ua.yun import one_layer, one_layer_ids
+from transformer_ua.yun.single_attention import one_layer, one_layer_ids
 
 
 # -- plan (hand-computed constants) --------------------------------------------

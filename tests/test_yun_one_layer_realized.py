@@ -1,4 +1,4 @@
-"""The realized one-layer network g (yun.one_layer_realized): blocks, certified
+"""The realized one-layer network g (yun.single_attention.one_layer_realized): blocks, certified
 evaluation, the clamp and the whole-domain certificate."""
 
 import itertools
@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from transformer_ua.yun import one_layer
+from transformer_ua.yun.single_attention import one_layer
 
 from one_layer_fixtures import net, token_times_mean, token_times_mean_d2  # pylint: disable=unused-import
 
@@ -66,7 +66,7 @@ def _f_bar_range_by_hand(N):
 
 @pytest.fixture(scope='module')
 def certified(net):
-  from transformer_ua.yun import certificate  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.bounds import certificate  # pylint: disable=import-outside-toplevel
   out = {}
   for clamp in (True, False):
     g = net.realize(margin=CERT_MARGIN, clamp=clamp)
@@ -85,7 +85,7 @@ def test_clamped_one_layer_network_is_certified_and_keeps_one_attention_layer(ne
   lip = cert.details['f_fbar']['parts']['lipschitz']
   assert lip >= 0.25 * math.sqrt(9 / 5)
   assert lip == pytest.approx(0.25 * math.sqrt(9 / 5), rel=1e-12)
-  # the term itself is tighter: d_2(f, f_bar) exactly (yun.f_term), worked out by hand
+  # the term itself is tighter: d_2(f, f_bar) exactly (yun.bounds.f_term), worked out by hand
   assert cert.terms['f_fbar'] == pytest.approx(token_times_mean_d2(3, 4), rel=1e-12)
   assert cert.terms['f_fbar'] >= token_times_mean_d2(3, 4) * (1 - 1e-15)
   assert cert.interior_sup < 1e-12 and cert.total < 1
@@ -138,7 +138,7 @@ def test_clamped_float64_one_layer_stays_in_the_range(net):
 
 
 def test_certify_lp_refuses_another_nets_one_layer_g(certified):
-  from transformer_ua.yun import certificate  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.bounds import certificate  # pylint: disable=import-outside-toplevel
   g, _ = certified[True]
   other = one_layer.build('token_times_mean', d=1, n=3, resolution=4)
   with pytest.raises(ValueError, match='not a realization of this net'):

@@ -1,4 +1,4 @@
-"""The shallow-wide one-attention-layer network (yun.one_layer_wide, exact.wide_ball):
+"""The shallow-wide one-attention-layer network (yun.single_attention.one_layer_wide, exact.wide_ball):
 sizes in closed form and by hand, the independent mpmath oracle on cube interiors and
 in the ramp windows, bisection against a full scan, the whole-domain certificate, and
 one-line refusals."""
@@ -12,7 +12,8 @@ import pytest
 
 from transformer_ua import oracle
 from transformer_ua.exact import ball, wide_ball
-from transformer_ua.yun import certificate, one_layer_wide
+from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.single_attention import one_layer_wide
 
 from one_layer_fixtures import token_times_mean, token_times_mean_d2
 

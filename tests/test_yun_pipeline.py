@@ -1,4 +1,4 @@
-"""yun.pipeline: g_bar = g_v o g_c o g_q on real inputs equals the piecewise-constant target."""
+"""yun.stages.pipeline: g_bar = g_v o g_c o g_q on real inputs equals the piecewise-constant target."""
 
 import itertools
 from fractions import Fraction

@@ -1,11 +1,12 @@
-"""yun.plan: planned lam/epsilon/bits, and the float64 check against the plan."""
+"""yun.realization.plan: planned lam/epsilon/bits, and the float64 check against the plan."""
 
 from fractions import Fraction
 
 import pytest
 
 from realization_fixtures import exact134, net134  # pylint: disable=unused-import
-from transformer_ua.yun import build_approximator, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.realization import plan
 
 
 def test_plan_is_powers_of_two_from_exact_bounds(exact134):

@@ -1,4 +1,4 @@
-"""yun.quantize (Lemma 7): counts, exact rational quantization, float behaviour."""
+"""yun.stages.quantize (Lemma 7): counts, exact rational quantization, float behaviour."""
 
 from fractions import Fraction
 import math
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from transformer_ua.verify import quantization as vq
-from transformer_ua.yun import quantize
+from transformer_ua.yun.stages import quantize
 
 
 def _reference_index(x: Fraction, N: int) -> int:

@@ -1,4 +1,4 @@
-"""yun.rational: exact (rational) params of g_bar."""
+"""yun.realization.rational: exact (rational) params of g_bar."""
 
 from fractions import Fraction
 
@@ -6,7 +6,7 @@ import jax
 import numpy as np
 
 from realization_fixtures import ties134  # pylint: disable=unused-import
-from transformer_ua.yun import rational
+from transformer_ua.yun.realization import rational
 
 
 def test_ties_exact_params_equal_the_float_params(ties134):

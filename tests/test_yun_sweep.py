@@ -1,4 +1,4 @@
-"""yun.sweep: reading the sweep program and the global shift."""
+"""yun.stages.sweep: reading the sweep program and the global shift."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import sweep
+from transformer_ua.yun.stages import sweep
 
 
 def test_sweep_kernel_refuses_params_of_another_shape():

@@ -1,4 +1,4 @@
-"""yun.value (Lemma 9): counts, literal network == compact == target on whole grids."""
+"""yun.stages.value (Lemma 9): counts, literal network == compact == target on whole grids."""
 
 import itertools
 import math
@@ -10,7 +10,7 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.exact import limbs
-from transformer_ua.yun import value
+from transformer_ua.yun.stages import value
 
 
 def _expected_outputs(points, reps, numerators, factor):

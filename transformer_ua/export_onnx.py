@@ -43,7 +43,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
-from transformer_ua.yun.one_layer_wide import WideRealized
+from transformer_ua.yun.single_attention.one_layer_wide import WideRealized
 
 #: dtypes the exported graph can compute in (input, weights and output).
 EXPORT_DTYPES = ('float64', 'float32')
@@ -59,7 +59,7 @@ def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
   if not isinstance(g, (Realized, WideRealized)):
     raise ValueError(f'export_onnx needs a yun.Realized network (net.realize(lam=, '
-                     f'epsilon=)) or a yun.one_layer_wide.WideRealized, got '
+                     f'epsilon=)) or a yun.single_attention.one_layer_wide.WideRealized, got '
                      f'{type(g).__name__}.')
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
@@ -151,7 +151,7 @@ def export_onnx(g: Realized | WideRealized, path, *, batch: int | None = None, d
 
   Args:
     g: a ``yun.Realized`` (``Approximator.realize``) or a
-      ``yun.one_layer_wide.WideRealized`` (blocks of any heads and width).
+      ``yun.single_attention.one_layer_wide.WideRealized`` (blocks of any heads and width).
     path: the .onnx file to write (its directory must exist and be writable).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output. g's params are cast

@@ -17,7 +17,7 @@ import ml_collections
 
 def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  # Target: a built-in name (transformer_ua.yun.targets.BUILTIN_TARGETS).
+  # Target: a built-in name (transformer_ua.yun.stages.targets.BUILTIN_TARGETS).
   c.target = 'token_times_mean'
   c.positional = False        # False: Theorem 2 (equivariant f); True: Theorem 3 (with E)
   c.d = 1                     # embedding dimension
@@ -46,7 +46,7 @@ def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c.dtype = 'float64'         # 'float64' or 'float32'
   # Resolution ladder (error vs delta, log-log, slope against d/p).
   c.ladder = (2, 4, 8, 16)
-  # Theorem 2 targets: also run the ladder with ties='complete' (yun.contextual_ties: no
+  # Theorem 2 targets: also run the ladder with ties='complete' (yun.stages.contextual_ties: no
   # bad set, d_p(f_bar, g_bar) = 0), side by side with the paper's construction.
   c.compare_ties = True
   # Sweeps at the main configuration (d_p(g_bar, g) and max error on cube interiors);

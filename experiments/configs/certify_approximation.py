@@ -8,7 +8,7 @@ r"""Config of experiments/certify_approximation.py: Theorems 2 and 3 as a certif
     (:lemma6 runs the Lemma 6 sweep alone, on a finer ladder of margins)
 
 Every run certifies d_p(f, g) <= total for a standard Transformer g over the whole unit
-cube (``yun.certificate``), and checks each certificate of the table and the ladder term
+cube (``yun.bounds.certificate``), and checks each certificate of the table and the ladder term
 by term against an independent stratified Monte Carlo (``verify.certificate_mc``: g by the
 mpmath oracle, cube interiors and ramp windows sampled separately, weighted by their
 exact measures); a term whose whole 95% interval lies above its bound stops the run.

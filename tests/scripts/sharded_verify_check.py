@@ -65,7 +65,7 @@ if __name__ == '__main__':
   out = {'devices': len(jax.devices()), 'case': case}
   if case == 'full':
     cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
-    vm = yun.value.build_value_mapping(cm, yun.value.random_targets(1, 3, 3, seed=0),
+    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(1, 3, 3, seed=0),
                                        denominator=2)
     out.update(both(cm, grid='full', chunk_size=20, value_mapping=vm))
     out['chunk'] = chunk_sharding()

@@ -1,7 +1,7 @@
 """ExactOps: one interface to comparisons, selections and arithmetic on exact values.
 
 A value is an integer array of ``dtype`` (``spec is None``; int64 unless a narrower
-proven type, e.g. the int32 sweep of ``yun.sweep``) or a limb number ``[..., K]`` of
+proven type, e.g. the int32 sweep of ``yun.stages.sweep``) or a limb number ``[..., K]`` of
 ``exact.limbs``; every method does the same thing on both, so a construction written
 once against ``ExactOps`` runs in whichever arithmetic the planner chose.
 

@@ -10,8 +10,8 @@ numerators, outputs) into the arithmetic that holds it, or refuses:
 
 Requesting an arithmetic that is too narrow raises ``ValueError`` naming the bits
 needed, so an overflow (a silently wrong answer) cannot happen. The bounds
-themselves are derived per construction (``yun.contextual`` proves the one for the
-contextual mapping, ``yun.value`` the one for the value mapping).
+themselves are derived per construction (``yun.stages.contextual`` proves the one for the
+contextual mapping, ``yun.stages.value`` the one for the value mapping).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import approximator, distances
+from transformer_ua.yun import approximator
+from transformer_ua.yun.bounds import distances
 
 
 def contextual_values(net):
@@ -210,7 +211,7 @@ def _ci(e) -> str:
 
 
 def _certificate_lines(certified) -> list:
-  """The headline section: the certified d_p(f, g) (``yun.certificate``)."""
+  """The headline section: the certified d_p(f, g) (``yun.bounds.certificate``)."""
   if not certified:
     return []
   head = certified['headline']

@@ -232,7 +232,7 @@ def markdown(result) -> str:
       '# Theorems 2 and 3 as a certificate: d_p(f, g) <= epsilon, proved\n\n',
       provenance.markdown_header(prov), '\n',
       f'd = {result["d"]}, n = {result["n"]}, p = {result["p"]:g}. Every certified number is '
-      'an upper bound over the whole unit cube (`yun.certificate.certify_lp`: exact '
+      'an upper bound over the whole unit cube (`yun.bounds.certificate.certify_lp`: exact '
       'rationals and arb balls), marked "<=". ' + MC_TEXT + '\n\n',
       ('' if not checked else
        f'**Check: no certified bound is contradicted ({len(checked)} certificates, {terms} '

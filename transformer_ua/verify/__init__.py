@@ -14,6 +14,6 @@
 * ``value_mapping``       -- literal Lemma 9 network vs its compact equivalent.
 * ``theorem2``            -- all of the above in one call (the experiment's engine).
 
-Grid points are decoded on device by ``yun.grids``; g_c is evaluated by a kernel of
-``yun.gc_kernels``.
+Grid points are decoded on device by ``yun.enumeration``; g_c is evaluated by a kernel of
+``yun.stages.gc_kernels``.
 """

@@ -1,7 +1,7 @@
 r"""Per-point properties of the contextual mapping g_c, as pure functions of its outputs.
 
 Yun et al. 2020, Appendix E.3 (Lemma 8, Lemma 10, Lemma 9 end to end) and the
-tie-complete map (``yun.contextual_ties``, T1-T3). Every function here is pure jnp
+tie-complete map (``yun.stages.contextual_ties``, T1-T3). Every function here is pure jnp
 (jit / vmap / shard-able) and returns violation *counts* over a batch of B points; the
 grid-pass drivers (``grid_pass``) sum them. A new per-point property is a new entry
 here: its name in ``LEMMA8`` (or ``TIES``) and its count in ``lemma8`` (``ties``).
@@ -22,7 +22,7 @@ representation ``cmp`` with ``eq(a, b)`` and ``lt(a, b)`` (elementwise over B):
 ``exact.ops.ExactOps`` values ([B] int64 or [B, K] limbs) or ``WORDS`` (a list of
 int64 arrays [B], most significant first: ``sweep_kernel.words_fn``). Constants
 (t_l, t_r, Lemma 10's bounds) are given in the same representation. ``cat`` [B] int32
-in {1, 2, 3} (``yun.grids``), ``valid`` [B] bool (padding rows are False).
+in {1, 2, 3} (``yun.enumeration``), ``valid`` [B] bool (padding rows are False).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def lemma9(vm, ops, codec, class_codec, k, z, cat, valid):
   """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact).
 
   k [B, n, d] grid indices, z [B, n, d(, K)] = g_c(L) in ``ops``; ``codec`` /
-  ``class_codec``: ``yun.grids.make_codec`` / ``make_class_codec``."""
+  ``class_codec``: ``yun.enumeration.make_codec`` / ``make_class_codec``."""
   out = vm.compact_fn()(z)
   if vm.num_classes == 0:  # G~ empty: g_v must be 0 everywhere
     same = jnp.all(ops.eq(out, jnp.zeros_like(out)), axis=(-2, -1))

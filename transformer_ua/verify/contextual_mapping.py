@@ -1,6 +1,6 @@
 r"""Exact whole-grid verification of Lemma 8 and Lemma 10 (Yun et al. 2020, E.3).
 
-Every point is run through the compiled attention layers of g_c (``yun.contextual``)
+Every point is run through the compiled attention layers of g_c (``yun.stages.contextual``)
 in exact integer arithmetic (int64 or limbs, as planned), chunk by chunk: grid points
 are decoded on device from linear indices (``grids``), each chunk is one jit-compiled
 vmapped call, and only violation counts (and, for the class representatives, the
@@ -36,8 +36,8 @@ equivariance for any Transformer; here it is *checked*, on the integers computed
 Structure. The per-point properties are ``checks`` (one place); the passes run through
 ``grid_pass`` (``Chunks``: the multiset pass and, with a literal kernel, the full one;
 ``Blocks``: the full pass in-kernel, resumable with progress and ETA, ``runner``).
-Kernels (``yun.gc_kernels``): by default (``kernel='sweep'``) g_c runs on column ids
-(``yun.sweep``) and the full-grid pass runs in blocks; ``'fast'`` / ``'core'`` run the
+Kernels (``yun.stages.gc_kernels``): by default (``kernel='sweep'``) g_c runs on column ids
+(``yun.stages.sweep``) and the full-grid pass runs in blocks; ``'fast'`` / ``'core'`` run the
 literal layers (the cross-check: tests compare all three on whole grids). Chunks are
 capped at the grid size and at a working-set budget (``chunk_cap``).
 
@@ -62,7 +62,8 @@ import numpy as np
 from transformer_ua import parallel, provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
 from transformer_ua.verify.checks import count_duplicates  # noqa: F401 (its old home)
-from transformer_ua.yun import gc_kernels, grids
+from transformer_ua.yun.stages import gc_kernels
+from transformer_ua.yun import enumeration
 
 #: Properties of the result: the per-point ones (``checks.LEMMA8``) and the global ones.
 PROPERTIES = checks.LEMMA8 + (
@@ -102,8 +103,8 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     sharding = parallel.data_sharding(mesh)
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
-  codec = grids.make_codec(cm.d, n, cm.resolution)
-  class_codec = grids.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
+  codec = enumeration.make_codec(cm.d, n, cm.resolution)
+  class_codec = enumeration.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   bounds = checks.scaled_constants(cm)
@@ -147,10 +148,10 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       check) or 'multiset' (one representative per permutation class).
     chunk_size: points per jit call (bounds memory).
     progress: print progress lines (stderr).
-    value_mapping: optional ``yun.value.ValueMapping`` for ``cm``; then every point
+    value_mapping: optional ``yun.stages.value.ValueMapping`` for ``cm``; then every point
       also checks Lemma 9 end to end (``lemma9_value_mapping``): the compact g_v of
       g_c(L) equals A_L on G~ (A_L = A_C permuted back) and 0 elsewhere, exactly.
-    kernel: a ``yun.gc_kernels`` kernel: 'sweep' (g_c on column ids, ``yun.sweep``; the
+    kernel: a ``yun.stages.gc_kernels`` kernel: 'sweep' (g_c on column ids, ``yun.stages.sweep``; the
       full grid runs in blocks, ``sweep_kernel``), 'fast' (shared-projection identity)
       or 'core' (the core's layers for int64, generic limb layers beyond): the literal
       kernels, the cross-check.
@@ -164,19 +165,19 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     ``max_abs_value`` seen vs the planned bound, ``devices``, ``chunk_size`` (as
     run), ``seconds``, ``provenance``.
   """
-  if grid not in grids.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {grids.GRIDS}.')
+  if grid not in enumeration.GRIDS:
+    raise ValueError(f'grid={grid!r}; allowed: {enumeration.GRIDS}.')
   if not isinstance(chunk_size, int) or chunk_size < 1:
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()  # at the start: the revision that runs
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  m_total = grids.grid_size(d, n, N, 'multiset')
+  m_total = enumeration.grid_size(d, n, N, 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
-  f_total = grids.grid_size(d, n, N, 'full')
+  f_total = enumeration.grid_size(d, n, N, 'full')
   requested_chunk = chunk_size
   chunk_size = chunk_cap(cm, chunk_size, m_total if grid == 'multiset' or kernel == 'sweep'
                          else f_total)
@@ -211,7 +212,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['8.2_distinct_across_classes'] = checks.count_duplicates(
       ops, flat, np.repeat(np.arange(m1), n))
   violations['lemma10_one_to_one'] = checks.count_duplicates(ops, cat1_ltn, np.arange(m1))
-  expected_m = grids.category_counts(d, n, N, 'multiset')
+  expected_m = enumeration.category_counts(d, n, N, 'multiset')
   mc = multiset['counts']
   result = {'multiset_points': mc['points'],
             'multiset_categories': {str(k): mc[f'category_{k}'] for k in (1, 2, 3)}}
@@ -224,7 +225,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     if kernel == 'sweep':
       extra = None
       if value_mapping is not None:
-        codec, class_codec = grids.make_codec(d, n, N), grids.make_class_codec(d, n, N)
+        codec, class_codec = enumeration.make_codec(d, n, N), enumeration.make_class_codec(d, n, N)
         extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
             value_mapping, ops, codec, class_codec, k, z, cat, valid)
       full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,
@@ -241,7 +242,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
           cm, lambda start, total: full_chunk(params, start, total, table), f_total,
           chunk_size), progress=progress)
     fc = full['counts']
-    expected = grids.category_counts(d, n, N, 'full')
+    expected = enumeration.category_counts(d, n, N, 'full')
     bad_counts += int(fc['points'] != f_total) + sum(
         int(fc[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
     violations['permutation_equivariance'] = fc['permutation_equivariance']
@@ -252,7 +253,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
   violations['category_counts'] = bad_counts
   grid_points = passes[-1]['counts']['points']
-  expected_points = grids.grid_size(d, n, N, grid)
+  expected_points = enumeration.grid_size(d, n, N, grid)
   violations['grid_point_count'] = int(grid_points != expected_points)
   max_abs = max(p['max_abs'] for p in passes)
   violations['bits_within_plan'] = int(max_abs > cm.bound)

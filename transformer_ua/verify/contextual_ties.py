@@ -1,8 +1,8 @@
 r"""Exact whole-grid verification of the tie-complete contextual mapping.
 
-For ``yun.contextual_ties`` (``ties='complete'``): every point of the grid is run through
+For ``yun.stages.contextual_ties`` (``ties='complete'``): every point of the grid is run through
 the compiled layers in exact integer arithmetic (int64 or limbs, as planned), chunk by
-chunk (``grid_pass.Chunks``), with the grid decoders of ``yun.grids``; the per-point
+chunk (``grid_pass.Chunks``), with the grid decoders of ``yun.enumeration``; the per-point
 properties are ``checks.ties`` and ``checks.equivariance``. Properties (violation
 counts, all 0):
 
@@ -30,7 +30,8 @@ import numpy as np
 
 from transformer_ua import provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
-from transformer_ua.yun import gc_kernels, grids
+from transformer_ua.yun.stages import gc_kernels
+from transformer_ua.yun import enumeration
 
 #: Properties of the result: the per-point ones (``checks.TIES``) and the global ones.
 PROPERTIES = (('T1_one_to_one',) + checks.TIES
@@ -43,7 +44,7 @@ def _chunk_fns(cm, chunk: int, kernel: str):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
   total, table)`` (``grid_pass.chunk_fns``) checking T1-T3; extremes of z as words."""
   ops = cm.ops
-  codec = grids.make_codec(cm.d, cm.n, cm.resolution)
+  codec = enumeration.make_codec(cm.d, cm.n, cm.resolution)
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   n, s = cm.n, cm.scale
@@ -66,10 +67,10 @@ def _chunk_fns(cm, chunk: int, kernel: str):
 
 def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
            kernel: str = 'fast') -> dict:
-  """Checks (T1)-(T3) of ``yun.contextual_ties`` on every point of the grid, exactly.
+  """Checks (T1)-(T3) of ``yun.stages.contextual_ties`` on every point of the grid, exactly.
 
   Args:
-    cm: a ``yun.contextual_ties.TiesContextualMapping``.
+    cm: a ``yun.stages.contextual_ties.TiesContextualMapping``.
     grid: 'multiset' (one point per permutation class of G+, repeats included) or
       'full' (every ordered point; adds the permutation-equivariance check).
     chunk_size: points per jit call; kernel: 'fast' or 'core' (same integers).
@@ -77,15 +78,15 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
     dict with ``violations`` (property -> count), ``all_hold``, counts, bits, seconds,
     ``provenance``.
   """
-  if grid not in grids.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {grids.GRIDS}.')
+  if grid not in enumeration.GRIDS:
+    raise ValueError(f'grid={grid!r}; allowed: {enumeration.GRIDS}.')
   if not isinstance(chunk_size, int) or chunk_size < 1:
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  total = grids.grid_size(d, n, N, 'multiset')
+  total = enumeration.grid_size(d, n, N, 'multiset')
   viol = {p: 0 for p in PROPERTIES}
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _chunk_fns(cm, chunk_size, kernel)
@@ -117,14 +118,14 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
   if grid == 'full':
     with jax.enable_x64(True):
       table = jnp.asarray(np.concatenate(table))
-    sizes['full'] = grids.grid_size(d, n, N, 'full')
+    sizes['full'] = enumeration.grid_size(d, n, N, 'full')
     passes.append(grid_pass.run(grid_pass.Chunks(
         cm, lambda start, tot: full_chunk(cm.exact_params, start, tot, table),
         sizes['full'], chunk_size), progress=False))
     viol['permutation_equivariance'] = passes[-1]['counts']['permutation_equivariance']
   bad = 0
   for (name, size), p in zip(sizes.items(), passes):
-    expected = grids.category_counts(d, n, N, name)
+    expected = enumeration.category_counts(d, n, N, name)
     bad += int(p['counts']['points'] != size) + sum(
         int(p['counts'][f'category_{k}'] != expected[k]) for k in (1, 2, 3))
   for key in checks.TIES:

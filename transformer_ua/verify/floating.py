@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.yun import grids
-from transformer_ua.yun import contextual
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.stages import contextual
 
 DTYPES = ('float64', 'float32')
 
@@ -27,8 +27,8 @@ DTYPES = ('float64', 'float32')
 def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict:
   """Float64/float32 g_c vs exact on (a prefix of) the multiset grid."""
   d, n, N = cm.d, cm.n, cm.resolution
-  codec = grids.make_codec(d, n, N)
-  m = min(grids.grid_size(d, n, N, 'multiset'), max_points)
+  codec = enumeration.make_codec(d, n, N)
+  m = min(enumeration.grid_size(d, n, N, 'multiset'), max_points)
   out = {'points': int(m)}
   t_l, t_r = float(cm.t_l), float(cm.t_r)
   with jax.enable_x64(True):

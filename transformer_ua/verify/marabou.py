@@ -60,7 +60,8 @@ from onnx import TensorProto, helper, numpy_helper
 from transformer_ua import oracle, outputs, provenance
 from transformer_ua.exact import ball
 from transformer_ua.export_onnx import export_onnx
-from transformer_ua.yun import build_approximator, plan
+from transformer_ua.yun import build_approximator
+from transformer_ua.yun.realization import plan
 
 #: The Marabou release this module was written against (``pip install maraboupy``).
 MARABOU_VERSION = '2.0.0'

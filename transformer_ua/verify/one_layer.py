@@ -1,6 +1,6 @@
 r"""Certified whole-grid check that one softmax attention layer is a contextual mapping.
 
-For the construction of ``yun.one_layer`` on the grid (d, n, N), M = N^d cells:
+For the construction of ``yun.single_attention.one_layer`` on the grid (d, n, N), M = N^d cells:
 
     id(S, t) = O + t + mean_{beta_t}(S) / (2 (M - 1)),  beta_t = lam (t + M - 1),
     mean_beta(S) = sum_k m_k e^{beta m_k} / sum_k e^{beta m_k}
@@ -8,7 +8,7 @@ For the construction of ``yun.one_layer`` on the grid (d, n, N), M = N^d cells:
 for every context S (a multiset of n cells, repeated cells included) and every token t
 of it. The certificate (no sampling):
 
-  1. arb enclosures [lo, hi] of every mean_{beta_t}(S) (``yun.one_layer.mean_enclosures``,
+  1. arb enclosures [lo, hi] of every mean_{beta_t}(S) (``yun.single_attention.one_layer.mean_enclosures``,
      bounds rounded outward to integers over 2^bits), sorted per token t by lo;
   2. within one t, consecutive enclosures are disjoint with lo_{i+1} - hi_i >= gamma_req
      (default: the proved gamma_mean at the planned lam); sorted by lo, this makes every
@@ -34,7 +34,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from transformer_ua.yun import one_layer
+from transformer_ua.yun.single_attention import one_layer
 
 #: float64 error bound of a computed mean, in units of M eps (n terms, exp, quotient).
 FLOAT_ERROR_UNITS = 16
@@ -49,13 +49,13 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
 
   Args:
     lam: softmax scale (default: the plan's; 0 allowed: the plain mean, which collides;
-      'search': ``yun.one_layer.search_lam``'s, certified but past the proved range).
+      'search': ``yun.single_attention.one_layer.search_lam``'s, certified but past the proved range).
     bits: enclosure precision (default: the plan's).
     required_gap: gamma_req on the means (default: the proved gamma_mean at the plan's
       lam).
     samples: rows checked by mpmath (plus the closest pair).
   Raises:
-    ValueError: bad configuration, or one past ``yun.one_layer.plan``.
+    ValueError: bad configuration, or one past ``yun.single_attention.one_layer.plan``.
   """
   t_start = time.perf_counter()
   p = one_layer.plan(d, n, resolution)

@@ -25,7 +25,8 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.yun import common, quantize
+from transformer_ua.yun.grid import check_config, out_of_range_value
+from transformer_ua.yun.stages import quantize
 
 EDGE_TOL = 2.0 ** -48
 VALUE_RTOL = 4 * np.finfo(np.float64).eps
@@ -68,7 +69,7 @@ def _samples(n, d, resolution, count, rng):
 def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000,
                         seed: int = 0, exact_factor: int = EXACT_FACTOR) -> dict:
   """Runs both Lemma 7 checks; returns counts (violations must be 0) and tolerances."""
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = check_config(d, n, resolution)
   t0 = time.time()
   g_q = quantize.build_quantization(d=d, n=n, resolution=N)
   rng = np.random.default_rng(seed)
@@ -78,7 +79,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   edges = np.arange(N + 1) / N
   dist = np.min(np.abs(x[..., None] - edges), axis=-1)
   near = dist <= EDGE_TOL
-  out_val = float(common.out_of_range_value(d, n, N))
+  out_val = float(out_of_range_value(d, n, N))
   exact_val = np.where(expected < 0, -out_val, expected / N)
   got = g_q.to_indices(y)
   value_ok = np.abs(y - exact_val) <= VALUE_RTOL * np.maximum(1.0, np.abs(exact_val))

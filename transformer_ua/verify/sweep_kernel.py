@@ -9,7 +9,7 @@ first m through all V^m combinations:
 
 so block t holds exactly the points p = t V^m + b, the V^(n-m) blocks tile the grid
 with no padding, and per-point decoding is a lookup of precomputed block columns.
-Each block runs g_c on ids (``yun.sweep``: token-major [n, B] arrays, one
+Each block runs g_c on ids (``yun.stages.sweep``: token-major [n, B] arrays, one
 ``lax.fori_loop`` over the sweep, the sweep in the narrowest proven integer type, the
 global shift in the planned arithmetic) and checks, per point (L in G+, C its class
 representative, the columns of L sorted):
@@ -57,7 +57,8 @@ import numpy as np
 from transformer_ua import parallel
 from transformer_ua.exact import limbs
 from transformer_ua.verify import checks
-from transformer_ua.yun import grids, sweep
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.stages import sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
 #: (measured peak RSS growth per block point is below this).
@@ -83,7 +84,7 @@ def block_points_cap(cm, budget: int = BLOCK_BUDGET) -> int:
 def layout(cm, chunk_size: int) -> tuple[int, int, int]:
   """(m, block = V^m, num_blocks = V^(n-m)): the largest block of at most
   ``min(chunk_size, block_points_cap, CACHE_POINTS)`` points (m >= 1)."""
-  v = grids.num_column_values(cm.d, cm.resolution)
+  v = enumeration.num_column_values(cm.d, cm.resolution)
   cap = min(int(chunk_size), block_points_cap(cm), CACHE_POINTS)
   m = 1
   while m < cm.n and v ** (m + 1) <= cap:
@@ -99,11 +100,11 @@ def steps_per_call(chunk_size: int, block: int, num_blocks: int,
 
 
 def _column_tables(cm):
-  """Per column index c in [0, V): K [V, d] (grid indices, ``grids.column_digits``),
+  """Per column index c in [0, V): K [V, d] (grid indices, ``enumeration.column_digits``),
   out-of-range flag [V], and the scaled input entries x [V, d] (``cm.encode``, as the
   first token) and id u^T x [V] as Python ints."""
-  d, v = cm.d, grids.num_column_values(cm.d, cm.resolution)
-  k = grids.column_digits(np.arange(v, dtype=np.int64), d, cm.resolution + 1) - 1
+  d, v = cm.d, enumeration.num_column_values(cm.d, cm.resolution)
+  k = enumeration.column_digits(np.arange(v, dtype=np.int64), d, cm.resolution + 1) - 1
   with jax.enable_x64(True):
     x = cm.ops.to_python(cm.encode(jnp.broadcast_to(jnp.asarray(k)[:, None], (v, cm.n, d)))
                          [:, 0])
@@ -113,7 +114,7 @@ def _column_tables(cm):
 
 def table_bytes(d: int, n: int, resolution: int, words: int) -> int:
   """Bytes of the class table: q of every multiset representative, ``words`` int64 each."""
-  return 8 * words * n * grids.grid_size(d, n, resolution, 'multiset')
+  return 8 * words * n * enumeration.grid_size(d, n, resolution, 'multiset')
 
 
 def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:
@@ -129,10 +130,10 @@ def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
     rep [B] (two equal columns among them), pos [m, B] int32 (stable positions among
     them), leq [V, B] int8 (#{j < m: c_j <= c}), has [V, B] (some c_j = c).
   """
-  v = grids.num_column_values(cm.d, cm.resolution)
+  v = enumeration.num_column_values(cm.d, cm.resolution)
   _, col_oor, col_x, col_ids = _column_tables(cm)
   b = np.arange(v ** m, dtype=np.int64)
-  bc = grids.column_digits(b, m, v).T                                   # [m, B]
+  bc = enumeration.column_digits(b, m, v).T                                   # [m, B]
   pos = np.zeros(bc.shape, np.int32)
   rep = np.zeros(b.shape, bool)
   for j in range(m):
@@ -194,9 +195,9 @@ def _decode_block(cm, m: int, c: dict, tab: dict, t):
     #{decoded c_i < c_j}; decoded columns add #{block c_i <= c_j} (row c_j of ``leq``)
     and their own order).
   """
-  n, v = cm.n, grids.num_column_values(cm.d, cm.resolution)
+  n, v = cm.n, enumeration.num_column_values(cm.d, cm.resolution)
   block = v ** m
-  pre = grids.column_digits(t, n - m, v).astype(jnp.int32)                # [n - m]
+  pre = enumeration.column_digits(t, n - m, v).astype(jnp.int32)                # [n - m]
 
   def stack(own, per_column):
     rest = per_column[pre][:, None]
@@ -230,12 +231,12 @@ def _representative_ids(s_ops, ids0, pos):
 
 
 def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx_dt):
-  """g_c on the block (``yun.sweep``) and q(C) of each point's representative, as words:
+  """g_c on the block (``yun.stages.sweep``) and q(C) of each point's representative, as words:
   (sweep ids [n, B(, K)], q [n, B(, K)], ref [n][C] words [B], inexact).
 
   With a class table: q(C) is row rank(C) (colex rank sum_j C(c_j + pos_j, pos_j + 1));
   without: C's ids run through g_c in the same call (twice the sweep)."""
-  v = grids.num_column_values(cm.d, cm.resolution)
+  v = enumeration.num_column_values(cm.d, cm.resolution)
   n, block = ids0.shape[0], ids0.shape[1]
   if table_rows is not None:
     ids = sweep.run_sweep(prog, ids0)
@@ -254,8 +255,8 @@ def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx
 
 
 def _class_binomials(n: int, v: int) -> np.ndarray:
-  """binom [(n + 1) (V + n)]: C(x, i) at i (V + n) + x, clipped at ``grids.MAX_INDEX``."""
-  return np.asarray([min(math.comb(x, i), grids.MAX_INDEX) for i in range(n + 1)
+  """binom [(n + 1) (V + n)]: C(x, i) at i (V + n) + x, clipped at ``enumeration.MAX_INDEX``."""
+  return np.asarray([min(math.comb(x, i), enumeration.MAX_INDEX) for i in range(n + 1)
                      for x in range(v + n)], np.int64)
 
 
@@ -277,7 +278,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   prog = sweep.read_program(cm, sweep_arithmetic)
   s_ops, f_ops = sweep.sweep_ops(prog), sweep.final_ops(cm)
   d, n, N = cm.d, cm.n, cm.resolution
-  v = grids.num_column_values(d, N)
+  v = enumeration.num_column_values(d, N)
   block = v ** m
   col_k = _column_tables(cm)[0]
   # Category 1 (G~) is empty when n > N^d; then 8.1, 8.3 and Lemma 10 are vacuous (the
@@ -295,7 +296,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   l10_ops = s_ops if max(abs(lo10), abs(hi10)) < 2 ** (prog.sweep_bits - 1) else f_ops
   lo10, hi10 = l10_ops.const(lo10), l10_ops.const(hi10)
   if extra is not None:
-    k_block = jnp.asarray(col_k[grids.column_digits(np.arange(block), m, v)])   # [B, m, d]
+    k_block = jnp.asarray(col_k[enumeration.column_digits(np.arange(block), m, v)])   # [B, m, d]
 
   def one_block(t, num_blocks, table_rows, binom, c, tab):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""

@@ -19,7 +19,9 @@ from transformer_ua import provenance
 from transformer_ua.exact import planner
 from transformer_ua.verify import (contextual_mapping, floating, quantization, sweep_kernel,
                                    value_mapping)
-from transformer_ua.yun import common, contextual, grids, value
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import check_config
+from transformer_ua.yun.stages import contextual, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
 #: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
@@ -37,15 +39,15 @@ def _fmt(count: int) -> str:
 def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str = 'auto',
                    lemma9: bool = True, kernel: str = 'sweep') -> dict:
   """Points, bytes and the arithmetic a run needs, before anything runs."""
-  d, n, N = common.check_config(d, n, resolution)
-  if grid not in grids.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {", ".join(grids.GRIDS)}.')
+  d, n, N = check_config(d, n, resolution)
+  if grid not in enumeration.GRIDS:
+    raise ValueError(f'grid={grid!r}; allowed: {", ".join(enumeration.GRIDS)}.')
   bound = contextual.contextual_mapping_bound(d, n, N)
   arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
-  multisets = grids.grid_size(d, n, N, 'multiset')
+  multisets = enumeration.grid_size(d, n, N, 'multiset')
   classes = math.comb(N ** d, n)
-  points = grids.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
+  points = enumeration.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
   # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode
   # (kernel 'sweep' holds it only within sweep_kernel.TABLE_BUDGET, else it recomputes
   # each point's representative), and the value mapping's per-class arrays.

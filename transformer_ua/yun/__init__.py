@@ -31,16 +31,16 @@ keyword-argument functions returning ``(segments, params)`` for
 
 from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
                                              error_decomposition, realization_error)
-from transformer_ua.yun.certificate import Certificate, certify_lp
-from transformer_ua.yun.common import OUT_OF_RANGE, check_config
-from transformer_ua.yun.plan import Plan, plan_realization
-from transformer_ua.yun.contextual import (ContextualMapping, build_contextual_mapping,
+from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
+from transformer_ua.yun.grid import OUT_OF_RANGE, check_config
+from transformer_ua.yun.realization.plan import Plan, plan_realization
+from transformer_ua.yun.stages.contextual import (ContextualMapping, build_contextual_mapping,
                                            contextual_mapping_bound,
                                            contextual_mapping_params)
-from transformer_ua.yun.pipeline import GBar, build_g_bar, layer_counts, parameter_counts
+from transformer_ua.yun.stages.pipeline import GBar, build_g_bar, layer_counts, parameter_counts
 from transformer_ua.yun.search import CONSTRUCTIONS, Approximation, approximate
-from transformer_ua.yun.quantize import Quantization, build_quantization, quantization_params
-from transformer_ua.yun.value import (ValueMapping, build_value_mapping, random_targets,
+from transformer_ua.yun.stages.quantize import Quantization, build_quantization, quantization_params
+from transformer_ua.yun.stages.value import (ValueMapping, build_value_mapping, random_targets,
                                       representatives, round_targets)
 
 __all__ = [

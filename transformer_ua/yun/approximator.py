@@ -27,7 +27,7 @@ to cross-check the selection; the float64 literal network and its realization us
 real values in W_2.
 
 The error decomposition d_p of every term (``error_decomposition``, ``realization_error``,
-...) is ``yun.decomposition``, re-exported here; the variants are ``yun.grid``.
+...) is ``yun.bounds.decomposition``, re-exported here; the variants are ``yun.grid``.
 
 Shapes: X, outputs [batch, n, d] (token-major; the paper's column j is row j).
 """
@@ -45,14 +45,18 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.exact import planner
-from transformer_ua.yun import (certify, common, grid, pipeline, plan, rational,
-                                targets as targets_lib, value)
-from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL  # noqa: F401 (re-exported)
+from transformer_ua.yun import grid
+from transformer_ua.yun.realization import certified_eval, plan, rational
+from transformer_ua.yun.stages import pipeline, targets as targets_lib, value
+from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL  # noqa: F401 (re-exported)
 # The error decomposition lives in its own module; its names stay importable from here.
-from transformer_ua.yun.decomposition import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.bounds.decomposition import (  # noqa: F401  pylint: disable=unused-import
     DECOMPOSITION, REPRESENT_SAMPLES, WINDOW_DOMINANCE, ErrorDecomposition, ExactTerms,
     dp_f_bar_g_bar_on_grid, error_decomposition, interior_points, realization_error,
     window_diagnosis)
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -66,7 +70,7 @@ REALIZATION_DTYPES = ('float64', 'float32', 'exact')
 #: float64: epsilon must span at least this many float64 ulps of the largest breakpoint c
 #: (Lemma 8's t_r), or the ramp collapses (c + epsilon == c) and the 4-ReLU slopes divide
 #: by zero. dtype='exact' carries epsilon as a Fraction (no ulps): the check does not apply
-#: there, and the plan's epsilon (``yun.plan``) is exact by construction.
+#: there, and the plan's epsilon (``yun.realization.plan``) is exact by construction.
 RAMP_ULPS = 4
 
 
@@ -94,7 +98,7 @@ def about(x) -> str:
   return f'about {"-" if x < 0 else ""}{10 ** (exponent - k):.2g}e+{k}'
 
 
-def check_size(variant: grid.Variant) -> None:
+def check_size(variant: Variant) -> None:
   """ValueError, naming the size and the limit, when g_bar of ``variant`` cannot be built:
   more than ``MAX_LAYERS`` layers, or contextual ids t_r wider than
   ``MAX_ARITHMETIC_BITS`` (checked before anything of that size is computed)."""
@@ -127,12 +131,12 @@ def min_epsilon(d: int, n: int, resolution: int, positional: bool = False,
     ValueError: a bad or unbuildable (d, n, N) (``check_size``), or a t_r beyond float64's
       range (no float realization at all).
   """
-  variant = grid.choose(d, n, resolution, positional=positional, ties=ties)
+  variant = registry.choose(d, n, resolution, positional=positional, ties=ties)
   check_size(variant)
   return _min_epsilon(variant)
 
 
-def _min_epsilon(variant: grid.Variant) -> float:
+def _min_epsilon(variant: Variant) -> float:
   t_r = variant.interval()[1]
   if _log2(t_r) >= 1024:
     raise ValueError(
@@ -146,10 +150,10 @@ def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
                   positional: bool = False, ties: str = 'paper') -> None:
   """ValueError (saying what is allowed) when ``epsilon`` is below ``min_epsilon``
   (float realizations; see ``RAMP_ULPS``)."""
-  _check_epsilon(epsilon, grid.choose(d, n, resolution, positional=positional, ties=ties))
+  _check_epsilon(epsilon, registry.choose(d, n, resolution, positional=positional, ties=ties))
 
 
-def _check_epsilon(epsilon: float, variant: grid.Variant) -> None:
+def _check_epsilon(epsilon: float, variant: Variant) -> None:
   low = _min_epsilon(variant)
   if epsilon >= low:
     return
@@ -220,30 +224,30 @@ class Realized:
     """(mid, rad) float64 [batch, n, d] enclosing the exact real output g(X).
 
     Exact params, exact softmax and ReLU; evaluated in arb ball arithmetic at ``bits``
-    (default: the plan's). See ``yun.certify.apply_certified``.
+    (default: the plan's). See ``yun.realization.certified_eval.apply_certified``.
     """
-    return certify.apply_certified(self, x, bits=bits)
+    return certified_eval.apply_certified(self, x, bits=bits)
 
-  def certify_interiors(self, margin: float = certify.DEFAULT_MARGIN, bits: int | None = None,
+  def certify_interiors(self, margin: float = certified_eval.DEFAULT_MARGIN, bits: int | None = None,
                         **kw) -> dict:
-    """Certified max |g - g_bar| over every cube interior (``yun.certify``)."""
-    return certify.certify_interiors(self, margin=margin, bits=bits, **kw)
+    """Certified max |g - g_bar| over every cube interior (``yun.realization.certified_eval``)."""
+    return certified_eval.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   # (with the fields above: what ``yun.certify_lp`` needs of a realization, shared with
-  # ``yun.one_layer.OneLayerRealized``)
+  # ``yun.single_attention.one_layer.OneLayerRealized``)
 
   @property
   def quantization_epsilon(self):
     """Ramp width of the quantization's ReLUs (one width for every stage here)."""
     return self.epsilon
 
-  def planned_bits(self, margin: float = certify.DEFAULT_MARGIN) -> int:
+  def planned_bits(self, margin: float = certified_eval.DEFAULT_MARGIN) -> int:
     """The plan's ball precision for this (lam, epsilon) on cubes shrunk by margin."""
-    return certify.resolve_bits(self, None, check_plan=False, margin=float(margin))
+    return certified_eval.resolve_bits(self, None, check_plan=False, margin=float(margin))
 
   def ball_network(self, bits: int):
     """The exact params as an ``exact.ball.BallNetwork`` at ``bits`` (cached)."""
-    return certify.ball_network(self, bits)
+    return certified_eval.ball_network(self, bits)
 
   @property
   def d(self) -> int:
@@ -273,7 +277,7 @@ class Realized:
     Raises:
       ValueError: as ``Approximator.apply`` (shape, finiteness, domain [0, 1)).
     """
-    x = common.check_domain(common.check_input(x, self.n, self.d))
+    x = grid.check_domain(grid.check_input(x, self.n, self.d))
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
     fn = layers.jit_apply(self.network())
@@ -326,7 +330,7 @@ class Approximator:
 
   Attributes:
     target: f; f_bar: Lemma 4's piecewise-constant f_bar.
-    variant: the ``grid.Variant`` (its grid gives d, n, resolution N = 1/delta; its
+    variant: the ``Variant`` (its grid gives d, n, resolution N = 1/delta; its
       flags positional and ties).
     g_bar: the ``pipeline.GBar`` network.
     values: A_L = f(C_L) [C, n, d] float64 on the value map's classes (Theorem 2: the
@@ -335,7 +339,7 @@ class Approximator:
 
   target: targets_lib.Target
   f_bar: targets_lib.Target
-  variant: grid.Variant
+  variant: Variant
   g_bar: pipeline.GBar
   values: np.ndarray
 
@@ -366,9 +370,9 @@ class Approximator:
 
     Raises:
       ValueError: wrong shape, non-finite input, or entries outside [0, 1) (Theorems 2
-        and 3 alike; see ``common.check_domain``).
+        and 3 alike; see ``grid.check_domain``).
     """
-    x = common.check_domain(common.check_input(x, self.n, self.d))
+    x = grid.check_domain(grid.check_input(x, self.n, self.d))
     if not x.shape[0]:
       return np.zeros_like(x)
     _, bump = self.g_bar.select(x)
@@ -385,7 +389,7 @@ class Approximator:
   def apply_literal(self, x) -> np.ndarray:
     """The literal network: ``network().apply({'params': float_params()}, x)`` in
     float64 (breaks down once values outgrow float64)."""
-    x = common.check_input(x, self.n, self.d)
+    x = grid.check_input(x, self.n, self.d)
     with jax.enable_x64(True):
       return np.asarray(self.network().apply({'params': self.float_params()}, jnp.asarray(x)))
 
@@ -406,7 +410,7 @@ class Approximator:
     return self.g_bar.layer_counts()
 
   def paper_layer_counts(self) -> dict:
-    """{stage: layers} from the paper's formulas (``grid.Variant.layer_counts``);
+    """{stage: layers} from the paper's formulas (``Variant.layer_counts``);
     equals ``construction.stage_counts(layer_counts())``."""
     return self.variant.layer_counts()
 
@@ -443,7 +447,7 @@ class Approximator:
         the range of g_bar (``output_range``): the same function on cube interiors up
         to the realization error (clamping cannot move g away from g_bar there), and
         |g - g_bar| <= hi - lo everywhere, the ramp windows included.
-    A float dtype is checked against the plan (``yun.plan.plan_realization``): when it
+    A float dtype is checked against the plan (``yun.realization.plan.plan_realization``): when it
     carries fewer significand bits than a literal evaluation at this (lam, epsilon)
     needs, a ``FloatRealizationWarning`` says so (its outputs are then not g_bar's).
     """
@@ -516,13 +520,13 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
     positional: False: Theorem 2 (f must be permutation equivariant); True: Theorem 3.
     arithmetic: for g_c's exact evaluation ('auto', 'int64', 'limbs').
     ties: 'paper' (Lemma 8; repeated columns are the bad set, g_bar = 0 there) or
-      'complete' (``yun.contextual_ties``: every multiset has its own ids and bumps, so
+      'complete' (``yun.stages.contextual_ties``: every multiset has its own ids and bumps, so
       g_bar = f_bar on every cube); Theorem 2 only. The default is 'paper' because this
       builds the network as published; ``yun.approximate`` takes no ``ties``: it builds
       the constructions 'paper' and 'ties_complete' by name, and by default the smallest
       network that certifies (``yun.search``).
     contextual: 'paper' (Lemma 8's N^d + 1 hardmax layers) or 'one_layer' (one softmax
-      attention layer, ``yun.one_layer``: Theorem 2 with no bad set; returns a
+      attention layer, ``yun.single_attention.one_layer``: Theorem 2 with no bad set; returns a
       ``one_layer.OneLayerApproximator``).
   Raises:
     ValueError: bad configuration, a target with the wrong shape / non-finite values /
@@ -530,10 +534,10 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
       ``MAX_LAYERS``, ``MAX_ARITHMETIC_BITS``); d, n, resolution must be Python or NumPy
       integers (a string or a float is refused, naming the allowed type).
   """
-  variant = grid.choose(d, n, resolution, positional=positional, ties=ties,
+  variant = registry.choose(d, n, resolution, positional=positional, ties=ties,
                         contextual=contextual, arithmetic=arithmetic)
-  if isinstance(variant, grid.OneLayer):   # its own construction (certified bumps)
-    from transformer_ua.yun import one_layer  # pylint: disable=import-outside-toplevel
+  if isinstance(variant, OneLayer):   # its own construction (certified bumps)
+    from transformer_ua.yun.single_attention import one_layer  # pylint: disable=import-outside-toplevel
     return one_layer.build(target, d=d, n=n, resolution=resolution)
   d, n, N = variant.d, variant.n, variant.N
   check_size(variant)

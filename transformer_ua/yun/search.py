@@ -1,6 +1,6 @@
 r"""Theorems 2 and 3 as a call: ``approximate(f, epsilon)`` -> g with a proof of d_p(f, g) <= epsilon.
 
-The certificate (``yun.certificate.certify_lp``) bounds, for a network g built at the
+The certificate (``yun.bounds.certificate.certify_lp``) bounds, for a network g built at the
 resolution N = 1/delta with cube interiors shrunk by m delta per side,
 
     d_p(f, g) <= T1(N) + T2(N) + T3(N; m, tol)
@@ -74,10 +74,12 @@ from typing import Callable
 import numpy as np
 
 from transformer_ua import executor as executor_lib, realize as realize_lib
-from transformer_ua.yun import (approximator as approximator_lib, certificate, distances,
-                                f_term, grid, one_layer_ids, one_layer_wide,
-                                plan as plan_lib, target_bounds,
-                                targets as targets_lib)
+from transformer_ua.yun import approximator as approximator_lib, grid
+from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
+from transformer_ua.yun.single_attention import one_layer_ids, one_layer_wide
+from transformer_ua.yun.realization import plan as plan_lib
+from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.variants import registry
 
 #: The f-term (with the bad-set estimate) may take at most this share of epsilon: the
 #: rest, at least a tenth of epsilon, is the realization's (module doc).
@@ -169,7 +171,7 @@ def _variant_size(variant_name: str, attention: Callable) -> Callable:
   """Size of a T^{2,1,4} realization of a ``grid`` variant: one block per layer of g_bar
   (``realize.as_blocks``) + the clamp; E [n, d] for Theorem 3."""
   def size(d: int, n: int, N: int) -> dict:  # pylint: disable=invalid-name
-    v = grid.VARIANTS[variant_name](grid.Grid(d, n, N))
+    v = registry.VARIANTS[variant_name](grid.Grid(d, n, N))
     blocks = v.depth() + _clamp_blocks(d)
     return {'blocks': blocks, 'attention_layers': attention(d, n, N),
             'max_width': realize_lib.BLOCK_WIDTH,
@@ -188,7 +190,7 @@ def _build(**kw) -> Callable:
 
 
 def _realize_planned(net, margin: Fraction, tolerance: float, clamp: bool):
-  """Lemma 6 at the plan's lam, ramp and bits (``yun.plan``) for this tolerance."""
+  """Lemma 6 at the plan's lam, ramp and bits (``yun.realization.plan``) for this tolerance."""
   planned = plan_lib.plan_realization(net, tolerance=tolerance, margin=float(margin))
   return net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
 

@@ -29,7 +29,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from transformer_ua.yun import common, targets as targets_lib
+from transformer_ua.yun import grid
+from transformer_ua.yun.stages import targets as targets_lib
 
 #: Two-sided normal quantiles for the supported confidence levels.
 _Z = {0.90: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.5758293035489004}
@@ -128,7 +129,7 @@ def _grid_points(d: int, n: int, resolution: int, chunk: int):
   total = resolution**(d * n)
   for start in range(0, total, chunk):
     idx = np.arange(start, min(total, start + chunk), dtype=np.int64)
-    yield common.decode_grid(idx, d, n, resolution)
+    yield grid.decode_grid(idx, d, n, resolution)
 
 
 def distinct_columns(k: np.ndarray) -> np.ndarray:

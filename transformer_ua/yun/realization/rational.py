@@ -4,7 +4,7 @@ Yun et al. 2020, Appendices E and G. Every parameter of g_bar = g_v o g_c o g_q 
 rational number: grid values k/N, thresholds l -+ delta/2, the out-of-range value
 -N^(nd), the sweep and global-shift weights (or, for ``ties='complete'``, the offset
 delta e_1, the sweep with shift V + 2n and the min / max+count heads' C3, C1, n C2 and
-query biases -1, +1, 0: ``yun.contextual_ties``), Lemma 8's t_l, t_r, the kill constant M,
+query biases -1, +1, 0: ``yun.stages.contextual_ties``), Lemma 8's t_l, t_r, the kill constant M,
 the bump centres q_cj and the bump weights A_cj - g_c(L_c)_j with A = f(C_L) (a float64
 target value, itself an exact dyadic rational). ``GBar.float_params`` rounds them to
 float64; ``exact_params`` below returns the same pytree with NumPy object arrays of
@@ -29,7 +29,7 @@ from fractions import Fraction
 import jax
 import numpy as np
 
-from transformer_ua.yun import quantize, value
+from transformer_ua.yun.stages import quantize, value
 
 #: Leaves of a scaled-integer layer that carry the scale S (divided out here).
 SCALED_LEAVES = ('b_1', 'b_2', 'b_Q', 'breaks', 'intercepts')

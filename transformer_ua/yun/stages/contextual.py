@@ -42,7 +42,7 @@ and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
 Theorem 3 (``positional=True``, Appendix G.2): inputs L + E, n N^d sweep layers; the
 map is ``PositionalContextualMapping`` (a ``ContextualMapping`` whose overrides carry
 what differs), its closed forms (sweep ids, final scale, the exhaustive [t_l, t_r] and
-bit bound) are ``yun.contextual_positional``, re-exported here.
+bit bound) are ``yun.stages.contextual_positional``, re-exported here.
 
 Exact arithmetic
 ----------------
@@ -71,13 +71,14 @@ import numpy as np
 from transformer_ua import construction, layers
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import common, gc_kernels, grids
+from transformer_ua.yun import grid, enumeration
+from transformer_ua.yun.stages import gc_kernels
 # Theorem 3's closed forms (Appendix G.2) live in their own module; re-exported here.
-from transformer_ua.yun.contextual_positional import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.stages.contextual_positional import (  # noqa: F401  pylint: disable=unused-import
     POSITIONAL_MAX_GRID, positional_bound, positional_grid, positional_interval,
     positional_sweep_max, theorem3_final_scale, theorem3_sweep_ids)
 # Lemma 8's closed forms and params builders likewise (``contextual_params``).
-from transformer_ua.yun.contextual_params import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.stages.contextual_params import (  # noqa: F401  pylint: disable=unused-import
     interval, lemma10_bounds, theorem2_sweep_ids, theorem2_final_scale,
     sweep_id_max, contextual_mapping_bound, sweep_bound, parameter_count_of,
     sweep_layer, sweep_params, final_params, contextual_mapping_segments,
@@ -109,7 +110,7 @@ class ContextualMapping:
     bound: proven bound on every scaled intermediate (``contextual_mapping_bound``).
     positional: False here; ``PositionalContextualMapping`` (Theorem 3, Appendix G.2:
       inputs L + E) is True (read-only, for callers of the bool builder).
-    ties: 'paper' (this map); ``yun.contextual_ties`` builds the 'complete' one.
+    ties: 'paper' (this map); ``yun.stages.contextual_ties`` builds the 'complete' one.
 
   What Theorem 3 changes is ``PositionalContextualMapping``'s overrides: the closed
   forms (``closed_forms``), the encoding of grid indices (+ E), their range (no -1),
@@ -171,9 +172,9 @@ class ContextualMapping:
   def build(cls, *, d: int, n: int, resolution: int, scale: int | None = None,
             arithmetic: str = 'auto') -> ContextualMapping:
     """Builds this class's g_c (``closed_forms``) and plans its arithmetic
-    (``build_contextual_mapping``; ``yun.contextual_ties`` has its own builder)."""
-    d, n, N = common.check_config(d, n, resolution)
-    S = common.check_scale(scale, N)
+    (``build_contextual_mapping``; ``yun.stages.contextual_ties`` has its own builder)."""
+    d, n, N = grid.check_config(d, n, resolution)
+    S = grid.check_scale(scale, N)
     return _build(cls, d=d, n=n, N=N, S=S, arithmetic=arithmetic)
 
   # -- metadata -------------------------------------------------------------
@@ -205,7 +206,7 @@ class ContextualMapping:
   @property
   def out_of_range(self) -> int:
     """delta^(-nd)."""
-    return common.out_of_range_value(self.d, self.n, self.resolution)
+    return grid.out_of_range_value(self.d, self.n, self.resolution)
 
   @property
   def limbs(self) -> bool:
@@ -278,7 +279,7 @@ class ContextualMapping:
   @property
   def id_sweep(self) -> bool:
     """g_c is one selective-shift sweep then one global shift (Lemma 8, Theorem 3):
-    what the id-only kernel (``yun.sweep``, 'sweep') runs."""
+    what the id-only kernel (``yun.stages.sweep``, 'sweep') runs."""
     return self.sweep_index == 0 and len(self.segments) == 2
 
   @property
@@ -294,13 +295,13 @@ class ContextualMapping:
     if total > limit:
       return None
     with jax.enable_x64(True):
-      return np.asarray(grids.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
+      return np.asarray(enumeration.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
 
   def forward_fn(self, kernel: str = gc_kernels.DEFAULT):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
 
     Args:
-      kernel: a g_c kernel of ``yun.gc_kernels`` ('core': the core's layers; 'fast':
+      kernel: a g_c kernel of ``yun.stages.gc_kernels`` ('core': the core's layers; 'fast':
         the shared-projection identity; 'sweep': column ids alone). All compute the
         same integers (tested on whole grids).
     Output dict: ``sweep_ids`` (u^T of the sweep output: l~), ``ids`` (q = u^T g_c),
@@ -357,11 +358,11 @@ def _build(cls, *, d: int, n: int, N: int, S: int, arithmetic: str) -> Contextua
     # shift's W_O may exceed int64 (Python ints -> digits).
     _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
                                          sweep_ids=sweep_ids, final_scale=1)
-    exact['segment_1']['attention'] = final_params(common.u_vector(d, N), final_scale, object)
+    exact['segment_1']['attention'] = final_params(grid.u_vector(d, N), final_scale, object)
     with jax.enable_x64(True):
       exact = limbs.params_to_digits(exact, arith.limb_bits)
   return cls(
-      d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), segments=segments,
+      d=d, n=n, resolution=N, scale=S, u=grid.u_vector(d, N), segments=segments,
       params=params, exact_params=exact, arithmetic=arith,
       ops=ExactOps(arith.spec if arith.kind == 'limbs' else None), **forms)
 
@@ -373,7 +374,7 @@ class PositionalContextualMapping(ContextualMapping):
   scaled by n delta^(-(n+1)d-1); t_l, t_r are ``positional_interval`` and
   id_lower/id_upper bound the sweep ids ((n - 1) R and the exhaustive max) instead of
   Lemma 10's; grid indices are in range (no -1). Closed forms:
-  ``yun.contextual_positional``."""
+  ``yun.stages.contextual_positional``."""
 
   positional: bool = dataclasses.field(default=True, init=False)
 
@@ -388,13 +389,13 @@ class PositionalContextualMapping(ContextualMapping):
   @classmethod
   def closed_forms(cls, d: int, n: int, resolution: int, scale: int) -> dict:
     """Theorem 3's bit bound, sweep ids, final scale, [t_l, t_r] and sweep-id bounds
-    (``yun.contextual_positional``)."""
+    (``yun.stages.contextual_positional``)."""
     N = resolution
     bound = positional_bound(d, n, N, scale)
     sweep_ids = theorem3_sweep_ids(d, n, N)
     final_scale = theorem3_final_scale(d, n, N)
     t_l, t_r = positional_interval(d, n, N)
-    lo = Fraction((n - 1) * sum(common.u_vector(d, N)))
+    lo = Fraction((n - 1) * sum(grid.u_vector(d, N)))
     return {'bound': bound, 'sweep_ids': sweep_ids, 'final_scale': final_scale,
             't_l': t_l, 't_r': t_r, 'id_lower': lo, 'id_upper': positional_sweep_max(d, n, N)}
 
@@ -447,8 +448,8 @@ def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | No
   Raises:
     ValueError: invalid configuration, or an arithmetic too narrow for the bound.
   """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  S = grid.check_scale(scale, N)
   if not isinstance(positional, bool):
     raise ValueError(f'positional must be True or False, got {positional!r}.')
   return _build(CONTEXTUAL_MAPPINGS[positional], d=d, n=n, N=N, S=S, arithmetic=arithmetic)

@@ -1,7 +1,7 @@
-r"""The one softmax attention layer's plan and certified ids (for ``yun.one_layer``).
+r"""The one softmax attention layer's plan and certified ids (for ``yun.single_attention.one_layer``).
 
 Kajitsuka & Sato (ICLR 2024) on Yun et al.'s grid: with M = N^d cells, w = (N, N^2, ..,
-N^d), T = M - 1 and the softmax scale lam, the single head of ``yun.one_layer`` gives
+N^d), T = M - 1 and the softmax scale lam, the single head of ``yun.single_attention.one_layer`` gives
 token j of context S an id; this module plans lam (closed forms), encloses every id in
 arb balls (``mean_enclosures``) and measures the certified gaps between them.
 
@@ -79,7 +79,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb
 
-from transformer_ua.yun import common
+from transformer_ua.yun import grid
 
 #: Rational upper bound of B = 1 + ln sec 1 + pi/2 = 3.18642... (the Cauchy bound).
 CAUCHY_B = Fraction(3187, 1000)
@@ -169,7 +169,7 @@ def plan(d: int, n: int, resolution: int) -> OneLayerPlan:
   Raises:
     ValueError: bad (d, n, N), more than ``MAX_IDS`` ids, or enclosures past MAX_BITS.
   """
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   M = N ** d
   ids = num_ids(d, n, N)
   if ids > MAX_IDS:

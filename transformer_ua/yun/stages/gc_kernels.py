@@ -1,6 +1,6 @@
 r"""Lemma 8's g_c evaluated exactly: one registry of kernels, one result type.
 
-Yun et al. 2020, Appendix E.3 (Lemma 8; ``ties='complete'``: ``yun.contextual_ties``).
+Yun et al. 2020, Appendix E.3 (Lemma 8; ``ties='complete'``: ``yun.stages.contextual_ties``).
 A *kernel* evaluates the built g_c (a ``ContextualMapping``) on grid indices in its
 exact integer arithmetic (scaled by S, int64 or limbs as planned) and returns
 
@@ -18,7 +18,7 @@ integers (tested on whole grids); they differ in how:
     'fast'   the shared-projection identity (W_Q = W_K = W_V in every head, checked on
              the params): one projection, no tie division
              (``int64.int64_apply_segment`` / ``limb_layers`` with ``shared_qkv``);
-    'sweep'  column ids alone (``yun.sweep``: a max, a min, two compares and a select
+    'sweep'  column ids alone (``yun.stages.sweep``: a max, a min, two compares and a select
              per layer; registered there, Theorem 2 / 3 maps only).
 
 A kernel is ``builder(cm) -> f(params, k) -> GcResult``, pure (jit / vmap-able, call

@@ -1,7 +1,7 @@
 r"""Lemma 6's exact quantities: g_c simulated on column ids, every grid class, exactly.
 
 Yun et al. 2020, Appendix E.3 (g_c, Lemma 8) and Appendix F (Lemma 6, which needs the
-score gaps and sizes below); ``ties='complete'``: ``yun.contextual_ties``. Every layer
+score gaps and sizes below); ``ties='complete'``: ``yun.stages.contextual_ties``. Every layer
 of g_c reads Z through u^T (u = (1, N, ..., N^(d-1))) and writes along e_1 (u_1 = 1),
 so it acts on the column ids id_j = u^T Z_j alone (``id_layers``, read from the exact
 params; one code path for Lemma 8 and the tie-complete map):
@@ -22,7 +22,7 @@ and records, per class (shapes: K [C, n, d], ids [C][n] Fractions):
     clearances of g_c's Phi pre-activations to their breakpoints
 
 and checks the final ids against g_c's exact evaluation (``gc_kernels.evaluate``).
-``yun.plan`` turns these into lam, epsilon and the working precision.
+``yun.realization.plan`` turns these into lam, epsilon and the working precision.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import activations
-from transformer_ua.yun import gc_kernels, grid, rational
+from transformer_ua.yun.stages import gc_kernels
+from transformer_ua.yun.realization import rational
+from transformer_ua.yun.variants import registry
 
 
 
@@ -46,7 +48,7 @@ def grid_classes(net) -> np.ndarray:
   repeated cells included (g and g_bar are permutation equivariant). Theorem 3: every
   one of the N^(dn) cubes (the variant's ``grid_classes``, ``yun.grid``).
   """
-  return grid.of(net).grid_classes()
+  return registry.of(net).grid_classes()
 
 
 def _select(ids, c):

@@ -16,7 +16,7 @@ checked. The bit bound therefore comes from an exhaustive exact simulation of th
 sweep over the whole (finite) grid (``positional_sweep_max``), and
 [t_l, t_r] = [c s_n, (1 + c) max id] (``positional_interval``).
 
-Used by ``yun.contextual`` (which re-exports every name here; its
+Used by ``yun.stages.contextual`` (which re-exports every name here; its
 ``PositionalContextualMapping`` is the built map) and ``yun.grid``.
 """
 
@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.yun import common
+from transformer_ua.yun import grid
 
 
 def theorem3_sweep_ids(d: int, n: int, resolution: int) -> np.ndarray:
@@ -58,7 +58,7 @@ def positional_grid(d: int, n: int, resolution: int) -> np.ndarray:
     raise ValueError(f'positional (Theorem 3) construction for d={d}, n={n}, N={N} needs '
                      f'the whole grid of N^(dn) = {N ** (d * n)} points; at most '
                      f'{POSITIONAL_MAX_GRID} are allowed (choose a smaller resolution).')
-  return common.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
+  return grid.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
 
 
 @functools.lru_cache(maxsize=32)
@@ -76,8 +76,8 @@ def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
   """
   N = resolution
   k = positional_grid(d, n, N)
-  r = sum(common.u_vector(d, N))
-  ids = (k @ np.asarray(common.u_vector(d, N), np.int64)).astype(object)
+  r = sum(grid.u_vector(d, N))
+  ids = (k @ np.asarray(grid.u_vector(d, N), np.int64)).astype(object)
   ids = ids + (np.arange(n) * N * r).astype(object)[None, :]
   step = N ** d
   for l in theorem3_sweep_ids(d, n, N):
@@ -99,7 +99,7 @@ def positional_interval(d: int, n: int, resolution: int) -> tuple[Fraction, Frac
   """
   N = resolution
   c = theorem3_final_scale(d, n, N)
-  r = sum(common.u_vector(d, N))
+  r = sum(grid.u_vector(d, N))
   return Fraction(c * (n - 1) * r), (1 + c) * positional_sweep_max(d, n, N)
 
 
@@ -110,10 +110,10 @@ def positional_bound(d: int, n: int, resolution: int, scale: int | None = None) 
   after the global shift); entries differ from ids by at most n R; tie numerators
   are at most n U and head outputs 2 N^d U (rank-one scores are never formed).
   """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  S = grid.check_scale(scale, N)
   u = positional_sweep_max(d, n, N)
-  r = sum(common.u_vector(d, N))
+  r = sum(grid.u_vector(d, N))
   u_f = u * (1 + theorem3_final_scale(d, n, N))
   bound = max(n * u, 2 * N ** d * u, u_f + 2 * n * r + 1)
   return math.ceil(S * bound)

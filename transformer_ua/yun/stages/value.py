@@ -1,6 +1,6 @@
 r"""Lemma 9: function value mapping g_v by token-wise feed-forward layers (r = 1, Phi).
 
-Yun et al. 2020, Appendix E.4. Input: Z = g_c(L) from ``yun.contextual``. Shapes
+Yun et al. 2020, Appendix E.4. Input: Z = g_c(L) from ``yun.stages.contextual``. Shapes
 (token-major): Z [.., n, d]; the target is given on the C = C(N^d, n) Category-1
 permutation classes, ``A [C, n, d]`` (class c's representative has its columns sorted
 by column index; its output column j is A[c, j]); equivariance defines A_L elsewhere.
@@ -59,7 +59,9 @@ from transformer_ua import construction, layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import contextual, grid, sweep
+from transformer_ua.yun.stages import contextual, sweep
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.base import Variant
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -67,16 +69,16 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def _variant(d, n, resolution, positional, ties) -> grid.Variant:
-  return grid.choose(d, n, resolution, positional=positional, ties=ties)
+def _variant(d, n, resolution, positional, ties) -> Variant:
+  return registry.choose(d, n, resolution, positional=positional, ties=ties)
 
 
 def num_classes(d: int, n: int, resolution: int, positional: bool = False,
                 ties: str = 'paper') -> int:
   """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
   (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
-  multisets of G for ``ties='complete'`` (``yun.contextual_ties``). See
-  ``grid.Variant.num_classes``."""
+  multisets of G for ``ties='complete'`` (``yun.stages.contextual_ties``). See
+  ``Variant.num_classes``."""
   return _variant(d, n, resolution, positional, ties).num_classes()
 
 
@@ -100,7 +102,7 @@ def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
   return _variant(d, n, resolution, positional, ties).value_parameters()
 
 
-def segments_for(variant: grid.Variant) -> tuple[Segment, ...]:
+def segments_for(variant: Variant) -> tuple[Segment, ...]:
   """(kill and clean-up, bumps) of the variant's g_v; without the bumps when G~ is
   empty (n > N^d)."""
   kill = Segment('feedforward', variant.d + 1, width=WIDTH, activation='phi',
@@ -187,7 +189,7 @@ class ValueMapping:
 
   Attributes:
     cm: the ``ContextualMapping``.
-    variant: the construction's ``grid.Variant`` (classes, bumps, counts).
+    variant: the construction's ``Variant`` (classes, bumps, counts).
     numerators, denominator: the target A = numerators / denominator, [C, n, d].
     kill_bound: the kill constant M (>= every entry of g_c(G+), unscaled); not the head
       size m.
@@ -209,7 +211,7 @@ class ValueMapping:
   targets_scaled: jax.Array
   literal_arithmetic: planner.Arithmetic
   literal_bound: int
-  variant: grid.Variant = None
+  variant: Variant = None
 
   @property
   def d(self):
@@ -494,7 +496,7 @@ def _distinct_centers(ops, flat, order, targets, variant):
 
 def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
                         chunk_size: int = REP_CHUNK, kernel: str = 'fast',
-                        variant: grid.Variant | None = None) -> ValueMapping:
+                        variant: Variant | None = None) -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
@@ -507,14 +509,14 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     chunk_size: classes per jit call when running g_c on the representatives.
     kernel: g_c kernel for the representatives ('sweep', 'fast' or 'core', same
       integers; ``sweep.kernel_fn``).
-    variant: the ``grid.Variant`` (default: ``grid.of(cm)``, from cm's flags).
+    variant: the ``Variant`` (default: ``registry.of(cm)``, from cm's flags).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  variant = grid.of(cm) if variant is None else variant
+  variant = registry.of(cm) if variant is None else variant
   c = variant.num_classes()
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):

@@ -1,6 +1,6 @@
 r"""Lemma 8's g_c evaluated on column ids alone (rank-one, shared-projection identity).
 
-Yun et al. 2020, Appendix E.3; the layers are those of ``yun.contextual``. Every head
+Yun et al. 2020, Appendix E.3; the layers are those of ``yun.stages.contextual``. Every head
 of g_c has W_Q = W_K = W_V = u^T (head size m = 1, u = (1, N, ..., N^(d-1))) and
 W_O = g e_1 (a multiple of the first unit vector). With id_j = u^T Z_j (token j) and
 u_1 = 1, a layer changes Z only in row 1 and changes every id by the same amount, so
@@ -52,7 +52,7 @@ import numpy as np
 
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import contextual, gc_kernels
+from transformer_ua.yun.stages import contextual, gc_kernels
 
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
 SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))

@@ -22,8 +22,8 @@ Pipeline (each stage a plain Transformer layer, residual included):
     g_v    one bump layer per id (Lemma 9 with certified edges), see below.
 
 The ids, the separation theorem and its proof, the plan of lam and the certified id
-enclosures are in ``yun.one_layer_ids``; the realized network g and its certification in
-``yun.one_layer_realized`` (both re-exported here).
+enclosures are in ``yun.single_attention.one_layer_ids``; the realized network g and its certification in
+``yun.single_attention.one_layer_realized`` (both re-exported here).
 
 Value map (token-wise, Lemma 9 with certified edges). Sort the ids; between consecutive
 enclosures [lo_i, hi_i] < [lo_{i+1}, hi_{i+1}] put a dyadic rational edge e_i in the
@@ -61,17 +61,21 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.layers import Segment
-from transformer_ua.yun import grid, quantize, targets as targets_lib
+from transformer_ua.yun import grid
+from transformer_ua.yun.stages import quantize, targets as targets_lib
 # The plan and the ids, and the realization (re-exported: their public home is here).
-from transformer_ua.yun.one_layer_ids import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.single_attention.one_layer_ids import (  # noqa: F401  pylint: disable=unused-import
     CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS, IdTable, OneLayerPlan, _log2, gamma_mean_bound,
     gaps, mean_enclosures, num_classes, num_ids, plan, ramp_below, search_lam)
-from transformer_ua.yun.one_layer_ids import cells_of as _cells
-from transformer_ua.yun.one_layer_realized import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.single_attention.one_layer_ids import cells_of as _cells
+from transformer_ua.yun.single_attention.one_layer_realized import (  # noqa: F401  pylint: disable=unused-import
     DEFAULT_MARGIN, OneLayerRealized, _as_float64, _checked_input)
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.base import CONTEXTUALS
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 #: The contextual mappings ``build_approximator`` knows.
-CONTEXTUALS = grid.CONTEXTUALS
+CONTEXTUALS = CONTEXTUALS
 #: dtypes of ``OneLayerApproximator.realize``.
 REALIZATION_DTYPES = ('exact', 'float64')
 #: Extra bits of the id enclosures a construction is built from (beyond the plan's): the
@@ -80,7 +84,7 @@ REALIZATION_DTYPES = ('exact', 'float64')
 STATE_EXTRA_BITS = 64
 
 
-check_contextual = grid.check_contextual
+check_contextual = registry.check_contextual
 
 
 # ---------------------------------------------------------------------------
@@ -139,9 +143,9 @@ class OneLayerApproximator:
     return self.table.lam
 
   @property
-  def variant(self) -> grid.OneLayer:
+  def variant(self) -> OneLayer:
     """The construction's variant (``yun.grid``)."""
-    return grid.OneLayer(grid.Grid(self.d, self.n, self.resolution))
+    return OneLayer(grid.Grid(self.d, self.n, self.resolution))
 
   @property
   def positional(self) -> bool:

@@ -29,7 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import construction, layers
-from transformer_ua.yun import contextual, grid, quantize, value
+from transformer_ua.yun.stages import contextual, quantize, value
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.base import Variant
 
 
 def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
@@ -41,13 +43,13 @@ def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
   ties='complete' (``contextual_ties``): d/delta + d, delta^-d + 3,
   delta^-d C(delta^-d + n - 2, n - 1) + d + 1.
   """
-  return grid.choose(d, n, resolution, positional=positional, ties=ties).layer_counts()
+  return registry.choose(d, n, resolution, positional=positional, ties=ties).layer_counts()
 
 
 def parameter_counts(d: int, n: int, resolution: int, positional: bool = False,
                      ties: str = 'paper') -> dict:
-  """Weights of each stage (``grid.Variant.parameter_counts``)."""
-  return grid.choose(d, n, resolution, positional=positional,
+  """Weights of each stage (``Variant.parameter_counts``)."""
+  return registry.choose(d, n, resolution, positional=positional,
                      ties=ties).parameter_counts()
 
 
@@ -60,7 +62,7 @@ class GBar:
   value: value.ValueMapping
 
   @property
-  def variant(self) -> grid.Variant:
+  def variant(self) -> Variant:
     """The construction's variant (``yun.grid``), the value map's."""
     return self.value.variant
 
@@ -145,7 +147,7 @@ class GBar:
 
 def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
                 arithmetic: str = 'auto', positional: bool = False,
-                ties: str = 'paper', variant: grid.Variant | None = None) -> GBar:
+                ties: str = 'paper', variant: Variant | None = None) -> GBar:
   """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
 
   Args:
@@ -157,11 +159,11 @@ def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 
     positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
     ties: 'paper' (Lemma 8) or 'complete' (``contextual_ties``: targets on every
       multiset of G, [C(N^d + n - 1, n), n, d]; scale lcm(N lcm(2, n), denominator)).
-    variant: the ``grid.Variant`` already chosen (then d, n, resolution must be its
+    variant: the ``Variant`` already chosen (then d, n, resolution must be its
       grid's, and positional / ties are not read).
   """
   if variant is None:
-    variant = grid.choose(d, n, resolution, positional=positional, ties=ties)
+    variant = registry.choose(d, n, resolution, positional=positional, ties=ties)
   elif (d, n, resolution) != (variant.d, variant.n, variant.N):
     raise ValueError(f'(d, n, resolution) = {(d, n, resolution)} is not the variant\'s grid '
                      f'{(variant.d, variant.n, variant.N)}.')

@@ -6,11 +6,11 @@ g -> g_bar as lam -> inf, epsilon -> 0 outside the ramp windows; this module pic
 *finite* values from the construction's exact quantities (no trial runs), and
 certifies what they give.
 
-Exact quantities (``yun.ids.simulate``: the ids u^T Z of every grid class through
+Exact quantities (``yun.realization.ids.simulate``: the ids u^T Z of every grid class through
 every layer of g_c, in exact rationals, checked equal to g_c's exact evaluation). g_c
-is taken as its list of layers (``yun.ids.id_layers``, from the exact params): Lemma
+is taken as its list of layers (``yun.realization.ids.id_layers``, from the exact params): Lemma
 8's sweep + global shift, or ``ties='complete'``'s offset FF layer, sweep (shift
-V + 2n), global min (b_Q = -1) and max + counting heads (``yun.contextual_ties``); one
+V + 2n), global min (b_Q = -1) and max + counting heads (``yun.stages.contextual_ties``); one
 code path. ``grid_classes``, ``id_layers`` and ``simulate`` are importable from here.
 
     gap      = min over layers, heads, classes, queries j of s_top - s_next
@@ -47,7 +47,7 @@ Choices (all powers of two, so lam and epsilon are exact binary rationals):
               realized ReLU layers (|u^T Z| |W_2| / epsilon) and C_a = F max|id|.
 
 ``bits`` is what a *literal* evaluation of g (float or mpmath, op by op) needs;
-``yun.certify`` evaluates in arb balls (``exact.ball``) and proves its own accuracy, so
+``yun.realization.certified_eval`` evaluates in arb balls (``exact.ball``) and proves its own accuracy, so
 a plan that is too optimistic shows up as a large bound there.
 """
 
@@ -63,8 +63,8 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import realize
-from transformer_ua.yun import rational
-from transformer_ua.yun.ids import grid_classes, id_layers, simulate  # noqa: F401 (re-exported)
+from transformer_ua.yun.realization import rational
+from transformer_ua.yun.realization.ids import grid_classes, id_layers, simulate  # noqa: F401 (re-exported)
 
 #: Extra bits on top of the derived working precision.
 GUARD_BITS = 2

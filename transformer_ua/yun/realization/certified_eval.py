@@ -31,7 +31,8 @@ from flint import arb
 
 from transformer_ua import executor as executor_lib
 from transformer_ua.exact import ball
-from transformer_ua.yun import common, plan as plan_lib
+from transformer_ua.yun import grid
+from transformer_ua.yun.realization import plan as plan_lib
 
 #: Default cube-interior margin (fraction of delta kept off each cell edge).
 DEFAULT_MARGIN = plan_lib.DEFAULT_MARGIN
@@ -67,7 +68,7 @@ def ball_network(g, bits: int) -> ball.BallNetwork:
 
 def check_points(net, x) -> np.ndarray:
   """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError saying what is wrong."""
-  return common.check_domain(common.check_input(x, net.n, net.d))
+  return grid.check_domain(grid.check_input(x, net.n, net.d))
 
 
 def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):

@@ -1,11 +1,11 @@
 r"""Theorem 3 with one softmax attention layer: g_bar on positionally shifted cells.
 
 Yun et al.'s Theorem 3 (any continuous f, positional encodings E) on the one-layer
-contextual map of ``yun.one_layer``. Token-major: X [.., n, d]; M = N^d cells per
+contextual map of ``yun.single_attention.one_layer``. Token-major: X [.., n, d]; M = N^d cells per
 position; u = (1, N, .., N^(d-1)), w = N u.
 
     E        E_j = j e_(d-1): token j's last coordinate moves to [j, j + 1), so after
-             quantization (``yun.one_layer_wide``: a staircase on [0, n) for the last
+             quantization (``yun.single_attention.one_layer_wide``: a staircase on [0, n) for the last
              coordinate) its cell integer is m'_j = w^T L'_j = m_j + j M in block j of
              {0, .., M' - 1}, M' = n M: the n tokens of X are n distinct cells, one per
              block, and X <-> {m'_1, .., m'_n} is a bijection of cubes.
@@ -35,11 +35,13 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import construction
-from transformer_ua.yun import common, grid, targets as targets_lib
-from transformer_ua.yun.one_layer_ids import (CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS,
+from transformer_ua.yun import grid
+from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.single_attention.one_layer_ids import (CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS,
                                               IdTable, _log2, cells_of, gamma_mean_bound,
                                               gaps, mean_enclosures, ramp_below)
-from transformer_ua.yun.one_layer import STATE_EXTRA_BITS, _dyadic_between
+from transformer_ua.yun.single_attention.one_layer import STATE_EXTRA_BITS, _dyadic_between
+from transformer_ua.yun.variants.positional import Positional
 
 
 def num_ids(d: int, n: int, resolution: int) -> int:
@@ -97,8 +99,8 @@ class PositionalOneLayer:
   offset = 0
 
   @property
-  def variant(self) -> grid.Positional:
-    return grid.Positional(grid.Grid(self.d, self.n, self.resolution))
+  def variant(self) -> Positional:
+    return Positional(grid.Grid(self.d, self.n, self.resolution))
 
   @property
   def positional(self) -> bool:
@@ -111,7 +113,7 @@ class PositionalOneLayer:
   def apply(self, x) -> np.ndarray:
     """g_bar(X) [batch, n, d] for X in [0, 1)^{n x d}: token j's value A = f(C_X)_j,
     selected by its (m'_j, others) pair (float64)."""
-    x = common.check_domain(common.check_input(x, self.n, self.d))
+    x = grid.check_domain(grid.check_input(x, self.n, self.d))
     k = np.floor(x * self.resolution).astype(np.int64)
     m = np.sum(k * (self.resolution ** np.arange(self.d)), axis=-1)       # [batch, n]
     m = m + self.plan.M * np.arange(self.n)
@@ -162,7 +164,7 @@ def build(target, *, d: int, n: int, resolution: int) -> PositionalOneLayer:
       MAX_BITS, or ids whose certified enclosures overlap.
   """
   t0 = time.perf_counter()
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   M = N ** d
   cells = n * M
   P = num_ids(d, n, N)

@@ -1,6 +1,6 @@
 r"""Lemma 8's closed forms and its (segments, params) builders.
 
-Yun et al. 2020, Appendix E.3; the construction is written out in ``yun.contextual``.
+Yun et al. 2020, Appendix E.3; the construction is written out in ``yun.stages.contextual``.
 Everything here is a pure function of (d, n, N) and the exact scale S: the interval
 [t_l, t_r], Lemma 10's bounds, the sweep ids l = 0, delta, ..., the final scale
 delta^(-(n+1)d), the proven bit bound, and the params pytree ``layers.Network`` runs.
@@ -37,7 +37,7 @@ import numpy as np
 
 from transformer_ua.exact import reference
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common
+from transformer_ua.yun import grid
 
 #: Heads of a selective-shift sweep layer (Psi) and of the final global shift (psi).
 SWEEP_HEADS, FINAL_HEADS = 2, 1
@@ -78,8 +78,8 @@ def theorem2_final_scale(d: int, n: int, resolution: int) -> int:
 def sweep_id_max(d: int, n: int, N: int) -> Fraction:
   """U_s: bound on |every column id| during the sweep, unscaled (module docstring)."""
   a = Fraction(N ** d - 1, N)
-  omega = common.out_of_range_value(d, n, N)
-  r = sum(common.u_vector(d, N))
+  omega = grid.out_of_range_value(d, n, N)
+  r = sum(grid.u_vector(d, N))
   nd = N ** d
   m12 = a
   for _ in range(n):
@@ -92,11 +92,11 @@ def sweep_id_max(d: int, n: int, N: int) -> Fraction:
 
 def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
   """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  S = grid.check_scale(scale, N)
   a = Fraction(N ** d - 1, N)
-  omega = common.out_of_range_value(d, n, N)
-  r = sum(common.u_vector(d, N))
+  omega = grid.out_of_range_value(d, n, N)
+  r = sum(grid.u_vector(d, N))
   nd = N ** d
   u_s = sweep_id_max(d, n, N)
   u_f = u_s * (1 + N ** ((n + 1) * d))
@@ -106,14 +106,14 @@ def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None 
 
 def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
   """Proven bound on |every integer| of the sweep computed on column ids alone
-  (``yun.sweep``; Lemma 8's g_c).
+  (``yun.stages.sweep``; Lemma 8's g_c).
 
   The id-only sweep forms ids (|id| <= U_s, ``sweep_id_max``), thresholds (< A + 1),
   spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and, for the
   global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
   """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  S = grid.check_scale(scale, N)
   u_s = sweep_id_max(d, n, N)
   return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
 
@@ -181,13 +181,13 @@ def contextual_mapping_params(*, d: int, n: int, resolution: int, sweep_ids=None
   Returns:
     (segments, {'segment_0': {'attention': ...}, 'segment_1': {'attention': ...}}).
   """
-  d, n, N = common.check_config(d, n, resolution)
-  S = common.check_scale(scale, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  S = grid.check_scale(scale, N)
   sweep_ids = theorem2_sweep_ids(d, N) if sweep_ids is None else np.asarray(sweep_ids)
   if sweep_ids.ndim != 1 or sweep_ids.size < 1 or np.any(np.diff(sweep_ids) <= 0):
     raise ValueError('sweep_ids must be a non-empty strictly increasing 1-D integer array.')
   final_scale = theorem2_final_scale(d, n, N) if final_scale is None else int(final_scale)
-  u = common.u_vector(d, N)
+  u = grid.u_vector(d, N)
   segments = contextual_mapping_segments(len(sweep_ids))
   shift = N ** d
   with jax.enable_x64(True):

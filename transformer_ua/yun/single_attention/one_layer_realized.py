@@ -1,4 +1,4 @@
-r"""The realized one-layer network g (``yun.one_layer``): T^{2,1,4} blocks, certified.
+r"""The realized one-layer network g (``yun.single_attention.one_layer``): T^{2,1,4} blocks, certified.
 
 ``OneLayerApproximator.realize`` builds it: Lemma 6 turns every Phi unit into 4 ReLUs
 (ramp widths per stage) and ``realize.as_blocks`` packs the layers into blocks of two
@@ -23,16 +23,17 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.exact import ball
-from transformer_ua.yun import certify, common
-from transformer_ua.yun.one_layer_ids import cells_of
+from transformer_ua.yun.realization import certified_eval
+from transformer_ua.yun import grid
+from transformer_ua.yun.single_attention.one_layer_ids import cells_of
 
-#: Default cube-interior margin (fraction of delta per side), as ``yun.plan``.
+#: Default cube-interior margin (fraction of delta per side), as ``yun.realization.plan``.
 DEFAULT_MARGIN = Fraction(1, 4)
 
 
 def _checked_input(x, n: int, d: int) -> np.ndarray:
   """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError (as ``yun.Approximator``)."""
-  return common.check_domain(common.check_input(x, n, d))
+  return grid.check_domain(grid.check_input(x, n, d))
 
 
 def _as_float64(tree) -> dict:
@@ -184,9 +185,9 @@ class OneLayerRealized:
                         state_dir: str | None = None, check_plan: bool = False) -> dict:
     """Certified max |g - g_bar| over every point of every cube interior (each cube
     shrunk by margin delta per side; one cube per context, by equivariance), by arb box
-    propagation (``certify.certify_boxes``: ``workers`` / ``executor`` / ``state_dir`` as
-    ``certify.certify_interiors``'s). ``check_plan``: refuse an explicit ``bits`` below
-    the plan's. Returns dict as ``certify.certify_interiors``."""
+    propagation (``certified_eval.certify_boxes``: ``workers`` / ``executor`` / ``state_dir`` as
+    ``certified_eval.certify_interiors``'s). ``check_plan``: refuse an explicit ``bits`` below
+    the plan's. Returns dict as ``certified_eval.certify_interiors``."""
     self._check_exact()
     src = self.source
     margin = Fraction(margin)
@@ -203,7 +204,7 @@ class OneLayerRealized:
                                                                       src.n)), np.int64)
     cells = cells_of(classes, src.d, N)                     # [C, n, d]
     targets = src.apply((cells + 0.5) / N)
-    out = certify.certify_boxes(self.segments, self.params, False, bits, cells, targets, N,
+    out = certified_eval.certify_boxes(self.segments, self.params, False, bits, cells, targets, N,
                                 margin, tolerance=tolerance, workers=workers,
                                 executor=executor, state_dir=state_dir)
     return {**out, 'seconds': time.perf_counter() - t0, 'margin': float(margin),

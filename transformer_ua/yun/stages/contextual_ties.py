@@ -5,7 +5,7 @@ inputs with repeated columns the ids clash (12 of the 16 repeated multisets at N
 d=1, n=3), which is why Theorem 2 needs a bad set. The map built here gives every
 pair (multiset context, token value) its own id, repeated tokens included, with the
 same layer classes (hardmax attention, heads of size m = 1; Phi feed-forward, r = 1)
-and at most 2 heads per layer. Shapes as in ``yun.contextual`` (token-major):
+and at most 2 heads per layer. Shapes as in ``yun.stages.contextual`` (token-major):
 
     K [.., n, d] grid indices in {-1, 0, ..., N-1}     Z [.., n, d]     ids [.., n]
 
@@ -24,7 +24,7 @@ Construction (V + 3 layers; the paper's g_c has V + 1)
     max+sum  Z <- Z + e_1 (C1 max_k u^T Z_k            1 attention layer, h = 2
                           + n C2 mean_k u^T Z_k)
 
-Psi is Lemma 8's selective shift (``yun.contextual``). The three new heads have
+Psi is Lemma 8's selective shift (``yun.stages.contextual``). The three new heads have
 W_Q = 0, so their query is the bias b_Q alone: b_Q = -1 makes every query negative
 (hardmax picks the smallest key: min), b_Q = +1 picks the largest (max), b_Q = 0 ties
 every score (weight 1/n each: the mean, which *counts multiplicities*). W_K = W_V = u^T.
@@ -125,12 +125,13 @@ import numpy as np
 from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common, contextual, contextual_params, grids
+from transformer_ua.yun import grid, enumeration
+from transformer_ua.yun.stages import contextual, contextual_params
 
 #: Heads of the min layer and of the max+sum layer.
 MIN_HEADS, MAX_SUM_HEADS = 1, 2
 HEAD_SIZE = contextual.HEAD_SIZE
-#: Allowed values of ``ties`` (``'paper'``: Lemma 8 as published, ``yun.contextual``).
+#: Allowed values of ``ties`` (``'paper'``: Lemma 8 as published, ``yun.stages.contextual``).
 TIES = ('paper', 'complete')
 
 
@@ -173,15 +174,15 @@ class Coefficients:
 
 @functools.lru_cache(maxsize=64)
 def coefficients(d: int, n: int, resolution: int) -> Coefficients:
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   V = N ** d
   lam = V + 2 * n
   m_star = min(n, V)
   L = (V - 1) * (lam ** m_star - lam) + V
   C2 = L + 1
   C1 = n * C2 * L + L + 1
-  omega = common.out_of_range_value(d, n, N)
-  R = sum(common.u_vector(d, N))
+  omega = grid.out_of_range_value(d, n, N)
+  R = sum(grid.u_vector(d, N))
   P = N * omega - V
   m3 = V
   for _ in range(n - 1):
@@ -200,7 +201,7 @@ def default_scale(resolution: int, n: int) -> int:
 
 def check_scale(scale, resolution: int, n: int) -> int:
   """S: default N lcm(2, n); otherwise a positive multiple of it."""
-  return common.check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
+  return grid.check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
                             'ties=complete: integer thresholds and exact tie averages of '
                             'the counting head')
 
@@ -210,8 +211,8 @@ def bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
   c = coefficients(d, n, resolution)
   N = resolution
   S = check_scale(scale, N, n)
-  omega = common.out_of_range_value(d, n, N)
-  R = sum(common.u_vector(d, N))
+  omega = grid.out_of_range_value(d, n, N)
+  R = sum(grid.u_vector(d, N))
   ticks = ((1 + c.C3) * c.U * (1 + c.C1 + n * c.C2) + n * (1 + c.C3) * c.U
            + 2 * c.lam * c.U + 2 * N * omega * R + 2)
   return ticks * (S // N)
@@ -292,11 +293,11 @@ def make_class_codec(d: int, n: int, resolution: int):
                      dtype=np.int64)
 
   def decode(rank):
-    idx = grids.unrank_colex(binom, rank, n) - jnp.arange(n)
-    return grids.column_digits(idx, d, resolution)
+    idx = enumeration.unrank_colex(binom, rank, n) - jnp.arange(n)
+    return enumeration.column_digits(idx, d, resolution)
 
   def rank(k_sorted):
-    return grids.rank_colex(binom, grids.column_number(k_sorted, resolution) + jnp.arange(n))
+    return enumeration.rank_colex(binom, enumeration.column_number(k_sorted, resolution) + jnp.arange(n))
 
   return {'decode': decode, 'rank': rank}
 
@@ -356,7 +357,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
   """
   c = coefficients(d, n, resolution)
   N = resolution
-  u = common.u_vector(d, N)
+  u = grid.u_vector(d, N)
   sweep_ids = np.arange(1, c.V + 1, dtype=np.int64)
   if dtype == 'float64':
     dt, one, unit = np.float64, 1.0, Fraction(1, N)
@@ -440,7 +441,7 @@ def build(*, d: int, n: int, resolution: int, scale: int | None = None,
     scale: S, a multiple of N lcm(2, n) (default N lcm(2, n)).
     arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', 'limbs:K[:w]'.
   """
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   S = check_scale(scale, N, n)
   c = coefficients(d, n, N)
   b = bound(d, n, N, S)
@@ -454,7 +455,7 @@ def build(*, d: int, n: int, resolution: int, scale: int | None = None,
     flt = jax.tree_util.tree_map(jnp.asarray, params(d=d, n=n, resolution=N, dtype='float64'))
   t_l, t_r = interval(d, n, N)
   return TiesContextualMapping(
-      d=d, n=n, resolution=N, scale=S, u=common.u_vector(d, N), t_l=t_l, t_r=t_r,
+      d=d, n=n, resolution=N, scale=S, u=grid.u_vector(d, N), t_l=t_l, t_r=t_r,
       id_lower=Fraction(1, N), id_upper=Fraction(c.L, N),
       sweep_ids=np.arange(1, c.V + 1, dtype=np.int64), final_scale=c.C1,
       segments=segments(d, N), params=flt, exact_params=exact, arithmetic=arith,

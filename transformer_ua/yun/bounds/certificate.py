@@ -42,9 +42,9 @@ f_bar (Lemma 4) takes the float64 value table of g_bar, A_L = fl(f(C_L)) on each
        d_p(g_bar, g)^p <= nd sup_I |g - g_bar|^p F
                           + sum_ji sup_W |g_ji - g_bar_ji|^p (1 - F)
 
-   sup_I by box propagation of every cube interior (``certify.certify_interiors``);
+   sup_I by box propagation of every cube interior (``certified_eval.certify_interiors``);
    sup_W from one certified enclosure [lo_ji, hi_ji] of g over the whole unit cube
-   (``certify.certify_domain_sup``) and the range [a_i, b_i] of g_bar:
+   (``certified_eval.certify_domain_sup``) and the range [a_i, b_i] of g_bar:
    sup_W |g_ji - g_bar_ji| <= max(hi_ji - a_i, b_i - lo_ji).
 
 The output clamp (``realize.output_clamp``, ``Approximator.realize(clamp=True)``) keeps
@@ -52,7 +52,7 @@ every g_ji in [a_i, b_i], so sup_W <= b_i - a_i, the range of f_bar; without it 
 the size of the contextual ids in the windows and the windows must be made tiny.
 
 The networks: the paper's (``yun.Approximator`` with its ``yun.Realized``) and the one
-with a single softmax attention layer (``yun.one_layer``: ``OneLayerApproximator`` with
+with a single softmax attention layer (``yun.single_attention.one_layer``: ``OneLayerApproximator`` with
 its ``OneLayerRealized``, no bad set); both carry what ``certify_lp`` reads of them (its
 docstring), so the certificate is one code path.
 
@@ -70,9 +70,11 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import (certify, common, distances,
-                                f_term, grid, plan as plan_lib, target_bounds,
-                                targets as targets_lib)
+from transformer_ua.yun import grid
+from transformer_ua.yun.realization import certified_eval, plan as plan_lib
+from transformer_ua.yun.bounds import distances, f_term, target_bounds
+from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.variants import registry
 
 #: arb precision of the certificate's own arithmetic (bits).
 CERT_BITS = 128
@@ -188,7 +190,7 @@ def _classes_and_weights(net):
   """(K [C, n, d], orderings [C]): every cube up to permutation (Theorem 2; weight =
   number of distinct orderings of the multiset) or every cube (Theorem 3; weight 1)."""
   k = plan_lib.grid_classes(net)
-  if not grid.of(net).equivariant:     # Theorem 3: every cube is its own class
+  if not registry.of(net).equivariant:     # Theorem 3: every cube is its own class
     return k, np.ones(len(k), np.int64)
   weights = []
   for row in k:
@@ -267,7 +269,7 @@ def callable_grid(net, lipschitz, modulus) -> dict:
   if cubes > f_term.MAX_CUBES:
     raise ValueError(f'a callable target is checked on every one of the N^(nd) = {cubes} '
                      f'cubes; at most {f_term.MAX_CUBES} (use a smaller resolution).')
-  k = common.decode_grid(np.arange(cubes, dtype=np.int64), d, n, N)
+  k = grid.decode_grid(np.arange(cubes, dtype=np.int64), d, n, N)
   fv = targets_lib.grid_values(net.target, k, N)
   lower = f_term.check_lipschitz_on_grid(lipschitz, fv, n=n, d=d, resolution=N)
   s = None
@@ -275,7 +277,7 @@ def callable_grid(net, lipschitz, modulus) -> dict:
     s = f_term.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
     f_term.check_modulus_on_grid(s, fv, n=n, d=d, resolution=N)
   equiv = f_term.equivariance_failures(fv, n=n, d=d, resolution=N) \
-      if grid.of(net).equivariant else None
+      if registry.of(net).equivariant else None
   return {'k': k, 'values': fv, 'modulus_values': s, 'lipschitz_lower': lower,
           'equivariance': equiv}
 
@@ -341,7 +343,7 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
 
   Args:
     net: the ``yun.Approximator`` (f, f_bar, g_bar), or a
-      ``yun.one_layer.OneLayerApproximator``: any net with d, n, resolution, positional,
+      ``yun.single_attention.one_layer.OneLayerApproximator``: any net with d, n, resolution, positional,
       target, values, ``apply`` (g_bar) and ``output_range``.
     g: its realization with ``dtype='exact'`` (``net.realize(..., dtype='exact')``):
       ``yun.Realized`` or ``OneLayerRealized``, each with segments, params, positional,
@@ -363,7 +365,7 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
   """
   t0 = time.perf_counter()
   p = distances.check_p(p)
-  certify.check_exact(g)
+  certified_eval.check_exact(g)
   if g.source is not net:
     raise ValueError('g is not a realization of this net (g.source is another approximator).')
   d, n, N = net.d, net.n, net.resolution

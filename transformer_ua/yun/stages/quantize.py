@@ -40,7 +40,7 @@ import numpy as np
 from transformer_ua import construction, layers
 from transformer_ua.exact import planner
 from transformer_ua.layers import Segment
-from transformer_ua.yun import common
+from transformer_ua.yun import grid
 
 #: Hidden width of every quantization layer.
 WIDTH = 1
@@ -63,7 +63,7 @@ def quantize_reference(t, d: int, n: int, resolution: int):
   N = resolution
   t = Fraction(t)
   if t < 0 or t >= 1:
-    return Fraction(-common.out_of_range_value(d, n, N))
+    return Fraction(-grid.out_of_range_value(d, n, N))
   return Fraction(math.floor(t * N), N)
 
 
@@ -142,7 +142,7 @@ def positional_quantization_params(*, d: int, n: int, resolution: int):
   phi_b(t) = -t on [0, delta), 0 elsewhere: an entry of X + E in [k delta, k delta +
   delta) becomes k delta. d n/delta layers; params include ``E`` (``positional_encoding``).
   """
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   with jax.enable_x64(True):
     gen = jax.jit(jax.vmap(lambda i: _positional_layer(i, d, N, n,
                                                        jnp.asarray(1.0, jnp.float64),
@@ -162,8 +162,8 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
       a positive multiple of N (default 2N, the contextual mapping's scale).
     dtype: 'float64' / 'float32' (paper values) or 'int64' (scaled integers).
   """
-  d, n, N = common.check_config(d, n, resolution)
-  out = common.out_of_range_value(d, n, N)
+  d, n, N = grid.check_config(d, n, resolution)
+  out = grid.out_of_range_value(d, n, N)
   segments = quantization_segments(d, N)
   idx = np.arange(layer_count(d, N))
   with jax.enable_x64(True):
@@ -172,7 +172,7 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(float(out), jdt),
                                               jnp.asarray(1.0, jdt), jdt)))
     elif dtype == 'int64':
-      scale = common.check_scale(scale, N)
+      scale = grid.check_scale(scale, N)
       if out * scale >= 2 ** 62:
         raise ValueError(f'the scaled out-of-range value {out * scale} does not fit int64.')
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(out * scale, jnp.int64),
@@ -189,7 +189,7 @@ def quantization_bound(d: int, n: int, resolution: int, scale: int, input_bound:
   A clip layer forms -x - S N^(nd) and adds it to x; a bin layer forms x - k S/N and
   -(x - k S/N) with 0 <= x - k S/N < S/N; products with e_i are the entries.
   """
-  out = common.out_of_range_value(d, n, resolution) * scale
+  out = grid.out_of_range_value(d, n, resolution) * scale
   return int(input_bound) + out + scale
 
 
@@ -214,7 +214,7 @@ class Quantization:
   @classmethod
   def build(cls, *, d: int, n: int, resolution: int) -> Quantization:
     """Lemma 7's g_q: d/delta + d feed-forward layers (r = 1) with Phi activations."""
-    d, n, N = common.check_config(d, n, resolution)
+    d, n, N = grid.check_config(d, n, resolution)
     segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
     return cls(d=d, n=n, resolution=N, segments=segments, params=params)
 
@@ -283,7 +283,7 @@ class Quantization:
     the offset is removed.
     """
     y = np.asarray(y, np.float64)
-    out = common.out_of_range_value(self.d, self.n, self.resolution)
+    out = grid.out_of_range_value(self.d, self.n, self.resolution)
     return np.where(y < -out / 2, -1, np.rint(y * self.resolution)).astype(np.int64)
 
   def quantize_exact(self, x_scaled, scale: int, arithmetic: str = 'int64'):
@@ -330,7 +330,7 @@ class PositionalQuantization(Quantization):
   @classmethod
   def build(cls, *, d: int, n: int, resolution: int) -> PositionalQuantization:
     """Appendix G.1's g_q: E and d n/delta feed-forward layers (r = 1), Phi activations."""
-    d, n, N = common.check_config(d, n, resolution)
+    d, n, N = grid.check_config(d, n, resolution)
     segments, params = positional_quantization_params(d=d, n=n, resolution=N)
     return cls(d=d, n=n, resolution=N, segments=segments, params=params)
 

@@ -74,7 +74,9 @@ import numpy as np
 from flint import arb, ctx, fmpq
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import distances, grid, target_bounds, targets as targets_lib
+from transformer_ua.yun.bounds import distances, target_bounds
+from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.variants import registry
 
 #: arb precision of the term's arithmetic (bits).
 BITS = 128
@@ -586,7 +588,7 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
 def classes_and_weights(d: int, n: int, resolution: int, equivariant: bool):
   """(K [C, n, d], weights [C]): one row per multiset of cells with its number of
   orderings (Theorem 2, an equivariant f), or every cube with weight 1."""
-  variant = grid.choose(d, n, resolution, positional=not equivariant, ties='complete',
+  variant = registry.choose(d, n, resolution, positional=not equivariant, ties='complete',
                         theorem3_ignores_ties=True)
   k = variant.grid_classes()
   if not equivariant:

@@ -23,8 +23,10 @@ import math
 
 import numpy as np
 
-from transformer_ua.yun import common, distances, targets as targets_lib
-from transformer_ua.yun.plan import FLOAT_BITS, REPRODUCE_RTOL
+from transformer_ua.yun import grid
+from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: Cube-interior samples with which error_decomposition checks that a float g
 #: represents g_bar at all.
@@ -190,7 +192,7 @@ def dp_f_bar_g_bar_on_grid(net, *, p: float = 2.0, chunk: int = 65536) -> float:
                      f'{distances.MAX_EXACT_CELLS}.')
   total = 0.0
   for start in range(0, cells, chunk):
-    k = common.decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
+    k = grid.decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
                            net.d, net.n, net.resolution)
     x = targets_lib.cell_centers(k, net.resolution)
     total += float(np.sum(np.abs(net.f_bar(x) - net.apply(x)) ** p))

@@ -1,7 +1,7 @@
 r"""Theorems 2 and 3 shallow and wide: one attention layer between wide ReLU layers.
 
 Kajitsuka & Sato's shape (ICLR 2024) on the project's one-layer contextual map
-(``yun.one_layer``): the depth is a constant and the *width* grows with N. Token-major
+(``yun.single_attention.one_layer``): the depth is a constant and the *width* grows with N. Token-major
 shapes: X, Z [.., n, d]; M = N^d cells, w = (N, N^2, .., N^d), P = M C(M + n - 2, n - 1)
 (context, token) ids. Four parts, each one Transformer layer with its residual:
 
@@ -50,7 +50,7 @@ ReLUs on and cancels to 0 only in exact arithmetic; in float64 each leaves ~ ulp
 summed over the P bumps. The float network is a convenience, not certified; the exact
 one is.
 
-Theorem 3 (``build(positional=True)``, ``yun.one_layer_positional``): E_j = j e_(d-1)
+Theorem 3 (``build(positional=True)``, ``yun.single_attention.one_layer_positional``): E_j = j e_(d-1)
 moves token j's last coordinate to [j, j + 1); its staircase spans [0, n) (width 2nN),
 so the quantized tokens are n distinct cells of M' = nM, one per block, and the same
 head (lam planned for M') gives every (X, position) pair its own certified id: n M^n
@@ -78,8 +78,9 @@ import numpy as np
 from transformer_ua import executor as executor_lib, layers, realize
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.layers import Segment
-from transformer_ua.yun import (certify, common, one_layer, one_layer_ids,
-                                one_layer_positional)
+from transformer_ua.yun.realization import certified_eval
+from transformer_ua.yun import grid
+from transformer_ua.yun.single_attention import one_layer, one_layer_ids, one_layer_positional
 
 #: Default cube-interior margin (fraction of delta per side), as ``one_layer``.
 DEFAULT_MARGIN = one_layer.DEFAULT_MARGIN
@@ -90,7 +91,7 @@ STAGES = ('quantization', 'contextual+value', 'clamp')
 
 
 def _checked_input(x, n: int, d: int) -> np.ndarray:
-  return common.check_domain(common.check_input(x, n, d))
+  return grid.check_domain(grid.check_input(x, n, d))
 
 
 def _as_float64(tree) -> dict:
@@ -126,7 +127,7 @@ def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True,
 
   Returns {'blocks', 'attention_layers' (that write), 'max_width', 'params', 'ids'}.
   """
-  d, n, N = common.check_config(d, n, resolution)
+  d, n, N = grid.check_config(d, n, resolution)
   for name, flag in (('clamp', clamp), ('positional', positional)):
     if not isinstance(flag, bool):
       raise ValueError(f'{name} must be True or False, got {flag!r}.')
@@ -332,7 +333,7 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
   """Compiles a target into the wide one-attention-layer g_bar.
 
   Args:
-    target: a built-in target name or a callable (``yun.targets``).
+    target: a built-in target name or a callable (``yun.stages.targets``).
     d, n, resolution: the grid (n >= 2, N >= 2).
     lam: softmax scale, as ``one_layer.build`` (None: the plan's; 'search'); Theorem 3
       takes only the plan's (None).
@@ -510,7 +511,7 @@ class WideRealized:
     Args:
       margin, bits, tolerance, check_plan: as ``one_layer_realized.OneLayerRealized``.
       workers, executor, state_dir: where the chunks run and where a resumable run keeps
-        them (``executor.as_workers``; ``yun.certify.certify_boxes``).
+        them (``executor.as_workers``; ``yun.realization.certified_eval.certify_boxes``).
     """
     self._check_exact()
     src = self.source
@@ -535,7 +536,7 @@ class WideRealized:
                   'params_sha256': executor_lib.tree_sha256(self.params),
                   'cubes_sha256': executor_lib.tree_sha256(cells, targets),
                   'bits': int(bits), 'margin': str(margin), 'resolution': int(N)}
-    out = certify.map_interiors(interiors_chunk, shipment, len(cells), workers, identity,
+    out = certified_eval.map_interiors(interiors_chunk, shipment, len(cells), workers, identity,
                                 tolerance=tolerance, bits=bits)
     return {**out, 'seconds': time.perf_counter() - t0, 'margin': float(margin),
             'lam': float(self.lam), 'epsilon': float(self.epsilon)}
@@ -559,7 +560,7 @@ def interiors_chunk(work: dict, start: int, stop: int) -> dict:
   worst, where = 0.0, start
   with ball.precision(work['bits']):
     for c in range(start, stop):
-      err = ball.abs_error_bound(bn.forward(certify.cube_box(cells[c], N, margin)),
+      err = ball.abs_error_bound(bn.forward(certified_eval.cube_box(cells[c], N, margin)),
                                  targets[c])
       if err > worst:
         worst, where = err, c
