@@ -30,7 +30,7 @@ import sys
 
 from absl import app, flags, logging
 
-from transformer_ua import cli
+from transformer_ua import cli, outputs
 from transformer_ua.train import fang_baselines as baselines
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_baselines.py')
@@ -79,11 +79,14 @@ def main(argv):
                          '--overwrite to replace them.')
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   from transformer_ua.reports import fang_baselines as report  # matplotlib
-  baselines.sweep(stages, _WORKDIR.value, report_only=_REPORT_ONLY.value,
-                  max_runs=_MAX_RUNS.value, progress=_PROGRESS.value,
-                  archive_to=_ARCHIVE_TO.value, command='python ' + ' '.join(sys.argv),
-                  report=lambda prov: report.write(bconfig, _WORKDIR.value, _OUTPUT.value,
-                                                   prov))
+  try:
+    baselines.sweep(stages, _WORKDIR.value, report_only=_REPORT_ONLY.value,
+                    max_runs=_MAX_RUNS.value, progress=_PROGRESS.value,
+                    archive_to=_ARCHIVE_TO.value, command='python ' + ' '.join(sys.argv),
+                    report=lambda prov: report.write(bconfig, _WORKDIR.value, _OUTPUT.value,
+                                                     prov))
+  except outputs.OutputExists as e:   # --archive_to holds another record of a run
+    raise cli.BadInput(str(e)) from None
 
 
 if __name__ == '__main__':

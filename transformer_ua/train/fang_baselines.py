@@ -46,7 +46,7 @@ import numpy as np
 import sys
 from typing import Callable
 
-from transformer_ua import cli, outputs, provenance
+from transformer_ua import outputs, provenance
 from transformer_ua.fang import regression
 
 PHASES = ('paper', 'grid', 'tuned', 'study')
@@ -338,13 +338,14 @@ RECORDS = ('result.json', 'diverged.json')
 
 def archive(workdir: str, dest: str | None) -> int:
   """Copies the finished runs' records under ``workdir`` to ``dest`` at the same paths
-  (``outputs.archive``); a record already there with other bytes is refused."""
+  (``outputs.archive``); a record already there with other bytes is refused
+  (``outputs.OutputExists``, its message starting '--archive_to: ')."""
   if not dest:
     return 0
   try:
     return outputs.archive(workdir, dest, markers=RECORDS, files=RECORDS)
   except outputs.OutputExists as e:
-    raise cli.BadInput(f'--archive_to: {e}') from None
+    raise outputs.OutputExists(f'--archive_to: {e}') from None
 
 
 def sweep(stage_list: list, workdir: str, *, report_only: bool = False, max_runs: int = 0,
