@@ -5,7 +5,7 @@ r"""Fang et al. 2022, Section 5 against baselines with the same tuning budget.
         --output_dir=results/fang --overwrite --progress=false \
         > runs/fang_baselines.log 2>&1 &
 
-Runs the stages of the config in order (``transformer_ua/train/fang_baselines.py``): for each
+Runs the stages of the config in order (``train.fang_baselines.sweep``): for each
 target and model, the paper's recipe (3 seeds), a grid of optimizer x peak lr x clip
 chosen on a validation split, the selected setting (3 seeds), and for f1 a controlled
 study of the paper's recipe. A finished run is skipped and an unfinished one resumes
@@ -30,7 +30,7 @@ import sys
 
 from absl import app, flags, logging
 
-from transformer_ua import cli, outputs, provenance
+from transformer_ua import cli, outputs
 from transformer_ua.train import fang_baselines as baselines
 
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_baselines.py')
@@ -48,18 +48,6 @@ _ARCHIVE_TO = flags.DEFINE_string('archive_to', None, 'Also copy every finished 
                                   'at its path under --workdir (results/fang/runs).')
 
 OUTPUTS = ('fang_baselines.json', 'fang_baselines.md')
-#: A finished run's record: what the report reads (result.json holds the history too).
-RECORDS = ('result.json', 'diverged.json')
-
-
-def _archive(workdir, dest):
-  """Archives the finished runs of ``workdir`` into ``dest`` (outputs.archive)."""
-  if not dest:
-    return 0
-  try:
-    return outputs.archive(workdir, dest, markers=RECORDS, files=RECORDS)
-  except outputs.OutputExists as e:
-    raise cli.BadInput(f'--archive_to: {e}') from None
 
 
 def main(argv):
@@ -91,25 +79,14 @@ def main(argv):
                          '--overwrite to replace them.')
   logging.set_verbosity(logging.WARNING)  # orbax logs every save at INFO
   from transformer_ua.reports import fang_baselines as report  # matplotlib
-  command = 'python ' + ' '.join(sys.argv)
-  trained = 0
-  _archive(_WORKDIR.value, _ARCHIVE_TO.value)      # refuses a rerun before training
-  if not _REPORT_ONLY.value:
-    for name, fn in stages:
-      for run in fn():
-        if _MAX_RUNS.value and trained >= _MAX_RUNS.value:
-          break
-        if baselines.run_status(run.workdir) in ('finished', 'diverged'):
-          continue
-        with outputs.claim(run.workdir) as mine:
-          if not mine:
-            continue            # another process is training it
-          print(f'[{name}] {run.key}', file=sys.stderr, flush=True)
-          baselines.train_run(run, command, progress=_PROGRESS.value)
-          trained += 1
-        _archive(_WORKDIR.value, _ARCHIVE_TO.value)
-        report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
-  report.write(bconfig, _WORKDIR.value, _OUTPUT.value, provenance.record(command))
+  try:
+    baselines.sweep(stages, _WORKDIR.value, report_only=_REPORT_ONLY.value,
+                    max_runs=_MAX_RUNS.value, progress=_PROGRESS.value,
+                    archive_to=_ARCHIVE_TO.value, command='python ' + ' '.join(sys.argv),
+                    report=lambda prov: report.write(bconfig, _WORKDIR.value, _OUTPUT.value,
+                                                     prov))
+  except outputs.OutputExists as e:   # --archive_to holds another record of a run
+    raise cli.BadInput(str(e)) from None
 
 
 if __name__ == '__main__':

@@ -16,20 +16,17 @@ its orbax checkpoint. After each run the report is rebuilt from every
 For every trained ATTENTION model the binary also runs the *literal* network
 (``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1 blocks) on
 ``config.literal_check_points`` test inputs in float64 and records its largest
-deviation from the compact path that was trained.
+deviation from the compact path that was trained (``train.fang_regression.sweep``;
+the report: ``reports.fang_regression.write_report``).
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
-import importlib.util
 import os
 import sys
-import time
 
 from absl import app, flags, logging
-import numpy as np
 
-from transformer_ua import fang, outputs, provenance
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_regression as fang_training
 
@@ -48,43 +45,9 @@ _DEVIATIONS = flags.DEFINE_list(
     'Table 1 and Figure 3 as rows labelled [DEVIATION: LABEL].')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGET_CONFIGS = {'f1': 'experiments/configs/fang_f1.py', 'f2': 'experiments/configs/fang_f2.py'}
-
-
-def sweep_plans():
-  """target -> {run name: epochs} of the full sweeps of the checked-in configs (the
-  report lists the runs not started yet, whatever --only / --config.* this call has)."""
-  plans = {}
-  for target, path in TARGET_CONFIGS.items():
-    spec = importlib.util.spec_from_file_location(f'fang_{target}', os.path.join(ROOT, path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    plans[target] = {regression.run_name(c): c.epochs
-                     for _, c in regression.run_configs(module.get_config())}
-  return plans
-
-
-def literal_check(config, workdir, num_points):
-  """Max |literal - compact| / max(1, |compact|) of the trained ATTENTION model."""
-  data = regression.make_data(config.target, config.data_seed)
-  p = regression.load_params(workdir)
-  all_x = np.concatenate([data['x_train'], data['x_test']])
-  bound = float(np.max(np.linalg.norm(all_x, axis=1)))
-  model = fang.from_params(F=p['F'], beta_slots=p['beta'], b=float(p['b']), bound=bound)
-  x = data['x_test'][:num_points]
-  t0 = time.perf_counter()
-  lit = model.apply(x)
-  t_lit = time.perf_counter() - t0
-  comp = model.apply_compact(x)
-  import jax
-  with jax.enable_x64(True):
-    train_path = np.asarray(regression.attention_apply(
-        {k: np.asarray(v, np.float64) for k, v in p.items()}, x))
-  scale = np.maximum(1.0, np.abs(comp))
-  return {'points': int(num_points), 'bound_B': bound,
-          'max_rel_literal_vs_compact': float(np.max(np.abs(lit - comp) / scale)),
-          'max_rel_compact_vs_training_fn': float(np.max(np.abs(train_path - comp) / scale)),
-          'literal_seconds': t_lit, 'm_squared': list(model.m_squared)}
+#: The checked-in full sweeps, whose not-yet-started runs the report lists.
+TARGET_CONFIGS = {t: os.path.join(ROOT, 'experiments', 'configs', f'fang_{t}.py')
+                  for t in ('f1', 'f2')}
 
 
 def main(argv):
@@ -120,29 +83,12 @@ def main(argv):
                            'existing run directory.')
     deviations[label] = path
   from transformer_ua.reports import fang_regression as fang_report
-  if not _REPORT_ONLY.value:
-    command = 'python ' + ' '.join(sys.argv)
-    for name, c in runs:
-      if _ONLY.value and name not in _ONLY.value:
-        continue
-      workdir = os.path.join(_WORKDIR.value, c.target, regression.run_name(c))
-      if os.path.exists(os.path.join(workdir, 'result.json')):
-        continue
-      result = fang_training.train_and_evaluate(c, workdir, progress=_PROGRESS.value)
-      result.pop('final_params', None)
-      result['entry'] = name
-      result['provenance'] = provenance.record(command)
-      if c.model == 'attention' and c.literal_check_points and (c.seed == config.seeds[0]
-                                                                 or c.target == 'f1'):
-        try:
-          result['literal_check'] = literal_check(c, workdir, c.literal_check_points)
-        except (MemoryError, RuntimeError) as e:  # XLA reports OOM as RuntimeError
-          result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
-      outputs.atomic_json(os.path.join(workdir, 'result.json'), result, indent=1)
-      fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,
-                               provenance.record(command))
-  fang_report.write_report(_WORKDIR.value, results_dir, sweep_plans(), deviations,
-                           provenance.record())
+  fang_training.sweep(
+      config, runs, _WORKDIR.value, only=_ONLY.value, report_only=_REPORT_ONLY.value,
+      progress=_PROGRESS.value, command='python ' + ' '.join(sys.argv),
+      report=lambda prov: fang_report.write_report(
+          _WORKDIR.value, results_dir, fang_training.sweep_plans(TARGET_CONFIGS), deviations,
+          prov))
 
 
 if __name__ == '__main__':

@@ -481,3 +481,16 @@ def test_polynomial_transformer_repr_is_one_short_line():
   text = repr(model)
   assert text.startswith('PolynomialTransformer(d=2, q=2, ') and 'blocks' in text, text
   assert len(text) < 200 and '\n' not in text and 'array' not in text, text
+
+
+def test_recorded_construction_report_rebuilds_from_its_json():
+  # results/fang/fang_construction.md is render() of the JSON written beside it.
+  import json
+  import os
+  from transformer_ua.reports import fang_construction
+  res = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'results',
+                     'fang')
+  with open(os.path.join(res, 'fang_construction.json')) as f:
+    record = json.load(f)
+  with open(os.path.join(res, 'fang_construction.md')) as f:
+    assert fang_construction.render(record) == f.read()

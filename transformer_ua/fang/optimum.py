@@ -38,15 +38,27 @@ with numerical rank cut at  sigma > max(shape) eps sigma_max  (numpy's lstsq def
 The training residual is the solve's residual; test MSE evaluates the train-optimal
 coefficients on the test set (NOT a lower bound for any model's test MSE; the
 training optimum IS a lower bound for every model's training MSE, at any parameters).
+
+``study(config, path, runs_dir=..., done=..., prov=...)`` runs both on a Section 5 config's
+data (``regression.make_data(target, data_seed)``): (2) once, and (1) for every ATTENTION
+sweep entry and seed at the seed's initial F (``regression.init_params``) and, when
+``runs_dir/<target>/<run>/params.npz`` exists, at the trained F; it writes the result
+JSON to ``path`` (``done``: an earlier result of the same data, ``read_previous``, whose
+entries are kept). ``summary`` is its text for a terminal.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import time
 
+import jax
 import numpy as np
 
-from transformer_ua.fang import ridge
+from transformer_ua import outputs
+from transformer_ua.fang import regression, ridge
 
 # Spectrum summaries: these quantiles of the singular values are recorded.
 SPECTRUM_QUANTILES = (0.0, 0.01, 0.1, 0.5, 0.9, 1.0)
@@ -205,3 +217,73 @@ def _with_test(ls, res, data):
                'mse_train_vs_f': mse(pred_tr, data['f_train']),
                'mse_test_vs_f': mse(pred_te, data['f_test'])})
   return keep
+
+
+def read_previous(path: str, config) -> dict:
+  """The result at ``path`` to resume from; ValueError unless it is one of this config's
+  target and data_seed."""
+  try:
+    with open(path) as f:
+      done = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError(f'--resume: cannot read {path} ({e}); run without '
+                     '--resume to start a new file.') from None
+  if (done.get('target'), done.get('data_seed')) != (config.target, config.data_seed):
+    raise ValueError(f"--resume: {path} is for target {done.get('target')!r}, "
+                     f"data_seed {done.get('data_seed')!r}; the config has "
+                     f'{config.target!r}, {config.data_seed}.')
+  if not {'polynomial', 'fixed_F', 'seconds', 'provenance'} <= set(done):
+    raise ValueError(f'--resume: {path} is not a fang_optimum result.')
+  return done
+
+
+def study(config, path: str, *, runs_dir: str | None = None, done: dict | None = None,
+          prov: dict) -> dict:
+  """Both optima for every ATTENTION run of ``config`` (module docstring); writes and
+  returns the result (``done``'s runs listed under ``earlier_runs``)."""
+  runs = [(e, c) for e, c in regression.run_configs(config) if c.model == 'attention']
+  t0 = time.perf_counter()
+  data = regression.make_data(config.target, config.data_seed)
+  q = regression.DATA[config.target]['q']
+  Fs, meta = {}, {}
+  for entry, c in runs:
+    s = regression.resolved_sizes(c)
+    p = regression.init_params(jax.random.PRNGKey(c.seed), model='attention', d=s['d'],
+                               q=s['q'], num_tokens=s['num_tokens'],
+                               depth_width=s['depth_width'])
+    label = f'{regression.run_name(c)}:init'
+    Fs[label] = np.asarray(p['F'], np.float64)
+    meta[label] = {'entry': entry, 'seed': c.seed, 'num_tokens': s['num_tokens'], 'F': 'init'}
+    trained = os.path.join(runs_dir or '', c.target, regression.run_name(c))
+    if runs_dir and os.path.exists(os.path.join(trained, 'params.npz')):
+      label = f'{regression.run_name(c)}:trained'
+      Fs[label] = np.asarray(regression.load_params(trained)['F'], np.float64)
+      meta[label] = dict(meta[f'{regression.run_name(c)}:init'], F='trained')
+  res = optimum_report(data, q, Fs, done)
+  for label, m in meta.items():
+    res['fixed_F'][label].update(m)
+  result = {'target': config.target, 'data_seed': config.data_seed,
+            'seeds': list(config.seeds), 'num_train': int(data['x_train'].shape[0]),
+            'num_test': int(data['x_test'].shape[0]),
+            'note': ('Same data set for every seed (data_seed); seeds change the '
+                     'initialization only, so the polynomial optimum is one number.'),
+            'seconds': time.perf_counter() - t0, **res, 'provenance': prov}
+  if done is not None:
+    result['earlier_runs'] = done.get('earlier_runs', []) + [
+        {'seconds': done['seconds'], 'provenance': done['provenance']}]
+  outputs.atomic_json(path, result, indent=1)
+  return result
+
+
+def summary(result: dict) -> str:
+  """One line for the polynomial optimum, one per fixed F."""
+  p = result['polynomial']
+  q = regression.DATA[result['target']]['q']
+  lines = [f"polynomial LS (degree <= {q}, {p['num_features']} monomials, rank {p['rank']}, "
+           f"cond {p['cond_equilibrated']:.3g} equilibrated): MSE_Tr {p['mse_train']:.4f} "
+           f"MSE_Te {p['mse_test']:.4f} MSE_Te vs f {p['mse_test_vs_f']:.4f}"]
+  for label, r in result['fixed_F'].items():
+    lines.append(f"{label}: rank {r['rank']} of {r['max_rank']}, cond(G) "
+                 f"{r['cond_G_on_rank']:.3g}, MSE_Tr {r['mse_train']:.4f} "
+                 f"MSE_Te {r['mse_test']:.4f}")
+  return '\n'.join(lines)

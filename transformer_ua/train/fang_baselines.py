@@ -22,7 +22,8 @@ Every run has the paper's epochs (600 / 2000) and batch (5000 / 25000). A run th
 diverges (non-finite training MSE) is recorded with ``diverged.json`` and counts as
 val_mse = inf. Runs are directories under one workdir; a finished one is skipped, an
 unfinished one resumes from its orbax checkpoint (``train.loop``), so the sweep resumes
-wherever it stopped. ``stages(bconfig)`` lists the work in priority order.
+wherever it stopped. ``stages(bconfig)`` lists the work in priority order; ``sweep`` runs
+it (skipping runs another process has claimed) and rebuilds the record after every run.
 
 Paper-recipe rows may instead be imported from an earlier record of the same recipe
 (``bconfig.<target>.paper_record``: a ``fang_regression_<target>.json`` written by
@@ -41,6 +42,9 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+import sys
+from typing import Callable
 
 from transformer_ua import outputs, provenance
 from transformer_ua.fang import regression
@@ -326,6 +330,51 @@ def train_run(run: Run, command: str, progress: bool = False) -> dict:
     result['diagnostics']['seconds'] = round(time.perf_counter() - t0, 2)
   outputs.atomic_json(os.path.join(run.workdir, 'result.json'), result, indent=1)
   return result
+
+
+#: A finished run's record: what the report reads (result.json holds the history too).
+RECORDS = ('result.json', 'diverged.json')
+
+
+def archive(workdir: str, dest: str | None) -> int:
+  """Copies the finished runs' records under ``workdir`` to ``dest`` at the same paths
+  (``outputs.archive``); a record already there with other bytes is refused
+  (``outputs.OutputExists``, its message starting '--archive_to: ')."""
+  if not dest:
+    return 0
+  try:
+    return outputs.archive(workdir, dest, markers=RECORDS, files=RECORDS)
+  except outputs.OutputExists as e:
+    raise outputs.OutputExists(f'--archive_to: {e}') from None
+
+
+def sweep(stage_list: list, workdir: str, *, report_only: bool = False, max_runs: int = 0,
+          progress: bool = True, archive_to: str | None = None, command: str,
+          report: Callable[[dict], object]) -> int:
+  """Trains the runs of ``stage_list`` (``stages(bconfig, workdir)``) in order, at most
+  ``max_runs`` (0: all), skipping finished / diverged runs and runs another process has
+  claimed (``outputs.claim``). Archives to ``archive_to`` first (a rerun is refused
+  before training) and after every run; ``report(provenance)`` rebuilds the record after
+  every run and once at the end. ``report_only``: no training. Returns the runs trained."""
+  trained = 0
+  archive(workdir, archive_to)
+  if not report_only:
+    for name, fn in stage_list:
+      for run in fn():
+        if max_runs and trained >= max_runs:
+          break
+        if run_status(run.workdir) in ('finished', 'diverged'):
+          continue
+        with outputs.claim(run.workdir) as mine:
+          if not mine:
+            continue            # another process is training it
+          print(f'[{name}] {run.key}', file=sys.stderr, flush=True)
+          train_run(run, command, progress=progress)
+          trained += 1
+        archive(workdir, archive_to)
+        report(provenance.record(command))
+  report(provenance.record(command))
+  return trained
 
 
 # ---------------------------------------------------------------------------

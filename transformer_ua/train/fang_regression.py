@@ -20,21 +20,36 @@ the noiseless f, epochs to convergence, run times, history, provenance), ``param
     from transformer_ua.train import fang_regression
     from experiments.configs import fang_f1
     result = fang_regression.train_and_evaluate(fang_f1.get_config(), '/tmp/fang/f1')
+
+``sweep`` runs every entry of a config's sweep for every seed (a finished run is skipped,
+an unfinished one resumes), adds to each trained ATTENTION run ``literal_check``: the
+literal network (``fang.from_params``: the trained F, beta, b with the fixed Lemma 3.1
+blocks) in float64 on test inputs,
+
+    max_x |C_literal(x) - C_compact(x)| / max(1, |C_compact(x)|),
+
+and rebuilds the report after each run; ``sweep_plans`` lists the full sweeps of the
+checked-in configs for the report's status line.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import time
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import provenance
-from transformer_ua.fang.regression import (count_params, epochs_to_convergence,
-                                             init_params, make_data, make_optimizer, mse,
-                                             predict, resolved_sizes, run_name,
+from transformer_ua import outputs, provenance
+from transformer_ua.fang.polynomial import from_params
+from transformer_ua.fang.regression import (attention_apply, count_params,
+                                             epochs_to_convergence, init_params, load_params,
+                                             make_data, make_optimizer, mse, predict,
+                                             resolved_sizes, run_configs, run_name,
                                              validate_config, validation_split)
 from transformer_ua.train import loop
 from transformer_ua.train.tasks.fang_regression import FangRegression, epoch_program
@@ -118,3 +133,71 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
                                                    logy=True)
   result['final_params'] = jax.device_get(state['params'])
   return result
+
+
+def sweep_plans(config_paths: dict) -> dict:
+  """target -> {run name: epochs} of the full sweeps of the config files
+  ``config_paths`` (target -> path): the report lists the runs not started yet, whatever
+  subset or overrides one call runs."""
+  plans = {}
+  for target, path in config_paths.items():
+    spec = importlib.util.spec_from_file_location(f'fang_{target}', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    plans[target] = {run_name(c): c.epochs for _, c in run_configs(module.get_config())}
+  return plans
+
+
+def literal_check(config, workdir, num_points):
+  """Max |literal - compact| / max(1, |compact|) of the trained ATTENTION model."""
+  data = make_data(config.target, config.data_seed)
+  p = load_params(workdir)
+  all_x = np.concatenate([data['x_train'], data['x_test']])
+  bound = float(np.max(np.linalg.norm(all_x, axis=1)))
+  model = from_params(F=p['F'], beta_slots=p['beta'], b=float(p['b']), bound=bound)
+  x = data['x_test'][:num_points]
+  t0 = time.perf_counter()
+  lit = model.apply(x)
+  t_lit = time.perf_counter() - t0
+  comp = model.apply_compact(x)
+  with jax.enable_x64(True):
+    train_path = np.asarray(attention_apply(
+        {k: np.asarray(v, np.float64) for k, v in p.items()}, x))
+  scale = np.maximum(1.0, np.abs(comp))
+  return {'points': int(num_points), 'bound_B': bound,
+          'max_rel_literal_vs_compact': float(np.max(np.abs(lit - comp) / scale)),
+          'max_rel_compact_vs_training_fn': float(np.max(np.abs(train_path - comp) / scale)),
+          'literal_seconds': t_lit, 'm_squared': list(model.m_squared)}
+
+
+def sweep(config, runs, workdir: str, *, only=(), report_only: bool = False,
+          progress: bool = True, command: str, report: Callable[[dict], object]) -> None:
+  """Trains the ``runs`` (``run_configs(config)``) seed-major under
+  ``workdir/<target>/<run name>``, those named in ``only`` if it is not empty.
+
+  A run with a ``result.json`` is skipped. Each new result.json gets ``entry``, the
+  ``provenance`` of ``command`` and, for ATTENTION runs with ``literal_check_points``
+  (config.seeds[0], or every seed of f1), ``literal_check`` (or the error that stopped
+  it); ``report(provenance)`` rebuilds the report after every run and once at the end.
+  ``report_only``: no training, only the final report.
+  """
+  if not report_only:
+    for name, c in runs:
+      if only and name not in only:
+        continue
+      run_dir = os.path.join(workdir, c.target, run_name(c))
+      if os.path.exists(os.path.join(run_dir, 'result.json')):
+        continue
+      result = train_and_evaluate(c, run_dir, progress=progress)
+      result.pop('final_params', None)
+      result['entry'] = name
+      result['provenance'] = provenance.record(command)
+      if c.model == 'attention' and c.literal_check_points and (c.seed == config.seeds[0]
+                                                                 or c.target == 'f1'):
+        try:
+          result['literal_check'] = literal_check(c, run_dir, c.literal_check_points)
+        except (MemoryError, RuntimeError) as e:  # XLA reports OOM as RuntimeError
+          result['literal_check_error'] = f'{type(e).__name__}: {str(e)[:300]}'
+      outputs.atomic_json(os.path.join(run_dir, 'result.json'), result, indent=1)
+      report(provenance.record(command))
+  report(provenance.record())

@@ -1,0 +1,164 @@
+r"""Fang et al. 2022, Sections 3 and 6 measured: the construction at the experiments' sizes.
+
+``measure(f2_literal_points, corollary)`` returns the study's numbers (one dict, keys in
+this order), all from ``numpy.random.default_rng(0)`` drawn in a fixed order:
+
+    accuracy        Theorem 3.5 in float64: for Q in {f1, random dense d=2 q=5, f2,
+                    random dense d=10 q=5}, on spheres ||x|| = r B, r in
+                    (1e-3, 0.1, 0.5, 0.9, 1.0),
+                        max_x |C(x) - Q(x)| / max(1, sum_a |c_a| |x^a|)
+                    (Q in Fractions) for the literal and the compact network, next to the
+                    worst-case model sum_k ||beta_k||_1 k 2^-50 T^k; Lemma 3.1's M_k^2,
+                    Lemma 3.3's ridge conditioning, the counts and their Theorem 3.5 bounds
+    error_vs_bound  d = 2, q = 5, random dense Q: the literal network's relative error
+                    for B in 1 .. 1e4 and both M rules ('product', 'paper_strict')
+    directions      Lemma 3.3 for f2 (d = 10, q = 5): cond_2 of the Bombieri system per
+                    degree for lattice / random directions (n_q and 4368 tokens)
+    exact           f1 with exact=True, B = 45: C(x) == Q(x) in Fractions and through
+                    the JAX network in int64, boundary points included
+    corollary_3_7   (when ``corollary``) Corollary 3.7: sup_[0,1]^d |C^q - f| vs q for
+                    three continuous f (``approximate.sup_errors``)
+
+The report (``reports.fang_construction``) renders these into fang_construction.md.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from transformer_ua.fang import approximate, exact, regression, ridge
+from transformer_ua.fang.polynomial import build_polynomial_transformer
+
+TOL = 1e-9
+# The balls: B covers the largest norm in Section 5's data (f1: 41.7, f2: 6.39).
+B_F1, B_F2 = 45.0, 6.5
+#: Corollary 3.7's targets: name -> (d, f, degrees q, grid points per axis).
+COROLLARY_TARGETS = {
+    '|x - 1/2| (d=1)': (1, lambda x: np.abs(x[:, 0] - 0.5), (1, 2, 4, 8, 12, 16, 20), 2001),
+    'exp(x1) sin(4 x2) (d=2)': (2, lambda x: np.exp(x[:, 0]) * np.sin(4 * x[:, 1]),
+                                (1, 2, 4, 6, 8, 10, 12), 101),
+    '||x - (1/2,1/2)|| (d=2)': (2, lambda x: np.linalg.norm(x - 0.5, axis=1),
+                                (1, 2, 4, 6, 8, 10, 12), 101),
+}
+
+
+def ball_points(rng, d, B, per_radius, radii=(1e-3, 0.1, 0.5, 0.9, 1.0)):
+  """[len(radii) * per_radius, d]: uniform directions on the spheres ||x|| = r B."""
+  out = []
+  for r in radii:
+    u = rng.normal(size=(per_radius, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    out.append(u * r * B)
+  return np.concatenate(out)
+
+
+def rel_errors(poly, y, x):
+  """|y - Q(x)| / max(1, sum |c_a||x^a|), Q in exact rational arithmetic."""
+  want = np.asarray([float(ridge.evaluate_poly_exact(poly, row)) for row in x])
+  return np.abs(y - want) / np.maximum(1.0, ridge.abs_scale(poly, x))
+
+
+def random_dense(rng, d):
+  """A dense Q of degree 5 in d variables, N(0, 1) coefficients."""
+  return {a: float(rng.normal()) for s in range(6) for a in ridge.exponents(d, s)}
+
+
+def accuracy(name, poly, d, B, rng, literal_points, compact_points):
+  """Theorem 3.5 in float64 for one Q: errors, M_k^2, ridge report, counts, timings."""
+  t0 = time.perf_counter()
+  model = build_polynomial_transformer(poly, d=d, bound=B)
+  build_s = time.perf_counter() - t0
+  xc = ball_points(rng, d, B, compact_points // 5)
+  ec = rel_errors(poly, model.apply_compact(xc), xc)
+  xl = ball_points(rng, d, B, max(1, literal_points // 5))
+  t0 = time.perf_counter()
+  yl = model.apply(xl)
+  lit_s = time.perf_counter() - t0
+  el = rel_errors(poly, yl, xl)
+  boundary = np.isclose(np.linalg.norm(xl, axis=1), B)
+  T = model.operand_bound
+  predicted = sum(np.abs(model.beta_slots[:, k - 1]).sum() * k * 2.0 ** -50 * T ** k
+                  for k in range(1, model.q + 1))
+  return {'name': name, 'd': d, 'q': model.q, 'B': B, 'tokens': model.n,
+          'm_squared': list(model.m_squared), 'build_s': build_s,
+          'literal_points': int(len(xl)), 'boundary_points': int(boundary.sum()),
+          'literal_max_rel_err': float(el.max()),
+          'literal_max_rel_err_boundary': float(el[boundary].max()),
+          'literal_seconds_per_point': lit_s / len(xl),
+          'compact_points': int(len(xc)), 'compact_max_rel_err': float(ec.max()),
+          'error_model_abs_bound': float(predicted),
+          'ridge': model.ridge_report, 'free_params': model.num_free_params(),
+          'nonzeros': model.num_nonzeros(), 'theorem_bounds': model.theorem_bounds(),
+          'within_1e-9': bool(el.max() <= TOL)}
+
+
+def error_vs_bound(rng):
+  """d = 2, q = 5, random dense Q: the literal network's max rel. error vs B and M rule."""
+  poly = random_dense(rng, 2)
+  rows = []
+  for B in (1.0, 10.0, 100.0, 1e3, 1e4):
+    x = ball_points(rng, 2, B, 40)
+    for rule in ('product', 'paper_strict'):
+      model = build_polynomial_transformer(poly, d=2, bound=B, m_rule=rule)
+      e = rel_errors(poly, model.apply(x), x)
+      rows.append({'B': B, 'm_rule': rule, 'max_m_squared': max(model.m_squared),
+                   'max_rel_err': float(e.max()), 'median_rel_err': float(np.median(e))})
+  return rows
+
+
+def exact_demo():
+  """f1 with exact=True: Fractions and int64 against Q at four rational points."""
+  poly = dict(regression.F1)
+  model = build_polynomial_transformer(poly, d=2, bound=B_F1, exact=True)
+  pts = [[Fraction(27), Fraction(36)], [Fraction(-45), Fraction(0)],
+         [Fraction(1, 3), Fraction(-22, 7)], [Fraction(0), Fraction(0)]]
+  want = [ridge.evaluate_poly_exact(poly, p) for p in pts]
+  lit = model.apply_exact(pts)
+  integer = exact.apply_exact_integer(model, pts)
+  plan = exact.integer_plan(model, pts)
+  return {'points': [[str(v) for v in p] for p in pts], 'Q': [str(v) for v in want],
+          'literal_fraction_equal': lit == want, 'jax_int64_equal': integer == want,
+          'int64_bits_needed': plan['bits'], 'scale_S': plan['S'],
+          'directions': [[str(c) for c in row] for row in model.F_exact]}
+
+
+def direction_conditioning():
+  """Lemma 3.3 for f2: conditioning of the ridge solve per kind of directions."""
+  out = []
+  for kind, num in (('lattice', None), ('random', None), ('random', 4368)):
+    _, F = ridge.ridge_directions(d=10, q=5, kind=kind, num=num)
+    beta, rep = ridge.ridge_coefficients(regression.F2, F, 5)
+    out.append({'directions': kind, 'tokens': F.shape[0],
+                'cond_2_per_degree': [r['cond_2'] for r in rep],
+                'max_rel_residual': max(r['relative_residual'] for r in rep),
+                'max_abs_beta_f2': float(np.abs(beta).max())})
+  return out
+
+
+def corollary():
+  """Corollary 3.7: target name -> one ``approximate.sup_errors`` row per q."""
+  return {name: [approximate.sup_errors(f, d=d, degree=q, grid_points=grid) for q in qs]
+          for name, (d, f, qs, grid) in COROLLARY_TARGETS.items()}
+
+
+def measure(f2_literal_points: int, corollary_3_7: bool = True) -> dict:
+  """The study's numbers (module docstring); ``f2_literal_points`` (>= 0) inputs go
+  through the f2-size literal network (~n^3 each), half as many for random d = 10."""
+  rng = np.random.default_rng(0)
+  out = {}
+  out['accuracy'] = [
+      accuracy('f1 (Section 5)', regression.F1, 2, B_F1, rng, 2000, 2000),
+      accuracy('random dense, d=2, q=5', random_dense(rng, 2), 2, 10.0, rng, 2000, 2000),
+      accuracy('f2 (Section 5)', regression.F2, 10, B_F2, rng, f2_literal_points, 2000),
+      accuracy('random dense, d=10, q=5', random_dense(rng, 10), 10, B_F2, rng,
+               max(5, f2_literal_points // 2), 2000),
+  ]
+  out['error_vs_bound'] = error_vs_bound(rng)
+  out['directions'] = direction_conditioning()
+  out['exact'] = exact_demo()
+  if corollary_3_7:
+    out['corollary_3_7'] = corollary()
+  return out
