@@ -83,7 +83,7 @@ import optax
 
 from transformer_ua import outputs, provenance
 from transformer_ua.models import encoder as enc
-from transformer_ua.models import mixing_train
+from transformer_ua.train import mixing as mixing_train
 
 from roofline import peak_gflops   # benchmarks/roofline.py (benchmarks/ is on sys.path)
 

@@ -22,7 +22,7 @@ _F2_POINTS = flags.DEFINE_integer('f2_literal_points', 16,
                                   'Inputs run through the f2-size literal network (~n^3 each).')
 _SKIP_COR = flags.DEFINE_bool('skip_corollary', False, 'Skip Corollary 3.7.')
 _RESULTS = cli.define_output_dir('runs/fang_construction', 'Output directory (results/fang: '
-                                 'the record, with --overwrite).', old_names=('results_dir',))
+                                 'the record, with --overwrite).')
 cli.define_overwrite()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

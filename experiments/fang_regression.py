@@ -33,8 +33,7 @@ from transformer_ua.train import fang_regression as fang_training
 _CONFIG = cli.define_config_file('config', None, 'experiments/configs/fang_f*.py')
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Root directory of the runs.')
 _RESULTS = cli.define_output_dir(None, 'Where the report is written (default: '
-                                 '<workdir>/report; results/fang with --overwrite: the record).',
-                                 old_names=('results_dir',))
+                                 '<workdir>/report; results/fang with --overwrite: the record).')
 _ONLY = flags.DEFINE_list('only', [], 'Run only these sweep entries (default: all).')
 _REPORT_ONLY = flags.DEFINE_bool('report_only', False, 'Only rebuild the report.')
 _PROGRESS = flags.DEFINE_bool('progress', True, 'Show a tqdm progress bar.')

@@ -3,9 +3,8 @@ r"""Masked-LM + sentence-pair pre-training (Yun et al. 2020, Appendix H.3-H.4).
     python experiments/mixing_pretrain.py --config=experiments/configs/mixing_tiny.py \
         --workdir=runs/tiny/attention_s0/pretrain [--config.model.mixing=sepconv ...]
 
-Parses flags only; the loop is ``transformer_ua.models.mixing_train.pretrain`` (re-exported
-here as ``pretrain(config, workdir)``). Rerunning with the same workdir
-resumes from the latest checkpoint.
+Parses flags only; the loop is ``transformer_ua.train.mixing.pretrain``. Rerunning with
+the same workdir resumes from the latest checkpoint.
 """
 
 
@@ -13,19 +12,15 @@ from transformer_ua import cli  # first: Ctrl-C while the rest loads exits clean
 
 from absl import flags
 
-from transformer_ua.models import mixing_cli, mixing_train
+from transformer_ua.train import mixing
 
-pretrain = mixing_train.pretrain
-_main = mixing_cli.binary_main(pretrain)
+main = cli.workdir_binary(
+    mixing.pretrain, mixing.summary,
+    config_help='Path to an experiments/configs/mixing_*.py file.',
+    config_example='experiments/configs/mixing_tiny.py',
+    workdir_example='runs/tiny/attention')
 
-
-def main(argv):
-  if flags.FLAGS.workdir:   # its checkpoints resume the run
-    cli.resumable(flags.FLAGS.workdir)
-  return _main(argv)
-
-
-flags.adopt_module_key_flags(mixing_cli)  # --help lists --config and --workdir
+flags.adopt_module_key_flags(cli)  # --help lists --config and --workdir
 
 
 if __name__ == '__main__':

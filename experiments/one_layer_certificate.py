@@ -34,7 +34,7 @@ from transformer_ua.yun.realization import plan
 
 FLAGS = flags.FLAGS
 cli.define_output_dir('runs/one_layer_certificate', 'Directory of '
-                      'one_layer_certificate.{json,md}.', old_names=('outdir',))
+                      'one_layer_certificate.{json,md}.')
 flags.DEFINE_string('configs', 'token_times_mean:1,3,8;token_times_mean:1,3,16',
                     'semicolon-separated target:d,n,N')
 flags.DEFINE_integer('margin_log2', 20, 'cube-interior margin 2^-margin_log2 (of delta)')

@@ -32,8 +32,7 @@ from transformer_ua.yun.realization import plan
 from transformer_ua.yun import build_approximator
 
 FLAGS = flags.FLAGS
-cli.define_output_dir('runs/one_layer_compare', 'Directory of one_layer_compare.{md,json,png}.',
-                      old_names=('outdir',))
+cli.define_output_dir('runs/one_layer_compare', 'Directory of one_layer_compare.{md,json,png}.')
 cli.define_overwrite()
 WRITES = ('one_layer_compare.json', 'one_layer_compare.md', 'one_layer_compare.png')
 flags.DEFINE_string('only', '', 'semicolon-separated row labels to run (default: all)')

@@ -30,7 +30,7 @@ from transformer_ua.yun.realization import certified_eval, plan
 
 FLAGS = flags.FLAGS
 cli.define_output_dir('runs/realization_certified', 'Directory of '
-                      'realization_certified.{md,json,png}.', old_names=('outdir',))
+                      'realization_certified.{md,json,png}.')
 flags.DEFINE_bool('search', True, 'search the smallest certifying bits')
 flags.DEFINE_string('only', '', 'comma-separated row labels to run (default: all)')
 cli.define_overwrite()

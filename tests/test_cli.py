@@ -193,20 +193,6 @@ def test_existing_outputs_are_refused_unless_overwrite(tmp_path):
   assert (record / 'fang_construction.md').read_text() == 'the record'
 
 
-def test_old_output_flag_spelling_works_with_a_deprecation_line(tmp_path):
-  """--results_dir / --outdir: old spellings of --output_dir, kept one release."""
-  old = tmp_path / 'old'
-  proc = _binary('experiments/fang_construction.py', f'--results_dir={old}',
-                 '--f2_literal_points=-1')   # refused after the flags, before the work
-  lines = proc.stderr.splitlines()
-  assert lines[0].startswith('warning: --results_dir is deprecated; use --output_dir'), lines
-  assert proc.returncode == cli.USAGE_ERROR and lines[1].startswith('error: --f2_literal')
-  proc = _binary('experiments/fang_construction.py', f'--results_dir={old}',
-                 f'--output_dir={tmp_path / "new"}')
-  _one_line_error(proc, '--results_dir is the old spelling of --output_dir')
-  assert not old.exists()
-
-
 def test_atomic_writes_leave_the_old_file_on_failure(tmp_path):
   from transformer_ua import outputs
   path = tmp_path / 'r.json'

@@ -80,7 +80,7 @@ def test_the_graph_sees_known_imports():
   assert 'transformer_ua.fang.ridge' in GRAPH['transformer_ua.fang.regression']
   assert {'transformer_ua.yun.enumeration', 'transformer_ua.parallel'} <= \
       GRAPH['transformer_ua.verify.contextual_mapping']
-  assert 'transformer_ua.train.loop' in GRAPH['transformer_ua.models.mixing_train']
+  assert 'transformer_ua.train.loop' in GRAPH['transformer_ua.train.mixing']
   # An arrow that is allowed, asked for the other way round, is reported.
   assert ('transformer_ua.verify.contextual_mapping', 'transformer_ua.yun.enumeration') in \
       _violations(('verify',), ('yun',))

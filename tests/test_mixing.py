@@ -1,5 +1,6 @@
-"""The Appendix H sweep (experiments/mixing_sweep.py) and its reports (reports.mixing,
-reports.mixing_plateau) on hand-made workdirs: status, recorded rows, plateau, archive.
+"""The Appendix H sweep (studies.mixing_sweep, experiments/mixing_sweep.py) and its
+reports (reports.mixing, reports.mixing_plateau) on hand-made workdirs: status, recorded
+rows, plateau, archive.
 The training loops' tests are in test_mixing_train.py."""
 
 import json
@@ -10,7 +11,9 @@ import sys
 import pytest
 
 from experiments.configs import mixing_cpu, mixing_cpu_longer
-from transformer_ua.reports import mixing as mixing_report, mixing_plateau
+from transformer_ua.reports import mixing as mixing_report
+from transformer_ua.reports import mixing_markdown, mixing_plateau, mixing_rows
+from transformer_ua.studies import mixing_sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,7 +24,6 @@ def _binary(args, env_extra=None):
                         timeout=300, env=env)
 
 def test_sweep_jobs_table_seed_major_then_hybrids():
-  from experiments import mixing_sweep
   jobs = mixing_sweep.jobs(4, 2, [1, 2])
   assert [j[0] for j in jobs] == [
       'average_s0', 'bilinear_s0', 'sepconv_s0', 'attention_s0',
@@ -61,7 +63,6 @@ def _fake_sweep(root):
 
 
 def test_sweep_status_on_a_fake_workdir(tmp_path):
-  from experiments import mixing_sweep
   _fake_sweep(tmp_path)
   c = mixing_cpu.get_config()
   c.pretrain.num_steps, c.finetune.num_steps = 2000, 1000
@@ -162,7 +163,6 @@ def _mnli_data(root, run):
 
 
 def test_report_combines_recorded_rows_with_new_runs_and_says_which_is_which(tmp_path):
-  from experiments import mixing_sweep
   from experiments.configs import mixing_cpu_long
   config = mixing_cpu_long.get_config()
   old, new = tmp_path / 'old', tmp_path / 'new'
@@ -227,10 +227,10 @@ def test_recorded_rows_refuse_values_whose_seeds_cannot_be_told(tmp_path):
                        'cpu_long', PROV)
   path = tmp_path / 'mixing_layers_cpu_long.json'
   d = json.loads(path.read_text())
-  d['table1']['average']['mlm_accuracy'] = mixing_report.mean_std([20.0, 21.0])  # 2 values
+  d['table1']['average']['mlm_accuracy'] = mixing_rows.mean_std([20.0, 21.0])  # 2 values
   path.write_text(json.dumps(d))                                                  # 1 curve
-  with pytest.raises(mixing_report.cli.BadInput, match='average_s\\*/pretrain'):
-    mixing_report.recorded_rows(str(path))
+  with pytest.raises(mixing_rows.RecordError, match='average_s\\*/pretrain'):
+    mixing_rows.recorded_rows(str(path))
 
 
 def _fake_run(root, mixing, seed, steps, curve, stage='pretrain', mlm=None, mnli=None,
@@ -325,11 +325,11 @@ def test_runs_summary_counts_every_attempt_of_a_resumed_run():
   once = {'provenance': seg('t1', 0.5, 'a')}                     # before segments existed
   resumed = {'provenance': seg('t4', 3.0, 'c'),
              'segments': [seg('t2', 1.0, 'b'), seg('t4', 3.0, 'c')]}
-  rs = mixing_report.runs_summary({('attention', 0): {'pretrain': [once, resumed]}})
+  rs = mixing_rows.runs_summary({('attention', 0): {'pretrain': [once, resumed]}})
   assert (rs['result_files'], rs['resumed'], rs['attempts']) == (2, 1, 3)
   assert rs['git_revisions'] == ['a', 'b', 'c'] and rs['load_average_1min_range'] == [0.5, 3.0]
   assert rs['attempts_untracked'] == 1     # `once` predates attempt tracking
-  assert mixing_report.runs_lines(rs)[0] == (
+  assert mixing_markdown.runs_lines(rs)[0] == (
       '- runs: 2 stages (1 resumed from checkpoints: 3 attempts in all) (1 written before '
       'attempts were kept: their resumes, if any, are not in the record), t1 to t4 UTC, '
       '1-min load 0.5-3.0 at stage starts and resumes')
@@ -337,8 +337,6 @@ def test_runs_summary_counts_every_attempt_of_a_resumed_run():
 
 
 def test_archive_keeps_what_the_reports_read(tmp_path):
-  from experiments import mixing_sweep
-  from transformer_ua import cli
   _, long_, _ = _three_schedules(tmp_path)
   (long_ / 'sepconv_s0' / 'pretrain' / 'checkpoints' / '6000').mkdir(parents=True)
   (long_ / 'sepconv_s0' / 'pretrain' / 'tokenizer.json').write_text('{}')
@@ -359,7 +357,7 @@ def test_archive_keeps_what_the_reports_read(tmp_path):
   assert drop(a[1]) == drop(b[1]) and a[3] == b[3]
   res = long_ / 'sepconv_s1' / 'pretrain' / 'result.json'      # a rerun with another result
   res.write_text(res.read_text().replace('28.0', '28.5'))
-  with pytest.raises(cli.BadInput, match='already holds a different record'):
+  with pytest.raises(mixing_sweep.SweepError, match='already holds a different record'):
     mixing_sweep.archive(str(long_), str(arch))
   assert '28.0' in (arch / 'sepconv_s1' / 'pretrain' / 'result.json').read_text()
 

@@ -1,4 +1,4 @@
-"""transformer_ua.models.mixing_train: the Appendix H training loops and binaries
+"""transformer_ua.train.mixing: the Appendix H training loops and binaries
 (experiments/mixing_*.py) on the WordNet fixture: results, metrics, resume after
 interruption, flag errors."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from experiments.configs import mixing_tiny
-from transformer_ua.models import mixing_train
+from transformer_ua.train import mixing
 from transformer_ua.train.checkpointing import Checkpointer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +38,7 @@ def pre_run(tmp_path_factory):
   """One uninterrupted 4-step pre-training run (a hybrid: sepconv then attention)."""
   tmp = tmp_path_factory.mktemp('pre')
   c = small_config(tmp, mixing='attention', num_conv_layers=1)
-  return c, tmp, mixing_train.pretrain(c, str(tmp / 'full'))
+  return c, tmp, mixing.pretrain(c, str(tmp / 'full'))
 
 
 def _params(workdir, step):
@@ -63,10 +63,10 @@ def test_interrupted_and_resumed_equals_uninterrupted(pre_run):
   c, tmp, full = pre_run
   c = ml_collections.ConfigDict(c.to_dict())
   c.halt_after = 2                                   # "preempted" after step 2
-  mixing_train.pretrain(c, str(tmp / 'resumed'))
+  mixing.pretrain(c, str(tmp / 'resumed'))
   assert Checkpointer(tmp / 'resumed' / 'checkpoints').latest_step() == 2
   c.halt_after = -1
-  resumed = mixing_train.pretrain(c, str(tmp / 'resumed'))
+  resumed = mixing.pretrain(c, str(tmp / 'resumed'))
   assert resumed['step'] == full['step'] == 4
   assert resumed['eval'] == full['eval']
   jax.tree_util.tree_map(np.testing.assert_array_equal, _params(tmp / 'full', 4),
@@ -92,7 +92,7 @@ def test_several_steps_per_call_is_the_same_training(pre_run):
   c, tmp, full = pre_run
   c = ml_collections.ConfigDict(c.to_dict())
   c.pretrain.update(steps_per_call=2, log_every=2)
-  two = mixing_train.pretrain(c, str(tmp / 'two'))
+  two = mixing.pretrain(c, str(tmp / 'two'))
   assert two['step'] == 4
   jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6),
                          _params(tmp / 'full', 4), _params(tmp / 'two', 4))
@@ -110,7 +110,7 @@ def test_steps_per_call_must_divide_the_periods(tmp_path):
   c.pretrain.update(steps_per_call=3)
   with pytest.raises(ValueError, match='num_steps=4 is not a multiple of '
                                        r'config.pretrain.steps_per_call=3'):
-    mixing_train.pretrain(c, str(tmp_path / 'x'))
+    mixing.pretrain(c, str(tmp_path / 'x'))
 
 
 def test_finetune_mnli_starts_from_pretrained_encoder(pre_run, tmp_path):
@@ -118,7 +118,7 @@ def test_finetune_mnli_starts_from_pretrained_encoder(pre_run, tmp_path):
   c = ml_collections.ConfigDict(c.to_dict())
   c.finetune.update(task='mnli', pretrain_workdir=str(tmp / 'full'), num_steps=1,
                     learning_rate=0.0, checkpoint_every=1, eval_every=1)
-  r = mixing_train.finetune(c, str(tmp_path / 'mnli'))
+  r = mixing.finetune(c, str(tmp_path / 'mnli'))
   assert r['step'] == 1 and 0 <= r['eval']['accuracy'] <= 100
   assert r['data']['test_examples'] > 0 and 0 < r['data']['majority_baseline_accuracy'] <= 100
   # With a zero learning rate the fine-tuned encoder is the pre-trained one.
@@ -131,7 +131,7 @@ def test_finetune_squad(pre_run, tmp_path):
   c, tmp, _ = pre_run
   c = ml_collections.ConfigDict(c.to_dict())
   c.finetune.update(task='squad', pretrain_workdir=str(tmp / 'full'))
-  r = mixing_train.finetune(c, str(tmp_path / 'squad'))
+  r = mixing.finetune(c, str(tmp_path / 'squad'))
   assert r['step'] == 3 and 0 <= r['eval']['f1'] <= 100 and 0 <= r['eval']['em'] <= 100
   assert r['data']['baselines']['first_word']['em'] >= 0
 
@@ -148,7 +148,7 @@ def test_bad_config_is_one_clear_error(tmp_path, overrides, message):
     sec, name = k.split('.')
     c[sec][name] = v
   with pytest.raises(ValueError, match=message):
-    mixing_train.pretrain(c, str(tmp_path / 'x'))
+    mixing.pretrain(c, str(tmp_path / 'x'))
 
 
 def _binary(args, env_extra=None):

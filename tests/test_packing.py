@@ -18,7 +18,7 @@ import pytest
 
 from transformer_ua.data import text, wordnet
 from transformer_ua.models import encoder as enc
-from transformer_ua.models import mixing_train
+from transformer_ua.train import mixing as mixing_train
 
 FIXTURE = os.path.join(os.path.dirname(__file__), 'fixtures', 'wordnet')
 ATOL = 1e-5

@@ -13,7 +13,7 @@ import textwrap
 import jax.numpy as jnp
 import pytest
 
-from transformer_ua import cli
+from transformer_ua import cli, interrupts
 from transformer_ua.train import loop
 from transformer_ua.train.checkpointing import Checkpointer
 
@@ -69,7 +69,7 @@ def test_sigint_finishes_the_unit_saves_and_says_how_to_resume(tmp_path):
       os.kill(os.getpid(), signal.SIGINT)  # arrives during unit 4
 
   before = signal.getsignal(signal.SIGINT)
-  with pytest.raises(cli.Interrupted) as info:
+  with pytest.raises(interrupts.Interrupted) as info:
     loop.run(Toy(on_unit), _state(), workdir=str(tmp_path), schedule=_schedule())
   e = info.value
   assert e.signal_name == 'SIGINT'
@@ -84,7 +84,7 @@ def test_sigterm_is_handled_like_sigint(tmp_path):
     if unit == 2:
       os.kill(os.getpid(), signal.SIGTERM)
 
-  with pytest.raises(cli.Interrupted) as info:
+  with pytest.raises(interrupts.Interrupted) as info:
     loop.run(Toy(on_unit), _state(), workdir=str(tmp_path), schedule=_schedule())
   assert info.value.signal_name == 'SIGTERM'
   assert _latest(tmp_path) == 3
@@ -96,7 +96,7 @@ def test_keyboard_interrupt_inside_a_unit_saves_the_last_finished_unit(tmp_path)
     if unit == 7:
       raise KeyboardInterrupt
 
-  with pytest.raises(cli.Interrupted) as info:
+  with pytest.raises(interrupts.Interrupted) as info:
     loop.run(Toy(on_unit), _state(), workdir=str(tmp_path), schedule=_schedule())
   assert 'checkpoint at epoch 7 of 12' in info.value.note
   assert _latest(tmp_path) == 7

@@ -20,9 +20,10 @@ The contract of every absl binary in ``experiments/`` and ``benchmarks/``:
                   (``transformer_ua.outputs``: ``atomic_open``, ``atomic_json``, ...).
   * Ctrl-C     -> SIGINT / SIGTERM at any moment: one line, exit status 130 / 143, no
                   traceback. The line gives the exact command that resumes when a
-                  resumable state exists (training loops checkpoint first, see
-                  ``transformer_ua.train``; a binary declares other state with
-                  ``resumable``), and otherwise says that nothing needs resuming.
+                  resumable state exists (training loops checkpoint first and raise
+                  ``transformer_ua.interrupts.Interrupted``, see ``transformer_ua.train``;
+                  a binary declares other state with ``resumable``), and otherwise says
+                  that nothing needs resuming.
   * CPU-only   -> JAX's "Unable to initialize backend 'tpu'" probe is not printed.
 
 Interrupts are robust to where the signal lands: importing this module from a script in
@@ -49,7 +50,7 @@ import signal
 import sys
 from typing import Callable, Iterable
 
-from transformer_ua import outputs
+from transformer_ua import interrupts, outputs
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -63,20 +64,6 @@ TERMINATED = 143
 
 class BadInput(ValueError):
   """A flag, config value or path outside what the binary allows (one line)."""
-
-
-class Interrupted(KeyboardInterrupt):
-  """A SIGINT / SIGTERM that was handled: ``note`` says what was saved and how to resume.
-
-  Raised by ``transformer_ua.train.loop`` after its checkpoint; ``run`` prints it.
-  """
-
-  def __init__(self, signal_name: str, note: str):
-    super().__init__(signal_name, note)
-    self.signal_name, self.note = signal_name, note
-
-  def __str__(self) -> str:
-    return f'{self.signal_name}: {self.note}'
 
 
 def quiet_backend_probe() -> None:
@@ -225,7 +212,6 @@ def _parse_flags(argv: list[str]) -> list[str]:
   try:
     rest = flags.FLAGS(argv)
     _check_config_files_loaded()
-    _apply_renamed_flags()
     return rest
   except flags.Error as e:
     _flag_error(e)
@@ -254,8 +240,6 @@ def define_config_file(name: str, default: str | None = None,
 
 #: Resumable state declared by the running binary: [(path, command)] (``resumable``).
 _RESUMABLE: list[tuple[str, str]] = []
-#: The name of the signal that interrupted this process ('' while none has).
-_received = {'name': ''}
 
 
 def own_command(add: Iterable[str] = ()) -> str:
@@ -271,6 +255,37 @@ def resumable(path: str, command: str | None = None) -> None:
   rerun of ``command`` (default: this process's own command line) resumes from. If the
   binary is interrupted, ``run`` prints that command when ``path`` holds something."""
   _RESUMABLE.append((path, command or own_command()))
+
+
+def workdir_binary(fn: Callable[[object, str], dict], summary: Callable[[dict], str], *,
+                   config_help: str, config_example: str, workdir_example: str):
+  """``main(argv)`` of a binary that runs one resumable stage ``fn(config, workdir)``
+  (e.g. ``train.mixing.pretrain``). Defines ``--config`` (a locked config file) and
+  ``--workdir`` (adopt this module's key flags for ``--help`` to list them); ``main``
+  declares the workdir ``resumable`` (its checkpoints resume the run), refuses missing
+  flags and a bad workdir before the work, reports ``fn``'s ValueError and
+  FileNotFoundError (a missing corpus or pre-training run) as ``BadInput``, and prints
+  ``summary(result)``."""
+  config_flag = define_config_file('config', None, config_help, lock_config=True)
+  workdir_flag = flags.DEFINE_string('workdir', None, 'Run directory (checkpoints, metrics).')
+
+  def main(argv):
+    if workdir_flag.value:
+      resumable(workdir_flag.value)
+    if len(argv) > 1:
+      raise BadInput(f'unexpected arguments {argv[1:]}; use --config=... --workdir=...')
+    if config_flag.value is None:
+      raise BadInput(f'--config is required, e.g. --config={config_example}')
+    if not workdir_flag.value:
+      raise BadInput(f'--workdir is required (a run directory, e.g. {workdir_example})')
+    output_dir(workdir_flag.value, '--workdir')  # before the work
+    try:
+      result = fn(config_flag.value, workdir_flag.value)
+    except (ValueError, FileNotFoundError) as e:
+      raise BadInput(str(e)) from None
+    print(summary(result))
+
+  return main
 
 
 def _has_state(path: str) -> bool:
@@ -306,16 +321,9 @@ def _exit_at_once(signum, frame):  # pylint: disable=unused-argument
   os._exit(_exit_status(name))  # pylint: disable=protected-access
 
 
-def mark_interrupted(name: str) -> None:
-  """Records that signal ``name`` ('SIGINT' | 'SIGTERM') asked this process to stop: a
-  KeyboardInterrupt raised for it that Python swallows is then raised again (see
-  ``run``). Signal handlers other than cli's own (the training loop's) call it."""
-  _received['name'] = _received['name'] or name
-
-
 def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
   name = signal.Signals(signum).name
-  mark_interrupted(name)
+  interrupts.mark_interrupted(name)
   raise KeyboardInterrupt(name)
 
 
@@ -332,12 +340,12 @@ def _unraisable(hook):
     while True:
       again.wait()
       again.clear()
-      _thread.interrupt_main(getattr(signal, _received['name'], signal.SIGINT))
+      _thread.interrupt_main(getattr(signal, interrupts.received(), signal.SIGINT))
 
   threading.Thread(target=redeliver, name='cli-interrupt-redeliver', daemon=True).start()
 
   def unraisable(info):
-    if isinstance(info.exc_value, KeyboardInterrupt) and _received['name']:
+    if isinstance(info.exc_value, KeyboardInterrupt) and interrupts.received():
       again.set()
       return
     hook(info)
@@ -394,19 +402,19 @@ def run(main: Callable[[list[str]], object]) -> None:
         if isinstance(e.code, str) and e.code.startswith('error: '):
           fail(e.code[len('error: '):])
         raise
-      if _received['name']:   # a swallowed interrupt that was never re-raised
-        raise KeyboardInterrupt(_received['name'])
+      if interrupts.received():   # a swallowed interrupt that was never re-raised
+        raise KeyboardInterrupt(interrupts.received())
       return out
-    except Interrupted as e:
+    except interrupts.Interrupted as e:
       stop(e.signal_name, lambda: f'interrupted ({e.signal_name}); {e.note}')
     except KeyboardInterrupt as e:
-      name = _received['name'] or str(e) or 'SIGINT'
+      name = interrupts.received() or str(e) or 'SIGINT'
       stop(name, lambda: _interrupt_line(name))
 
   try:
     app.run(wrapped, flags_parser=_parse_flags)
   except KeyboardInterrupt as e:   # after main, e.g. while absl or JAX shut down
-    name = _received['name'] or str(e) or 'SIGINT'
+    name = interrupts.received() or str(e) or 'SIGINT'
     stop(name, lambda: _interrupt_line(name))
 
 
@@ -439,33 +447,10 @@ def compilation_cache(path: str) -> str:
   return path
 
 
-#: Old spellings of renamed flags: old name -> new name (``define_output_dir``).
-_RENAMED: dict[str, str] = {}
-
-
-def define_output_dir(default: str | None, help_string: str, old_names: Iterable[str] = ()):
+def define_output_dir(default: str | None, help_string: str):
   """The ``--output_dir`` flag of a binary: the directory its files go into, under fixed
-  names. ``old_names``: spellings it replaces (e.g. ``('results_dir',)``), still accepted
-  for one release with a deprecation line on stderr."""
-  holder = flags.DEFINE_string('output_dir', default, help_string)
-  for old in old_names:
-    flags.DEFINE_string(old, None, 'Deprecated spelling of --output_dir (goes in the next '
-                        'release).')
-    _RENAMED[old] = 'output_dir'
-  return holder
-
-
-def _apply_renamed_flags() -> None:
-  """Moves the value of a deprecated spelling given on the command line to its new flag."""
-  for old, new in _RENAMED.items():
-    if old not in flags.FLAGS or not flags.FLAGS[old].present:
-      continue
-    if flags.FLAGS[new].present:
-      fail(f'--{old} is the old spelling of --{new}; give only --{new}.')
-    print(f'warning: --{old} is deprecated; use --{new} (the old spelling goes in the next '
-          'release).', file=sys.stderr)
-    flags.FLAGS[new].value = flags.FLAGS[old].value
-    flags.FLAGS[new].present = 1
+  names."""
+  return flags.DEFINE_string('output_dir', default, help_string)
 
 
 def define_overwrite():

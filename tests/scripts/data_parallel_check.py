@@ -9,7 +9,7 @@ Prints one JSON line: the real training loops run on 8 devices (data parallel) a
 * ``fang``:   ``train.fang_regression.train_and_evaluate`` (f1, ATTENTION n = 10, 2 epochs,
   batch 2004: not a multiple of 8, and the epoch's last batch of 984 rows, so padding
   with weight-0 rows is exercised), per-epoch train MSE and the final params;
-* ``mixing``: ``transformer_ua.models.mixing_train.pretrain`` of a tiny hybrid encoder (dropout
+* ``mixing``: ``transformer_ua.train.mixing.pretrain`` of a tiny hybrid encoder (dropout
   on) on the WordNet fixture, 4 steps of batch 8, the per-step losses from
   metrics.jsonl, and the final eval metrics.
 """
@@ -42,7 +42,7 @@ def fang(workdir):
 
 
 def mixing(workdir):
-  from transformer_ua.models import mixing_train  # pylint: disable=import-outside-toplevel
+  from transformer_ua.train import mixing as mixing_train  # pylint: disable=import-outside-toplevel
   from experiments.configs import mixing_tiny  # pylint: disable=import-outside-toplevel
   out = {}
   for devices in (8, 1):

@@ -17,8 +17,7 @@
 Statistics over seeds: mean, sample std (ddof 1), min and max; ratios of a model's
 mean test MSE to ATTENTION's come with the range [min / max, max / min] over seeds.
 Parts: ``fang_baselines_tables`` (statistics, summary, the markdown) and
-``fang_baselines_figures`` (the PNGs); ``write`` here builds the record from them, and
-their public names are importable from here.
+``fang_baselines_figures`` (the PNGs); ``write`` here builds the record from them.
 """
 
 from __future__ import annotations
@@ -28,14 +27,10 @@ import os
 
 from transformer_ua import outputs
 from transformer_ua.fang import regression
-# The record's parts, re-exported here (experiments/fang_baselines.py and the tests
-# import them from reports.fang_baselines):
-from transformer_ua.reports.fang_baselines_figures import (  # noqa: F401
-    COLORS, FIGURES, clip_bound, curves_figure, gap_figure, generalization_figure,
-    slices_figure, table1_figure)
-from transformer_ua.reports.fang_baselines_tables import (  # noqa: F401
-    MODEL_LABEL, NOTES, _finite, fmt, fmt_ratio, fmt_stats, grid_table, ratio, render, stats,
-    study_table, summarize, table1)
+from transformer_ua.reports.fang_baselines_figures import (
+    FIGURES, clip_bound, curves_figure, gap_figure, generalization_figure, slices_figure,
+    table1_figure)
+from transformer_ua.reports.fang_baselines_tables import _finite, render, summarize
 from transformer_ua.train import fang_baselines as baselines
 
 

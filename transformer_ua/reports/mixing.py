@@ -30,7 +30,7 @@ the same run and stage (the recorded value is kept in the row's ``replaces``).
 
 Parts: ``mixing_rows`` (what the report reads: rows, curves, records), ``mixing_claims``
 (judging the paper's claims), ``mixing_figures`` (the PNGs), ``mixing_markdown`` (the
-``.md``); this module builds the report from them and re-exports their public names.
+``.md``); this module builds the report from them.
 """
 
 from __future__ import annotations
@@ -40,23 +40,15 @@ import os
 
 import ml_collections
 
-from transformer_ua import cli
-from transformer_ua.outputs import atomic_write  # the one atomic write (re-exported)
-# The report's parts, re-exported here (experiments/mixing_sweep.py, mixing_plateau,
-# notebooks and tests import them from reports.mixing):
-from transformer_ua.reports.mixing_claims import (OWN_SEEDS_MIN, PAPER_TABLE1,  # noqa: F401
-                                                  SE_MULTIPLE, claims, compare,
-                                                  own_verdict, verdict)
-from transformer_ua.reports.mixing_figures import _curve_band, _plot_curves, _plots  # noqa
-from transformer_ua.reports.mixing_markdown import (STAGE_ORDER, _markdown,  # noqa: F401
-                                                    runs_lines)
-from transformer_ua.reports.mixing_rows import (FIELD_STAGE, NAMES,  # noqa: F401
-                                                STAGE_FIELDS, TABLE_MODELS, collect,
-                                                fmt_mean_std, last_quarter_gain,
-                                                learning_curves, learning_curves_of,
+from transformer_ua.outputs import atomic_write
+from transformer_ua.reports.mixing_claims import claims
+from transformer_ua.reports.mixing_figures import _plot_curves, _plots
+from transformer_ua.reports.mixing_markdown import _markdown
+from transformer_ua.reports.mixing_rows import (TABLE_MODELS, RecordError, collect,
+                                                last_quarter_gain, learning_curves,
                                                 mean_std, merge_rows, missing_runs,
-                                                per_run_rows, recorded_rows, run_name,
-                                                runs_summary, task_baselines)
+                                                per_run_rows, recorded_rows, runs_summary,
+                                                task_baselines)
 
 
 RECORD_CONFIG = 'cpu'   # its report is results/mixing/mixing_layers.md; others get a suffix
@@ -162,7 +154,7 @@ def rerender(results_dir, config_name, prov):
   ``<stem>_notes.md``, for a report whose workdir is gone when only the hand-written
   discussion changed: tables, claims and figures stay those of the JSON, whose report
   provenance stays in the header, with a line naming this re-render. Returns the path.
-  Raises cli.BadInput when the JSON is missing or not a report."""
+  Raises mixing_rows.RecordError when the JSON is missing or not a report."""
   stem = os.path.join(results_dir, report_stem(config_name))
   try:
     with open(stem + '.json') as f:
@@ -175,8 +167,8 @@ def rerender(results_dir, config_name, prov):
                        f"the notes by `{prov['command']}` at git revision "
                        f"`{prov['git_revision']}`, {prov['utc_time']}\n"))
   except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-    raise cli.BadInput(f'--rerender: {stem}.json is not a report of the {config_name} config '
-                       f'({type(e).__name__}: {e})') from None
+    raise RecordError(f'--rerender: {stem}.json is not a report of the {config_name} config '
+                      f'({type(e).__name__}: {e})') from None
   atomic_write(stem + '.md', md)
   return stem + '.md'
 

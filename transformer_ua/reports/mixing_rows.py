@@ -16,7 +16,6 @@ import os
 
 import numpy as np
 
-from transformer_ua import cli
 
 
 TABLE_MODELS = ('average', 'bilinear', 'sepconv', 'attention')
@@ -121,6 +120,11 @@ def per_run_rows(runs, source):
   return rows
 
 
+class RecordError(ValueError):
+  """An earlier report's ``.json`` that cannot be read back (missing, not a report, or
+  values whose seeds cannot be told); the message names the flag that gave it."""
+
+
 def _curves_of_json(d):
   return {(key.rsplit('_k', 1)[0], int(key.rsplit('_k', 1)[1])):
           {int(seed): [tuple(p) for p in pts] for seed, pts in per_seed.items()}
@@ -133,7 +137,8 @@ def recorded_rows(path):
   learning_curves(), {'sources': [{'path', 'report_revision', 'runs_summary', 'rows'}]
   (the reports the rows were first recorded in: this one, or for a report that itself
   combined recorded rows, its sources), 'task_data', 'pretrain_data'}). Raises
-  cli.BadInput when a value's seed cannot be told (see the module docstring)."""
+  RecordError when it is not a report or a value's seed cannot be told (see the module
+  docstring)."""
   try:
     with open(path) as f:
       d = json.load(f)
@@ -173,8 +178,8 @@ def recorded_rows(path):
     info['sources'][0]['rows'] = sorted({f"{r['run']}/{r['stage']}" for r in rows})
     return rows, curves, info
   except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
-    raise cli.BadInput(f'--recorded: {path} is not a report whose per-seed rows can be read '
-                       f'({type(e).__name__}: {e})') from None
+    raise RecordError(f'--recorded: {path} is not a report whose per-seed rows can be read '
+                      f'({type(e).__name__}: {e})') from None
 
 
 def merge_rows(own, recorded):

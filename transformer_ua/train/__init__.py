@@ -9,7 +9,9 @@
                    ``Steps`` with ``Pretrain`` and the fine-tuning tasks (Section H).
   fang_regression  Fang et al. 2022, Section 5 on the loop (``train_and_evaluate``).
   fang_baselines   Section 5 against tuned baselines (one tuning budget per model).
+  mixing           the Section H drivers on the loop (``pretrain``, ``finetune``) of the
+                   models in ``transformer_ua.models``.
 
 Run provenance (command, revision, machine, load) lives in ``transformer_ua.provenance``;
-the Section H drivers (``pretrain``, ``finetune``) in ``transformer_ua.models.mixing_train``.
+the interrupt the loop raises after its checkpoint in ``transformer_ua.interrupts``.
 """

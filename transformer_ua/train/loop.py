@@ -24,8 +24,8 @@ Per call starting at unit u (``done = u + units_per_call``):
 
 Interrupts: a SIGINT / SIGTERM lets the unit in progress finish (a second one stops at
 once), then the loop saves a checkpoint of the last finished unit and raises
-``cli.Interrupted`` (a KeyboardInterrupt) whose message says where the checkpoint is and
-the command that resumes; ``cli.run`` prints it as one line and exits 130 / 143. A
+``interrupts.Interrupted`` (a KeyboardInterrupt) whose message says where the checkpoint
+is and the command that resumes; ``cli.run`` prints it as one line and exits 130 / 143. A
 KeyboardInterrupt raised inside a unit (outside the main thread, or a second signal)
 saves the last finished unit too, unless its buffers were donated to the unit. So at
 most ``checkpoint_seconds`` of work (plus the unit in progress) is ever lost.
@@ -53,7 +53,7 @@ from typing import Any, Protocol
 
 import jax
 
-from transformer_ua import cli, outputs, parallel, provenance
+from transformer_ua import interrupts, outputs, parallel, provenance
 from transformer_ua.train.checkpointing import Checkpointer
 from transformer_ua.train.metrics import MetricsWriter
 
@@ -168,7 +168,7 @@ class _StopRequest:
   def __call__(self, signum, frame):  # pylint: disable=unused-argument
     name = signal.Signals(signum).name
     if self.name is not None:
-      cli.mark_interrupted(name)   # re-raised by cli.run should Python swallow it
+      interrupts.mark_interrupted(name)   # re-raised by cli.run should Python swallow it
       raise KeyboardInterrupt(name)
     self.name = name
     print(f'\n{name}: finishing the current {self.unit}, then saving a checkpoint '
@@ -198,7 +198,7 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
   meta carries every attempt's as ``segments`` (Outcome.segments).
 
   Raises:
-    cli.Interrupted: after SIGINT / SIGTERM (or a KeyboardInterrupt), once the last
+    interrupts.Interrupted: after SIGINT / SIGTERM (or a KeyboardInterrupt), once the last
       finished unit is checkpointed; its message names the checkpoint and the command
       that resumes.
     FloatingPointError: ``finite_key`` became NaN or inf.
@@ -243,7 +243,7 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
     writer.close()
     where = (f'checkpoint at {s.unit} {saved} of {s.num_units} in {ckpt.directory}'
              if saved else f'no {s.unit} finished, nothing to resume from')
-    return cli.Interrupted(name, f'{s.desc}: {where}; {resume_hint()}')
+    return interrupts.Interrupted(name, f'{s.desc}: {where}; {resume_hint()}')
 
   with _StopRequest(s.unit) as stop:
     try:
@@ -272,7 +272,7 @@ def run(task: Task, state: State, *, workdir: str, schedule: Schedule, mesh=None
           save(done, state)
         if stop.name is not None:
           raise interrupted(stop.name)
-    except cli.Interrupted:
+    except interrupts.Interrupted:
       raise
     except KeyboardInterrupt as e:
       raise interrupted(str(e) or 'SIGINT') from None

@@ -10,10 +10,10 @@ Every task answers the one protocol of the loop (``train.loop.Task``):
   steps             ``Steps``: one unit = one optimizer step of a Section H BERT run
                     (pre-training and fine-tuning alike)
   mixing_pretrain   ``Pretrain``: the objective of a ``Steps`` pre-training run (masked LM
-                    + sentence pair; ``models.mixing_train.pretrain``)
+                    + sentence pair; ``train.mixing.pretrain``)
   mixing_finetune   ``Relations`` (MNLI analogue), ``Spans`` (SQuAD analogue): the
                     objectives of fine-tuning, one class per task, chosen once by name
-                    (``TASKS``; ``models.mixing_train.finetune``)
+                    (``TASKS``; ``train.mixing.finetune``)
 
 An objective supplies what differs between runs of one driver: its head (``model``),
 ``forward``, ``loss`` and its evaluation metrics; the driver does the rest the same way.

@@ -1,7 +1,7 @@
 """The fine-tuning tasks of Yun et al. 2020 Appendix H.4, one class per task.
 
 ``config.finetune.task`` picks one once (``task(name)``, from ``TASKS``);
-``models.mixing_train.finetune`` then asks it for everything that differs between
+``train.mixing.finetune`` then asks it for everything that differs between
 tasks and has no branch of its own:
 
     data(config, synsets, tok, max_len) -> (train arrays, test arrays, extra)
@@ -16,6 +16,8 @@ except its ``PRIVATE`` keys.
 """
 
 from __future__ import annotations
+
+import abc
 
 import jax.numpy as jnp
 import numpy as np
@@ -33,17 +35,20 @@ def subsample(n_total, n_max, seed):
   return idx
 
 
-class Finetune:
-  """What a fine-tuning task supplies (see the module doc); ``forward`` is shared."""
+class Finetune(abc.ABC):
+  """What a fine-tuning task supplies (see the module doc); ``forward`` is shared. A task
+  that lacks one of the abstract methods cannot be instantiated (TypeError)."""
 
   name: str = ''
   PRIVATE: tuple = ()
 
+  @abc.abstractmethod
   def data(self, config, synsets, tok, max_len):
-    raise NotImplementedError
+    """(train arrays, test arrays, extra) of the task's examples, encoded to max_len."""
 
+  @abc.abstractmethod
   def model(self, cfg: enc.EncoderConfig):
-    raise NotImplementedError
+    """The encoder ``cfg`` with the task's head."""
 
   @staticmethod
   def forward(model, params, batch, rng=None):
@@ -51,11 +56,13 @@ class Finetune:
                        batch['mask'], deterministic=rng is None,
                        rngs=None if rng is None else {'dropout': rng})
 
+  @abc.abstractmethod
   def loss(self, outputs, batch):
-    raise NotImplementedError
+    """(loss, train metrics) of the head's ``outputs`` on ``batch``."""
 
+  @abc.abstractmethod
   def scores(self, outputs, test, extra, f):
-    raise NotImplementedError
+    """Evaluation metrics of the test outputs (one host array tree per test batch)."""
 
   @staticmethod
   def _split(config, examples):

@@ -1,6 +1,6 @@
 """``Pretrain``: the pre-training objective of Yun et al. 2020 Appendix H.3 (masked LM +
 sentence pair), trained one step per unit (``steps.Steps``) by
-``models.mixing_train.pretrain``. Also the weighted losses the fine-tuning tasks share.
+``train.mixing.pretrain``. Also the weighted losses the fine-tuning tasks share.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``Steps``: the unit of the Section H BERT runs (``train.loop.Task``), one optimizer step.
 
-Pre-training and fine-tuning alike (``models.mixing_train``) train with it; only the
+Pre-training and fine-tuning alike (``train.mixing``) train with it; only the
 jitted step, the batches and the evaluation differ, and the driver hands them in.
 """
 

@@ -2,12 +2,12 @@
 
 Importable from notebooks (Flax examples style; the binaries only parse flags):
 
-    from transformer_ua.models import mixing_train
+    from transformer_ua.train import mixing
     from experiments.configs import mixing_tiny
     cfg = mixing_tiny.get_config()
-    pre = mixing_train.pretrain(cfg, '/tmp/run/pretrain')              # MLM + NSP
+    pre = mixing.pretrain(cfg, '/tmp/run/pretrain')                    # MLM + NSP
     cfg.finetune.pretrain_workdir = '/tmp/run/pretrain'
-    ft = mixing_train.finetune(cfg, '/tmp/run/mnli')                   # task from cfg
+    ft = mixing.finetune(cfg, '/tmp/run/mnli')                         # task from cfg
 
 What differs between runs is a task object of ``transformer_ua.train.tasks``:
 ``mixing_pretrain.Pretrain`` (masked LM + sentence pair) or the fine-tuning task that
@@ -64,6 +64,8 @@ from transformer_ua.train.tasks import mixing_finetune, mixing_pretrain, steps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASKS = tuple(mixing_finetune.TASKS)      # the fine-tuning tasks by name
+#: The fields of a result.json that a binary prints as its one JSON line (``summary``).
+SUMMARY_KEYS = ('stage', 'mixing', 'num_conv_layers', 'eval', 'params', 'train_tokens_per_s')
 
 
 # ----------------------------------------------------------------------------------
@@ -211,6 +213,11 @@ def _loop(*, workdir, state, train_step, get_batch, acc0, cfg, eval_fn, desc, ha
     task.close()
   MetricsWriter(workdir, tensorboard=False).plot('curves.png')
   return out, task
+
+
+def summary(result: dict) -> str:
+  """The one JSON line of a finished stage: its ``SUMMARY_KEYS`` fields."""
+  return json.dumps({k: result[k] for k in SUMMARY_KEYS if k in result})
 
 
 def _write_result(workdir, result):
