@@ -8,7 +8,7 @@ Networks (d = 1, n = 2, paper-valued float64 params, batch of 8 inputs [8, n, d]
 
 * ``quantization`` -- g_q of Lemma 7 (``yun.stages.quantize.quantization_params``,
   resolution N = depth - 1: N + 1 token-wise feed-forward layers with Phi units);
-* ``contextual``   -- g_c of Lemma 8 (``yun.contextual_mapping_params``,
+* ``contextual``   -- g_c of Lemma 8 (``contextual_params.contextual_mapping_params``,
   resolution N = depth - 1: N selective-shift sweep attention layers + 1 global
   shift).
 
@@ -44,6 +44,7 @@ import time
 from absl import flags
 
 from transformer_ua import provenance  # standard library only: light in the children
+from transformer_ua.yun.stages import contextual_params
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('depths', ['100', '1000', '10000', '100000', '1000000'], 'Layer counts.')
@@ -75,7 +76,6 @@ N_TOKENS = 2
 def build(network: str, depth: int):
   """(segments, params, x [BATCH, n, 1]) of a constructed network with ``depth`` layers."""
   import numpy as np  # pylint: disable=import-outside-toplevel
-  from transformer_ua import yun  # pylint: disable=import-outside-toplevel
   from transformer_ua.yun.stages import quantize  # pylint: disable=import-outside-toplevel
   N = depth - 1
   rng = np.random.default_rng(0)
@@ -83,7 +83,7 @@ def build(network: str, depth: int):
     segments, params = quantize.quantization_params(d=1, n=N_TOKENS, resolution=N)
     x = rng.uniform(0, 1, size=(BATCH, N_TOKENS, 1))
   else:
-    segments, params = yun.contextual_mapping_params(d=1, n=N_TOKENS, resolution=N)
+    segments, params = contextual_params.contextual_mapping_params(d=1, n=N_TOKENS, resolution=N)
     x = rng.integers(0, N, size=(BATCH, N_TOKENS, 1)) / N
   return segments, params, x
 

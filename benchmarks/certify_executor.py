@@ -43,6 +43,7 @@ from absl import flags
 from transformer_ua import executor, outputs, provenance
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
+from transformer_ua.yun.realization import ids
 
 JSON_NAME = 'certify_executor.json'
 #: Empty chunks per worker slot timed for the per-chunk round trip.
@@ -114,7 +115,7 @@ def main(argv):
   pl = plan_lib.plan_realization(net, tolerance=FLAGS.tolerance, margin=float(margin))
   g = net.realize(lam=pl.lam, epsilon=pl.epsilon, dtype='exact', clamp=True)
   bits = certified_eval.resolve_bits(g, None, check_plan=False, margin=float(margin))
-  classes = plan_lib.grid_classes(net)
+  classes = ids.grid_classes(net)
   targets = net.apply((classes + 0.5) / N)          # compiles g_bar outside the timings
   layers = int(sum(s.depth for s in g.segments))
   print(f'N={N}: {len(classes)} cube classes x {layers} layers, {bits} bits')

@@ -43,6 +43,7 @@ from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
 from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.realization import ids
 
 JSON_NAME = 'certify_scaling.json'
 PNG_NAME = 'certify_scaling.png'
@@ -90,7 +91,7 @@ def bench_one(N, workers, log) -> dict:
   # g_bar at the cube centres (the interiors' targets) is a jitted JAX call: compile it
   # here, not inside the first timed certification.
   t0 = time.perf_counter()
-  classes = plan_lib.grid_classes(net)
+  classes = ids.grid_classes(net)
   net.apply((classes + 0.5) / N)
   warmup = time.perf_counter() - t0
   row = {'resolution': N, 'layers': int(sum(s.depth for s in g.segments)),

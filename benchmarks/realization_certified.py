@@ -34,9 +34,10 @@ import mpmath
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun import build_approximator
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.bounds import decomposition
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('configs', '1,3,8:1,3,16', 'Theorem 2 configurations d,n,N separated by :')
@@ -106,7 +107,7 @@ def bench_config(d, n, N, target, points, log):
   p = plan.plan_realization(net)
   plan_s = time.perf_counter() - t0
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
-  x = approximator.interior_points(np.random.default_rng(0), points, d=d, n=n, resolution=N)
+  x = decomposition.interior_points(np.random.default_rng(0), points, d=d, n=n, resolution=N)
   t0 = time.perf_counter()
   g.apply_certified(x[:1])                      # builds the ball network (rounded params)
   build_s = time.perf_counter() - t0

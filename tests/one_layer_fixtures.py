@@ -7,6 +7,8 @@ from fractions import Fraction
 import pytest
 
 from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 
 def token_times_mean(x):
@@ -16,7 +18,7 @@ def token_times_mean(x):
 
 @pytest.fixture(scope='module')
 def net():
-  return one_layer.build('token_times_mean', d=1, n=3, resolution=4)
+  return one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 4)))
 
 
 def token_times_mean_d2(n, N):

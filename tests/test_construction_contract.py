@@ -19,7 +19,6 @@ import pytest
 
 from transformer_ua import construction, fang
 from transformer_ua.yun import approximator
-from transformer_ua.yun.single_attention import one_layer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

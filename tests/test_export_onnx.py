@@ -25,6 +25,7 @@ from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.layers import Segment
 from transformer_ua.yun.approximator import REPRODUCE_RTOL, interior_points
+from transformer_ua.yun import approximator
 
 #: The module exports float64 realizations the plan cannot guarantee (that is what the
 #: runtimes are compared on): their FloatRealizationWarning is expected.
@@ -74,7 +75,7 @@ def _random_realized(dtype='float64', n=5, d=4, seed=0):
                       'W_V': w(L, h, m, d), 'W_O': w(L, h, d, m)},
         'feedforward': {'W_1': w(L, r, d), 'b_1': w(L, r), 'W_2': w(L, d, r), 'b_2': w(L, d)}}
   params = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype), params)
-  return yun.Realized(segments=segments, params=params, lam=1.0, epsilon=1.0, dtype=dtype,
+  return approximator.Realized(segments=segments, params=params, lam=1.0, epsilon=1.0, dtype=dtype,
                       positional=True, n=n)
 
 
@@ -134,7 +135,7 @@ def test_positional_e_is_in_the_model(thm3, tmp_path):
 def test_bad_inputs_are_one_line_errors(thm2, tmp_path):
   net, g = thm2
   cases = [
-      (dict(g=net, path=tmp_path / 'a.onnx'), 'needs a yun.Realized'),
+      (dict(g=net, path=tmp_path / 'a.onnx'), 'needs a approximator.Realized'),
       (dict(g=g, path=tmp_path / 'a.onnx', dtype='float16'), 'dtype'),
       (dict(g=g, path=tmp_path / 'a.onnx', batch=0), 'batch must be'),
       (dict(g=g, path=tmp_path / 'missing' / 'a.onnx'), 'does not exist'),

@@ -16,6 +16,8 @@ import pytest
 
 from transformer_ua import oracle
 from transformer_ua.yun.single_attention import one_layer_wide
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 
 PREC = 200
 F = Fraction
@@ -173,7 +175,7 @@ def test_grouped_equals_literal_and_exact_on_random_wide_layers(seed, d, dyadic)
 @pytest.fixture(scope='module')
 def wide4():
   """one_layer_wide, token_times_mean, d = 1, n = 3, N = 4 (widths 8, 160, 4)."""
-  net = one_layer_wide.build('token_times_mean', d=1, n=3, resolution=4)
+  net = one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 3, 4)))
   return net, net.realize(margin=Fraction(1, 64))
 
 

@@ -19,6 +19,8 @@ from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.realization import plan
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 
 
 @pytest.mark.parametrize('margin,d,n,interior', [
@@ -185,7 +187,7 @@ def test_mc_is_below_every_certified_term(small):
 def wide():
   """one_layer_wide, token_times_mean, N = 4, d = 1, n = 3 (widths 8, 160, 4), certified
   at margin 1/64."""
-  net = one_layer_wide.build('token_times_mean', d=1, n=3, resolution=4)
+  net = one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 3, 4)))
   g = net.realize(margin=Fraction(1, 64))
   return net, g, certificate.certify_lp(net, g, p=2, margin=Fraction(1, 64), workers=1)
 

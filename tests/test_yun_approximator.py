@@ -12,8 +12,13 @@ import pytest
 from transformer_ua import activations, construction, yun
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun import approximator
-from transformer_ua.yun.stages import contextual, contextual_ties, targets
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.paper import Paper
+from transformer_ua.yun.variants.ties_complete import TiesComplete
+from transformer_ua.yun.stages import contextual_ties, targets
 from transformer_ua.yun.realization import plan
+from transformer_ua.yun.bounds import decomposition
+from transformer_ua.yun.stages import contextual_params
 
 #: Tests that realize in float64 where the plan says float64 cannot carry the network:
 #: the FloatRealizationWarning that says so is expected there.
@@ -90,9 +95,9 @@ def test_realization_is_a_standard_transformer_that_reproduces_g_bar(thm2):
   assert dep['attention_on'] == construction.kind_counts(thm2.layer_counts())['attention']
   for seg in g.segments:
     assert (seg.kind, seg.normalizer, seg.activation) == ('block', 'softmax', 'relu')
-  rep = yun.realization_error(thm2, g, samples=512)
+  rep = decomposition.realization_error(thm2, g, samples=512)
   assert rep['reproduces'], rep
-  weak = yun.realization_error(thm2, thm2.realize(lam=1.0, epsilon=1e-2), samples=512)
+  weak = decomposition.realization_error(thm2, thm2.realize(lam=1.0, epsilon=1e-2), samples=512)
   assert weak['max_abs_error'] > 100 * max(rep['max_abs_error'], 1e-12)
 
 
@@ -100,7 +105,7 @@ def test_realization_is_a_standard_transformer_that_reproduces_g_bar(thm2):
 def test_positional_realization_keeps_e_and_reproduces(thm3):
   g = thm3.realize(lam=1e4, epsilon=1e-2)
   np.testing.assert_array_equal(g.params['E'][:, 0], [0.0, 1.0])
-  assert yun.realization_error(thm3, g, samples=256)['reproduces']
+  assert decomposition.realization_error(thm3, g, samples=256)['reproduces']
 
 
 # ---------------------------------------------------------------------------
@@ -158,8 +163,8 @@ def test_epsilon_below_float64_resolution_is_refused_before_realizing(thm2):
   # d=1, n=3, N=32: t_r = 32^6 * 31 ~ 3.3e10 has float64 spacing 3.8e-6 > epsilon.
   with pytest.raises(ValueError, match='allowed: epsilon >= 1.53e-05.*largest resolution '
                                        'is N=21'):
-    approximator.check_epsilon(1e-6, d=1, n=3, resolution=32)
-  approximator.check_epsilon(1e-6, d=1, n=3, resolution=21)  # spacing 2.4e-7: fine
+    approximator.check_epsilon(1e-6, Paper(Grid(1, 3, 32)))
+  approximator.check_epsilon(1e-6, Paper(Grid(1, 3, 21)))  # spacing 2.4e-7: fine
   with pytest.raises(ValueError, match='float64 resolves'):
     thm2.realize(lam=1e4, epsilon=1e-14)  # t_r = 3^6 * 2 = 1458: 4 ulps = 9.1e-13
 
@@ -170,18 +175,18 @@ def test_epsilon_check_is_for_float_dtypes_only(thm2):
   g = thm2.realize(lam=1e4, epsilon=1e-14, dtype='exact')  # refused for float64 above
   assert g.dtype == 'exact' and g.epsilon == Fraction(1e-14)
   p = plan.plan_realization(thm2)
-  approximator.check_epsilon(float(p.epsilon), d=thm2.d, n=thm2.n, resolution=thm2.resolution)
+  approximator.check_epsilon(float(p.epsilon), thm2.variant)
 
 
 def test_epsilon_check_follows_the_tie_complete_interval():
   # ties='complete' has its own (t_l, t_r): the check reads that one, not Lemma 8's.
-  paper = approximator.min_epsilon(1, 3, 8)
-  complete = approximator.min_epsilon(1, 3, 8, ties='complete')
+  paper = approximator.min_epsilon(Paper(Grid(1, 3, 8)))
+  complete = approximator.min_epsilon(TiesComplete(Grid(1, 3, 8)))
   assert complete > 1000 * paper  # t_r(complete) ~ 5e16 vs t_r(paper) ~ 1.8e6 at N=8
   assert complete == approximator.RAMP_ULPS * float(
       np.spacing(float(contextual_ties.interval(1, 3, 8)[1])))
   assert paper == approximator.RAMP_ULPS * float(
-      np.spacing(float(contextual.interval(1, 3, 8)[1])))
+      np.spacing(float(contextual_params.interval(1, 3, 8)[1])))
 
 
 def test_relu_expansion_refuses_a_collapsed_ramp():
@@ -248,7 +253,7 @@ def test_main_job_writes_json_and_figures(tmp_path):
   with open(tmp_path / 'approximate.json') as fh:
     saved = json.load(fh)
   assert set(saved['decomposition']['estimates']) == {f'{a}|{b}' for a, b in
-                                                      approximator.DECOMPOSITION}
+                                                      decomposition.DECOMPOSITION}
   assert any('error decomposition' in line for line in lines)
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.yun import approximator
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.paper import Paper
 
 
 @pytest.mark.parametrize('kw, fragments', [
@@ -46,8 +48,8 @@ def test_about():
 
 def test_min_epsilon_past_float64_is_refused():
   # t_r = 4^(2n) 3 at N=4, d=1 (Lemma 8): n = 200 fits float64 (2^801), n = 300 does not.
-  assert approximator.min_epsilon(1, 200, 4) > 1e200
+  assert approximator.min_epsilon(Paper(Grid(1, 200, 4))) > 1e200
   with pytest.raises(ValueError, match=r'exceeds the largest float64 .*no float realization'):
-    approximator.min_epsilon(1, 300, 4)
+    approximator.min_epsilon(Paper(Grid(1, 300, 4)))
   with pytest.raises(ValueError, match='n=1000000 tokens is too many'):
-    approximator.min_epsilon(1, 10 ** 6, 4)
+    approximator.min_epsilon(Paper(Grid(1, 10 ** 6, 4)))

@@ -18,7 +18,7 @@ from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
 from transformer_ua.yun import build_approximator, search
 from transformer_ua.yun.bounds import certificate, distances, target_bounds
-from transformer_ua.yun.realization import certified_eval, plan
+from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import targets
 
 
@@ -311,4 +311,4 @@ def test_default_margin_keeps_interiors_off_the_ramps(clamped):
   m = certificate.default_margin(g)
   assert m * g.source.resolution ** -1 >= 2 * g.epsilon
   assert m / 2 * g.source.resolution ** -1 < 2 * g.epsilon or m == certificate.MAX_MARGIN
-  assert certified_eval.DEFAULT_MARGIN == 0.25
+  assert plan.DEFAULT_MARGIN == 0.25

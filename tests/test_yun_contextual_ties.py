@@ -10,6 +10,10 @@ from transformer_ua import construction, yun
 from transformer_ua.verify.contextual_mapping import count_duplicates
 from transformer_ua.yun import approximator as apx
 from transformer_ua.yun.stages import contextual_ties as ct
+from transformer_ua.yun.stages import contextual
+from transformer_ua.yun.stages import value
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.ties_complete import TiesComplete
 
 
 def _in_range_multisets(N, d, n):
@@ -55,7 +59,7 @@ def test_reference_kills_every_out_of_range_point(d, n, N):
 def test_paper_map_collides_on_repeats_and_the_check_sees_it():
   """The check used for T1 does fail on Lemma 8's map (N=4, d=1, n=3: repeated
   multisets clash), so a zero count for the new map is informative."""
-  cm = yun.build_contextual_mapping(d=1, n=3, resolution=4)
+  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=4)
   ms = np.asarray(_in_range_multisets(4, 1, 3))[..., None]
   q = np.asarray(cm.forward(ms)['ids'])
   owners = (np.arange(len(ms))[:, None] * 8 + ms[..., 0]).reshape(-1)
@@ -84,7 +88,7 @@ def test_layers_equal_reference_on_whole_grid(d, n, N):
 def test_counts_next_to_paper():
   cm = ct.build(d=2, n=3, resolution=3)
   assert cm.depth() == ct.layer_count(2, 3) == 3 ** 2 + 3
-  assert cm.depth() == yun.build_contextual_mapping(d=2, n=3, resolution=3).depth() + 2
+  assert cm.depth() == contextual.ContextualMapping.build(d=2, n=3, resolution=3).depth() + 2
   assert cm.num_params() == ct.parameter_count(2, 3, 3)
 
 
@@ -115,13 +119,13 @@ def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
   cm = ct.build(d=d, n=n, resolution=N)
   c = ct.num_classes(d, n, N)
   rng = np.random.default_rng(0)
-  reps = yun.stages.value.representatives(d, n, N, ties='complete')
+  reps = TiesComplete(Grid(d, n, N)).representatives()
   # An equivariant integer target: equal columns of a representative get equal rows.
   table = rng.integers(-5, 6, size=(N ** d, d))
   idx = np.sum(reps * N ** np.arange(d), axis=-1)               # [C, n]
   targets = table[idx] * (1 + np.sum(idx, axis=-1))[:, None, None] % 7
-  vm = yun.build_value_mapping(cm, targets)
-  assert vm.depth() == yun.stages.value.layer_count(d, n, N, ties='complete') \
+  vm = value.build_value_mapping(cm, targets, variant=TiesComplete(Grid(d, n, N)))
+  assert vm.depth() == TiesComplete(Grid(d, n, N)).value_layers() \
       == ct.num_ids(d, n, N) + d + 1
   k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   z = cm.forward(k)['z']

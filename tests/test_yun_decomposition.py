@@ -23,10 +23,3 @@ def test_error_decomposition_matches_exact_terms(thm2):
   # Triangle inequality on the shared samples (exact for the empirical d_p).
   e = dec.estimates
   assert e['f', 'g_bar'].value <= e['f', 'f_bar'].value + e['f_bar', 'g_bar'].value + 1e-12
-
-
-def test_names_stay_importable_from_approximator():
-  for name in ('DECOMPOSITION', 'ErrorDecomposition', 'ExactTerms', 'error_decomposition',
-               'realization_error', 'window_diagnosis', 'interior_points',
-               'dp_f_bar_g_bar_on_grid', 'WINDOW_DOMINANCE', 'REPRESENT_SAMPLES'):
-    assert getattr(approximator, name) is getattr(decomposition, name)

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import yun
 from transformer_ua.yun.stages import contextual_ties, gc_kernels
+from transformer_ua.yun.stages import contextual
 
 
 def test_registry_holds_every_kernel_once_the_package_is_imported():
@@ -22,7 +22,7 @@ def test_registry_holds_every_kernel_once_the_package_is_imported():
 
 @pytest.mark.parametrize('arithmetic', ['int64', 'limbs'])
 def test_every_kernel_gives_the_same_result(arithmetic):
-  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic=arithmetic)
   k = np.stack(np.meshgrid(*[np.arange(-1, 3)] * 3, indexing='ij'), -1).reshape(-1, 3, 1)
   ref = gc_kernels.evaluate(cm, k)
   assert isinstance(ref, gc_kernels.GcResult)
@@ -37,7 +37,7 @@ def test_every_kernel_gives_the_same_result(arithmetic):
 
 
 def test_result_is_a_pytree_and_reads_like_the_old_dict():
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
   with jax.enable_x64(True):
     out = jax.jit(gc_kernels.kernel_fn(cm, 'fast'))(cm.exact_params,
                                                      jnp.asarray([[[0], [1]]]))
@@ -46,7 +46,7 @@ def test_result_is_a_pytree_and_reads_like_the_old_dict():
 
 
 def test_unknown_kernel_and_double_registration_are_refused():
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
   with pytest.raises(ValueError, match="kernel='turbo'; allowed"):
     gc_kernels.kernel_fn(cm, 'turbo')
   with pytest.raises(ValueError, match='registered twice'):

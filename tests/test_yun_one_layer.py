@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 from one_layer_fixtures import net, token_times_mean  # pylint: disable=unused-import
 
@@ -32,11 +34,11 @@ def test_g_bar_is_f_bar_on_every_cube(net):
 
 def test_build_refuses_overlapping_ids():
   with pytest.raises(ValueError, match='positive'):
-    one_layer.build('token_times_mean', d=1, n=3, resolution=4, lam=0.0)
+    one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 4)), lam=0.0)
   # equal-sum contexts ({1, 3, 3}, {2, 2, 3}) differ by ~ lam at this scale: 2^-60 is
   # below what 40-bit enclosures resolve
   with pytest.raises(ValueError, match='overlap'):
-    one_layer.build('token_times_mean', d=1, n=3, resolution=4, lam=Fraction(1, 2 ** 60),
+    one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 4)), lam=Fraction(1, 2 ** 60),
                     id_bits=40)
 
 

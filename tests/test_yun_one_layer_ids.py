@@ -10,6 +10,8 @@ import pytest
 
 from transformer_ua.verify import one_layer as verify_ol
 from transformer_ua.yun.single_attention import one_layer, one_layer_ids
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 
 # -- plan (hand-computed constants) --------------------------------------------
@@ -110,7 +112,7 @@ def test_search_lam_beats_the_proved_gap():
   r = one_layer_ids.search_lam(1, 3, 8)
   p = one_layer_ids.plan(1, 3, 8)
   assert r['lam'] >= p.lam and r['min_gap_mean'] >= p.gamma_mean
-  net = one_layer.build('token_times_mean', d=1, n=3, resolution=8, lam='search')
+  net = one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 8)), lam='search')
   assert net.lam == r['lam'] and net.min_gap > 0
 
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 from one_layer_fixtures import net, token_times_mean, token_times_mean_d2  # pylint: disable=unused-import
 
@@ -43,7 +45,7 @@ def test_realize_refuses_other_dtypes(net):
 
 def test_float64_realization_reproduces_f_bar_on_interiors():
   # decreasing bump order keeps every crossed bump exactly off in float64
-  net8 = one_layer.build('token_times_mean', d=1, n=3, resolution=8, lam='search')
+  net8 = one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 8)), lam='search')
   g = net8.realize(dtype='float64')
   rng = np.random.default_rng(0)
   k = rng.integers(0, 8, size=(256, 3, 1))
@@ -140,6 +142,6 @@ def test_clamped_float64_one_layer_stays_in_the_range(net):
 def test_certify_lp_refuses_another_nets_one_layer_g(certified):
   from transformer_ua.yun.bounds import certificate  # pylint: disable=import-outside-toplevel
   g, _ = certified[True]
-  other = one_layer.build('token_times_mean', d=1, n=3, resolution=4)
+  other = one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 4)))
   with pytest.raises(ValueError, match='not a realization of this net'):
     certificate.certify_lp(other, g)

@@ -14,6 +14,10 @@ from transformer_ua import oracle
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.single_attention import one_layer_wide
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants import registry
+from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
+from transformer_ua.yun.variants.positional_wide import PositionalWide
 
 from one_layer_fixtures import token_times_mean, token_times_mean_d2
 
@@ -22,7 +26,7 @@ CERT_MARGIN = Fraction(1, 64)
 
 @pytest.fixture(scope='module')
 def wide():
-  return one_layer_wide.build('token_times_mean', d=1, n=3, resolution=4)
+  return one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 3, 4)))
 
 
 @pytest.fixture(scope='module')
@@ -60,7 +64,7 @@ def test_sizes_d2_by_hand():
   want = {'blocks': 3, 'attention_layers': 1, 'max_width': 64, 'params': 51 + 331 + 40,
           'ids': 16}
   assert one_layer_wide.predicted_size(2, 2, 2) == want
-  net = one_layer_wide.build('token_times_mean', d=2, n=2, resolution=2)
+  net = one_layer_wide.build('token_times_mean', OneLayerWide(Grid(2, 2, 2)))
   g2 = net.realize()
   assert g2.size() == want
   # and it is certified on every cube interior (C(4 + 1, 2) = 10 classes)
@@ -252,7 +256,7 @@ def test_certificate_dominates_a_monte_carlo_by_the_oracle(g, cert):
 
 @pytest.mark.slow
 def test_certify_lp_at_n16():
-  net = one_layer_wide.build('token_times_mean', d=1, n=3, resolution=16)
+  net = one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 3, 16)))
   g16 = net.realize(margin=CERT_MARGIN)
   c = certificate.certify_lp(net, g16, p=2, margin=CERT_MARGIN)
   assert c.interior_sup < 1e-12 and c.terms['fbar_gbar'] == 0.0
@@ -283,7 +287,7 @@ def test_refusals(wide, g):
   with pytest.raises(ValueError):
     g.apply_certified(np.zeros((1, 2, 1)))
   with pytest.raises(ValueError, match='resolution'):
-    one_layer_wide.build('token_times_mean', d=1, n=3, resolution=1)
+    one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 3, 1)))
   with pytest.raises(ValueError, match='clamp must be True or False'):
     one_layer_wide.predicted_size(1, 3, 4, clamp=None)
   for err in (pytest.raises(ValueError),):
@@ -317,7 +321,7 @@ def _prefix_mean(x):
 
 @pytest.fixture(scope='module')
 def thm3():
-  net = one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional=True)
+  net = one_layer_wide.build('prefix_mean', PositionalWide(Grid(1, 2, 3)))
   return net, net.realize(margin=CERT_MARGIN)
 
 
@@ -358,11 +362,11 @@ def test_positional_certify_lp_holds(thm3):
 
 def test_positional_refusals():
   with pytest.raises(ValueError, match='positional must be True or False'):
-    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional='yes')
+    registry.choose(1, 2, 3, positional='yes')
   with pytest.raises(ValueError, match='uses the planned lam'):
-    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3, positional=True, lam=1)
+    one_layer_wide.build('prefix_mean', PositionalWide(Grid(1, 2, 3)), lam=1)
   with pytest.raises(ValueError, match='not permutation equivariant'):
-    one_layer_wide.build('prefix_mean', d=1, n=2, resolution=3)
+    one_layer_wide.build('prefix_mean', OneLayerWide(Grid(1, 2, 3)))
   with pytest.raises(ValueError, match='positional must be True or False'):
     one_layer_wide.predicted_size(1, 2, 3, positional=1)
 
@@ -384,7 +388,7 @@ def test_interiors_on_an_executor_equal_in_process():
   """The chunks of certify_interiors on a generic executor (each chunk carries the
   shipment) give the in-process certificate: the same bound, worst cube and bits."""
   import concurrent.futures as cf  # pylint: disable=import-outside-toplevel
-  net = one_layer_wide.build("token_times_mean", d=1, n=3, resolution=5)
+  net = one_layer_wide.build("token_times_mean", OneLayerWide(Grid(1, 3, 5)))
   g = net.realize(dtype='exact', margin=Fraction(1, 8))
   here = g.certify_interiors(Fraction(1, 8), workers=1)
   with cf.ThreadPoolExecutor(2) as ex:
@@ -397,7 +401,7 @@ def test_interiors_on_an_executor_equal_in_process():
 def test_interiors_certified_at_the_smallest_margin():
   # margin 2^-28 (certificate.MIN_MARGIN): the quantization ramps lie within 2^-29 delta
   # of the cube boxes, closer than a box held as an arb union (30-bit radius) reaches
-  net = one_layer_wide.build('token_times_mean', d=1, n=2, resolution=24)
+  net = one_layer_wide.build('token_times_mean', OneLayerWide(Grid(1, 2, 24)))
   m = certificate.MIN_MARGIN
   g24 = net.realize(margin=m)
   inter = g24.certify_interiors(m)

@@ -15,6 +15,8 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.yun import search
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import certificate
 
 # One T^{2,1,4} block at d = 1: attention W_Q, b_Q, W_K, W_V, W_O of 2 heads of size 1
@@ -39,25 +41,25 @@ def by_hand(monkeypatch):
   constructions (other registry entries have their own tests) and the global-modulus
   f-term L (delta / 2) (nd nd / (nd + p))^{1/p} (the per-cube one is tighter and is
   tested with ``f_term``)."""
-  monkeypatch.setattr(search, 'CONSTRUCTIONS',
-                      {k: v for k, v in search.CONSTRUCTIONS.items() if k in HAND_BLOCKS})
+  monkeypatch.setattr(registry, 'VARIANTS',
+                      {k: v for k, v in registry.VARIANTS.items() if k in HAND_BLOCKS})
   monkeypatch.setattr(search, '_f_term', lambda *a, d, n, resolution, p, **_: (
       certificate.f_fbar_bound(a[-1], d=d, n=n, resolution=resolution, p=p)['bound']))
 
 
 def test_registry_names_and_theorems():
-  assert {'paper', 'ties_complete', 'positional', 'one_layer'} <= set(search.CONSTRUCTIONS)
-  assert yun.CONSTRUCTIONS is search.CONSTRUCTIONS
-  for name, c in search.CONSTRUCTIONS.items():
-    assert c.name == name and c.theorem in (2, 3) and c.summary
-  assert search.CONSTRUCTIONS['positional'].theorem == 3
-  for c in search.CONSTRUCTIONS.values():   # Theorem 3 applies to every f, Theorem 2's not
-    assert c.applies(False) and c.applies(True) == (c.theorem == 3)
+  assert {'paper', 'ties_complete', 'positional', 'one_layer'} <= set(registry.VARIANTS)
+  assert yun.VARIANTS is registry.VARIANTS
+  for name, c in registry.VARIANTS.items():
+    assert c.name == name and c.theorem in ('Theorem 2', 'Theorem 3') and c.summary
+  assert registry.VARIANTS['positional'].theorem == 'Theorem 3'
+  for c in registry.VARIANTS.values():   # Theorem 3 applies to every f, Theorem 2's not
+    assert c.applies(False) and c.applies(True) == (c.theorem == 'Theorem 3')
 
 
 @pytest.mark.parametrize('name', sorted(HAND_BLOCKS))
 def test_closed_form_size_matches_the_hand_count(name):
-  size = search.CONSTRUCTIONS[name].size(1, 2, 3)
+  size = registry.VARIANTS[name](Grid(1, 2, 3)).size()
   assert size['blocks'] == HAND_BLOCKS[name]
   assert size['params'] == HAND_PARAMS[name]
   assert size['max_width'] == 4
@@ -66,14 +68,14 @@ def test_closed_form_size_matches_the_hand_count(name):
 def test_block_params_at_d2_by_hand():
   # one_layer, d = 2, n = 2, N = 2: M = 4; g_q 2 (2 + 1) = 6, g_c 2, ids 4 C(4, 1) = 16,
   # clamp ceil(2 / 2) = 1 -> 25 blocks
-  size = search.CONSTRUCTIONS['one_layer'].size(2, 2, 2)
+  size = registry.VARIANTS['one_layer'](Grid(2, 2, 2)).size()
   assert size['blocks'] == 25 and size['params'] == 25 * BLOCK_PARAMS_D2
 
 
 def test_closed_form_size_is_the_built_network():
   # the hand count above is also what is built (ties_complete: the explicit test below)
-  c = search.CONSTRUCTIONS['one_layer']
-  g = c.realize(c.build('token_times_mean', 1, 2, 3), Fraction(1, 64), 1e-6, True)
+  net = registry.VARIANTS['one_layer'](Grid(1, 2, 3)).build('token_times_mean')
+  g = net.realize(margin=Fraction(1, 64), tolerance=1e-6, dtype='exact', clamp=True)
   assert g.depth() == HAND_BLOCKS['one_layer'] and g.num_params() == HAND_PARAMS['one_layer']
 
 
@@ -141,7 +143,7 @@ def test_unknown_construction_lists_the_allowed():
     search.approximate('token_times_mean', 0.45, d=1, n=2, construction='wide')
   msg = str(e.value)
   assert msg.startswith("construction='wide'; allowed: None") and '\n' not in msg
-  for name in search.CONSTRUCTIONS:
+  for name in registry.VARIANTS:
     assert repr(name) in msg
 
 
@@ -196,13 +198,13 @@ class _Stop(Exception):
 
 def test_progress_line_comes_before_the_build(monkeypatch, by_hand):
   lines, seen = [], []
-  entry = search.CONSTRUCTIONS['one_layer']
+  entry = registry.VARIANTS['one_layer']
 
   def build(*args):
     seen.append(list(lines))
     raise _Stop
 
-  monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer', dataclasses.replace(entry, build=build))
+  monkeypatch.setitem(registry.VARIANTS, 'one_layer', type('Stub', (entry,), {'build': build}))
   with pytest.raises(_Stop):
     search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
   assert len(seen) == 1 and len(seen[0]) == 3   # the search's lines, the attempt's, no more
@@ -290,15 +292,15 @@ def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch, by_hand
   # one_layer made to look slow: the next smallest by hand, ties_complete (506 params),
   # is attempted next, and the skip is said before it starts
   lines = []
-  one = search.CONSTRUCTIONS['one_layer']
-  ties = search.CONSTRUCTIONS['ties_complete']
+  one = registry.VARIANTS['one_layer']
+  ties = registry.VARIANTS['ties_complete']
 
   def build(*args):
     raise _Stop
 
-  monkeypatch.setitem(search.CONSTRUCTIONS, 'one_layer',
-                      dataclasses.replace(one, seconds=lambda size, classes: 1e9))
-  monkeypatch.setitem(search.CONSTRUCTIONS, 'ties_complete', dataclasses.replace(ties, build=build))
+  monkeypatch.setitem(registry.VARIANTS, 'one_layer',
+                      type('Slow', (one,), {'seconds': lambda self, size, classes: 1e9}))
+  monkeypatch.setitem(registry.VARIANTS, 'ties_complete', type('Stub', (ties,), {'build': build}))
   with pytest.raises(_Stop):
     search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
   assert lines[2].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '

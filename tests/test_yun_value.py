@@ -8,9 +8,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import yun
 from transformer_ua.exact import limbs
 from transformer_ua.yun.stages import value
+from transformer_ua.yun.stages import contextual
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.paper import Paper
 
 
 def _expected_outputs(points, reps, numerators, factor):
@@ -34,9 +36,10 @@ def _expected_outputs(points, reps, numerators, factor):
     pytest.param(2, 2, 2, 'auto', marks=pytest.mark.slow),
     pytest.param(3, 2, 2, 'auto', marks=pytest.mark.slow)])
 def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  targets = value.random_targets(d, n, N, seed=N + d + n)
-  vm = value.build_value_mapping(cm, targets, denominator=2)
+  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  variant = Paper(Grid(d, n, N))
+  targets = value.random_targets(variant, seed=N + d + n)
+  vm = value.build_value_mapping(cm, targets, variant=variant, denominator=2)
   assert vm.depth() == n * math.comb(N ** d, n) + d + 1
   points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   out = cm.forward(points)
@@ -47,7 +50,7 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
   lit = (limbs.to_python(np.asarray(literal), ar.spec) if ar.kind == 'limbs'
          else np.asarray(literal).astype(object))
   np.testing.assert_array_equal(lit, cm.ops.to_python(compact))
-  reps = value.representatives(d, n, N)
+  reps = Paper(Grid(d, n, N)).representatives()
   np.testing.assert_array_equal(cm.ops.to_python(compact),
                                 _expected_outputs(points, reps, targets, cm.scale // 2))
   # Bumps fire exactly on G~ columns; the kill fires exactly elsewhere (Lemma 8.3/8.4).
@@ -67,10 +70,11 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
 @pytest.mark.parametrize('N,d,n', [(3, 2, 2), pytest.param(2, 1, 2, marks=pytest.mark.slow),
                                    pytest.param(2, 2, 3, marks=pytest.mark.slow)])
 def test_counts_and_params_structure(N, d, n):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
-  vm = value.build_value_mapping(cm, value.random_targets(d, n, N))
+  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  variant = Paper(Grid(d, n, N))
+  vm = value.build_value_mapping(cm, value.random_targets(variant), variant=variant)
   layers_expected = n * math.comb(N ** d, n) + d + 1      # n C(delta^-d, n) + d + 1
-  assert vm.depth() == layers_expected == value.layer_count(d, n, N)
+  assert vm.depth() == layers_expected == variant.value_layers()
   segments, params = vm.params('float64')
   assert sum(s.depth for s in segments) == layers_expected
   from transformer_ua import layers as core  # pylint: disable=import-outside-toplevel
@@ -82,19 +86,20 @@ def test_counts_and_params_structure(N, d, n):
 
 
 def test_trap_and_bad_targets_are_refused():
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  v = Paper(Grid(1, 2, 2))
   shape = (math.comb(2, 2), 2, 1)
   limit = cm.t_l - cm.scale / (2 * cm.resolution) / cm.scale  # t_l - delta/2
   big = np.full(shape, int(limit) + 1)
   with pytest.raises(ValueError, match='trap'):
-    value.build_value_mapping(cm, big)
-  value.build_value_mapping(cm, np.full(shape, int(limit) - 1))  # just below: accepted
+    value.build_value_mapping(cm, variant=v, targets=big)
+  value.build_value_mapping(cm, variant=v, targets=np.full(shape, int(limit) - 1))  # just below: accepted
   with pytest.raises(ValueError, match='shape'):
-    value.build_value_mapping(cm, np.zeros((2, 2, 1), int))
+    value.build_value_mapping(cm, variant=v, targets=np.zeros((2, 2, 1), int))
   with pytest.raises(ValueError, match='dividing the scale'):
-    value.build_value_mapping(cm, np.zeros(shape, int), denominator=3)
+    value.build_value_mapping(cm, variant=v, targets=np.zeros(shape, int), denominator=3)
   with pytest.raises(ValueError, match='integer numerators'):
-    value.build_value_mapping(cm, np.zeros(shape))
+    value.build_value_mapping(cm, variant=v, targets=np.zeros(shape))
 
 
 def test_round_targets_states_its_error():

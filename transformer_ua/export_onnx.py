@@ -1,6 +1,6 @@
 r"""Lemma 6's realized standard Transformer g as an ONNX model, for any ONNX runtime.
 
-A ``yun.Realized`` g is an ordinary stack of Transformer blocks of the class T^{h,m,r}
+A ``yun.approximator.Realized`` g is an ordinary stack of Transformer blocks of the class T^{h,m,r}
 (Yun et al. eqs. (1)-(2); after Lemma 6: softmax attention with the query bias, ReLU
 feed-forward). This module writes it with the plain ``onnx.helper`` graph API, one
 explicit node set per block, independent of the JAX code path (``layers``), so that a
@@ -58,7 +58,7 @@ _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
   if not isinstance(g, (Realized, WideRealized)):
-    raise ValueError(f'export_onnx needs a yun.Realized network (net.realize(lam=, '
+    raise ValueError(f'export_onnx needs a yun.approximator.Realized network (net.realize(lam=, '
                      f'epsilon=)) or a yun.single_attention.one_layer_wide.WideRealized, got '
                      f'{type(g).__name__}.')
   if dtype not in EXPORT_DTYPES:
@@ -150,7 +150,7 @@ def export_onnx(g: Realized | WideRealized, path, *, batch: int | None = None, d
   """Writes the realized network g as an ONNX model; returns ``path``.
 
   Args:
-    g: a ``yun.Realized`` (``Approximator.realize``) or a
+    g: a ``yun.approximator.Realized`` (``Approximator.realize``) or a
       ``yun.single_attention.one_layer_wide.WideRealized`` (blocks of any heads and width).
     path: the .onnx file to write (its directory must exist and be writable).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.

@@ -92,7 +92,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                      'configuration, --nolemma9, or raise --max_bytes).')
   phases = {}  # seconds of each part of the run
   tp = time.time()
-  cm = contextual.build_contextual_mapping(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
   phases['build_g_c'] = time.time() - tp
   vm = None
   lemma9_result = {}

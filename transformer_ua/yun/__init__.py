@@ -29,28 +29,14 @@ keyword-argument functions returning ``(segments, params)`` for
 ``layers.Network`` (or objects holding them with exact evaluation methods).
 """
 
-from transformer_ua.yun.approximator import (Approximator, Realized, build_approximator,
-                                             error_decomposition, realization_error)
 from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
-from transformer_ua.yun.grid import OUT_OF_RANGE, check_config
-from transformer_ua.yun.realization.plan import Plan, plan_realization
-from transformer_ua.yun.stages.contextual import (ContextualMapping, build_contextual_mapping,
-                                           contextual_mapping_bound,
-                                           contextual_mapping_params)
-from transformer_ua.yun.stages.pipeline import GBar, build_g_bar, layer_counts, parameter_counts
-from transformer_ua.yun.search import CONSTRUCTIONS, Approximation, approximate
-from transformer_ua.yun.stages.quantize import Quantization, build_quantization, quantization_params
-from transformer_ua.yun.stages.value import (ValueMapping, build_value_mapping, random_targets,
-                                      representatives, round_targets)
+from transformer_ua.yun.bounds.decomposition import error_decomposition
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.realization.plan import plan_realization
+from transformer_ua.yun.search import Approximation, approximate
+from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
 
 __all__ = [
-    'Approximator', 'Realized', 'build_approximator', 'error_decomposition',
-    'realization_error',
-    'CONSTRUCTIONS', 'Approximation', 'Certificate', 'approximate', 'certify_lp',
-    'OUT_OF_RANGE', 'check_config', 'Plan', 'plan_realization',
-    'ContextualMapping', 'build_contextual_mapping', 'contextual_mapping_bound',
-    'contextual_mapping_params',
-    'GBar', 'build_g_bar', 'layer_counts', 'parameter_counts',
-    'Quantization', 'build_quantization', 'quantization_params',
-    'ValueMapping', 'build_value_mapping', 'random_targets', 'representatives', 'round_targets',
+    'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
+    'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
 ]

@@ -48,15 +48,6 @@ from transformer_ua.exact import planner
 from transformer_ua.yun import grid
 from transformer_ua.yun.realization import certified_eval, plan, rational
 from transformer_ua.yun.stages import pipeline, targets as targets_lib, value
-from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL  # noqa: F401 (re-exported)
-# The error decomposition lives in its own module; its names stay importable from here.
-from transformer_ua.yun.bounds.decomposition import (  # noqa: F401  pylint: disable=unused-import
-    DECOMPOSITION, REPRESENT_SAMPLES, WINDOW_DOMINANCE, ErrorDecomposition, ExactTerms,
-    dp_f_bar_g_bar_on_grid, error_decomposition, interior_points, realization_error,
-    window_diagnosis)
-from transformer_ua.yun.variants import registry
-from transformer_ua.yun.variants.base import Variant
-from transformer_ua.yun.variants.one_layer import OneLayer
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2
@@ -98,7 +89,7 @@ def about(x) -> str:
   return f'about {"-" if x < 0 else ""}{10 ** (exponent - k):.2g}e+{k}'
 
 
-def check_size(variant: Variant) -> None:
+def check_size(variant) -> None:
   """ValueError, naming the size and the limit, when g_bar of ``variant`` cannot be built:
   more than ``MAX_LAYERS`` layers, or contextual ids t_r wider than
   ``MAX_ARITHMETIC_BITS`` (checked before anything of that size is computed)."""
@@ -122,21 +113,20 @@ def check_size(variant: Variant) -> None:
           '(exact.planner.LIMB_WIDTHS); choose a smaller n, d or resolution.')
 
 
-def min_epsilon(d: int, n: int, resolution: int, positional: bool = False,
-                ties: str = 'paper') -> float:
-  """Smallest ReLU ramp width a float realization of (d, n, N) can represent:
-  ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar (closed form).
+def min_epsilon(variant) -> float:
+  """Smallest ReLU ramp width a float realization of ``variant`` (a Lemma 7-9 variant)
+  can represent: ``RAMP_ULPS`` float64 ulps of t_r, the largest Phi breakpoint of g_bar
+  (closed form).
 
   Raises:
-    ValueError: a bad or unbuildable (d, n, N) (``check_size``), or a t_r beyond float64's
-      range (no float realization at all).
+    ValueError: an unbuildable variant (``check_size``), or a t_r beyond float64's range
+      (no float realization at all).
   """
-  variant = registry.choose(d, n, resolution, positional=positional, ties=ties)
   check_size(variant)
   return _min_epsilon(variant)
 
 
-def _min_epsilon(variant: Variant) -> float:
+def _min_epsilon(variant) -> float:
   t_r = variant.interval()[1]
   if _log2(t_r) >= 1024:
     raise ValueError(
@@ -146,14 +136,9 @@ def _min_epsilon(variant: Variant) -> float:
   return RAMP_ULPS * float(np.spacing(float(t_r)))
 
 
-def check_epsilon(epsilon: float, *, d: int, n: int, resolution: int,
-                  positional: bool = False, ties: str = 'paper') -> None:
+def check_epsilon(epsilon: float, variant) -> None:
   """ValueError (saying what is allowed) when ``epsilon`` is below ``min_epsilon``
   (float realizations; see ``RAMP_ULPS``)."""
-  _check_epsilon(epsilon, registry.choose(d, n, resolution, positional=positional, ties=ties))
-
-
-def _check_epsilon(epsilon: float, variant: Variant) -> None:
   low = _min_epsilon(variant)
   if epsilon >= low:
     return
@@ -228,20 +213,20 @@ class Realized:
     """
     return certified_eval.apply_certified(self, x, bits=bits)
 
-  def certify_interiors(self, margin: float = certified_eval.DEFAULT_MARGIN, bits: int | None = None,
+  def certify_interiors(self, margin: float = plan.DEFAULT_MARGIN, bits: int | None = None,
                         **kw) -> dict:
     """Certified max |g - g_bar| over every cube interior (``yun.realization.certified_eval``)."""
     return certified_eval.certify_interiors(self, margin=margin, bits=bits, **kw)
 
   # (with the fields above: what ``yun.certify_lp`` needs of a realization, shared with
-  # ``yun.single_attention.one_layer.OneLayerRealized``)
+  # ``yun.single_attention.one_layer_realized.OneLayerRealized``)
 
   @property
   def quantization_epsilon(self):
     """Ramp width of the quantization's ReLUs (one width for every stage here)."""
     return self.epsilon
 
-  def planned_bits(self, margin: float = certified_eval.DEFAULT_MARGIN) -> int:
+  def planned_bits(self, margin: float = plan.DEFAULT_MARGIN) -> int:
     """The plan's ball precision for this (lam, epsilon) on cubes shrunk by margin."""
     return certified_eval.resolve_bits(self, None, check_plan=False, margin=float(margin))
 
@@ -339,7 +324,7 @@ class Approximator:
 
   target: targets_lib.Target
   f_bar: targets_lib.Target
-  variant: Variant
+  variant: object   # the Lemma 7-9 variant (``yun.variants.staged``)
   g_bar: pipeline.GBar
   values: np.ndarray
 
@@ -434,13 +419,24 @@ class Approximator:
     hi = [max([Fraction(0), *(Fraction(float(v)) for v in vals[:, i])]) for i in range(self.d)]
     return lo, hi
 
-  def realize(self, *, lam: float, epsilon: float, dtype: str = 'float64',
+  def realization_plan(self, tolerance: float, margin: float) -> plan.Plan:
+    """``plan.plan_realization``'s answer for this net (``plan.deep_plan``)."""
+    return plan.deep_plan(self, tolerance, margin)
+
+  def realize(self, *, lam=None, epsilon=None, margin=plan.DEFAULT_MARGIN,
+              tolerance: float = plan.DEFAULT_TOLERANCE, dtype: str = 'float64',
               clamp: bool = False) -> Realized:
     """The standard Transformer g in T^{2,1,4} (Lemma 6).
 
+    The signature every approximator's ``realize`` shares (``variants.base``); the
+    defaults say the construction: the paper's network is float64 and unclamped.
+
     Args:
-      lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores).
-      epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs.
+      lam: softmax scale (> 0): every hardmax head becomes softmax(lam * scores); None:
+        the plan's (``plan.plan_realization(self, tolerance, margin)``).
+      epsilon: ReLU ramp width (> 0): every Phi unit becomes 4 ReLUs; None: the plan's.
+      margin, tolerance: what the plan aims at when lam or epsilon is None (cube
+        interiors shrunk by margin delta; max |g - g_bar| there).
       dtype: 'float64', 'float32' or 'exact' (lam, epsilon taken as exact rationals;
         params are the construction's rationals, ``Realized.exact_params``).
       clamp: append ``realize.output_clamp`` blocks clamping each output coordinate to
@@ -453,6 +449,10 @@ class Approximator:
     """
     if dtype not in REALIZATION_DTYPES:
       raise ValueError(f'dtype={dtype!r}; allowed: {REALIZATION_DTYPES}.')
+    if lam is None or epsilon is None:
+      planned = plan.plan_realization(self, tolerance=tolerance, margin=float(margin))
+      lam = planned.lam if lam is None else lam
+      epsilon = planned.epsilon if epsilon is None else epsilon
     for name, v in (('lam', lam), ('epsilon', epsilon)):
       if isinstance(v, bool) or not isinstance(v, numbers.Real) \
           or not math.isfinite(float(v)) or v <= 0:
@@ -468,7 +468,7 @@ class Approximator:
       return Realized(segments=segments, params=params, lam=lam, epsilon=epsilon,
                       dtype=dtype, positional=self.positional, n=self.n, source=self,
                       clamp=bounds)
-    _check_epsilon(float(epsilon), self.variant)
+    check_epsilon(float(epsilon), self.variant)
     plan.check_float_dtype(self, dtype, lam=lam, epsilon=epsilon)
     with jax.enable_x64(True):
       params = self.float_params()
@@ -508,37 +508,20 @@ class Approximator:
             f'weights; g_c arithmetic {self.g_bar.contextual.arithmetic.describe()}')
 
 
-def build_approximator(target, *, d: int, n: int, resolution: int, positional: bool = False,
-                       arithmetic: str = 'auto', ties: str = 'paper',
-                       contextual: str = 'paper') -> Approximator:
-  """Compiles a target into the modified Transformer g_bar of Theorem 2 or 3.
+def build(variant, target, *, arithmetic: str = 'auto') -> Approximator:
+  """Compiles a target into the modified Transformer g_bar of a Lemma 7-9 ``variant``
+  (``yun.variants.staged``): f -> f_bar (Lemma 4) -> g_bar = g_v o g_c o g_q.
 
   Args:
+    variant: the variant on its grid (Theorem 2 or 3, its g_c).
     target: a built-in name (``targets.BUILTIN_TARGETS``), a ``targets.Target`` or a
       callable [batch, n, d] -> [batch, n, d] (checked for shape and finiteness).
-    d, n, resolution: embedding size (>= 1), tokens (>= 2), N = 1/delta (>= 2).
-    positional: False: Theorem 2 (f must be permutation equivariant); True: Theorem 3.
     arithmetic: for g_c's exact evaluation ('auto', 'int64', 'limbs').
-    ties: 'paper' (Lemma 8; repeated columns are the bad set, g_bar = 0 there) or
-      'complete' (``yun.stages.contextual_ties``: every multiset has its own ids and bumps, so
-      g_bar = f_bar on every cube); Theorem 2 only. The default is 'paper' because this
-      builds the network as published; ``yun.approximate`` takes no ``ties``: it builds
-      the constructions 'paper' and 'ties_complete' by name, and by default the smallest
-      network that certifies (``yun.search``).
-    contextual: 'paper' (Lemma 8's N^d + 1 hardmax layers) or 'one_layer' (one softmax
-      attention layer, ``yun.single_attention.one_layer``: Theorem 2 with no bad set; returns a
-      ``one_layer.OneLayerApproximator``).
   Raises:
-    ValueError: bad configuration, a target with the wrong shape / non-finite values /
-      not equivariant (Theorem 2), or a network too large to build (``check_size``:
-      ``MAX_LAYERS``, ``MAX_ARITHMETIC_BITS``); d, n, resolution must be Python or NumPy
-      integers (a string or a float is refused, naming the allowed type).
+    ValueError: a target with the wrong shape / non-finite values / not equivariant
+      (Theorem 2), or a network too large to build (``check_size``: ``MAX_LAYERS``,
+      ``MAX_ARITHMETIC_BITS``).
   """
-  variant = registry.choose(d, n, resolution, positional=positional, ties=ties,
-                        contextual=contextual, arithmetic=arithmetic)
-  if isinstance(variant, OneLayer):   # its own construction (certified bumps)
-    from transformer_ua.yun.single_attention import one_layer  # pylint: disable=import-outside-toplevel
-    return one_layer.build(target, d=d, n=n, resolution=resolution)
   d, n, N = variant.d, variant.n, variant.N
   check_size(variant)
   f = targets_lib.get_target(target, d=d, n=n)
@@ -548,7 +531,6 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
   values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
   den = VALUE_DENOMINATOR_PER_N * N
   numerators, _ = value.round_targets(values, den)
-  g_bar = pipeline.build_g_bar(d=d, n=n, resolution=N, targets=numerators, denominator=den,
-                               arithmetic=arithmetic, variant=variant)
+  g_bar = pipeline.build_g_bar(variant, numerators, denominator=den, arithmetic=arithmetic)
   return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), variant=variant,
                       g_bar=g_bar, values=np.asarray(values, np.float64))

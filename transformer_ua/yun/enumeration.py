@@ -23,10 +23,13 @@ Categories (Yun et al. E.3): 1 = all entries in range and all columns distinct
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import jax.numpy as jnp
 import numpy as np
+
+from transformer_ua.yun import grid
 
 GRIDS = ('full', 'multiset')
 #: Largest count the int64 index arithmetic here may handle.
@@ -190,3 +193,19 @@ def make_class_codec(d: int, n: int, resolution: int):
     return rank_colex(binom, jnp.clip(in_range_index(k_sorted), 0, v))
 
   return {'decode': decode, 'rank': rank, 'in_range_index': in_range_index}
+
+
+def cube_classes(on, equivariant: bool) -> np.ndarray:
+  """Grid indices K [C, n, d] of every cube of the ``grid.Grid`` ``on`` up to what the
+  theorem needs (Lemma 6's and the certification's domain): ``equivariant`` (Theorem 2,
+  g and g_bar permutation equivariant): one representative per multiset of n cells
+  (columns sorted by cell), repeated cells included; else (Theorem 3) every one of the
+  N^(dn) cubes."""
+  d, n, N = on.d, on.n, on.N
+  if not equivariant:
+    return grid.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
+  cells = N ** d
+  digits = column_digits(np.arange(cells, dtype=np.int64), d, N)   # [N^d, d]
+  combos = np.asarray(list(itertools.combinations_with_replacement(range(cells), n)),
+                      np.int64)
+  return digits[combos]

@@ -12,7 +12,7 @@ resolution N = 1/delta with cube interiors shrunk by m delta per side,
     T3 = d_p(g_bar, g)       <= (nd s_I^p F + sum_ji s_W^p (1 - F))^{1/p},  F = (1 - 2m)^{nd},
                              s_W <= b_i - a_i by the output clamp, s_I <= tol (the plan)
 
-The search, for one construction c (``CONSTRUCTIONS``), with slack:
+The search, for one construction c (``registry.VARIANTS``), with slack:
 
     N_c   = min { N >= 2 : T1(N) + T2(N) <= F_TERM_SHARE epsilon,  and m(N) exists }
     left  = epsilon - T1(N_c) - T2(N_c)            >= (1 - F_TERM_SHARE) epsilon = epsilon / 10
@@ -27,13 +27,13 @@ whose cost in the margin and the bits is only logarithmic. N_c is found by doubl
 bisection on N (T1 and T2 decrease in N).
 
 Size and time before building. Every construction gives its size at N in closed form
-(``Construction.size``: blocks, attention layers, largest hidden width, parameters; the
+(``Variant.size``: blocks, attention layers, largest hidden width, parameters; the
 output clamp included) and the cube classes its certificate evaluates (``classes``).
 An attempt's time (build + realize + ``certify_lp``, one worker) is estimated as
 
     seconds ~ fixed + per_block * blocks + per_class_block * classes * blocks
 
-(``linear_cost``; the box evaluation of one class skips inactive feed-forward layers
+(``Variant.seconds``; the box evaluation of one class skips inactive feed-forward layers
 with one vectorized test per block, so a class costs ~ blocks). Calibrated on this
 project's shared 2-core development machine (1-minute load 2 to 4), token_times_mean,
 d = 1, n = 3, workers = 1, N = 8..20:
@@ -69,15 +69,12 @@ import math
 import numbers
 import time
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
-from transformer_ua import executor as executor_lib, realize as realize_lib
-from transformer_ua.yun import approximator as approximator_lib, grid
+from transformer_ua import executor as executor_lib
+from transformer_ua.yun import grid
 from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
-from transformer_ua.yun.single_attention import one_layer_ids, one_layer_wide
-from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
 
@@ -115,177 +112,16 @@ RULE = ('the fewest parameters whose certificate holds (candidates in increasing
 # ---------------------------------------------------------------------------
 
 
-def linear_cost(fixed: float, per_block: float, per_class_block: float) -> Callable:
-  """seconds(size, classes) = fixed + per_block blocks + per_class_block classes blocks."""
-  def seconds(size: dict, classes: int) -> float:
-    b = _as_float(size['blocks'])
-    return fixed + per_block * b + per_class_block * _as_float(classes) * b
-  return seconds
-
-
-@dataclasses.dataclass(frozen=True)
-class Construction:
-  """One network ``approximate`` can build (``CONSTRUCTIONS``).
-
-  Attributes:
-    name, summary: the registry key and one line.
-    theorem: 2 (f permutation equivariant: ``positional=False``) or 3 (any f).
-    size: (d, n, N) -> {'blocks', 'attention_layers', 'max_width', 'params'} of the
-      realized g with the output clamp, in closed form (Python ints; nothing built).
-    classes: (d, n, N) -> the cube classes the certificate evaluates.
-    build: (target, d, n, N) -> the net (f, f_bar, g_bar).
-    realize: (net, margin (Fraction), tolerance (float), clamp) -> g with exact params.
-    seconds: (size, classes) -> the estimated seconds of one attempt (``linear_cost``).
-    bad_set: g_bar = 0 on repeated columns (T2 > 0, estimated before building).
-    check: (d, n, N) -> None, or ValueError where the construction has no plan at N.
-  """
-
-  name: str
-  summary: str
-  theorem: int
-  size: Callable
-  classes: Callable
-  build: Callable
-  realize: Callable
-  seconds: Callable
-  bad_set: bool = False
-  check: Callable | None = None
-
-  def applies(self, positional: bool) -> bool:
-    """Theorem 3's constructions approximate every f; Theorem 2's need an equivariant f."""
-    return self.theorem == 3 or not positional
-
-
-def _block_params(d: int) -> int:
-  """Weights of one T^{2,1,4} block: attention 2 heads of size 1 (W_Q, b_Q, W_K, W_V,
-  W_O: 8d + 2) and the width-4 feed-forward (W_1, b_1, W_2, b_2: 9d + 4)."""
-  h, s, w = realize_lib.BLOCK_HEADS, realize_lib.BLOCK_HEAD_SIZE, realize_lib.BLOCK_WIDTH
-  return h * s * (4 * d + 1) + (2 * w * d + w + d)
-
-
-def _clamp_blocks(d: int) -> int:
-  return -(-d // realize_lib.CLAMP_COORDS_PER_BLOCK)
-
-
-def _variant_size(variant_name: str, attention: Callable) -> Callable:
-  """Size of a T^{2,1,4} realization of a ``grid`` variant: one block per layer of g_bar
-  (``realize.as_blocks``) + the clamp; E [n, d] for Theorem 3."""
-  def size(d: int, n: int, N: int) -> dict:  # pylint: disable=invalid-name
-    v = registry.VARIANTS[variant_name](grid.Grid(d, n, N))
-    blocks = v.depth() + _clamp_blocks(d)
-    return {'blocks': blocks, 'attention_layers': attention(d, n, N),
-            'max_width': realize_lib.BLOCK_WIDTH,
-            'params': blocks * _block_params(d) + (n * d if v.positional else 0)}
-  return size
-
-
-def _multiset_classes(d: int, n: int, N: int) -> int:  # pylint: disable=invalid-name
-  return math.comb(N ** d + n - 1, n)
-
-
-def _build(**kw) -> Callable:
-  def build(target, d, n, N):  # pylint: disable=invalid-name
-    return approximator_lib.build_approximator(target, d=d, n=n, resolution=N, **kw)
-  return build
-
-
-def _realize_planned(net, margin: Fraction, tolerance: float, clamp: bool):
-  """Lemma 6 at the plan's lam, ramp and bits (``yun.realization.plan``) for this tolerance."""
-  planned = plan_lib.plan_realization(net, tolerance=tolerance, margin=float(margin))
-  return net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
-
-
-def _realize_one_layer(net, margin: Fraction, tolerance: float, clamp: bool):
-  """The one-layer map's own ramps (``OneLayerApproximator.plan_epsilon``); its interior
-  error is the id enclosures' radius, far below any tolerance."""
-  del tolerance
-  return net.realize(dtype='exact', margin=margin, clamp=clamp)
-
-
-def _wide_seconds(size: dict, classes: int) -> float:
-  """Build ~ ids (exact id enclosures), certify ~ classes (attention + a bisection each):
-  fixed 2 s + 1.3e-3 s / id + 6e-3 s / class, measured for token_times_mean, d = 1, n = 3,
-  N = 8, 16, 24 (0.3 / 2.3 / 9.2 s build, 0.6 / 4.6 / 13.5 s certify_lp at 1-min load
-  ~8 on 2 cores)."""
-  return 2.0 + 1.3e-3 * _as_float(size['ids']) + 6e-3 * _as_float(classes)
-
-
-def _wide_realize(net, margin: Fraction, tolerance: float, clamp: bool):
-  """The wide network at its planned ramps; its interior error is the id enclosures'
-  radius, far below any tolerance."""
-  del tolerance
-  return net.realize(dtype='exact', margin=margin, clamp=clamp)
-
-
-_DEEP = linear_cost(10.0, 8e-3, 2.5e-6)
-
-#: The constructions ``approximate`` can build, by name. Adding one is one entry here,
-#: e.g. a module ``wide`` with ``build(target, *, d, n, resolution)``, a net with
-#: ``realize(margin=, dtype='exact', clamp=)`` and ``predicted_size(d, n, resolution)``:
-#:   Construction(name='wide', theorem=2, summary='...', classes=_multiset_classes,
-#:                size=lambda d, n, N: wide.predicted_size(d, n, N),
-#:                build=lambda f, d, n, N: wide.build(f, d=d, n=n, resolution=N),
-#:                realize=lambda net, margin, tol, clamp: net.realize(
-#:                    margin=margin, dtype='exact', clamp=clamp),
-#:                seconds=linear_cost(fixed, per_block, per_class_block))
-CONSTRUCTIONS = {c.name: c for c in (
-    Construction(
-        name='paper', theorem=2, bad_set=True,
-        summary="Theorem 2 as published (Lemma 8's N^d + 1 attention layers; bad set)",
-        size=_variant_size('paper', lambda d, n, N: N ** d + 1),
-        classes=_multiset_classes, build=_build(ties='paper'), realize=_realize_planned,
-        seconds=_DEEP),
-    Construction(
-        name='ties_complete', theorem=2,
-        summary='Theorem 2 with the tie-complete contextual map (N^d + 2 attention '
-                'layers; no bad set)',
-        size=_variant_size('ties-complete', lambda d, n, N: N ** d + 2),
-        classes=_multiset_classes, build=_build(ties='complete'), realize=_realize_planned,
-        seconds=_DEEP),
-    Construction(
-        name='positional', theorem=3,
-        summary='Theorem 3 (positional encoding E; n N^d + 1 attention layers)',
-        size=_variant_size('positional', lambda d, n, N: n * N ** d + 1),
-        classes=lambda d, n, N: N ** (d * n), build=_build(positional=True),
-        realize=_realize_planned, seconds=linear_cost(10.0, 19e-3, 7.6e-6)),
-    Construction(
-        name='one_layer', theorem=2,
-        summary='Theorem 2 with one softmax attention layer, realized deep (one block '
-                'per id)',
-        size=_variant_size('one-layer', lambda d, n, N: 1),
-        classes=_multiset_classes, build=_build(contextual='one_layer'),
-        realize=_realize_one_layer, seconds=linear_cost(2.0, 2.5e-3, 1.6e-6),
-        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
-    Construction(
-        name='one_layer_wide', theorem=2,
-        summary='Theorem 2 shallow and wide: one softmax attention layer, one bump '
-                'feed-forward layer of width 4 x ids, the clamp (2 + ceil(d / 2) blocks)',
-        size=lambda d, n, N: one_layer_wide.predicted_size(d, n, N),
-        classes=_multiset_classes,
-        build=lambda target, d, n, N: one_layer_wide.build(target, d=d, n=n, resolution=N),
-        realize=_wide_realize, seconds=_wide_seconds,
-        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
-    Construction(
-        name='positional_wide', theorem=3,
-        summary='Theorem 3 shallow and wide: positional E, one softmax attention layer, '
-                'one bump feed-forward layer, the clamp',
-        size=lambda d, n, N: one_layer_wide.predicted_size(d, n, N, positional=True),
-        classes=lambda d, n, N: N ** (d * n),
-        build=lambda target, d, n, N: one_layer_wide.build(target, d=d, n=n, resolution=N,
-                                                           positional=True),
-        realize=_wide_realize, seconds=_wide_seconds),
-)}
-
-
-def check_construction(construction) -> Construction | None:
-  """The registry entry of ``construction`` (None: the default rule)."""
+def check_construction(construction):
+  """The variant class named ``construction`` (``registry.VARIANTS``; None: the default
+  rule)."""
   if construction is None:
     return None
-  if not isinstance(construction, str) or construction not in CONSTRUCTIONS:
+  if not isinstance(construction, str) or construction not in registry.VARIANTS:
     raise ValueError(f'construction={_show(construction)}; allowed: None (the fewest '
                      'parameters whose certificate holds) or one of '
-                     f'{", ".join(repr(c) for c in CONSTRUCTIONS)}.')
-  return CONSTRUCTIONS[construction]
+                     f'{", ".join(repr(c) for c in registry.VARIANTS)}.')
+  return registry.VARIANTS[construction]
 
 
 # ---------------------------------------------------------------------------
@@ -309,13 +145,6 @@ def _count(x) -> str:
   """An int with thousands separators, or ~10^k past 10^15."""
   x = int(x)
   return f'{x:,}' if x < 10 ** 15 else f'~10^{math.log10(x):.1f}'
-
-
-def _as_float(x) -> float:
-  try:
-    return float(x)
-  except OverflowError:
-    return math.inf
 
 
 def _check_int(name: str, value, low: int, high: int | None, what: str) -> int:
@@ -435,7 +264,7 @@ def _spread(target, d: int, n: int) -> list:
 class _Candidate:
   """A construction at a resolution, with its budget split, size and estimate."""
 
-  construction: Construction
+  variant: object   # the ``yun.variants`` object at this resolution
   resolution: int
   f_term: float
   bad_set: float
@@ -447,7 +276,7 @@ class _Candidate:
 
   def describe(self) -> str:
     s = self.size
-    return (f'{self.construction.name} N={self.resolution}: {_count(s["blocks"])} blocks, '
+    return (f'{self.variant.name} N={self.resolution}: {_count(s["blocks"])} blocks, '
             f'{_count(s["params"])} params, estimated {_minutes(self.seconds)}')
 
 
@@ -469,14 +298,14 @@ class _Search:
     self.spread = _spread(target, d, n) if clamp else None
     self.bad_cache, self.f_cache = {}, {}
 
-  def split(self, c: Construction, N: int):  # pylint: disable=invalid-name
+  def split(self, c, N: int):  # pylint: disable=invalid-name
     """(f_term, bad_set, margin, tolerance) at N, or None when N has too little slack."""
     t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=N,
-                 p=self.p, positional=c.theorem == 3, modulus=self.modulus)
+                 p=self.p, positional=not c.equivariant, modulus=self.modulus)
     if t1 > float(F_TERM_SHARE) * self.epsilon:
       return None
     t2 = _t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
-        if c.bad_set else 0.0
+        if c.has_bad_set else 0.0
     left = self.epsilon - t1 - t2
     if t1 + t2 > float(F_TERM_SHARE) * self.epsilon:
       return None
@@ -490,7 +319,7 @@ class _Search:
     tol = left * float(INTERIOR_SHARE) / (self.d * self.n) ** (1 / self.p) / 2
     return t1, t2, margin, tol
 
-  def resolution(self, c: Construction) -> int | None:
+  def resolution(self, c) -> int | None:
     """N_c: the smallest N >= 2 with slack (doubling, then bisection); None if no
     N <= 2^62 has it."""
     hi = 2
@@ -507,16 +336,17 @@ class _Search:
         lo = mid
     return hi
 
-  def candidate(self, c: Construction, N: int) -> _Candidate:  # pylint: disable=invalid-name
+  def candidate(self, c, N: int) -> _Candidate:  # pylint: disable=invalid-name
+    """Variant class ``c`` at N: its budget split, closed-form size and estimate."""
     split = self.split(c, N)
     if split is None:    # N + 1 after a failure always has slack if N had (T1 decreases)
       raise ValueError(f'{c.name} N={N}: no slack left for the realization.')
     t1, t2, margin, tol = split
-    size = c.size(self.d, self.n, N)
-    classes = c.classes(self.d, self.n, N)
-    return _Candidate(construction=c, resolution=N, f_term=t1, bad_set=t2, margin=margin,
+    v = c(grid.Grid(self.d, self.n, N))
+    size, classes = v.size(), v.cube_classes()
+    return _Candidate(variant=v, resolution=N, f_term=t1, bad_set=t2, margin=margin,
                       tolerance=tol, size=size, classes=classes,
-                      seconds=c.seconds(size, classes))
+                      seconds=v.seconds(size, classes))
 
   def margin(self, net, cand: _Candidate) -> Fraction:
     """The windows' margin from the built net's exact clamp range (the probe's before
@@ -541,7 +371,7 @@ class Approximation:
     g, net: the realized standard Transformer (exact params) and its construction.
     certificate: ``certificate.Certificate``, total <= epsilon.
     epsilon: the d_p(f, g) asked for.
-    construction: the registry name of g's construction (``CONSTRUCTIONS``).
+    construction: the registry name of g's construction (``registry.VARIANTS``).
     rule: how it was chosen (``RULE``, or 'construction= given').
     attempts: one dict per attempt: construction, resolution, blocks, params,
       estimated_seconds, seconds, total (or error), holds.
@@ -587,7 +417,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       ``lipschitz`` or ``modulus``, and its certificate states the one it rests on.
     positional: False: Theorem 2 (f permutation equivariant; every construction
       applies); True: Theorem 3 (any continuous f; only Theorem 3's constructions).
-    construction: None (the rule above) or a name in ``CONSTRUCTIONS``.
+    construction: None (the rule above) or a name in ``registry.VARIANTS``.
     clamp: end g with the output clamp (False: the paper's network, whose windows need
       far smaller margins).
     max_minutes: the call's time budget: an attempt starts only when its estimate fits
@@ -612,9 +442,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress)
   chosen = check_construction(construction)
   if chosen is not None and not chosen.applies(positional):
-    raise ValueError(f'construction={chosen.name!r} is Theorem {chosen.theorem} (f '
+    raise ValueError(f'construction={chosen.name!r} is {chosen.theorem} (f '
                      'permutation equivariant); positional=True asks for Theorem 3: use '
-                     f"{', '.join(repr(c.name) for c in CONSTRUCTIONS.values() if c.theorem == 3)}.")
+                     f"{', '.join(repr(c.name) for c in registry.VARIANTS.values() if not c.equivariant)}.")
   say = (lambda line: print(line, flush=True)) if progress is True else \
       (progress or (lambda line: None))
   target = targets_lib.get_target(f, d=d, n=n)
@@ -622,7 +452,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       target_bounds.check_lipschitz(lipschitz, target, d, n)
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
-      [c for c in CONSTRUCTIONS.values() if c.applies(positional)]
+      [c for c in registry.VARIANTS.values() if c.applies(positional)]
   rule = 'construction= given' if chosen is not None else RULE
   say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}: choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
@@ -635,24 +465,23 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       skipped.append(f'{c.name}: ' + (
           'the ramp windows alone exceed epsilon at the smallest margin 2^-28'
           if windows else 'no N <= 2^62 leaves a tenth of epsilon after d_p(f, f_bar)'
-          + (' and its bad set' if c.bad_set else '')))
+          + (' and its bad set' if c.has_bad_set else '')))
       continue
-    if c.check is not None:
-      try:
-        c.check(d, n, N)
-      except ValueError as e:
-        skipped.append(f'{c.name} N={N}: {e}')
-        continue
+    try:
+      c(grid.Grid(d, n, N)).check()
+    except ValueError as e:
+      skipped.append(f'{c.name} N={N}: {e}')
+      continue
     cand = search.candidate(c, N)
     heapq.heappush(heap, (cand.size['params'], next(order), cand))
   say('approximate: candidates, fewest parameters first: ' + '; '.join(
-      f'{c.construction.name} N={c.resolution} ({_count(c.size["params"])} params, '
+      f'{c.variant.name} N={c.resolution} ({_count(c.size["params"])} params, '
       f'{_minutes(c.seconds)})' for _, _, c in sorted(heap, key=lambda e: e[:2]))
       + ''.join(f'; no plan: {s}' for s in skipped))
   attempts, over = [], []
   while heap and len(attempts) < MAX_ATTEMPTS:
     cand = heapq.heappop(heap)[2]
-    c = cand.construction
+    c = cand.variant
     left_s = max_minutes * 60 - (time.perf_counter() - t_start)
     if cand.size['blocks'] > max_layers or cand.seconds > left_s:
       over.append(cand)
@@ -668,9 +497,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
            'blocks': cand.size['blocks'], 'params': cand.size['params'],
            'estimated_seconds': cand.seconds}
     try:
-      net = c.build(target, d, n, cand.resolution)
+      net = c.build(target)
       margin = search.margin(net, cand) if clamp else cand.margin
-      g = c.realize(net, margin, cand.tolerance, clamp)
+      g = net.realize(margin=margin, tolerance=cand.tolerance, dtype='exact', clamp=clamp)
       cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,
                                     margin=margin,
                                     workers=workers)
@@ -691,14 +520,14 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
                            construction=c.name, rule=rule, attempts=tuple(attempts))
-    nxt = search.candidate(c, cand.resolution + 1)
+    nxt = search.candidate(type(c), cand.resolution + 1)
     heapq.heappush(heap, (nxt.size['params'], next(order), nxt))
   if not attempts:
     if over:
       best = min(over, key=lambda c: c.size['params'])
       raise ValueError(
           f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
-          f'construction {best.construction.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
+          f'construction {best.variant.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
           f'there): {_count(best.size["blocks"])} layers (blocks), '
           f'{_count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '

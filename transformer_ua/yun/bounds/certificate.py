@@ -51,7 +51,7 @@ The output clamp (``realize.output_clamp``, ``Approximator.realize(clamp=True)``
 every g_ji in [a_i, b_i], so sup_W <= b_i - a_i, the range of f_bar; without it g reaches
 the size of the contextual ids in the windows and the windows must be made tiny.
 
-The networks: the paper's (``yun.Approximator`` with its ``yun.Realized``) and the one
+The networks: the paper's (``yun.approximator.Approximator`` with its ``yun.approximator.Realized``) and the one
 with a single softmax attention layer (``yun.single_attention.one_layer``: ``OneLayerApproximator`` with
 its ``OneLayerRealized``, no bad set); both carry what ``certify_lp`` reads of them (its
 docstring), so the certificate is one code path.
@@ -74,7 +74,7 @@ from transformer_ua.yun import grid
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
 from transformer_ua.yun.bounds import distances, f_term, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun.variants import registry
+from transformer_ua.yun.realization import ids
 
 #: arb precision of the certificate's own arithmetic (bits).
 CERT_BITS = 128
@@ -189,8 +189,8 @@ def f_fbar_bound(lipschitz: Fraction, *, d: int, n: int, resolution: int, p: flo
 def _classes_and_weights(net):
   """(K [C, n, d], orderings [C]): every cube up to permutation (Theorem 2; weight =
   number of distinct orderings of the multiset) or every cube (Theorem 3; weight 1)."""
-  k = plan_lib.grid_classes(net)
-  if not registry.of(net).equivariant:     # Theorem 3: every cube is its own class
+  k = ids.grid_classes(net)
+  if not net.variant.equivariant:     # Theorem 3: every cube is its own class
     return k, np.ones(len(k), np.int64)
   weights = []
   for row in k:
@@ -277,7 +277,7 @@ def callable_grid(net, lipschitz, modulus) -> dict:
     s = f_term.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
     f_term.check_modulus_on_grid(s, fv, n=n, d=d, resolution=N)
   equiv = f_term.equivariance_failures(fv, n=n, d=d, resolution=N) \
-      if registry.of(net).equivariant else None
+      if net.variant.equivariant else None
   return {'k': k, 'values': fv, 'modulus_values': s, 'lipschitz_lower': lower,
           'equivariance': equiv}
 
@@ -342,11 +342,11 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
   """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
 
   Args:
-    net: the ``yun.Approximator`` (f, f_bar, g_bar), or a
+    net: the ``yun.approximator.Approximator`` (f, f_bar, g_bar), or a
       ``yun.single_attention.one_layer.OneLayerApproximator``: any net with d, n, resolution, positional,
       target, values, ``apply`` (g_bar) and ``output_range``.
     g: its realization with ``dtype='exact'`` (``net.realize(..., dtype='exact')``):
-      ``yun.Realized`` or ``OneLayerRealized``, each with segments, params, positional,
+      ``yun.approximator.Realized`` or ``OneLayerRealized``, each with segments, params, positional,
       dtype, source, clamp, lam, epsilon, quantization_epsilon, ``planned_bits(margin)``,
       ``ball_network(bits)`` and ``certify_interiors(margin, bits, workers=,
       check_plan=)``.

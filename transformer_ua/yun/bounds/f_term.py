@@ -76,7 +76,7 @@ from flint import arb, ctx, fmpq
 from transformer_ua.exact import ball
 from transformer_ua.yun.bounds import distances, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun.variants import registry
+from transformer_ua.yun import enumeration, grid
 
 #: arb precision of the term's arithmetic (bits).
 BITS = 128
@@ -588,9 +588,7 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
 def classes_and_weights(d: int, n: int, resolution: int, equivariant: bool):
   """(K [C, n, d], weights [C]): one row per multiset of cells with its number of
   orderings (Theorem 2, an equivariant f), or every cube with weight 1."""
-  variant = registry.choose(d, n, resolution, positional=not equivariant, ties='complete',
-                        theorem3_ignores_ties=True)
-  k = variant.grid_classes()
+  k = enumeration.cube_classes(grid.Grid(d, n, resolution), equivariant)
   if not equivariant:
     return k, np.ones(len(k), np.int64)
   return k, orderings(k)

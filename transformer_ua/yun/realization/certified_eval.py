@@ -12,7 +12,7 @@ ball per input entry), so every number here is a rigorous bound, not a sample:
     certify_domain_sup(g)      sup |g| over the whole unit cube (one box [0, 1]^{n x d})
 
 Cubes: Theorem 2 needs one cube per multiset of cells (g and g_bar are permutation
-equivariant); Theorem 3 every cube (``plan.grid_classes``).
+equivariant); Theorem 3 every cube (``ids.grid_classes``).
 
 Workers: the cubes are split by ``transformer_ua.executor`` (``interiors_chunk`` over
 spans of cube classes): in-process, a local pool started with 'spawn', or any
@@ -33,9 +33,8 @@ from transformer_ua import executor as executor_lib
 from transformer_ua.exact import ball
 from transformer_ua.yun import grid
 from transformer_ua.yun.realization import plan as plan_lib
+from transformer_ua.yun.realization import ids
 
-#: Default cube-interior margin (fraction of delta kept off each cell edge).
-DEFAULT_MARGIN = plan_lib.DEFAULT_MARGIN
 
 
 def check_exact(g) -> None:
@@ -45,7 +44,7 @@ def check_exact(g) -> None:
                      f"(got {getattr(g, 'dtype', type(g).__name__)}).")
 
 
-def resolve_bits(g, bits, check_plan: bool, margin: float = DEFAULT_MARGIN) -> int:
+def resolve_bits(g, bits, check_plan: bool, margin: float = plan_lib.DEFAULT_MARGIN) -> int:
   """The working precision: the plan's for g's (lam, epsilon) by default; an explicit
   ``bits`` below it is refused unless ``check_plan`` is False."""
   need = plan_lib.plan_realization(g.source, margin=margin).bits_for(epsilon=g.epsilon,
@@ -181,7 +180,7 @@ def map_interiors(chunk, shipment, count: int, workers, identity, *, tolerance: 
           'resumed_chunks': out.resumed}
 
 
-def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None, *,
+def certify_interiors(g, margin: float = plan_lib.DEFAULT_MARGIN, bits: int | None = None, *,
                       check_plan: bool = True, workers=None, executor=None,
                       state_dir: str | None = None, tolerance: float = 1e-6,
                       stop_early: bool = False) -> dict:
@@ -209,7 +208,7 @@ def certify_interiors(g, margin: float = DEFAULT_MARGIN, bits: int | None = None
   bits = resolve_bits(g, bits, check_plan, margin)
   net = g.source
   t0 = time.perf_counter()
-  classes = plan_lib.grid_classes(net)
+  classes = ids.grid_classes(net)
   targets = net.apply((classes + 0.5) / net.resolution)
   out = certify_boxes(g.segments, g.params, g.positional, bits, classes, targets,
                       net.resolution, Fraction(margin), tolerance=tolerance,
@@ -242,7 +241,7 @@ def certify_domain_sup(g, bits: int | None = None) -> dict:
   return {'sup_abs': sup, 'bits': bits, 'seconds': time.perf_counter() - t0}
 
 
-def min_certifying_bits(g, margin: float = DEFAULT_MARGIN, tolerance: float = 1e-6,
+def min_certifying_bits(g, margin: float = plan_lib.DEFAULT_MARGIN, tolerance: float = 1e-6,
                         low: int = ball.MIN_BITS, high: int | None = None,
                         workers=None) -> dict:
   """Smallest working precision at which ``certify_interiors`` still certifies, by

@@ -37,7 +37,6 @@ import numpy as np
 from transformer_ua import activations
 from transformer_ua.yun.stages import gc_kernels
 from transformer_ua.yun.realization import rational
-from transformer_ua.yun.variants import registry
 
 
 
@@ -48,7 +47,7 @@ def grid_classes(net) -> np.ndarray:
   repeated cells included (g and g_bar are permutation equivariant). Theorem 3: every
   one of the N^(dn) cubes (the variant's ``grid_classes``, ``yun.grid``).
   """
-  return registry.of(net).grid_classes()
+  return net.variant.grid_classes()
 
 
 def _select(ids, c):

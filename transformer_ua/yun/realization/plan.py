@@ -64,7 +64,7 @@ import numpy as np
 
 from transformer_ua import realize
 from transformer_ua.yun.realization import rational
-from transformer_ua.yun.realization.ids import grid_classes, id_layers, simulate  # noqa: F401 (re-exported)
+from transformer_ua.yun.realization.ids import simulate
 
 #: Extra bits on top of the derived working precision.
 GUARD_BITS = 2
@@ -72,6 +72,8 @@ GUARD_BITS = 2
 EPS_FRACTION = Fraction(1, 2)
 #: Default cube-interior margin (fraction of delta kept off each cell edge).
 DEFAULT_MARGIN = 0.25
+#: Default max |g - g_bar| on cube interiors a plan aims at.
+DEFAULT_TOLERANCE = 1e-6
 
 
 class FloatRealizationWarning(UserWarning):
@@ -138,6 +140,10 @@ class Plan:
 
   def describe(self) -> str:
     b = self.bounds
+    if 'gap' not in b:   # a one-layer map's plan (``ramp_plan``)
+      return (f'plan: lam=2^{_log2(self.lam):.0f}, epsilon=2^{_log2(self.epsilon):.0f}, '
+              f'bits={self.bits} (tolerance {self.tolerance:g}; certified id-to-edge '
+              f'clearance {float(b["min_edge_clearance"]):.3g})')
     return (f'plan: lam=2^{_log2(self.lam):.0f}, epsilon=2^{_log2(self.epsilon):.0f}, '
             f'bits={self.bits} (tolerance {self.tolerance:g}; score gap {float(b["gap"]):.3g}, '
             f'max |score| {float(b["max_score"]):.3g}, max |id| {float(b["max_id"]):.3g}, '
@@ -251,11 +257,15 @@ def _plan_cached(net, tolerance: float, margin: float) -> Plan:
   return dataclasses.replace(plan, bits=plan.bits_for())
 
 
-def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGIN) -> Plan:
-  """Plans lam, epsilon and the working precision for Lemma 6 on ``net``.
+def plan_realization(net, tolerance: float = DEFAULT_TOLERANCE,
+                     margin: float = DEFAULT_MARGIN) -> Plan:
+  """Plans lam, epsilon and the working precision for Lemma 6 on any approximator
+  (``net.realization_plan``): the deep Lemma 7-9 one from exact bounds (module
+  docstring), the one-layer maps from their certified ids (``ramp_plan``).
 
   Args:
-    net: a ``yun.Approximator``.
+    net: an approximator (``variant.build(target)``: ``yun.approximator.Approximator``,
+      ``OneLayerApproximator``, ``WideApproximator``).
     tolerance: target max |g - g_bar| on cube interiors (> 0).
     margin: cube interiors are shrunk by margin delta per side (in (0, 1/2)).
   Raises:
@@ -263,7 +273,23 @@ def plan_realization(net, tolerance: float = 1e-6, margin: float = DEFAULT_MARGI
       (named in the message), or a g_c layer the id simulation does not model
       (``id_layers``).
   """
-  return _plan_cached(net, check_tolerance(tolerance), check_margin(margin))
+  return net.realization_plan(check_tolerance(tolerance), check_margin(margin))
+
+
+def deep_plan(net, tolerance: float, margin: float) -> Plan:
+  """The plan of a Lemma 7-9 approximator (module docstring; cached per net)."""
+  return _plan_cached(net, tolerance, margin)
+
+
+def ramp_plan(net, tolerance: float, margin: float) -> Plan:
+  """The plan of a one-softmax-layer map: its lam (built in, ids certified distinct),
+  the ramps below its certified clearances (``net.plan_epsilon``: one width per stage;
+  ``epsilon`` is the smaller) and its ball precision (``net.plan_bits``)."""
+  eps = net.plan_epsilon(Fraction(margin))
+  return Plan(lam=Fraction(net.lam), epsilon=min(eps.values()), bits=net.plan_bits(tolerance),
+              tolerance=tolerance, margin=margin,
+              bounds={'epsilons': {k: float(v) for k, v in eps.items()},
+                      'min_edge_clearance': net.min_edge_clearance}, cancellation={})
 
 
 def check_float_dtype(net, dtype: str, *, lam, epsilon, tolerance=None) -> None:

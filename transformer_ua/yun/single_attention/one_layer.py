@@ -61,30 +61,20 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.layers import Segment
-from transformer_ua.yun import grid
+from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.stages import quantize, targets as targets_lib
-# The plan and the ids, and the realization (re-exported: their public home is here).
-from transformer_ua.yun.single_attention.one_layer_ids import (  # noqa: F401  pylint: disable=unused-import
-    CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS, IdTable, OneLayerPlan, _log2, gamma_mean_bound,
-    gaps, mean_enclosures, num_classes, num_ids, plan, ramp_below, search_lam)
+from transformer_ua.yun.single_attention.one_layer_ids import (
+    ID_GUARD_BITS, IdTable, OneLayerPlan, _log2, gaps, mean_enclosures, plan, ramp_below, search_lam)
 from transformer_ua.yun.single_attention.one_layer_ids import cells_of as _cells
-from transformer_ua.yun.single_attention.one_layer_realized import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.single_attention.one_layer_realized import (
     DEFAULT_MARGIN, OneLayerRealized, _as_float64, _checked_input)
-from transformer_ua.yun.variants import registry
-from transformer_ua.yun.variants.base import CONTEXTUALS
-from transformer_ua.yun.variants.one_layer import OneLayer
 
-#: The contextual mappings ``build_approximator`` knows.
-CONTEXTUALS = CONTEXTUALS
 #: dtypes of ``OneLayerApproximator.realize``.
 REALIZATION_DTYPES = ('exact', 'float64')
 #: Extra bits of the id enclosures a construction is built from (beyond the plan's): the
 #: state approximations r_i are their midpoints, so |g - g_bar| on the cubes is ~ their
 #: radius (~ 2^-(plan bits + this)).
 STATE_EXTRA_BITS = 64
-
-
-check_contextual = registry.check_contextual
 
 
 # ---------------------------------------------------------------------------
@@ -120,7 +110,8 @@ class OneLayerApproximator:
     classes [C, n] int: every context as sorted token integers; values [P, d] float64:
     A for each id row of ``table``; edges: P + 1 dyadic Fractions (bump i is [e_i,
     e_(i+1)) in id space); states: P exact d-vectors r_i (token state approximations);
-    offset: O; min_edge_clearance: min distance of an id enclosure to its edges.
+    offset: O; min_edge_clearance: min distance of an id enclosure to its edges;
+    variant: the ``yun.variants`` object it was built for (``OneLayer`` or a subclass).
   """
 
   target: targets_lib.Target
@@ -137,15 +128,11 @@ class OneLayerApproximator:
   min_edge_clearance: Fraction
   index: dict
   build_seconds: float
+  variant: object
 
   @property
   def lam(self) -> Fraction:
     return self.table.lam
-
-  @property
-  def variant(self) -> OneLayer:
-    """The construction's variant (``yun.grid``)."""
-    return OneLayer(grid.Grid(self.d, self.n, self.resolution))
 
   @property
   def positional(self) -> bool:
@@ -284,13 +271,24 @@ class OneLayerApproximator:
     hi = [max(Fraction(float(v)) for v in vals[:, i]) for i in range(self.d)]
     return lo, hi
 
-  def realize(self, *, epsilon=None, dtype: str = 'exact', margin=DEFAULT_MARGIN,
+  def realization_plan(self, tolerance: float, margin: float) -> plan_lib.Plan:
+    """``plan.plan_realization``'s answer for this net (``plan.ramp_plan``)."""
+    return plan_lib.ramp_plan(self, tolerance, margin)
+
+  def realize(self, *, lam=None, epsilon=None, margin=DEFAULT_MARGIN,
+              tolerance: float = plan_lib.DEFAULT_TOLERANCE, dtype: str = 'exact',
               clamp: bool = False):
     """The standard Transformer g in T^{2,1,4}: Phi -> 4 ReLUs (Lemma 6), blocks.
 
+    The signature every approximator's ``realize`` shares (``variants.base``).
+
     Args:
+      lam: None or this map's own lam (it is built into the ids, certified distinct at
+        build time: another lam is refused; ``build(lam=)`` builds at another).
       epsilon: one ramp width for every Phi unit (exact rational), or None: the
         per-stage widths of ``plan_epsilon(margin)``.
+      tolerance: unused: the interior error is the id enclosures' radius (~2^-(plan
+        bits + STATE_EXTRA_BITS)), below any tolerance ``certify_interiors`` proves.
       dtype: 'exact' (params are exact rationals; evaluation is certified) or 'float64'
         (the same rationals rounded; evaluated by the JAX network, not certified).
       margin: the cube-interior margin (fraction of delta per side) the quantization
@@ -303,6 +301,8 @@ class OneLayerApproximator:
       raise ValueError(f'dtype={dtype!r}; allowed: {", ".join(map(repr, REALIZATION_DTYPES))}.')
     if not isinstance(clamp, bool):
       raise ValueError(f'clamp must be True or False, got {clamp!r}.')
+    check_own_lam(lam, self.lam)
+    del tolerance
     if epsilon is None:
       eps = self.plan_epsilon(margin)
     else:
@@ -354,13 +354,22 @@ def _dyadic_between(a: Fraction, b: Fraction) -> Fraction:
     k += 1
 
 
-def build(target, *, d: int, n: int, resolution: int, lam=None,
-          id_bits: int | None = None) -> OneLayerApproximator:
+def check_own_lam(lam, own) -> None:
+  """ValueError unless ``lam`` is None or ``own``: a one-layer map's lam is part of its
+  certified ids."""
+  if lam is not None and Fraction(lam) != own:
+    raise ValueError(f'lam={lam!r}: this map was built (its ids certified distinct) at '
+                     f'lam = 2^{_log2(own):.0f}; realize takes lam=None or that one (build '
+                     'with lam= for another).')
+
+
+def build(target, variant, *, lam=None, id_bits: int | None = None) -> OneLayerApproximator:
   """Compiles a permutation-equivariant target into the one-attention-layer g_bar.
 
   Args:
     target: as ``yun.build_approximator``.
-    d, n, resolution: the grid (n >= 2, N >= 2).
+    variant: the ``yun.variants`` object (``OneLayer`` or a subclass) on its grid
+      (n >= 2, N >= 2).
     lam: softmax scale (default: the plan's proved one; 'search': ``search_lam``'s);
       the construction is built only if the certified enclosures of its ids are
       pairwise disjoint.
@@ -370,7 +379,7 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
       plan (``plan``), or ids whose certified enclosures overlap at this lam.
   """
   t0 = time.perf_counter()
-  p = plan(d, n, resolution)
+  p = plan(variant.d, variant.n, variant.N)
   d, n, N, M = p.d, p.n, p.resolution, p.M
   f = targets_lib.get_target(target, d=d, n=n)
   targets_lib.check_equivariant(f, d, n)
@@ -426,4 +435,4 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
       target=f, f_bar=targets_lib.piecewise_constant(f, N), d=d, n=n, resolution=N, plan=p,
       table=table, values=np.asarray(values, np.float64), edges=tuple(edges),
       states=tuple(states), offset=offset, min_edge_clearance=clearance, index=index,
-      build_seconds=time.perf_counter() - t0)
+      build_seconds=time.perf_counter() - t0, variant=variant)

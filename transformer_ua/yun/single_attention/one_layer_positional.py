@@ -41,7 +41,6 @@ from transformer_ua.yun.single_attention.one_layer_ids import (CAUCHY_B, ID_GUAR
                                               IdTable, _log2, cells_of, gamma_mean_bound,
                                               gaps, mean_enclosures, ramp_below)
 from transformer_ua.yun.single_attention.one_layer import STATE_EXTRA_BITS, _dyadic_between
-from transformer_ua.yun.variants.positional import Positional
 
 
 def num_ids(d: int, n: int, resolution: int) -> int:
@@ -77,7 +76,7 @@ class PositionalOneLayer:
   Attributes: target, f_bar, d, n, resolution; plan (w, M, T' = nM - 1); lam; table
   (``IdTable`` restricted to positional contexts); values [P, d] float64; edges (P + 1
   dyadic Fractions, id space); states (P exact d-vectors); min_edge_clearance; index
-  {(m'_j, others): row}; build_seconds.
+  {(m'_j, others): row}; build_seconds; variant (the ``yun.variants`` object).
   """
 
   target: targets_lib.Target
@@ -95,12 +94,9 @@ class PositionalOneLayer:
   index: dict
   bits: int
   build_seconds: float
+  variant: object
 
   offset = 0
-
-  @property
-  def variant(self) -> Positional:
-    return Positional(grid.Grid(self.d, self.n, self.resolution))
 
   @property
   def positional(self) -> bool:
@@ -156,15 +152,16 @@ class PositionalOneLayer:
             + math.ceil(-math.log2(tolerance)) + ID_GUARD_BITS)
 
 
-def build(target, *, d: int, n: int, resolution: int) -> PositionalOneLayer:
-  """Compiles any target (Theorem 3) into the positional one-attention-layer g_bar.
+def build(target, variant) -> PositionalOneLayer:
+  """Compiles any target (Theorem 3) into the positional one-attention-layer g_bar on
+  ``variant``'s grid (a Theorem 3 ``yun.variants`` object).
 
   Raises:
     ValueError: bad (d, n, N), more than ``one_layer_ids.MAX_IDS`` ids, enclosures past
       MAX_BITS, or ids whose certified enclosures overlap.
   """
   t0 = time.perf_counter()
-  d, n, N = grid.check_config(d, n, resolution)
+  d, n, N = variant.d, variant.n, variant.N
   M = N ** d
   cells = n * M
   P = num_ids(d, n, N)
@@ -221,4 +218,4 @@ def build(target, *, d: int, n: int, resolution: int) -> PositionalOneLayer:
       plan=_Plan(w=tuple(N ** (i + 1) for i in range(d)), M=M, T=T), lam=lam, table=table,
       values=np.asarray(values, np.float64), edges=tuple(edges), states=tuple(states),
       min_edge_clearance=clearance, index=index, bits=p['bits'],
-      build_seconds=time.perf_counter() - t0)
+      build_seconds=time.perf_counter() - t0, variant=variant)

@@ -32,7 +32,7 @@ DEFAULT_MARGIN = Fraction(1, 4)
 
 
 def _checked_input(x, n: int, d: int) -> np.ndarray:
-  """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError (as ``yun.Approximator``)."""
+  """X as float64 [batch, n, d] in [0, 1)^{n x d}, or ValueError (as ``yun.approximator.Approximator``)."""
   return grid.check_domain(grid.check_input(x, n, d))
 
 
@@ -53,9 +53,9 @@ class OneLayerRealized:
   (``realize.output_clamp``; exact rationals for 'exact').
 
   With 'exact' params it carries what ``yun.certify_lp`` needs of a realization (the
-  same as ``yun.Realized``): segments, params, positional, dtype, source, clamp,
-  epsilon, quantization_epsilon, lam, ``planned_bits(margin)``, ``ball_network(bits)``
-  and ``certify_interiors(margin, bits, workers=, check_plan=)``.
+  same as ``yun.approximator.Realized``): segments, params, positional, dtype, source, clamp,
+  epsilon, quantization_epsilon, lam, ``exact_params()``, ``planned_bits(margin)``,
+  ``ball_network(bits)`` and ``certify_interiors(margin, bits, workers=, check_plan=)``.
   """
 
   segments: tuple
@@ -160,6 +160,12 @@ class OneLayerRealized:
   def _check_exact(self):
     if self.dtype != 'exact':
       raise ValueError(f"certified evaluation needs dtype='exact' (this one is {self.dtype}).")
+
+  def exact_params(self) -> dict:
+    """The params pytree with exact rational leaves (dtype 'exact' only; what
+    ``export_onnx`` and the oracle read)."""
+    self._check_exact()
+    return self.params
 
   def apply(self, x) -> np.ndarray:
     """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX

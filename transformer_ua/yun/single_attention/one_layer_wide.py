@@ -80,10 +80,10 @@ from transformer_ua.exact import ball, wide_ball
 from transformer_ua.layers import Segment
 from transformer_ua.yun.realization import certified_eval
 from transformer_ua.yun import grid
+from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.single_attention import one_layer, one_layer_ids, one_layer_positional
+from transformer_ua.yun.single_attention import one_layer_realized
 
-#: Default cube-interior margin (fraction of delta per side), as ``one_layer``.
-DEFAULT_MARGIN = one_layer.DEFAULT_MARGIN
 #: dtypes of ``WideApproximator.realize``.
 REALIZATION_DTYPES = ('exact', 'float64')
 #: Stage names of the blocks, in order (the clamp's blocks last).
@@ -221,7 +221,7 @@ class WideApproximator:
 
   # -- the realization ------------------------------------------------------
 
-  def plan_epsilon(self, margin=DEFAULT_MARGIN) -> dict:
+  def plan_epsilon(self, margin=one_layer_realized.DEFAULT_MARGIN) -> dict:
     """Ramp widths: 'quantization' (inside the margin) and 'value' (below the smallest
     id-to-edge clearance), as ``one_layer.OneLayerApproximator.plan_epsilon``."""
     return self.base.plan_epsilon(margin)
@@ -268,13 +268,31 @@ class WideApproximator:
           w2[0, a, 4 * i + u] = sign * c[a]
     return {'W_1': w1, 'b_1': b1, 'W_2': w2, 'b_2': np.full((1, d), 0, object)}
 
-  def realize(self, *, epsilon=None, margin=DEFAULT_MARGIN, dtype: str = 'exact',
+  def plan_bits(self, tolerance: float = plan_lib.DEFAULT_TOLERANCE) -> int:
+    """Ball precision: as the base map's (``plan_bits``)."""
+    return self.base.plan_bits(tolerance)
+
+  @property
+  def min_edge_clearance(self) -> Fraction:
+    return self.base.min_edge_clearance
+
+  def realization_plan(self, tolerance: float, margin: float) -> plan_lib.Plan:
+    """``plan.plan_realization``'s answer for this net (``plan.ramp_plan``)."""
+    return plan_lib.ramp_plan(self, tolerance, margin)
+
+  def realize(self, *, lam=None, epsilon=None, margin=one_layer_realized.DEFAULT_MARGIN,
+              tolerance: float = plan_lib.DEFAULT_TOLERANCE, dtype: str = 'exact',
               clamp: bool = True) -> 'WideRealized':
     """The standard Transformer g: 2 + ceil(d / 2) blocks (module docstring).
 
+    The signature every approximator's ``realize`` shares (``variants.base``); the
+    shallow-wide network ends in the clamp by default.
+
     Args:
+      lam: None or the base map's own lam (``one_layer.check_own_lam``).
       epsilon: one ramp width for both stages (exact rational), or None: the planned
         widths ``plan_epsilon(margin)``.
+      tolerance: unused, as ``OneLayerApproximator.realize``'s.
       margin: the cube-interior margin (fraction of delta per side) the quantization
         ramps keep clear of; certify with a margin at least this.
       dtype: 'exact' (rational params; certified ball evaluation) or 'float64' (the
@@ -285,6 +303,8 @@ class WideApproximator:
       raise ValueError(f'dtype={dtype!r}; allowed: {", ".join(map(repr, REALIZATION_DTYPES))}.')
     if not isinstance(clamp, bool):
       raise ValueError(f'clamp must be True or False, got {clamp!r}.')
+    one_layer.check_own_lam(lam, self.lam)
+    del tolerance
     if epsilon is None:
       margin = Fraction(margin)
       if not 0 < margin < Fraction(1, 2):
@@ -328,31 +348,28 @@ class WideApproximator:
             f'blocks, {s["ids"]:,} ids, max width {s["max_width"]:,}, {s["params"]:,} params')
 
 
-def build(target, *, d: int, n: int, resolution: int, lam=None,
-          positional: bool = False) -> WideApproximator:
+def build(target, variant, *, lam=None) -> WideApproximator:
   """Compiles a target into the wide one-attention-layer g_bar.
 
   Args:
     target: a built-in target name or a callable (``yun.stages.targets``).
-    d, n, resolution: the grid (n >= 2, N >= 2).
+    variant: the ``yun.variants`` object on its grid (n >= 2, N >= 2): Theorem 2
+      (f permutation equivariant; ``one_layer``) or, with ``variant.positional``,
+      Theorem 3 (any f; ``one_layer_positional``).
     lam: softmax scale, as ``one_layer.build`` (None: the plan's; 'search'); Theorem 3
       takes only the plan's (None).
-    positional: False: Theorem 2 (f permutation equivariant; ``one_layer``); True:
-      Theorem 3 (any f; ``one_layer_positional``).
   Raises:
     ValueError: as ``one_layer.build`` / ``one_layer_positional.build`` (bad grid,
-      non-equivariant target for Theorem 2, overlapping ids), or a bad flag.
+      non-equivariant target for Theorem 2, overlapping ids).
   """
   t0 = time.perf_counter()
-  if not isinstance(positional, bool):
-    raise ValueError(f'positional must be True or False, got {positional!r}.')
-  if positional:
+  if variant.positional:
     if lam is not None:
       raise ValueError(f'lam={lam!r}: Theorem 3 (positional=True) uses the planned lam '
                        '(lam=None).')
-    base = one_layer_positional.build(target, d=d, n=n, resolution=resolution)
+    base = one_layer_positional.build(target, variant)
   else:
-    base = one_layer.build(target, d=d, n=n, resolution=resolution, lam=lam)
+    base = one_layer.build(target, variant, lam=lam)
   off = base.offset
   edges = tuple(e - off for e in base.edges)
   shift = Fraction(off, base.resolution)
@@ -457,7 +474,7 @@ class WideRealized:
     """Ball precision: ``one_layer``'s plan (ids resolved well below the clearance)."""
     return self.source.base.plan_bits(tolerance)
 
-  def planned_bits(self, margin=DEFAULT_MARGIN, tolerance: float = 1e-6) -> int:
+  def planned_bits(self, margin=one_layer_realized.DEFAULT_MARGIN, tolerance: float = 1e-6) -> int:
     del margin   # the ramps, and so the margin they keep, are fixed at ``realize``
     return self.bits(tolerance)
 
@@ -500,7 +517,7 @@ class WideRealized:
     """The rational midpoint of ``apply`` (softmax makes g(X) transcendental)."""
     return np.vectorize(Fraction, otypes=[object])(self.apply(x))
 
-  def certify_interiors(self, margin=DEFAULT_MARGIN, bits: int | None = None, *,
+  def certify_interiors(self, margin=one_layer_realized.DEFAULT_MARGIN, bits: int | None = None, *,
                         tolerance: float = 1e-6, workers=None, check_plan: bool = False,
                         executor=None, state_dir: str | None = None) -> dict:
     """Certified max |g - g_bar| over every cube interior (shrunk by margin delta per

@@ -73,22 +73,13 @@ from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.yun import grid, enumeration
 from transformer_ua.yun.stages import gc_kernels
-# Theorem 3's closed forms (Appendix G.2) live in their own module; re-exported here.
-from transformer_ua.yun.stages.contextual_positional import (  # noqa: F401  pylint: disable=unused-import
-    POSITIONAL_MAX_GRID, positional_bound, positional_grid, positional_interval,
+from transformer_ua.yun.stages.contextual_positional import (
+    positional_bound, positional_grid, positional_interval,
     positional_sweep_max, theorem3_final_scale, theorem3_sweep_ids)
-# Lemma 8's closed forms and params builders likewise (``contextual_params``).
-from transformer_ua.yun.stages.contextual_params import (  # noqa: F401  pylint: disable=unused-import
+from transformer_ua.yun.stages.contextual_params import (
     interval, lemma10_bounds, theorem2_sweep_ids, theorem2_final_scale,
-    sweep_id_max, contextual_mapping_bound, sweep_bound, parameter_count_of,
-    sweep_layer, sweep_params, final_params, contextual_mapping_segments,
-    contextual_mapping_params, SWEEP_HEADS, FINAL_HEADS, HEAD_SIZE)
-
-
-def parameter_count(d: int, n: int, resolution: int, positional: bool = False) -> int:
-  """Weights of g_c: N^d (n N^d with ``positional``) two-head layers of h(4md + m)
-  weights each, and one single-head layer (``CONTEXTUAL_MAPPINGS[positional]``'s)."""
-  return CONTEXTUAL_MAPPINGS[bool(positional)].count_parameters(d, n, resolution)
+    contextual_mapping_bound, sweep_bound, parameter_count_of,
+    final_params, contextual_mapping_params)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -172,7 +163,7 @@ class ContextualMapping:
   def build(cls, *, d: int, n: int, resolution: int, scale: int | None = None,
             arithmetic: str = 'auto') -> ContextualMapping:
     """Builds this class's g_c (``closed_forms``) and plans its arithmetic
-    (``build_contextual_mapping``; ``yun.stages.contextual_ties`` has its own builder)."""
+    (``yun.stages.contextual_ties`` has its own builder)."""
     d, n, N = grid.check_config(d, n, resolution)
     S = grid.check_scale(scale, N)
     return _build(cls, d=d, n=n, N=N, S=S, arithmetic=arithmetic)
@@ -423,33 +414,3 @@ class PositionalContextualMapping(ContextualMapping):
     ``limit``."""
     del limit
     return positional_grid(self.d, self.n, self.resolution)
-
-
-#: ``build_contextual_mapping``'s dispatch: ``positional`` -> the g_c class (Lemma 8 or
-#: Theorem 3's Appendix G.2).
-CONTEXTUAL_MAPPINGS = {False: ContextualMapping, True: PositionalContextualMapping}
-
-
-def build_contextual_mapping(*, d: int, n: int, resolution: int, scale: int | None = None,
-                             arithmetic: str = 'auto', positional: bool = False
-                             ) -> ContextualMapping:
-  """Builds Lemma 8's g_c (Theorem 2) or Appendix G.2's (Theorem 3) and plans its arithmetic.
-
-  Args:
-    d: embedding dimension (>= 1).
-    n: sequence length (>= 2).
-    resolution: N = 1/delta (>= 2).
-    scale: S, a multiple of 2N (default 2N).
-    arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', or 'limbs:K[:w]'.
-    positional: Theorem 3: inputs L + E (token j offset by j - 1 in every coordinate),
-      n N^d sweep layers over ``theorem3_sweep_ids`` and the global shift scaled by
-      n delta^(-(n+1)d-1); grid indices must then be in range (no -1). The class
-      ``CONTEXTUAL_MAPPINGS[positional]`` builds it.
-  Raises:
-    ValueError: invalid configuration, or an arithmetic too narrow for the bound.
-  """
-  d, n, N = grid.check_config(d, n, resolution)
-  S = grid.check_scale(scale, N)
-  if not isinstance(positional, bool):
-    raise ValueError(f'positional must be True or False, got {positional!r}.')
-  return _build(CONTEXTUAL_MAPPINGS[positional], d=d, n=n, N=N, S=S, arithmetic=arithmetic)

@@ -130,7 +130,6 @@ from transformer_ua.yun.stages import contextual, contextual_params
 
 #: Heads of the min layer and of the max+sum layer.
 MIN_HEADS, MAX_SUM_HEADS = 1, 2
-HEAD_SIZE = contextual.HEAD_SIZE
 #: Allowed values of ``ties`` (``'paper'``: Lemma 8 as published, ``yun.stages.contextual``).
 TIES = ('paper', 'complete')
 
@@ -236,10 +235,10 @@ def layer_count(d: int, resolution: int) -> int:
 
 
 def parameter_count(d: int, n: int, resolution: int) -> int:
-  per_head = 4 * HEAD_SIZE * d + HEAD_SIZE
+  per_head = 4 * contextual_params.HEAD_SIZE * d + contextual_params.HEAD_SIZE
   offset = 3 * d + 1  # W_1 [1, d], b_1, W_2 [d, 1], b_2 [d] (Phi descriptors are not weights)
   del n
-  return (resolution ** d * contextual.SWEEP_HEADS + MIN_HEADS + MAX_SUM_HEADS) * per_head \
+  return (resolution ** d * contextual_params.SWEEP_HEADS + MIN_HEADS + MAX_SUM_HEADS) * per_head \
       + offset
 
 
@@ -316,11 +315,11 @@ def representatives(d: int, n: int, resolution: int) -> np.ndarray:
 
 def segments(d: int, resolution: int) -> tuple[Segment, ...]:
   return (Segment('feedforward', 1, width=1, activation='phi', name='offset'),
-          Segment('attention', resolution ** d, num_heads=contextual.SWEEP_HEADS,
-                  head_size=HEAD_SIZE, normalizer='hardmax', name='selective_shift_sweep'),
-          Segment('attention', 1, num_heads=MIN_HEADS, head_size=HEAD_SIZE,
+          Segment('attention', resolution ** d, num_heads=contextual_params.SWEEP_HEADS,
+                  head_size=contextual_params.HEAD_SIZE, normalizer='hardmax', name='selective_shift_sweep'),
+          Segment('attention', 1, num_heads=MIN_HEADS, head_size=contextual_params.HEAD_SIZE,
                   normalizer='hardmax', name='global_min'),
-          Segment('attention', 1, num_heads=MAX_SUM_HEADS, head_size=HEAD_SIZE,
+          Segment('attention', 1, num_heads=MAX_SUM_HEADS, head_size=contextual_params.HEAD_SIZE,
                   normalizer='hardmax', name='global_max_and_count'))
 
 

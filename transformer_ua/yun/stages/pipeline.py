@@ -30,27 +30,6 @@ import numpy as np
 
 from transformer_ua import construction, layers
 from transformer_ua.yun.stages import contextual, quantize, value
-from transformer_ua.yun.variants import registry
-from transformer_ua.yun.variants.base import Variant
-
-
-def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
-                 ties: str = 'paper') -> dict:
-  """Depth of each stage, from the paper's formulas.
-
-  Theorem 2: d/delta + d, delta^-d + 1, n C(delta^-d, n) + d + 1.
-  Theorem 3 (``positional``, Appendix G): d n/delta, n delta^-d + 1, n delta^(-dn) + d + 1.
-  ties='complete' (``contextual_ties``): d/delta + d, delta^-d + 3,
-  delta^-d C(delta^-d + n - 2, n - 1) + d + 1.
-  """
-  return registry.choose(d, n, resolution, positional=positional, ties=ties).layer_counts()
-
-
-def parameter_counts(d: int, n: int, resolution: int, positional: bool = False,
-                     ties: str = 'paper') -> dict:
-  """Weights of each stage (``Variant.parameter_counts``)."""
-  return registry.choose(d, n, resolution, positional=positional,
-                     ties=ties).parameter_counts()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -62,7 +41,7 @@ class GBar:
   value: value.ValueMapping
 
   @property
-  def variant(self) -> Variant:
+  def variant(self):
     """The construction's variant (``yun.grid``), the value map's."""
     return self.value.variant
 
@@ -145,28 +124,18 @@ class GBar:
     return self.contextual.to_fractions(out)
 
 
-def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
-                arithmetic: str = 'auto', positional: bool = False,
-                ties: str = 'paper', variant: Variant | None = None) -> GBar:
-  """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
+def build_g_bar(variant, targets, *, denominator: int = 1, arithmetic: str = 'auto') -> GBar:
+  """Builds g_bar = g_v o g_c o g_q of a Lemma 7-9 ``variant`` for a target on its
+  value-map classes.
 
   Args:
-    d, n, resolution: the configuration.
-    targets: integer numerators [C(N^d, n), n, d] (``value.representatives`` order);
-      with ``positional`` [N^(dn), n, d], one row per grid point.
-    denominator: A = targets / denominator; the exact scale becomes lcm(2N, denominator).
+    variant: the ``yun.variants.staged`` object on its grid (Lemma 8, Theorem 3's
+      Appendix G, or ``ties='complete'``'s g_c).
+    targets: integer numerators [C, n, d] in ``variant.representatives()`` order
+      (Theorem 2: C(N^d, n); ties='complete': C(N^d + n - 1, n); Theorem 3: N^(dn)).
+    denominator: A = targets / denominator; the exact scale is ``variant.scale``.
     arithmetic: for g_c ('auto', 'int64', 'limbs').
-    positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
-    ties: 'paper' (Lemma 8) or 'complete' (``contextual_ties``: targets on every
-      multiset of G, [C(N^d + n - 1, n), n, d]; scale lcm(N lcm(2, n), denominator)).
-    variant: the ``Variant`` already chosen (then d, n, resolution must be its
-      grid's, and positional / ties are not read).
   """
-  if variant is None:
-    variant = registry.choose(d, n, resolution, positional=positional, ties=ties)
-  elif (d, n, resolution) != (variant.d, variant.n, variant.N):
-    raise ValueError(f'(d, n, resolution) = {(d, n, resolution)} is not the variant\'s grid '
-                     f'{(variant.d, variant.n, variant.N)}.')
   g_q = variant.build_quantization()
   g_c = variant.build_contextual(scale=variant.scale(denominator), arithmetic=arithmetic)
   g_v = value.build_value_mapping(g_c, targets, denominator=denominator, variant=variant)

@@ -26,7 +26,7 @@ on the params), so (*) is exact. The global shift (one head, b_f, gain F = N^((n
     g_c(L)_j = Z_j + (q_j - id_j) e_1         (Z: the encoded input)
 
 Arithmetic. The sweep runs in the narrowest integer type its own proven bound allows
-(``sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
+(``contextual_params.sweep_bound``: ids, spreads, shifts and the tie sum; int32, int64, or
 limbs), the global shift and everything after it in the mapping's planned arithmetic
 (``cm.arithmetic``: int64 or limbs) -- e.g. at N=8, d=2, n=4 the sweep needs 58 bits
 and only the final layer's 81 bits need limbs.
@@ -52,7 +52,8 @@ import numpy as np
 
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun.stages import contextual, gc_kernels
+from transformer_ua.yun.stages import gc_kernels
+from transformer_ua.yun.stages import contextual_params
 
 #: Integer types of the sweep, narrowest first, and the bits (incl. sign) each holds.
 SWEEP_INT_TYPES = (('int32', 31), ('int64', planner.INT64_BITS))
@@ -61,9 +62,6 @@ SWEEP_ARITHMETICS = ('auto', 'int32', 'int64', 'limbs')
 FLOAT_EXACT_BITS = 53
 
 
-#: Proven bound on |every integer| of the sweep computed on column ids alone (Lemma 8's
-#: g_c; ``contextual.sweep_bound``, where ``ContextualMapping.id_sweep_bound`` reads it).
-sweep_bound = contextual.sweep_bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +74,7 @@ class Program:
     final_bias: b_f of the global shift (0 for Yun); final_gain: F.
     u: the shared projection (Python ints, u[0] = 1).
     kind: the sweep's arithmetic, 'int32', 'int64' or 'limbs'; spec: its LimbSpec.
-    sweep_bits: bits the sweep needs (``sweep_bound``).
+    sweep_bits: bits the sweep needs (``contextual_params.sweep_bound``).
   """
 
   lo: tuple
@@ -115,9 +113,9 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
   """Reads and checks the id-only program from ``cm.exact_params``; plans the sweep.
 
   Args:
-    cm: a ``yun.ContextualMapping`` (Theorem 2 or 3).
+    cm: a ``contextual.ContextualMapping`` (Theorem 2 or 3).
     arithmetic: the sweep's arithmetic: 'auto' (narrowest that holds
-      ``sweep_bound``), 'int32', 'int64' (refused when too narrow), 'limbs'.
+      ``contextual_params.sweep_bound``), 'int32', 'int64' (refused when too narrow), 'limbs'.
   Raises:
     ValueError: the params are not of the selective-shift shape, or the arithmetic
       is too narrow.
@@ -131,7 +129,7 @@ def read_program(cm, arithmetic: str = 'auto') -> Program:
   shape_error = ValueError('the id-only kernel needs W_Q = W_K = W_V = u^T in every head, '
                            'W_O along e_1, and selective-shift head pairs; these params are '
                            "not of that shape (use kernel='fast' or 'core').")
-  for p, heads in ((sw, contextual.SWEEP_HEADS), (fi, contextual.FINAL_HEADS)):
+  for p, heads in ((sw, contextual_params.SWEEP_HEADS), (fi, contextual_params.FINAL_HEADS)):
     if p['W_Q'].shape[1:] != (heads, 1, cm.d) or p['W_O'].shape[1:] != (heads, cm.d, 1):
       raise shape_error
     for key in ('W_Q', 'W_K', 'W_V'):
@@ -186,7 +184,7 @@ def input_ids(cm, prog: Program, k):
   """Scaled ids u^T Z_j of grid indices k [B, n, d] (encoded by ``cm.encode``), as
   sweep values [n, B(, K)]. The entries fit the sweep's arithmetic: |entry| <= S Omega
   (Omega = N^(nd); Theorem 3: < S n) and the sweep's bound holds every |id| <= S U_s,
-  U_s >= Omega R (``contextual.sweep_id_max``; Theorem 3: the exhaustive max)."""
+  U_s >= Omega R (``contextual_params.sweep_id_max``; Theorem 3: the exhaustive max)."""
   s_ops = sweep_ops(prog)
   x = s_ops.convert(cm.encode(k), cm.ops)                   # [B, n, d(, K)]
   return jnp.moveaxis(s_ops.dot_const(x, prog.u), 1, 0)
@@ -282,5 +280,3 @@ def sweep_kernel(cm):
   return forward_fn(cm)
 
 
-#: ``gc_kernels.kernel_fn`` (the registry), for callers that reach it through this module.
-kernel_fn = gc_kernels.kernel_fn

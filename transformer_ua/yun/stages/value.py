@@ -19,7 +19,7 @@ of ``contextual_mapping_bound`` (over S), so the kill makes every entry of a col
 with u^T Z outside [t_l, t_r] strictly negative and the d clean-up layers zero it.
 
 Theorem 3 (``cm.positional``, Appendix G.3): no permutation reduction, so the classes
-are all N^(dn) grid points (``contextual.positional_grid`` order) and there are
+are all N^(dn) grid points (``contextual_positional.positional_grid`` order) and there are
 n N^(dn) bump layers; kill and clean-up are kept (they never fire on L + E).
 
 Trap the paper does not mention: after bump (c, j) fires, the column holds A[c, j];
@@ -59,9 +59,8 @@ from transformer_ua import construction, layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun.stages import contextual, sweep
-from transformer_ua.yun.variants import registry
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.stages import contextual
+from transformer_ua.yun.stages import gc_kernels
 
 #: Hidden width of every value-mapping layer.
 WIDTH = 1
@@ -69,40 +68,7 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def _variant(d, n, resolution, positional, ties) -> Variant:
-  return registry.choose(d, n, resolution, positional=positional, ties=ties)
-
-
-def num_classes(d: int, n: int, resolution: int, positional: bool = False,
-                ties: str = 'paper') -> int:
-  """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
-  (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
-  multisets of G for ``ties='complete'`` (``yun.stages.contextual_ties``). See
-  ``Variant.num_classes``."""
-  return _variant(d, n, resolution, positional, ties).num_classes()
-
-
-def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False,
-                    ties: str = 'paper') -> int:
-  """One per id: n per class; ``ties='complete'``: one per (multiset, value in it),
-  N^d C(N^d + n - 2, n - 1) (repeated tokens share their id and their bump)."""
-  return _variant(d, n, resolution, positional, ties).num_bump_layers()
-
-
-def layer_count(d: int, n: int, resolution: int, positional: bool = False,
-                ties: str = 'paper') -> int:
-  """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1; ties='complete':
-  delta^-d C(delta^-d + n - 2, n - 1) + d + 1)."""
-  return _variant(d, n, resolution, positional, ties).value_layers()
-
-
-def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
-                    ties: str = 'paper') -> int:
-  """(3d + 1) weights per layer."""
-  return _variant(d, n, resolution, positional, ties).value_parameters()
-
-
-def segments_for(variant: Variant) -> tuple[Segment, ...]:
+def segments_for(variant) -> tuple[Segment, ...]:
   """(kill and clean-up, bumps) of the variant's g_v; without the bumps when G~ is
   empty (n > N^d)."""
   kill = Segment('feedforward', variant.d + 1, width=WIDTH, activation='phi',
@@ -111,20 +77,6 @@ def segments_for(variant: Variant) -> tuple[Segment, ...]:
   if not bumps:
     return (kill,)
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
-
-
-def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
-                           ties: str = 'paper') -> tuple[Segment, ...]:
-  """``segments_for`` the variant of these keyword arguments."""
-  return segments_for(_variant(d, n, resolution, positional, ties))
-
-
-def representatives(d: int, n: int, resolution: int, positional: bool = False,
-                    ties: str = 'paper') -> np.ndarray:
-  """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
-  (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order;
-  ``ties='complete'``: every multiset of G, columns non-decreasing)."""
-  return _variant(d, n, resolution, positional, ties).representatives()
 
 
 def round_targets(values, denominator: int):
@@ -139,12 +91,12 @@ def round_targets(values, denominator: int):
   return num.astype(np.int64), err
 
 
-def random_targets(d: int, n: int, resolution: int, *, seed: int = 0,
-                   magnitude: int = 8) -> np.ndarray:
-  """A random permutation-equivariant target: integer numerators [C, n, d] in [-m, m]."""
+def random_targets(variant, *, seed: int = 0, magnitude: int = 8) -> np.ndarray:
+  """A random target on ``variant``'s value-map classes: integer numerators [C, n, d]
+  in [-m, m]."""
   rng = np.random.default_rng(seed)
   return rng.integers(-magnitude, magnitude + 1,
-                      size=(num_classes(d, n, resolution), n, d)).astype(np.int64)
+                      size=(variant.num_classes(), variant.n, variant.d)).astype(np.int64)
 
 
 def kill_clean_params(d, t_l, t_r, m_plus_1, u, one):
@@ -211,7 +163,7 @@ class ValueMapping:
   targets_scaled: jax.Array
   literal_arithmetic: planner.Arithmetic
   literal_bound: int
-  variant: Variant = None
+  variant: object = None
 
   @property
   def d(self):
@@ -494,13 +446,14 @@ def _distinct_centers(ops, flat, order, targets, variant):
   return keep
 
 
-def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic: str = 'auto',
-                        chunk_size: int = REP_CHUNK, kernel: str = 'fast',
-                        variant: Variant | None = None) -> ValueMapping:
+def build_value_mapping(cm, targets, *, variant, denominator: int = 1,
+                        literal_arithmetic: str = 'auto', chunk_size: int = REP_CHUNK,
+                        kernel: str = 'fast') -> ValueMapping:
   """Builds Lemma 9's g_v for ``cm`` and a target given on the Category-1 classes.
 
   Args:
-    cm: a ``yun.ContextualMapping`` (its scale S must be a multiple of ``denominator``).
+    cm: a ``contextual.ContextualMapping`` (its scale S must be a multiple of ``denominator``).
+    variant: the ``yun.variants`` object ``cm`` was built for (classes, bumps, counts).
     targets: integer numerators [C, n, d], C = C(N^d, n) (ties=complete:
       C(N^d + n - 1, n)), in the order of ``representatives`` (columns of each
       representative sorted by column index).
@@ -508,15 +461,13 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     literal_arithmetic: arithmetic for the literal network ('auto', 'int64', 'limbs').
     chunk_size: classes per jit call when running g_c on the representatives.
     kernel: g_c kernel for the representatives ('sweep', 'fast' or 'core', same
-      integers; ``sweep.kernel_fn``).
-    variant: the ``Variant`` (default: ``registry.of(cm)``, from cm's flags).
+      integers; ``gc_kernels.kernel_fn``).
   Raises:
     ValueError: wrong target shape/dtype, denominator not dividing S, or the trap
       check |u^T A_j| < t_l - delta/2 fails.
   """
   d, n, N = cm.d, cm.n, cm.resolution
   s = cm.scale
-  variant = registry.of(cm) if variant is None else variant
   c = variant.num_classes()
   targets = np.asarray(targets)
   if targets.shape != (c, n, d):
@@ -546,7 +497,7 @@ def build_value_mapping(cm, targets, *, denominator: int = 1, literal_arithmetic
     raise ValueError(f'targets too large for the {cm.arithmetic.describe()} arithmetic.')
   m = -(-cm.bound // s)  # M >= every entry of g_c(G+) (cm.bound bounds them, scaled)
   decode = variant.class_decoder()
-  forward = sweep.kernel_fn(cm, kernel)
+  forward = gc_kernels.kernel_fn(cm, kernel)
 
   def run(params, start):
     rank = start + jnp.arange(chunk_size, dtype=jnp.int64)

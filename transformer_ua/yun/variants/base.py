@@ -1,49 +1,45 @@
-r"""The grid G_delta and the variants of the construction, each an object chosen once.
+r"""The Variant contract: one construction of Theorem 2 or 3 on a Grid, decided once.
 
-Yun et al. 2020 build g_bar = g_v o g_c o g_q on the grid (Appendix E)
+Yun et al. 2020 build g_bar = g_v o g_c o g_q on the grid (Appendix E) and realize it
+as a standard Transformer g (Lemma 6). A variant is everything that differs between the
+constructions, as one object on a ``grid.Grid``:
 
-    Grid(d, n, N):  delta = 1/N,  G_delta = {0, delta, ..., 1 - delta}^{d x n}
+    variant          theorem                  g_c                      g realized
+    paper            Theorem 2 (Lemmas 7-9)   N^d + 1 hardmax layers   deep, T^{2,1,4}
+    ties_complete    Theorem 2, no bad set    N^d + 3 layers           deep, T^{2,1,4}
+    positional       Theorem 3 (Appendix G)   n N^d + 1 layers         deep, T^{2,1,4}
+    one_layer        Theorem 2                one softmax layer        deep, T^{2,1,4}
+    one_layer_wide   Theorem 2                one softmax layer        3 blocks, wide FF
+    positional_wide  Theorem 3                one softmax layer        3 blocks, wide FF
 
-and the variants differ in what g_c separates and so in what g_v is indexed by:
+Every variant answers (``Variant``): its class counts and class decoder (the value map's
+index), the cube classes the certificate evaluates, the closed-form size of g (blocks,
+attention layers, width, parameters, nothing built), the estimated seconds of one
+attempt, a ``check`` that a plan exists at N, and ``build(target)``: the approximator
+(f, f_bar, g_bar) whose ``realize`` gives g. The Lemma 7-9 variants share the stage
+methods of ``staged.StagedVariant``. ``registry.py`` lists the variants by name and is
+the one place public keyword arguments become a variant (``registry.choose``).
 
-    variant        theorem                    g_q layers   g_c layers        g_v classes C
-    Paper          Theorem 2 (Lemmas 7-9)     d(N + 1)     N^d + 1           C(N^d, n)
-    Positional     Theorem 3 (Appendix G)     d n N        n N^d + 1         N^(dn)
-    TiesComplete   Theorem 2, no bad set      d(N + 1)     N^d + 3           C(N^d + n - 1, n)
-    OneLayer       Theorem 2, one softmax     d(N + 1)     1 attn + 1 shift  C(N^d + n - 1, n)
-                   layer (``yun.single_attention.one_layer``)
+Size of a deep realization (``realize.as_blocks``: one T^{2,1,4} block per layer of
+g_bar, + ceil(d / 2) clamp blocks; E [n, d] for Theorem 3):
 
-g_v has one bump per distinct id (n C for Paper and Positional; N^d C(N^d + n - 2, n - 1)
-for TiesComplete and OneLayer, whose repeated tokens share an id) plus d + 1 kill and
-clean-up layers (none for OneLayer: its bumps are certified, ``yun.single_attention.one_layer``); every
-g_q / g_v layer has 3d + 1 weights. Paper alone has a bad set (repeated columns:
-g_bar = 0 there).
-
-``registry.choose(grid, positional=, ties=, contextual=)`` validates the public
-keyword arguments (the messages callers rely on) and returns the variant; the builders
-(``pipeline.build_g_bar``, ``approximator.build_approximator``) call it once and pass the
-object down. Everything that differs between variants is a method here: the id interval
-[t_l, t_r], the layer and parameter counts per stage, the value map's classes and their
-representatives, the grid classes Lemma 6 and the certification run over, the exact
-scale, the g_q and g_c builders (Theorem 3's: ``quantize.PositionalQuantization``,
-``contextual.PositionalContextualMapping``), the label.
+    params = blocks (h s (4d + 1) + 2 w d + w + d) + n d [positional]
+             (h = 2 heads of size s = 1, width w = 4)
 """
 
 from __future__ import annotations
 
-from __future__ import annotations
-
+import abc
 import dataclasses
-import itertools
-from fractions import Fraction
+import math
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_ua import realize as realize_lib
 from transformer_ua.yun import enumeration, grid
-from transformer_ua.yun.stages import contextual, quantize
 
 #: Allowed values of ``contextual`` (``'one_layer'``: ``yun.single_attention.one_layer``).
 CONTEXTUALS = ('paper', 'one_layer')
@@ -53,16 +49,36 @@ CONTEXTUALS = ('paper', 'one_layer')
 FF_WEIGHTS_PER_D, FF_WEIGHTS_EXTRA = 3, 1
 
 
-def _ff_weights(layers_: int, d: int) -> int:
+def ff_weights(layers_: int, d: int) -> int:
+  """Weights of ``layers_`` g_q / g_v feed-forward layers."""
   return layers_ * (FF_WEIGHTS_PER_D * d + FF_WEIGHTS_EXTRA)
 
 
+def block_params(d: int) -> int:
+  """Weights of one T^{2,1,4} block: attention 2 heads of size 1 (W_Q, b_Q, W_K, W_V,
+  W_O: 8d + 2) and the width-4 feed-forward (W_1, b_1, W_2, b_2: 9d + 4)."""
+  h, s, w = realize_lib.BLOCK_HEADS, realize_lib.BLOCK_HEAD_SIZE, realize_lib.BLOCK_WIDTH
+  return h * s * (4 * d + 1) + (2 * w * d + w + d)
+
+
+def as_float(x) -> float:
+  """float(x), or inf for an int past float64's range (sizes of huge grids)."""
+  try:
+    return float(x)
+  except OverflowError:
+    return math.inf
+
+
+def clamp_blocks(d: int) -> int:
+  """Blocks of the output clamp (``realize.output_clamp``)."""
+  return -(-d // realize_lib.CLAMP_COORDS_PER_BLOCK)
+
 
 @dataclasses.dataclass(frozen=True)
-class Variant:
+class Variant(abc.ABC):
   """One variant of the construction on a ``Grid`` (module docstring).
 
-  Class attributes: ``name``; ``theorem`` and ``label`` (short and long, for reprs and
+  Class attributes: ``name`` (the registry key), ``summary`` (one line); ``theorem`` and ``label`` (short and long, for reprs and
   ``describe``); the public flags ``positional``, ``ties``, ``contextual`` it stands for;
   ``has_bad_set`` (repeated columns map to 0); ``equivariant`` (Theorem 2: f must be
   permutation equivariant, classes are multisets); ``exact_by_construction`` (g_bar =
@@ -74,6 +90,7 @@ class Variant:
   grid: grid.Grid
 
   name: ClassVar[str] = ''
+  summary: ClassVar[str] = ''
   theorem: ClassVar[str] = 'Theorem 2'
   label: ClassVar[str] = ''
   positional: ClassVar[bool] = False
@@ -101,80 +118,20 @@ class Variant:
   def N(self) -> int:  # pylint: disable=invalid-name
     return self.grid.N
 
-  # -- g_q ------------------------------------------------------------------
+  @classmethod
+  def applies(cls, positional: bool) -> bool:
+    """Theorem 3's variants approximate every f; Theorem 2's need an equivariant f."""
+    return not cls.equivariant or not positional
 
-  def quantization_tokens(self) -> int | None:
-    """``n`` argument of ``quantize.layer_count``: None (Lemma 7) or n (Appendix G.1)."""
-    return None
+  # -- the value map's classes -------------------------------------------------
 
-  def quantization_layers(self) -> int:
-    return quantize.layer_count(self.d, self.N, self.quantization_tokens())
-
-  def quantization_parameters(self) -> int:
-    return quantize.parameter_count(self.d, self.N, self.quantization_tokens())
-
-  def quantization_int_params(self, scale: int) -> dict:
-    """g_q's segment params ({'feedforward': ...}, one segment) as scaled int64 NumPy
-    arrays at ``scale``."""
-    _, scaled = quantize.quantization_params(d=self.d, n=self.n, resolution=self.N,
-                                             scale=scale, dtype='int64')
-    return jax.tree_util.tree_map(np.asarray, scaled['segment_0'])
-
-  def build_quantization(self) -> quantize.Quantization:
-    """Lemma 7's g_q (d/delta + d feed-forward layers)."""
-    return quantize.Quantization.build(d=self.d, n=self.n, resolution=self.N)
-
-  # -- g_c ------------------------------------------------------------------
-
-  def interval(self) -> tuple[Fraction, Fraction]:
-    """[t_l, t_r]: every id q(L) of a point with a value lies in it."""
-    raise NotImplementedError
-
-  def contextual_layers(self) -> int:
-    raise NotImplementedError
-
-  def contextual_parameters(self) -> int:
-    raise NotImplementedError
-
-  def scale(self, denominator) -> int | None:
-    """The exact scale S for targets numerators / ``denominator``: lcm(2N, denominator)
-    (None for a non-integer denominator: the builder's default)."""
-    if isinstance(denominator, (int, np.integer)):
-      return int(np.lcm(2 * self.N, int(denominator)))
-    return None
-
-  def build_contextual(self, *, scale: int | None, arithmetic: str):
-    """g_c with exact scale S = ``scale`` in the planned ``arithmetic``."""
-    raise NotImplementedError
-
-  def contextual_object_params(self, cm) -> dict:
-    """The built g_c ``cm``'s params as scaled Python ints (object arrays), one entry
-    ``segment_<i>`` per segment."""
-    _, scaled = contextual.contextual_mapping_params(
-        d=cm.d, n=cm.n, resolution=cm.resolution, sweep_ids=cm.sweep_ids,
-        final_scale=cm.final_scale, scale=cm.scale, dtype='object')
-    return scaled
-
-  # -- g_v ------------------------------------------------------------------
-
+  @abc.abstractmethod
   def num_classes(self) -> int:
     """Classes the value map is indexed by (module docstring)."""
-    raise NotImplementedError
 
-  def num_bump_layers(self) -> int:
-    """One bump per distinct id: n per class (Paper, Positional)."""
-    return self.n * self.num_classes()
-
-  def value_layers(self) -> int:
-    """Bumps + d clean-ups + 1 kill (Lemma 9)."""
-    return self.num_bump_layers() + self.d + 1
-
-  def value_parameters(self) -> int:
-    return _ff_weights(self.value_layers(), self.d)
-
+  @abc.abstractmethod
   def class_decoder(self):
     """jnp ``decode(rank [B]) -> K [B, n, d]``: the classes in rank order."""
-    raise NotImplementedError
 
   def representatives(self) -> np.ndarray:
     """Grid indices [C, n, d] of the classes, in rank order."""
@@ -184,29 +141,77 @@ class Variant:
 
   def grid_classes(self) -> np.ndarray:
     """Grid indices K [C, n, d] of every cube up to what the theorem needs (Lemma 6's
-    and the certification's domain, ``yun.realization.ids.grid_classes``): one representative per
-    multiset of n cells (columns sorted by cell), repeated cells included (g and g_bar
-    are permutation equivariant)."""
-    d, n, N = self.d, self.n, self.N
-    cells = N ** d
-    digits = enumeration.column_digits(np.arange(cells, dtype=np.int64), d, N)   # [N^d, d]
-    combos = np.asarray(list(itertools.combinations_with_replacement(range(cells), n)),
-                        np.int64)
-    return digits[combos]
+    and the certification's domain, ``yun.realization.ids.grid_classes``): Theorem 2
+    (g and g_bar permutation equivariant): one representative per multiset of n cells
+    (columns sorted by cell), repeated cells included; Theorem 3: every one of the
+    N^(dn) cubes."""
+    return enumeration.cube_classes(self.grid, self.equivariant)
 
-  # -- totals -----------------------------------------------------------------
+  def cube_classes(self) -> int:
+    """Cube classes the certificate evaluates: multisets of n cells (Theorem 2) or
+    every cube (Theorem 3)."""
+    if self.equivariant:
+      return math.comb(self.grid.cells + self.n - 1, self.n)
+    return self.N ** (self.d * self.n)
 
+  # -- sizes -------------------------------------------------------------------
+
+  @abc.abstractmethod
+  def size(self) -> dict:
+    """{'blocks', 'attention_layers', 'max_width', 'params'} of g with the output clamp,
+    in closed form (Python ints; nothing is built)."""
+
+  @abc.abstractmethod
+  def seconds(self, size: dict, classes: int) -> float:
+    """Estimated seconds of one build + realize + certify at this size."""
+
+  def check(self) -> None:
+    """None, or ValueError where the construction has no plan at this grid."""
+
+  # -- the construction -------------------------------------------------------
+
+  @abc.abstractmethod
+  def build(self, target, **options):
+    """The approximator (f, f_bar, g_bar) of ``target`` on this grid; its ``realize``
+    gives g."""
+
+  def __repr__(self) -> str:
+    return f'{type(self).__name__}({self.label}: d={self.d}, n={self.n}, N={self.N})'
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class DeepVariant(Variant):
+  """A variant whose g_bar has the paper's layers by stage, realized deep: one
+  T^{2,1,4} block per layer of g_bar (module docstring). ``COST``: (fixed s, s per
+  block, s per class and block) of one attempt, measured (``search``)."""
+
+  COST: ClassVar[tuple] = (10.0, 8e-3, 2.5e-6)
+
+  @abc.abstractmethod
   def layer_counts(self) -> dict:
-    """{'quantization', 'contextual', 'value'} -> layers, from the paper's formulas."""
-    return {'quantization': self.quantization_layers(),
-            'contextual': self.contextual_layers(), 'value': self.value_layers()}
+    """{'quantization', 'contextual', 'value'} -> layers of g_bar, from the formulas."""
 
+  @abc.abstractmethod
   def parameter_counts(self) -> dict:
-    return {'quantization': self.quantization_parameters(),
-            'contextual': self.contextual_parameters(), 'value': self.value_parameters()}
+    """The same stages -> weights."""
 
   def depth(self) -> int:
     return sum(self.layer_counts().values())
 
-  def __repr__(self) -> str:
-    return f'{type(self).__name__}({self.label}: d={self.d}, n={self.n}, N={self.N})'
+  @abc.abstractmethod
+  def attention_layers(self) -> int:
+    """Attention layers of g (the softmax layers Lemma 6 realizes)."""
+
+  def size(self) -> dict:
+    """{'blocks', 'attention_layers', 'max_width', 'params'} of g realized deep with the
+    output clamp (module docstring)."""
+    blocks = self.depth() + clamp_blocks(self.d)
+    return {'blocks': blocks, 'attention_layers': self.attention_layers(),
+            'max_width': realize_lib.BLOCK_WIDTH,
+            'params': blocks * block_params(self.d) + (self.n * self.d if self.positional else 0)}
+
+  def seconds(self, size: dict, classes: int) -> float:
+    """fixed + per_block blocks + per_class_block classes blocks (``COST``)."""
+    fixed, per_block, per_class_block = self.COST
+    b = as_float(size['blocks'])
+    return fixed + per_block * b + per_class_block * as_float(classes) * b

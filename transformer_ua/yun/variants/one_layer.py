@@ -1,37 +1,54 @@
-"""Theorem 2 with one softmax attention layer as g_c (``single_attention.one_layer``)."""
+"""Theorem 2 with one softmax attention layer as g_c, realized deep (Lemma 6).
+
+    g_c = one softmax head (lam planned, ids certified distinct) + a bias-only shift
+    g_v = one certified bump per id (``single_attention.one_layer``)
+
+No bad set; the ids are irrational (certified enclosures), so there is no [t_l, t_r]
+and no stage-by-stage builder: ``single_attention.one_layer.build`` builds g_bar whole.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar
 
-
-from transformer_ua.yun.stages import contextual_ties
-
-from transformer_ua.yun.variants.base import Variant, _ff_weights
+from transformer_ua.yun.single_attention import one_layer, one_layer_ids
+from transformer_ua.yun.stages import contextual_ties, quantize
+from transformer_ua.yun.variants.base import DeepVariant, ff_weights
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class OneLayer(Variant):
-  """Theorem 2 with one softmax attention layer as g_c (``yun.single_attention.one_layer``): no bad set;
-  g_c is the attention layer and a bias-only shift, g_v one certified bump per id. Its
-  ids are irrational (certified enclosures, no [t_l, t_r]) and ``yun.single_attention.one_layer.build``
-  builds it whole: ``interval`` and the stage builders do not apply."""
+class OneLayer(DeepVariant):
+  """Theorem 2 with one softmax attention layer as g_c (module docstring)."""
 
-  name: ClassVar[str] = 'one-layer'
+  name: ClassVar[str] = 'one_layer'
+  summary: ClassVar[str] = ('Theorem 2 with one softmax attention layer, realized deep (one '
+                            'block per id)')
   label: ClassVar[str] = 'Theorem 2, one softmax attention layer'
   contextual: ClassVar[str] = 'one_layer'
   classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
   #: g_c: the attention layer and the shift layer.
   CONTEXTUAL_LAYERS: ClassVar[int] = 2
+  #: (fixed s, s per block, s per class and block) of one attempt (``search``).
+  COST: ClassVar[tuple] = (2.0, 2.5e-3, 1.6e-6)
 
-  def contextual_layers(self) -> int:
-    return self.CONTEXTUAL_LAYERS
+  def layer_counts(self) -> dict:
+    """g_q as Lemma 7; g_c the attention and shift layers; g_v one bump per id (no kill
+    or clean-up layers)."""
+    return {'quantization': quantize.layer_count(self.d, self.N, None),
+            'contextual': self.CONTEXTUAL_LAYERS,
+            'value': self.num_bump_layers()}
 
-  def contextual_parameters(self) -> int:
-    """The head (W_Q, b_Q, W_K, W_V: head size 1; W_O [d, 1]) and the shift
-    (W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d])."""
-    return (4 * self.d + 1) + _ff_weights(1, self.d)
+  def parameter_counts(self) -> dict:
+    """g_q as Lemma 7; g_v 3d + 1 per layer; g_c: the head (W_Q, b_Q, W_K, W_V: head size 1;
+    W_O [d, 1]) and the shift (W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d])."""
+    c = self.layer_counts()
+    return {'quantization': quantize.parameter_count(self.d, self.N, None),
+            'contextual': (4 * self.d + 1) + ff_weights(1, self.d),
+            'value': ff_weights(c['value'], self.d)}
+
+  def attention_layers(self) -> int:
+    return 1
 
   def num_classes(self) -> int:
     """Contexts: multisets of n cells (as ``TiesComplete``)."""
@@ -41,10 +58,14 @@ class OneLayer(Variant):
     """One per (context, token) pair (as ``TiesComplete``'s ids)."""
     return contextual_ties.num_ids(self.d, self.n, self.N)
 
-  def value_layers(self) -> int:
-    """One bump per id (no kill or clean-up layers)."""
-    return self.num_bump_layers()
-
   def class_decoder(self):
     """Contexts are multisets of n cells (as ``TiesComplete``)."""
     return contextual_ties.make_class_codec(self.d, self.n, self.N)['decode']
+
+  def check(self) -> None:
+    """ValueError past the plan's range (``one_layer_ids.plan``)."""
+    one_layer_ids.plan(self.d, self.n, self.N)
+
+  def build(self, target, *, lam=None, id_bits: int | None = None):
+    """``single_attention.one_layer.build``: g_bar with certified ids."""
+    return one_layer.build(target, self, lam=lam, id_bits=id_bits)

@@ -10,20 +10,23 @@ from typing import ClassVar
 from transformer_ua.yun import enumeration
 from transformer_ua.yun.stages import contextual
 
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.staged import StagedVariant
+from transformer_ua.yun.stages import contextual_params
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class Paper(Variant):
+class Paper(StagedVariant):
   """Theorem 2 as published: Lemma 8's g_c; repeated columns are the bad set."""
 
   name: ClassVar[str] = 'paper'
+  summary: ClassVar[str] = ("Theorem 2 as published (Lemma 8's N^d + 1 attention layers; "
+                            'bad set)')
   label: ClassVar[str] = 'Theorem 2'
   has_bad_set: ClassVar[bool] = True
   classes_label: ClassVar[str] = 'C(N^d, n)'
 
   def interval(self):
-    return contextual.interval(self.d, self.n, self.N)
+    return contextual_params.interval(self.d, self.n, self.N)
 
   def contextual_layers(self) -> int:
     return self.grid.cells + 1
@@ -34,6 +37,9 @@ class Paper(Variant):
   def build_contextual(self, *, scale, arithmetic):
     return contextual.ContextualMapping.build(d=self.d, n=self.n, resolution=self.N,
                                               scale=scale, arithmetic=arithmetic)
+
+  def attention_layers(self) -> int:
+    return self.grid.cells + 1
 
   def num_classes(self) -> int:
     return math.comb(self.grid.cells, self.n)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-import numpy as np
 
 from transformer_ua.yun import grid
 from transformer_ua.yun.stages import contextual, quantize
 
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.staged import StagedVariant
+from transformer_ua.yun.stages import contextual_positional
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class Positional(Variant):
+class Positional(StagedVariant):
   """Theorem 3 (Appendix G): E makes every grid point its own context."""
 
   name: ClassVar[str] = 'positional'
+  summary: ClassVar[str] = 'Theorem 3 (positional encoding E; n N^d + 1 attention layers)'
+  COST: ClassVar[tuple] = (10.0, 19e-3, 7.6e-6)
   theorem: ClassVar[str] = 'Theorem 3'
   label: ClassVar[str] = 'Theorem 3 (positional)'
   positional: ClassVar[bool] = True
@@ -38,7 +40,7 @@ class Positional(Variant):
     return quantize.PositionalQuantization.build(d=self.d, n=self.n, resolution=self.N)
 
   def interval(self):
-    return contextual.positional_interval(self.d, self.n, self.N)
+    return contextual_positional.positional_interval(self.d, self.n, self.N)
 
   def contextual_layers(self) -> int:
     return self.n * self.grid.cells + 1
@@ -50,14 +52,12 @@ class Positional(Variant):
     return contextual.PositionalContextualMapping.build(
         d=self.d, n=self.n, resolution=self.N, scale=scale, arithmetic=arithmetic)
 
+  def attention_layers(self) -> int:
+    return self.n * self.grid.cells + 1
+
   def num_classes(self) -> int:
     return self.N ** (self.d * self.n)
 
   def class_decoder(self):
     d, n, N = self.d, self.n, self.N
     return lambda rank: grid.decode_grid(rank, d, n, N)
-
-  def grid_classes(self) -> np.ndarray:
-    """Every one of the N^(dn) cubes (no permutation reduction)."""
-    d, n, N = self.d, self.n, self.N
-    return grid.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)

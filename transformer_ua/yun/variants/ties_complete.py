@@ -9,14 +9,16 @@ import numpy as np
 
 from transformer_ua.yun.stages import contextual_ties
 
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.staged import StagedVariant
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class TiesComplete(Variant):
+class TiesComplete(StagedVariant):
   """Theorem 2 with the tie-complete g_c (``yun.stages.contextual_ties``): no bad set."""
 
-  name: ClassVar[str] = 'ties-complete'
+  name: ClassVar[str] = 'ties_complete'
+  summary: ClassVar[str] = ('Theorem 2 with the tie-complete contextual map (N^d + 2 '
+                            'attention layers; no bad set)')
   label: ClassVar[str] = 'Theorem 2, ties=complete (no bad set)'
   ties: ClassVar[str] = 'complete'
   classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
@@ -41,6 +43,9 @@ class TiesComplete(Variant):
   def contextual_object_params(self, cm) -> dict:
     return contextual_ties.params(d=cm.d, n=cm.n, resolution=cm.resolution, scale=cm.scale,
                                   dtype='object')
+
+  def attention_layers(self) -> int:
+    return self.grid.cells + 2
 
   def num_classes(self) -> int:
     return contextual_ties.num_classes(self.d, self.n, self.N)
