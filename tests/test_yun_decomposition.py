@@ -4,8 +4,6 @@ every term against the exact terms."""
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import approximator
-from transformer_ua.yun.bounds import decomposition
 
 
 @pytest.fixture(scope='module')
