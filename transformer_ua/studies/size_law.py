@@ -50,6 +50,7 @@ from transformer_ua.verify import certificate_mc
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import f_term
 from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.variants import registry
 
 #: The study's default grid (the issue's rows; Theorem 3's target is prefix_mean).
 TARGETS = (('token_times_mean', 1, 3), ('attention_map', 1, 3), ('prefix_mean', 1, 3),
@@ -91,10 +92,10 @@ def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> lis
   specs = []
   for name, d, n in targets:
     equivariant = targets_lib.get_target(name, d=d, n=n).permutation_equivariant
-    for c in search.CONSTRUCTIONS.values():
-      if c.theorem == 2 and not equivariant:
+    for c in registry.VARIANTS.values():
+      if c.equivariant and not equivariant:
         continue
-      if constructions is None and c.theorem == 3 and equivariant:
+      if constructions is None and not c.equivariant and equivariant:
         continue
       if constructions is not None and c.name not in constructions:
         continue
@@ -105,18 +106,18 @@ def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> lis
 def run_row(spec: RowSpec, *, mc_points: int = 1000, seed: int = 0, max_minutes: float = 30.0,
             workers=None) -> dict:
   """One certificate and its independent Monte Carlo, as a JSON-able row."""
-  c = search.CONSTRUCTIONS[spec.construction]
+  c = registry.VARIANTS[spec.construction]
   row = dataclasses.asdict(spec)
   t0 = time.perf_counter()
   try:
     res = search.approximate(spec.target, spec.epsilon, d=spec.d, n=spec.n,
-                             positional=c.theorem == 3, construction=spec.construction,
+                             positional=not c.equivariant, construction=spec.construction,
                              max_minutes=max_minutes, workers=workers, progress=True)
   except ValueError as e:
     row.update(status='refused', reason=str(e), seconds=time.perf_counter() - t0)
     return row
   cert, net, g = res.certificate, res.net, res.g
-  size = c.size(spec.d, spec.n, net.resolution)
+  size = net.variant.size()
   row.update(
       status='certified', resolution=net.resolution, blocks=int(g.depth()),
       attention_layers=int(size['attention_layers']), max_width=int(size['max_width']),

@@ -1,32 +1,32 @@
-"""Yun et al. (2020): the Theorem 2 construction g_bar = g_v o g_c o g_q, compiled.
+"""Yun et al. (2020), Theorems 2 and 3 as code: f -> f_bar -> g_bar -> g, certified.
 
-* ``quantize``   -- Lemma 7: d/delta + d feed-forward layers quantizing to G+_delta.
-* ``contextual`` -- Lemma 8 / 10: delta^-d + 1 selective-shift attention layers.
-* ``contextual_ties`` -- ``ties='complete'``: a contextual mapping that also counts
-  multiplicities (delta^-d + 3 layers), so Theorem 2 needs no bad set.
-* ``value``      -- Lemma 9: n C(delta^-d, n) + d + 1 feed-forward layers.
-* ``grid``       -- Grid(d, n, N) and the variants (Paper, Positional, TiesComplete,
-  OneLayer): counts, classes, intervals, builders; chosen once by the builders below.
-* ``gc_kernels`` -- the one registry of g_c evaluators ('core', 'fast', 'sweep' from
-  ``sweep``), each returning a ``GcResult``; ``ids``: the id simulation through them.
-* ``pipeline``   -- the composed g_bar and its exact evaluation.
-* ``approximator`` -- Theorems 2 and 3 end to end: target -> f_bar -> g_bar -> g
-  (Lemma 6 realization); ``decomposition``: the error decomposition.
-* ``one_layer`` (``one_layer_ids``, ``one_layer_realized``) -- one softmax attention layer
-  as g_c: its plan and certified ids, its realization.
-* ``rational``   -- g_bar's params as exact rationals (input of dtype='exact').
-* ``plan``       -- Lemma 6 at scale: lam, epsilon, bits from exact bounds.
-* ``certify``    -- certified evaluation of a realized g (arb balls, ``exact.ball``): points,
-  every cube interior, the whole unit cube.
-* ``certificate`` -- Theorems 2 and 3 as a certificate: ``certify_lp`` bounds d_p(f, g)
-  over the whole domain (``target_bounds``: the built-ins' moduli of continuity).
-* ``search``     -- the theorem as a call: ``approximate(f, epsilon)`` picks the
-  construction (``CONSTRUCTIONS``) and N, estimates size and time before building, and
-  returns g with a proof of d_p(f, g) <= epsilon.
+The pipeline of the proof, one sub-package per role:
 
-Every construction answers ``transformer_ua.construction``'s contract. Builders are pure
-keyword-argument functions returning ``(segments, params)`` for
-``layers.Network`` (or objects holding them with exact evaluation methods).
+    grid.py        Grid(d, n, N): delta = 1/N, G_delta = {0, delta, .., 1 - delta}^{d x n}
+    stages/        g_bar = g_v o g_c o g_q: Lemma 4 (targets), 7 (quantize), 8 / 10
+                   (contextual, contextual_params, contextual_positional, contextual_ties,
+                   gc_kernels, sweep), 9 (value); pipeline composes them
+    variants/      one object per construction on a Grid, decided once (registry.choose /
+                   VARIANTS): what differs between them, its size before building, build
+    single_attention/  one softmax attention layer as g_c: ids, deep and wide g
+    realization/   Lemma 6 at scale: exact rationals, the plan (lam, epsilon, bits), ids
+                   through g, certified evaluation in arb balls
+    bounds/        the certificate d_p(f, g) <= d_p(f, f_bar) + bad set + interiors +
+                   windows, each term proved
+    approximator.py  the Lemma 7-9 approximator (g_bar of a staged variant) and its g
+    search.py      ``approximate(f, epsilon)``: N and the variant with the fewest
+                   parameters whose certificate holds, sizes and times before building
+
+The public face, all a caller needs for the theorem as a call:
+
+    approximate(f, epsilon, d=, n=)      -> Approximation (g, its certificate)
+    build_approximator(f, d=, n=, resolution=, positional=, ties=, contextual=)
+                                         -> the approximator of one variant (flags decided
+                                            here, once)
+    VARIANTS[name](Grid(d, n, N)).build(f) -> the same, by name
+    plan_realization(net, tolerance)     -> lam, epsilon, bits for net.realize
+    certify_lp(net, g, p)                -> Certificate: d_p(f, g) <= total, proved
+    error_decomposition(net, g, p)       -> the terms, sampled
 """
 
 from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
