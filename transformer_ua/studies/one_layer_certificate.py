@@ -46,7 +46,7 @@ def parse_configs(text: str) -> list:
       continue
     try:
       target, dims = item.split(':')
-      d, n, N = (int(v) for v in dims.split(','))  # pylint: disable=invalid-name
+      d, n, N = (int(v) for v in dims.split(','))
     except ValueError:
       raise ValueError(f'--configs: {item!r} is not target:d,n,N (e.g. '
                        'token_times_mean:1,3,8).') from None
@@ -56,7 +56,7 @@ def parse_configs(text: str) -> list:
   return out
 
 
-def run(method: str, target: str, d: int, n: int, N: int, margin: Fraction, p: float,  # pylint: disable=invalid-name
+def run(method: str, target: str, d: int, n: int, N: int, margin: Fraction, p: float,
         workers) -> dict:
   """One row: ``method``'s network on (target, d, n, N), realized and certified."""
   load = round(os.getloadavg()[0], 2)

@@ -53,7 +53,7 @@ FLOAT_SAMPLES = 512
 WRITES = ('one_layer_compare.json', 'one_layer_compare.md', 'one_layer_compare.png')
 
 
-def label(target: str, d: int, n: int, N: int) -> str:  # pylint: disable=invalid-name
+def label(target: str, d: int, n: int, N: int) -> str:
   return f'{target} ({d},{n},{N})'
 
 
@@ -73,7 +73,7 @@ def _load() -> float:
   return round(os.getloadavg()[0], 2)
 
 
-def run_paper(target, d, n, N) -> dict:  # pylint: disable=invalid-name
+def run_paper(target, d, n, N) -> dict:
   """One row of the paper's construction (N^d + 1 attention layers), certified."""
   load = _load()
   t0 = time.perf_counter()
@@ -103,7 +103,7 @@ def run_paper(target, d, n, N) -> dict:  # pylint: disable=invalid-name
           'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=d, n=n, resolution=N, p=P)}
 
 
-def run_one_layer(target, d, n, N, search: bool) -> dict:  # pylint: disable=invalid-name
+def run_one_layer(target, d, n, N, search: bool) -> dict:
   """One row of the one-layer map (proved lam, or the searched one), certified."""
   load = _load()
   t0 = time.perf_counter()

@@ -66,7 +66,7 @@ def select(only: str) -> list:
   return [cfg for cfg in CONFIGS if not parts or any(o in cfg[0] for o in parts)]
 
 
-def run_config(label, target, positional, d, n, N, ties, search, log):  # pylint: disable=invalid-name
+def run_config(label, target, positional, d, n, N, ties, search, log):
   """One row: build, plan, realize exactly, certify; the bits search; the float64 check."""
   t0 = time.perf_counter()
   net = build_approximator(target, d=d, n=n, resolution=N, positional=positional, ties=ties)
