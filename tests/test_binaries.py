@@ -122,6 +122,8 @@ CASES = [
     ('experiments/verify_ties.py', ('--output_dir={file}',), 'is a file'),
     ('experiments/realization_certified.py', ('--output_dir={file}',), 'is a file'),
     ('benchmarks/realization_certified.py', ('--output_dir={file}',), 'is a file'),
+    ('experiments/one_layer_compare.py', ('--output_dir={file}',), 'is a file'),
+    ('experiments/one_layer_certificate.py', ('--output_dir=/proc/x',), '--output_dir=/proc/x'),
     ('benchmarks/fang_epoch_cost.py', ('--output_dir=/proc/x',), '--output_dir=/proc/x'),
     ('experiments/fang_optimum.py', ('--config=experiments/configs/fang_f1.py',
                                      '--output_dir={tmp}', '--resume'), '--resume'),

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from transformer_ua.studies import one_layer_certificate
+
 from one_layer_fixtures import token_times_mean_d2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,3 +56,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, fragment):
   r = _run(f'--output_dir={tmp_path}', *args)
   assert r.returncode == 2 and fragment in r.stderr and 'Traceback' not in r.stderr
   assert not os.listdir(tmp_path)
+
+
+def test_configs_parse_to_tuples():
+  assert one_layer_certificate.parse_configs(' token_times_mean:1,3,8; attention_map:2,2,4;') == [
+      ('token_times_mean', 1, 3, 8), ('attention_map', 2, 2, 4)]
+  with pytest.raises(ValueError, match='is not target:d,n,N'):
+    one_layer_certificate.parse_configs('token_times_mean:1,3')

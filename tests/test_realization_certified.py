@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import oracle
+from transformer_ua.studies import realization_certified
 from transformer_ua.yun import approximator, build_approximator
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import contextual_ties as ct
@@ -106,6 +107,15 @@ def test_bad_input_one_line_errors(net134, exact134):
     gf = net134.realize(lam=1e3, epsilon=0.01, dtype='float64')
   with pytest.raises(ValueError, match="dtype='exact'"):
     gf.apply_certified(np.zeros((1, 3, 1)))
+
+
+def test_study_selects_rows_by_parts_of_their_labels():
+  assert [c[0] for c in realization_certified.select('T3')] == ['T3 prefix_mean (1,3,4)']
+  assert [c[0] for c in realization_certified.select('ties=complete attention')] == [
+      'T2 ties=complete attention_map (1,3,8)']
+  assert len(realization_certified.select('')) == 11
+  with pytest.raises(ValueError, match="'T9' is in no row label"):
+    realization_certified.select('T9')
 
 
 @pytest.mark.slow
