@@ -31,7 +31,8 @@ from transformer_ua.reports import one_layer_compare as report
 from transformer_ua.yun import approximator, build_approximator
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.realization import plan
-from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 #: (target, d, n, N): the grids of the comparison.
 CONFIGS = (
@@ -107,8 +108,8 @@ def run_one_layer(target, d, n, N, search: bool) -> dict:
   """One row of the one-layer map (proved lam, or the searched one), certified."""
   load = _load()
   t0 = time.perf_counter()
-  net = (one_layer.build(target, d=d, n=n, resolution=N, lam='search') if search else
-         build_approximator(target, d=d, n=n, resolution=N, contextual='one_layer'))
+  variant = OneLayer(Grid(d, n, N))
+  net = variant.build(target, lam='search' if search else None)
   g = net.realize(dtype='exact')
   build_s = time.perf_counter() - t0
   cert = g.certify_interiors()
