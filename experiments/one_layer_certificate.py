@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from absl import flags
 
-from transformer_ua import cli, executor
+from transformer_ua import cli
 from transformer_ua.studies import one_layer_certificate
 
 FLAGS = flags.FLAGS
@@ -36,7 +36,7 @@ flags.DEFINE_integer('margin_log2', 20, 'cube-interior margin 2^-margin_log2 (of
 flags.DEFINE_float('p', 2.0, 'exponent of d_p (>= 1)')
 flags.DEFINE_integer('workers', 1, 'processes for the cube interiors')
 cli.define_overwrite()
-executor.define_flags()
+cli.define_executor_flags()
 
 
 def main(argv):
@@ -54,7 +54,7 @@ def main(argv):
     cli.fail(f'--p={FLAGS.p}; it must be >= 1.')
   outdir = cli.output_dir(FLAGS.output_dir, writes=one_layer_certificate.WRITES)
   try:
-    workers = executor.from_flags(FLAGS.workers, FLAGS.dask_scheduler, FLAGS.state_dir,
+    workers = cli.executor_from_flags(FLAGS.workers, FLAGS.dask_scheduler, FLAGS.state_dir,
                                   ('--overwrite',))
   except ValueError as e:
     cli.fail(str(e))

@@ -194,7 +194,7 @@ def test_killed_certification_resumes_to_the_same_certificate(exact134, tmp_path
 
 def test_binary_edge_declares_the_state_for_the_interrupt_line(tmp_path, monkeypatch):
   monkeypatch.setattr(cli, '_RESUMABLE', [])
-  w = executor.from_flags(1, None, str(tmp_path))
+  w = cli.executor_from_flags(1, None, str(tmp_path))
   assert w.state_dir == str(tmp_path) and w.executor is None and w.processes == 1
   (tmp_path / 'certification_0').mkdir()
   (tmp_path / 'certification_0' / 'chunk_000000000000_000000000003.json').write_text('{}')

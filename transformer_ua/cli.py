@@ -50,7 +50,7 @@ import signal
 import sys
 from typing import Callable, Iterable
 
-from transformer_ua import interrupts, outputs
+from transformer_ua import executor as executor_lib, interrupts, outputs
 
 from absl import app, flags
 from ml_collections import config_flags
@@ -548,3 +548,30 @@ def output_file(path: str, flag: str, overwrite: bool | None = None,
     raise BadInput(str(e)) from None
   output_dir(os.path.dirname(os.path.abspath(path)), flag=f'the directory of {flag}')
   return path
+
+
+def define_executor_flags() -> None:
+  """A certifying binary's --dask_scheduler and --state_dir (``executor_from_flags``
+  decodes them)."""
+  flags.DEFINE_string('dask_scheduler', '', 'run the certification chunks on this Dask '
+                      'scheduler (e.g. tcp://host:8786) instead of local processes; see '
+                      'docs/performance.md')
+  flags.DEFINE_string('state_dir', '', 'keep each finished certification chunk in this '
+                      'directory; the same command run again resumes from it')
+
+
+def executor_from_flags(workers: int | None, dask_scheduler: str, state_dir: str,
+                        resume_flags: tuple = ()) -> executor_lib.Workers:
+  """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
+
+  The scheduler is connected here (one ValueError line if it does not answer); the state
+  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
+  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
+  command that resumes it.
+  """
+  executor = executor_lib.dask_executor(dask_scheduler) if dask_scheduler else None
+  if state_dir:
+    output_dir(state_dir, '--state_dir')
+    resumable(state_dir, own_command(resume_flags))
+  return executor_lib.Workers(None if executor is not None else workers, executor,
+                              state_dir or None)

@@ -47,7 +47,7 @@ chunk (the identity, the span, the result). A rerun with the same arguments comp
 only the spans no file covers, and returns the same results; a state whose identity
 differs is refused in one line (``ValueError``). Ctrl-C (KeyboardInterrupt) keeps the
 finished chunks, stops the local workers, cancels what an executor has not started, and
-re-raises; a binary declares the directory with ``cli.resumable`` (``from_flags``), so
+re-raises; a binary declares the directory with ``cli.resumable`` (``cli.executor_from_flags``), so
 its interrupt line says how to resume.
 """
 
@@ -186,33 +186,6 @@ def dask_executor(address: str, timeout: float = CONNECT_SECONDS) -> cf.Executor
                      f'({reason}); start one with `dask scheduler` and workers with '
                      '`dask worker ADDRESS --nthreads 1` (docs/performance.md).') from None
   return client.get_executor()
-
-
-def define_flags() -> None:
-  """A certifying binary's --dask_scheduler and --state_dir (``from_flags`` decodes them)."""
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  flags.DEFINE_string('dask_scheduler', '', 'run the certification chunks on this Dask '
-                      'scheduler (e.g. tcp://host:8786) instead of local processes; see '
-                      'docs/performance.md')
-  flags.DEFINE_string('state_dir', '', 'keep each finished certification chunk in this '
-                      'directory; the same command run again resumes from it')
-
-
-def from_flags(workers: int | None, dask_scheduler: str, state_dir: str,
-               resume_flags: tuple = ()) -> Workers:
-  """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
-
-  The scheduler is connected here (one ValueError line if it does not answer); the state
-  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
-  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
-  command that resumes it.
-  """
-  executor = dask_executor(dask_scheduler) if dask_scheduler else None
-  if state_dir:
-    from transformer_ua import cli  # pylint: disable=import-outside-toplevel
-    cli.output_dir(state_dir, '--state_dir')
-    cli.resumable(state_dir, cli.own_command(resume_flags))
-  return Workers(None if executor is not None else workers, executor, state_dir or None)
 
 
 def _dask_client(executor):
