@@ -67,7 +67,7 @@ def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
   counts = Positional(Grid(d, n, N)).layer_counts()
   assert counts == {'quantization': d * n * N, 'contextual': n * N ** d + 1,
                     'value': n * N ** (d * n) + d + 1}
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=True)
+  g_q = quantize.PositionalQuantization.build(d=d, n=n, resolution=N)
   assert g_q.depth() == d * n * N
   assert g_q.num_params() == d * n * N * (3 * d + 1) + n * d  # + E
   cm = contextual.PositionalContextualMapping.build(d=d, n=n, resolution=N)
@@ -77,7 +77,7 @@ def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
 
 
 def test_positional_quantization_is_exact_on_interiors():
-  g_q = quantize.build_quantization(d=2, n=3, resolution=5, positional=True)
+  g_q = quantize.PositionalQuantization.build(d=2, n=3, resolution=5)
   x = decomposition.interior_points(np.random.default_rng(0), 500, d=2, n=3, resolution=5,
                                    margin=0.01)
   np.testing.assert_array_equal(g_q.to_indices(g_q.apply(x)), np.floor(x * 5))
@@ -101,10 +101,10 @@ def test_theorem3_stages_are_subclasses_chosen_once():
   g_q, cm = v.build_quantization(), v.build_contextual(scale=None, arithmetic='auto')
   assert type(g_q) is quantize.PositionalQuantization and g_q.positional
   assert type(cm) is contextual.PositionalContextualMapping and cm.positional
-  assert quantize.QUANTIZATIONS[True] is quantize.PositionalQuantization
+  assert type(Positional(Grid(1, 2, 2)).build_quantization()) is quantize.PositionalQuantization
   assert type(Positional(Grid(1, 2, 2)).build_contextual(scale=None, arithmetic='auto')) is \
       contextual.PositionalContextualMapping
-  assert type(quantize.build_quantization(d=1, n=2, resolution=2, positional=True)) is \
+  assert type(quantize.PositionalQuantization.build(d=1, n=2, resolution=2)) is \
       quantize.PositionalQuantization
   assert type(contextual.PositionalContextualMapping.build(d=1, n=2, resolution=2)) is \
       contextual.PositionalContextualMapping

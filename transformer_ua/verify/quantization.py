@@ -71,7 +71,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   """Runs both Lemma 7 checks; returns counts (violations must be 0) and tolerances."""
   d, n, N = check_config(d, n, resolution)
   t0 = time.time()
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N)
+  g_q = quantize.Quantization.build(d=d, n=n, resolution=N)
   rng = np.random.default_rng(seed)
   x = _samples(n, d, N, samples, rng)
   y = g_q.apply(x)

@@ -198,7 +198,7 @@ class Quantization:
   """g_q of Lemma 7: float params (paper values) and exact scaled evaluation.
 
   Theorem 3's g_q (Appendix G.1) is ``PositionalQuantization``; ``positional`` says
-  which (read-only, for callers of the bool builder ``build_quantization``).
+  which (read-only).
   """
 
   d: int
@@ -346,16 +346,3 @@ class PositionalQuantization(Quantization):
   def to_indices(self, y) -> np.ndarray:
     y = np.asarray(y, np.float64)
     return np.rint((y - positional_encoding(self.d, self.n)) * self.resolution).astype(np.int64)
-
-
-#: ``build_quantization``'s dispatch: ``positional`` -> the g_q class (Lemma 7 or
-#: Theorem 3's Appendix G.1).
-QUANTIZATIONS = {False: Quantization, True: PositionalQuantization}
-
-
-def build_quantization(*, d: int, n: int, resolution: int,
-                       positional: bool = False) -> Quantization:
-  """Builds g_q: Lemma 7's d/delta + d feed-forward layers (r = 1) with Phi activations,
-  or with ``positional`` Theorem 3's E and d n/delta layers (Appendix G.1): the class
-  ``QUANTIZATIONS[positional]`` builds it."""
-  return QUANTIZATIONS[bool(positional)].build(d=d, n=n, resolution=resolution)
