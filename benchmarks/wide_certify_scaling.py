@@ -35,6 +35,9 @@ from transformer_ua import outputs, provenance
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
+from transformer_ua.yun.variants.positional_wide import PositionalWide
 
 JSON_NAME = 'wide_certify_scaling.json'
 LOG_NAME = provenance.BENCHMARK_LOG
@@ -54,8 +57,8 @@ cli.define_overwrite()
 def bench_one(N, log) -> dict:
   margin = Fraction(2) ** FLAGS.margin_log2
   t0 = time.perf_counter()
-  net = one_layer_wide.build(FLAGS.target, d=FLAGS.d, n=FLAGS.n, resolution=N,
-                             positional=FLAGS.positional)
+  variant = (PositionalWide if FLAGS.positional else OneLayerWide)(Grid(FLAGS.d, FLAGS.n, N))
+  net = variant.build(FLAGS.target)
   t1 = time.perf_counter()
   g = net.realize(margin=margin)
   t2 = time.perf_counter()

@@ -1,4 +1,4 @@
-r"""Theorems 2 and 3 end to end: a target f -> f_bar -> g_bar -> g, with measured errors.
+r"""The Lemma 7-9 approximator: a target f -> f_bar -> g_bar -> g (Theorems 2 and 3).
 
 Yun et al. 2020, Appendix C (Theorem 2) and Appendix G (Theorem 3):
 
@@ -26,8 +26,9 @@ carries A rounded to multiples of 1/(2N) (``VALUE_DENOMINATOR_PER_N``) and is us
 to cross-check the selection; the float64 literal network and its realization use the
 real values in W_2.
 
-The error decomposition d_p of every term (``error_decomposition``, ``realization_error``,
-...) is ``yun.bounds.decomposition``, re-exported here; the variants are ``yun.grid``.
+``build(variant, target)`` builds it for a ``yun.variants.staged`` variant (the variants
+decide Theorem 2 or 3 and the g_c; ``variants.registry.build_approximator`` turns the
+public flags into one); the error decomposition is ``yun.bounds.decomposition``.
 
 Shapes: X, outputs [batch, n, d] (token-major; the paper's column j is row j).
 """

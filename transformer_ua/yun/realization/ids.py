@@ -45,7 +45,7 @@ def grid_classes(net) -> np.ndarray:
 
   Theorem 2: one representative per multiset of n cells (columns sorted by cell),
   repeated cells included (g and g_bar are permutation equivariant). Theorem 3: every
-  one of the N^(dn) cubes (the variant's ``grid_classes``, ``yun.grid``).
+  one of the N^(dn) cubes (the variant's ``grid_classes``, ``yun.variants``).
   """
   return net.variant.grid_classes()
 

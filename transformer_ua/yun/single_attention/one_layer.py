@@ -23,7 +23,7 @@ Pipeline (each stage a plain Transformer layer, residual included):
 
 The ids, the separation theorem and its proof, the plan of lam and the certified id
 enclosures are in ``yun.single_attention.one_layer_ids``; the realized network g and its certification in
-``yun.single_attention.one_layer_realized`` (both re-exported here).
+``yun.single_attention.one_layer_realized``.
 
 Value map (token-wise, Lemma 9 with certified edges). Sort the ids; between consecutive
 enclosures [lo_i, hi_i] < [lo_{i+1}, hi_{i+1}] put a dyadic rational edge e_i in the

@@ -39,10 +39,10 @@ t_l = delta^(-2nd+1) (delta^-d - 1) and t_r = delta^(-(2n+1)d+1) (delta^-d - 1):
 and Lemma 10: delta^(-(n-1)d+1)(delta^-d - 1) <= l~_n
 <= delta^(-nd+1)(delta^-d - 1) - delta(delta^-d - 1)^2, and L -> l~_n is one-to-one.
 
-Theorem 3 (``positional=True``, Appendix G.2): inputs L + E, n N^d sweep layers; the
+Theorem 3 (Appendix G.2): inputs L + E, n N^d sweep layers; the
 map is ``PositionalContextualMapping`` (a ``ContextualMapping`` whose overrides carry
 what differs), its closed forms (sweep ids, final scale, the exhaustive [t_l, t_r] and
-bit bound) are ``yun.stages.contextual_positional``, re-exported here.
+bit bound) are ``yun.stages.contextual_positional``.
 
 Exact arithmetic
 ----------------

@@ -16,8 +16,8 @@ checked. The bit bound therefore comes from an exhaustive exact simulation of th
 sweep over the whole (finite) grid (``positional_sweep_max``), and
 [t_l, t_r] = [c s_n, (1 + c) max id] (``positional_interval``).
 
-Used by ``yun.stages.contextual`` (which re-exports every name here; its
-``PositionalContextualMapping`` is the built map) and ``yun.grid``.
+Used by ``yun.stages.contextual`` (its
+``PositionalContextualMapping`` is the built map) and ``yun.variants.positional``.
 """
 
 from __future__ import annotations

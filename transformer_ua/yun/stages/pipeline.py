@@ -42,7 +42,7 @@ class GBar:
 
   @property
   def variant(self):
-    """The construction's variant (``yun.grid``), the value map's."""
+    """The construction's variant (``yun.variants``), the value map's."""
     return self.value.variant
 
   @property
