@@ -11,7 +11,7 @@ every layer of g_c, in exact rationals, checked equal to g_c's exact evaluation)
 is taken as its list of layers (``yun.realization.ids.id_layers``, from the exact params): Lemma
 8's sweep + global shift, or ``ties='complete'``'s offset FF layer, sweep (shift
 V + 2n), global min (b_Q = -1) and max + counting heads (``yun.stages.contextual_ties``); one
-code path. ``grid_classes``, ``id_layers`` and ``simulate`` are importable from here.
+code path.
 
     gap      = min over layers, heads, classes, queries j of s_top - s_next
                (s_jk = key_k query_j; exact ties are exact in softmax too: the
