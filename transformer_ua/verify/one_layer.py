@@ -34,6 +34,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer
 
 #: float64 error bound of a computed mean, in units of M eps (n terms, exp, quotient).
@@ -42,12 +43,14 @@ FLOAT_ERROR_UNITS = 16
 MPMATH_EXTRA_BITS = 64
 
 
-def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | None = None,
+def verify_one_layer(grid: Grid, *, lam=None, bits: int | None = None,
                      required_gap=None, samples: int = 64, seed: int = 0,
                      float_check: bool = True) -> dict:
   """Runs the certificate and the independent checks; returns a JSON-able dict.
 
   Args:
+    grid: a ``yun.grid.Grid`` (d, n, N); every context of it (a multiset of n cells) and
+      every token of a context is certified.
     lam: softmax scale (default: the plan's; 0 allowed: the plain mean, which collides;
       'search': ``yun.single_attention.one_layer.search_lam``'s, certified but past the proved range).
     bits: enclosure precision (default: the plan's).
@@ -58,6 +61,7 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
     ValueError: bad configuration, or one past ``yun.single_attention.one_layer.plan``.
   """
   t_start = time.perf_counter()
+  d, n, resolution = grid.d, grid.n, grid.N
   p = one_layer.plan(d, n, resolution)
   M = p.M
   search = None
