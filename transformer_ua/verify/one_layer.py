@@ -43,6 +43,26 @@ FLOAT_ERROR_UNITS = 16
 MPMATH_EXTRA_BITS = 64
 
 
+def parse_lam(text: str):
+  """``verify_one_layer``'s ``lam`` from text: '' -> None (the plan's), 'search', or a
+  rational >= 0 written as a fraction ('1/1024') or a power of two ('2^-10').
+
+  Raises:
+    ValueError: anything else (naming ``lam=<text>``).
+  """
+  raw = text.strip()
+  if raw in ('', 'search'):
+    return raw or None
+  try:
+    lam = Fraction(2) ** int(raw[2:]) if raw.startswith('2^') else Fraction(raw)
+  except (ValueError, ZeroDivisionError):
+    lam = None
+  if lam is None or lam < 0:
+    raise ValueError(f'lam={text}: must be a rational >= 0 (e.g. 1/1024 or 2^-10), '
+                     "'search', or empty for the planned lam.")
+  return lam
+
+
 def verify_one_layer(grid: Grid, *, lam=None, bits: int | None = None,
                      required_gap=None, samples: int = 64, seed: int = 0,
                      float_check: bool = True) -> dict:
