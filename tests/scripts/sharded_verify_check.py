@@ -67,13 +67,13 @@ if __name__ == '__main__':
     cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
     vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(1, 3, 3, seed=0),
                                        denominator=2)
-    out.update(both(cm, grid='full', chunk_size=20, value_mapping=vm))
+    out.update(both(cm, enumeration='full', chunk_size=20, value_mapping=vm))
     out['chunk'] = chunk_sharding()
   elif case == 'broken':
-    out.update(both(_broken(), grid='full', chunk_size=20))
+    out.update(both(_broken(), enumeration='full', chunk_size=20))
   elif case == 'limbs':
     cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic='limbs')
-    out.update(both(cm, grid='multiset', chunk_size=7))
+    out.update(both(cm, enumeration='multiset', chunk_size=7))
   else:
     raise SystemExit(f'unknown case {case!r}; expected full, broken or limbs.')
   print(json.dumps(out))
