@@ -173,7 +173,8 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
   m_total = enumeration_lib.grid_size(d, n, N, 'multiset')
-  violations = {p: 0 for p in PROPERTIES if enumeration == 'full' or p != 'permutation_equivariance'}
+  violations = {p: 0 for p in PROPERTIES
+                if enumeration == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
   f_total = enumeration_lib.grid_size(d, n, N, 'full')
@@ -224,7 +225,8 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
     if kernel == 'sweep':
       extra = None
       if value_mapping is not None:
-        codec, class_codec = enumeration_lib.make_codec(d, n, N), enumeration_lib.make_class_codec(d, n, N)
+        codec = enumeration_lib.make_codec(d, n, N)
+        class_codec = enumeration_lib.make_class_codec(d, n, N)
         extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
             value_mapping, ops, codec, class_codec, k, z, cat, valid)
       full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,

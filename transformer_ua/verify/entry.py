@@ -4,15 +4,15 @@ r"""verify/'s one entry point: ``verify(subject, enumeration=...)`` for every va
 the caller) or a built g_c; its type picks the kind of check (``KINDS``), and each kind
 is an object whose methods say what differs -- no branch on flags:
 
-    subject                           kind                checks (module)                  enumerations
-    Paper (variant)                   Theorem2Check       g_q, g_c, g_v: Lemmas 7-10       full | multiset
-                                                          (``theorem2``)
-    ContextualMapping (built g_c)     ContextualCheck     Lemma 8 / 10 on g_c              full | multiset
-                                                          (``contextual_mapping``)
-    TiesComplete (variant)            TiesVariantCheck    builds g_c, then as below        full | multiset
-    TiesContextualMapping (built)     TiesCheck           T1-T3 (``contextual_ties``)      full | multiset
-    OneLayer (variant)                OneLayerCheck       certified ids of one softmax     multiset
-                                                          layer (``one_layer``)
+    subject                        check              runs (module)                enumerations
+    Paper (variant)                Theorem2Check      g_q, g_c, g_v: Lemmas 7-10   full | multiset
+                                                      (``theorem2``)
+    ContextualMapping (built g_c)  ContextualCheck    Lemma 8 / 10 on g_c          full | multiset
+                                                      (``contextual_mapping``)
+    TiesComplete (variant)         TiesVariantCheck   builds g_c, then TiesCheck   full | multiset
+    TiesContextualMapping (built)  TiesCheck          T1-T3 (``contextual_ties``)  full | multiset
+    OneLayer (variant)             OneLayerCheck      certified ids of one softmax multiset
+                                                      layer (``one_layer``)
 
 ``enumeration`` names the points of G+_delta run: 'full' (every ordered point) or
 'multiset' (one per permutation class; OneLayer certifies every context, a multiset of
