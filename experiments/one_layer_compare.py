@@ -7,9 +7,9 @@ certifies over every cube interior (margin delta/4 per side, arb box propagation
                hardmax layers -> softmax(lam .), lam / epsilon / bits from
                ``yun.plan_realization``;
   * one_layer  ``yun.build_approximator(..., contextual='one_layer')``: one softmax
-               head with the proved lam (``yun.single_attention.one_layer.plan``);
+               head with the proved lam (``yun.single_attention.one_layer_ids.plan``);
   * one_layer (searched lam): the power-of-two lam with the largest certified id gap
-               (``yun.single_attention.one_layer.search_lam``; certified, not proved).
+               (``yun.single_attention.one_layer_ids.search_lam``; certified, not proved).
 
 (the study: ``studies.one_layer_compare``) and writes one_layer_compare.{md,json,png} to
 --output_dir:

@@ -14,11 +14,11 @@ import pytest
 
 from transformer_ua import oracle
 from transformer_ua.studies import realization_certified
-from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun import build_approximator
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import contextual_ties as ct
+from transformer_ua.yun.bounds import decomposition
 
-from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
 
 
 def test_planned_lam_epsilon_reproduce_g_bar_in_float64(net134, exact134):
@@ -26,7 +26,7 @@ def test_planned_lam_epsilon_reproduce_g_bar_in_float64(net134, exact134):
   with warnings.catch_warnings():
     warnings.simplefilter('ignore', plan.FloatRealizationWarning)
     g = net134.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
-  rep = approximator.realization_error(net134, g, samples=512)
+  rep = decomposition.realization_error(net134, g, samples=512)
   assert rep['reproduces'], rep
 
 
@@ -57,7 +57,7 @@ def test_apply_certified_encloses_mpmath_at_twice_the_bits(positional):
   # an arbitrary point (possibly inside a ramp window: g != g_bar there, still
   # enclosed) and two cube-interior points (where g ~ g_bar)
   x = np.concatenate([rng.random((1, net.n, 1)),
-                      approximator.interior_points(rng, 2, d=1, n=net.n, resolution=4)])
+                      decomposition.interior_points(rng, 2, d=1, n=net.n, resolution=4)])
   mid, rad = g.apply_certified(x)
   assert np.all(rad < 1e-6)
   for b in range(x.shape[0]):
@@ -73,7 +73,7 @@ def test_certified_bound_dominates_sampled_errors(net134, exact134):
   cert = g.certify_interiors(workers=1)
   assert cert['certified'] and cert['cubes'] == 20   # C(4 + 3 - 1, 3) multisets
   rng = np.random.default_rng(0)
-  x = approximator.interior_points(rng, 4, d=1, n=3, resolution=4)
+  x = decomposition.interior_points(rng, 4, d=1, n=3, resolution=4)
   gbar = net134.apply(x)
   for b in range(x.shape[0]):
     ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
@@ -160,7 +160,7 @@ def test_ties_certified_bound_dominates_sampled_errors(ties134):
   assert cert['certified'] and cert['cubes'] == 20
   rng = np.random.default_rng(1)
   x = np.concatenate([_repeated_points(rng, 4),
-                      approximator.interior_points(rng, 2, d=1, n=3, resolution=4)])
+                      decomposition.interior_points(rng, 2, d=1, n=3, resolution=4)])
   gbar = net.apply(x)
   for b in range(x.shape[0]):
     ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])

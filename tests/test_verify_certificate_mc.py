@@ -17,9 +17,9 @@ from transformer_ua import executor, layers, oracle
 from transformer_ua.verify import certificate_mc as cmc
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.realization import plan
-from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 
 
@@ -80,10 +80,10 @@ def _offsets(x, N):
 def test_samplers_are_uniform_on_their_regions():
   rng = np.random.default_rng(0)
   N, m, d, n, count = 4, Fraction(1, 8), 1, 3, 20000
-  x = cmc.sample_interiors(rng, count, d=d, n=n, resolution=N, margin=m)
+  x = cmc.sample_interiors(rng, count, grid=Grid(d, n, N), margin=m)
   off = _offsets(x, N)
   assert np.all((off >= 1 / 8 - 1e-12) & (off <= 7 / 8 + 1e-12)) and np.all(x < 1)
-  x = cmc.sample_windows(rng, count, d=d, n=n, resolution=N, margin=m)
+  x = cmc.sample_windows(rng, count, grid=Grid(d, n, N), margin=m)
   strip = (_offsets(x, N) < 1 / 8) | (_offsets(x, N) >= 7 / 8)
   assert np.all(strip.any(axis=(1, 2))) and np.all((x >= 0) & (x < 1))
   # uniform on W: P(entry e in a strip | W) = 2m / (1 - F) = (1/4) / (37/64) = 16/37
@@ -155,7 +155,7 @@ def test_mc_evaluator_equals_oracle_and_lies_in_the_enclosures(small):
   rng = np.random.default_rng(2)
   x = np.concatenate([
       np.asarray([[[0.0], [0.5]], [[0.3], [0.7]], [[0.999], [0.001]]]),
-      cmc.sample_windows(rng, 3, d=1, n=2, resolution=2, margin=Fraction(1, 64))])
+      cmc.sample_windows(rng, 3, grid=Grid(1, 2, 2), margin=Fraction(1, 64))])
   got, where, used = cmc.evaluate_g(g, x, 2 * cert.bits, workers=1)
   assert (where, used) == ('in-process', 1)
   direct = oracle.MpNetwork(g.segments, g.params, g.positional, 2 * cert.bits)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from transformer_ua.verify import contextual_mapping as vc
-from transformer_ua.verify import theorem2
+from transformer_ua.verify import entry
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.variants import registry
 from transformer_ua.yun.stages import contextual
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +44,7 @@ FAST = [(2, 2, 3), (3, 1, 4), pytest.param(2, 1, 2, marks=pytest.mark.slow),
 @pytest.mark.parametrize('N,d,n', FAST)
 def test_all_properties_hold_on_full_grid(N, d, n):
   cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
-  r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=4096, progress=False)
+  r = entry.verify(cm, enumeration='full', chunk_size=4096, progress=False)
   assert r['grid_points'] == (N + 1) ** (n * d)
   assert r['violations'] and not any(r['violations'].values()), r['violations']
   assert 'permutation_equivariance' in r['violations']
@@ -53,7 +54,7 @@ def test_all_properties_hold_on_full_grid(N, d, n):
 def test_limbs_and_int64_verifications_agree():
   for arithmetic in ('int64', 'limbs'):
     cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic=arithmetic)
-    r = vc.verify_contextual_mapping(cm, grid='multiset', chunk_size=64, progress=False)
+    r = entry.verify(cm, enumeration='multiset', chunk_size=64, progress=False)
     assert r['arithmetic'] == arithmetic.split(':')[0] and r['all_hold']
     assert r['grid_points'] == enumeration.grid_size(1, 3, 3, 'multiset')
 
@@ -66,7 +67,7 @@ def test_detects_a_broken_network():
     att['W_O'] = att['W_O'].at[1].set(0)
     broken = dict(cm.exact_params, segment_0={'attention': att})
   cm_broken = type(cm)(**{**cm.__dict__, 'exact_params': broken})
-  r = vc.verify_contextual_mapping(cm_broken, grid='full', chunk_size=256, progress=False)
+  r = entry.verify(cm_broken, enumeration='full', chunk_size=256, progress=False)
   v = r['violations']
   assert v['8.3_inside_interval'] > 0 and v['lemma10_bounds'] > 0
   assert not r['all_hold']
@@ -92,8 +93,8 @@ def test_detects_broken_equivariance_table():
 def test_every_family_up_to_1e6_points_verifies(N, d, n):
   """All 23 (d, n) families with <= 10^6 ordered points, at their smallest N and at
   the largest N affordable here; full grid, Lemma 9 included."""
-  r = theorem2.verify_theorem2(d=d, n=n, resolution=N, grid='full', lemma7_samples=2000,
-                               lemma9_literal_points=32, progress=False)
+  r = entry.verify(registry.choose(d, n, N), enumeration='full', lemma7_samples=2000,
+                   lemma9_literal_points=32, progress=False)
   assert r['all_hold'], r['violations']
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transformer_ua.verify import contextual_ties as verify_ties
+from transformer_ua.verify import entry
 from transformer_ua.yun.stages import contextual_ties as ct
 
 
@@ -14,7 +14,7 @@ from transformer_ua.yun.stages import contextual_ties as ct
 ])
 def test_whole_grid_exact(d, n, N, grid, arithmetic):
   cm = ct.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  res = verify_ties.verify(cm, grid=grid)
+  res = entry.verify(cm, enumeration=grid)
   assert res['all_hold'], res['violations']
   assert res['distinct_ids'] == ct.num_ids(d, n, N)
   if (d, n, N) == (1, 4, 5):

@@ -15,6 +15,7 @@ import pytest
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass, sweep_kernel, theorem2
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import sweep
 from transformer_ua.yun.stages import contextual
 
@@ -63,9 +64,9 @@ def test_sweep_kernel_equals_literal_layers_on_whole_grid(N, d, n, arithmetic, s
                                                     (3, 1, 3, 'limbs:3', 10)])
 def test_block_pass_equals_literal_verifier(N, d, n, arithmetic, chunk):
   cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  lit = vc.verify_contextual_mapping(cm, grid='full', chunk_size=chunk, progress=False,
+  lit = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=chunk, progress=False,
                                      kernel='core')
-  fast = vc.verify_contextual_mapping(cm, grid='full', chunk_size=chunk, progress=False,
+  fast = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=chunk, progress=False,
                                       kernel='sweep')
   assert fast['full_pass']['num_blocks'] > 1
   assert fast['violations'] == lit['violations'] and fast['all_hold']
@@ -80,7 +81,7 @@ def test_sweep_kernel_detects_a_broken_network():
     att['W_O'] = att['W_O'].at[1].set(0)   # layer for column id 1 shifts nothing
     broken = dict(cm.exact_params, segment_0={'attention': att})
   cm_broken = type(cm)(**{**cm.__dict__, 'exact_params': broken})
-  r = vc.verify_contextual_mapping(cm_broken, grid='full', chunk_size=16, progress=False,
+  r = vc.verify_contextual_mapping(cm_broken, enumeration='full', chunk_size=16, progress=False,
                                    kernel='sweep')
   assert r['violations']['8.3_inside_interval'] > 0 and not r['all_hold']
 
@@ -109,7 +110,7 @@ def test_reference_agrees_with_layers_and_verifier(N, d, n):
   assert np.array_equal(np.asarray(out['ids']), q)
   assert np.array_equal(np.asarray(out['sweep_ids']), lt)
   r = ref.verify(d, n, N, chunk=7)
-  v = vc.verify_contextual_mapping(cm, grid='full', progress=False, kernel='core')
+  v = vc.verify_contextual_mapping(cm, enumeration='full', progress=False, kernel='core')
   for key, count in r['counts'].items():
     if key.startswith('category'):
       assert count == v['categories'][key[-1]]
@@ -133,7 +134,7 @@ def test_reference_beyond_int64_matches_limb_layers():
 def test_chunk_is_capped_at_grid_size_and_budget():
   cm = contextual.ContextualMapping.build(d=2, n=3, resolution=3)   # 4,096 points
   for kernel in ('sweep', 'fast'):
-    r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=10 ** 12, progress=False,
+    r = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=10 ** 12, progress=False,
                                      kernel=kernel)
     assert r['all_hold'] and r['chunk_size'] <= enumeration.grid_size(2, 3, 3, 'full')
   assert vc.chunk_cap(cm, 10 ** 12, 10 ** 15) * vc.LITERAL_POINT_BYTES <= vc.CHUNK_BUDGET
@@ -192,8 +193,8 @@ def test_in_kernel_representative_detects_a_position_dependent_kernel(monkeypatc
 def test_large_class_table_is_not_held():
   """N=3, d=3, n=5: the 1.2 GiB table is replaced by the in-kernel representative, so the
   run is planned within the memory budget instead of refused."""
-  res = theorem2.plan_resources(3, 5, 3, 'full', lemma9=False)
+  res = theorem2.plan_resources(Grid(3, 5, 3), 'full', lemma9=False)
   assert res['bytes'] <= theorem2.MAX_BYTES
-  assert sweep_kernel.table_bytes(3, 5, 3, 3) > sweep_kernel.TABLE_BUDGET
-  assert theorem2.plan_resources(3, 5, 3, 'full', lemma9=False, kernel='core')['bytes'] > \
+  assert sweep_kernel.table_bytes(Grid(3, 5, 3), 3) > sweep_kernel.TABLE_BUDGET
+  assert theorem2.plan_resources(Grid(3, 5, 3), 'full', lemma9=False, kernel='core')['bytes'] > \
       theorem2.MAX_BYTES

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import construction, yun
-from transformer_ua.verify.contextual_mapping import count_duplicates
+from transformer_ua.verify.checks import count_duplicates
 from transformer_ua.yun import approximator as apx
 from transformer_ua.yun.stages import contextual_ties as ct
 from transformer_ua.yun.stages import contextual

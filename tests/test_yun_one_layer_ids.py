@@ -9,8 +9,8 @@ import mpmath
 import pytest
 
 from transformer_ua.verify import one_layer as verify_ol
-from transformer_ua.yun.single_attention import one_layer, one_layer_ids
 from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.single_attention import one_layer, one_layer_ids
 from transformer_ua.yun.variants.one_layer import OneLayer
 
 
@@ -51,7 +51,7 @@ def test_plan_refuses_grids_past_the_limit():
 
 @pytest.mark.parametrize('d,n,N', [(1, 2, 4), (1, 3, 4), (1, 3, 16), (2, 3, 4), (2, 4, 4)])
 def test_every_context_separated(d, n, N):
-  r = verify_ol.verify_one_layer(d=d, n=n, resolution=N, samples=16)
+  r = verify_ol.verify_one_layer(Grid(d, n, N), samples=16)
   M = N ** d
   assert r['contexts'] == math.comb(M + n - 1, n)
   assert r['ids'] == M * math.comb(M + n - 2, n - 1)
@@ -65,7 +65,7 @@ def test_every_context_separated(d, n, N):
 def test_repeated_tokens_are_ids_of_their_own():
   # M = 4, n = 3: 40 (context, token) pairs; contexts without repeats are the C(4, 3) = 4
   # sets, 3 tokens each: 12 pairs; the other 28 have a repeated token.
-  r = verify_ol.verify_one_layer(d=1, n=3, resolution=4, samples=8)
+  r = verify_ol.verify_one_layer(Grid(1, 3, 4), samples=8)
   assert r['ids'] == 40 and r['ids_with_repeated_tokens'] == 28
   assert r['violations'] == 0
   # the contexts {0, 0, 1} and {0, 1, 1} differ only in multiplicity: token 0's means
@@ -95,14 +95,14 @@ def test_plain_mean_collides_and_is_reported():
   for t in range(M):
     sums = [t + sum(r) for r in itertools.combinations_with_replacement(range(M), n - 1)]
     want += len(sums) - len(set(sums))
-  r = verify_ol.verify_one_layer(d=1, n=n, resolution=M, lam=0, samples=4)
+  r = verify_ol.verify_one_layer(Grid(1, n, M), lam=0, samples=4)
   assert want > 0 and r['overlaps'] == want
   assert not r['all_hold']
 
 
 def test_lambda_too_small_violates_the_margin():
   p = one_layer_ids.plan(1, 3, 16)
-  r = verify_ol.verify_one_layer(d=1, n=3, resolution=16, lam=p.lam / 2 ** 10, samples=4)
+  r = verify_ol.verify_one_layer(Grid(1, 3, 16), lam=p.lam / 2 ** 10, samples=4)
   assert r['violations'] > 0 and not r['all_hold']
   # still injective (softmax of a transcendental base), only closer than the margin
   assert r['certified_min_gap_mean'] > 0
@@ -117,8 +117,8 @@ def test_search_lam_beats_the_proved_gap():
 
 
 def test_verifier_with_searched_lam():
-  r = verify_ol.verify_one_layer(d=1, n=3, resolution=8, lam='search', samples=8)
+  r = verify_ol.verify_one_layer(Grid(1, 3, 8), lam='search', samples=8)
   assert r['all_hold'] and r['lam'] > r['planned_lam']
   assert r['certified_min_gap_mean'] > r['proved_gap_mean']
   with pytest.raises(ValueError, match='search'):
-    verify_ol.verify_one_layer(d=1, n=3, resolution=8, lam='largest')
+    verify_ol.verify_one_layer(Grid(1, 3, 8), lam='largest')

@@ -23,8 +23,6 @@ import numpy as np
 from transformer_ua import parallel, yun
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.yun.stages import contextual
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.variants.paper import Paper
 
 KEYS = ('violations', 'grid_points', 'categories', 'multiset_categories', 'multiset_points',
         'max_abs_output', 'category_1_classes')
@@ -68,15 +66,15 @@ if __name__ == '__main__':
   out = {'devices': len(jax.devices()), 'case': case}
   if case == 'full':
     cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
-    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(Paper(Grid(1, 3, 3)), seed=0), variant=Paper(Grid(1, 3, 3)),
+    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(1, 3, 3, seed=0),
                                        denominator=2)
-    out.update(both(cm, grid='full', chunk_size=20, value_mapping=vm))
+    out.update(both(cm, enumeration='full', chunk_size=20, value_mapping=vm))
     out['chunk'] = chunk_sharding()
   elif case == 'broken':
-    out.update(both(_broken(), grid='full', chunk_size=20))
+    out.update(both(_broken(), enumeration='full', chunk_size=20))
   elif case == 'limbs':
     cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic='limbs')
-    out.update(both(cm, grid='multiset', chunk_size=7))
+    out.update(both(cm, enumeration='multiset', chunk_size=7))
   else:
     raise SystemExit(f'unknown case {case!r}; expected full, broken or limbs.')
   print(json.dumps(out))

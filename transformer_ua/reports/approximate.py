@@ -13,8 +13,9 @@ import os
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun import approximator
 from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.bounds import decomposition
+from transformer_ua.yun.realization import plan
 
 
 def contextual_values(net):
@@ -52,7 +53,7 @@ def verdict_tag(row) -> str:
   if verdict is None:   # a JSON from before the verdicts named their cause
     if not row['reproduces']:
       return 'off'
-    return ('windows' if (row.get('window_share') or 0) > approximator.WINDOW_DOMINANCE
+    return ('windows' if (row.get('window_share') or 0) > decomposition.WINDOW_DOMINANCE
             else 'reproduces')
   if verdict.startswith('reproduces'):
     return 'windows' if 'windows' in verdict else 'reproduces'
@@ -341,7 +342,7 @@ def write_report(result, path) -> None:
     for r in sw[key]:
       verdict = r.get('verdict') or (
           'off' if not r['reproduces'] else
-          'windows' if (r.get('window_share') or 0) > approximator.WINDOW_DOMINANCE
+          'windows' if (r.get('window_share') or 0) > decomposition.WINDOW_DOMINANCE
           else 'reproduces')
       lines.append(f'| {r["lam"]:g} | {r["epsilon"]:g} | {_ci(r["dp_g_bar_g"])} | '
                    f'{r.get("off_samples", "-")} of {c["sweep_samples"]} | '
@@ -351,7 +352,7 @@ def write_report(result, path) -> None:
   if result.get('precision_map'):
     lines += ['', '## Precision map (token_times_mean, Theorem 2)', '',
               'g "reproduces" g_bar when max |g - g_bar| <= '
-              f'{approximator.REPRODUCE_RTOL:g} max(1, max|A|) on {c["map_samples"]} cube-interior '
+              f'{plan.REPRODUCE_RTOL:g} max(1, max|A|) on {c["map_samples"]} cube-interior '
               f'points; lambda ladder {list(c["map_lams"])}, epsilon in {list(c["map_epsilons"])}.',
               '', '| d | n | N | layers | t_r | dtype | works | smallest lambda | epsilon | '
               'best max error |', '|---|---|---|---|---|---|---|---|---|---|']

@@ -9,7 +9,7 @@ delta/4 per side, arb box propagation):
                ``yun.realization.plan.plan_realization``; its bad set (repeated cells)
                enters d_2(f_bar, g_bar);
   * one_layer  ``yun.build_approximator(..., contextual='one_layer')``: one softmax
-               head with the proved lam (``yun.single_attention.one_layer.plan``);
+               head with the proved lam (``yun.single_attention.one_layer_ids.plan``);
   * one_layer_search: the power-of-two lam with the largest certified id gap
                (``yun.single_attention.one_layer.build(..., lam='search')``; certified,
                not proved).
@@ -28,11 +28,12 @@ import warnings
 
 from transformer_ua import construction, outputs, provenance
 from transformer_ua.reports import one_layer_compare as report
-from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants.one_layer import OneLayer
+from transformer_ua.yun.bounds import decomposition
 
 #: (target, d, n, N): the grids of the comparison.
 CONFIGS = (
@@ -90,7 +91,7 @@ def run_paper(target, d, n, N) -> dict:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
       gf = net.realize(lam=float(p.lam), epsilon=float(p.epsilon), dtype='float64')
-    float64 = approximator.realization_error(net, gf, samples=FLOAT_SAMPLES)['max_abs_error']
+    float64 = decomposition.realization_error(net, gf, samples=FLOAT_SAMPLES)['max_abs_error']
   except ValueError:     # ramps below float64's ulps of t_r: no float realization
     float64 = None
   return {'method': 'paper', 'float64_sampled_error': float64, 'load_1min': load,

@@ -26,8 +26,9 @@ import numpy as np
 
 from transformer_ua import outputs, provenance
 from transformer_ua.reports import realization_certified as report
-from transformer_ua.yun import approximator, build_approximator
+from transformer_ua.yun import build_approximator
 from transformer_ua.yun.realization import certified_eval, plan
+from transformer_ua.yun.bounds import decomposition
 
 # (label, target, positional, d, n, N, ties): Theorem 2 on two equivariant targets,
 # Theorem 3, and Theorem 2 with the tie-complete contextual mapping (no bad set: every
@@ -84,7 +85,7 @@ def run_config(label, target, positional, d, n, N, ties, search, log):
     t0 = time.perf_counter()
     row['min_bits'] = certified_eval.min_certifying_bits(g)
     row['min_bits']['seconds'] = time.perf_counter() - t0
-  tol = approximator.REPRODUCE_RTOL * max(1.0, float(np.max(np.abs(net.values))))
+  tol = plan.REPRODUCE_RTOL * max(1.0, float(np.max(np.abs(net.values))))
   row['float64'] = {'bits_needed_at_tolerance': plan.plan_realization(net, tol).bits,
                     'tolerance': tol}
   try:
@@ -96,7 +97,7 @@ def run_config(label, target, positional, d, n, N, ties, search, log):
                           warned=False)
     float_msg = 'float64 refused (ramps below the ulps of t_r)'
   else:
-    rep = approximator.realization_error(net, gf, samples=FLOAT_SAMPLES)
+    rep = decomposition.realization_error(net, gf, samples=FLOAT_SAMPLES)
     row['float64'].update(max_abs_error_sampled=rep['max_abs_error'],
                           reproduces=rep['reproduces'], warned=bool(caught))
     float_msg = (f'float64 sampled error {rep["max_abs_error"]:.3g} (reproduces '

@@ -72,6 +72,7 @@ import numpy as np
 
 from transformer_ua import executor as executor_lib
 from transformer_ua import oracle
+from transformer_ua.yun.grid import Grid
 
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
@@ -101,21 +102,25 @@ def weights(margin, d: int, n: int) -> tuple[Fraction, Fraction]:
   return interior, 1 - interior
 
 
-def sample_interiors(rng, count: int, *, d: int, n: int, resolution: int, margin) -> np.ndarray:
-  """``count`` points uniform on the cube interiors I [count, n, d] (module doc)."""
+def sample_interiors(rng, count: int, *, grid: Grid, margin) -> np.ndarray:
+  """``count`` points uniform on the cube interiors I [count, n, d] of ``grid`` (a
+  ``yun.grid.Grid``; module doc)."""
+  d, n, resolution = grid.d, grid.n, grid.N
   m = float(_check_margin(margin))
   k = rng.integers(0, resolution, (count, n, d))
   return (k + m + (1 - 2 * m) * rng.random((count, n, d))) / resolution
 
 
-def sample_windows(rng, count: int, *, d: int, n: int, resolution: int, margin) -> np.ndarray:
-  """``count`` points uniform on the windows W [count, n, d] (module doc)."""
+def sample_windows(rng, count: int, *, grid: Grid, margin) -> np.ndarray:
+  """``count`` points uniform on the windows W [count, n, d] of ``grid`` (a
+  ``yun.grid.Grid``; module doc)."""
+  d, n, resolution = grid.d, grid.n, grid.N
   m = _check_margin(margin)
   nd = d * n
   stay = 1 - 2 * m
   first = np.asarray([float(stay ** e * 2 * m / (1 - stay ** nd)) for e in range(nd)])
   e = rng.choice(nd, size=count, p=first / first.sum())
-  inner = sample_interiors(rng, count, d=d, n=n, resolution=resolution, margin=m).reshape(count, nd)
+  inner = sample_interiors(rng, count, grid=grid, margin=m).reshape(count, nd)
   anywhere = rng.random((count, nd))
   k = rng.integers(0, resolution, count)
   v = float(m) * rng.random(count)
@@ -213,7 +218,7 @@ def certificate_mc(net, g, cert, *, points: int = MIN_POINTS, window_points: int
   margin = Fraction(cert.margin)
   w_in, w_win = weights(margin, net.d, net.n)
   rng = np.random.default_rng(seed)
-  shape = {'d': net.d, 'n': net.n, 'resolution': net.resolution, 'margin': margin}
+  shape = {'grid': Grid(net.d, net.n, net.resolution), 'margin': margin}
   xs = {'interior': sample_interiors(rng, points, **shape),
         'window': sample_windows(rng, window_points, **shape)}
   g_both, where, used = evaluate_g(g, np.concatenate([xs['interior'], xs['window']]), prec,

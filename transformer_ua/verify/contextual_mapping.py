@@ -2,7 +2,7 @@ r"""Exact whole-grid verification of Lemma 8 and Lemma 10 (Yun et al. 2020, E.3)
 
 Every point is run through the compiled attention layers of g_c (``yun.stages.contextual``)
 in exact integer arithmetic (int64 or limbs, as planned), chunk by chunk: grid points
-are decoded on device from linear indices (``grids``), each chunk is one jit-compiled
+are decoded on device from linear indices (``yun.enumeration``), each chunk is one jit-compiled
 vmapped call, and only violation counts (and, for the class representatives, the
 values needed by the global checks) come back to the host.
 
@@ -61,9 +61,8 @@ import numpy as np
 
 from transformer_ua import parallel, provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
-from transformer_ua.verify.checks import count_duplicates  # noqa: F401 (its old home)
 from transformer_ua.yun.stages import gc_kernels
-from transformer_ua.yun import enumeration
+from transformer_ua.yun import enumeration as enumeration_lib
 
 #: Properties of the result: the per-point ones (``checks.LEMMA8``) and the global ones.
 PROPERTIES = checks.LEMMA8 + (
@@ -103,8 +102,8 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     sharding = parallel.data_sharding(mesh)
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
-  codec = enumeration.make_codec(cm.d, n, cm.resolution)
-  class_codec = enumeration.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
+  codec = enumeration_lib.make_codec(cm.d, n, cm.resolution)
+  class_codec = enumeration_lib.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   bounds = checks.scaled_constants(cm)
@@ -136,15 +135,15 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
 # ---------------------------------------------------------------------------
 
 
-def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
+def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
                               progress: bool = True, value_mapping=None,
                               kernel: str = 'sweep', num_devices: int | None = None,
                               state_path: str | None = None, resume: bool = False) -> dict:
   """Checks Lemma 8 / Lemma 10 on every point of the grid, exactly.
 
   Args:
-    cm: a ``yun.ContextualMapping``.
-    grid: 'full' (every ordered point of G+_delta; adds the permutation-equivariance
+    cm: a ``contextual.ContextualMapping``.
+    enumeration: 'full' (every ordered point of G+_delta; adds the permutation-equivariance
       check) or 'multiset' (one representative per permutation class).
     chunk_size: points per jit call (bounds memory).
     progress: print progress lines (stderr).
@@ -161,30 +160,31 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     state_path, resume: full grid with kernel 'sweep': save the completed blocks and
       partial counts here; continue from them (``grid_pass.full_pass``).
   Returns:
-    dict with ``grid_points``, ``violations`` (property -> count), category counts,
-    ``max_abs_value`` seen vs the planned bound, ``devices``, ``chunk_size`` (as
-    run), ``seconds``, ``provenance``.
+    dict with ``grid`` (the enumeration run), ``grid_points``, ``violations`` (property
+    -> count), category counts, ``max_abs_value`` seen vs the planned bound,
+    ``devices``, ``chunk_size`` (as run), ``seconds``, ``provenance``.
   """
-  if grid not in enumeration.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {enumeration.GRIDS}.')
+  if enumeration not in enumeration_lib.GRIDS:
+    raise ValueError(f'enumeration={enumeration!r}; allowed: {enumeration_lib.GRIDS}.')
   if not isinstance(chunk_size, int) or chunk_size < 1:
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()  # at the start: the revision that runs
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  m_total = enumeration.grid_size(d, n, N, 'multiset')
-  violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
+  m_total = enumeration_lib.grid_size(d, n, N, 'multiset')
+  violations = {p: 0 for p in PROPERTIES
+                if enumeration == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
-  f_total = enumeration.grid_size(d, n, N, 'full')
+  f_total = enumeration_lib.grid_size(d, n, N, 'full')
   requested_chunk = chunk_size
-  chunk_size = chunk_cap(cm, chunk_size, m_total if grid == 'multiset' or kernel == 'sweep'
+  chunk_size = chunk_cap(cm, chunk_size, m_total if enumeration == 'multiset' or kernel == 'sweep'
                          else f_total)
   chunk_size = -(-chunk_size // num_dev) * num_dev
   # The block pass reads a class table when it is small, else recomputes each point's
   # representative in-kernel (no table held).
-  keep_table = grid == 'full' and (kernel != 'sweep' or sweep_kernel.uses_table(cm))
+  keep_table = enumeration == 'full' and (kernel != 'sweep' or sweep_kernel.uses_table(cm))
   per_point = checks.LEMMA8 + (('lemma9_value_mapping',) if value_mapping is not None else ())
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _make_chunk_fns(cm, chunk_size, value_mapping, kernel,
@@ -212,7 +212,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['8.2_distinct_across_classes'] = checks.count_duplicates(
       ops, flat, np.repeat(np.arange(m1), n))
   violations['lemma10_one_to_one'] = checks.count_duplicates(ops, cat1_ltn, np.arange(m1))
-  expected_m = enumeration.category_counts(d, n, N, 'multiset')
+  expected_m = enumeration_lib.category_counts(d, n, N, 'multiset')
   mc = multiset['counts']
   result = {'multiset_points': mc['points'],
             'multiset_categories': {str(k): mc[f'category_{k}'] for k in (1, 2, 3)}}
@@ -220,12 +220,13 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
       int(mc[f'category_{k}'] != expected_m[k]) for k in (1, 2, 3))
   passes = [multiset]
   t_multiset = time.time() - t0
-  if grid == 'full':
+  if enumeration == 'full':
     table = np.concatenate(table) if keep_table else None
     if kernel == 'sweep':
       extra = None
       if value_mapping is not None:
-        codec, class_codec = enumeration.make_codec(d, n, N), enumeration.make_class_codec(d, n, N)
+        codec = enumeration_lib.make_codec(d, n, N)
+        class_codec = enumeration_lib.make_class_codec(d, n, N)
         extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
             value_mapping, ops, codec, class_codec, k, z, cat, valid)
       full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,
@@ -242,7 +243,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
           cm, lambda start, total: full_chunk(params, start, total, table), f_total,
           chunk_size), progress=progress)
     fc = full['counts']
-    expected = enumeration.category_counts(d, n, N, 'full')
+    expected = enumeration_lib.category_counts(d, n, N, 'full')
     bad_counts += int(fc['points'] != f_total) + sum(
         int(fc[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
     violations['permutation_equivariance'] = fc['permutation_equivariance']
@@ -253,12 +254,12 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
   violations['category_counts'] = bad_counts
   grid_points = passes[-1]['counts']['points']
-  expected_points = enumeration.grid_size(d, n, N, grid)
+  expected_points = enumeration_lib.grid_size(d, n, N, enumeration)
   violations['grid_point_count'] = int(grid_points != expected_points)
   max_abs = max(p['max_abs'] for p in passes)
   violations['bits_within_plan'] = int(max_abs > cm.bound)
   result.update({
-      'd': d, 'n': n, 'resolution': N, 'grid': grid,
+      'd': d, 'n': n, 'resolution': N, 'grid': enumeration,
       'grid_points': grid_points, 'grid_points_expected': expected_points,
       'violations': violations,
       'all_hold': not any(violations.values()),

@@ -31,7 +31,7 @@ import numpy as np
 from transformer_ua import provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
 from transformer_ua.yun.stages import gc_kernels
-from transformer_ua.yun import enumeration
+from transformer_ua.yun import enumeration as enumeration_lib
 
 #: Properties of the result: the per-point ones (``checks.TIES``) and the global ones.
 PROPERTIES = (('T1_one_to_one',) + checks.TIES
@@ -44,7 +44,7 @@ def _chunk_fns(cm, chunk: int, kernel: str):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
   total, table)`` (``grid_pass.chunk_fns``) checking T1-T3; extremes of z as words."""
   ops = cm.ops
-  codec = enumeration.make_codec(cm.d, cm.n, cm.resolution)
+  codec = enumeration_lib.make_codec(cm.d, cm.n, cm.resolution)
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   n, s = cm.n, cm.scale
@@ -65,28 +65,29 @@ def _chunk_fns(cm, chunk: int, kernel: str):
   return grid_pass.chunk_fns(cm, chunk, run)
 
 
-def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
+def verify(cm, *, enumeration: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
            kernel: str = 'fast') -> dict:
   """Checks (T1)-(T3) of ``yun.stages.contextual_ties`` on every point of the grid, exactly.
 
   Args:
     cm: a ``yun.stages.contextual_ties.TiesContextualMapping``.
-    grid: 'multiset' (one point per permutation class of G+, repeats included) or
+    enumeration: 'multiset' (one point per permutation class of G+, repeats included) or
       'full' (every ordered point; adds the permutation-equivariance check).
     chunk_size: points per jit call; kernel: 'fast' or 'core' (same integers).
   Returns:
-    dict with ``violations`` (property -> count), ``all_hold``, counts, bits, seconds,
+    dict with ``grid`` (the enumeration run), ``violations`` (property -> count),
+    ``all_hold``, counts, bits, seconds,
     ``provenance``.
   """
-  if grid not in enumeration.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {enumeration.GRIDS}.')
+  if enumeration not in enumeration_lib.GRIDS:
+    raise ValueError(f'enumeration={enumeration!r}; allowed: {enumeration_lib.GRIDS}.')
   if not isinstance(chunk_size, int) or chunk_size < 1:
     raise ValueError(f'chunk_size must be a positive integer, got {chunk_size!r}.')
   t0 = time.time()
   prov = provenance.record()
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  total = enumeration.grid_size(d, n, N, 'multiset')
+  total = enumeration_lib.grid_size(d, n, N, 'multiset')
   viol = {p: 0 for p in PROPERTIES}
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _chunk_fns(cm, chunk_size, kernel)
@@ -115,28 +116,28 @@ def verify(cm, *, grid: str = 'multiset', chunk_size: int = DEFAULT_CHUNK,
   smallest = int(ops.to_python(values[order][:1])[0])
   viol['t_l_attained'] = int(smallest != int(cm.t_l * cm.scale))
   sizes = {'multiset': total}
-  if grid == 'full':
+  if enumeration == 'full':
     with jax.enable_x64(True):
       table = jnp.asarray(np.concatenate(table))
-    sizes['full'] = enumeration.grid_size(d, n, N, 'full')
+    sizes['full'] = enumeration_lib.grid_size(d, n, N, 'full')
     passes.append(grid_pass.run(grid_pass.Chunks(
         cm, lambda start, tot: full_chunk(cm.exact_params, start, tot, table),
         sizes['full'], chunk_size), progress=False))
     viol['permutation_equivariance'] = passes[-1]['counts']['permutation_equivariance']
   bad = 0
   for (name, size), p in zip(sizes.items(), passes):
-    expected = enumeration.category_counts(d, n, N, name)
+    expected = enumeration_lib.category_counts(d, n, N, name)
     bad += int(p['counts']['points'] != size) + sum(
         int(p['counts'][f'category_{k}'] != expected[k]) for k in (1, 2, 3))
   for key in checks.TIES:
     viol[key] = sum(p['counts'][key] for p in passes)
   viol['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
   viol['category_counts'] = bad
-  points = sizes[grid]
+  points = sizes[enumeration]
   viol['grid_point_count'] = int(passes[-1]['counts']['points'] != points)
   max_abs = max(p['max_abs'] for p in passes)
   viol['bits_within_plan'] = int(max_abs > cm.bound)
-  return {'d': d, 'n': n, 'resolution': N, 'grid': grid, 'grid_points': points,
+  return {'d': d, 'n': n, 'resolution': N, 'grid': enumeration, 'grid_points': points,
           'violations': viol, 'all_hold': not any(viol.values()),
           'distinct_ids': distinct, 'expected_ids': expected_ids,
           'arithmetic': cm.arithmetic.describe(), 'kernel': kernel,

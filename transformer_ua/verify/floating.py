@@ -19,7 +19,7 @@ import numpy as np
 
 from transformer_ua import layers
 from transformer_ua.yun import enumeration
-from transformer_ua.yun.stages import contextual
+from transformer_ua.yun.stages import contextual_params
 
 DTYPES = ('float64', 'float32')
 
@@ -39,7 +39,7 @@ def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict
   exact_f = np.vectorize(lambda v: float(Fraction(int(v), cm.scale)))(exact)
   net = cm.network()
   for name in DTYPES:
-    _, params = contextual.contextual_mapping_params(d=d, n=n, resolution=N, dtype=name)
+    _, params = contextual_params.contextual_mapping_params(d=d, n=n, resolution=N, dtype=name)
     x = np.where(k < 0, -float(cm.out_of_range), k / N).astype(name)
     with jax.enable_x64(True):
       apply = layers.jit_apply(net)

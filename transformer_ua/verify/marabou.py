@@ -61,6 +61,7 @@ from transformer_ua import oracle, outputs, provenance
 from transformer_ua.exact import ball
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.yun import build_approximator
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
 
 #: The Marabou release this module was written against (``pip install maraboupy``).
@@ -392,13 +393,14 @@ def window_box(cells, resolution: int, margin) -> tuple:
   return lo, hi
 
 
-def run(*, target: str = 'token_times_mean', d: int = 1, n: int = 2, resolution: int = 2,
-        cells=None, margin=Fraction(1, 64), taus=(1e-6,), timeout: int = 300,
-        export_path: str) -> dict:
-  """Builds the planned g (exact and float64, output clamp), exports it, diagnoses the
-  parser, and runs ``check_box`` on the cube interior of ``cells`` for each tau (the
-  check) and on ``window_box`` at the first tau (reported, not required: inside a ramp
-  the float LP meets coefficients from lam and 1/epsilon at once)."""
+def run(*, target: str = 'token_times_mean', grid: Grid = Grid(1, 2, 2), cells=None,
+        margin=Fraction(1, 64), taus=(1e-6,), timeout: int = 300, export_path: str) -> dict:
+  """Builds the planned g on ``grid`` (a ``yun.grid.Grid``; exact and float64, output
+  clamp), exports it, diagnoses the parser, and runs ``check_box`` on the cube interior
+  of ``cells`` for each tau (the check) and on ``window_box`` at the first tau (reported,
+  not required: inside a ramp the float LP meets coefficients from lam and 1/epsilon at
+  once)."""
+  d, n, resolution = grid.d, grid.n, grid.N
   net = build_approximator(target, d=d, n=n, resolution=resolution, ties='complete')
   p = plan.plan_realization(net, tolerance=1e-6, margin=float(margin))
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact', clamp=True)

@@ -8,7 +8,7 @@ For the construction of ``yun.single_attention.one_layer`` on the grid (d, n, N)
 for every context S (a multiset of n cells, repeated cells included) and every token t
 of it. The certificate (no sampling):
 
-  1. arb enclosures [lo, hi] of every mean_{beta_t}(S) (``yun.single_attention.one_layer.mean_enclosures``,
+  1. arb enclosures [lo, hi] of every mean_{beta_t}(S) (``yun.single_attention.one_layer_ids.mean_enclosures``,
      bounds rounded outward to integers over 2^bits), sorted per token t by lo;
   2. within one t, consecutive enclosures are disjoint with lo_{i+1} - hi_i >= gamma_req
      (default: the proved gamma_mean at the planned lam); sorted by lo, this makes every
@@ -34,7 +34,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from transformer_ua.yun.single_attention import one_layer
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.single_attention import one_layer_ids
 
 #: float64 error bound of a computed mean, in units of M eps (n terms, exp, quotient).
 FLOAT_ERROR_UNITS = 16
@@ -42,29 +43,52 @@ FLOAT_ERROR_UNITS = 16
 MPMATH_EXTRA_BITS = 64
 
 
-def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | None = None,
+def parse_lam(text: str):
+  """``verify_one_layer``'s ``lam`` from text: '' -> None (the plan's), 'search', or a
+  rational >= 0 written as a fraction ('1/1024') or a power of two ('2^-10').
+
+  Raises:
+    ValueError: anything else (naming ``lam=<text>``).
+  """
+  raw = text.strip()
+  if raw in ('', 'search'):
+    return raw or None
+  try:
+    lam = Fraction(2) ** int(raw[2:]) if raw.startswith('2^') else Fraction(raw)
+  except (ValueError, ZeroDivisionError):
+    lam = None
+  if lam is None or lam < 0:
+    raise ValueError(f'lam={text}: must be a rational >= 0 (e.g. 1/1024 or 2^-10), '
+                     "'search', or empty for the planned lam.")
+  return lam
+
+
+def verify_one_layer(grid: Grid, *, lam=None, bits: int | None = None,
                      required_gap=None, samples: int = 64, seed: int = 0,
                      float_check: bool = True) -> dict:
   """Runs the certificate and the independent checks; returns a JSON-able dict.
 
   Args:
+    grid: a ``yun.grid.Grid`` (d, n, N); every context of it (a multiset of n cells) and
+      every token of a context is certified.
     lam: softmax scale (default: the plan's; 0 allowed: the plain mean, which collides;
-      'search': ``yun.single_attention.one_layer.search_lam``'s, certified but past the proved range).
+      'search': ``yun.single_attention.one_layer_ids.search_lam``'s, certified but past the proved range).
     bits: enclosure precision (default: the plan's).
     required_gap: gamma_req on the means (default: the proved gamma_mean at the plan's
       lam).
     samples: rows checked by mpmath (plus the closest pair).
   Raises:
-    ValueError: bad configuration, or one past ``yun.single_attention.one_layer.plan``.
+    ValueError: bad configuration, or one past ``yun.single_attention.one_layer_ids.plan``.
   """
   t_start = time.perf_counter()
-  p = one_layer.plan(d, n, resolution)
+  d, n, resolution = grid.d, grid.n, grid.N
+  p = one_layer_ids.plan(d, n, resolution)
   M = p.M
   search = None
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a rational >= 0, None or 'search'.")
-    search = one_layer.search_lam(d, n, resolution)
+    search = one_layer_ids.search_lam(d, n, resolution)
     lam = search['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam < 0:
@@ -73,11 +97,11 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
   if bits < 16:
     raise ValueError(f'bits={bits}; at least 16.')
   req = p.gamma_mean if required_gap is None else Fraction(required_gap)
-  table = one_layer.mean_enclosures(M, n, lam, T=p.T, bits=bits)
+  table = one_layer_ids.mean_enclosures(M, n, lam, T=p.T, bits=bits)
   t_check = time.perf_counter()
   s = table.scale
   scale = Fraction(2) ** s
-  g = one_layer.gaps(table)
+  g = one_layer_ids.gaps(table)
   req_scaled = math.ceil(req * scale)
   gap_list = g['gaps']
   violations = sum(1 for v in gap_list if v < req_scaled)
@@ -99,7 +123,7 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
   repeated = int(np.sum(np.any(full[:, 1:] == full[:, :-1], axis=1)))
   check_seconds = time.perf_counter() - t_check
   out = {
-      'd': d, 'n': n, 'resolution': resolution, 'M': M, 'contexts': one_layer.num_classes(
+      'd': d, 'n': n, 'resolution': resolution, 'M': M, 'contexts': one_layer_ids.num_classes(
           d, n, resolution), 'ids': len(table), 'ids_with_repeated_tokens': repeated,
       'lam': float(lam), 'log2_lam': math.log2(lam) if lam > 0 else None,
       'planned_lam': float(p.lam), 'bits': bits,

@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.yun.grid import check_config, out_of_range_value
+from transformer_ua.yun.grid import Grid, out_of_range_value
 from transformer_ua.yun.stages import quantize
 
 EDGE_TOL = 2.0 ** -48
@@ -66,10 +66,11 @@ def _samples(n, d, resolution, count, rng):
   return np.concatenate([uniform, near])
 
 
-def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000,
-                        seed: int = 0, exact_factor: int = EXACT_FACTOR) -> dict:
-  """Runs both Lemma 7 checks; returns counts (violations must be 0) and tolerances."""
-  d, n, N = check_config(d, n, resolution)
+def verify_quantization(grid: Grid, *, samples: int = 20000, seed: int = 0,
+                        exact_factor: int = EXACT_FACTOR) -> dict:
+  """Runs both Lemma 7 checks on g_q of ``grid`` (a ``yun.grid.Grid``); returns counts
+  (violations must be 0) and tolerances."""
+  d, n, N = grid.d, grid.n, grid.N
   t0 = time.time()
   g_q = quantize.Quantization.build(d=d, n=n, resolution=N)
   rng = np.random.default_rng(seed)
@@ -93,10 +94,10 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   s_q = 2 * N * exact_factor
   vals = np.arange(-s_q, 2 * s_q + 1, dtype=np.int64)
   slots = n * d
-  grid = np.stack([np.roll(vals, -t) for t in range(slots)], axis=-1).reshape(len(vals), n, d)
-  y_exact = g_q.quantize_exact(grid, s_q)
+  inputs = np.stack([np.roll(vals, -t) for t in range(slots)], axis=-1).reshape(len(vals), n, d)
+  y_exact = g_q.quantize_exact(inputs, s_q)
   ref = np.vectorize(lambda a: int(quantize.quantize_reference(Fraction(int(a), s_q), d, n, N)
-                                   * s_q))(grid)
+                                   * s_q))(inputs)
   exact_bad = int(np.sum(y_exact != ref))
   return {
       'lemma7_real_inputs': int(np.sum(real_bad)),
@@ -105,7 +106,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
       'near_edge_entries': int(np.sum(near)),
       'near_edge_other_bin': int(np.sum(near & (got != expected))),
       'edge_tolerance': EDGE_TOL, 'value_rtol': VALUE_RTOL,
-      'exact_inputs': int(grid.size), 'exact_scale': s_q,
+      'exact_inputs': int(inputs.size), 'exact_scale': s_q,
       'num_layers': g_q.depth(), 'num_params': g_q.num_params(),
       'seconds': round(time.time() - t0, 3), 'provenance': provenance.record(),
   }

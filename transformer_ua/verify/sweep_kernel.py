@@ -58,6 +58,7 @@ from transformer_ua import parallel
 from transformer_ua.exact import limbs
 from transformer_ua.verify import checks
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
@@ -112,15 +113,16 @@ def _column_tables(cm):
   return k, np.any(k < 0, axis=1), x, ids
 
 
-def table_bytes(d: int, n: int, resolution: int, words: int) -> int:
-  """Bytes of the class table: q of every multiset representative, ``words`` int64 each."""
-  return 8 * words * n * enumeration.grid_size(d, n, resolution, 'multiset')
+def table_bytes(grid: Grid, words: int) -> int:
+  """Bytes of the class table of ``grid`` (a ``yun.grid.Grid``): q of every multiset
+  representative, ``words`` int64 each."""
+  return 8 * words * grid.n * enumeration.grid_size(grid.d, grid.n, grid.N, 'multiset')
 
 
 def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:
   """Whether the equivariance check reads a class table (else: in-kernel representative)."""
   words = cm.arithmetic.num_limbs if cm.limbs else 1
-  return table_bytes(cm.d, cm.n, cm.resolution, words) <= budget
+  return table_bytes(Grid(cm.d, cm.n, cm.resolution), words) <= budget
 
 
 def _block_constants(cm, m: int, s_ops, f_ops) -> dict:

@@ -1,13 +1,14 @@
 r"""One call that verifies Lemmas 7-10 of Yun et al.'s Theorem 2 construction.
 
-``verify_theorem2(d=..., n=..., resolution=..., grid=...)`` builds g_q, g_c, g_v,
-plans the exact arithmetic, refuses configurations that would not fit the
-``max_points`` / ``max_bytes`` budgets (``ValueError``), and returns one result dict:
+``verify_theorem2(Grid(d, n, N), enumeration=...)`` builds g_q, g_c, g_v, plans the
+exact arithmetic, refuses configurations that would not fit the ``max_points`` /
+``max_bytes`` budgets (``ValueError``), and returns one result dict:
 
     d, n, resolution, grid, grid_points, violations {property: count}, arithmetic,
     bits_required, seconds, lemma7 {...}, lemma9 {...}, provenance, all_hold
 
-``experiments/verify_contextual_mapping.py`` is its command-line front end.
+``verify.entry.verify`` calls it for the ``Paper`` variant
+(``experiments/verify_contextual_mapping.py`` is the command-line front end).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from transformer_ua import provenance
 from transformer_ua.exact import planner
 from transformer_ua.verify import (contextual_mapping, floating, quantization, sweep_kernel,
                                    value_mapping)
-from transformer_ua.yun import enumeration
-from transformer_ua.yun.grid import check_config
+from transformer_ua.yun import enumeration as enumeration_lib
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, value
+from transformer_ua.yun.stages import contextual_params
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
 #: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
@@ -36,22 +38,25 @@ def _fmt(count: int) -> str:
   return f'{count:,}' if count < 10 ** 15 else f'{float(count):.3e}'
 
 
-def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str = 'auto',
+def plan_resources(grid: Grid, enumeration: str, arithmetic: str = 'auto',
                    lemma9: bool = True, kernel: str = 'sweep') -> dict:
-  """Points, bytes and the arithmetic a run needs, before anything runs."""
-  d, n, N = check_config(d, n, resolution)
-  if grid not in enumeration.GRIDS:
-    raise ValueError(f'grid={grid!r}; allowed: {", ".join(enumeration.GRIDS)}.')
-  bound = contextual.contextual_mapping_bound(d, n, N)
+  """Points, bytes and the arithmetic a run on ``grid`` (a ``yun.grid.Grid``) needs,
+  before anything runs."""
+  d, n, N = grid.d, grid.n, grid.N
+  if enumeration not in enumeration_lib.GRIDS:
+    raise ValueError(f'enumeration={enumeration!r}; allowed: '
+                     f'{", ".join(enumeration_lib.GRIDS)}.')
+  bound = contextual_params.contextual_mapping_bound(d, n, N)
   arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
-  multisets = enumeration.grid_size(d, n, N, 'multiset')
+  multisets = enumeration_lib.grid_size(d, n, N, 'multiset')
   classes = math.comb(N ** d, n)
-  points = enumeration.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
+  points = (enumeration_lib.grid_size(d, n, N, enumeration)
+            + (multisets if enumeration == 'full' else 0))
   # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode
   # (kernel 'sweep' holds it only within sweep_kernel.TABLE_BUDGET, else it recomputes
   # each point's representative), and the value mapping's per-class arrays.
-  table = sweep_kernel.table_bytes(d, n, N, words) if grid == 'full' else 0
+  table = sweep_kernel.table_bytes(grid, words) if enumeration == 'full' else 0
   if kernel == 'sweep' and table > sweep_kernel.TABLE_BUDGET:
     table = 0
   nbytes = 8 * words * (3 * classes * (n + 1) + (classes * n * (3 * d + 2) if lemma9 else 0))
@@ -60,7 +65,7 @@ def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str =
           'multisets': multisets}
 
 
-def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
+def verify_theorem2(grid: Grid, *, enumeration: str = 'multiset',
                     arithmetic: str = 'auto', chunk_size: int = contextual_mapping.DEFAULT_CHUNK,
                     lemma7_samples: int = 20000, lemma9: bool = True,
                     lemma9_literal_points: int = 256, target_seed: int = 0,
@@ -68,7 +73,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                     progress: bool = True, kernel: str = 'sweep',
                     float_points: int = 0, num_devices: int | None = None,
                     state_path: str | None = None, resume: bool = False) -> dict:
-  """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9), exactly.
+  """Builds and verifies g_q (Lemma 7), g_c (Lemmas 8, 10), g_v (Lemma 9) on ``grid`` (a
+  ``yun.grid.Grid``), exactly, on the ``enumeration`` ('full' | 'multiset') of G+.
 
   The whole-grid pass is sharded over ``num_devices`` devices (default: all; see
   ``contextual_mapping.verify_contextual_mapping``); the other checks are small and
@@ -80,11 +86,12 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   """
   t0 = time.time()
   prov = provenance.record()  # at the start: the revision that runs
-  res = plan_resources(d, n, resolution, grid, arithmetic, lemma9, kernel)
+  d, n, resolution = grid.d, grid.n, grid.N
+  res = plan_resources(grid, enumeration, arithmetic, lemma9, kernel)
   if res['points'] > max_points:
-    raise ValueError(f'grid={grid} for d={d}, n={n}, resolution={resolution} has '
+    raise ValueError(f'grid={enumeration} for d={d}, n={n}, resolution={resolution} has '
                      f'{_fmt(res["points"])} points to evaluate; at most {max_points:,} allowed '
-                     f'(use {"--grid=multiset, " if grid == "full" else ""}smaller '
+                     f'(use {"--grid=multiset, " if enumeration == "full" else ""}smaller '
                      'd/n/resolution, or raise --max_points).')
   if res['bytes'] > max_bytes:
     raise ValueError(f'this run would hold about {res["bytes"] / 2 ** 30:.1f} GiB for its '
@@ -106,7 +113,8 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                      'num_layers': vm.depth(), 'num_params': vm.num_params(),
                      'bump_layers': value.num_bump_layers(d, n, resolution),
                      'build_seconds': round(time.time() - tb, 3)}
-  result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
+  result = contextual_mapping.verify_contextual_mapping(cm, enumeration=enumeration,
+                                                        chunk_size=chunk_size,
                                                         progress=progress, value_mapping=vm,
                                                         kernel=kernel,
                                                         num_devices=num_devices,
@@ -114,8 +122,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   phases['grid_check'] = result['seconds']
   violations = dict(result['violations'])
   tp = time.time()
-  lemma7 = quantization.verify_quantization(d=d, n=n, resolution=resolution,
-                                            samples=lemma7_samples, seed=target_seed)
+  lemma7 = quantization.verify_quantization(grid, samples=lemma7_samples, seed=target_seed)
   violations['lemma7_real_inputs'] = lemma7['lemma7_real_inputs']
   violations['lemma7_exact_rational'] = lemma7['lemma7_exact_rational']
   lemma7.pop('provenance')
@@ -124,7 +131,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
   if vm is not None:
     budget_points = max(1, LITERAL_BUDGET // vm.depth())
     count = min(lemma9_literal_points, budget_points)
-    pts = value_mapping.sample_points(d, n, resolution, count, seed=target_seed)
+    pts = value_mapping.sample_points(grid, count, seed=target_seed)
     lit = value_mapping.verify_literal_value_mapping(vm, pts)
     lit.pop('provenance')
     violations['lemma9_literal_equals_compact'] = lit['lemma9_literal_equals_compact']

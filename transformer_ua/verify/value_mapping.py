@@ -19,11 +19,14 @@ import numpy as np
 from transformer_ua import provenance
 from transformer_ua.exact import limbs
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 
 
-def sample_points(d: int, n: int, resolution: int, count: int, seed: int = 0) -> np.ndarray:
-  """Grid indices [B, n, d]: every point of G+ if it has <= count points, else a
-  random sample, half of it drawn from Category 1 (G~, where bumps fire)."""
+def sample_points(grid: Grid, count: int, seed: int = 0) -> np.ndarray:
+  """Grid indices [B, n, d] of ``grid`` (a ``yun.grid.Grid``): every point of G+ if it
+  has <= count points, else a random sample, half of it drawn from Category 1 (G~,
+  where bumps fire)."""
+  d, n, resolution = grid.d, grid.n, grid.N
   total = enumeration.grid_size(d, n, resolution, 'full')
   codec = enumeration.make_codec(d, n, resolution)
   rng = np.random.default_rng(seed)
