@@ -24,6 +24,7 @@ from transformer_ua.yun import enumeration as enumeration_lib
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, value
 from transformer_ua.yun.stages import contextual_params
+from transformer_ua.yun.variants.paper import Paper
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
 #: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
@@ -105,13 +106,13 @@ def verify_theorem2(grid: Grid, *, enumeration: str = 'multiset',
   lemma9_result = {}
   if lemma9:
     tb = time.time()
-    targets = value.random_targets(d, n, resolution, seed=target_seed)
-    vm = value.build_value_mapping(cm, targets, denominator=2, chunk_size=min(chunk_size, 1 << 14),
-                                   kernel=kernel)
+    targets = value.random_targets(Paper(grid), seed=target_seed)
+    vm = value.build_value_mapping(cm, targets, variant=Paper(grid), denominator=2,
+                                   chunk_size=min(chunk_size, 1 << 14), kernel=kernel)
     lemma9_result = {'target': f'random integers in [-8, 8] / 2 per class (seed {target_seed}), '
                                'extended by permutation equivariance',
                      'num_layers': vm.depth(), 'num_params': vm.num_params(),
-                     'bump_layers': value.num_bump_layers(d, n, resolution),
+                     'bump_layers': Paper(grid).num_bump_layers(),
                      'build_seconds': round(time.time() - tb, 3)}
   result = contextual_mapping.verify_contextual_mapping(cm, enumeration=enumeration,
                                                         chunk_size=chunk_size,
@@ -147,7 +148,7 @@ def verify_theorem2(grid: Grid, *, enumeration: str = 'multiset',
       'all_hold': not any(violations.values()),
       'lemma7': lemma7, 'lemma9': lemma9_result,
       'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.depth(),
-                       'value': value.layer_count(d, n, resolution)},
+                       'value': Paper(grid).value_layers()},
       'seconds': round(time.time() - t0, 3),
       'phase_seconds': {k: round(v, 3) for k, v in phases.items()},
       'provenance': prov,
