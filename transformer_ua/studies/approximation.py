@@ -504,6 +504,34 @@ def run_precision_map(c, log):
   return rows
 
 
+def run_ladders(c, log) -> list:
+  """``run_ladder`` for the configured target (every built-in one with ``all_targets``),
+  each under the theorem that applies to it (and with ``compare_ties`` also
+  ties='complete'), with its fitted slopes in the log."""
+  targets = ([c.target] + [t for t in sorted(targets_lib.BUILTIN_TARGETS) if t != c.target]
+             if c.all_targets else [c.target])
+  ladders = []
+  for name in targets:
+    pos = _positional_for(name, c.positional)
+    why = (': not permutation equivariant, so Theorem 2 does not apply'
+           if pos and not c.positional else '')
+    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"}{why})')
+    for ties in ('paper', 'complete') if c.get('compare_ties') and not pos else ('paper',):
+      if ties == 'complete':
+        log(f' {name} (Theorem 2, ties=complete: no bad set)')
+      ladders.append(run_ladder(name, c, pos, log, ties))
+      sl = ladders[-1]['slopes']
+      ts = ladders[-1]['tail_slopes']
+      fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
+      log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
+          f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
+          f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
+          + ('(0 exactly: no bad set)' if pos or ties == 'complete' else
+             f'(theory d/p = {c.d / c.p:g})')
+          + f'; d_p(f,g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}')
+  return ladders
+
+
 def run(c, outdir, log=print, workers=None, command: str | None = None) -> dict:
   """The main job (module doc) into ``outdir``; ``command`` is recorded as its provenance
   (default: this process's). Float realizations are labelled in the log and the report
@@ -539,27 +567,7 @@ def _run(c, outdir, log, workers, command) -> dict:
   g, dec, rep = fl['g'], fl['decomposition'], fl['realization']
   log(f'\nresolution ladder of g_bar (no realization): d_p sampled on {c.samples} uniform '
       'points per N; [exact] over the whole grid')
-  targets = ([c.target] + [t for t in sorted(targets_lib.BUILTIN_TARGETS) if t != c.target]
-             if c.all_targets else [c.target])
-  ladders = []
-  for name in targets:
-    pos = _positional_for(name, c.positional)
-    why = (': not permutation equivariant, so Theorem 2 does not apply'
-           if pos and not c.positional else '')
-    log(f' {name} ({"Theorem 3" if pos else "Theorem 2"}{why})')
-    for ties in ('paper', 'complete') if c.get('compare_ties') and not pos else ('paper',):
-      if ties == 'complete':
-        log(f' {name} (Theorem 2, ties=complete: no bad set)')
-      ladders.append(run_ladder(name, c, pos, log, ties))
-      sl = ladders[-1]['slopes']
-      ts = ladders[-1]['tail_slopes']
-      fmt = lambda v: 'n/a' if v is None else f'{v:.3f}'  # noqa: E731
-      log(f'  fitted log-log slopes (all / finer half): d_p(f,f_bar) {fmt(sl["f|f_bar"])} / '
-          f'{fmt(ts["f|f_bar"])} (theory 1 for Lipschitz f); d_p(f_bar,g_bar) '
-          f'{fmt(sl["f_bar|g_bar"])} / {fmt(ts["f_bar|g_bar"])} '
-          + ('(0 exactly: no bad set)' if pos or ties == 'complete' else
-             f'(theory d/p = {c.d / c.p:g})')
-          + f'; d_p(f,g_bar) {fmt(sl["f|g_bar"])} / {fmt(ts["f|g_bar"])}')
+  ladders = run_ladders(c, log)
   log(f'\nlambda / epsilon sweeps of [{c.dtype}] (verdicts on the cube interiors; "off" '
       'says why)')
   sweeps = run_sweeps(net, c, log)
