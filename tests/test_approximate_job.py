@@ -1,4 +1,5 @@
-"""The main job (experiments/approximate.py): its checks, its console, its resolutions.
+"""The main job (experiments/approximate.py, studies.approximation): its checks, its
+console, its resolutions.
 
 The fast tests check the refusals (one line, the size asked for and the limit) and the
 sweep verdicts; the slow ones run the job at N = 2, 4, 8, 16 with a light config and read
@@ -12,8 +13,8 @@ import sys
 
 import pytest
 
-from experiments import approximate as job
 from experiments.configs import approximate as configs
+from transformer_ua.studies import approximation
 from transformer_ua.yun import approximator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,8 +38,8 @@ def _config(**kw):
     ({'epsilon': 1e-14}, ('config.epsilon=1e-14', 'below what float64 resolves')),
 ])
 def test_size_refusals_are_one_line_naming_the_size_and_the_limit(kw, fragments):
-  with pytest.raises(job.ConfigError) as e:
-    job._validate(_config(**kw))  # pylint: disable=protected-access
+  with pytest.raises(approximation.ConfigError) as e:
+    approximation.validate(_config(**kw))
   msg = str(e.value)
   assert '\n' not in msg and 'np.' not in msg and 'float64(' not in msg, msg
   for f in fragments:
@@ -54,13 +55,13 @@ def test_float_limits_in_the_n_40_message_are_right():
     return 4 * ulp < 1 / 16
   largest = max(n for n in range(2, 40) if fits(n))
   assert fits(largest) and not fits(largest + 1)
-  with pytest.raises(job.ConfigError, match=f'n <= {largest} at d=1, resolution=4'):
-    job._validate(_config(n=40))  # pylint: disable=protected-access
+  with pytest.raises(approximation.ConfigError, match=f'n <= {largest} at d=1, resolution=4'):
+    approximation.validate(_config(n=40))
 
 
 def test_the_default_config_passes_and_so_do_the_resolutions():
   for N in (2, 4, 8, 16):
-    job._validate(_config(resolution=N))  # pylint: disable=protected-access
+    approximation.validate(_config(resolution=N))
 
 
 @pytest.mark.parametrize('row, want', [
@@ -75,18 +76,21 @@ def test_the_default_config_passes_and_so_do_the_resolutions():
      'the plan needs 75 bits here, float64 has 53'),
 ])
 def test_sweep_verdicts_name_their_cause(row, want):
-  got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75, dtype='float64')
+  got = approximation.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75,
+                                    dtype='float64')
   assert got.startswith('off: ' + want) or got == want, got
 
 
 def test_a_verdict_names_every_reason_and_the_figure_tags_the_first():
   from transformer_ua.reports import approximate as report
   row = {'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-6, 'lam': 1.0}
-  got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75, dtype='float64')
+  got = approximation.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=75,
+                                    dtype='float64')
   assert "lambda below the plan's 4096" in got and 'needs 75 bits' in got
   assert report.verdict_tag({**row, 'verdict': got}) == 'off: lambda'
   row = {'reproduces': False, 'window_share': 1.0, 'epsilon': 1e-6, 'lam': 1e4}
-  got = job.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=50, dtype='float64')
+  got = approximation.sweep_verdict(row, resolution=4, plan_lam=4096.0, bits_needed=50,
+                                    dtype='float64')
   assert got == 'off: above the interior tolerance'
 
 
@@ -119,7 +123,7 @@ def _light(N):
 
 def _read_console(N, tmp_path):
   lines = []
-  result = job.run(_light(N), str(tmp_path), log=lines.append)
+  result = approximation.run(_light(N), str(tmp_path), log=lines.append)
   return result, '\n'.join(lines)
 
 

@@ -1,4 +1,5 @@
-"""experiments/certify_approximation.py, its report and the Monte Carlo check it runs.
+"""experiments/certify_approximation.py (studies.certification), its report and the Monte
+Carlo check it runs.
 
 Oracles: hand-made Monte Carlo records and certificates whose verdicts are worked by hand
 (a bound inside its 95% interval is consistent, a whole interval above it is not), the
@@ -17,17 +18,16 @@ import pytest
 
 from fractions import Fraction
 
+from experiments.configs import certify_approximation as config_lib
 from transformer_ua import cli
 from transformer_ua.reports import certificate as report
+from transformer_ua.studies import certification
 from transformer_ua.verify import certificate_mc
 from transformer_ua.yun import build_approximator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, 'experiments', 'certify_approximation.py')
 TINY = 'experiments/configs/certify_approximation.py:tiny'
-sys.path.insert(0, os.path.join(ROOT, 'experiments'))
-import certify_approximation as binary  # noqa: E402  pylint: disable=wrong-import-position
-from configs import certify_approximation as config_lib  # noqa: E402
 
 
 def _run(*args, timeout=600):
@@ -61,7 +61,7 @@ def _hand_mc(**intervals):
 
 
 def _record(mc, cert):
-  return binary.monte_carlo_record(mc, certificate_mc.compare(mc, cert))
+  return certification.monte_carlo_record(mc, certificate_mc.compare(mc, cert))
 
 
 def test_a_tight_total_inside_the_interval_is_consistent():
@@ -108,14 +108,15 @@ def _checked_row(contradicted=(), series=None, total=0.3, est=0.1):
 
 
 def test_ratio_and_the_stop_line_name_the_row_and_the_term():
-  assert binary._check(_checked_row(total=0.3, est=0.1))['ratio'] == pytest.approx(3.0)
-  assert binary._check(_checked_row(est=0.0))['ratio'] == math.inf
+  assert certification.add_ratio(_checked_row(total=0.3, est=0.1))['ratio'] == (
+      pytest.approx(3.0))
+  assert certification.add_ratio(_checked_row(est=0.0))['ratio'] == math.inf
   result = {'table': [_checked_row(), {'target': 'x', 'status': 'out of reach'}],
             'ladder': [_checked_row(('gbar_g_window', 'total'), series='paper')]}
   bad = report.contradictions(result)
   assert [(report.row_name(r), c['term']) for r, c in bad] == [
       ('ladder paper N=3', 'gbar_g_window'), ('ladder paper N=3', 'total')]
-  line = binary.contradiction_line(bad)
+  line = certification.contradiction_line(bad)
   assert '\n' not in line and line.startswith('error: 2 certified bound(s) contradicted')
   assert ('ladder paper N=3: term gbar_g_window: 95% interval [0.32, 0.4] lies wholly '
           'above the bound 0.3') in line
@@ -145,14 +146,14 @@ def test_output_range_of_a_grid_with_no_good_cube_is_0():
 def test_validate_names_the_bad_value_in_one_line(key, value, fragment):
   c = config_lib.get_config('tiny')
   c[key] = value
-  with pytest.raises(binary.ConfigError, match=None) as e:
-    binary.validate(c)
+  with pytest.raises(certification.ConfigError, match=None) as e:
+    certification.validate(c)
   assert fragment in str(e.value) and '\n' not in str(e.value)
 
 
 def test_configs_validate():
   for variant in ('default', 'tiny', 'lemma6', 'clamp'):
-    binary.validate(config_lib.get_config(variant))
+    certification.validate(config_lib.get_config(variant))
   with pytest.raises(ValueError, match='unknown config variant'):
     config_lib.get_config('huge')
 
@@ -188,13 +189,13 @@ def _synthetic(bad=False):
                    (1.0 / N, 0.5 / math.sqrt(N) if ties == 'paper' else 0, 1e-3))
       row = {'series': series, 'resolution': N, 'layers': 10 * N, 'params': 100 * N,
              'certificate': cert, 'monte_carlo': _mc(cert, 0.3)}
-      ladder.append(binary._check(row))
+      ladder.append(certification.add_ratio(row))
   cert = _cert(0.47)
-  table = [binary._check({'target': 'token_times_mean', 'theorem': 2, 'epsilon': 0.5,
-                          'status': 'certified', 'resolution': 3, 'layers': 31,
-                          'params': 713, 'certificate': cert, 'approximate_seconds': 10.0,
-                          'monte_carlo': _mc(cert, 0.2,
-                                             ('gbar_g_window',) if bad else ())}),
+  table = [certification.add_ratio({'target': 'token_times_mean', 'theorem': 2, 'epsilon': 0.5,
+                                    'status': 'certified', 'resolution': 3, 'layers': 31,
+                                    'params': 713, 'certificate': cert, 'approximate_seconds': 10.0,
+                                    'monte_carlo': _mc(cert, 0.2,
+                                                       ('gbar_g_window',) if bad else ())}),
            {'target': 'attention_map', 'theorem': 2, 'epsilon': 0.1,
             'status': 'out of reach', 'reason': 'needs resolution N >= 53'}]
   ramp = []
@@ -221,7 +222,7 @@ def _synthetic(bad=False):
                          'git_revision': 'abc', 'machine': 'test', 'utc_time': 'now',
                          'load_average_1min_at_start': 1.0},
           'd': 1, 'n': 3, 'p': 2.0, 'table': table, 'ladder': ladder,
-          'lemma6': {'ramp': ramp, 'lam': lam, 'fits': binary.fit_rates(ramp)},
+          'lemma6': {'ramp': ramp, 'lam': lam, 'fits': certification.fit_rates(ramp)},
           'clamp': clamp, 'seconds': 12.0}
 
 
@@ -284,7 +285,7 @@ def test_bad_input_is_one_line_exit_2_before_any_work(args, fragment, tmp_path):
   a_file.write_text('x')
   out = tmp_path / 'out'
   out.mkdir()
-  old = out / binary.JSON_NAME
+  old = out / certification.JSON_NAME
   old.write_text('{"old": 1}')
   proc = _run(f'--config={TINY}', *[a.format(file=a_file, tmp=out) for a in args],
               timeout=120)
@@ -293,14 +294,14 @@ def test_bad_input_is_one_line_exit_2_before_any_work(args, fragment, tmp_path):
   assert 'Traceback' not in proc.stderr
   assert lines[0].startswith('error: ') and fragment in lines[0], proc.stderr
   assert len(lines) <= 2
-  assert sorted(os.listdir(out)) == [binary.JSON_NAME] and old.read_text() == '{"old": 1}'
+  assert sorted(os.listdir(out)) == [certification.JSON_NAME] and old.read_text() == '{"old": 1}'
 
 
 @pytest.mark.slow
 def test_tiny_run_end_to_end(tmp_path):
   proc = _run(f'--config={TINY}', f'--output_dir={tmp_path}')
   assert proc.returncode == 0, proc.stderr[-3000:]
-  r = json.loads((tmp_path / binary.JSON_NAME).read_text())
+  r = json.loads((tmp_path / certification.JSON_NAME).read_text())
   assert r['parts_done'] == ['table', 'ladder', 'lemma6', 'clamp']
   assert r['contradicted'] == [] and r['certificates_checked'] == 4
   row = r['table'][0]
@@ -332,20 +333,17 @@ def test_tiny_run_end_to_end(tmp_path):
 
 
 CONTRADICTED_RUN = r'''
-import sys
-sys.path.insert(0, 'experiments')
-import certify_approximation as binary
-from transformer_ua import cli
-real = binary.certificate_mc.compare
+import runpy
+from transformer_ua.verify import certificate_mc
+real = certificate_mc.compare
 def compare(mc, cert):   # the window term's interval moved wholly above its bound
   rows = real(mc, cert)
   for r in rows:
     if r['term'] == 'gbar_g_window':
       r.update(ci_low=r['bound'] + 1, ci_high=r['bound'] + 2, below=False)
   return rows
-binary.certificate_mc.compare = compare
-config, out, rebuild = binary._define_flags()
-cli.run(lambda argv: binary.main(argv, config, out, rebuild))
+certificate_mc.compare = compare
+runpy.run_path('experiments/certify_approximation.py', run_name='__main__')
 '''
 
 
@@ -365,7 +363,7 @@ def test_a_contradicted_term_stops_the_run_in_one_line_exit_1(tmp_path):
   assert lines == ['error: 1 certified bound(s) contradicted by the Monte Carlo, e.g. '
                    'ladder paper N=2: term gbar_g_window: 95% interval [1, 2] lies wholly '
                    'above the bound 0; a bug in the certificate.']
-  r = json.loads((tmp_path / binary.JSON_NAME).read_text())
+  r = json.loads((tmp_path / certification.JSON_NAME).read_text())
   assert r['contradicted'] == [{'row': 'ladder paper N=2', 'term': 'gbar_g_window'}]
   assert 'CHECK FAILED: 1 certified bound(s)' in (tmp_path / report.MARKDOWN_NAME).read_text()
 
@@ -379,7 +377,7 @@ def test_from_json_rebuilds_the_report_and_refits_only_certified_interiors(tmp_p
   out = tmp_path / 'out'
   proc = _run(f'--from_json={src}', f'--output_dir={out}', timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  got = json.loads((out / binary.JSON_NAME).read_text())
+  got = json.loads((out / certification.JSON_NAME).read_text())
   fits = {f['clamp']: f for f in got['lemma6']['fits']}
   assert fits[True]['interiors_failed'] == 1 and fits[True]['points'] == 2
   assert fits[False]['interiors_failed'] == 0 and fits[False]['points'] == 3

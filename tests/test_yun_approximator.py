@@ -213,7 +213,7 @@ def test_short_reprs(thm2):
 
 @FLOAT_ON_PURPOSE
 def test_main_job_writes_json_and_figures(tmp_path):
-  from experiments import approximate
+  from transformer_ua.studies import approximation
   from experiments.configs import approximate as config_lib
   c = config_lib.get_config()
   c.resolution = 3
@@ -225,7 +225,7 @@ def test_main_job_writes_json_and_figures(tmp_path):
   c.epsilon_sweep = (1e-2, 1e-6)
   c.certify_epsilon = 0.5   # N = 3
   lines = []
-  res = approximate.run(c, str(tmp_path), log=lines.append)
+  res = approximation.run(c, str(tmp_path), log=lines.append)
   assert res['depth']['built'] == res['depth']['formula']
   assert [r['resolution'] for r in res['ladders'][0]['rows']] == [2, 3]
   complete = res['ladders'][1]   # config.compare_ties: the same ladder with ties='complete'
@@ -259,7 +259,7 @@ def test_main_job_writes_json_and_figures(tmp_path):
 
 @FLOAT_ON_PURPOSE
 def test_main_job_names_a_precision_failure(tmp_path):
-  from experiments import approximate
+  from transformer_ua.studies import approximation
   from experiments.configs import approximate as config_lib
   c = config_lib.get_config()
   c.resolution, c.ladder, c.dtype = 3, (2,), 'float32'  # float32 cannot hold t_r = 1458
@@ -267,7 +267,7 @@ def test_main_job_names_a_precision_failure(tmp_path):
   c.lam_sweep, c.epsilon_sweep = (1e4,), (1e-2,)
   c.certify_epsilon = 0.5
   lines = []
-  res = approximate.run(c, str(tmp_path), log=lines.append)
+  res = approximation.run(c, str(tmp_path), log=lines.append)
   assert res['decomposition']['precision_failure']
   failure = [l for l in lines if 'PRECISION FAILURE' in l]
   assert len(failure) == 1 and 't_r = 1.46e+03' in failure[0], lines
@@ -280,36 +280,36 @@ def test_main_job_names_a_precision_failure(tmp_path):
 
 
 def test_main_job_rejects_bad_config():
-  from experiments import approximate
+  from transformer_ua.studies import approximation
   from experiments.configs import approximate as config_lib
   c = config_lib.get_config()
   c.p = 0.5
-  with pytest.raises(approximate.ConfigError, match='p must be'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match='p must be'):
+    approximation.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
   c.target = 'nope'
-  with pytest.raises(approximate.ConfigError, match='allowed'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match='allowed'):
+    approximation.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
   c.target = 'prefix_mean'  # not equivariant: positional=False was silently overridden
-  with pytest.raises(approximate.ConfigError, match='positional=True'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match='positional=True'):
+    approximation.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
   c.resolution, c.epsilon = 32, 1e-6  # was a ZeroDivisionError after minutes of build
   # the suggestion is a flag value the binary accepts
-  with pytest.raises(approximate.ConfigError, match=r'allowed: --config.epsilon >= \d'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match=r'allowed: --config.epsilon >= \d'):
+    approximation.run(c, '/nonexistent-dir-not-created')
   c = config_lib.get_config()
   c.certify_epsilon = 0.0
-  with pytest.raises(approximate.ConfigError, match='config.certify_epsilon=0.0'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match='config.certify_epsilon=0.0'):
+    approximation.run(c, '/nonexistent-dir-not-created')
   c.certify_epsilon, c.certify_margin = 0.2, 0.5
-  with pytest.raises(approximate.ConfigError, match='config.certify_margin'):
-    approximate.run(c, '/nonexistent-dir-not-created')
+  with pytest.raises(approximation.ConfigError, match='config.certify_margin'):
+    approximation.run(c, '/nonexistent-dir-not-created')
 
 
 def test_main_job_sweeps_skip_ramps_the_dtype_cannot_resolve():
-  from experiments import approximate
+  from transformer_ua.studies import approximation
   from transformer_ua.yun import build_approximator
   from experiments.configs import approximate as config_lib
   c = config_lib.get_config()
@@ -317,6 +317,6 @@ def test_main_job_sweeps_skip_ramps_the_dtype_cannot_resolve():
   lines = []
   net = build_approximator('token_times_mean', d=1, n=3, resolution=4)
   with pytest.warns(plan.FloatRealizationWarning):
-    out = approximate.run_sweeps(net, c, lines.append)   # N=4: 4 ulps of t_r = 7.3e-12
+    out = approximation.run_sweeps(net, c, lines.append)   # N=4: 4 ulps of t_r = 7.3e-12
   assert out['skipped_epsilons'] == [1e-13] and [r['epsilon'] for r in out['epsilon']] == [1e-2]
   assert any(l.startswith('  epsilon=1e-13 < ') and 'skipped' in l for l in lines), lines

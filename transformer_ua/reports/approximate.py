@@ -1,4 +1,5 @@
-"""Report and figure writers of the main job (experiments/approximate.py).
+"""Report and figure writers of the main job (``studies.approximation``; its binary is
+experiments/approximate.py).
 
 ``write_report(result, path)`` writes approximate.md from the job's result dict (the
 JSON written next to it); ``make_figures(result, net, outdir)`` draws error vs delta,

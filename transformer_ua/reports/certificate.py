@@ -1,6 +1,7 @@
-r"""Report and figures of experiments/certify_approximation.py (Theorems 2 and 3 certified).
+r"""Report and figures of ``studies.certification`` (Theorems 2 and 3 certified; its binary
+is experiments/certify_approximation.py).
 
-``write(result, output_dir)`` writes, from the binary's result dict (the JSON next to it):
+``write(result, output_dir)`` writes, from the study's result dict (the JSON next to it):
 
   certify_approximation.md         the tables: certified approximations with their
                                    Monte Carlo term by term, the ladder, the Lemma 6 sweep,
