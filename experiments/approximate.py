@@ -25,7 +25,7 @@ import sys
 
 from absl import app, flags
 
-from transformer_ua import cli, executor
+from transformer_ua import cli
 from transformer_ua.studies import approximation
 
 FLAGS = flags.FLAGS
@@ -35,7 +35,7 @@ CONFIG = cli.define_config_file(
 flags.DEFINE_string('output_dir', 'runs/approximate',
                     'directory for approximate.json and the PNG figures.')
 cli.define_overwrite()
-executor.define_flags()
+cli.define_executor_flags()
 
 
 def main(argv):
@@ -47,7 +47,7 @@ def main(argv):
     cli.fail(str(e))
   cli.output_dir(FLAGS.output_dir, '--output_dir', writes=approximation.OUTPUT_FILES)
   try:
-    workers = executor.from_flags(None, FLAGS.dask_scheduler, FLAGS.state_dir,
+    workers = cli.executor_from_flags(None, FLAGS.dask_scheduler, FLAGS.state_dir,
                                   ('--overwrite',))
     approximation.run(CONFIG.value, FLAGS.output_dir, workers=workers,
                       command=' '.join(['python'] + sys.argv))

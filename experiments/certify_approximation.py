@@ -25,7 +25,6 @@ import sys
 
 from absl import flags
 
-from transformer_ua import executor
 from transformer_ua.studies import certification
 
 FLAGS = flags.FLAGS
@@ -38,7 +37,7 @@ flags.DEFINE_string('output_dir', 'runs/certify_approximation',
 flags.DEFINE_string('from_json', '', f'rebuild the report (and the Lemma 6 fits) from this '
                     f'{certification.JSON_NAME} instead of running; writes into --output_dir.')
 cli.define_overwrite()
-executor.define_flags()
+cli.define_executor_flags()
 
 
 def main(argv):
@@ -60,7 +59,7 @@ def main(argv):
   out_dir = cli.output_dir(FLAGS.output_dir, '--output_dir', certification.WRITES,
                            overwrite=FLAGS.overwrite)
   try:
-    workers = executor.from_flags(c.workers, FLAGS.dask_scheduler, FLAGS.state_dir,
+    workers = cli.executor_from_flags(c.workers, FLAGS.dask_scheduler, FLAGS.state_dir,
                                   ('--overwrite',))
   except ValueError as e:
     raise cli.BadInput(str(e)) from None

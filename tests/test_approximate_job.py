@@ -16,6 +16,8 @@ import pytest
 from experiments.configs import approximate as configs
 from transformer_ua.studies import approximation
 from transformer_ua.yun import approximator
+from transformer_ua.yun.variants.paper import Paper
+from transformer_ua.yun.grid import Grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -148,7 +150,7 @@ def test_the_job_runs_on_every_resolution_and_reads_top_to_bottom(N, tmp_path):
                and 'd_p(f, g) <=' in l)
   assert 'ramp windows' in built and 'nothing bounds' in built
   # The sweeps keep the ramps the resolution allows, and say which were skipped.
-  low = approximator.min_epsilon(1, 3, N)
+  low = approximator.min_epsilon(Paper(Grid(1, 3, N)))
   swept = [r['epsilon'] for r in result['sweeps']['epsilon']]
   assert swept and all(low <= e < 1 / N for e in swept)
   for e in (1e-1, 1e-3, 1e-6, 1e-8):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import construction, fang
-from transformer_ua.yun import approximator
+from transformer_ua.yun.variants import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,12 +37,12 @@ def _literal(obj, x):
 @pytest.fixture(scope='module')
 def nets():
   return {
-      'paper': approximator.build_approximator('token_times_mean', d=1, n=2, resolution=3),
-      'positional': approximator.build_approximator('prefix_mean', d=1, n=2, resolution=2,
+      'paper': registry.build_approximator('token_times_mean', d=1, n=2, resolution=3),
+      'positional': registry.build_approximator('prefix_mean', d=1, n=2, resolution=2,
                                                     positional=True),
-      'ties': approximator.build_approximator('token_times_mean', d=1, n=2, resolution=2,
+      'ties': registry.build_approximator('token_times_mean', d=1, n=2, resolution=2,
                                               ties='complete'),
-      'one_layer': approximator.build_approximator('token_times_mean', d=1, n=2,
+      'one_layer': registry.build_approximator('token_times_mean', d=1, n=2,
                                                    resolution=2, contextual='one_layer'),
   }
 

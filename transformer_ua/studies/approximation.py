@@ -47,9 +47,13 @@ from transformer_ua import construction, outputs, provenance
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import approximator, search
 from transformer_ua.yun.bounds import certificate, distances
-from transformer_ua.yun.stages import contextual, targets as targets_lib
+from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import plan as yun_plan
 from transformer_ua.yun.variants import registry
+from transformer_ua.yun.bounds import decomposition
+from transformer_ua.yun.stages import contextual_positional
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.paper import Paper
 
 
 #: The files the main job writes into --output_dir.
@@ -62,7 +66,7 @@ class ConfigError(ValueError):
 
 
 #: The float network is checked against g_bar on cube interiors kept this fraction of
-#: delta off every cell edge (``approximator.realization_error``'s margin).
+#: delta off every cell edge (``decomposition.realization_error``'s margin).
 INTERIOR_MARGIN = 0.25
 
 
@@ -82,7 +86,7 @@ def _float_limit(c) -> str:
 
   def ok(d, n, N):
     try:
-      return approximator.min_epsilon(d, n, N) < INTERIOR_MARGIN / N
+      return approximator.min_epsilon(Paper(Grid(d, n, N))) < INTERIOR_MARGIN / N
     except ValueError:
       return False
   n_max = _largest(lambda n: ok(c.d, n, c.resolution), 2, 64)
@@ -94,7 +98,7 @@ def _float_limit(c) -> str:
     sizes.append(f'resolution <= {N_max} at d={c.d}, n={c.n}')
   return (f'a {c.dtype} network of d={c.d}, n={c.n}, resolution={c.resolution} cannot '
           f'exist: its largest contextual id t_r needs ramps epsilon >= '
-          f'{approximator.min_epsilon(c.d, c.n, c.resolution):.3g} (4 float64 ulps of t_r), '
+          f'{approximator.min_epsilon(Paper(Grid(c.d, c.n, c.resolution))):.3g} (4 float64 ulps of t_r), '
           f'wider than the {INTERIOR_MARGIN:g} delta = {INTERIOR_MARGIN * delta:.3g} the cube '
           'interiors leave; allowed: ' + (' or '.join(sizes) if sizes else 'a smaller size')
           + ' (the certificate alone needs no floats: yun.approximate).')
@@ -117,8 +121,8 @@ def validate(c) -> None:
     yun_plan.check_margin(c.certify_margin)
   except ValueError as e:
     raise ConfigError(f'config.certify_margin: {e}') from None
-  if c.dtype not in approximator.FLOAT_BITS:
-    raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {tuple(approximator.FLOAT_BITS)} '
+  if c.dtype not in yun_plan.FLOAT_BITS:
+    raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {tuple(yun_plan.FLOAT_BITS)} '
                       "(the certified 'exact' path runs on its own when the float one fails).")
   if not isinstance(c.get('clamp', False), bool):
     raise ConfigError(f'config.clamp={c.clamp!r}; it must be True or False.')
@@ -136,9 +140,10 @@ def validate(c) -> None:
     raise ConfigError(f'config.compare_ties={c.compare_ties!r}; it must be True or False.')
   positional = _positional_for(c.target, c.positional)
   # The sizes: every network the run builds (d, n, resolution, each ladder resolution).
+  variants = {}
   for N in (c.resolution, *c.ladder):
     try:
-      variant = registry.choose(c.d, c.n, N, positional=positional)
+      variant = variants[N] = registry.choose(c.d, c.n, N, positional=positional)
       if _fits(c.d, c.n, N, positional):
         approximator.check_size(variant)
     except ValueError as e:
@@ -147,12 +152,12 @@ def validate(c) -> None:
   if not _fits(c.d, c.n, c.resolution, positional):
     raise ConfigError(f'config.resolution={c.resolution}: the positional grid N^(dn) = '
                       f'{c.resolution ** (c.d * c.n)} exceeds '
-                      f'{contextual.POSITIONAL_MAX_GRID} points (Theorem 3 needs all of '
+                      f'{contextual_positional.POSITIONAL_MAX_GRID} points (Theorem 3 needs all of '
                       'them); choose a smaller resolution or n.')
   # The float network (ties='paper'; the certificate realizes in exact arithmetic): its
   # ramps must span 4 float64 ulps of t_r and stay off the cube interiors.
   try:
-    low = approximator.min_epsilon(c.d, c.n, c.resolution, positional)
+    low = approximator.min_epsilon(variants[c.resolution])
   except ValueError as e:
     raise ConfigError(f'config.n={c.n}, config.resolution={c.resolution}: {e}') from None
   high = INTERIOR_MARGIN / c.resolution
@@ -179,8 +184,8 @@ def _positional_for(name: str, default: bool) -> bool:
 
 
 def _fits(d, n, N, positional) -> bool:
-  """Theorem 3 needs the whole grid (``contextual.POSITIONAL_MAX_GRID``)."""
-  return not positional or N ** (d * n) <= contextual.POSITIONAL_MAX_GRID
+  """Theorem 3 needs the whole grid (``contextual_positional.POSITIONAL_MAX_GRID``)."""
+  return not positional or N ** (d * n) <= contextual_positional.POSITIONAL_MAX_GRID
 
 
 # Without a bad set g_bar equals f_bar on every cube; what the float64 evaluation still
@@ -202,13 +207,13 @@ def run_ladder(name, c, positional, log, ties='paper'):
   for N in c.ladder:
     if not _fits(c.d, c.n, N, positional):
       log(f'  N={N}: skipped (the positional grid N^(dn) exceeds '
-          f'{contextual.POSITIONAL_MAX_GRID} points)')
+          f'{contextual_positional.POSITIONAL_MAX_GRID} points)')
       continue
     t0 = time.time()
-    net = approximator.build_approximator(name, d=c.d, n=c.n, resolution=N,
+    net = registry.build_approximator(name, d=c.d, n=c.n, resolution=N,
                                           positional=positional, ties=ties)
     build_s = time.time() - t0
-    dec = approximator.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed).as_dict()
+    dec = decomposition.error_decomposition(net, p=c.p, samples=c.samples, seed=c.seed).as_dict()
     est = dec['estimates']
     row = {'resolution': N, 'delta': 1 / N, 'layers': net.depth(),
            'build_seconds': round(build_s, 2),
@@ -317,7 +322,7 @@ def run_paper_certified(c, positional, log, workers=None) -> list:
       f'interiors shrunk by {c.certify_margin:.3g} delta):')
   for ties, clamp in variants:
     t1 = time.time()
-    net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
+    net = registry.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                           positional=positional, ties=ties)
     g, cert = _certify(net, c, clamp, workers)
     label = ('ties=complete, output clamp' if ties == 'complete' else
@@ -342,7 +347,7 @@ def run_certificates(c, positional, log, workers=None) -> dict:
 
 
 def _interior_tolerance(net) -> float:
-  return approximator.REPRODUCE_RTOL * max(
+  return yun_plan.REPRODUCE_RTOL * max(
       1.0, float(np.max(np.abs(net.values))) if net.values.size else 1.0)
 
 
@@ -351,16 +356,16 @@ def sweep_verdict(row, *, resolution: int, plan_lam: float, bits_needed: int,
   """What a sweep row shows, with its cause: 'reproduces g_bar' (on the cube interiors,
   within the tolerance), or why not."""
   if row['reproduces']:
-    windows = (row['window_share'] or 0) > approximator.WINDOW_DOMINANCE
+    windows = (row['window_share'] or 0) > decomposition.WINDOW_DOMINANCE
     return 'reproduces g_bar' + ('; d_p from the ramp windows' if windows else '')
   reasons = []
   if row['epsilon'] >= INTERIOR_MARGIN / resolution:
     reasons.append(f'ramps reach the cube interiors (epsilon >= {INTERIOR_MARGIN:g} delta)')
   if row['lam'] < plan_lam:
     reasons.append(f"lambda below the plan's {plan_lam:g} (softmax may be too soft)")
-  if bits_needed > approximator.FLOAT_BITS[dtype]:
+  if bits_needed > yun_plan.FLOAT_BITS[dtype]:
     reasons.append(f'the plan needs {bits_needed} bits here, {dtype} has '
-                   f'{approximator.FLOAT_BITS[dtype]} (rounding, amplified by the 1/epsilon '
+                   f'{yun_plan.FLOAT_BITS[dtype]} (rounding, amplified by the 1/epsilon '
                    'ramps)')
   return 'off: ' + ('; '.join(reasons) if reasons else 'above the interior tolerance')
 
@@ -369,7 +374,7 @@ def run_sweeps(net, c, log):
   """d_p(g_bar, g) and max |g - g_bar| on cube interiors over lambda and epsilon, at the
   ramp widths the resolution allows ([min_epsilon, delta))."""
   out = {'lam': [], 'epsilon': [], 'skipped_epsilons': [], 'skipped_why': []}
-  low = approximator.min_epsilon(net.d, net.n, net.resolution, net.positional)
+  low = approximator.min_epsilon(net.variant)
   high = 1 / net.resolution  # Lemma 6's windows of neighbouring breakpoints would overlap
   tol = _interior_tolerance(net)
   planned = yun_plan.plan_realization(net, tolerance=tol, margin=INTERIOR_MARGIN)
@@ -385,8 +390,8 @@ def run_sweeps(net, c, log):
               f'{eps:g} >= delta = {high:g} (neighbouring ramp windows would overlap)')
         continue
       g = net.realize(lam=lam, epsilon=eps, dtype=c.dtype, clamp=c.clamp)
-      rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
-      dec = approximator.error_decomposition(net, g, p=c.p, samples=c.sweep_samples,
+      rep = decomposition.realization_error(net, g, samples=c.map_samples, seed=c.seed)
+      dec = decomposition.error_decomposition(net, g, p=c.p, samples=c.sweep_samples,
                                              seed=c.seed).as_dict()
       row = {'lam': lam, 'epsilon': eps, 'dp_g_bar_g': dec['estimates']['g_bar|g'],
              'max_interior_error': rep['max_abs_error'], 'reproduces': rep['reproduces'],
@@ -420,8 +425,8 @@ def run_float(net, c, positional, log) -> dict:
   log(f'[{c.dtype}] lam={c.lam:g}, epsilon={c.epsilon:g}{", output clamp" if c.clamp else ""}: '
       f'{bc["blocks"]} blocks of T^(2,1,4) ({bc["attention_on"]} with attention on, '
       f'{bc["feedforward_on"]} with feed-forward on), {g.num_params()} weights')
-  dec = approximator.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
-  rep = approximator.realization_error(net, g, samples=c.map_samples, seed=c.seed)
+  dec = decomposition.error_decomposition(net, g, p=c.p, samples=c.samples, seed=c.seed).as_dict()
+  rep = decomposition.realization_error(net, g, samples=c.map_samples, seed=c.seed)
   dec['precision_failure'] = not dec.get('g_represents_g_bar', True)
   values_max = float(np.max(np.abs(net.values))) if net.values.size else 0.0
   t_r = float(net.g_bar.contextual.t_r)
@@ -460,7 +465,7 @@ def run_float(net, c, positional, log) -> dict:
   lesson = None
   if c.clamp:
     bare = net.realize(lam=c.lam, epsilon=c.epsilon, dtype=c.dtype, clamp=False)
-    bd = approximator.error_decomposition(net, bare, p=c.p, samples=c.samples,
+    bd = decomposition.error_decomposition(net, bare, p=c.p, samples=c.samples,
                                           seed=c.seed).as_dict()
     e, w = bd['estimates']['g_bar|g'], bd.get('g_windows') or {}
     lesson = {'dp_g_bar_g': e, 'windows': w}
@@ -477,13 +482,13 @@ def run_float(net, c, positional, log) -> dict:
 def run_precision_map(c, log):
   rows = []
   for (d, n, N) in c.map_configs:
-    net = approximator.build_approximator('token_times_mean', d=d, n=n, resolution=N)
-    for dtype in approximator.FLOAT_BITS:
+    net = registry.build_approximator('token_times_mean', d=d, n=n, resolution=N)
+    for dtype in yun_plan.FLOAT_BITS:
       best = None
       tried = []
       for eps in c.map_epsilons:
         for lam in c.map_lams:
-          rep = approximator.realization_error(
+          rep = decomposition.realization_error(
               net, net.realize(lam=lam, epsilon=eps, dtype=dtype), samples=c.map_samples,
               seed=c.seed)
           tried.append({'lam': lam, 'epsilon': eps, 'max_interior_error':
@@ -550,7 +555,7 @@ def _run(c, outdir, log, workers, command) -> dict:
   positional = _positional_for(c.target, c.positional)
   networks_intro(c, positional, log)
   log('')
-  net = approximator.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
+  net = registry.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
                                         positional=positional)
   log(f'[paper] {net.describe()}')
   dep = {'built': {**construction.stage_counts(net.layer_counts()), 'total': net.depth()},
