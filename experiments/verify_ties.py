@@ -22,7 +22,8 @@ from absl import flags
 
 from transformer_ua.verify import entry
 from transformer_ua.yun import enumeration
-from transformer_ua.yun.variants import registry
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.variants.ties_complete import TiesComplete
 
 _D = flags.DEFINE_integer('d', 1, 'embedding dimension (>= 1).')
 _N_TOKENS = flags.DEFINE_integer('n', 3, 'tokens (>= 2).')
@@ -40,7 +41,7 @@ def main(argv):
   if _GRID.value not in enumeration.GRIDS:
     raise cli.BadInput(f'--grid={_GRID.value}; allowed: {", ".join(enumeration.GRIDS)}.')
   try:
-    variant = registry.choose(_D.value, _N_TOKENS.value, _RES.value, ties='complete')
+    variant = TiesComplete(Grid(_D.value, _N_TOKENS.value, _RES.value))
   except ValueError as e:
     raise cli.BadInput(str(e)) from None
   name = entry.kind(variant).record_name(_GRID.value)
