@@ -24,7 +24,8 @@ import pytest
 from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.layers import Segment
-from transformer_ua.yun.approximator import REPRODUCE_RTOL, interior_points
+from transformer_ua.yun.bounds.decomposition import interior_points
+from transformer_ua.yun.realization.plan import REPRODUCE_RTOL
 from transformer_ua.yun import approximator
 
 #: The module exports float64 realizations the plan cannot guarantee (that is what the
@@ -167,3 +168,12 @@ def test_an_existing_file_is_kept_unless_overwrite(thm2, tmp_path):
   assert export_onnx(g, path, overwrite=True) == str(path)
   assert onnx.load(str(path)).graph.output[0].name == 'Y'
   assert sorted(p.name for p in tmp_path.iterdir()) == ['notes.onnx']  # no temp file left
+
+
+def test_the_one_layer_realization_exports_and_agrees(tmp_path):
+  net = yun.build_approximator('token_times_mean', d=1, n=3, resolution=4, contextual='one_layer')
+  g = net.realize(dtype='float64')
+  path = export_onnx(g, tmp_path / 'one_layer.onnx')
+  x = interior_points(np.random.default_rng(1), SAMPLES, d=1, n=3, resolution=4)
+  err = np.max(np.abs(_run(path, x) - g.apply(x)))
+  assert err <= REALIZED_ATOL, err

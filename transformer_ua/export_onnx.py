@@ -43,7 +43,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
+from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized
 from transformer_ua.yun.single_attention.one_layer_wide import WideRealized
+
+#: The realized networks (every approximator's ``realize``) the export reads: blocks of
+#: any heads and width, ``segments``, ``params``, ``positional``, ``n``, ``lam``, ``epsilon``.
+REALIZATIONS = (Realized, OneLayerRealized, WideRealized)
 
 #: dtypes the exported graph can compute in (input, weights and output).
 EXPORT_DTYPES = ('float64', 'float32')
@@ -57,10 +62,9 @@ _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 
 def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
-  if not isinstance(g, (Realized, WideRealized)):
-    raise ValueError(f'export_onnx needs a yun.approximator.Realized network (net.realize(lam=, '
-                     f'epsilon=)) or a yun.single_attention.one_layer_wide.WideRealized, got '
-                     f'{type(g).__name__}.')
+  if not isinstance(g, REALIZATIONS):
+    raise ValueError(f'export_onnx needs a realized g (an approximator\'s realize(): '
+                     f'{", ".join(r.__name__ for r in REALIZATIONS)}), got {type(g).__name__}.')
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
   if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
@@ -145,13 +149,13 @@ def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
       [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
 
 
-def export_onnx(g: Realized | WideRealized, path, *, batch: int | None = None, dtype: str = 'float64',
+def export_onnx(g, path, *, batch: int | None = None, dtype: str = 'float64',
                 overwrite: bool = False):
   """Writes the realized network g as an ONNX model; returns ``path``.
 
   Args:
-    g: a ``yun.approximator.Realized`` (``Approximator.realize``) or a
-      ``yun.single_attention.one_layer_wide.WideRealized`` (blocks of any heads and width).
+    g: a realized network (``REALIZATIONS``: what every approximator's ``realize``
+      returns, deep or wide).
     path: the .onnx file to write (its directory must exist and be writable).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output. g's params are cast

@@ -71,6 +71,14 @@ class OneLayerRealized:
     return self.source.lam
 
   @property
+  def n(self) -> int:
+    return self.source.n
+
+  @property
+  def d(self) -> int:
+    return self.source.d
+
+  @property
   def positional(self) -> bool:
     return False
 
