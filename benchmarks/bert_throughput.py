@@ -49,7 +49,7 @@ row tokens/s, and FLOPs per real token = FLOPs/position / (fraction of real posi
 
 Part 2 measures, in one process, training steps per second of
 
-* ours: ``transformer_ua.models.BertPretrainer`` (mixing='attention', the Table 1
+* ours: ``transformer_ua.models.encoder.BertPretrainer`` (mixing='attention', the Table 1
   Transformer; MLM + sentence-pair heads), AdamW, dropout 0.1, one
   ``jax.jit(..., donate_argnums=0)`` step; and
 * the reference: Hugging Face ``transformers.BertForPreTraining`` on PyTorch CPU with the
@@ -81,7 +81,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import outputs, provenance
+from transformer_ua import layers, outputs, provenance
 from transformer_ua.models import encoder as enc
 from transformer_ua.train import mixing as mixing_train
 
@@ -191,7 +191,7 @@ def ours(batches, mixing='attention'):
       holder['state'], holder['acc'] = step(holder['state'], holder['acc'], stack)
     jax.block_until_ready(holder['acc'])
 
-  return enc.count_params(params), run
+  return layers.count_params(params), run
 
 
 def reference(batches):

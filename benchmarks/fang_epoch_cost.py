@@ -62,7 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import outputs, provenance
+from transformer_ua import layers, outputs, provenance
 from transformer_ua.fang import epoch as fang_epoch
 from transformer_ua.fang import regression
 
@@ -193,7 +193,7 @@ def epoch_seconds(c, data, rounds, chunk):
     t = statistics.median(times[path])
     out[path] = {'seconds_per_epoch': t, 'all_seconds': times[path],
                  'max_rel_loss_diff_vs_per_step': diff}
-  return out, costs, regression.count_params(params)
+  return out, costs, layers.count_params(params)
 
 
 def measure_machine():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.configs import fang_f1, fang_f2
-from transformer_ua import fang
+from transformer_ua import fang, layers
 from transformer_ua.fang import regression
 from transformer_ua.train import fang_regression as fang_training
 from fang_tiny import tiny_config
@@ -61,7 +61,7 @@ def test_model_sizes_match_tables_2_3(target, model, tokens, expected):
   p = jax.eval_shape(lambda: regression.init_params(
       jax.random.PRNGKey(0), model=model, d=s['d'], q=s['q'], num_tokens=s['num_tokens'],
       depth_width=s['depth_width']))
-  assert regression.count_params(p) == expected
+  assert layers.count_params(p) == expected
   if model == 'nn_depth':
     assert len(p['layers']) == s['q'] + 2  # q + 1 hidden layers, then the output
 

@@ -63,7 +63,7 @@ import numpy as np
 import optax
 from jax.sharding import PartitionSpec as P
 
-from transformer_ua import layers, parallel
+from transformer_ua import parallel
 from transformer_ua.fang import ridge
 
 TARGETS = ('f1', 'f2')
@@ -206,8 +206,6 @@ def apply_fn(model: str):
   return attention_apply if model == 'attention' else mlp_apply
 
 
-#: The package's one parameter count (``layers.count_params``).
-count_params = layers.count_params
 
 
 # ---------------------------------------------------------------------------

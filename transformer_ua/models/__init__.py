@@ -1,8 +1,3 @@
 """Experiment models for Yun et al. 2020 Appendix H: a BERT-style encoder whose token
 mixing layer is self-attention, average attention, bi-linear projection or depth-wise
 separable (lightweight) convolution, per layer (``encoder``, ``mixing``)."""
-
-from transformer_ua.models.encoder import (BertClassifier, BertPretrainer,
-                                           BertSpanPredictor, Encoder, EncoderConfig,
-                                           count_params, param_counts)
-from transformer_ua.models.mixing import MIXING_KINDS, layer_kinds

@@ -205,8 +205,6 @@ class BertSpanPredictor(nn.Module):
     return logits[..., 0], logits[..., 1]
 
 
-#: The package's one parameter count (``layers.count_params``).
-count_params = layers.count_params
 
 
 def init_shapes(model: nn.Module, max_len: int, num_predictions: int = 0):
@@ -223,6 +221,6 @@ def param_counts(cfg: EncoderConfig) -> dict[str, int]:
   """Parameters of the encoder alone, encoder + pooler (Table 1's '# params'), and the
   full pre-training model."""
   pre = init_shapes(BertPretrainer(cfg), cfg.max_len, 1)
-  return {'encoder': count_params(pre['encoder']),
-          'encoder_pooler': count_params(pre['encoder']) + count_params(pre['pooler']),
-          'pretrainer': count_params(pre)}
+  return {'encoder': layers.count_params(pre['encoder']),
+          'encoder_pooler': layers.count_params(pre['encoder']) + layers.count_params(pre['pooler']),
+          'pretrainer': layers.count_params(pre)}

@@ -44,9 +44,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import outputs, provenance
+from transformer_ua import layers, outputs, provenance
 from transformer_ua.fang.polynomial import from_params
-from transformer_ua.fang.regression import (attention_apply, count_params,
+from transformer_ua.fang.regression import (attention_apply,
                                              epochs_to_convergence, init_params, load_params,
                                              make_data, make_optimizer, mse, predict,
                                              resolved_sizes, run_configs, run_name,
@@ -103,7 +103,7 @@ def _train(config, workdir, sizes, dtype, stop_after_epochs, progress):
   complete = len(history) >= config.epochs
   result = {'name': run_name(config), 'target': config.target, 'model': config.model,
             'seed': config.seed, 'data_seed': config.data_seed, **sizes,
-            'num_params': count_params(state['params']), 'epochs_done': len(history),
+            'num_params': layers.count_params(state['params']), 'epochs_done': len(history),
             'complete': complete, 'run_time_s': elapsed,
             'train_epoch': epoch_program(config, mesh),
             # 'validation': mse_test / mse_test_vs_f / test_mse are on the held-out

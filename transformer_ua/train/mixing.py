@@ -54,7 +54,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from transformer_ua import provenance
+from transformer_ua import layers, provenance
 from transformer_ua.data import text, wordnet
 from transformer_ua.models import encoder as enc
 from transformer_ua.train import loop
@@ -289,9 +289,9 @@ def pretrain(config: ml_collections.ConfigDict, workdir: str) -> dict:
   return _write_result(workdir, {
       'stage': 'pretrain', 'mixing': cfg.mixing, 'num_conv_layers': cfg.num_conv_layers,
       'layer_kinds': list(cfg.kinds), 'seed': config.seed, 'step': int(state['step']),
-      'params': enc.count_params(params),
-      'params_encoder_pooler': enc.count_params(params['encoder'])
-                               + enc.count_params(params['pooler']),
+      'params': layers.count_params(params),
+      'params_encoder_pooler': layers.count_params(params['encoder'])
+                               + layers.count_params(params['pooler']),
       'eval': final, 'train_tokens_per_s': steps_task.tps,
       'train_row_tokens_per_s': steps_task.row_tps, 'max_segments': S,
       'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
@@ -403,7 +403,7 @@ def finetune(config: ml_collections.ConfigDict, workdir: str) -> dict:
       'num_conv_layers': cfg.num_conv_layers, 'layer_kinds': list(cfg.kinds),
       'seed': config.seed, 'step': int(state['step']),
       'pretrained_from': provenance.portable(src),
-      'params': enc.count_params(params), 'eval': final,
+      'params': layers.count_params(params), 'eval': final,
       'train_tokens_per_s': steps_task.tps,
       'wall_s': round(time.perf_counter() - t0, 1), 'train_elapsed_s': round(out.elapsed, 1),
       'segments': out.segments,
