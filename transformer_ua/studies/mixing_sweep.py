@@ -201,9 +201,9 @@ def not_done(config, root, job_list):
 def run_job(config, root, job, stages=STAGES):
   """Trains the stages ``stages`` of ``job`` (jobs()) under ``root/<name>`` that have no
   ``result.json`` yet (an unfinished one resumes from its checkpoint)."""
-  name, mixing, k, seed, tasks = job
+  name, mixer, k, seed, tasks = job
   c = ml_collections.ConfigDict(config.to_dict())
-  c.model.mixing, c.model.num_conv_layers, c.seed = mixing, k, seed
+  c.model.mixing, c.model.num_conv_layers, c.seed = mixer, k, seed
   run = os.path.join(root, name)
   if 'pretrain' in stages and not os.path.exists(os.path.join(run, 'pretrain', 'result.json')):
     mixing.pretrain(c, os.path.join(run, 'pretrain'))
