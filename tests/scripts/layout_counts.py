@@ -124,6 +124,77 @@ def upward_imports(root):
   return sorted(set(out))
 
 
+def _module_name(root, path):
+  rel = path.relative_to(root).with_suffix('')
+  parts = rel.parts[:-1] if rel.name == '__init__' else rel.parts
+  return '.'.join(parts)
+
+
+def yun_import_depth(root):
+  """The longest chain of module-level imports among yun's own modules: its modules, in
+  order (the count is the number of levels)."""
+  files = {_module_name(root, p): p for p in _py(root, 'transformer_ua/yun')
+           if p.name != '__init__.py'}
+  graph = {}
+  for name, path in files.items():
+    deps = set()
+    for node in _tree(path).body:
+      if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('transformer_ua.yun'):
+        for a in node.names:
+          full = f'{node.module}.{a.name}'
+          deps.add(full if full in files else node.module)
+      elif isinstance(node, ast.Import):
+        deps |= {a.name for a in node.names if a.name in files}
+    graph[name] = {d for d in deps if d in files and d != name}
+  best = {}
+
+  def longest(m, seen=()):
+    if m in best:
+      return best[m]
+    chains = [longest(d, seen + (m,)) for d in graph[m] if d not in seen]
+    best[m] = [m] + max(chains, key=len, default=[])
+    return best[m]
+  chain = max((longest(m) for m in graph), key=len)
+  return [c.replace('transformer_ua.yun.', '') for c in chain]
+
+
+def yun_arrows(root):
+  """Imports between yun's parts as 'importer -> imported' (part: the sub-package, or the
+  module for the top level), each once."""
+  files = {_module_name(root, p): p for p in _py(root, 'transformer_ua/yun')
+           if p.name != '__init__.py'}
+  part = lambda m: m.split('.')[2] if m.count('.') >= 2 else m  # noqa: E731
+  arrows = set()
+  for name, path in files.items():
+    for node in _tree(path).body:
+      if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('transformer_ua.yun.'):
+        a, b = part(name), part(node.module)
+        if a != b:
+          arrows.add(f'{a} -> {b}')
+  return sorted(arrows)
+
+
+def yun_cycles(root):
+  """Pairs of yun parts importing each other (directly or through others)."""
+  graph = {}
+  for arrow in yun_arrows(root):
+    a, b = arrow.split(' -> ')
+    graph.setdefault(a, set()).add(b)
+  def reach(a):
+    seen, todo = set(), [a]
+    while todo:
+      for b in graph.get(todo.pop(), ()):
+        if b not in seen:
+          seen.add(b)
+          todo.append(b)
+    return seen
+  return sorted(f'{a} <-> {b}' for a in graph for b in reach(a) if a < b and a in reach(b))
+
+
+def flat_yun_modules(root):
+  return sorted(p.name for p in (root / 'transformer_ua' / 'yun').glob('*.py') if p.name != '__init__.py')
+
+
 COUNTS = {
     'public functions taking (d, n, resolution)': functions_taking_d_n_resolution,
     'choose calls outside its module (grid.choose, registry.choose)': grid_choose_outside,
@@ -132,6 +203,9 @@ COUNTS = {
     'raise NotImplementedError in the library': not_implemented,
     'binaries over 150 lines': long_binaries,
     'upward imports (models -> train, library -> cli)': upward_imports,
+    'modules directly in yun/': flat_yun_modules,
+    'yun import levels (longest chain of module imports)': yun_import_depth,
+    'cycles between yun parts (sub-packages, top-level modules)': yun_cycles,
 }
 
 
