@@ -158,8 +158,9 @@ def check_tolerance(tolerance) -> float:
 
 
 def check_margin(margin) -> float:
-  if isinstance(margin, bool) or not isinstance(margin, (int, float)) \
-      or not 0 < margin < 0.5:
+  """The cube-interior margin as a float (an int, float or Fraction in (0, 1/2))."""
+  if isinstance(margin, bool) or not isinstance(margin, (int, float, Fraction)) \
+      or not 0 < margin < Fraction(1, 2):
     raise ValueError(f'margin={margin!r}; it must be in (0, 1/2) (fraction of delta kept '
                      'off each cell edge).')
   return float(margin)
