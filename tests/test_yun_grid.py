@@ -50,11 +50,6 @@ def test_choose_refuses_with_the_old_messages(kw, match):
     registry.choose(1, 2, 2, **kw)
 
 
-def test_theorem3_may_ignore_ties():
-  v = registry.choose(1, 2, 2, positional=True, ties='complete', theorem3_ignores_ties=True)
-  assert type(v) is Positional
-
-
 @pytest.mark.parametrize('d,n,N', [(1, 2, 3), (2, 2, 2), (1, 3, 2)])
 def test_counts_by_hand(d, n, N):
   V = N ** d

@@ -37,11 +37,9 @@ def check_contextual(contextual) -> str:
 
 
 def choose(d, n, resolution, *, positional=False, ties='paper', contextual='paper',
-           arithmetic: str = 'auto', theorem3_ignores_ties: bool = False) -> Variant:
+           arithmetic: str = 'auto') -> Variant:
   """The variant for the public keyword arguments of ``build_approximator`` /
-  ``build_g_bar`` (``contextual`` / ``arithmetic``: ``build_approximator`` only).
-  ``theorem3_ignores_ties``: a truthy ``positional`` takes ``ties`` as 'paper' (for
-  a caller whose ties default is 'complete').
+  ``verify`` binaries (``contextual`` / ``arithmetic``: ``build_approximator`` only).
 
   Raises:
     ValueError: an unknown ``contextual`` or ``ties``, a ``positional`` that is not a
@@ -49,8 +47,6 @@ def choose(d, n, resolution, *, positional=False, ties='paper', contextual='pape
       variants were objects).
   """
   # pylint: disable=redefined-outer-name
-  if theorem3_ignores_ties and positional:
-    ties = 'paper'
   if contextual != 'paper':
     check_contextual(contextual)
     if positional is not False or ties != 'paper' or arithmetic != 'auto':
