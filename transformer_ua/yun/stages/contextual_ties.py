@@ -199,7 +199,7 @@ def default_scale(resolution: int, n: int) -> int:
   return resolution * math.lcm(2, n)
 
 
-def check_scale(scale, resolution: int, n: int) -> int:
+def _check_scale(scale, resolution: int, n: int) -> int:
   """S: default N lcm(2, n); otherwise a positive multiple of it."""
   return grid.check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
                             'ties=complete: integer thresholds and exact tie averages of '
@@ -210,7 +210,7 @@ def bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
   """Proven bound on every scaled intermediate (module docstring)."""
   c = coefficients(d, n, resolution)
   N = resolution
-  S = check_scale(scale, N, n)
+  S = _check_scale(scale, N, n)
   omega = grid.out_of_range_value(d, n, N)
   R = sum(grid.u_vector(d, N))
   ticks = ((1 + c.C3) * c.U * (1 + c.C1 + n * c.C2) + n * (1 + c.C3) * c.U
@@ -369,7 +369,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
     offset = _offset_params(d, float(unit), dt)
     scales = [float(c.C3)], [float(c.C1), float(n * c.C2)]
   elif dtype == 'object':
-    S = check_scale(scale, N, n)
+    S = _check_scale(scale, N, n)
     dt, one = object, S
     with jax.enable_x64(True):
       sweep = contextual_params.sweep_params(
@@ -442,7 +442,7 @@ def build(*, d: int, n: int, resolution: int, scale: int | None = None,
     arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', 'limbs:K[:w]'.
   """
   d, n, N = grid.check_config(d, n, resolution)
-  S = check_scale(scale, N, n)
+  S = _check_scale(scale, N, n)
   c = coefficients(d, n, N)
   b = bound(d, n, N, S)
   arith = planner.plan(b, arithmetic)
