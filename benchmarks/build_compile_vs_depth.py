@@ -44,6 +44,7 @@ import time
 from absl import flags
 
 from transformer_ua import provenance  # standard library only: light in the children
+from transformer_ua.yun.grid import Grid
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list('depths', ['100', '1000', '10000', '100000', '1000000'], 'Layer counts.')
@@ -80,7 +81,7 @@ def build(network: str, depth: int):
   N = depth - 1
   rng = np.random.default_rng(0)
   if network == 'quantization':
-    segments, params = quantize.quantization_params(d=1, n=N_TOKENS, resolution=N)
+    segments, params = quantize.quantization_params(Grid(1, N_TOKENS, N))
     x = rng.uniform(0, 1, size=(BATCH, N_TOKENS, 1))
   else:
     segments, params = yun.contextual_mapping_params(d=1, n=N_TOKENS, resolution=N)

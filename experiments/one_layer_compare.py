@@ -27,6 +27,7 @@ from absl import flags
 from transformer_ua import cli, construction, outputs, provenance
 from transformer_ua.yun import approximator
 from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun import build_approximator
@@ -74,7 +75,7 @@ def run_paper(target, d, n, N) -> dict:
   cert = g.certify_interiors()
   kinds = construction.kind_counts(net.layer_counts())
   dep = g.block_counts()
-  bad = distances.bad_set_measure(d, n, N)
+  bad = distances.bad_set_measure(Grid(d, n, N))
   try:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
@@ -90,7 +91,7 @@ def run_paper(target, d, n, N) -> dict:
           'bits': cert['bits'], 'build_s': build_s, 'certify_s': cert['seconds'],
           'certified_max_abs_error': cert['max_abs_error'], 'certified': cert['certified'],
           'cubes': cert['cubes'], 'bad_set_measure': float(bad),
-          'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=d, n=n, resolution=N, p=P)}
+          'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, Grid(d, n, N), p=P)}
 
 
 def run_one_layer(target, d, n, N, search: bool) -> dict:

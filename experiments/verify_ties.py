@@ -21,6 +21,7 @@ from absl import flags
 
 from transformer_ua import outputs
 from transformer_ua.verify import contextual_ties as verify_ties
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_ties
 from transformer_ua.yun import enumeration
 
@@ -40,7 +41,7 @@ def main(argv):
   if _GRID.value not in enumeration.GRIDS:
     raise cli.BadInput(f'--grid={_GRID.value}; allowed: {", ".join(enumeration.GRIDS)}.')
   try:
-    cm = contextual_ties.build(d=_D.value, n=_N_TOKENS.value, resolution=_RES.value,
+    cm = contextual_ties.build(Grid(_D.value, _N_TOKENS.value, _RES.value),
                                arithmetic=_ARITH.value)
   except ValueError as e:
     raise cli.BadInput(str(e)) from None

@@ -14,6 +14,7 @@ from transformer_ua import yun
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import theorem2
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
@@ -42,7 +43,7 @@ FAST = [(2, 2, 3), (3, 1, 4), pytest.param(2, 1, 2, marks=pytest.mark.slow),
 
 @pytest.mark.parametrize('N,d,n', FAST)
 def test_all_properties_hold_on_full_grid(N, d, n):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  cm = yun.build_contextual_mapping(Grid(d, n, N))
   r = vc.verify_contextual_mapping(cm, grid='full', chunk_size=4096, progress=False)
   assert r['grid_points'] == (N + 1) ** (n * d)
   assert r['violations'] and not any(r['violations'].values()), r['violations']
@@ -52,15 +53,15 @@ def test_all_properties_hold_on_full_grid(N, d, n):
 
 def test_limbs_and_int64_verifications_agree():
   for arithmetic in ('int64', 'limbs'):
-    cm = yun.build_contextual_mapping(d=1, n=3, resolution=3, arithmetic=arithmetic)
+    cm = yun.build_contextual_mapping(Grid(1, 3, 3), arithmetic=arithmetic)
     r = vc.verify_contextual_mapping(cm, grid='multiset', chunk_size=64, progress=False)
     assert r['arithmetic'] == arithmetic.split(':')[0] and r['all_hold']
-    assert r['grid_points'] == enumeration.grid_size(1, 3, 3, 'multiset')
+    assert r['grid_points'] == enumeration.grid_size(Grid(1, 3, 3), 'multiset')
 
 
 def test_detects_a_broken_network():
   """Corrupt one sweep layer (skip column id 1): Properties 8.x / Lemma 10 must fail."""
-  cm = yun.build_contextual_mapping(d=1, n=3, resolution=3)
+  cm = yun.build_contextual_mapping(Grid(1, 3, 3))
   with jax.enable_x64(True):
     att = dict(cm.exact_params['segment_0']['attention'])
     att['W_O'] = att['W_O'].at[1].set(0)
@@ -74,11 +75,11 @@ def test_detects_a_broken_network():
 
 def test_detects_broken_equivariance_table():
   """The equivariance check compares every point with its class representative."""
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = yun.build_contextual_mapping(Grid(1, 2, 2))
   _, full_chunk = vc._make_chunk_fns(cm, 16)  # pylint: disable=protected-access
-  m = enumeration.grid_size(1, 2, 2, 'multiset')
+  m = enumeration.grid_size(Grid(1, 2, 2), 'multiset')
   with jax.enable_x64(True):
-    reps = enumeration.make_codec(1, 2, 2)['decode_multiset'](jnp.arange(m))
+    reps = enumeration.make_codec(Grid(1, 2, 2))['decode_multiset'](jnp.arange(m))
     table = cm.forward(np.asarray(reps))['ids']
     good, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9), table)
     bad, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9),

@@ -12,6 +12,7 @@ import pytest
 from transformer_ua import activations, construction, yun
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun import approximator
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, contextual_ties, targets
 from transformer_ua.yun.realization import plan
 
@@ -179,9 +180,9 @@ def test_epsilon_check_follows_the_tie_complete_interval():
   complete = approximator.min_epsilon(1, 3, 8, ties='complete')
   assert complete > 1000 * paper  # t_r(complete) ~ 5e16 vs t_r(paper) ~ 1.8e6 at N=8
   assert complete == approximator.RAMP_ULPS * float(
-      np.spacing(float(contextual_ties.interval(1, 3, 8)[1])))
+      np.spacing(float(contextual_ties.interval(Grid(1, 3, 8))[1])))
   assert paper == approximator.RAMP_ULPS * float(
-      np.spacing(float(contextual.interval(1, 3, 8)[1])))
+      np.spacing(float(contextual.interval(Grid(1, 3, 8))[1])))
 
 
 def test_relu_expansion_refuses_a_collapsed_ramp():

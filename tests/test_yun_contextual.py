@@ -11,6 +11,7 @@ import pytest
 
 from transformer_ua import layers, yun
 from transformer_ua.exact import planner
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual
 
 
@@ -79,7 +80,7 @@ REFERENCE_CASES = [(2, 1, 2, 'auto'), (2, 2, 3, 'auto'), (3, 1, 3, 'limbs'), (2,
 
 @pytest.mark.parametrize('N,d,n,arithmetic', REFERENCE_CASES)
 def test_outputs_equal_paper_reference(N, d, n, arithmetic):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = yun.build_contextual_mapping(Grid(d, n, N), arithmetic=arithmetic)
   k = _points(N, d, n, 24, seed=N * 100 + d * 10 + n)
   out = cm.forward(k)
   assert int(out['inexact']) == 0
@@ -96,7 +97,7 @@ def test_outputs_equal_paper_reference(N, d, n, arithmetic):
 
 def test_category1_closed_form_and_lemma10_bounds():
   N, d, n = 3, 1, 3
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  cm = yun.build_contextual_mapping(Grid(d, n, N))
   delta = Fraction(1, N)
   pts = np.asarray([[[a], [b], [c]] for a, b, c in itertools.permutations(range(N), n)])
   out = cm.forward(pts)
@@ -123,7 +124,7 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
   for ms in itertools.combinations_with_replacement(cols, n):
     swept, final, z = paper_gc(np.asarray(ms), N, d, n)
     worst = max(worst, *(abs(v) for v in swept + final), *(abs(v) for c in z for v in c))
-  bound = contextual.contextual_mapping_bound(d, n, N)
+  bound = contextual.contextual_mapping_bound(Grid(d, n, N))
   assert bound >= S * worst
   assert planner.bits_for(bound) <= planner.bits_for(math.ceil(S * worst)) + 1
 
@@ -132,11 +133,11 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
                                    pytest.param(3, 2, 2, marks=_slow),
                                    pytest.param(4, 2, 3, marks=_slow)])
 def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  cm = yun.build_contextual_mapping(Grid(d, n, N))
   assert cm.depth() == N ** d + 1                       # delta^-d + 1
   per_head = 3 * d + 1 + d                                  # W_Q, W_K, W_V, b_Q, W_O (m = 1)
   assert cm.num_params() == N ** d * 2 * per_head + per_head
-  assert cm.num_params() == contextual.parameter_count(d, n, N)
+  assert cm.num_params() == contextual.parameter_count(Grid(d, n, N))
   assert [s.num_heads for s in cm.segments] == [2, 1]
   # The params are exactly the pytree Network.init gives (structure and shapes).
   net = cm.network()  # a float64 network: its init shapes are taken under x64
@@ -149,7 +150,7 @@ def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
 
 def test_paper_valued_float_params_run_as_a_network():
   N, d, n = 2, 1, 2
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
+  cm = yun.build_contextual_mapping(Grid(d, n, N))
   k = _points(N, d, n, 9, seed=1)
   x = np.vectorize(lambda v: float(_value(int(v), N, d, n)))(k)
   with jax.enable_x64(True):
@@ -160,13 +161,13 @@ def test_paper_valued_float_params_run_as_a_network():
 
 def test_scale_is_a_free_multiple_of_2n():
   k = _points(3, 1, 3, 10, seed=2)
-  a = yun.build_contextual_mapping(d=1, n=3, resolution=3)
-  b = yun.build_contextual_mapping(d=1, n=3, resolution=3, scale=24)
+  a = yun.build_contextual_mapping(Grid(1, 3, 3))
+  b = yun.build_contextual_mapping(Grid(1, 3, 3), scale=24)
   assert b.scale == 24 and b.bits_required >= a.bits_required
   np.testing.assert_array_equal(a.to_fractions(a.column_ids_batch(k)),
                                 b.to_fractions(b.column_ids_batch(k)))
   with pytest.raises(ValueError, match='multiple of 2N'):
-    yun.build_contextual_mapping(d=1, n=3, resolution=3, scale=9)
+    yun.build_contextual_mapping(Grid(1, 3, 3), scale=9)
 
 
 @pytest.mark.parametrize('kwargs,match', [
@@ -175,11 +176,11 @@ def test_scale_is_a_free_multiple_of_2n():
     (dict(d=True, n=2, resolution=2), 'integer'), (dict(d=1, n='3', resolution=2), 'integer')])
 def test_invalid_configurations_are_refused(kwargs, match):
   with pytest.raises(ValueError, match=match):
-    yun.build_contextual_mapping(**kwargs)
+    yun.build_contextual_mapping(Grid(kwargs['d'], kwargs['n'], kwargs['resolution']))
 
 
 def test_column_ids_validates_its_input():
-  cm = yun.build_contextual_mapping(d=2, n=2, resolution=2)
+  cm = yun.build_contextual_mapping(Grid(2, 2, 2))
   with pytest.raises(ValueError, match='shape'):
     cm.column_ids(np.zeros((3, 2), int))
   with pytest.raises(ValueError, match='-1, 0, ..., 1'):
@@ -192,13 +193,13 @@ def test_too_narrow_arithmetic_is_refused_not_wrong():
   """int64 is refused where it would overflow -- and running it anyway is wrong."""
   N, d, n = 4, 2, 5  # needs 67 bits
   with pytest.raises(ValueError, match='needs 67 bits'):
-    yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic='int64')
+    yun.build_contextual_mapping(Grid(d, n, N), arithmetic='int64')
   with pytest.raises(ValueError, match='needs 67 bits'):
-    yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic='limbs:2:30')
+    yun.build_contextual_mapping(Grid(d, n, N), arithmetic='limbs:2:30')
   # Bypass the planner: the same int64 layers silently overflow on a Category-3 point.
-  segments, params = contextual.contextual_mapping_params(d=d, n=n, resolution=N, dtype='int64')
+  segments, params = contextual.contextual_mapping_params(Grid(d, n, N), dtype='int64')
   k = np.asarray([[[-1, -1], [0, 0], [1, 0], [2, 0], [3, 0]]])
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)  # limbs, planned
+  cm = yun.build_contextual_mapping(Grid(d, n, N))  # limbs, planned
   with jax.enable_x64(True):
     x64 = jnp.where(jnp.asarray(k) < 0, -cm.scale * N ** (n * d), jnp.asarray(k) * 2)
     y0, _, _ = layers.apply_segment(segments[0], params['segment_0'], x64)
@@ -214,7 +215,7 @@ def test_too_narrow_arithmetic_is_refused_not_wrong():
 def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
   """The shared-projection kernels compute the same integers as the core layers."""
   N, d, n = 2, 2, 3
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = yun.build_contextual_mapping(Grid(d, n, N), arithmetic=arithmetic)
   points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   with jax.enable_x64(True):
     core = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(points))
@@ -229,12 +230,12 @@ def test_lemma8_stage_hooks():
   """What the id-only sweep, the report and the check read off a Lemma 8 map."""
   from transformer_ua.yun.stages import sweep  # pylint: disable=import-outside-toplevel
   from transformer_ua.yun.stages import contextual_ties
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = yun.build_contextual_mapping(Grid(1, 2, 2))
   assert type(cm) is contextual.ContextualMapping and not cm.positional
   assert contextual.CONTEXTUAL_MAPPINGS[False] is contextual.ContextualMapping
-  assert cm.id_sweep and cm.id_sweep_bound == sweep.sweep_bound(1, 2, 2, cm.scale)
+  assert cm.id_sweep and cm.id_sweep_bound == sweep.sweep_bound(Grid(1, 2, 2), cm.scale)
   assert sweep.sweep_bound is contextual.sweep_bound
   assert cm.grid_points(limit=8) is None and cm.grid_points(limit=9).shape == (9, 2, 1)
-  assert not contextual_ties.build(d=1, n=2, resolution=2).id_sweep
+  assert not contextual_ties.build(Grid(1, 2, 2)).id_sweep
   with pytest.raises(ValueError, match=r'\{-1, 0, \.\.\., 1\}'):
     cm.check_indices(np.array([[[-2], [0]]]))

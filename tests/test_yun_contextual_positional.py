@@ -8,6 +8,7 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.yun import approximator
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, contextual_positional, pipeline, quantize
 from transformer_ua.yun.variants import registry
 
@@ -21,8 +22,8 @@ def test_closed_forms_are_reexported_by_contextual():
 
 @pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 3)])
 def test_positional_contextual_mapping_is_one_to_one_on_whole_grid(d, n, N):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
-  k = contextual.positional_grid(d, n, N)
+  cm = yun.build_contextual_mapping(Grid(d, n, N), positional=True)
+  k = contextual.positional_grid(Grid(d, n, N))
   assert k.shape == (N ** (d * n), n, d)
   out = cm.forward(k)
   assert int(out['inexact']) == 0
@@ -32,7 +33,7 @@ def test_positional_contextual_mapping_is_one_to_one_on_whole_grid(d, n, N):
   assert all(lo <= v <= hi for v in q)
   # The exhaustive Python-int simulation and the compiled layers agree on the max id.
   sweep = cm.ops.to_python(out['sweep_ids'])
-  assert Fraction(int(sweep.max()), cm.scale) == contextual.positional_sweep_max(d, n, N)
+  assert Fraction(int(sweep.max()), cm.scale) == contextual.positional_sweep_max(Grid(d, n, N))
   # The proven bound covers every output the layers produced.
   assert int(np.max(np.abs(cm.ops.to_python(out['z'])))) <= cm.bound
 
@@ -40,62 +41,62 @@ def test_positional_contextual_mapping_is_one_to_one_on_whole_grid(d, n, N):
 def test_positional_double_shift_breaks_the_papers_ordering():
   """Appendix G.2 claims l~_1 < ... < l~_n; N=2, d=1, n=2, L+E = (1/2, 1) shifts
   column 1 twice and ends with ids (5/2, 2). The mapping stays one-to-one."""
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)
+  cm = yun.build_contextual_mapping(Grid(1, 2, 2), positional=True)
   out = cm.forward(np.array([[[1], [0]]]))
   ids = [Fraction(int(v), cm.scale) for v in cm.ops.to_python(out['sweep_ids'])[0]]
   assert ids == [Fraction(5, 2), Fraction(2)]
 
 
 def test_positional_limbs_equal_int64_and_narrow_arithmetic_is_refused():
-  a = yun.build_contextual_mapping(d=1, n=3, resolution=4, positional=True)
-  b = yun.build_contextual_mapping(d=1, n=3, resolution=4, positional=True,
+  a = yun.build_contextual_mapping(Grid(1, 3, 4), positional=True)
+  b = yun.build_contextual_mapping(Grid(1, 3, 4), positional=True,
                                    arithmetic='limbs')
   assert a.arithmetic.kind == 'int64' and b.arithmetic.kind == 'limbs'
-  k = contextual.positional_grid(1, 3, 4)
+  k = contextual.positional_grid(Grid(1, 3, 4))
   np.testing.assert_array_equal(a.ops.to_python(a.column_ids_batch(k)),
                                 b.ops.to_python(b.column_ids_batch(k)))
   with pytest.raises(ValueError, match='bits'):
-    yun.build_contextual_mapping(d=1, n=3, resolution=8, positional=True,
+    yun.build_contextual_mapping(Grid(1, 3, 8), positional=True,
                                  arithmetic='limbs:1:30')  # needs 33 bits
 
 
 def test_positional_indices_and_grid_limits():
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)
+  cm = yun.build_contextual_mapping(Grid(1, 2, 2), positional=True)
   with pytest.raises(ValueError, match='no out-of-range value'):
     cm.forward(np.array([[[-1], [0]]]))
   with pytest.raises(ValueError, match='at most'):
-    contextual.positional_grid(2, 3, 8)
+    contextual.positional_grid(Grid(2, 3, 8))
 
 
 @pytest.mark.parametrize('d,n,N', [(1, 2, 2), (1, 3, 4), (2, 2, 3), (3, 2, 2)])
 def test_theorem3_layer_and_parameter_counts_match_formulas(d, n, N):
-  counts = pipeline.layer_counts(d, n, N, positional=True)
+  counts = pipeline.layer_counts(Grid(d, n, N), positional=True)
   assert counts == {'quantization': d * n * N, 'contextual': n * N ** d + 1,
                     'value': n * N ** (d * n) + d + 1}
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N, positional=True)
+  g_q = quantize.build_quantization(Grid(d, n, N), positional=True)
   assert g_q.depth() == d * n * N
   assert g_q.num_params() == d * n * N * (3 * d + 1) + n * d  # + E
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, positional=True)
+  cm = yun.build_contextual_mapping(Grid(d, n, N), positional=True)
   assert cm.depth() == n * N ** d + 1
-  assert cm.num_params() == contextual.parameter_count(d, n, N, positional=True) == \
+  assert cm.num_params() == contextual.parameter_count(Grid(d, n, N), positional=True) == \
       (2 * n * N ** d + 1) * (4 * d + 1)
 
 
 def test_positional_quantization_is_exact_on_interiors():
-  g_q = quantize.build_quantization(d=2, n=3, resolution=5, positional=True)
-  x = approximator.interior_points(np.random.default_rng(0), 500, d=2, n=3, resolution=5,
+  g_q = quantize.build_quantization(Grid(2, 3, 5), positional=True)
+  x = approximator.interior_points(np.random.default_rng(0), 500, Grid(2, 3, 5),
                                    margin=0.01)
   np.testing.assert_array_equal(g_q.to_indices(g_q.apply(x)), np.floor(x * 5))
 
 
 def test_theorem3_sweep_and_scale_hooks():
-  ids = contextual.theorem3_sweep_ids(d=2, n=3, resolution=2)
+  ids = contextual.theorem3_sweep_ids(Grid(2, 3, 2))
   # s_j / delta = (j - 1) * (1 + N) * N; each block has N^d ids; increasing.
   assert len(ids) == 3 * 4 and np.all(np.diff(ids) > 0)
   assert list(ids[:4]) == [0, 1, 2, 3] and list(ids[4:8]) == [6, 7, 8, 9]
-  assert contextual.theorem3_final_scale(2, 3, 2) == 3 * 2 ** 9
-  segs, p = contextual.contextual_mapping_params(d=2, n=3, resolution=2, sweep_ids=ids,
-                                                 final_scale=contextual.theorem3_final_scale(2, 3, 2))
+  assert contextual.theorem3_final_scale(Grid(2, 3, 2)) == 3 * 2 ** 9
+  segs, p = contextual.contextual_mapping_params(Grid(2, 3, 2), sweep_ids=ids,
+                                                 final_scale=contextual.theorem3_final_scale(Grid(2, 3, 2)))
   assert segs[0].depth == 12 and p['segment_0']['attention']['b_Q'].shape == (12, 2, 1)
 
 
@@ -109,9 +110,9 @@ def test_theorem3_stages_are_subclasses_chosen_once():
   assert type(cm) is contextual.PositionalContextualMapping and cm.positional
   assert quantize.QUANTIZATIONS[True] is quantize.PositionalQuantization
   assert contextual.CONTEXTUAL_MAPPINGS[True] is contextual.PositionalContextualMapping
-  assert type(quantize.build_quantization(d=1, n=2, resolution=2, positional=True)) is \
+  assert type(quantize.build_quantization(Grid(1, 2, 2), positional=True)) is \
       quantize.PositionalQuantization
-  assert type(yun.build_contextual_mapping(d=1, n=2, resolution=2, positional=True)) is \
+  assert type(yun.build_contextual_mapping(Grid(1, 2, 2), positional=True)) is \
       contextual.PositionalContextualMapping
   paper = registry.choose(1, 2, 2)
   assert type(paper.build_quantization()) is quantize.Quantization
@@ -119,5 +120,5 @@ def test_theorem3_stages_are_subclasses_chosen_once():
       contextual.ContextualMapping
   assert g_q.unit_input_bound == 4 and paper.build_quantization().unit_input_bound == 2
   assert cm.id_sweep and cm.id_sweep_bound == cm.bound
-  np.testing.assert_array_equal(cm.grid_points(limit=0), contextual.positional_grid(1, 2, 2))
-  np.testing.assert_array_equal(v.grid_classes(), contextual.positional_grid(1, 2, 2))
+  np.testing.assert_array_equal(cm.grid_points(limit=0), contextual.positional_grid(Grid(1, 2, 2)))
+  np.testing.assert_array_equal(v.grid_classes(), contextual.positional_grid(Grid(1, 2, 2)))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import layers, yun
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, quantize, value
 
 CONFIGS = [(N, d, n) for N, d, n in itertools.product((2, 3, 5, 8), (1, 2, 3), (2, 3, 5))
@@ -36,11 +37,11 @@ def test_counts_equal_paper_formulas(N, d, n):
   # Depths: d/delta + d, delta^-d + 1, n C(delta^-d, n) + d + 1.
   q_segs = quantize.quantization_segments(d, N)
   c_segs = contextual.contextual_mapping_segments(delta_inv_d)
-  v_segs = value.value_mapping_segments(d, n, N)
+  v_segs = value.value_mapping_segments(Grid(d, n, N))
   assert sum(s.depth for s in q_segs) == d * N + d
   assert sum(s.depth for s in c_segs) == delta_inv_d + 1
   assert sum(s.depth for s in v_segs) == n * math.comb(delta_inv_d, n) + d + 1
-  assert yun.layer_counts(d, n, N) == {'quantization': d * N + d,
+  assert yun.layer_counts(Grid(d, n, N)) == {'quantization': d * N + d,
                                        'contextual': delta_inv_d + 1,
                                        'value': n * math.comb(delta_inv_d, n) + d + 1}
   # Weights per layer type: FF (r = 1): W_1 d + b_1 1 + W_2 d + b_2 d = 3d + 1;
@@ -48,9 +49,9 @@ def test_counts_equal_paper_formulas(N, d, n):
   ff, head = 3 * d + 1, 4 * d + 1
   assert _init_count(q_segs, n, d) == (d * N + d) * ff == quantize.parameter_count(d, N)
   assert _init_count(c_segs, n, d) == delta_inv_d * 2 * head + head == \
-      contextual.parameter_count(d, n, N)
+      contextual.parameter_count(Grid(d, n, N))
   assert _init_count(v_segs, n, d) == (n * math.comb(delta_inv_d, n) + d + 1) * ff == \
-      value.parameter_count(d, n, N)
+      value.parameter_count(Grid(d, n, N))
   # Theorem 2 uses two heads of size one and one hidden unit: T-bar^{2,1,1}.
   assert max(s.num_heads for s in c_segs) == 2 and {s.head_size for s in c_segs} == {1}
   assert {s.width for s in q_segs + v_segs} == {1}

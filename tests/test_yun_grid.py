@@ -5,6 +5,7 @@ import math
 import pytest
 
 from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_ties, pipeline, value
 from transformer_ua.yun.single_attention import one_layer
 from transformer_ua.yun.variants import registry
@@ -69,8 +70,8 @@ def test_counts_by_hand(d, n, N):
       'quantization': d * (N + 1), 'contextual': V + 3, 'value': ids + d + 1}
   ol = OneLayer(grid.Grid(d, n, N))
   assert ol.layer_counts() == {'quantization': d * (N + 1), 'contextual': 2, 'value': ids}
-  assert ol.num_classes() == one_layer.num_classes(d, n, N)
-  assert ol.num_bump_layers() == one_layer.num_ids(d, n, N)
+  assert ol.num_classes() == one_layer.num_classes(Grid(d, n, N))
+  assert ol.num_bump_layers() == one_layer.num_ids(Grid(d, n, N))
   assert ol.representatives().shape == (ol.num_classes(), n, d)
 
 
@@ -79,19 +80,19 @@ def test_variants_agree_with_the_built_networks():
             TiesComplete(grid.Grid(1, 3, 2))):
     reps = v.representatives()
     assert reps.shape == (v.num_classes(), v.n, v.d)
-    g = pipeline.build_g_bar(d=v.d, n=v.n, resolution=v.N, targets=reps * 0, variant=v)
+    g = pipeline.build_g_bar(v.grid, targets=reps * 0, variant=v)
     assert g.variant is v and g.positional == v.positional
     counts = {s: sum(k.values()) for s, k in g.layer_counts().items()}
     assert counts == v.layer_counts() and g.depth() == v.depth()
     assert g.num_params() == sum(v.parameter_counts().values())
     assert g.contextual.t_l == v.interval()[0] and g.contextual.t_r == v.interval()[1]
-    assert value.num_classes(v.d, v.n, v.N, v.positional, v.ties) == v.num_classes()
+    assert value.num_classes(v.grid, v.positional, v.ties) == v.num_classes()
 
 
 def test_build_g_bar_refuses_a_variant_of_another_grid():
   v = Paper(grid.Grid(1, 2, 3))
   with pytest.raises(ValueError, match="variant's grid"):
-    pipeline.build_g_bar(d=1, n=2, resolution=2, targets=v.representatives() * 0, variant=v)
+    pipeline.build_g_bar(Grid(1, 2, 2), targets=v.representatives() * 0, variant=v)
 
 
 def test_check_contextual_is_shared():

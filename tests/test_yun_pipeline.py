@@ -6,18 +6,19 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import yun
+from transformer_ua.yun.grid import Grid
 
 
 def test_g_bar_equals_target_on_cubes_and_zero_elsewhere():
   N, d, n = 2, 1, 2
-  targets = yun.random_targets(d, n, N, seed=4)
-  g = yun.build_g_bar(d=d, n=n, resolution=N, targets=targets, denominator=2)
-  counts = yun.layer_counts(d, n, N)
+  targets = yun.random_targets(Grid(d, n, N), seed=4)
+  g = yun.build_g_bar(Grid(d, n, N), targets=targets, denominator=2)
+  counts = yun.layer_counts(Grid(d, n, N))
   assert counts == {'quantization': d * N + d, 'contextual': N ** d + 1, 'value': n * 1 + d + 1}
   assert g.depth() == sum(counts.values())
-  assert g.num_params() == sum(yun.parameter_counts(d, n, N).values())
+  assert g.num_params() == sum(yun.parameter_counts(Grid(d, n, N)).values())
   rng = np.random.default_rng(0)
-  reps = [tuple(map(tuple, r)) for r in yun.representatives(d, n, N)]
+  reps = [tuple(map(tuple, r)) for r in yun.representatives(Grid(d, n, N))]
   xs, expected = [], []
   for cube in itertools.product(range(-1, N + 1), repeat=n * d):
     k = np.asarray(cube).reshape(n, d)

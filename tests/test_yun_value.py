@@ -10,6 +10,7 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.exact import limbs
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import value
 
 
@@ -34,8 +35,8 @@ def _expected_outputs(points, reps, numerators, factor):
     pytest.param(2, 2, 2, 'auto', marks=pytest.mark.slow),
     pytest.param(3, 2, 2, 'auto', marks=pytest.mark.slow)])
 def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N, arithmetic=arithmetic)
-  targets = value.random_targets(d, n, N, seed=N + d + n)
+  cm = yun.build_contextual_mapping(Grid(d, n, N), arithmetic=arithmetic)
+  targets = value.random_targets(Grid(d, n, N), seed=N + d + n)
   vm = value.build_value_mapping(cm, targets, denominator=2)
   assert vm.depth() == n * math.comb(N ** d, n) + d + 1
   points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
@@ -47,7 +48,7 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
   lit = (limbs.to_python(np.asarray(literal), ar.spec) if ar.kind == 'limbs'
          else np.asarray(literal).astype(object))
   np.testing.assert_array_equal(lit, cm.ops.to_python(compact))
-  reps = value.representatives(d, n, N)
+  reps = value.representatives(Grid(d, n, N))
   np.testing.assert_array_equal(cm.ops.to_python(compact),
                                 _expected_outputs(points, reps, targets, cm.scale // 2))
   # Bumps fire exactly on G~ columns; the kill fires exactly elsewhere (Lemma 8.3/8.4).
@@ -67,10 +68,10 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
 @pytest.mark.parametrize('N,d,n', [(3, 2, 2), pytest.param(2, 1, 2, marks=pytest.mark.slow),
                                    pytest.param(2, 2, 3, marks=pytest.mark.slow)])
 def test_counts_and_params_structure(N, d, n):
-  cm = yun.build_contextual_mapping(d=d, n=n, resolution=N)
-  vm = value.build_value_mapping(cm, value.random_targets(d, n, N))
+  cm = yun.build_contextual_mapping(Grid(d, n, N))
+  vm = value.build_value_mapping(cm, value.random_targets(Grid(d, n, N)))
   layers_expected = n * math.comb(N ** d, n) + d + 1      # n C(delta^-d, n) + d + 1
-  assert vm.depth() == layers_expected == value.layer_count(d, n, N)
+  assert vm.depth() == layers_expected == value.layer_count(Grid(d, n, N))
   segments, params = vm.params('float64')
   assert sum(s.depth for s in segments) == layers_expected
   from transformer_ua import layers as core  # pylint: disable=import-outside-toplevel
@@ -82,7 +83,7 @@ def test_counts_and_params_structure(N, d, n):
 
 
 def test_trap_and_bad_targets_are_refused():
-  cm = yun.build_contextual_mapping(d=1, n=2, resolution=2)
+  cm = yun.build_contextual_mapping(Grid(1, 2, 2))
   shape = (math.comb(2, 2), 2, 1)
   limit = cm.t_l - cm.scale / (2 * cm.resolution) / cm.scale  # t_l - delta/2
   big = np.full(shape, int(limit) + 1)

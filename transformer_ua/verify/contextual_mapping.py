@@ -62,6 +62,7 @@ import numpy as np
 from transformer_ua import parallel, provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
 from transformer_ua.verify.checks import count_duplicates  # noqa: F401 (its old home)
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import gc_kernels
 from transformer_ua.yun import enumeration
 
@@ -103,8 +104,8 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     sharding = parallel.data_sharding(mesh)
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
-  codec = enumeration.make_codec(cm.d, n, cm.resolution)
-  class_codec = enumeration.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
+  codec = enumeration.make_codec(cm.grid)
+  class_codec = enumeration.make_class_codec(cm.grid) if vm is not None else None
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   bounds = checks.scaled_constants(cm)
@@ -173,11 +174,11 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   prov = provenance.record()  # at the start: the revision that runs
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  m_total = enumeration.grid_size(d, n, N, 'multiset')
+  m_total = enumeration.grid_size(Grid(d, n, N), 'multiset')
   violations = {p: 0 for p in PROPERTIES if grid == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
-  f_total = enumeration.grid_size(d, n, N, 'full')
+  f_total = enumeration.grid_size(Grid(d, n, N), 'full')
   requested_chunk = chunk_size
   chunk_size = chunk_cap(cm, chunk_size, m_total if grid == 'multiset' or kernel == 'sweep'
                          else f_total)
@@ -212,7 +213,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['8.2_distinct_across_classes'] = checks.count_duplicates(
       ops, flat, np.repeat(np.arange(m1), n))
   violations['lemma10_one_to_one'] = checks.count_duplicates(ops, cat1_ltn, np.arange(m1))
-  expected_m = enumeration.category_counts(d, n, N, 'multiset')
+  expected_m = enumeration.category_counts(Grid(d, n, N), 'multiset')
   mc = multiset['counts']
   result = {'multiset_points': mc['points'],
             'multiset_categories': {str(k): mc[f'category_{k}'] for k in (1, 2, 3)}}
@@ -225,7 +226,8 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
     if kernel == 'sweep':
       extra = None
       if value_mapping is not None:
-        codec, class_codec = enumeration.make_codec(d, n, N), enumeration.make_class_codec(d, n, N)
+        g = Grid(d, n, N)
+        codec, class_codec = enumeration.make_codec(g), enumeration.make_class_codec(g)
         extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
             value_mapping, ops, codec, class_codec, k, z, cat, valid)
       full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,
@@ -242,7 +244,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
           cm, lambda start, total: full_chunk(params, start, total, table), f_total,
           chunk_size), progress=progress)
     fc = full['counts']
-    expected = enumeration.category_counts(d, n, N, 'full')
+    expected = enumeration.category_counts(Grid(d, n, N), 'full')
     bad_counts += int(fc['points'] != f_total) + sum(
         int(fc[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
     violations['permutation_equivariance'] = fc['permutation_equivariance']
@@ -253,7 +255,7 @@ def verify_contextual_mapping(cm, *, grid: str = 'multiset', chunk_size: int = D
   violations['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
   violations['category_counts'] = bad_counts
   grid_points = passes[-1]['counts']['points']
-  expected_points = enumeration.grid_size(d, n, N, grid)
+  expected_points = enumeration.grid_size(Grid(d, n, N), grid)
   violations['grid_point_count'] = int(grid_points != expected_points)
   max_abs = max(p['max_abs'] for p in passes)
   violations['bits_within_plan'] = int(max_abs > cm.bound)

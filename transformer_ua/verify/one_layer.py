@@ -34,6 +34,7 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer
 
 #: float64 error bound of a computed mean, in units of M eps (n terms, exp, quotient).
@@ -58,13 +59,13 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
     ValueError: bad configuration, or one past ``yun.single_attention.one_layer.plan``.
   """
   t_start = time.perf_counter()
-  p = one_layer.plan(d, n, resolution)
+  p = one_layer.plan(Grid(d, n, resolution))
   M = p.M
   search = None
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a rational >= 0, None or 'search'.")
-    search = one_layer.search_lam(d, n, resolution)
+    search = one_layer.search_lam(Grid(d, n, resolution))
     lam = search['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam < 0:
@@ -100,7 +101,7 @@ def verify_one_layer(*, d: int, n: int, resolution: int, lam=None, bits: int | N
   check_seconds = time.perf_counter() - t_check
   out = {
       'd': d, 'n': n, 'resolution': resolution, 'M': M, 'contexts': one_layer.num_classes(
-          d, n, resolution), 'ids': len(table), 'ids_with_repeated_tokens': repeated,
+          Grid(d, n, resolution)), 'ids': len(table), 'ids_with_repeated_tokens': repeated,
       'lam': float(lam), 'log2_lam': math.log2(lam) if lam > 0 else None,
       'planned_lam': float(p.lam), 'bits': bits,
       'required_gap_mean': float(req), 'proved_gap_mean': float(p.gamma_mean),

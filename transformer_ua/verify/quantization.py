@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import provenance
-from transformer_ua.yun.grid import check_config, out_of_range_value
+from transformer_ua.yun.grid import Grid, check_config, out_of_range_value
 from transformer_ua.yun.stages import quantize
 
 EDGE_TOL = 2.0 ** -48
@@ -71,7 +71,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   """Runs both Lemma 7 checks; returns counts (violations must be 0) and tolerances."""
   d, n, N = check_config(d, n, resolution)
   t0 = time.time()
-  g_q = quantize.build_quantization(d=d, n=n, resolution=N)
+  g_q = quantize.build_quantization(Grid(d, n, N))
   rng = np.random.default_rng(seed)
   x = _samples(n, d, N, samples, rng)
   y = g_q.apply(x)
@@ -79,7 +79,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   edges = np.arange(N + 1) / N
   dist = np.min(np.abs(x[..., None] - edges), axis=-1)
   near = dist <= EDGE_TOL
-  out_val = float(out_of_range_value(d, n, N))
+  out_val = float(out_of_range_value(Grid(d, n, N)))
   exact_val = np.where(expected < 0, -out_val, expected / N)
   got = g_q.to_indices(y)
   value_ok = np.abs(y - exact_val) <= VALUE_RTOL * np.maximum(1.0, np.abs(exact_val))
@@ -95,7 +95,7 @@ def verify_quantization(*, d: int, n: int, resolution: int, samples: int = 20000
   slots = n * d
   grid = np.stack([np.roll(vals, -t) for t in range(slots)], axis=-1).reshape(len(vals), n, d)
   y_exact = g_q.quantize_exact(grid, s_q)
-  ref = np.vectorize(lambda a: int(quantize.quantize_reference(Fraction(int(a), s_q), d, n, N)
+  ref = np.vectorize(lambda a: int(quantize.quantize_reference(Fraction(int(a), s_q), Grid(d, n, N))
                                    * s_q))(grid)
   exact_bad = int(np.sum(y_exact != ref))
   return {

@@ -58,6 +58,7 @@ from transformer_ua import parallel
 from transformer_ua.exact import limbs
 from transformer_ua.verify import checks
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import sweep
 
 #: Bytes per grid point of a block's working set, per word of the arithmetic and token
@@ -114,7 +115,7 @@ def _column_tables(cm):
 
 def table_bytes(d: int, n: int, resolution: int, words: int) -> int:
   """Bytes of the class table: q of every multiset representative, ``words`` int64 each."""
-  return 8 * words * n * enumeration.grid_size(d, n, resolution, 'multiset')
+  return 8 * words * n * enumeration.grid_size(Grid(d, n, resolution), 'multiset')
 
 
 def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:

@@ -20,7 +20,7 @@ from transformer_ua.exact import planner
 from transformer_ua.verify import (contextual_mapping, floating, quantization, sweep_kernel,
                                    value_mapping)
 from transformer_ua.yun import enumeration
-from transformer_ua.yun.grid import check_config
+from transformer_ua.yun.grid import Grid, check_config
 from transformer_ua.yun.stages import contextual, value
 
 #: Default refusal thresholds: points enumerated and bytes held for global checks. With
@@ -42,12 +42,12 @@ def plan_resources(d: int, n: int, resolution: int, grid: str, arithmetic: str =
   d, n, N = check_config(d, n, resolution)
   if grid not in enumeration.GRIDS:
     raise ValueError(f'grid={grid!r}; allowed: {", ".join(enumeration.GRIDS)}.')
-  bound = contextual.contextual_mapping_bound(d, n, N)
+  bound = contextual.contextual_mapping_bound(Grid(d, n, N))
   arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
-  multisets = enumeration.grid_size(d, n, N, 'multiset')
+  multisets = enumeration.grid_size(Grid(d, n, N), 'multiset')
   classes = math.comb(N ** d, n)
-  points = enumeration.grid_size(d, n, N, grid) + (multisets if grid == 'full' else 0)
+  points = enumeration.grid_size(Grid(d, n, N), grid) + (multisets if grid == 'full' else 0)
   # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode
   # (kernel 'sweep' holds it only within sweep_kernel.TABLE_BUDGET, else it recomputes
   # each point's representative), and the value mapping's per-class arrays.
@@ -92,19 +92,19 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
                      'configuration, --nolemma9, or raise --max_bytes).')
   phases = {}  # seconds of each part of the run
   tp = time.time()
-  cm = contextual.build_contextual_mapping(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
+  cm = contextual.build_contextual_mapping(Grid(d, n, resolution), arithmetic=arithmetic)
   phases['build_g_c'] = time.time() - tp
   vm = None
   lemma9_result = {}
   if lemma9:
     tb = time.time()
-    targets = value.random_targets(d, n, resolution, seed=target_seed)
+    targets = value.random_targets(Grid(d, n, resolution), seed=target_seed)
     vm = value.build_value_mapping(cm, targets, denominator=2, chunk_size=min(chunk_size, 1 << 14),
                                    kernel=kernel)
     lemma9_result = {'target': f'random integers in [-8, 8] / 2 per class (seed {target_seed}), '
                                'extended by permutation equivariance',
                      'num_layers': vm.depth(), 'num_params': vm.num_params(),
-                     'bump_layers': value.num_bump_layers(d, n, resolution),
+                     'bump_layers': value.num_bump_layers(Grid(d, n, resolution)),
                      'build_seconds': round(time.time() - tb, 3)}
   result = contextual_mapping.verify_contextual_mapping(cm, grid=grid, chunk_size=chunk_size,
                                                         progress=progress, value_mapping=vm,
@@ -140,7 +140,7 @@ def verify_theorem2(*, d: int, n: int, resolution: int, grid: str = 'multiset',
       'all_hold': not any(violations.values()),
       'lemma7': lemma7, 'lemma9': lemma9_result,
       'layer_counts': {'quantization': lemma7['num_layers'], 'contextual': cm.depth(),
-                       'value': value.layer_count(d, n, resolution)},
+                       'value': value.layer_count(Grid(d, n, resolution))},
       'seconds': round(time.time() - t0, 3),
       'phase_seconds': {k: round(v, 3) for k, v in phases.items()},
       'provenance': prov,

@@ -19,13 +19,14 @@ import numpy as np
 from transformer_ua import provenance
 from transformer_ua.exact import limbs
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 
 
 def sample_points(d: int, n: int, resolution: int, count: int, seed: int = 0) -> np.ndarray:
   """Grid indices [B, n, d]: every point of G+ if it has <= count points, else a
   random sample, half of it drawn from Category 1 (G~, where bumps fire)."""
-  total = enumeration.grid_size(d, n, resolution, 'full')
-  codec = enumeration.make_codec(d, n, resolution)
+  total = enumeration.grid_size(Grid(d, n, resolution), 'full')
+  codec = enumeration.make_codec(Grid(d, n, resolution))
   rng = np.random.default_rng(seed)
   with jax.enable_x64(True):
     if total <= count:

@@ -46,6 +46,7 @@ import numpy as np
 from transformer_ua import construction, layers, realize
 from transformer_ua.exact import planner
 from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import certified_eval, plan, rational
 from transformer_ua.yun.stages import pipeline, targets as targets_lib, value
 from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL  # noqa: F401 (re-exported)
@@ -548,7 +549,7 @@ def build_approximator(target, *, d: int, n: int, resolution: int, positional: b
   values = targets_lib.grid_values(f, reps, N) if reps.size else np.zeros(reps.shape)
   den = VALUE_DENOMINATOR_PER_N * N
   numerators, _ = value.round_targets(values, den)
-  g_bar = pipeline.build_g_bar(d=d, n=n, resolution=N, targets=numerators, denominator=den,
+  g_bar = pipeline.build_g_bar(Grid(d, n, N), targets=numerators, denominator=den,
                                arithmetic=arithmetic, variant=variant)
   return Approximator(target=f, f_bar=targets_lib.piecewise_constant(f, N), variant=variant,
                       g_bar=g_bar, values=np.asarray(values, np.float64))

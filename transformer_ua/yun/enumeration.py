@@ -28,6 +28,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from transformer_ua.yun.grid import Grid
+
 GRIDS = ('full', 'multiset')
 #: Largest count the int64 index arithmetic here may handle.
 MAX_INDEX = 2 ** 62
@@ -38,27 +40,29 @@ def num_column_values(d: int, resolution: int) -> int:
   return (resolution + 1) ** d
 
 
-def grid_size(d: int, n: int, resolution: int, grid: str) -> int:
+def grid_size(grid: Grid, kind: str) -> int:
   """Exact number of points: (N+1)^(nd) (full) or C(V+n-1, n) (multiset)."""
-  if grid == 'full':
-    return (resolution + 1) ** (n * d)
-  if grid == 'multiset':
-    return math.comb(num_column_values(d, resolution) + n - 1, n)
-  raise ValueError(f'grid={grid!r}; allowed: {GRIDS}.')
+  d, n, N = grid.d, grid.n, grid.N
+  if kind == 'full':
+    return (N + 1) ** (n * d)
+  if kind == 'multiset':
+    return math.comb(num_column_values(d, N) + n - 1, n)
+  raise ValueError(f'grid={kind!r}; allowed: {GRIDS}.')
 
 
-def category_counts(d: int, n: int, resolution: int, grid: str) -> dict:
+def category_counts(grid: Grid, kind: str) -> dict:
   """Exact number of points of categories 1, 2, 3 (closed forms)."""
-  v_in = resolution ** d  # in-range columns
-  if grid == 'full':
+  d, n, N = grid.d, grid.n, grid.N
+  v_in = N ** d  # in-range columns
+  if kind == 'full':
     cat1 = math.perm(v_in, n)
     cat12 = v_in ** n
-  elif grid == 'multiset':
+  elif kind == 'multiset':
     cat1 = math.comb(v_in, n)
     cat12 = math.comb(v_in + n - 1, n)
   else:
-    raise ValueError(f'grid={grid!r}; allowed: {GRIDS}.')
-  total = grid_size(d, n, resolution, grid)
+    raise ValueError(f'grid={kind!r}; allowed: {GRIDS}.')
+  total = grid_size(grid, kind)
   return {1: cat1, 2: cat12 - cat1, 3: total - cat12}
 
 
@@ -93,7 +97,7 @@ def unrank_colex(binom: np.ndarray, rank, n: int):
   return jnp.stack(b[::-1], axis=-1)
 
 
-def make_codec(d: int, n: int, resolution: int):
+def make_codec(grid: Grid):
   """Pure jnp functions for this configuration (call under ``jax.enable_x64``).
 
   Returns a dict with
@@ -103,13 +107,14 @@ def make_codec(d: int, n: int, resolution: int):
     ``category(K) -> [B]`` in {1, 2, 3}, ``canonical_order(K) -> perm [B, n]``,
     ``ranks(col [B, n]) -> [B, n]`` (stable sorted positions), ``col_to_k``.
   """
-  base = resolution + 1
-  v = num_column_values(d, resolution)
-  if grid_size(d, n, resolution, 'full') >= MAX_INDEX and \
-      grid_size(d, n, resolution, 'multiset') >= MAX_INDEX:
+  d, n, N = grid.d, grid.n, grid.N
+  base = N + 1
+  v = num_column_values(d, N)
+  if grid_size(grid, 'full') >= MAX_INDEX and \
+      grid_size(grid, 'multiset') >= MAX_INDEX:
     raise ValueError('this grid has more than 2^62 points in both modes; it cannot be '
                      'enumerated.')
-  full_fits = grid_size(d, n, resolution, 'full') < MAX_INDEX
+  full_fits = grid_size(grid, 'full') < MAX_INDEX
   full_pow = np.asarray([base ** p if full_fits else 0 for p in range(n * d)], np.int64)
   # binom[i, x] = C(x, i) for i <= n, x < V + n (clipped at 2^62; only used if it fits).
   binom = np.zeros((n + 1, v + n), dtype=np.int64)
@@ -163,7 +168,7 @@ def make_codec(d: int, n: int, resolution: int):
           'ranks': ranks}
 
 
-def make_class_codec(d: int, n: int, resolution: int):
+def make_class_codec(grid: Grid):
   """Category-1 permutation classes: n distinct in-range columns, ranked.
 
   An in-range column has index ``r = sum_i K[i] N^i`` in [0, N^d) (same order as the
@@ -173,7 +178,8 @@ def make_class_codec(d: int, n: int, resolution: int):
   ``decode(rank [B]) -> K [B, n, d]`` (columns sorted), ``rank(K sorted [B, n, d])``,
   and ``in_range_index(K) -> [B, n]``. Call under ``jax.enable_x64``.
   """
-  v = resolution ** d
+  d, n, N = grid.d, grid.n, grid.N
+  v = N ** d
   if math.comb(v, n) >= MAX_INDEX:
     raise ValueError(f'C({v}, {n}) classes cannot be enumerated with int64 ranks.')
   binom = np.asarray([[math.comb(x, i) for x in range(v + 1)] for i in range(n + 1)],
@@ -181,10 +187,10 @@ def make_class_codec(d: int, n: int, resolution: int):
 
   def decode(rank):
     idx = unrank_colex(binom, rank, n)  # strictly increasing
-    return column_digits(idx, d, resolution)
+    return column_digits(idx, d, N)
 
   def in_range_index(k):
-    return column_number(k, resolution)
+    return column_number(k, N)
 
   def rank(k_sorted):
     return rank_colex(binom, jnp.clip(in_range_index(k_sorted), 0, v))

@@ -76,6 +76,7 @@ import numpy as np
 from transformer_ua import executor as executor_lib, realize as realize_lib
 from transformer_ua.yun import approximator as approximator_lib, grid
 from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_ids, one_layer_wide
 from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.stages import targets as targets_lib
@@ -255,7 +256,7 @@ CONSTRUCTIONS = {c.name: c for c in (
         size=_variant_size('one-layer', lambda d, n, N: 1),
         classes=_multiset_classes, build=_build(contextual='one_layer'),
         realize=_realize_one_layer, seconds=linear_cost(2.0, 2.5e-3, 1.6e-6),
-        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
+        check=lambda d, n, N: one_layer_ids.plan(Grid(d, n, N))),
     Construction(
         name='one_layer_wide', theorem=2,
         summary='Theorem 2 shallow and wide: one softmax attention layer, one bump '
@@ -264,7 +265,7 @@ CONSTRUCTIONS = {c.name: c for c in (
         classes=_multiset_classes,
         build=lambda target, d, n, N: one_layer_wide.build(target, d=d, n=n, resolution=N),
         realize=_wide_realize, seconds=_wide_seconds,
-        check=lambda d, n, N: one_layer_ids.plan(d, n, N)),
+        check=lambda d, n, N: one_layer_ids.plan(Grid(d, n, N))),
     Construction(
         name='positional_wide', theorem=3,
         summary='Theorem 3 shallow and wide: positional E, one softmax attention layer, '
@@ -373,7 +374,7 @@ def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolu
     classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
         else math.comb(resolution ** d + n - 1, n)
     glob = math.inf if lip is None else certificate.f_fbar_bound(
-        lip, d=d, n=n, resolution=resolution, p=p)['bound']
+        lip, Grid(d, n, resolution), p=p)['bound']
     cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
         target, d=d, n=n, resolution=resolution, p=p, positional=positional,
         lipschitz=lip, modulus=modulus).bound)
@@ -402,7 +403,7 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
   while base > 2 and base ** (d * n) > BAD_SET_CELLS:
     base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
   if base not in cache:
-    cache[base] = distances.dp_on_bad_set(target, d=d, n=n, resolution=base, p=p)
+    cache[base] = distances.dp_on_bad_set(target, Grid(d, n, base), p=p)
   if base == N:
     return cache[base]
   return cache[base] * (_bad_fraction(d, n, N) / _bad_fraction(d, n, base)) ** (1 / p)

@@ -62,6 +62,7 @@ import numpy as np
 from transformer_ua import construction, layers, realize
 from transformer_ua.layers import Segment
 from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import quantize, targets as targets_lib
 # The plan and the ids, and the realization (re-exported: their public home is here).
 from transformer_ua.yun.single_attention.one_layer_ids import (  # noqa: F401  pylint: disable=unused-import
@@ -220,7 +221,7 @@ class OneLayerApproximator:
 
   def _build_modified(self):
     d, N, M = self.d, self.resolution, self.plan.M
-    _, qp = quantize.quantization_params(d=d, n=self.n, resolution=N, scale=2 * N,
+    _, qp = quantize.quantization_params(Grid(d, self.n, N), scale=2 * N,
                                          dtype='int64')
     q = _unscale(jax.tree_util.tree_map(np.asarray, qp['segment_0']), 2 * N)
     w = [Fraction(v) for v in self.plan.w]
@@ -370,14 +371,14 @@ def build(target, *, d: int, n: int, resolution: int, lam=None,
       plan (``plan``), or ids whose certified enclosures overlap at this lam.
   """
   t0 = time.perf_counter()
-  p = plan(d, n, resolution)
+  p = plan(Grid(d, n, resolution))
   d, n, N, M = p.d, p.n, p.resolution, p.M
   f = targets_lib.get_target(target, d=d, n=n)
   targets_lib.check_equivariant(f, d, n)
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a positive rational, None or 'search'.")
-    lam = search_lam(d, n, N)['lam']
+    lam = search_lam(Grid(d, n, N))['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam <= 0:
     raise ValueError(f'lam must be positive, got {lam}.')

@@ -29,12 +29,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import construction, layers
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, quantize, value
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.variants.base import Variant
 
 
-def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
+def layer_counts(grid: Grid, positional: bool = False,
                  ties: str = 'paper') -> dict:
   """Depth of each stage, from the paper's formulas.
 
@@ -43,13 +44,13 @@ def layer_counts(d: int, n: int, resolution: int, positional: bool = False,
   ties='complete' (``contextual_ties``): d/delta + d, delta^-d + 3,
   delta^-d C(delta^-d + n - 2, n - 1) + d + 1.
   """
-  return registry.choose(d, n, resolution, positional=positional, ties=ties).layer_counts()
+  return registry.choose(grid.d, grid.n, grid.N, positional=positional, ties=ties).layer_counts()
 
 
-def parameter_counts(d: int, n: int, resolution: int, positional: bool = False,
+def parameter_counts(grid: Grid, positional: bool = False,
                      ties: str = 'paper') -> dict:
   """Weights of each stage (``Variant.parameter_counts``)."""
-  return registry.choose(d, n, resolution, positional=positional,
+  return registry.choose(grid.d, grid.n, grid.N, positional=positional,
                      ties=ties).parameter_counts()
 
 
@@ -145,13 +146,13 @@ class GBar:
     return self.contextual.to_fractions(out)
 
 
-def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 1,
+def build_g_bar(grid: Grid, *, targets, denominator: int = 1,
                 arithmetic: str = 'auto', positional: bool = False,
                 ties: str = 'paper', variant: Variant | None = None) -> GBar:
   """Builds g_bar = g_v o g_c o g_q for a target on the Category-1 classes.
 
   Args:
-    d, n, resolution: the configuration.
+    grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.
     targets: integer numerators [C(N^d, n), n, d] (``value.representatives`` order);
       with ``positional`` [N^(dn), n, d], one row per grid point.
     denominator: A = targets / denominator; the exact scale becomes lcm(2N, denominator).
@@ -159,13 +160,14 @@ def build_g_bar(*, d: int, n: int, resolution: int, targets, denominator: int = 
     positional: Theorem 3 (Appendix G): E, G.1, G.2, G.3 instead of Lemmas 7-9.
     ties: 'paper' (Lemma 8) or 'complete' (``contextual_ties``: targets on every
       multiset of G, [C(N^d + n - 1, n), n, d]; scale lcm(N lcm(2, n), denominator)).
-    variant: the ``Variant`` already chosen (then d, n, resolution must be its
-      grid's, and positional / ties are not read).
+    variant: the ``Variant`` already chosen (then ``grid`` must be its grid, and
+      positional / ties are not read).
   """
+  d, n, N = grid.d, grid.n, grid.N
   if variant is None:
-    variant = registry.choose(d, n, resolution, positional=positional, ties=ties)
-  elif (d, n, resolution) != (variant.d, variant.n, variant.N):
-    raise ValueError(f'(d, n, resolution) = {(d, n, resolution)} is not the variant\'s grid '
+    variant = registry.choose(d, n, N, positional=positional, ties=ties)
+  elif (d, n, N) != (variant.d, variant.n, variant.N):
+    raise ValueError(f'(d, n, resolution) = {(d, n, N)} is not the variant\'s grid '
                      f'{(variant.d, variant.n, variant.N)}.')
   g_q = variant.build_quantization()
   g_c = variant.build_contextual(scale=variant.scale(denominator), arithmetic=arithmetic)

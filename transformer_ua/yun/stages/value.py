@@ -59,6 +59,7 @@ from transformer_ua import construction, layers
 from transformer_ua.exact import limb_layers, limbs, planner
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, sweep
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.variants.base import Variant
@@ -69,37 +70,37 @@ WIDTH = 1
 REP_CHUNK = 1 << 14
 
 
-def _variant(d, n, resolution, positional, ties) -> Variant:
-  return registry.choose(d, n, resolution, positional=positional, ties=ties)
+def _variant(grid: Grid, positional, ties) -> Variant:
+  return registry.choose(grid.d, grid.n, grid.N, positional=positional, ties=ties)
 
 
-def num_classes(d: int, n: int, resolution: int, positional: bool = False,
+def num_classes(grid: Grid, positional: bool = False,
                 ties: str = 'paper') -> int:
   """C(N^d, n) Category-1 permutation classes; N^(dn) grid points for Theorem 3
   (``positional``: no permutation reduction, Appendix G.3); C(N^d + n - 1, n)
   multisets of G for ``ties='complete'`` (``yun.stages.contextual_ties``). See
   ``Variant.num_classes``."""
-  return _variant(d, n, resolution, positional, ties).num_classes()
+  return _variant(grid, positional, ties).num_classes()
 
 
-def num_bump_layers(d: int, n: int, resolution: int, positional: bool = False,
+def num_bump_layers(grid: Grid, positional: bool = False,
                     ties: str = 'paper') -> int:
   """One per id: n per class; ``ties='complete'``: one per (multiset, value in it),
   N^d C(N^d + n - 2, n - 1) (repeated tokens share their id and their bump)."""
-  return _variant(d, n, resolution, positional, ties).num_bump_layers()
+  return _variant(grid, positional, ties).num_bump_layers()
 
 
-def layer_count(d: int, n: int, resolution: int, positional: bool = False,
+def layer_count(grid: Grid, positional: bool = False,
                 ties: str = 'paper') -> int:
   """n C(delta^-d, n) + d + 1 (Theorem 3: n delta^(-dn) + d + 1; ties='complete':
   delta^-d C(delta^-d + n - 2, n - 1) + d + 1)."""
-  return _variant(d, n, resolution, positional, ties).value_layers()
+  return _variant(grid, positional, ties).value_layers()
 
 
-def parameter_count(d: int, n: int, resolution: int, positional: bool = False,
+def parameter_count(grid: Grid, positional: bool = False,
                     ties: str = 'paper') -> int:
   """(3d + 1) weights per layer."""
-  return _variant(d, n, resolution, positional, ties).value_parameters()
+  return _variant(grid, positional, ties).value_parameters()
 
 
 def segments_for(variant: Variant) -> tuple[Segment, ...]:
@@ -113,18 +114,18 @@ def segments_for(variant: Variant) -> tuple[Segment, ...]:
   return (kill, Segment('feedforward', bumps, width=WIDTH, activation='phi', name='bumps'))
 
 
-def value_mapping_segments(d: int, n: int, resolution: int, positional: bool = False,
+def value_mapping_segments(grid: Grid, positional: bool = False,
                            ties: str = 'paper') -> tuple[Segment, ...]:
   """``segments_for`` the variant of these keyword arguments."""
-  return segments_for(_variant(d, n, resolution, positional, ties))
+  return segments_for(_variant(grid, positional, ties))
 
 
-def representatives(d: int, n: int, resolution: int, positional: bool = False,
+def representatives(grid: Grid, positional: bool = False,
                     ties: str = 'paper') -> np.ndarray:
   """Grid indices [C, n, d] of the Category-1 class representatives, in rank order
   (Theorem 3, ``positional``: every grid point, ``contextual.positional_grid`` order;
   ``ties='complete'``: every multiset of G, columns non-decreasing)."""
-  return _variant(d, n, resolution, positional, ties).representatives()
+  return _variant(grid, positional, ties).representatives()
 
 
 def round_targets(values, denominator: int):
@@ -139,12 +140,12 @@ def round_targets(values, denominator: int):
   return num.astype(np.int64), err
 
 
-def random_targets(d: int, n: int, resolution: int, *, seed: int = 0,
+def random_targets(grid: Grid, *, seed: int = 0,
                    magnitude: int = 8) -> np.ndarray:
   """A random permutation-equivariant target: integer numerators [C, n, d] in [-m, m]."""
   rng = np.random.default_rng(seed)
   return rng.integers(-magnitude, magnitude + 1,
-                      size=(num_classes(d, n, resolution), n, d)).astype(np.int64)
+                      size=(num_classes(grid), grid.n, grid.d)).astype(np.int64)
 
 
 def kill_clean_params(d, t_l, t_r, m_plus_1, u, one):

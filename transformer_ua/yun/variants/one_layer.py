@@ -35,11 +35,11 @@ class OneLayer(Variant):
 
   def num_classes(self) -> int:
     """Contexts: multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.num_classes(self.d, self.n, self.N)
+    return contextual_ties.num_classes(self.grid)
 
   def num_bump_layers(self) -> int:
     """One per (context, token) pair (as ``TiesComplete``'s ids)."""
-    return contextual_ties.num_ids(self.d, self.n, self.N)
+    return contextual_ties.num_ids(self.grid)
 
   def value_layers(self) -> int:
     """One bump per id (no kill or clean-up layers)."""
@@ -47,4 +47,4 @@ class OneLayer(Variant):
 
   def class_decoder(self):
     """Contexts are multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.make_class_codec(self.d, self.n, self.N)['decode']
+    return contextual_ties.make_class_codec(self.grid)['decode']
