@@ -9,8 +9,7 @@ from transformer_ua.yun import enumeration
 
 def class_table(cm):
   """g_c's ids of every multiset-class representative (the equivariance table), writable."""
-  d, n, N = cm.d, cm.n, cm.resolution
   with jax.enable_x64(True):
-    reps = enumeration.make_codec(d, n, N)['decode_multiset'](
-        jnp.arange(enumeration.grid_size(d, n, N, 'multiset')))
+    reps = enumeration.make_codec(cm.grid)['decode_multiset'](
+        jnp.arange(enumeration.grid_size(cm.grid, 'multiset')))
     return np.array(cm.forward(np.asarray(reps))['ids'])

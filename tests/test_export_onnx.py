@@ -109,8 +109,7 @@ def test_random_network_float32_and_fixed_batch(tmp_path):
 def test_realization_agrees_with_g_and_reproduces_g_bar(which, request, tmp_path):
   net, g = request.getfixturevalue(which)
   path = export_onnx(g, tmp_path / f'{which}.onnx')
-  x = interior_points(np.random.default_rng(0), SAMPLES, d=net.d, n=net.n,
-                      resolution=net.resolution)
+  x = interior_points(np.random.default_rng(0), SAMPLES, net.variant.grid)
   y, gx, gb = _run(path, x), g.apply(x), net.apply(x)
   err = np.max(np.abs(y - gx))
   assert err <= REALIZED_ATOL, err

@@ -12,6 +12,7 @@ import pytest
 from transformer_ua.yun import build_approximator, search
 from transformer_ua.yun.bounds import certificate, f_term, target_bounds
 from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import targets
 
@@ -143,27 +144,27 @@ def test_local_modulus_gives_a_sound_per_cube_term():
 def test_lipschitz_on_grid_is_a_lower_bound_and_refutes_in_one_line():
   N, n, d = 8, 2, 1
   fn = lambda x: 0.5 + 0.5 * np.sin(20 * x)                         # noqa: E731
-  k = grid.decode_grid(np.arange(N ** 2), d, n, N)
+  k = grid.decode_grid(np.arange(N ** 2), Grid(d, n, N))
   fv = fn((k + 0.5) / N)
-  lower = f_term.check_lipschitz_on_grid(None, fv, n=n, d=d, resolution=N)
+  lower = f_term.check_lipschitz_on_grid(None, fv, Grid(d, n, N))
   # by hand: the largest |sin(20 c') - sin(20 c)| / 2 * 8 over neighbouring centres
   c = (np.arange(N) + 0.5) / N
   want = np.max(np.abs(np.diff(0.5 + 0.5 * np.sin(20 * c)))) * N
   assert float(lower) == pytest.approx(want, rel=1e-12) and float(lower) <= 10
   with pytest.raises(ValueError, match=r'lipschitz=0.01 is refuted: .* centres \[\(') as e:
-    f_term.check_lipschitz_on_grid(0.01, fv, n=n, d=d, resolution=N)
+    f_term.check_lipschitz_on_grid(0.01, fv, Grid(d, n, N))
   assert '\n' not in str(e.value)
 
 
 def test_equivariance_failures_found_exactly():
   N, n, d = 4, 3, 1
-  k = grid.decode_grid(np.arange(N ** 3), d, n, N)
+  k = grid.decode_grid(np.arange(N ** 3), Grid(d, n, N))
   x = (k + 0.5) / N
   sym = 2 * x                                # f(X) = 2X: equivariant exactly
-  assert f_term.equivariance_failures(sym, n=n, d=d, resolution=N)['cubes'] == 0
+  assert f_term.equivariance_failures(sym, Grid(d, n, N))['cubes'] == 0
   skew = 2 * x
   skew[:, 0, 0] = x[:, 0, 0] + x[:, 1, 0]    # f_0 = x_0 + x_1, f_1 = 2 x_1, f_2 = 2 x_2
-  got = f_term.equivariance_failures(skew, n=n, d=d, resolution=N)
+  got = f_term.equivariance_failures(skew, Grid(d, n, N))
   # by hand: swapping tokens 0, 1 keeps f_bar equivariant iff x_0 = x_1, swapping 1, 2
   # iff x_1 = x_2 (row 0: x_0 + x_2 against x_0 + x_1): every cube fails but the N
   # cubes with three equal tokens

@@ -5,6 +5,7 @@ import pytest
 
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import ids, plan
 from transformer_ua.yun.stages import contextual_ties as ct
 
@@ -25,20 +26,20 @@ def test_ties_simulation_equals_the_reference_g_c_on_every_class(N):
   repeats; the ids are distinct per (multiset, value) pair."""
   net = build_approximator('token_times_mean', d=1, n=3, resolution=N, ties='complete')
   sim = ids.simulate(net)
-  assert len(sim['classes']) == ct.num_classes(1, 3, N)
+  assert len(sim['classes']) == ct.num_classes(Grid(1, 3, N))
   assert sim['tied_heads'] == 1   # the counting head: exact in softmax
   owners = {}
   for k, q_ids in zip(sim['classes'], sim['ids']):
     ticks = [int(c) for c in k[:, 0]]
-    swept, q = ct.reference_ids(ticks, 1, 3, N)
+    swept, q = ct.reference_ids(ticks, Grid(1, 3, N))
     assert [v / N for v in q] == q_ids
     for t, v in zip(ticks, q_ids):
       assert owners.setdefault(v, (tuple(sorted(ticks)), t)) == (tuple(sorted(ticks)), t)
     assert max(abs(v) for v in swept) / N <= sim['max_id']
-  assert len(owners) == ct.num_ids(1, 3, N)
+  assert len(owners) == ct.num_ids(Grid(1, 3, N))
   p = plan.plan_realization(net)
   assert p.bounds['clearance_offset'] == 1     # offset: t = 0, breakpoints -1, 1
-  assert p.bounds['t_l'] == ct.interval(1, 3, N)[0]
+  assert p.bounds['t_l'] == ct.interval(Grid(1, 3, N))[0]
 
 
 def test_a_g_c_layer_not_reading_u_is_refused_in_one_line():

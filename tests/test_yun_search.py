@@ -18,6 +18,7 @@ from transformer_ua.yun import search
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import certificate
+from transformer_ua.yun.grid import Grid
 
 # One T^{2,1,4} block at d = 1: attention W_Q, b_Q, W_K, W_V, W_O of 2 heads of size 1
 # (2 + 2 + 2 + 2 + 2 = 10) and the width-4 feed-forward W_1 4, b_1 4, W_2 4, b_2 1 (13).
@@ -44,7 +45,7 @@ def by_hand(monkeypatch):
   monkeypatch.setattr(registry, 'VARIANTS',
                       {k: v for k, v in registry.VARIANTS.items() if k in HAND_BLOCKS})
   monkeypatch.setattr(search, '_f_term', lambda *a, d, n, resolution, p, **_: (
-      certificate.f_fbar_bound(a[-1], d=d, n=n, resolution=resolution, p=p)['bound']))
+      certificate.f_fbar_bound(a[-1], Grid(d, n, resolution), p=p)['bound']))
 
 
 def test_registry_names_and_theorems():
@@ -267,7 +268,7 @@ def test_f_term_slack_is_a_tenth_of_epsilon(by_hand):
   res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
   t1 = res.certificate.terms['f_fbar']
   assert t1 <= 0.9 * 0.45
-  assert certificate.f_fbar_bound(Fraction(2), d=1, n=2, resolution=2, p=2.0)['bound'] > 0.405
+  assert certificate.f_fbar_bound(Fraction(2), Grid(1, 2, 2), p=2.0)['bound'] > 0.405
 
 
 def test_unreachable_epsilon_is_one_line_naming_the_windows(by_hand):

@@ -33,6 +33,7 @@ import numpy as np
 from transformer_ua import parallel
 from transformer_ua.verify import checks, runner, sweep_kernel
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import sweep
 
 
@@ -57,7 +58,7 @@ def chunk_fns(cm, chunk: int, run: Callable, shard: Callable | None = None):
   returns no payload.
   """
   n = cm.n
-  codec = enumeration.make_codec(cm.d, n, cm.resolution)
+  codec = enumeration.make_codec(Grid(cm.d, n, cm.resolution))
   shard = shard or (lambda x: x)
 
   def indices(start, total):

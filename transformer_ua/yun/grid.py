@@ -62,16 +62,17 @@ def u_vector(d: int, resolution: int) -> tuple[int, ...]:
   return tuple(resolution ** i for i in range(d))
 
 
-def out_of_range_value(d: int, n: int, resolution: int) -> int:
+def out_of_range_value(grid: Grid) -> int:
   """delta^(-nd) = N^(nd): the out-of-range grid value is minus this."""
-  return resolution ** (n * d)
+  return grid.N ** (grid.n * grid.d)
 
 
-def decode_grid(rank, d: int, n: int, resolution: int):
+def decode_grid(rank, grid: Grid):
   """Grid indices K [.., n, d] in {0, ..., N-1} of lexicographic ranks [..] (the first
   entry most significant); NumPy or jnp ranks (int64) give NumPy or jnp K."""
-  radix = resolution ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
-  digits = (rank[..., None] // radix) % resolution
+  d, n, N = grid.d, grid.n, grid.N
+  radix = N ** np.arange(d * n - 1, -1, -1, dtype=np.int64)
+  digits = (rank[..., None] // radix) % N
   return digits.reshape(rank.shape + (n, d))
 
 

@@ -22,9 +22,8 @@ import dataclasses
 import math
 
 import numpy as np
-
-from transformer_ua.yun import grid
 from transformer_ua.yun.bounds import distances
+from transformer_ua.yun.grid import Grid, decode_grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL
 
@@ -126,9 +125,8 @@ def error_decomposition(net, g=None, *, p: float = 2.0,
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif enumerable and variant.has_bad_set:   # Theorem 2: f_bar's mass on the bad set
     exact = ExactTerms(
-        bad_set_measure=float(distances.bad_set_measure(net.d, net.n, net.resolution)),
-        dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, d=net.d, n=net.n,
-                                               resolution=net.resolution, p=p))
+        bad_set_measure=float(distances.bad_set_measure(net.variant.grid)),
+        dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, net.variant.grid, p=p))
   elif enumerable:                           # no bad set: measured on every cube
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=dp_f_bar_g_bar_on_grid(net, p=p))
   estimates = {tuple(k.split('|')): v for k, v in est.items()}
@@ -192,21 +190,22 @@ def dp_f_bar_g_bar_on_grid(net, *, p: float = 2.0, chunk: int = 65536) -> float:
                      f'{distances.MAX_EXACT_CELLS}.')
   total = 0.0
   for start in range(0, cells, chunk):
-    k = grid.decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
-                           net.d, net.n, net.resolution)
+    k = decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
+                    net.variant.grid)
     x = targets_lib.cell_centers(k, net.resolution)
     total += float(np.sum(np.abs(net.f_bar(x) - net.apply(x)) ** p))
   return (total / cells) ** (1 / p)
 
 
-def interior_points(rng: np.random.Generator, batch: int, *, d: int, n: int, resolution: int,
-                    margin: float = 0.25) -> np.ndarray:
+def interior_points(rng: np.random.Generator, batch: int, grid: Grid,
+                    *, margin: float = 0.25) -> np.ndarray:
   """Uniform points of the cube interiors: every entry at least ``margin * delta`` from
   its cell's edges (margin in [0, 1/2))."""
+  d, n, N = grid.d, grid.n, grid.N
   if not 0 <= margin < 0.5:
     raise ValueError(f'margin must be in [0, 1/2), got {margin!r}.')
-  k = rng.integers(0, resolution, size=(batch, n, d))
-  return (k + margin + (1 - 2 * margin) * rng.random((batch, n, d))) / resolution
+  k = rng.integers(0, N, size=(batch, n, d))
+  return (k + margin + (1 - 2 * margin) * rng.random((batch, n, d))) / N
 
 
 def realization_error(net, g, *, samples: int = 2048, seed: int = 0,
@@ -217,7 +216,7 @@ def realization_error(net, g, *, samples: int = 2048, seed: int = 0,
   g_bar on every sampled interior point (where Lemma 6's limit argument says g -> g_bar).
   """
   rng = np.random.default_rng(seed)
-  x = interior_points(rng, samples, d=net.d, n=net.n, resolution=net.resolution,
+  x = interior_points(rng, samples, net.variant.grid,
                       margin=margin)
   gb = net.apply(x)
   gx = g.apply(x)

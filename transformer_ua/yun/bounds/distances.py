@@ -28,8 +28,7 @@ import math
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, decode_grid
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: Two-sided normal quantiles for the supported confidence levels.
@@ -117,19 +116,20 @@ def dp_distances(functions: Mapping[str, Callable], pairs: Sequence[tuple[str, s
           for (a, b), (s, s2) in acc.items()}
 
 
-def bad_set_measure(d: int, n: int, resolution: int) -> fractions.Fraction:
+def bad_set_measure(grid: Grid) -> fractions.Fraction:
   """Exact measure of the cubes whose grid point has two equal columns (tokens)."""
-  cols = resolution**d
+  d, n, N = grid.d, grid.n, grid.N
+  cols = N**d
   distinct = math.prod(cols - i for i in range(n)) if n <= cols else 0
   return 1 - fractions.Fraction(distinct, cols**n)
 
 
-def _grid_points(d: int, n: int, resolution: int, chunk: int):
+def _grid_points(grid: Grid, chunk: int):
   """All grid indices K [*, n, d] in chunks (lexicographic order)."""
-  total = resolution**(d * n)
+  total = grid.N**(grid.d * grid.n)
   for start in range(0, total, chunk):
     idx = np.arange(start, min(total, start + chunk), dtype=np.int64)
-    yield grid.decode_grid(idx, d, n, resolution)
+    yield decode_grid(idx, grid)
 
 
 def distinct_columns(k: np.ndarray) -> np.ndarray:
@@ -142,19 +142,20 @@ def distinct_columns(k: np.ndarray) -> np.ndarray:
   return ok
 
 
-def dp_on_bad_set(target: targets_lib.Target, *, d: int, n: int, resolution: int,
-                  p: float, chunk: int = 65536) -> float:
+def dp_on_bad_set(target: targets_lib.Target, grid: Grid,
+                  *, p: float, chunk: int = 65536) -> float:
   """``(N^{-dn} sum_{L bad} ||f(C_L)||_p^p)^{1/p}``: d_p(f_bar, g_bar) when g_bar is
   f_bar off the bad set and 0 on it. Enumerates the whole grid (refuses if too big)."""
+  d, n, N = grid.d, grid.n, grid.N
   p = check_p(p)
-  cells = resolution**(d * n)
+  cells = N**(d * n)
   if cells > MAX_EXACT_CELLS:
     raise ValueError(f'the grid has {cells} cells; exact enumeration is limited to '
                      f'{MAX_EXACT_CELLS} (use dp_distances for a Monte Carlo estimate).')
   total = 0.0
-  for k in _grid_points(d, n, resolution, chunk):
+  for k in _grid_points(grid, chunk):
     bad = ~distinct_columns(k)
     if np.any(bad):
-      vals = targets_lib.grid_values(target, k[bad], resolution)
+      vals = targets_lib.grid_values(target, k[bad], N)
       total += float(np.sum(np.abs(vals)**p))
   return (total / cells)**(1 / p)

@@ -79,7 +79,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb
 
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 
 #: Rational upper bound of B = 1 + ln sec 1 + pi/2 = 3.18642... (the Cauchy bound).
 CAUCHY_B = Fraction(3187, 1000)
@@ -96,16 +96,18 @@ MAX_BITS = 4096
 # ---------------------------------------------------------------------------
 
 
-def num_ids(d: int, n: int, resolution: int) -> int:
+def num_ids(grid: Grid) -> int:
   """(context, token) pairs: M C(M + n - 2, n - 1) (token t, the other n - 1 tokens a
   multiset), M = N^d."""
-  M = resolution ** d
+  d, n, N = grid.d, grid.n, grid.N
+  M = N ** d
   return M * math.comb(M + n - 2, n - 1)
 
 
-def num_classes(d: int, n: int, resolution: int) -> int:
+def num_classes(grid: Grid) -> int:
   """Contexts: multisets of n cells, C(M + n - 1, n)."""
-  M = resolution ** d
+  d, n, N = grid.d, grid.n, grid.N
+  M = N ** d
   return math.comb(M + n - 1, n)
 
 
@@ -163,15 +165,15 @@ def gamma_mean_bound(n: int, M: int, lam) -> Fraction:
   return (Fraction(lam) * (M - 1)) ** (n - 2) / (2 * n ** (n - 1) * math.factorial(n - 2))
 
 
-def plan(d: int, n: int, resolution: int) -> OneLayerPlan:
+def plan(grid: Grid) -> OneLayerPlan:
   """The construction's constants for (d, n, N) (closed forms; no search).
 
   Raises:
     ValueError: bad (d, n, N), more than ``MAX_IDS`` ids, or enclosures past MAX_BITS.
   """
-  d, n, N = grid.check_config(d, n, resolution)
+  d, n, N = grid.d, grid.n, grid.N
   M = N ** d
-  ids = num_ids(d, n, N)
+  ids = num_ids(grid)
   if ids > MAX_IDS:
     raise ValueError(f'd={d}, n={n}, resolution={N} has {ids:,} (context, token) ids '
                      f'(M C(M+n-2, n-1), M = N^d = {M}); at most {MAX_IDS:,} are planned '
@@ -298,7 +300,7 @@ def gaps(table: IdTable) -> dict:
           'mean_range': (Fraction(min(lo)) / s, Fraction(max(hi)) / s)}
 
 
-def search_lam(d: int, n: int, resolution: int, *, max_doublings: int = 48,
+def search_lam(grid: Grid, *, max_doublings: int = 48,
                patience: int = 3) -> dict:
   """The power of two lam >= the plan's whose *certified* smallest mean gap is largest.
 
@@ -309,11 +311,11 @@ def search_lam(d: int, n: int, resolution: int, *, max_doublings: int = 48,
   'tried': [(log2 lam, certified min gap or None)], 'seconds'}.
   """
   t0 = time.perf_counter()
-  p = plan(d, n, resolution)
+  p = plan(grid)
   best, tried, worse = None, [], 0
   for k in range(max_doublings + 1):
     lam = p.lam * 2 ** k
-    g = gaps(mean_enclosures(p.M, n, lam, T=p.T, bits=p.bits))['min_gap']
+    g = gaps(mean_enclosures(p.M, grid.n, lam, T=p.T, bits=p.bits))['min_gap']
     tried.append((_log2(lam), float(g) if g is not None else None))
     if g is None or g <= 0:
       break

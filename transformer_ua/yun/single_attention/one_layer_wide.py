@@ -131,7 +131,8 @@ def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True,
   for name, flag in (('clamp', clamp), ('positional', positional)):
     if not isinstance(flag, bool):
       raise ValueError(f'{name} must be True or False, got {flag!r}.')
-  P = (one_layer_positional.num_ids if positional else one_layer_ids.num_ids)(d, n, N)
+  P = (one_layer_positional.num_ids(d, n, N) if positional
+       else one_layer_ids.num_ids(grid.Grid(d, n, N)))
   wq = 2 * N * (d - 1 + n) if positional else 2 * N * d
   quant = _attention_count(d, 1) + wq * d + wq + d * wq + d + (n * d if positional else 0)
   value = _attention_count(d, 1) + 4 * P * d + 4 * P + d * 4 * P + d

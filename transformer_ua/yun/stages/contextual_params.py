@@ -37,7 +37,7 @@ import numpy as np
 
 from transformer_ua.exact import reference
 from transformer_ua.layers import Segment
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, check_scale, out_of_range_value, u_vector
 
 #: Heads of a selective-shift sweep layer (Psi) and of the final global shift (psi).
 SWEEP_HEADS, FINAL_HEADS = 2, 1
@@ -50,16 +50,16 @@ HEAD_SIZE = 1
 # ---------------------------------------------------------------------------
 
 
-def interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+def interval(grid: Grid) -> tuple[Fraction, Fraction]:
   """(t_l, t_r) of Lemma 8, exact."""
-  N = resolution
+  d, n, N = grid.d, grid.n, grid.N
   return (Fraction(N ** (2 * n * d - 1) * (N ** d - 1)),
           Fraction(N ** ((2 * n + 1) * d - 1) * (N ** d - 1)))
 
 
-def lemma10_bounds(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+def lemma10_bounds(grid: Grid) -> tuple[Fraction, Fraction]:
   """Lemma 10's lower and upper bound on l~_n, exact."""
-  N = resolution
+  d, n, N = grid.d, grid.n, grid.N
   lo = Fraction(N ** ((n - 1) * d - 1) * (N ** d - 1))
   hi = Fraction(N ** (n * d - 1) * (N ** d - 1)) - Fraction((N ** d - 1) ** 2, N)
   return lo, hi
@@ -70,16 +70,17 @@ def theorem2_sweep_ids(d: int, resolution: int) -> np.ndarray:
   return np.arange(resolution ** d, dtype=np.int64)
 
 
-def theorem2_final_scale(d: int, n: int, resolution: int) -> int:
+def theorem2_final_scale(grid: Grid) -> int:
   """delta^(-(n+1)d), the W_O scale of the final global shift (Theorem 2)."""
-  return resolution ** ((n + 1) * d)
+  return grid.N ** ((grid.n + 1) * grid.d)
 
 
-def sweep_id_max(d: int, n: int, N: int) -> Fraction:
+def sweep_id_max(grid: Grid) -> Fraction:
   """U_s: bound on |every column id| during the sweep, unscaled (module docstring)."""
+  d, n, N = grid.d, grid.n, grid.N
   a = Fraction(N ** d - 1, N)
-  omega = grid.out_of_range_value(d, n, N)
-  r = sum(grid.u_vector(d, N))
+  omega = out_of_range_value(grid)
+  r = sum(u_vector(d, N))
   nd = N ** d
   m12 = a
   for _ in range(n):
@@ -90,21 +91,21 @@ def sweep_id_max(d: int, n: int, N: int) -> Fraction:
   return max(m12, m3, Fraction(omega * r))
 
 
-def contextual_mapping_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+def contextual_mapping_bound(grid: Grid, scale: int | None = None) -> int:
   """Proven bound on |every intermediate integer| of the scaled g_c (module docstring)."""
-  d, n, N = grid.check_config(d, n, resolution)
-  S = grid.check_scale(scale, N)
+  d, n, N = grid.d, grid.n, grid.N
+  S = check_scale(scale, N)
   a = Fraction(N ** d - 1, N)
-  omega = grid.out_of_range_value(d, n, N)
-  r = sum(grid.u_vector(d, N))
+  omega = out_of_range_value(grid)
+  r = sum(u_vector(d, N))
   nd = N ** d
-  u_s = sweep_id_max(d, n, N)
+  u_s = sweep_id_max(grid)
   u_f = u_s * (1 + N ** ((n + 1) * d))
   bound = max(n * u_s, 2 * nd * u_s, u_f + 2 * omega * r + a + 1)
   return math.ceil(S * bound)
 
 
-def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+def sweep_bound(grid: Grid, scale: int | None = None) -> int:
   """Proven bound on |every integer| of the sweep computed on column ids alone
   (``yun.stages.sweep``; Lemma 8's g_c).
 
@@ -112,9 +113,9 @@ def sweep_bound(d: int, n: int, resolution: int, scale: int | None = None) -> in
   spreads max - min (<= 2 U_s), shifts N^d (max - min) (<= 2 N^d U_s) and, for the
   global shift's tie average, the sum of the n ids (<= n U_s); scaled by S.
   """
-  d, n, N = grid.check_config(d, n, resolution)
-  S = grid.check_scale(scale, N)
-  u_s = sweep_id_max(d, n, N)
+  d, n, N = grid.d, grid.n, grid.N
+  S = check_scale(scale, N)
+  u_s = sweep_id_max(grid)
   return math.ceil(S * max(2 * N ** d * u_s, n * u_s, u_s + N ** d))
 
 
@@ -164,13 +165,13 @@ def contextual_mapping_segments(num_sweep_layers: int) -> tuple[Segment, Segment
                   normalizer='hardmax', name='global_shift'))
 
 
-def contextual_mapping_params(*, d: int, n: int, resolution: int, sweep_ids=None,
+def contextual_mapping_params(grid: Grid, *, sweep_ids=None,
                               final_scale: int | None = None, scale: int | None = None,
                               dtype: str = 'float64'):
   """(segments, params) of g_c for ``layers.Network`` -- the pytree ``init`` gives.
 
   Args:
-    d, n, resolution: the configuration (N = resolution = 1/delta).
+    grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.
     sweep_ids: increasing column ids to sweep, in units of delta (default: Theorem 2,
       ``theorem2_sweep_ids``; Theorem 3 passes ``theorem3_sweep_ids``).
     final_scale: W_O scale of the global shift (default delta^(-(n+1)d)).
@@ -181,13 +182,13 @@ def contextual_mapping_params(*, d: int, n: int, resolution: int, sweep_ids=None
   Returns:
     (segments, {'segment_0': {'attention': ...}, 'segment_1': {'attention': ...}}).
   """
-  d, n, N = grid.check_config(d, n, resolution)
-  S = grid.check_scale(scale, N)
+  d, N = grid.d, grid.N
+  S = check_scale(scale, N)
   sweep_ids = theorem2_sweep_ids(d, N) if sweep_ids is None else np.asarray(sweep_ids)
   if sweep_ids.ndim != 1 or sweep_ids.size < 1 or np.any(np.diff(sweep_ids) <= 0):
     raise ValueError('sweep_ids must be a non-empty strictly increasing 1-D integer array.')
-  final_scale = theorem2_final_scale(d, n, N) if final_scale is None else int(final_scale)
-  u = grid.u_vector(d, N)
+  final_scale = theorem2_final_scale(grid) if final_scale is None else int(final_scale)
+  u = u_vector(d, N)
   segments = contextual_mapping_segments(len(sweep_ids))
   shift = N ** d
   with jax.enable_x64(True):

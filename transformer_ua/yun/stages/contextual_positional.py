@@ -28,22 +28,23 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, check_scale, decode_grid, u_vector
 
 
-def theorem3_sweep_ids(d: int, n: int, resolution: int) -> np.ndarray:
+def theorem3_sweep_ids(grid: Grid) -> np.ndarray:
   """Sweep list of Theorem 3 (Appendix G.2) in units of delta, increasing.
 
   l in union_j [s_j : delta : s_j + delta^(-d+1) - delta], s_j = (j-1) sum_k delta^-k.
   """
-  N = resolution
+  d, n, N = grid.d, grid.n, grid.N
   r = (N ** d - 1) // (N - 1)
   return np.concatenate([(j * r * N) + np.arange(N ** d, dtype=np.int64) for j in range(n)])
 
 
-def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
+def theorem3_final_scale(grid: Grid) -> int:
   """n delta^(-(n+1)d-1), the final global shift scale of Theorem 3 (Appendix G.2)."""
-  return n * resolution ** ((n + 1) * d + 1)
+  d, n, N = grid.d, grid.n, grid.N
+  return n * N ** ((n + 1) * d + 1)
 
 
 #: Largest grid (N^(dn) points) for which the Theorem 3 mapping is built: its bound
@@ -51,18 +52,18 @@ def theorem3_final_scale(d: int, n: int, resolution: int) -> int:
 POSITIONAL_MAX_GRID = 1 << 16
 
 
-def positional_grid(d: int, n: int, resolution: int) -> np.ndarray:
+def positional_grid(grid: Grid) -> np.ndarray:
   """All grid indices K [N^(dn), n, d] (lexicographic, K[0] = 0), Theorem 3's domain."""
-  N = resolution
+  d, n, N = grid.d, grid.n, grid.N
   if N ** (d * n) > POSITIONAL_MAX_GRID:
     raise ValueError(f'positional (Theorem 3) construction for d={d}, n={n}, N={N} needs '
                      f'the whole grid of N^(dn) = {N ** (d * n)} points; at most '
                      f'{POSITIONAL_MAX_GRID} are allowed (choose a smaller resolution).')
-  return grid.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
+  return decode_grid(np.arange(N ** (d * n), dtype=np.int64), grid)
 
 
 @functools.lru_cache(maxsize=32)
-def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
+def positional_sweep_max(grid: Grid) -> Fraction:
   """Exact max over the whole grid of every id during the Theorem 3 sweep.
 
   Exhaustive, in Python integers (units of delta): ids start at
@@ -74,13 +75,13 @@ def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
   G.2's bound n delta^(-(n+1)d) on l~_n does not account for; the exhaustive max is
   a proof by enumeration of the finite domain.
   """
-  N = resolution
-  k = positional_grid(d, n, N)
-  r = sum(grid.u_vector(d, N))
-  ids = (k @ np.asarray(grid.u_vector(d, N), np.int64)).astype(object)
+  d, n, N = grid.d, grid.n, grid.N
+  k = positional_grid(grid)
+  r = sum(u_vector(d, N))
+  ids = (k @ np.asarray(u_vector(d, N), np.int64)).astype(object)
   ids = ids + (np.arange(n) * N * r).astype(object)[None, :]
   step = N ** d
-  for l in theorem3_sweep_ids(d, n, N):
+  for l in theorem3_sweep_ids(grid):
     mask = ids == int(l)
     if not mask.any():
       continue
@@ -89,7 +90,7 @@ def positional_sweep_max(d: int, n: int, resolution: int) -> Fraction:
   return Fraction(int(ids.max()), N)
 
 
-def positional_interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+def positional_interval(grid: Grid) -> tuple[Fraction, Fraction]:
   """(t_l, t_r) bracketing every q(L) = u^T g_c(L + E) of Theorem 3 (Appendix G.2).
 
   The global shift adds c max_k l~_k (c = n delta^(-(n+1)d-1); every query is
@@ -97,23 +98,22 @@ def positional_interval(d: int, n: int, resolution: int) -> tuple[Fraction, Frac
   q >= c s_n = t_l; with U the exhaustive max id (``positional_sweep_max``),
   q <= (1 + c) U = t_r.
   """
-  N = resolution
-  c = theorem3_final_scale(d, n, N)
-  r = sum(grid.u_vector(d, N))
-  return Fraction(c * (n - 1) * r), (1 + c) * positional_sweep_max(d, n, N)
+  c = theorem3_final_scale(grid)
+  r = sum(u_vector(grid.d, grid.N))
+  return Fraction(c * (grid.n - 1) * r), (1 + c) * positional_sweep_max(grid)
 
 
-def positional_bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+def positional_bound(grid: Grid, scale: int | None = None) -> int:
   """Bound on |every scaled intermediate| of the Theorem 3 g_c (inputs L + E).
 
   With U the exhaustive max id: ids stay in [0, U] in the sweep (U_f = U (1 + c)
   after the global shift); entries differ from ids by at most n R; tie numerators
   are at most n U and head outputs 2 N^d U (rank-one scores are never formed).
   """
-  d, n, N = grid.check_config(d, n, resolution)
-  S = grid.check_scale(scale, N)
-  u = positional_sweep_max(d, n, N)
-  r = sum(grid.u_vector(d, N))
-  u_f = u * (1 + theorem3_final_scale(d, n, N))
+  d, n, N = grid.d, grid.n, grid.N
+  S = check_scale(scale, N)
+  u = positional_sweep_max(grid)
+  r = sum(u_vector(d, N))
+  u_f = u * (1 + theorem3_final_scale(grid))
   bound = max(n * u, 2 * N ** d * u, u_f + 2 * n * r + 1)
   return math.ceil(S * bound)

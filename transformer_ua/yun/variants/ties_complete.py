@@ -24,35 +24,35 @@ class TiesComplete(StagedVariant):
   classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
 
   def interval(self):
-    return contextual_ties.interval(self.d, self.n, self.N)
+    return contextual_ties.interval(self.grid)
 
   def contextual_layers(self) -> int:
     return contextual_ties.layer_count(self.d, self.N)
 
   def contextual_parameters(self) -> int:
-    return contextual_ties.parameter_count(self.d, self.n, self.N)
+    return contextual_ties.parameter_count(self.grid)
 
   def scale(self, denominator) -> int:
     """lcm(N lcm(2, n), denominator): integer thresholds and exact counting means."""
     return int(np.lcm(contextual_ties.default_scale(self.N, self.n), int(denominator)))
 
   def build_contextual(self, *, scale, arithmetic):
-    return contextual_ties.build(d=self.d, n=self.n, resolution=self.N, scale=scale,
+    return contextual_ties.build(self.grid, scale=scale,
                                  arithmetic=arithmetic)
 
   def contextual_object_params(self, cm) -> dict:
-    return contextual_ties.params(d=cm.d, n=cm.n, resolution=cm.resolution, scale=cm.scale,
+    return contextual_ties.params(cm.grid, scale=cm.scale,
                                   dtype='object')
 
   def attention_layers(self) -> int:
     return self.grid.cells + 2
 
   def num_classes(self) -> int:
-    return contextual_ties.num_classes(self.d, self.n, self.N)
+    return contextual_ties.num_classes(self.grid)
 
   def num_bump_layers(self) -> int:
     """One per (multiset, value in it): repeated tokens share their id and bump."""
-    return contextual_ties.num_ids(self.d, self.n, self.N)
+    return contextual_ties.num_ids(self.grid)
 
   def class_decoder(self):
-    return contextual_ties.make_class_codec(self.d, self.n, self.N)['decode']
+    return contextual_ties.make_class_codec(self.grid)['decode']
