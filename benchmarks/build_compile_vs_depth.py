@@ -44,6 +44,7 @@ import time
 from absl import flags
 
 from transformer_ua import provenance  # standard library only: light in the children
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_params
 
 FLAGS = flags.FLAGS
@@ -80,10 +81,10 @@ def build(network: str, depth: int):
   N = depth - 1
   rng = np.random.default_rng(0)
   if network == 'quantization':
-    segments, params = quantize.quantization_params(d=1, n=N_TOKENS, resolution=N)
+    segments, params = quantize.quantization_params(Grid(1, N_TOKENS, N))
     x = rng.uniform(0, 1, size=(BATCH, N_TOKENS, 1))
   else:
-    segments, params = contextual_params.contextual_mapping_params(d=1, n=N_TOKENS, resolution=N)
+    segments, params = contextual_params.contextual_mapping_params(Grid(1, N_TOKENS, N))
     x = rng.integers(0, N, size=(BATCH, N_TOKENS, 1)) / N
   return segments, params, x
 

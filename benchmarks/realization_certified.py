@@ -35,6 +35,7 @@ import numpy as np
 
 from transformer_ua import outputs, provenance
 from transformer_ua.yun import build_approximator
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.bounds import decomposition
@@ -107,7 +108,7 @@ def bench_config(d, n, N, target, points, log):
   p = plan.plan_realization(net)
   plan_s = time.perf_counter() - t0
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
-  x = decomposition.interior_points(np.random.default_rng(0), points, d=d, n=n, resolution=N)
+  x = decomposition.interior_points(np.random.default_rng(0), points, Grid(d, n, N))
   t0 = time.perf_counter()
   g.apply_certified(x[:1])                      # builds the ball network (rounded params)
   build_s = time.perf_counter() - t0

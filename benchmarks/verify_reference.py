@@ -41,6 +41,7 @@ from absl import flags
 import numpy as np
 
 from transformer_ua.exact import planner
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_params
 
 CHUNK = 1 << 20
@@ -59,13 +60,13 @@ class Config:
     self.final = N ** ((n + 1) * d)
     self.lo = [l * (S // N) - S // (2 * N) for l in range(N ** d)]   # S(l - delta/2)
     self.hi = [l * (S // N) + S // (2 * N) for l in range(N ** d)]   # S(l + delta/2)
-    t_l, t_r = contextual_params.interval(d, n, N)
-    l10_lo, l10_hi = contextual_params.lemma10_bounds(d, n, N)
+    t_l, t_r = contextual_params.interval(Grid(d, n, N))
+    l10_lo, l10_hi = contextual_params.lemma10_bounds(Grid(d, n, N))
     self.t_l, self.t_r = int(t_l * S), int(t_r * S)
     self.l10_lo, self.l10_hi = int(l10_lo * S), int(l10_hi * S)
-    self.sweep_int64 = (planner.bits_for(contextual_params.sweep_bound(d, n, N))
+    self.sweep_int64 = (planner.bits_for(contextual_params.sweep_bound(Grid(d, n, N)))
                         <= planner.INT64_BITS)
-    self.final_int64 = (planner.bits_for(contextual_params.contextual_mapping_bound(d, n, N))
+    self.final_int64 = (planner.bits_for(contextual_params.contextual_mapping_bound(Grid(d, n, N)))
                         <= planner.INT64_BITS)
     self.binom = np.asarray([[math.comb(x, i) for x in range(self.V + n)]
                              for i in range(n + 1)], dtype=object)

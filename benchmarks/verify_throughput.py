@@ -46,6 +46,7 @@ from absl import flags
 
 from transformer_ua import outputs, provenance
 from transformer_ua.exact import planner
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_params
 
 FLAGS = flags.FLAGS
@@ -69,7 +70,7 @@ REFERENCE = os.path.join(ROOT, 'benchmarks', 'verify_reference.py')
 def ops_per_point(N: int, d: int, n: int) -> int:
   """Integer operations per grid point of the sweep kernel (words: limbs of the final
   arithmetic; every final-arithmetic op counted once per word)."""
-  bits = planner.bits_for(contextual_params.contextual_mapping_bound(d, n, N))
+  bits = planner.bits_for(contextual_params.contextual_mapping_bound(Grid(d, n, N)))
   words = 1 if bits <= planner.INT64_BITS else planner.limb_layout(bits)[0]
   sweep = N ** d * (2 * (n - 1) + 2 + 5 * n)        # max, min, spread x gain; 2 cmp, and, add, select
   shift = 3 * (n - 1) + 2 + 4 * n                    # max, min, sum, mean; per token select x2, mul, add

@@ -25,6 +25,7 @@ from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.layers import Segment
 from transformer_ua.yun.bounds.decomposition import interior_points
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization.plan import REPRODUCE_RTOL
 from transformer_ua.yun import approximator
 
@@ -173,6 +174,6 @@ def test_the_one_layer_realization_exports_and_agrees(tmp_path):
   net = yun.build_approximator('token_times_mean', d=1, n=3, resolution=4, contextual='one_layer')
   g = net.realize(dtype='float64')
   path = export_onnx(g, tmp_path / 'one_layer.onnx')
-  x = interior_points(np.random.default_rng(1), SAMPLES, d=1, n=3, resolution=4)
+  x = interior_points(np.random.default_rng(1), SAMPLES, Grid(1, 3, 4))
   err = np.max(np.abs(_run(path, x) - g.apply(x)))
   assert err <= REALIZED_ATOL, err

@@ -15,6 +15,7 @@ import pytest
 from transformer_ua import oracle
 from transformer_ua.studies import realization_certified
 from transformer_ua.yun import build_approximator
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import contextual_ties as ct
 from transformer_ua.yun.bounds import decomposition
@@ -57,7 +58,7 @@ def test_apply_certified_encloses_mpmath_at_twice_the_bits(positional):
   # an arbitrary point (possibly inside a ramp window: g != g_bar there, still
   # enclosed) and two cube-interior points (where g ~ g_bar)
   x = np.concatenate([rng.random((1, net.n, 1)),
-                      decomposition.interior_points(rng, 2, d=1, n=net.n, resolution=4)])
+                      decomposition.interior_points(rng, 2, Grid(1, net.n, 4))])
   mid, rad = g.apply_certified(x)
   assert np.all(rad < 1e-6)
   for b in range(x.shape[0]):
@@ -73,7 +74,7 @@ def test_certified_bound_dominates_sampled_errors(net134, exact134):
   cert = g.certify_interiors(workers=1)
   assert cert['certified'] and cert['cubes'] == 20   # C(4 + 3 - 1, 3) multisets
   rng = np.random.default_rng(0)
-  x = decomposition.interior_points(rng, 4, d=1, n=3, resolution=4)
+  x = decomposition.interior_points(rng, 4, Grid(1, 3, 4))
   gbar = net134.apply(x)
   for b in range(x.shape[0]):
     ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
@@ -160,7 +161,7 @@ def test_ties_certified_bound_dominates_sampled_errors(ties134):
   assert cert['certified'] and cert['cubes'] == 20
   rng = np.random.default_rng(1)
   x = np.concatenate([_repeated_points(rng, 4),
-                      decomposition.interior_points(rng, 2, d=1, n=3, resolution=4)])
+                      decomposition.interior_points(rng, 2, Grid(1, 3, 4))])
   gbar = net.apply(x)
   for b in range(x.shape[0]):
     ref = oracle.MpNetwork(g.segments, g.exact_params(), g.positional, 2 * p.bits)(x[b])
@@ -176,4 +177,4 @@ def test_ties_every_cube_interior_certified(N):
   p = plan.plan_realization(net)
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
   cert = g.certify_interiors()
-  assert cert['cubes'] == ct.num_classes(1, 3, N) and cert['certified'], cert
+  assert cert['cubes'] == ct.num_classes(Grid(1, 3, N)) and cert['certified'], cert

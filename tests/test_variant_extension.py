@@ -30,7 +30,7 @@ def test_a_new_variant_is_built_realized_and_certified(registered):
   assert type(res.net.variant) is OneLayerSearchedLam
   N = res.net.resolution
   # built at the searched lam (above the plan's here), and the certificate holds
-  assert res.net.lam == one_layer_ids.search_lam(1, 3, N)['lam'] > one_layer_ids.plan(1, 3, N).lam
+  assert res.net.lam == one_layer_ids.search_lam(Grid(1, 3, N))['lam'] > one_layer_ids.plan(Grid(1, 3, N)).lam
   assert res.net.resolution >= 3 and res.certificate.total <= 0.2
   # its size before building is the deep one-layer network's, and it is what was built
   assert OneLayerSearchedLam(Grid(1, 3, N)).size()['blocks'] == res.g.depth()

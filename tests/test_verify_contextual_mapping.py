@@ -13,6 +13,7 @@ import pytest
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import entry
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.stages import contextual
 
@@ -43,7 +44,7 @@ FAST = [(2, 2, 3), (3, 1, 4), pytest.param(2, 1, 2, marks=pytest.mark.slow),
 
 @pytest.mark.parametrize('N,d,n', FAST)
 def test_all_properties_hold_on_full_grid(N, d, n):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   r = entry.verify(cm, enumeration='full', chunk_size=4096, progress=False)
   assert r['grid_points'] == (N + 1) ** (n * d)
   assert r['violations'] and not any(r['violations'].values()), r['violations']
@@ -53,15 +54,15 @@ def test_all_properties_hold_on_full_grid(N, d, n):
 
 def test_limbs_and_int64_verifications_agree():
   for arithmetic in ('int64', 'limbs'):
-    cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic=arithmetic)
+    cm = contextual.ContextualMapping.build(Grid(1, 3, 3), arithmetic=arithmetic)
     r = entry.verify(cm, enumeration='multiset', chunk_size=64, progress=False)
     assert r['arithmetic'] == arithmetic.split(':')[0] and r['all_hold']
-    assert r['grid_points'] == enumeration.grid_size(1, 3, 3, 'multiset')
+    assert r['grid_points'] == enumeration.grid_size(Grid(1, 3, 3), 'multiset')
 
 
 def test_detects_a_broken_network():
   """Corrupt one sweep layer (skip column id 1): Properties 8.x / Lemma 10 must fail."""
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
   with jax.enable_x64(True):
     att = dict(cm.exact_params['segment_0']['attention'])
     att['W_O'] = att['W_O'].at[1].set(0)
@@ -75,11 +76,11 @@ def test_detects_a_broken_network():
 
 def test_detects_broken_equivariance_table():
   """The equivariance check compares every point with its class representative."""
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   _, full_chunk = vc._make_chunk_fns(cm, 16)  # pylint: disable=protected-access
-  m = enumeration.grid_size(1, 2, 2, 'multiset')
+  m = enumeration.grid_size(Grid(1, 2, 2), 'multiset')
   with jax.enable_x64(True):
-    reps = enumeration.make_codec(1, 2, 2)['decode_multiset'](jnp.arange(m))
+    reps = enumeration.make_codec(Grid(1, 2, 2))['decode_multiset'](jnp.arange(m))
     table = cm.forward(np.asarray(reps))['ids']
     good, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9), table)
     bad, _, _ = full_chunk(cm.exact_params, jnp.int64(0), jnp.int64(9),

@@ -3,6 +3,7 @@
 import pytest
 
 from transformer_ua.verify import entry
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_ties as ct
 
 
@@ -13,9 +14,9 @@ from transformer_ua.yun.stages import contextual_ties as ct
     (1, 4, 5, 'multiset', 'auto'),   # beyond 64 bits: limbs chosen by the planner
 ])
 def test_whole_grid_exact(d, n, N, grid, arithmetic):
-  cm = ct.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = ct.build(Grid(d, n, N), arithmetic=arithmetic)
   res = entry.verify(cm, enumeration=grid)
   assert res['all_hold'], res['violations']
-  assert res['distinct_ids'] == ct.num_ids(d, n, N)
+  assert res['distinct_ids'] == ct.num_ids(Grid(d, n, N))
   if (d, n, N) == (1, 4, 5):
     assert cm.limbs and cm.bits_required > 64

@@ -17,9 +17,9 @@ def test_each_subject_has_its_check_and_record_name():
       (registry.choose(1, 2, 3, ties='complete'), 'TiesVariantCheck',
        'ties_contextual_N3_d1_n2_full.json'),
       (registry.choose(1, 2, 3, contextual='one_layer'), 'OneLayerCheck', 'd1_n2_N3.json'),
-      (contextual.ContextualMapping.build(d=1, n=2, resolution=3), 'ContextualCheck',
+      (contextual.ContextualMapping.build(Grid(1, 2, 3)), 'ContextualCheck',
        'contextual_mapping_N3_d1_n2_full.json'),
-      (ct.build(d=1, n=2, resolution=3), 'TiesCheck', 'ties_contextual_N3_d1_n2_full.json'),
+      (ct.build(Grid(1, 2, 3)), 'TiesCheck', 'ties_contextual_N3_d1_n2_full.json'),
   ]
   for subject, check, name in cases:
     k = entry.kind(subject)
@@ -34,14 +34,14 @@ def test_refusals():
   with pytest.raises(ValueError, match="enumeration='full'"):
     entry.verify(registry.choose(1, 3, 4, contextual='one_layer'), enumeration='full')
   with pytest.raises(ValueError, match="enumeration='sparse'"):
-    entry.verify(contextual.ContextualMapping.build(d=1, n=2, resolution=2), enumeration='sparse')
+    entry.verify(contextual.ContextualMapping.build(Grid(1, 2, 2)), enumeration='sparse')
 
 
 def test_ties_variant_is_built_and_verified():
   r = entry.verify(registry.choose(1, 3, 3, ties='complete'), enumeration='multiset',
                    arithmetic='limbs')
   assert r['all_hold'], r['violations']
-  assert r['grid'] == 'multiset' and r['distinct_ids'] == ct.num_ids(1, 3, 3)
+  assert r['grid'] == 'multiset' and r['distinct_ids'] == ct.num_ids(Grid(1, 3, 3))
   assert r['arithmetic'].startswith('limbs')
 
 

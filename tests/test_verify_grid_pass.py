@@ -9,6 +9,7 @@ import pytest
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.verify import grid_pass
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual
 
 from grid_helpers import class_table
@@ -16,11 +17,11 @@ from grid_helpers import class_table
 
 def test_chunks_and_blocks_give_the_same_counts():
   """The full grid as chunks of a literal kernel and as in-kernel blocks: same counts."""
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
   with jax.enable_x64(True):
     _, full_chunk = vc._make_chunk_fns(cm, 16, kernel='core')  # pylint: disable=protected-access
     table = jnp.asarray(class_table(cm))
-  total = enumeration.grid_size(1, 3, 3, 'full')
+  total = enumeration.grid_size(Grid(1, 3, 3), 'full')
   chunks = grid_pass.run(grid_pass.Chunks(
       cm, lambda s, t: full_chunk(cm.exact_params, s, t, table), total, 16), progress=False)
   blocks = grid_pass.full_pass(cm, class_table(cm), chunk_size=16, progress=False)
@@ -31,14 +32,14 @@ def test_chunks_and_blocks_give_the_same_counts():
 
 
 def test_a_chunk_pass_has_no_state():
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   fn = lambda s, t: ({'points': jnp.int64(1)}, (), None)  # noqa: E731
   with pytest.raises(ValueError, match='cannot be resumed'):
     grid_pass.run(grid_pass.Chunks(cm, fn, 4, 2), progress=False, state_path='x.json')
 
 
 def test_resume_continues_from_the_state_file(tmp_path, capsys):
-  cm = contextual.ContextualMapping.build(d=2, n=3, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(2, 3, 2))
   table = class_table(cm)
   whole = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   state = str(tmp_path / 'state.json')
@@ -52,7 +53,7 @@ def test_resume_continues_from_the_state_file(tmp_path, capsys):
                              resume=True)
   assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
   assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
-  other = contextual.ContextualMapping.build(d=1, n=3, resolution=2)
+  other = contextual.ContextualMapping.build(Grid(1, 3, 2))
   with pytest.raises(ValueError, match='cannot resume'):
     grid_pass.full_pass(other, table, chunk_size=9, progress=False, state_path=state,
                         resume=True)

@@ -35,8 +35,8 @@ def _reference():
 
 def _whole_grid(d, n, N):
   with jax.enable_x64(True):
-    return np.asarray(enumeration.make_codec(d, n, N)['decode_full'](
-        jnp.arange(enumeration.grid_size(d, n, N, 'full'))))
+    return np.asarray(enumeration.make_codec(Grid(d, n, N))['decode_full'](
+        jnp.arange(enumeration.grid_size(Grid(d, n, N), 'full'))))
 
 
 # (N, d, n, mapping arithmetic, sweep arithmetic): int32 / int64 sweeps, int64 and
@@ -47,7 +47,7 @@ CONFIGS = [(2, 2, 3, 'auto', 'auto'), (3, 1, 4, 'auto', 'int64'), (3, 1, 3, 'lim
 
 @pytest.mark.parametrize('N,d,n,arithmetic,sweep_arith', CONFIGS)
 def test_sweep_kernel_equals_literal_layers_on_whole_grid(N, d, n, arithmetic, sweep_arith):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   k = _whole_grid(d, n, N)
   with jax.enable_x64(True):
     lit = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(k))
@@ -63,7 +63,7 @@ def test_sweep_kernel_equals_literal_layers_on_whole_grid(N, d, n, arithmetic, s
                                                     (3, 1, 4, 'auto', 20),
                                                     (3, 1, 3, 'limbs:3', 10)])
 def test_block_pass_equals_literal_verifier(N, d, n, arithmetic, chunk):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   lit = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=chunk, progress=False,
                                      kernel='core')
   fast = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=chunk, progress=False,
@@ -75,7 +75,7 @@ def test_block_pass_equals_literal_verifier(N, d, n, arithmetic, chunk):
 
 
 def test_sweep_kernel_detects_a_broken_network():
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
   with jax.enable_x64(True):
     att = dict(cm.exact_params['segment_0']['attention'])
     att['W_O'] = att['W_O'].at[1].set(0)   # layer for column id 1 shifts nothing
@@ -87,7 +87,7 @@ def test_sweep_kernel_detects_a_broken_network():
 
 
 def test_sweep_kernel_detects_a_broken_equivariance_table():
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 2))
   table = class_table(cm)
   good = grid_pass.full_pass(cm, table, chunk_size=9, progress=False)
   table[3, 1] += 2
@@ -99,9 +99,9 @@ def test_sweep_kernel_detects_a_broken_equivariance_table():
 @pytest.mark.parametrize('N,d,n', [(2, 2, 3), (3, 1, 4), (2, 1, 2)])
 def test_reference_agrees_with_layers_and_verifier(N, d, n):
   ref = _reference()
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   cfg = ref.Config(d, n, N)
-  total = enumeration.grid_size(d, n, N, 'full')
+  total = enumeration.grid_size(Grid(d, n, N), 'full')
   _, k = ref.decode(cfg, np.arange(total))
   assert np.array_equal(k, _whole_grid(d, n, N))
   lt, q, _ = ref.g_c(cfg, k)
@@ -121,7 +121,7 @@ def test_reference_agrees_with_layers_and_verifier(N, d, n):
 
 def test_reference_beyond_int64_matches_limb_layers():
   ref = _reference()
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic='limbs:3')
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3), arithmetic='limbs:3')
   cfg = ref.Config(1, 3, 3)
   cfg.sweep_int64 = cfg.final_int64 = False   # Python ints throughout
   _, k = ref.decode(cfg, np.arange(64))
@@ -132,16 +132,16 @@ def test_reference_beyond_int64_matches_limb_layers():
 
 
 def test_chunk_is_capped_at_grid_size_and_budget():
-  cm = contextual.ContextualMapping.build(d=2, n=3, resolution=3)   # 4,096 points
+  cm = contextual.ContextualMapping.build(Grid(2, 3, 3))   # 4,096 points
   for kernel in ('sweep', 'fast'):
     r = vc.verify_contextual_mapping(cm, enumeration='full', chunk_size=10 ** 12, progress=False,
                                      kernel=kernel)
-    assert r['all_hold'] and r['chunk_size'] <= enumeration.grid_size(2, 3, 3, 'full')
+    assert r['all_hold'] and r['chunk_size'] <= enumeration.grid_size(Grid(2, 3, 3), 'full')
   assert vc.chunk_cap(cm, 10 ** 12, 10 ** 15) * vc.LITERAL_POINT_BYTES <= vc.CHUNK_BUDGET
-  _, block, _ = sweep_kernel.layout(contextual.ContextualMapping.build(d=1, n=19, resolution=2),
+  _, block, _ = sweep_kernel.layout(contextual.ContextualMapping.build(Grid(1, 19, 2)),
                                     10 ** 12)
   assert block <= sweep_kernel.block_points_cap(
-      contextual.ContextualMapping.build(d=1, n=19, resolution=2))
+      contextual.ContextualMapping.build(Grid(1, 19, 2)))
 
 
 def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
@@ -167,7 +167,7 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
 def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
   """Without a table (each point's sorted-column representative run through g_c in the
   same call) the block pass gives the counts of the table pass, on whole enumeration."""
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   with_table = grid_pass.full_pass(cm, class_table(cm), chunk_size=20, progress=False)
   without = grid_pass.full_pass(cm, None, chunk_size=20, progress=False)
   assert with_table['num_blocks'] > 1
@@ -178,7 +178,7 @@ def test_in_kernel_representative_equals_class_table(N, d, n, arithmetic):
 
 def test_in_kernel_representative_detects_a_position_dependent_kernel(monkeypatch):
   """The recomputed check can fail: a global shift that adds the token's position."""
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 2))
   shift = sweep.global_shift
 
   def skewed(cm_, prog, ids):

@@ -184,9 +184,9 @@ def test_epsilon_check_follows_the_tie_complete_interval():
   complete = approximator.min_epsilon(TiesComplete(Grid(1, 3, 8)))
   assert complete > 1000 * paper  # t_r(complete) ~ 5e16 vs t_r(paper) ~ 1.8e6 at N=8
   assert complete == approximator.RAMP_ULPS * float(
-      np.spacing(float(contextual_ties.interval(1, 3, 8)[1])))
+      np.spacing(float(contextual_ties.interval(Grid(1, 3, 8))[1])))
   assert paper == approximator.RAMP_ULPS * float(
-      np.spacing(float(contextual_params.interval(1, 3, 8)[1])))
+      np.spacing(float(contextual_params.interval(Grid(1, 3, 8))[1])))
 
 
 def test_relu_expansion_refuses_a_collapsed_ramp():

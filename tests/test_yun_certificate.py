@@ -18,6 +18,7 @@ from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
 from transformer_ua.yun import build_approximator, search
 from transformer_ua.yun.bounds import certificate, distances, target_bounds
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import targets
 
@@ -60,11 +61,11 @@ def _window_points(rng, count, N, margin):
 
 def test_f_fbar_closed_form_by_hand():
   # L = 2, N = 4, nd = 3, p = 2: (2 / 8) sqrt(3 * 3 / 5) = 0.3354101966249685
-  got = certificate.f_fbar_bound(Fraction(2), d=1, n=3, resolution=4, p=2.0)
+  got = certificate.f_fbar_bound(Fraction(2), Grid(1, 3, 4), p=2.0)
   assert got['lipschitz_part'] == pytest.approx(0.25 * math.sqrt(9 / 5), rel=1e-14)
   assert got['lipschitz_part'] >= 0.25 * math.sqrt(9 / 5)
   # p = 1: (2 / 8) * 3 * 3 / 4
-  got = certificate.f_fbar_bound(Fraction(2), d=1, n=3, resolution=4, p=1.0)
+  got = certificate.f_fbar_bound(Fraction(2), Grid(1, 3, 4), p=1.0)
   assert got['bound'] == pytest.approx(0.5625, rel=1e-14)
 
 
@@ -74,7 +75,7 @@ def test_f_fbar_closed_form_by_hand():
 def test_f_fbar_bound_dominates_monte_carlo(name, positional):
   f = targets.get_target(name, d=1, n=3)
   lip = target_bounds.check_lipschitz(None, f, 1, 3)
-  bound = certificate.f_fbar_bound(lip, d=1, n=3, resolution=4, p=2.0)['bound']
+  bound = certificate.f_fbar_bound(lip, Grid(1, 3, 4), p=2.0)['bound']
   est = distances.dp_distances({'f': f, 'f_bar': targets.piecewise_constant(f, 4)},
                                [('f', 'f_bar')], d=1, n=3, p=2.0, samples=20000, seed=3)
   assert est['f|f_bar'].ci_high <= bound
@@ -107,7 +108,7 @@ def test_f_fbar_term_is_the_exact_integral_for_a_polynomial_builtin(clamped):
   # the per-cube term replaced the global Lipschitz bound: it is d_2(f, f_bar) itself,
   # so it sits between a plain Monte Carlo of d_2(f, f_bar) and that bound
   assert cert.f_term_method == 'exact polynomial integral'
-  lip = certificate.f_fbar_bound(Fraction(2), d=1, n=3, resolution=4, p=2.0)['bound']
+  lip = certificate.f_fbar_bound(Fraction(2), Grid(1, 3, 4), p=2.0)['bound']
   assert cert.terms['f_fbar'] < lip / 3
   rng = np.random.default_rng(9)
   x = rng.random((200000, 3, 1))
@@ -168,7 +169,7 @@ def test_fbar_gbar_is_the_bad_set_mass_for_the_paper_and_0_without_bad_set(clamp
     assert cert.terms['fbar_gbar'] == 0.0
     assert cert.details['fbar_gbar']['cubes_differing'] == 0
   else:
-    ref = distances.dp_on_bad_set(net.target, d=1, n=3, resolution=4, p=2.0)
+    ref = distances.dp_on_bad_set(net.target, Grid(1, 3, 4), p=2.0)
     assert cert.terms['fbar_gbar'] == pytest.approx(ref, rel=1e-12)
     # the bad cubes: 4^3 - 4 * 3 * 2 = 40 of the 64 ordered cubes, 16 multisets
     assert cert.details['fbar_gbar']['cubes_differing'] == 16

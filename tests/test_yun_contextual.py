@@ -82,7 +82,7 @@ REFERENCE_CASES = [(2, 1, 2, 'auto'), (2, 2, 3, 'auto'), (3, 1, 3, 'limbs'), (2,
 
 @pytest.mark.parametrize('N,d,n,arithmetic', REFERENCE_CASES)
 def test_outputs_equal_paper_reference(N, d, n, arithmetic):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   k = _points(N, d, n, 24, seed=N * 100 + d * 10 + n)
   out = cm.forward(k)
   assert int(out['inexact']) == 0
@@ -99,7 +99,7 @@ def test_outputs_equal_paper_reference(N, d, n, arithmetic):
 
 def test_category1_closed_form_and_lemma10_bounds():
   N, d, n = 3, 1, 3
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   delta = Fraction(1, N)
   pts = np.asarray([[[a], [b], [c]] for a, b, c in itertools.permutations(range(N), n)])
   out = cm.forward(pts)
@@ -126,7 +126,7 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
   for ms in itertools.combinations_with_replacement(cols, n):
     swept, final, z = paper_gc(np.asarray(ms), N, d, n)
     worst = max(worst, *(abs(v) for v in swept + final), *(abs(v) for c in z for v in c))
-  bound = contextual_params.contextual_mapping_bound(d, n, N)
+  bound = contextual_params.contextual_mapping_bound(Grid(d, n, N))
   assert bound >= S * worst
   assert planner.bits_for(bound) <= planner.bits_for(math.ceil(S * worst)) + 1
 
@@ -135,11 +135,11 @@ def test_bit_bound_dominates_every_grid_point_and_is_tight(N, d, n):
                                    pytest.param(3, 2, 2, marks=_slow),
                                    pytest.param(4, 2, 3, marks=_slow)])
 def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   assert cm.depth() == N ** d + 1                       # delta^-d + 1
   per_head = 3 * d + 1 + d                                  # W_Q, W_K, W_V, b_Q, W_O (m = 1)
   assert cm.num_params() == N ** d * 2 * per_head + per_head
-  assert cm.num_params() == contextual.ContextualMapping.count_parameters(d, n, N)
+  assert cm.num_params() == contextual.ContextualMapping.count_parameters(Grid(d, n, N))
   assert [s.num_heads for s in cm.segments] == [2, 1]
   # The params are exactly the pytree Network.init gives (structure and shapes).
   net = cm.network()  # a float64 network: its init shapes are taken under x64
@@ -152,7 +152,7 @@ def test_layer_and_parameter_counts_equal_paper_formulas(N, d, n):
 
 def test_paper_valued_float_params_run_as_a_network():
   N, d, n = 2, 1, 2
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   k = _points(N, d, n, 9, seed=1)
   x = np.vectorize(lambda v: float(_value(int(v), N, d, n)))(k)
   with jax.enable_x64(True):
@@ -163,13 +163,13 @@ def test_paper_valued_float_params_run_as_a_network():
 
 def test_scale_is_a_free_multiple_of_2n():
   k = _points(3, 1, 3, 10, seed=2)
-  a = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
-  b = contextual.ContextualMapping.build(d=1, n=3, resolution=3, scale=24)
+  a = contextual.ContextualMapping.build(Grid(1, 3, 3))
+  b = contextual.ContextualMapping.build(Grid(1, 3, 3), scale=24)
   assert b.scale == 24 and b.bits_required >= a.bits_required
   np.testing.assert_array_equal(a.to_fractions(a.column_ids_batch(k)),
                                 b.to_fractions(b.column_ids_batch(k)))
   with pytest.raises(ValueError, match='multiple of 2N'):
-    contextual.ContextualMapping.build(d=1, n=3, resolution=3, scale=9)
+    contextual.ContextualMapping.build(Grid(1, 3, 3), scale=9)
 
 
 @pytest.mark.parametrize('kwargs,match', [
@@ -182,7 +182,7 @@ def test_invalid_configurations_are_refused(kwargs, match):
 
 
 def test_column_ids_validates_its_input():
-  cm = contextual.ContextualMapping.build(d=2, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(2, 2, 2))
   with pytest.raises(ValueError, match='shape'):
     cm.column_ids(np.zeros((3, 2), int))
   with pytest.raises(ValueError, match='-1, 0, ..., 1'):
@@ -195,13 +195,13 @@ def test_too_narrow_arithmetic_is_refused_not_wrong():
   """int64 is refused where it would overflow -- and running it anyway is wrong."""
   N, d, n = 4, 2, 5  # needs 67 bits
   with pytest.raises(ValueError, match='needs 67 bits'):
-    contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic='int64')
+    contextual.ContextualMapping.build(Grid(d, n, N), arithmetic='int64')
   with pytest.raises(ValueError, match='needs 67 bits'):
-    contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic='limbs:2:30')
+    contextual.ContextualMapping.build(Grid(d, n, N), arithmetic='limbs:2:30')
   # Bypass the planner: the same int64 layers silently overflow on a Category-3 point.
-  segments, params = contextual_params.contextual_mapping_params(d=d, n=n, resolution=N, dtype='int64')
+  segments, params = contextual_params.contextual_mapping_params(Grid(d, n, N), dtype='int64')
   k = np.asarray([[[-1, -1], [0, 0], [1, 0], [2, 0], [3, 0]]])
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)  # limbs, planned
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))  # limbs, planned
   with jax.enable_x64(True):
     x64 = jnp.where(jnp.asarray(k) < 0, -cm.scale * N ** (n * d), jnp.asarray(k) * 2)
     y0, _, _ = layers.apply_segment(segments[0], params['segment_0'], x64)
@@ -217,7 +217,7 @@ def test_too_narrow_arithmetic_is_refused_not_wrong():
 def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
   """The shared-projection kernels compute the same integers as the core layers."""
   N, d, n = 2, 2, 3
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   points = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   with jax.enable_x64(True):
     core = jax.jit(cm.forward_fn('core'))(cm.exact_params, jnp.asarray(points))
@@ -231,12 +231,12 @@ def test_fast_kernel_equals_core_layers_on_whole_grid(arithmetic):
 def test_lemma8_stage_hooks():
   """What the id-only sweep, the report and the check read off a Lemma 8 map."""
   from transformer_ua.yun.stages import contextual_ties
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   assert type(cm) is contextual.ContextualMapping and not cm.positional
   assert type(Paper(Grid(1, 2, 2)).build_contextual(scale=None, arithmetic='auto')) is \
       contextual.ContextualMapping
-  assert cm.id_sweep and cm.id_sweep_bound == contextual_params.sweep_bound(1, 2, 2, cm.scale)
+  assert cm.id_sweep and cm.id_sweep_bound == contextual_params.sweep_bound(Grid(1, 2, 2), cm.scale)
   assert cm.grid_points(limit=8) is None and cm.grid_points(limit=9).shape == (9, 2, 1)
-  assert not contextual_ties.build(d=1, n=2, resolution=2).id_sweep
+  assert not contextual_ties.build(Grid(1, 2, 2)).id_sweep
   with pytest.raises(ValueError, match=r'\{-1, 0, \.\.\., 1\}'):
     cm.check_indices(np.array([[[-2], [0]]]))

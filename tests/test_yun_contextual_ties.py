@@ -30,48 +30,48 @@ PROTOTYPE_SIZES = ([(1, n, N) for N in range(2, 6) for n in range(2, 5)]
 def test_reference_is_one_to_one_on_multisets_with_repeats(d, n, N):
   """The pure-Python reference: every (multiset, value) pair gets its own id, in
   [t_l, t_r]; the id count is V C(V + n - 2, n - 1) (counted independently here)."""
-  t_l, t_r = ct.interval(d, n, N)
+  t_l, t_r = ct.interval(Grid(d, n, N))
   owner = {}
   for ms in _in_range_multisets(N, d, n):
-    _, q = ct.reference_ids(ms, d, n, N)
+    _, q = ct.reference_ids(ms, Grid(d, n, N))
     for a, v in zip(ms, q):
       assert owner.setdefault(v, (ms, a)) == (ms, a)
       assert t_l <= v / N <= t_r
   pairs = sum(len(set(ms)) for ms in _in_range_multisets(N, d, n))
-  assert len(owner) == pairs == ct.num_ids(d, n, N)
+  assert len(owner) == pairs == ct.num_ids(Grid(d, n, N))
   assert min(owner) / N == t_l  # attained by the all-zero input
 
 
 @pytest.mark.parametrize('d,n,N', [(1, 3, 3), (2, 2, 2), (1, 2, 4)])
 def test_reference_kills_every_out_of_range_point(d, n, N):
   omega = N ** (n * d)
-  t_l, t_r = ct.interval(d, n, N)
+  t_l, t_r = ct.interval(Grid(d, n, N))
   cols = list(itertools.product(range(-1, N), repeat=d))
   for ms in itertools.combinations_with_replacement(cols, n):
     if not any(k < 0 for col in ms for k in col):
       continue
     ticks = [sum((k if k >= 0 else -N * omega) * N ** i for i, k in enumerate(col))
              for col in ms]
-    _, q = ct.reference_ids(ticks, d, n, N)
+    _, q = ct.reference_ids(ticks, Grid(d, n, N))
     assert all(not t_l <= v / N <= t_r for v in q)
 
 
 def test_paper_map_collides_on_repeats_and_the_check_sees_it():
   """The check used for T1 does fail on Lemma 8's map (N=4, d=1, n=3: repeated
   multisets clash), so a zero count for the new map is informative."""
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=4)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 4))
   ms = np.asarray(_in_range_multisets(4, 1, 3))[..., None]
   q = np.asarray(cm.forward(ms)['ids'])
   owners = (np.arange(len(ms))[:, None] * 8 + ms[..., 0]).reshape(-1)
   assert count_duplicates(cm.ops, q.reshape(-1), owners) > 0
-  cmc = ct.build(d=1, n=3, resolution=4)
+  cmc = ct.build(Grid(1, 3, 4))
   qc = np.asarray(cmc.forward(ms)['ids'])
   assert count_duplicates(cmc.ops, qc.reshape(-1), owners) == 0
 
 
 @pytest.mark.parametrize('d,n,N', [(1, 3, 4), (2, 2, 3)])
 def test_layers_equal_reference_on_whole_grid(d, n, N):
-  cm = ct.build(d=d, n=n, resolution=N)
+  cm = ct.build(Grid(d, n, N))
   k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   out = cm.forward(k)
   q = cm.to_fractions(out['ids'])
@@ -80,25 +80,25 @@ def test_layers_equal_reference_on_whole_grid(d, n, N):
   for i in range(0, len(k), 7):
     ticks = [sum((v if v >= 0 else -N * omega) * N ** c for c, v in enumerate(row))
              for row in k[i]]
-    s_ref, q_ref = ct.reference_ids(ticks, d, n, N)
+    s_ref, q_ref = ct.reference_ids(ticks, Grid(d, n, N))
     assert [v / N for v in q_ref] == list(q[i])
     assert [v / N for v in s_ref] == list(sw[i])
 
 
 def test_counts_next_to_paper():
-  cm = ct.build(d=2, n=3, resolution=3)
+  cm = ct.build(Grid(2, 3, 3))
   assert cm.depth() == ct.layer_count(2, 3) == 3 ** 2 + 3
-  assert cm.depth() == contextual.ContextualMapping.build(d=2, n=3, resolution=3).depth() + 2
-  assert cm.num_params() == ct.parameter_count(2, 3, 3)
+  assert cm.depth() == contextual.ContextualMapping.build(Grid(2, 3, 3)).depth() + 2
+  assert cm.num_params() == ct.parameter_count(Grid(2, 3, 3))
 
 
 def test_bad_arguments():
   with pytest.raises(ValueError, match='multiple of N lcm'):
-    ct.build(d=1, n=3, resolution=4, scale=8)
+    ct.build(Grid(1, 3, 4), scale=8)
   with pytest.raises(ValueError, match='ties='):
     ct.check_ties('both')
   with pytest.raises(ValueError, match='n must be'):
-    ct.build(d=1, n=1, resolution=4)
+    ct.build(Grid(1, 1, 4))
 
 
 # ---------------------------------------------------------------------------
@@ -116,8 +116,8 @@ def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
   """One bump per (multiset, value); the literal Phi layers (repeated tokens share a
   bump) equal the compact selection on every ordered point of G+, and give A_L on G
   (the representative's targets, permuted back), 0 on Category 3."""
-  cm = ct.build(d=d, n=n, resolution=N)
-  c = ct.num_classes(d, n, N)
+  cm = ct.build(Grid(d, n, N))
+  c = ct.num_classes(Grid(d, n, N))
   rng = np.random.default_rng(0)
   reps = TiesComplete(Grid(d, n, N)).representatives()
   # An equivariant integer target: equal columns of a representative get equal rows.
@@ -126,7 +126,7 @@ def test_value_mapping_literal_equals_compact_on_full_grid(d, n, N):
   targets = table[idx] * (1 + np.sum(idx, axis=-1))[:, None, None] % 7
   vm = value.build_value_mapping(cm, targets, variant=TiesComplete(Grid(d, n, N)))
   assert vm.depth() == TiesComplete(Grid(d, n, N)).value_layers() \
-      == ct.num_ids(d, n, N) + d + 1
+      == ct.num_ids(Grid(d, n, N)) + d + 1
   k = np.asarray(list(itertools.product(range(-1, N), repeat=n * d))).reshape(-1, n, d)
   z = cm.forward(k)['z']
   out_c = vm.apply_compact(z)
@@ -199,7 +199,7 @@ def test_exact_realization_is_planned_and_certified():
   p = yun.plan_realization(net)
   g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact')
   cert = g.certify_interiors(workers=1)
-  assert cert['cubes'] == ct.num_classes(1, 2, 2) == 3 and cert['certified'], cert
+  assert cert['cubes'] == ct.num_classes(Grid(1, 2, 2)) == 3 and cert['certified'], cert
   mid, rad = g.apply_certified(np.full((1, 2, 1), 0.25))   # both tokens in cell 0
   np.testing.assert_allclose(mid, net.apply(np.full((1, 2, 1), 0.25)), atol=1e-6)
   assert np.all(rad < 1e-6)

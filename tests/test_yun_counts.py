@@ -51,7 +51,7 @@ def test_counts_equal_paper_formulas(N, d, n):
   ff, head = 3 * d + 1, 4 * d + 1
   assert _init_count(q_segs, n, d) == (d * N + d) * ff == quantize.parameter_count(d, N)
   assert _init_count(c_segs, n, d) == delta_inv_d * 2 * head + head == \
-      contextual.ContextualMapping.count_parameters(d, n, N)
+      contextual.ContextualMapping.count_parameters(Grid(d, n, N))
   assert _init_count(v_segs, n, d) == (n * math.comb(delta_inv_d, n) + d + 1) * ff == \
       Paper(Grid(d, n, N)).value_parameters()
   # Theorem 2 uses two heads of size one and one hidden unit: T-bar^{2,1,1}.

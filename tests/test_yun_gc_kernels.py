@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_ties, gc_kernels
 from transformer_ua.yun.stages import contextual
 
@@ -22,7 +23,7 @@ def test_registry_holds_every_kernel_once_the_package_is_imported():
 
 @pytest.mark.parametrize('arithmetic', ['int64', 'limbs'])
 def test_every_kernel_gives_the_same_result(arithmetic):
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3), arithmetic=arithmetic)
   k = np.stack(np.meshgrid(*[np.arange(-1, 3)] * 3, indexing='ij'), -1).reshape(-1, 3, 1)
   ref = gc_kernels.evaluate(cm, k)
   assert isinstance(ref, gc_kernels.GcResult)
@@ -37,7 +38,7 @@ def test_every_kernel_gives_the_same_result(arithmetic):
 
 
 def test_result_is_a_pytree_and_reads_like_the_old_dict():
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   with jax.enable_x64(True):
     out = jax.jit(gc_kernels.kernel_fn(cm, 'fast'))(cm.exact_params,
                                                      jnp.asarray([[[0], [1]]]))
@@ -46,7 +47,7 @@ def test_result_is_a_pytree_and_reads_like_the_old_dict():
 
 
 def test_unknown_kernel_and_double_registration_are_refused():
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   with pytest.raises(ValueError, match="kernel='turbo'; allowed"):
     gc_kernels.kernel_fn(cm, 'turbo')
   with pytest.raises(ValueError, match='registered twice'):
@@ -54,6 +55,6 @@ def test_unknown_kernel_and_double_registration_are_refused():
 
 
 def test_sweep_kernel_refuses_the_tie_complete_map():
-  cm = contextual_ties.build(d=1, n=2, resolution=2)
+  cm = contextual_ties.build(Grid(1, 2, 2))
   with pytest.raises(ValueError, match="kernel='sweep' runs the paper's g_c"):
     gc_kernels.kernel_fn(cm, 'sweep')

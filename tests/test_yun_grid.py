@@ -5,6 +5,7 @@ import math
 import pytest
 
 from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual_ties, pipeline
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.variants.one_layer import OneLayer
@@ -63,8 +64,8 @@ def test_counts_by_hand(d, n, N):
       'quantization': d * (N + 1), 'contextual': V + 3, 'value': ids + d + 1}
   ol = OneLayer(grid.Grid(d, n, N))
   assert ol.layer_counts() == {'quantization': d * (N + 1), 'contextual': 2, 'value': ids}
-  assert ol.num_classes() == one_layer_ids.num_classes(d, n, N)
-  assert ol.num_bump_layers() == one_layer_ids.num_ids(d, n, N)
+  assert ol.num_classes() == one_layer_ids.num_classes(Grid(d, n, N))
+  assert ol.num_bump_layers() == one_layer_ids.num_ids(Grid(d, n, N))
   assert ol.representatives().shape == (ol.num_classes(), n, d)
 
 

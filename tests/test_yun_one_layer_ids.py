@@ -27,7 +27,7 @@ def test_cauchy_constant_bounds_b():
 
 def test_plan_d1_n3_n4_by_hand():
   # M = 4, h = 3/2, beta* = 1 / (16 B 3 1! 3^2 (3/2)^3) = 1 / (16 B 3 9 27/8)
-  p = one_layer_ids.plan(1, 3, 4)
+  p = one_layer_ids.plan(Grid(1, 3, 4))
   beta_star = 1 / (16 * Fraction(3187, 1000) * 3 * 9 * Fraction(27, 8))
   assert p.beta_star == beta_star
   # beta* / (2 (M - 1)) = 3.59e-5: 2^-15 = 3.05e-5 <= it < 2^-14
@@ -35,15 +35,15 @@ def test_plan_d1_n3_n4_by_hand():
   assert p.w == (4,) and p.T == 3 and p.id_scale == Fraction(1, 6)
   # gamma_mean = (lam (M - 1))^(n-2) / (2 n^(n-1) (n-2)!) = 3 / 2^15 / 18
   assert p.gamma_mean == Fraction(3, 2 ** 15) / 18
-  q = one_layer_ids.plan(2, 3, 4)
+  q = one_layer_ids.plan(Grid(2, 3, 4))
   assert q.M == 16 and q.w == (4, 16)
 
 
 def test_plan_refuses_grids_past_the_limit():
   with pytest.raises(ValueError, match='at most'):
-    one_layer_ids.plan(2, 4, 64)
+    one_layer_ids.plan(Grid(2, 4, 64))
   with pytest.raises(ValueError, match='n'):
-    one_layer_ids.plan(1, 1, 4)
+    one_layer_ids.plan(Grid(1, 1, 4))
 
 
 # -- certified separation ----------------------------------------------------------
@@ -101,7 +101,7 @@ def test_plain_mean_collides_and_is_reported():
 
 
 def test_lambda_too_small_violates_the_margin():
-  p = one_layer_ids.plan(1, 3, 16)
+  p = one_layer_ids.plan(Grid(1, 3, 16))
   r = verify_ol.verify_one_layer(Grid(1, 3, 16), lam=p.lam / 2 ** 10, samples=4)
   assert r['violations'] > 0 and not r['all_hold']
   # still injective (softmax of a transcendental base), only closer than the margin
@@ -109,8 +109,8 @@ def test_lambda_too_small_violates_the_margin():
 
 
 def test_search_lam_beats_the_proved_gap():
-  r = one_layer_ids.search_lam(1, 3, 8)
-  p = one_layer_ids.plan(1, 3, 8)
+  r = one_layer_ids.search_lam(Grid(1, 3, 8))
+  p = one_layer_ids.plan(Grid(1, 3, 8))
   assert r['lam'] >= p.lam and r['min_gap_mean'] >= p.gamma_mean
   net = one_layer.build('token_times_mean', OneLayer(Grid(1, 3, 8)), lam='search')
   assert net.lam == r['lam'] and net.min_gap > 0

@@ -18,7 +18,6 @@ from transformer_ua.yun import search
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import certificate
-from transformer_ua.yun.grid import Grid
 
 # One T^{2,1,4} block at d = 1: attention W_Q, b_Q, W_K, W_V, W_O of 2 heads of size 1
 # (2 + 2 + 2 + 2 + 2 = 10) and the width-4 feed-forward W_1 4, b_1 4, W_2 4, b_2 1 (13).

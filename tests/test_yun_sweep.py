@@ -5,12 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import sweep
 from transformer_ua.yun.stages import contextual
 
 
 def test_sweep_kernel_refuses_params_of_another_shape():
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   with jax.enable_x64(True):
     att = dict(cm.exact_params['segment_0']['attention'])
     att['W_V'] = att['W_V'] * 2
@@ -18,7 +19,7 @@ def test_sweep_kernel_refuses_params_of_another_shape():
   with pytest.raises(ValueError, match='not of that shape'):
     sweep.read_program(type(cm)(**{**cm.__dict__, 'exact_params': other}))
   with pytest.raises(ValueError, match='needs .* bits'):
-    sweep.read_program(contextual.ContextualMapping.build(d=2, n=6, resolution=3), 'int32')
+    sweep.read_program(contextual.ContextualMapping.build(Grid(2, 6, 3)), 'int32')
 
 
 @pytest.mark.parametrize('sweep_bits', [45, 53, 63])
@@ -26,7 +27,7 @@ def test_global_shift_tie_mean_equals_python_floor_division(sweep_bits):
   """The tie average floor(sum / n) and its inexact flag, through float64 up to 53 bits
   and int64 division beyond, equal Python's // and % on ids near the bound."""
   import dataclasses  # pylint: disable=import-outside-toplevel
-  cm = contextual.ContextualMapping.build(d=1, n=5, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 5, 2))
   prog = dataclasses.replace(sweep.read_program(cm), sweep_bits=sweep_bits)
   n, big = cm.n, 2 ** (min(sweep_bits, 63) - 1) // cm.n - 1   # |sum of n ids| < 2^(bits-1)
   rng = np.random.default_rng(sweep_bits)

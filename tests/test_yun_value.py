@@ -36,7 +36,7 @@ def _expected_outputs(points, reps, numerators, factor):
     pytest.param(2, 2, 2, 'auto', marks=pytest.mark.slow),
     pytest.param(3, 2, 2, 'auto', marks=pytest.mark.slow)])
 def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
   variant = Paper(Grid(d, n, N))
   targets = value.random_targets(variant, seed=N + d + n)
   vm = value.build_value_mapping(cm, targets, variant=variant, denominator=2)
@@ -70,7 +70,7 @@ def test_literal_equals_compact_equals_target_on_full_grid(N, d, n, arithmetic):
 @pytest.mark.parametrize('N,d,n', [(3, 2, 2), pytest.param(2, 1, 2, marks=pytest.mark.slow),
                                    pytest.param(2, 2, 3, marks=pytest.mark.slow)])
 def test_counts_and_params_structure(N, d, n):
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=N)
+  cm = contextual.ContextualMapping.build(Grid(d, n, N))
   variant = Paper(Grid(d, n, N))
   vm = value.build_value_mapping(cm, value.random_targets(variant), variant=variant)
   layers_expected = n * math.comb(N ** d, n) + d + 1      # n C(delta^-d, n) + d + 1
@@ -86,7 +86,7 @@ def test_counts_and_params_structure(N, d, n):
 
 
 def test_trap_and_bad_targets_are_refused():
-  cm = contextual.ContextualMapping.build(d=1, n=2, resolution=2)
+  cm = contextual.ContextualMapping.build(Grid(1, 2, 2))
   v = Paper(Grid(1, 2, 2))
   shape = (math.comb(2, 2), 2, 1)
   limit = cm.t_l - cm.scale / (2 * cm.resolution) / cm.scale  # t_l - delta/2

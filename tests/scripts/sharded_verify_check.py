@@ -22,6 +22,7 @@ import numpy as np
 
 from transformer_ua import parallel, yun
 from transformer_ua.verify import contextual_mapping as vc
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual
 
 KEYS = ('violations', 'grid_points', 'categories', 'multiset_categories', 'multiset_points',
@@ -29,7 +30,7 @@ KEYS = ('violations', 'grid_points', 'categories', 'multiset_categories', 'multi
 
 
 def _broken():
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
   with jax.enable_x64(True):
     att = dict(cm.exact_params['segment_0']['attention'])
     att['W_O'] = att['W_O'].at[1].set(0)
@@ -48,7 +49,7 @@ def both(cm, **kw):
 
 
 def chunk_sharding():
-  cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
+  cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
   mesh = parallel.make_mesh()
   with jax.enable_x64(True):
     multiset_chunk, _ = vc._make_chunk_fns(cm, 64, mesh=mesh)  # pylint: disable=protected-access
@@ -65,15 +66,15 @@ if __name__ == '__main__':
   case = sys.argv[1]
   out = {'devices': len(jax.devices()), 'case': case}
   if case == 'full':
-    cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3)
-    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(1, 3, 3, seed=0),
+    cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
+    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(Grid(1, 3, 3), seed=0),
                                        denominator=2)
     out.update(both(cm, enumeration='full', chunk_size=20, value_mapping=vm))
     out['chunk'] = chunk_sharding()
   elif case == 'broken':
     out.update(both(_broken(), enumeration='full', chunk_size=20))
   elif case == 'limbs':
-    cm = contextual.ContextualMapping.build(d=1, n=3, resolution=3, arithmetic='limbs')
+    cm = contextual.ContextualMapping.build(Grid(1, 3, 3), arithmetic='limbs')
     out.update(both(cm, enumeration='multiset', chunk_size=7))
   else:
     raise SystemExit(f'unknown case {case!r}; expected full, broken or limbs.')

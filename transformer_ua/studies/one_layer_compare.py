@@ -86,7 +86,7 @@ def run_paper(target, d, n, N) -> dict:
   cert = g.certify_interiors()
   kinds = construction.kind_counts(net.layer_counts())
   dep = g.block_counts()
-  bad = distances.bad_set_measure(d, n, N)
+  bad = distances.bad_set_measure(Grid(d, n, N))
   try:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
@@ -102,7 +102,7 @@ def run_paper(target, d, n, N) -> dict:
           'bits': cert['bits'], 'build_s': build_s, 'certify_s': cert['seconds'],
           'certified_max_abs_error': cert['max_abs_error'], 'certified': cert['certified'],
           'cubes': cert['cubes'], 'bad_set_measure': float(bad),
-          'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, d=d, n=n, resolution=N, p=P)}
+          'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, Grid(d, n, N), p=P)}
 
 
 def run_one_layer(target, d, n, N, search: bool) -> dict:

@@ -61,6 +61,7 @@ import numpy as np
 
 from transformer_ua import parallel, provenance
 from transformer_ua.verify import checks, grid_pass, sweep_kernel
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import gc_kernels
 from transformer_ua.yun import enumeration as enumeration_lib
 
@@ -102,8 +103,8 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     sharding = parallel.data_sharding(mesh)
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
-  codec = enumeration_lib.make_codec(cm.d, n, cm.resolution)
-  class_codec = enumeration_lib.make_class_codec(cm.d, n, cm.resolution) if vm is not None else None
+  codec = enumeration_lib.make_codec(Grid(cm.d, n, cm.resolution))
+  class_codec = enumeration_lib.make_class_codec(Grid(cm.d, n, cm.resolution)) if vm is not None else None
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   bounds = checks.scaled_constants(cm)
@@ -172,12 +173,12 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
   prov = provenance.record()  # at the start: the revision that runs
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  m_total = enumeration_lib.grid_size(d, n, N, 'multiset')
+  m_total = enumeration_lib.grid_size(cm.grid, 'multiset')
   violations = {p: 0 for p in PROPERTIES
                 if enumeration == 'full' or p != 'permutation_equivariance'}
   mesh = parallel.make_mesh(num_devices)
   num_dev = mesh.devices.size
-  f_total = enumeration_lib.grid_size(d, n, N, 'full')
+  f_total = enumeration_lib.grid_size(cm.grid, 'full')
   requested_chunk = chunk_size
   chunk_size = chunk_cap(cm, chunk_size, m_total if enumeration == 'multiset' or kernel == 'sweep'
                          else f_total)
@@ -212,7 +213,7 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
   violations['8.2_distinct_across_classes'] = checks.count_duplicates(
       ops, flat, np.repeat(np.arange(m1), n))
   violations['lemma10_one_to_one'] = checks.count_duplicates(ops, cat1_ltn, np.arange(m1))
-  expected_m = enumeration_lib.category_counts(d, n, N, 'multiset')
+  expected_m = enumeration_lib.category_counts(cm.grid, 'multiset')
   mc = multiset['counts']
   result = {'multiset_points': mc['points'],
             'multiset_categories': {str(k): mc[f'category_{k}'] for k in (1, 2, 3)}}
@@ -225,8 +226,8 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
     if kernel == 'sweep':
       extra = None
       if value_mapping is not None:
-        codec = enumeration_lib.make_codec(d, n, N)
-        class_codec = enumeration_lib.make_class_codec(d, n, N)
+        codec = enumeration_lib.make_codec(cm.grid)
+        class_codec = enumeration_lib.make_class_codec(cm.grid)
         extra = lambda k, z, cat, valid: checks.lemma9(  # noqa: E731
             value_mapping, ops, codec, class_codec, k, z, cat, valid)
       full = grid_pass.full_pass(cm, table, chunk_size=requested_chunk, progress=progress,
@@ -243,7 +244,7 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
           cm, lambda start, total: full_chunk(params, start, total, table), f_total,
           chunk_size), progress=progress)
     fc = full['counts']
-    expected = enumeration_lib.category_counts(d, n, N, 'full')
+    expected = enumeration_lib.category_counts(cm.grid, 'full')
     bad_counts += int(fc['points'] != f_total) + sum(
         int(fc[f'category_{k}'] != expected[k]) for k in (1, 2, 3))
     violations['permutation_equivariance'] = fc['permutation_equivariance']
@@ -254,7 +255,7 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
   violations['exact_tie_averages'] = sum(p['counts']['inexact'] for p in passes)
   violations['category_counts'] = bad_counts
   grid_points = passes[-1]['counts']['points']
-  expected_points = enumeration_lib.grid_size(d, n, N, enumeration)
+  expected_points = enumeration_lib.grid_size(cm.grid, enumeration)
   violations['grid_point_count'] = int(grid_points != expected_points)
   max_abs = max(p['max_abs'] for p in passes)
   violations['bits_within_plan'] = int(max_abs > cm.bound)

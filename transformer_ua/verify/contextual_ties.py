@@ -44,7 +44,7 @@ def _chunk_fns(cm, chunk: int, kernel: str):
   """Jitted ``multiset_chunk(params, start, total)`` and ``full_chunk(params, start,
   total, table)`` (``grid_pass.chunk_fns``) checking T1-T3; extremes of z as words."""
   ops = cm.ops
-  codec = enumeration_lib.make_codec(cm.d, cm.n, cm.resolution)
+  codec = enumeration_lib.make_codec(cm.grid)
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   n, s = cm.n, cm.scale
@@ -87,7 +87,7 @@ def verify(cm, *, enumeration: str = 'multiset', chunk_size: int = DEFAULT_CHUNK
   prov = provenance.record()
   ops = cm.ops
   d, n, N = cm.d, cm.n, cm.resolution
-  total = enumeration_lib.grid_size(d, n, N, 'multiset')
+  total = enumeration_lib.grid_size(cm.grid, 'multiset')
   viol = {p: 0 for p in PROPERTIES}
   with jax.enable_x64(True):
     multiset_chunk, full_chunk = _chunk_fns(cm, chunk_size, kernel)
@@ -119,14 +119,14 @@ def verify(cm, *, enumeration: str = 'multiset', chunk_size: int = DEFAULT_CHUNK
   if enumeration == 'full':
     with jax.enable_x64(True):
       table = jnp.asarray(np.concatenate(table))
-    sizes['full'] = enumeration_lib.grid_size(d, n, N, 'full')
+    sizes['full'] = enumeration_lib.grid_size(cm.grid, 'full')
     passes.append(grid_pass.run(grid_pass.Chunks(
         cm, lambda start, tot: full_chunk(cm.exact_params, start, tot, table),
         sizes['full'], chunk_size), progress=False))
     viol['permutation_equivariance'] = passes[-1]['counts']['permutation_equivariance']
   bad = 0
   for (name, size), p in zip(sizes.items(), passes):
-    expected = enumeration_lib.category_counts(d, n, N, name)
+    expected = enumeration_lib.category_counts(cm.grid, name)
     bad += int(p['counts']['points'] != size) + sum(
         int(p['counts'][f'category_{k}'] != expected[k]) for k in (1, 2, 3))
   for key in checks.TIES:

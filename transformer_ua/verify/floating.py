@@ -26,9 +26,9 @@ DTYPES = ('float64', 'float32')
 
 def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict:
   """Float64/float32 g_c vs exact on (a prefix of) the multiset grid."""
-  d, n, N = cm.d, cm.n, cm.resolution
-  codec = enumeration.make_codec(d, n, N)
-  m = min(enumeration.grid_size(d, n, N, 'multiset'), max_points)
+  n, N = cm.n, cm.resolution
+  codec = enumeration.make_codec(cm.grid)
+  m = min(enumeration.grid_size(cm.grid, 'multiset'), max_points)
   out = {'points': int(m)}
   t_l, t_r = float(cm.t_l), float(cm.t_r)
   with jax.enable_x64(True):
@@ -39,7 +39,7 @@ def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict
   exact_f = np.vectorize(lambda v: float(Fraction(int(v), cm.scale)))(exact)
   net = cm.network()
   for name in DTYPES:
-    _, params = contextual_params.contextual_mapping_params(d=d, n=n, resolution=N, dtype=name)
+    _, params = contextual_params.contextual_mapping_params(cm.grid, dtype=name)
     x = np.where(k < 0, -float(cm.out_of_range), k / N).astype(name)
     with jax.enable_x64(True):
       apply = layers.jit_apply(net)

@@ -82,13 +82,13 @@ def verify_one_layer(grid: Grid, *, lam=None, bits: int | None = None,
   """
   t_start = time.perf_counter()
   d, n, resolution = grid.d, grid.n, grid.N
-  p = one_layer_ids.plan(d, n, resolution)
+  p = one_layer_ids.plan(grid)
   M = p.M
   search = None
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a rational >= 0, None or 'search'.")
-    search = one_layer_ids.search_lam(d, n, resolution)
+    search = one_layer_ids.search_lam(grid)
     lam = search['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam < 0:
@@ -124,7 +124,7 @@ def verify_one_layer(grid: Grid, *, lam=None, bits: int | None = None,
   check_seconds = time.perf_counter() - t_check
   out = {
       'd': d, 'n': n, 'resolution': resolution, 'M': M, 'contexts': one_layer_ids.num_classes(
-          d, n, resolution), 'ids': len(table), 'ids_with_repeated_tokens': repeated,
+          grid), 'ids': len(table), 'ids_with_repeated_tokens': repeated,
       'lam': float(lam), 'log2_lam': math.log2(lam) if lam > 0 else None,
       'planned_lam': float(p.lam), 'bits': bits,
       'required_gap_mean': float(req), 'proved_gap_mean': float(p.gamma_mean),

@@ -72,7 +72,7 @@ def verify_quantization(grid: Grid, *, samples: int = 20000, seed: int = 0,
   (violations must be 0) and tolerances."""
   d, n, N = grid.d, grid.n, grid.N
   t0 = time.time()
-  g_q = quantize.Quantization.build(d=d, n=n, resolution=N)
+  g_q = quantize.Quantization.build(grid)
   rng = np.random.default_rng(seed)
   x = _samples(n, d, N, samples, rng)
   y = g_q.apply(x)
@@ -80,7 +80,7 @@ def verify_quantization(grid: Grid, *, samples: int = 20000, seed: int = 0,
   edges = np.arange(N + 1) / N
   dist = np.min(np.abs(x[..., None] - edges), axis=-1)
   near = dist <= EDGE_TOL
-  out_val = float(out_of_range_value(d, n, N))
+  out_val = float(out_of_range_value(grid))
   exact_val = np.where(expected < 0, -out_val, expected / N)
   got = g_q.to_indices(y)
   value_ok = np.abs(y - exact_val) <= VALUE_RTOL * np.maximum(1.0, np.abs(exact_val))
@@ -96,7 +96,7 @@ def verify_quantization(grid: Grid, *, samples: int = 20000, seed: int = 0,
   slots = n * d
   inputs = np.stack([np.roll(vals, -t) for t in range(slots)], axis=-1).reshape(len(vals), n, d)
   y_exact = g_q.quantize_exact(inputs, s_q)
-  ref = np.vectorize(lambda a: int(quantize.quantize_reference(Fraction(int(a), s_q), d, n, N)
+  ref = np.vectorize(lambda a: int(quantize.quantize_reference(Fraction(int(a), s_q), grid)
                                    * s_q))(inputs)
   exact_bad = int(np.sum(y_exact != ref))
   return {

@@ -116,7 +116,7 @@ def _column_tables(cm):
 def table_bytes(grid: Grid, words: int) -> int:
   """Bytes of the class table of ``grid`` (a ``yun.grid.Grid``): q of every multiset
   representative, ``words`` int64 each."""
-  return 8 * words * grid.n * enumeration.grid_size(grid.d, grid.n, grid.N, 'multiset')
+  return 8 * words * grid.n * enumeration.grid_size(grid, 'multiset')
 
 
 def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:

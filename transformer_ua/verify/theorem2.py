@@ -47,12 +47,12 @@ def plan_resources(grid: Grid, enumeration: str, arithmetic: str = 'auto',
   if enumeration not in enumeration_lib.GRIDS:
     raise ValueError(f'enumeration={enumeration!r}; allowed: '
                      f'{", ".join(enumeration_lib.GRIDS)}.')
-  bound = contextual_params.contextual_mapping_bound(d, n, N)
+  bound = contextual_params.contextual_mapping_bound(grid)
   arith = planner.plan(bound, arithmetic)
   words = 1 if arith.kind == 'int64' else arith.num_limbs
-  multisets = enumeration_lib.grid_size(d, n, N, 'multiset')
+  multisets = enumeration_lib.grid_size(grid, 'multiset')
   classes = math.comb(N ** d, n)
-  points = (enumeration_lib.grid_size(d, n, N, enumeration)
+  points = (enumeration_lib.grid_size(grid, enumeration)
             + (multisets if enumeration == 'full' else 0))
   # cat-1 values + l~_n on the host (x2 for sorting), the class table in full mode
   # (kernel 'sweep' holds it only within sweep_kernel.TABLE_BUDGET, else it recomputes
@@ -100,7 +100,7 @@ def verify_theorem2(grid: Grid, *, enumeration: str = 'multiset',
                      'configuration, --nolemma9, or raise --max_bytes).')
   phases = {}  # seconds of each part of the run
   tp = time.time()
-  cm = contextual.ContextualMapping.build(d=d, n=n, resolution=resolution, arithmetic=arithmetic)
+  cm = contextual.ContextualMapping.build(grid, arithmetic=arithmetic)
   phases['build_g_c'] = time.time() - tp
   vm = None
   lemma9_result = {}

@@ -27,8 +27,8 @@ def sample_points(grid: Grid, count: int, seed: int = 0) -> np.ndarray:
   has <= count points, else a random sample, half of it drawn from Category 1 (G~,
   where bumps fire)."""
   d, n, resolution = grid.d, grid.n, grid.N
-  total = enumeration.grid_size(d, n, resolution, 'full')
-  codec = enumeration.make_codec(d, n, resolution)
+  total = enumeration.grid_size(grid, 'full')
+  codec = enumeration.make_codec(grid)
   rng = np.random.default_rng(seed)
   with jax.enable_x64(True):
     if total <= count:

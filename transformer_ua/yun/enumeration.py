@@ -29,7 +29,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, decode_grid
 
 GRIDS = ('full', 'multiset')
 #: Largest count the int64 index arithmetic here may handle.
@@ -41,27 +41,29 @@ def num_column_values(d: int, resolution: int) -> int:
   return (resolution + 1) ** d
 
 
-def grid_size(d: int, n: int, resolution: int, grid: str) -> int:
+def grid_size(grid: Grid, kind: str) -> int:
   """Exact number of points: (N+1)^(nd) (full) or C(V+n-1, n) (multiset)."""
-  if grid == 'full':
-    return (resolution + 1) ** (n * d)
-  if grid == 'multiset':
-    return math.comb(num_column_values(d, resolution) + n - 1, n)
-  raise ValueError(f'grid={grid!r}; allowed: {GRIDS}.')
+  d, n, N = grid.d, grid.n, grid.N
+  if kind == 'full':
+    return (N + 1) ** (n * d)
+  if kind == 'multiset':
+    return math.comb(num_column_values(d, N) + n - 1, n)
+  raise ValueError(f'grid={kind!r}; allowed: {GRIDS}.')
 
 
-def category_counts(d: int, n: int, resolution: int, grid: str) -> dict:
+def category_counts(grid: Grid, kind: str) -> dict:
   """Exact number of points of categories 1, 2, 3 (closed forms)."""
-  v_in = resolution ** d  # in-range columns
-  if grid == 'full':
+  d, n, N = grid.d, grid.n, grid.N
+  v_in = N ** d  # in-range columns
+  if kind == 'full':
     cat1 = math.perm(v_in, n)
     cat12 = v_in ** n
-  elif grid == 'multiset':
+  elif kind == 'multiset':
     cat1 = math.comb(v_in, n)
     cat12 = math.comb(v_in + n - 1, n)
   else:
-    raise ValueError(f'grid={grid!r}; allowed: {GRIDS}.')
-  total = grid_size(d, n, resolution, grid)
+    raise ValueError(f'grid={kind!r}; allowed: {GRIDS}.')
+  total = grid_size(grid, kind)
   return {1: cat1, 2: cat12 - cat1, 3: total - cat12}
 
 
@@ -96,7 +98,7 @@ def unrank_colex(binom: np.ndarray, rank, n: int):
   return jnp.stack(b[::-1], axis=-1)
 
 
-def make_codec(d: int, n: int, resolution: int):
+def make_codec(grid: Grid):
   """Pure jnp functions for this configuration (call under ``jax.enable_x64``).
 
   Returns a dict with
@@ -106,13 +108,14 @@ def make_codec(d: int, n: int, resolution: int):
     ``category(K) -> [B]`` in {1, 2, 3}, ``canonical_order(K) -> perm [B, n]``,
     ``ranks(col [B, n]) -> [B, n]`` (stable sorted positions), ``col_to_k``.
   """
-  base = resolution + 1
-  v = num_column_values(d, resolution)
-  if grid_size(d, n, resolution, 'full') >= MAX_INDEX and \
-      grid_size(d, n, resolution, 'multiset') >= MAX_INDEX:
+  d, n, N = grid.d, grid.n, grid.N
+  base = N + 1
+  v = num_column_values(d, N)
+  if grid_size(grid, 'full') >= MAX_INDEX and \
+      grid_size(grid, 'multiset') >= MAX_INDEX:
     raise ValueError('this grid has more than 2^62 points in both modes; it cannot be '
                      'enumerated.')
-  full_fits = grid_size(d, n, resolution, 'full') < MAX_INDEX
+  full_fits = grid_size(grid, 'full') < MAX_INDEX
   full_pow = np.asarray([base ** p if full_fits else 0 for p in range(n * d)], np.int64)
   # binom[i, x] = C(x, i) for i <= n, x < V + n (clipped at 2^62; only used if it fits).
   binom = np.zeros((n + 1, v + n), dtype=np.int64)
@@ -166,7 +169,7 @@ def make_codec(d: int, n: int, resolution: int):
           'ranks': ranks}
 
 
-def make_class_codec(d: int, n: int, resolution: int):
+def make_class_codec(grid: Grid):
   """Category-1 permutation classes: n distinct in-range columns, ranked.
 
   An in-range column has index ``r = sum_i K[i] N^i`` in [0, N^d) (same order as the
@@ -176,7 +179,8 @@ def make_class_codec(d: int, n: int, resolution: int):
   ``decode(rank [B]) -> K [B, n, d]`` (columns sorted), ``rank(K sorted [B, n, d])``,
   and ``in_range_index(K) -> [B, n]``. Call under ``jax.enable_x64``.
   """
-  v = resolution ** d
+  d, n, N = grid.d, grid.n, grid.N
+  v = N ** d
   if math.comb(v, n) >= MAX_INDEX:
     raise ValueError(f'C({v}, {n}) classes cannot be enumerated with int64 ranks.')
   binom = np.asarray([[math.comb(x, i) for x in range(v + 1)] for i in range(n + 1)],
@@ -184,10 +188,10 @@ def make_class_codec(d: int, n: int, resolution: int):
 
   def decode(rank):
     idx = unrank_colex(binom, rank, n)  # strictly increasing
-    return column_digits(idx, d, resolution)
+    return column_digits(idx, d, N)
 
   def in_range_index(k):
-    return column_number(k, resolution)
+    return column_number(k, N)
 
   def rank(k_sorted):
     return rank_colex(binom, jnp.clip(in_range_index(k_sorted), 0, v))
@@ -195,15 +199,14 @@ def make_class_codec(d: int, n: int, resolution: int):
   return {'decode': decode, 'rank': rank, 'in_range_index': in_range_index}
 
 
-def cube_classes(on, equivariant: bool) -> np.ndarray:
-  """Grid indices K [C, n, d] of every cube of the ``grid.Grid`` ``on`` up to what the
-  theorem needs (Lemma 6's and the certification's domain): ``equivariant`` (Theorem 2,
-  g and g_bar permutation equivariant): one representative per multiset of n cells
-  (columns sorted by cell), repeated cells included; else (Theorem 3) every one of the
-  N^(dn) cubes."""
-  d, n, N = on.d, on.n, on.N
+def cube_classes(grid: Grid, equivariant: bool) -> np.ndarray:
+  """Grid indices K [C, n, d] of every cube of ``grid`` up to what the theorem needs
+  (Lemma 6's and the certification's domain): ``equivariant`` (Theorem 2, g and g_bar
+  permutation equivariant): one representative per multiset of n cells (columns sorted
+  by cell), repeated cells included; else (Theorem 3) every one of the N^(dn) cubes."""
+  d, n, N = grid.d, grid.n, grid.N
   if not equivariant:
-    return grid.decode_grid(np.arange(N ** (d * n), dtype=np.int64), d, n, N)
+    return decode_grid(np.arange(N ** (d * n), dtype=np.int64), grid)
   cells = N ** d
   digits = column_digits(np.arange(cells, dtype=np.int64), d, N)   # [N^d, d]
   combos = np.asarray(list(itertools.combinations_with_replacement(range(cells), n)),

@@ -75,6 +75,7 @@ import numpy as np
 from transformer_ua import executor as executor_lib
 from transformer_ua.yun import grid
 from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
 
@@ -202,7 +203,7 @@ def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolu
     classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
         else math.comb(resolution ** d + n - 1, n)
     glob = math.inf if lip is None else certificate.f_fbar_bound(
-        lip, d=d, n=n, resolution=resolution, p=p)['bound']
+        lip, Grid(d, n, resolution), p=p)['bound']
     cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
         target, d=d, n=n, resolution=resolution, p=p, positional=positional,
         lipschitz=lip, modulus=modulus).bound)
@@ -231,7 +232,7 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
   while base > 2 and base ** (d * n) > BAD_SET_CELLS:
     base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
   if base not in cache:
-    cache[base] = distances.dp_on_bad_set(target, d=d, n=n, resolution=base, p=p)
+    cache[base] = distances.dp_on_bad_set(target, Grid(d, n, base), p=p)
   if base == N:
     return cache[base]
   return cache[base] * (_bad_fraction(d, n, N) / _bad_fraction(d, n, base)) ** (1 / p)

@@ -70,7 +70,7 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua.exact import ball
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, decode_grid
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
 from transformer_ua.yun.bounds import distances, f_term, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
@@ -178,11 +178,11 @@ class Certificate:
 # ---------------------------------------------------------------------------
 
 
-def f_fbar_bound(lipschitz: Fraction, *, d: int, n: int, resolution: int, p: float,
+def f_fbar_bound(lipschitz: Fraction, grid: Grid, *, p: float,
                  rounding: float = 0.0) -> dict:
   """Term 1 from one global Lipschitz constant, ``f_term.lipschitz_bound`` (kept for
   the resolution search of ``approximate``; ``certify_lp`` takes ``f_term.f_fbar``)."""
-  return f_term.lipschitz_bound(lipschitz, d=d, n=n, resolution=resolution, p=p,
+  return f_term.lipschitz_bound(lipschitz, d=grid.d, n=grid.n, resolution=grid.N, p=p,
                                 rounding=rounding)
 
 
@@ -269,14 +269,14 @@ def callable_grid(net, lipschitz, modulus) -> dict:
   if cubes > f_term.MAX_CUBES:
     raise ValueError(f'a callable target is checked on every one of the N^(nd) = {cubes} '
                      f'cubes; at most {f_term.MAX_CUBES} (use a smaller resolution).')
-  k = grid.decode_grid(np.arange(cubes, dtype=np.int64), d, n, N)
+  k = decode_grid(np.arange(cubes, dtype=np.int64), net.variant.grid)
   fv = targets_lib.grid_values(net.target, k, N)
-  lower = f_term.check_lipschitz_on_grid(lipschitz, fv, n=n, d=d, resolution=N)
+  lower = f_term.check_lipschitz_on_grid(lipschitz, fv, net.variant.grid)
   s = None
   if modulus is not None:
     s = f_term.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
-    f_term.check_modulus_on_grid(s, fv, n=n, d=d, resolution=N)
-  equiv = f_term.equivariance_failures(fv, n=n, d=d, resolution=N) \
+    f_term.check_modulus_on_grid(s, fv, net.variant.grid)
+  equiv = f_term.equivariance_failures(fv, net.variant.grid) \
       if net.variant.equivariant else None
   return {'k': k, 'values': fv, 'modulus_values': s, 'lipschitz_lower': lower,
           'equivariance': equiv}

@@ -75,8 +75,9 @@ from flint import arb, ctx, fmpq
 
 from transformer_ua.exact import ball
 from transformer_ua.yun.bounds import distances, target_bounds
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun import enumeration, grid
+from transformer_ua.yun import enumeration
 
 #: arb precision of the term's arithmetic (bits).
 BITS = 128
@@ -384,13 +385,13 @@ def modulus_integral(s: np.ndarray, residues, weights: np.ndarray, resolution: i
     return total / arb(resolution) ** (n * d)
 
 
-def _grid_axes(fv: np.ndarray, n: int, d: int, N: int) -> np.ndarray:
+def _grid_axes(fv: np.ndarray, grid: Grid) -> np.ndarray:
   """Values on every ordered cube [N^m, n, d] (lexicographic) as [N, ..., N, n, d]."""
+  d, n, N = grid.d, grid.n, grid.N
   return fv.reshape((N,) * (n * d) + (n, d))
 
 
-def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, *, n: int, d: int,
-                            resolution: int) -> Fraction:
+def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, grid: Grid) -> Fraction:
   """The largest difference quotient |f(C)_ji - f(C')_ji| / delta over neighbouring
   centres (exact rationals of the float values), a lower bound on any L; refuses a
   smaller ``lipschitz`` in one line naming the two centres.
@@ -398,8 +399,9 @@ def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, *, n: int, d: int,
   Args:
     fv: f at every ordered cube centre [N^m, n, d], lexicographic (``common.decode_grid``).
   """
-  N, m = resolution, n * d
-  grid_f = _grid_axes(np.asarray(fv, np.float64), n, d, N)
+  d, n, N = grid.d, grid.n, grid.N
+  m = n * d
+  grid_f = _grid_axes(np.asarray(fv, np.float64), grid)
   best, where = -1.0, None
   for axis in range(m):
     diff = np.abs(np.diff(grid_f, axis=axis))
@@ -416,8 +418,8 @@ def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, *, n: int, d: int,
   a, b = grid_f[tuple(k1) + (j, i)], grid_f[tuple(k2) + (j, i)]
   quotient = abs(Fraction(float(a)) - Fraction(float(b))) * N
   if lipschitz is not None and Fraction(lipschitz) < quotient:
-    c1 = _centre_text(k1, n, d, N)
-    c2 = _centre_text(k2, n, d, N)
+    c1 = _centre_text(k1, grid)
+    c2 = _centre_text(k2, grid)
     raise ValueError(f'lipschitz={float(lipschitz):g} is refuted: f changes by '
                      f'{float(abs(Fraction(float(a)) - Fraction(float(b)))):.4g} in entry '
                      f'({j}, {i}) between the neighbouring cube centres {c1} and {c2} '
@@ -426,13 +428,12 @@ def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, *, n: int, d: int,
   return quotient
 
 
-def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, *, n: int, d: int,
-                          resolution: int) -> None:
+def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, grid: Grid) -> None:
   """Refuses a local modulus with |f(C) - f(C')| > s_C + s_C' for neighbouring centres
   (module doc, 3.), in one line naming the two centres. s, fv: [N^m, n, d]."""
-  N, m = resolution, n * d
-  gf = _grid_axes(np.asarray(fv, np.float64), n, d, N)
-  gs = _grid_axes(np.asarray(s, np.float64), n, d, N)
+  m = grid.n * grid.d
+  gf = _grid_axes(np.asarray(fv, np.float64), grid)
+  gs = _grid_axes(np.asarray(s, np.float64), grid)
   for axis in range(m):
     lhs = np.abs(np.diff(gf, axis=axis))
     sl = [slice(None)] * gs.ndim
@@ -449,11 +450,11 @@ def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, *, n: int, d: int,
       k2[axis] += 1
       raise ValueError(f'modulus is refuted: f changes by {float(lhs[idx]):.4g} in entry '
                        f'({idx[m]}, {idx[m + 1]}) between the neighbouring cube centres '
-                       f'{_centre_text(k1, n, d, N)} and {_centre_text(k2, n, d, N)}, more '
+                       f'{_centre_text(k1, grid)} and {_centre_text(k2, grid)}, more '
                        f'than the {float(rhs[idx]):.4g} its two cubes allow.')
 
 
-def equivariance_failures(fv: np.ndarray, *, n: int, d: int, resolution: int) -> dict:
+def equivariance_failures(fv: np.ndarray, grid: Grid) -> dict:
   """Where f_bar(L) = fl f(C_L) is not permutation equivariant, decided exactly: f_bar
   is equivariant on the grid iff f_bar(L tau) = f_bar(L) tau for every cube L and every
   swap tau of neighbouring tokens (they generate the permutations).
@@ -464,8 +465,9 @@ def equivariance_failures(fv: np.ndarray, *, n: int, d: int, resolution: int) ->
     {'cubes': number of cubes L where some swap fails, 'example': one such cube's
     centre (text) or None, 'max_difference': the largest |f_bar(L tau) - f_bar(L) tau|}.
   """
-  N, m = resolution, n * d
-  gf = _grid_axes(np.asarray(fv, np.float64), n, d, N)
+  d, n, N = grid.d, grid.n, grid.N
+  m = n * d
+  gf = _grid_axes(np.asarray(fv, np.float64), grid)
   bad = np.zeros((N,) * m, bool)
   worst = 0.0
   for t in range(n - 1):
@@ -482,13 +484,13 @@ def equivariance_failures(fv: np.ndarray, *, n: int, d: int, resolution: int) ->
   example = None
   if count:
     idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    example = _centre_text(list(idx), n, d, N)
+    example = _centre_text(list(idx), grid)
   return {'cubes': count, 'example': example, 'max_difference': worst}
 
 
-def _centre_text(flat_k, n: int, d: int, N: int) -> str:
-  k = np.asarray(flat_k).reshape(n, d)
-  return '[' + ', '.join('(' + ', '.join(f'{2 * int(v) + 1}/{2 * N}' for v in tok) + ')'
+def _centre_text(flat_k, grid: Grid) -> str:
+  k = np.asarray(flat_k).reshape(grid.n, grid.d)
+  return '[' + ', '.join('(' + ', '.join(f'{2 * int(v) + 1}/{2 * grid.N}' for v in tok) + ')'
                          for tok in k) + ']'
 
 
@@ -585,10 +587,10 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
                seconds=time.perf_counter() - t0)
 
 
-def classes_and_weights(d: int, n: int, resolution: int, equivariant: bool):
+def classes_and_weights(grid: Grid, equivariant: bool):
   """(K [C, n, d], weights [C]): one row per multiset of cells with its number of
   orderings (Theorem 2, an equivariant f), or every cube with weight 1."""
-  k = enumeration.cube_classes(grid.Grid(d, n, resolution), equivariant)
+  k = enumeration.cube_classes(Grid(grid.d, grid.n, grid.N), equivariant)
   if not equivariant:
     return k, np.ones(len(k), np.int64)
   return k, orderings(k)
@@ -648,7 +650,7 @@ def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
   if not builtin and resolution ** (n * d) > MAX_CUBES:
     raise ValueError(f'resolution={resolution} gives {resolution ** (n * d)} cubes; a '
                      f'callable is checked on every cube, at most {MAX_CUBES}.')
-  k, w = classes_and_weights(d, n, resolution, equivariant)
+  k, w = classes_and_weights(Grid(d, n, resolution), equivariant)
   values = targets_lib.grid_values(f, k, resolution)
   s = None
   if modulus is not None:

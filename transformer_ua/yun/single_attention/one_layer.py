@@ -61,6 +61,7 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.layers import Segment
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.stages import quantize, targets as targets_lib
 from transformer_ua.yun.single_attention.one_layer_ids import (
@@ -207,7 +208,7 @@ class OneLayerApproximator:
 
   def _build_modified(self):
     d, N, M = self.d, self.resolution, self.plan.M
-    _, qp = quantize.quantization_params(d=d, n=self.n, resolution=N, scale=2 * N,
+    _, qp = quantize.quantization_params(Grid(d, self.n, N), scale=2 * N,
                                          dtype='int64')
     q = _unscale(jax.tree_util.tree_map(np.asarray, qp['segment_0']), 2 * N)
     w = [Fraction(v) for v in self.plan.w]
@@ -379,14 +380,14 @@ def build(target, variant, *, lam=None, id_bits: int | None = None) -> OneLayerA
       plan (``plan``), or ids whose certified enclosures overlap at this lam.
   """
   t0 = time.perf_counter()
-  p = plan(variant.d, variant.n, variant.N)
+  p = plan(variant.grid)
   d, n, N, M = p.d, p.n, p.resolution, p.M
   f = targets_lib.get_target(target, d=d, n=n)
   targets_lib.check_equivariant(f, d, n)
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a positive rational, None or 'search'.")
-    lam = search_lam(d, n, N)['lam']
+    lam = search_lam(Grid(d, p, N))['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam <= 0:
     raise ValueError(f'lam must be positive, got {lam}.')

@@ -71,7 +71,8 @@ import numpy as np
 from transformer_ua import construction, layers
 from transformer_ua.exact import limbs, planner
 from transformer_ua.exact.ops import ExactOps
-from transformer_ua.yun import grid, enumeration
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid, check_scale, out_of_range_value, u_vector
 from transformer_ua.yun.stages import gc_kernels
 from transformer_ua.yun.stages.contextual_positional import (
     positional_bound, positional_grid, positional_interval,
@@ -135,38 +136,40 @@ class ContextualMapping:
 
   # -- the closed forms (the builder's inputs) --------------------------------
 
-  @classmethod
-  def sweep_layers(cls, d: int, n: int, resolution: int) -> int:
-    """N^d selective shifts (Theorem 2)."""
-    del n
-    return resolution ** d
+  @property
+  def grid(self) -> Grid:
+    """Grid(d, n, N)."""
+    return Grid(self.d, self.n, self.resolution)
 
   @classmethod
-  def count_parameters(cls, d: int, n: int, resolution: int) -> int:
+  def sweep_layers(cls, grid: Grid) -> int:
+    """N^d selective shifts (Theorem 2)."""
+    return grid.N ** grid.d
+
+  @classmethod
+  def count_parameters(cls, grid: Grid) -> int:
     """Weights of g_c: ``sweep_layers`` two-head layers of h(4md + m) weights each, and
     one single-head layer."""
-    return parameter_count_of(cls.sweep_layers(d, n, resolution), d)
+    return parameter_count_of(cls.sweep_layers(grid), grid.d)
 
   @classmethod
-  def closed_forms(cls, d: int, n: int, resolution: int, scale: int) -> dict:
+  def closed_forms(cls, grid: Grid, scale: int) -> dict:
     """Lemma 8's bit bound, sweep ids, final scale and [t_l, t_r], and Lemma 10's
     bounds on the swept ids: the fields ``build`` fills in."""
-    N = resolution
-    bound = contextual_mapping_bound(d, n, N, scale)
-    t_l, t_r = interval(d, n, N)
-    lo, hi = lemma10_bounds(d, n, N)
-    return {'bound': bound, 'sweep_ids': theorem2_sweep_ids(d, N),
-            'final_scale': theorem2_final_scale(d, n, N), 't_l': t_l, 't_r': t_r,
+    bound = contextual_mapping_bound(grid, scale)
+    t_l, t_r = interval(grid)
+    lo, hi = lemma10_bounds(grid)
+    return {'bound': bound, 'sweep_ids': theorem2_sweep_ids(grid.d, grid.N),
+            'final_scale': theorem2_final_scale(grid), 't_l': t_l, 't_r': t_r,
             'id_lower': lo, 'id_upper': hi}
 
   @classmethod
-  def build(cls, *, d: int, n: int, resolution: int, scale: int | None = None,
+  def build(cls, grid: Grid, *, scale: int | None = None,
             arithmetic: str = 'auto') -> ContextualMapping:
     """Builds this class's g_c (``closed_forms``) and plans its arithmetic
     (``yun.stages.contextual_ties`` has its own builder)."""
-    d, n, N = grid.check_config(d, n, resolution)
-    S = grid.check_scale(scale, N)
-    return _build(cls, d=d, n=n, N=N, S=S, arithmetic=arithmetic)
+    S = check_scale(scale, grid.N)
+    return _build(cls, grid, S=S, arithmetic=arithmetic)
 
   # -- metadata -------------------------------------------------------------
 
@@ -197,7 +200,7 @@ class ContextualMapping:
   @property
   def out_of_range(self) -> int:
     """delta^(-nd)."""
-    return grid.out_of_range_value(self.d, self.n, self.resolution)
+    return out_of_range_value(self.grid)
 
   @property
   def limbs(self) -> bool:
@@ -276,7 +279,7 @@ class ContextualMapping:
   @property
   def id_sweep_bound(self) -> int:
     """Bound on |every integer| of the id-only sweep (``sweep_bound``)."""
-    return sweep_bound(self.d, self.n, self.resolution, self.scale)
+    return sweep_bound(self.grid, self.scale)
 
   def grid_points(self, limit: int) -> np.ndarray | None:
     """Grid indices [P, n, d] of every ordered point of G+ (entries -1..N-1), the
@@ -286,7 +289,7 @@ class ContextualMapping:
     if total > limit:
       return None
     with jax.enable_x64(True):
-      return np.asarray(enumeration.make_codec(d, n, N)['decode_full'](jnp.arange(total)))
+      return np.asarray(enumeration.make_codec(self.grid)['decode_full'](jnp.arange(total)))
 
   def forward_fn(self, kernel: str = gc_kernels.DEFAULT):
     """Pure ``f(exact_params, k) -> dict`` (jit/vmap-able), call under ``enable_x64``.
@@ -334,26 +337,27 @@ class ContextualMapping:
             f'{self.arithmetic.describe()}')
 
 
-def _build(cls, *, d: int, n: int, N: int, S: int, arithmetic: str) -> ContextualMapping:
+def _build(cls, grid: Grid, *, S: int, arithmetic: str) -> ContextualMapping:
   """``cls``'s g_c from its ``closed_forms``, with the arithmetic planned (checked args)."""
-  forms = cls.closed_forms(d, n, N, S)
+  d, n, N = grid.d, grid.n, grid.N
+  forms = cls.closed_forms(grid, S)
   sweep_ids, final_scale = forms['sweep_ids'], forms['final_scale']
   arith = planner.plan(forms['bound'], arithmetic)
-  segments, params = contextual_mapping_params(d=d, n=n, resolution=N, sweep_ids=sweep_ids,
+  segments, params = contextual_mapping_params(grid, sweep_ids=sweep_ids,
                                                final_scale=final_scale, dtype='float64')
   if arith.kind == 'int64':
-    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
+    _, exact = contextual_mapping_params(grid, scale=S, dtype='int64',
                                          sweep_ids=sweep_ids, final_scale=final_scale)
   else:
     # The sweep's weights are small (int64, converted on device); only the global
     # shift's W_O may exceed int64 (Python ints -> digits).
-    _, exact = contextual_mapping_params(d=d, n=n, resolution=N, scale=S, dtype='int64',
+    _, exact = contextual_mapping_params(grid, scale=S, dtype='int64',
                                          sweep_ids=sweep_ids, final_scale=1)
-    exact['segment_1']['attention'] = final_params(grid.u_vector(d, N), final_scale, object)
+    exact['segment_1']['attention'] = final_params(u_vector(d, N), final_scale, object)
     with jax.enable_x64(True):
       exact = limbs.params_to_digits(exact, arith.limb_bits)
   return cls(
-      d=d, n=n, resolution=N, scale=S, u=grid.u_vector(d, N), segments=segments,
+      d=d, n=n, resolution=N, scale=S, u=u_vector(d, N), segments=segments,
       params=params, exact_params=exact, arithmetic=arith,
       ops=ExactOps(arith.spec if arith.kind == 'limbs' else None), **forms)
 
@@ -373,22 +377,21 @@ class PositionalContextualMapping(ContextualMapping):
   min_index: ClassVar[int] = 0
 
   @classmethod
-  def sweep_layers(cls, d: int, n: int, resolution: int) -> int:
+  def sweep_layers(cls, grid: Grid) -> int:
     """n N^d selective shifts (Theorem 3)."""
-    return resolution ** d * n
+    return grid.N ** grid.d * grid.n
 
   @classmethod
-  def closed_forms(cls, d: int, n: int, resolution: int, scale: int) -> dict:
+  def closed_forms(cls, grid: Grid, scale: int) -> dict:
     """Theorem 3's bit bound, sweep ids, final scale, [t_l, t_r] and sweep-id bounds
     (``yun.stages.contextual_positional``)."""
-    N = resolution
-    bound = positional_bound(d, n, N, scale)
-    sweep_ids = theorem3_sweep_ids(d, n, N)
-    final_scale = theorem3_final_scale(d, n, N)
-    t_l, t_r = positional_interval(d, n, N)
-    lo = Fraction((n - 1) * sum(grid.u_vector(d, N)))
+    bound = positional_bound(grid, scale)
+    sweep_ids = theorem3_sweep_ids(grid)
+    final_scale = theorem3_final_scale(grid)
+    t_l, t_r = positional_interval(grid)
+    lo = Fraction((grid.n - 1) * sum(u_vector(grid.d, grid.N)))
     return {'bound': bound, 'sweep_ids': sweep_ids, 'final_scale': final_scale,
-            't_l': t_l, 't_r': t_r, 'id_lower': lo, 'id_upper': positional_sweep_max(d, n, N)}
+            't_l': t_l, 't_r': t_r, 'id_lower': lo, 'id_upper': positional_sweep_max(grid)}
 
   def grid_indices(self, x) -> np.ndarray:
     """Outputs of Theorem 3's g_q (j + k/N for token j, 0-based) [.., n, d] -> k."""
@@ -413,4 +416,4 @@ class PositionalContextualMapping(ContextualMapping):
     """The N^(dn) grid points (``positional_grid``; no out-of-range value), whatever
     ``limit``."""
     del limit
-    return positional_grid(self.d, self.n, self.resolution)
+    return positional_grid(self.grid)

@@ -125,7 +125,8 @@ import numpy as np
 from transformer_ua.exact import limbs, planner, reference
 from transformer_ua.exact.ops import ExactOps
 from transformer_ua.layers import Segment
-from transformer_ua.yun import grid, enumeration
+from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid, check_scale, out_of_range_value, u_vector
 from transformer_ua.yun.stages import contextual, contextual_params
 
 #: Heads of the min layer and of the max+sum layer.
@@ -172,16 +173,16 @@ class Coefficients:
 
 
 @functools.lru_cache(maxsize=64)
-def coefficients(d: int, n: int, resolution: int) -> Coefficients:
-  d, n, N = grid.check_config(d, n, resolution)
+def coefficients(grid: Grid) -> Coefficients:
+  d, n, N = grid.d, grid.n, grid.N
   V = N ** d
   lam = V + 2 * n
   m_star = min(n, V)
   L = (V - 1) * (lam ** m_star - lam) + V
   C2 = L + 1
   C1 = n * C2 * L + L + 1
-  omega = grid.out_of_range_value(d, n, N)
-  R = sum(grid.u_vector(d, N))
+  omega = out_of_range_value(grid)
+  R = sum(u_vector(d, N))
   P = N * omega - V
   m3 = V
   for _ in range(n - 1):
@@ -198,34 +199,35 @@ def default_scale(resolution: int, n: int) -> int:
   return resolution * math.lcm(2, n)
 
 
-def check_scale(scale, resolution: int, n: int) -> int:
+def _check_scale(scale, resolution: int, n: int) -> int:
   """S: default N lcm(2, n); otherwise a positive multiple of it."""
-  return grid.check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
+  return check_scale(scale, resolution, (default_scale(resolution, n), 'N lcm(2, n)'),
                             'ties=complete: integer thresholds and exact tie averages of '
                             'the counting head')
 
 
-def bound(d: int, n: int, resolution: int, scale: int | None = None) -> int:
+def bound(grid: Grid, scale: int | None = None) -> int:
   """Proven bound on every scaled intermediate (module docstring)."""
-  c = coefficients(d, n, resolution)
-  N = resolution
-  S = check_scale(scale, N, n)
-  omega = grid.out_of_range_value(d, n, N)
-  R = sum(grid.u_vector(d, N))
+  d, n, N = grid.d, grid.n, grid.N
+  c = coefficients(grid)
+  S = _check_scale(scale, N, n)
+  omega = out_of_range_value(grid)
+  R = sum(u_vector(d, N))
   ticks = ((1 + c.C3) * c.U * (1 + c.C1 + n * c.C2) + n * (1 + c.C3) * c.U
            + 2 * c.lam * c.U + 2 * N * omega * R + 2)
   return ticks * (S // N)
 
 
-def interval(d: int, n: int, resolution: int) -> tuple[Fraction, Fraction]:
+def interval(grid: Grid) -> tuple[Fraction, Fraction]:
   """(t_l, t_r) of (T2), real units."""
-  c = coefficients(d, n, resolution)
-  return Fraction(c.t_l, resolution), Fraction(c.t_r, resolution)
+  c = coefficients(grid)
+  return Fraction(c.t_l, grid.N), Fraction(c.t_r, grid.N)
 
 
-def num_ids(d: int, n: int, resolution: int) -> int:
+def num_ids(grid: Grid) -> int:
   """Distinct ids on G: pairs (multiset, value in it) = V C(V + n - 2, n - 1)."""
-  V = resolution ** d
+  d, n, N = grid.d, grid.n, grid.N
+  V = N ** d
   return V * math.comb(V + n - 2, n - 1)
 
 
@@ -234,22 +236,22 @@ def layer_count(d: int, resolution: int) -> int:
   return resolution ** d + 3
 
 
-def parameter_count(d: int, n: int, resolution: int) -> int:
+def parameter_count(grid: Grid) -> int:
+  d, N = grid.d, grid.N
   per_head = 4 * contextual_params.HEAD_SIZE * d + contextual_params.HEAD_SIZE
   offset = 3 * d + 1  # W_1 [1, d], b_1, W_2 [d, 1], b_2 [d] (Phi descriptors are not weights)
-  del n
-  return (resolution ** d * contextual_params.SWEEP_HEADS + MIN_HEADS + MAX_SUM_HEADS) * per_head \
+  return (N ** d * contextual_params.SWEEP_HEADS + MIN_HEADS + MAX_SUM_HEADS) * per_head \
       + offset
 
 
-def reference_ids(ticks, d: int, n: int, resolution: int):
+def reference_ids(ticks, grid: Grid):
   """Independent pure-Python g_c on one point: column ids in ticks (a in [0, V) in
   range, or <= -P out of range) -> (sweep ids l~, final ids q), lists of Fractions.
 
   Literal hardmax per head (ties split evenly), no scaling: the prototype the layers
   are tested against.
   """
-  c = coefficients(d, n, resolution)
+  c = coefficients(grid)
 
   def head(vals, query):
     if query > 0:
@@ -266,7 +268,7 @@ def reference_ids(ticks, d: int, n: int, resolution: int):
   swept = list(z)
   z = [zj + c.C3 * head(z, -1) for zj in z]
   mx, mean = head(z, 1), head(z, 0)
-  z = [zj + c.C1 * mx + n * c.C2 * mean for zj in z]
+  z = [zj + c.C1 * mx + grid.n * c.C2 * mean for zj in z]
   return swept, z
 
 
@@ -275,37 +277,39 @@ def reference_ids(ticks, d: int, n: int, resolution: int):
 # ---------------------------------------------------------------------------
 
 
-def num_classes(d: int, n: int, resolution: int) -> int:
+def num_classes(grid: Grid) -> int:
   """C(V + n - 1, n) multisets of n columns from the V in-range ones."""
-  return math.comb(resolution ** d + n - 1, n)
+  d, n, N = grid.d, grid.n, grid.N
+  return math.comb(N ** d + n - 1, n)
 
 
-def make_class_codec(d: int, n: int, resolution: int):
+def make_class_codec(grid: Grid):
   """Multisets r_1 <= .. <= r_n of in-range column indices r = sum_i K[i] N^i in [0, V),
   ranked colexicographically through b_i = r_i + i - 1 (strictly increasing):
   rank = sum_i C(b_i, i). Returns jnp ``decode(rank [B]) -> K [B, n, d]`` (columns
   non-decreasing) and ``rank(K sorted)``. Call under ``jax.enable_x64``."""
-  v = resolution ** d
-  if num_classes(d, n, resolution) >= 2 ** 62:
+  d, n, N = grid.d, grid.n, grid.N
+  v = N ** d
+  if num_classes(grid) >= 2 ** 62:
     raise ValueError(f'C({v + n - 1}, {n}) classes cannot be enumerated with int64 ranks.')
   binom = np.asarray([[math.comb(x, i) for x in range(v + n)] for i in range(n + 1)],
                      dtype=np.int64)
 
   def decode(rank):
     idx = enumeration.unrank_colex(binom, rank, n) - jnp.arange(n)
-    return enumeration.column_digits(idx, d, resolution)
+    return enumeration.column_digits(idx, d, N)
 
   def rank(k_sorted):
-    return enumeration.rank_colex(binom, enumeration.column_number(k_sorted, resolution) + jnp.arange(n))
+    return enumeration.rank_colex(binom, enumeration.column_number(k_sorted, N) + jnp.arange(n))
 
   return {'decode': decode, 'rank': rank}
 
 
-def representatives(d: int, n: int, resolution: int) -> np.ndarray:
+def representatives(grid: Grid) -> np.ndarray:
   """Grid indices [C, n, d] of every multiset of G (columns non-decreasing), rank order."""
   with jax.enable_x64(True):
-    decode = make_class_codec(d, n, resolution)['decode']
-    return np.asarray(decode(jnp.arange(num_classes(d, n, resolution), dtype=jnp.int64)))
+    decode = make_class_codec(grid)['decode']
+    return np.asarray(decode(jnp.arange(num_classes(grid), dtype=jnp.int64)))
 
 
 # ---------------------------------------------------------------------------
@@ -347,16 +351,16 @@ def _global_params(u, queries, scales, dt):
           'W_K': w, 'W_V': w.copy(), 'W_O': w_o}
 
 
-def params(*, d: int, n: int, resolution: int, scale: int | None = None,
+def params(grid: Grid, *, scale: int | None = None,
            dtype: str = 'float64') -> dict:
   """Params of the four segments: 'float64' (paper units) or 'object' (scaled Python ints).
 
   Scaled: inputs and thresholds carry S, so the offset's W_2 is S/N, the query biases
   of the new heads are -S, S, 0; W_O weights (lam, C1, C3, n C2) are unscaled.
   """
-  c = coefficients(d, n, resolution)
-  N = resolution
-  u = grid.u_vector(d, N)
+  d, n, N = grid.d, grid.n, grid.N
+  c = coefficients(grid)
+  u = u_vector(d, N)
   sweep_ids = np.arange(1, c.V + 1, dtype=np.int64)
   if dtype == 'float64':
     dt, one, unit = np.float64, 1.0, Fraction(1, N)
@@ -368,7 +372,7 @@ def params(*, d: int, n: int, resolution: int, scale: int | None = None,
     offset = _offset_params(d, float(unit), dt)
     scales = [float(c.C3)], [float(c.C1), float(n * c.C2)]
   elif dtype == 'object':
-    S = check_scale(scale, N, n)
+    S = _check_scale(scale, N, n)
     dt, one = object, S
     with jax.enable_x64(True):
       sweep = contextual_params.sweep_params(
@@ -431,30 +435,30 @@ class TiesContextualMapping(contextual.ContextualMapping):
             f't_l={self.t_l}, t_r={self.t_r}; arithmetic {self.arithmetic.describe()}')
 
 
-def build(*, d: int, n: int, resolution: int, scale: int | None = None,
+def build(grid: Grid, *, scale: int | None = None,
           arithmetic: str = 'auto') -> TiesContextualMapping:
   """Builds the tie-complete g_c and plans its arithmetic.
 
   Args:
-    d, n, resolution: the configuration (N = resolution = 1/delta).
+    grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.
     scale: S, a multiple of N lcm(2, n) (default N lcm(2, n)).
     arithmetic: 'auto', 'int64' (refused when too narrow), 'limbs', 'limbs:K[:w]'.
   """
-  d, n, N = grid.check_config(d, n, resolution)
-  S = check_scale(scale, N, n)
-  c = coefficients(d, n, N)
-  b = bound(d, n, N, S)
+  d, n, N = grid.d, grid.n, grid.N
+  S = _check_scale(scale, N, n)
+  c = coefficients(grid)
+  b = bound(grid, S)
   arith = planner.plan(b, arithmetic)
-  exact = params(d=d, n=n, resolution=N, scale=S, dtype='object')
+  exact = params(grid, scale=S, dtype='object')
   with jax.enable_x64(True):
     if arith.kind == 'int64':
       exact = _to_int64(exact)
     else:
       exact = limbs.params_to_digits(exact, arith.limb_bits)
-    flt = jax.tree_util.tree_map(jnp.asarray, params(d=d, n=n, resolution=N, dtype='float64'))
-  t_l, t_r = interval(d, n, N)
+    flt = jax.tree_util.tree_map(jnp.asarray, params(grid, dtype='float64'))
+  t_l, t_r = interval(grid)
   return TiesContextualMapping(
-      d=d, n=n, resolution=N, scale=S, u=grid.u_vector(d, N), t_l=t_l, t_r=t_r,
+      d=d, n=n, resolution=N, scale=S, u=u_vector(d, N), t_l=t_l, t_r=t_r,
       id_lower=Fraction(1, N), id_upper=Fraction(c.L, N),
       sweep_ids=np.arange(1, c.V + 1, dtype=np.int64), final_scale=c.C1,
       segments=segments(d, N), params=flt, exact_params=exact, arithmetic=arith,

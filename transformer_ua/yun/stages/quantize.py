@@ -40,7 +40,7 @@ import numpy as np
 from transformer_ua import construction, layers
 from transformer_ua.exact import planner
 from transformer_ua.layers import Segment
-from transformer_ua.yun import grid
+from transformer_ua.yun.grid import Grid, check_scale, out_of_range_value
 
 #: Hidden width of every quantization layer.
 WIDTH = 1
@@ -58,13 +58,12 @@ def parameter_count(d: int, resolution: int, n: int | None = None) -> int:
   return layer_count(d, resolution, n) * (3 * d + 1) + extra
 
 
-def quantize_reference(t, d: int, n: int, resolution: int):
+def quantize_reference(t, grid: Grid):
   """g_q^ent on exact rationals (Fractions / ints / floats, taken exactly): Fractions."""
-  N = resolution
   t = Fraction(t)
   if t < 0 or t >= 1:
-    return Fraction(-grid.out_of_range_value(d, n, N))
-  return Fraction(math.floor(t * N), N)
+    return Fraction(-out_of_range_value(grid))
+  return Fraction(math.floor(t * grid.N), grid.N)
 
 
 def _feedforward(e_i, b_1, breaks, slopes, intercepts, d, dtype):
@@ -115,13 +114,14 @@ def _positional_layer(index, d, N, n, one, dtype):
                       jnp.asarray([0, -1, 0], dtype), jnp.stack([zero, zero, zero]), d, dtype)
 
 
-def positional_int_params(*, d: int, n: int, resolution: int, scale: int) -> dict:
+def positional_int_params(grid: Grid, *, scale: int) -> dict:
   """Appendix G.1's bins as one segment's params ({'feedforward': ...}) of scaled int64
   NumPy arrays at ``scale`` (E is not scaled: it is added before g_q)."""
+  d, n, N = grid.d, grid.n, grid.N
   with jax.enable_x64(True):
-    gen = jax.vmap(lambda i: _positional_layer(i, d, resolution, n,
+    gen = jax.vmap(lambda i: _positional_layer(i, d, N, n,
                                                jnp.asarray(scale, jnp.int64), jnp.int64))
-    seg = gen(jnp.arange(layer_count(d, resolution, n)))
+    seg = gen(jnp.arange(layer_count(d, N, n)))
     return {'feedforward': jax.tree_util.tree_map(np.asarray, seg)}
 
 
@@ -135,14 +135,14 @@ def positional_encoding(d: int, n: int, dtype=np.float64) -> np.ndarray:
   return np.repeat(np.arange(n, dtype=dtype)[:, None], d, axis=1)
 
 
-def positional_quantization_params(*, d: int, n: int, resolution: int):
+def positional_quantization_params(grid: Grid):
   """(segments, params) of Theorem 3's g_q (Appendix G.1) with E, float64.
 
   For i = 1..d and k = 0..nN-1 (in order): Z <- Z + e_i phi_b(e_i^T Z - k delta),
   phi_b(t) = -t on [0, delta), 0 elsewhere: an entry of X + E in [k delta, k delta +
   delta) becomes k delta. d n/delta layers; params include ``E`` (``positional_encoding``).
   """
-  d, n, N = grid.check_config(d, n, resolution)
+  d, n, N = grid.d, grid.n, grid.N
   with jax.enable_x64(True):
     gen = jax.jit(jax.vmap(lambda i: _positional_layer(i, d, N, n,
                                                        jnp.asarray(1.0, jnp.float64),
@@ -152,18 +152,18 @@ def positional_quantization_params(*, d: int, n: int, resolution: int):
           {'E': jnp.asarray(positional_encoding(d, n)), 'segment_0': {'feedforward': seg}})
 
 
-def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = None,
+def quantization_params(grid: Grid, *, scale: int | None = None,
                         dtype: str = 'float64'):
   """(segments, params) of g_q for ``layers.Network``.
 
   Args:
-    d, n, resolution: configuration (n enters through the out-of-range value N^(nd)).
+    grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.
     scale: for dtype 'int64': inputs are integers standing for x = value / scale;
       a positive multiple of N (default 2N, the contextual mapping's scale).
     dtype: 'float64' / 'float32' (paper values) or 'int64' (scaled integers).
   """
-  d, n, N = grid.check_config(d, n, resolution)
-  out = grid.out_of_range_value(d, n, N)
+  d, N = grid.d, grid.N
+  out = out_of_range_value(grid)
   segments = quantization_segments(d, N)
   idx = np.arange(layer_count(d, N))
   with jax.enable_x64(True):
@@ -172,7 +172,7 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(float(out), jdt),
                                               jnp.asarray(1.0, jdt), jdt)))
     elif dtype == 'int64':
-      scale = grid.check_scale(scale, N)
+      scale = check_scale(scale, N)
       if out * scale >= 2 ** 62:
         raise ValueError(f'the scaled out-of-range value {out * scale} does not fit int64.')
       gen = jax.jit(jax.vmap(lambda i: _layer(i, d, N, jnp.asarray(out * scale, jnp.int64),
@@ -183,13 +183,13 @@ def quantization_params(*, d: int, n: int, resolution: int, scale: int | None = 
   return segments, {'segment_0': {'feedforward': seg}}
 
 
-def quantization_bound(d: int, n: int, resolution: int, scale: int, input_bound: int) -> int:
+def quantization_bound(grid: Grid, scale: int, input_bound: int) -> int:
   """Bound on every scaled intermediate of g_q for scaled inputs |x| <= input_bound.
 
   A clip layer forms -x - S N^(nd) and adds it to x; a bin layer forms x - k S/N and
   -(x - k S/N) with 0 <= x - k S/N < S/N; products with e_i are the entries.
   """
-  out = grid.out_of_range_value(d, n, resolution) * scale
+  out = out_of_range_value(grid) * scale
   return int(input_bound) + out + scale
 
 
@@ -211,12 +211,16 @@ class Quantization:
   #: Appended to the repr ('' for Lemma 7).
   repr_suffix: ClassVar[str] = ''
 
+  @property
+  def grid(self) -> Grid:
+    """Grid(d, n, N)."""
+    return Grid(self.d, self.n, self.resolution)
+
   @classmethod
-  def build(cls, *, d: int, n: int, resolution: int) -> Quantization:
+  def build(cls, grid: Grid) -> Quantization:
     """Lemma 7's g_q: d/delta + d feed-forward layers (r = 1) with Phi activations."""
-    d, n, N = grid.check_config(d, n, resolution)
-    segments, params = quantization_params(d=d, n=n, resolution=N, dtype='float64')
-    return cls(d=d, n=n, resolution=N, segments=segments, params=params)
+    segments, params = quantization_params(grid, dtype='float64')
+    return cls(d=grid.d, n=grid.n, resolution=grid.N, segments=segments, params=params)
 
   def __repr__(self) -> str:
     return (f'Quantization(Lemma 7: d={self.d}, n={self.n}, N={self.resolution}, '
@@ -263,7 +267,7 @@ class Quantization:
 
   def _quantize_fractions(self, xs) -> np.ndarray:
     """g_q^ent on a non-empty object array of Fractions [.., n, d] (Lemma 7)."""
-    return np.vectorize(lambda t: quantize_reference(t, self.d, self.n, self.resolution),
+    return np.vectorize(lambda t: quantize_reference(t, self.grid),
                         otypes=[object])(xs)
 
   def apply(self, x):
@@ -283,7 +287,7 @@ class Quantization:
     the offset is removed.
     """
     y = np.asarray(y, np.float64)
-    out = grid.out_of_range_value(self.d, self.n, self.resolution)
+    out = out_of_range_value(self.grid)
     return np.where(y < -out / 2, -1, np.rint(y * self.resolution)).astype(np.int64)
 
   def quantize_exact(self, x_scaled, scale: int, arithmetic: str = 'int64'):
@@ -300,13 +304,13 @@ class Quantization:
     x_scaled = np.asarray(x_scaled)
     if not np.issubdtype(x_scaled.dtype, np.integer):
       raise ValueError('quantize_exact takes integer (scaled) inputs.')
-    bound = quantization_bound(self.d, self.n, self.resolution, scale,
+    bound = quantization_bound(self.grid, scale,
                                int(np.max(np.abs(x_scaled.astype(object)))) if x_scaled.size else 0)
     arith = planner.plan(bound, arithmetic)
     if arith.kind != 'int64':
       raise ValueError(f'exact quantization needs {arith.bits_required} bits; only int64 '
                        'is implemented for g_q.')
-    segments, params = quantization_params(d=self.d, n=self.n, resolution=self.resolution,
+    segments, params = quantization_params(self.grid,
                                            scale=scale, dtype='int64')
     with jax.enable_x64(True):
       y = layers.exact_apply(layers.Network(segments), params, jnp.asarray(x_scaled, jnp.int64))
@@ -328,11 +332,10 @@ class PositionalQuantization(Quantization):
     return 2 + self.n
 
   @classmethod
-  def build(cls, *, d: int, n: int, resolution: int) -> PositionalQuantization:
+  def build(cls, grid: Grid) -> PositionalQuantization:
     """Appendix G.1's g_q: E and d n/delta feed-forward layers (r = 1), Phi activations."""
-    d, n, N = grid.check_config(d, n, resolution)
-    segments, params = positional_quantization_params(d=d, n=n, resolution=N)
-    return cls(d=d, n=n, resolution=N, segments=segments, params=params)
+    segments, params = positional_quantization_params(grid)
+    return cls(d=grid.d, n=grid.n, resolution=grid.N, segments=segments, params=params)
 
   def _quantize_fractions(self, xs) -> np.ndarray:
     """The entry of X + E in [k delta, k delta + delta), k < nN, becomes k delta."""

@@ -52,19 +52,19 @@ class OneLayer(DeepVariant):
 
   def num_classes(self) -> int:
     """Contexts: multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.num_classes(self.d, self.n, self.N)
+    return contextual_ties.num_classes(self.grid)
 
   def num_bump_layers(self) -> int:
     """One per (context, token) pair (as ``TiesComplete``'s ids)."""
-    return contextual_ties.num_ids(self.d, self.n, self.N)
+    return contextual_ties.num_ids(self.grid)
 
   def class_decoder(self):
     """Contexts are multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.make_class_codec(self.d, self.n, self.N)['decode']
+    return contextual_ties.make_class_codec(self.grid)['decode']
 
   def check(self) -> None:
     """ValueError past the plan's range (``one_layer_ids.plan``)."""
-    one_layer_ids.plan(self.d, self.n, self.N)
+    one_layer_ids.plan(self.grid)
 
   def build(self, target, *, lam=None, id_bits: int | None = None):
     """``single_attention.one_layer.build``: g_bar with certified ids."""

@@ -26,16 +26,16 @@ class Paper(StagedVariant):
   classes_label: ClassVar[str] = 'C(N^d, n)'
 
   def interval(self):
-    return contextual_params.interval(self.d, self.n, self.N)
+    return contextual_params.interval(self.grid)
 
   def contextual_layers(self) -> int:
     return self.grid.cells + 1
 
   def contextual_parameters(self) -> int:
-    return contextual.ContextualMapping.count_parameters(self.d, self.n, self.N)
+    return contextual.ContextualMapping.count_parameters(self.grid)
 
   def build_contextual(self, *, scale, arithmetic):
-    return contextual.ContextualMapping.build(d=self.d, n=self.n, resolution=self.N,
+    return contextual.ContextualMapping.build(self.grid,
                                               scale=scale, arithmetic=arithmetic)
 
   def attention_layers(self) -> int:
@@ -45,4 +45,4 @@ class Paper(StagedVariant):
     return math.comb(self.grid.cells, self.n)
 
   def class_decoder(self):
-    return enumeration.make_class_codec(self.d, self.n, self.N)['decode']
+    return enumeration.make_class_codec(self.grid)['decode']

@@ -33,24 +33,24 @@ class Positional(StagedVariant):
 
   def quantization_int_params(self, scale: int) -> dict:
     """Appendix G.1's bins at ``scale`` (E is not scaled: it is added before g_q)."""
-    return quantize.positional_int_params(d=self.d, n=self.n, resolution=self.N, scale=scale)
+    return quantize.positional_int_params(self.grid, scale=scale)
 
   def build_quantization(self) -> quantize.PositionalQuantization:
     """Appendix G.1's g_q: E, then d n/delta bin layers."""
-    return quantize.PositionalQuantization.build(d=self.d, n=self.n, resolution=self.N)
+    return quantize.PositionalQuantization.build(self.grid)
 
   def interval(self):
-    return contextual_positional.positional_interval(self.d, self.n, self.N)
+    return contextual_positional.positional_interval(self.grid)
 
   def contextual_layers(self) -> int:
     return self.n * self.grid.cells + 1
 
   def contextual_parameters(self) -> int:
-    return contextual.PositionalContextualMapping.count_parameters(self.d, self.n, self.N)
+    return contextual.PositionalContextualMapping.count_parameters(self.grid)
 
   def build_contextual(self, *, scale, arithmetic):
     return contextual.PositionalContextualMapping.build(
-        d=self.d, n=self.n, resolution=self.N, scale=scale, arithmetic=arithmetic)
+        self.grid, scale=scale, arithmetic=arithmetic)
 
   def attention_layers(self) -> int:
     return self.n * self.grid.cells + 1
@@ -59,5 +59,4 @@ class Positional(StagedVariant):
     return self.N ** (self.d * self.n)
 
   def class_decoder(self):
-    d, n, N = self.d, self.n, self.N
-    return lambda rank: grid.decode_grid(rank, d, n, N)
+    return lambda rank: grid.decode_grid(rank, self.grid)

@@ -36,8 +36,7 @@ class PositionalWide(Variant):
     return self.N ** (self.d * self.n)
 
   def class_decoder(self):
-    d, n, N = self.d, self.n, self.N
-    return lambda rank: grid.decode_grid(rank, d, n, N)
+    return lambda rank: grid.decode_grid(rank, self.grid)
 
   def size(self) -> dict:
     return one_layer_wide.predicted_size(self.d, self.n, self.N, positional=True)

@@ -41,13 +41,13 @@ class StagedVariant(DeepVariant):
   def quantization_int_params(self, scale: int) -> dict:
     """g_q's segment params ({'feedforward': ...}, one segment) as scaled int64 NumPy
     arrays at ``scale``."""
-    _, scaled = quantize.quantization_params(d=self.d, n=self.n, resolution=self.N,
+    _, scaled = quantize.quantization_params(self.grid,
                                              scale=scale, dtype='int64')
     return jax.tree_util.tree_map(np.asarray, scaled['segment_0'])
 
   def build_quantization(self) -> quantize.Quantization:
     """Lemma 7's g_q (d/delta + d feed-forward layers)."""
-    return quantize.Quantization.build(d=self.d, n=self.n, resolution=self.N)
+    return quantize.Quantization.build(self.grid)
 
   # -- g_c ------------------------------------------------------------------
 
@@ -78,7 +78,7 @@ class StagedVariant(DeepVariant):
     """The built g_c ``cm``'s params as scaled Python ints (object arrays), one entry
     ``segment_<i>`` per segment."""
     _, scaled = contextual_params.contextual_mapping_params(
-        d=cm.d, n=cm.n, resolution=cm.resolution, sweep_ids=cm.sweep_ids,
+        cm.grid, sweep_ids=cm.sweep_ids,
         final_scale=cm.final_scale, scale=cm.scale, dtype='object')
     return scaled
 
