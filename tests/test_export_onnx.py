@@ -136,7 +136,7 @@ def test_positional_e_is_in_the_model(thm3, tmp_path):
 def test_bad_inputs_are_one_line_errors(thm2, tmp_path):
   net, g = thm2
   cases = [
-      (dict(g=net, path=tmp_path / 'a.onnx'), 'needs a approximator.Realized'),
+      (dict(g=net, path=tmp_path / 'a.onnx'), 'needs a realized g'),
       (dict(g=g, path=tmp_path / 'a.onnx', dtype='float16'), 'dtype'),
       (dict(g=g, path=tmp_path / 'a.onnx', batch=0), 'batch must be'),
       (dict(g=g, path=tmp_path / 'missing' / 'a.onnx'), 'does not exist'),

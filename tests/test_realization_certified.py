@@ -20,6 +20,8 @@ from transformer_ua.yun.realization import plan
 from transformer_ua.yun.stages import contextual_ties as ct
 from transformer_ua.yun.bounds import decomposition
 
+from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
+
 
 
 def test_planned_lam_epsilon_reproduce_g_bar_in_float64(net134, exact134):

@@ -20,10 +20,11 @@ import sys
 import jax
 import numpy as np
 
-from transformer_ua import parallel, yun
+from transformer_ua import parallel
 from transformer_ua.verify import contextual_mapping as vc
 from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import contextual
+from transformer_ua.yun.stages import contextual, value
+from transformer_ua.yun.variants.paper import Paper
 
 KEYS = ('violations', 'grid_points', 'categories', 'multiset_categories', 'multiset_points',
         'max_abs_output', 'category_1_classes')
@@ -67,8 +68,9 @@ if __name__ == '__main__':
   out = {'devices': len(jax.devices()), 'case': case}
   if case == 'full':
     cm = contextual.ContextualMapping.build(Grid(1, 3, 3))
-    vm = yun.stages.value.build_value_mapping(cm, yun.stages.value.random_targets(Grid(1, 3, 3), seed=0),
-                                       denominator=2)
+    paper = Paper(Grid(1, 3, 3))
+    vm = value.build_value_mapping(cm, value.random_targets(paper, seed=0), variant=paper,
+                                   denominator=2)
     out.update(both(cm, enumeration='full', chunk_size=20, value_mapping=vm))
     out['chunk'] = chunk_sharding()
   elif case == 'broken':
