@@ -178,7 +178,7 @@ def test_scale_is_a_free_multiple_of_2n():
     (dict(d=True, n=2, resolution=2), 'integer'), (dict(d=1, n='3', resolution=2), 'integer')])
 def test_invalid_configurations_are_refused(kwargs, match):
   with pytest.raises(ValueError, match=match):
-    contextual.ContextualMapping.build(**kwargs)
+    contextual.ContextualMapping.build(Grid(kwargs['d'], kwargs['n'], kwargs['resolution']))
 
 
 def test_column_ids_validates_its_input():

@@ -387,7 +387,7 @@ def build(target, variant, *, lam=None, id_bits: int | None = None) -> OneLayerA
   if isinstance(lam, str):
     if lam != 'search':
       raise ValueError(f"lam={lam!r}; allowed: a positive rational, None or 'search'.")
-    lam = search_lam(Grid(d, p, N))['lam']
+    lam = search_lam(variant.grid)['lam']
   lam = p.lam if lam is None else Fraction(lam)
   if lam <= 0:
     raise ValueError(f'lam must be positive, got {lam}.')
