@@ -1,1 +1,2 @@
-"""One softmax attention layer as the contextual mapping: its ids, realizations (deep and wide), Theorem 3."""
+"""One softmax attention layer as the contextual mapping: its ids, realizations (deep and
+wide), Theorem 3."""

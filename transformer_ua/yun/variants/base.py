@@ -78,8 +78,9 @@ def clamp_blocks(d: int) -> int:
 class Variant(abc.ABC):
   """One variant of the construction on a ``Grid`` (module docstring).
 
-  Class attributes: ``name`` (the registry key), ``summary`` (one line); ``theorem`` and ``label`` (short and long, for reprs and
-  ``describe``); the public flags ``positional``, ``ties``, ``contextual`` it stands for;
+  Class attributes: ``name`` (the registry key), ``summary`` (one line); ``theorem``
+  and ``label`` (short and long, for reprs and ``describe``); the public flags
+  ``positional``, ``ties``, ``contextual`` it stands for;
   ``has_bad_set`` (repeated columns map to 0); ``equivariant`` (Theorem 2: f must be
   permutation equivariant, classes are multisets); ``exact_by_construction`` (g_bar =
   f_bar on every cube without enumerating the grid: Theorem 3); ``closed_form_interval``
