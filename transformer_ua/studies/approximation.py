@@ -98,7 +98,8 @@ def _float_limit(c) -> str:
     sizes.append(f'resolution <= {N_max} at d={c.d}, n={c.n}')
   return (f'a {c.dtype} network of d={c.d}, n={c.n}, resolution={c.resolution} cannot '
           f'exist: its largest contextual id t_r needs ramps epsilon >= '
-          f'{approximator.min_epsilon(Paper(Grid(c.d, c.n, c.resolution))):.3g} (4 float64 ulps of t_r), '
+          f'{approximator.min_epsilon(Paper(Grid(c.d, c.n, c.resolution))):.3g} '
+          '(4 float64 ulps of t_r), '
           f'wider than the {INTERIOR_MARGIN:g} delta = {INTERIOR_MARGIN * delta:.3g} the cube '
           'interiors leave; allowed: ' + (' or '.join(sizes) if sizes else 'a smaller size')
           + ' (the certificate alone needs no floats: yun.approximate).')

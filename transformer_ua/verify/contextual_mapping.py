@@ -104,7 +104,8 @@ def _make_chunk_fns(cm, chunk: int, vm=None, kernel: str = 'fast', mesh=None):
     shard = lambda x: jax.lax.with_sharding_constraint(x, sharding)  # noqa: E731
   n = cm.n
   codec = enumeration_lib.make_codec(Grid(cm.d, n, cm.resolution))
-  class_codec = enumeration_lib.make_class_codec(Grid(cm.d, n, cm.resolution)) if vm is not None else None
+  class_codec = (enumeration_lib.make_class_codec(Grid(cm.d, n, cm.resolution))
+                 if vm is not None else None)
   forward = gc_kernels.kernel_fn(cm, kernel)
   words = sweep_kernel.words_fn(cm)
   bounds = checks.scaled_constants(cm)

@@ -445,7 +445,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   if chosen is not None and not chosen.applies(positional):
     raise ValueError(f'construction={chosen.name!r} is {chosen.theorem} (f '
                      'permutation equivariant); positional=True asks for Theorem 3: use '
-                     f"{', '.join(repr(c.name) for c in registry.VARIANTS.values() if not c.equivariant)}.")
+                     + ', '.join(repr(c.name) for c in registry.VARIANTS.values()
+                                 if not c.equivariant) + '.')
   say = (lambda line: print(line, flush=True)) if progress is True else \
       (progress or (lambda line: None))
   target = targets_lib.get_target(f, d=d, n=n)

@@ -50,7 +50,7 @@ ReLUs on and cancels to 0 only in exact arithmetic; in float64 each leaves ~ ulp
 summed over the P bumps. The float network is a convenience, not certified; the exact
 one is.
 
-Theorem 3 (``build(positional=True)``, ``yun.single_attention.one_layer_positional``): E_j = j e_(d-1)
+Theorem 3 (a positional variant, ``yun.single_attention.one_layer_positional``): E_j = j e_(d-1)
 moves token j's last coordinate to [j, j + 1); its staircase spans [0, n) (width 2nN),
 so the quantized tokens are n distinct cells of M' = nM, one per block, and the same
 head (lam planned for M') gives every (X, position) pair its own certified id: n M^n
