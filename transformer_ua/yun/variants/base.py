@@ -40,6 +40,7 @@ import numpy as np
 
 from transformer_ua import realize as realize_lib
 from transformer_ua.yun import enumeration, grid
+from transformer_ua.yun.stages import contextual_ties
 
 #: Allowed values of ``contextual`` (``'one_layer'``: ``yun.single_attention.one_layer``).
 CONTEXTUALS = ('paper', 'one_layer')
@@ -216,3 +217,21 @@ class DeepVariant(Variant):
     fixed, per_block, per_class_block = self.COST
     b = as_float(size['blocks'])
     return fixed + per_block * b + per_class_block * as_float(classes) * b
+
+
+class MultisetContexts:
+  """Value-map classes that are the multisets of n cells, repeated cells included
+  (``TiesComplete``, ``OneLayer``): C(N^d + n - 1, n) classes, one id and one bump per
+  (multiset, value in it) -- repeated tokens share their id and bump
+  (``stages.contextual_ties``)."""
+
+  classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
+
+  def num_classes(self) -> int:
+    return contextual_ties.num_classes(self.grid)
+
+  def num_bump_layers(self) -> int:
+    return contextual_ties.num_ids(self.grid)
+
+  def class_decoder(self):
+    return contextual_ties.make_class_codec(self.grid)['decode']

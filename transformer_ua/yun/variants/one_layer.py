@@ -13,12 +13,12 @@ import dataclasses
 from typing import ClassVar
 
 from transformer_ua.yun.single_attention import one_layer, one_layer_ids
-from transformer_ua.yun.stages import contextual_ties, quantize
-from transformer_ua.yun.variants.base import DeepVariant, ff_weights
+from transformer_ua.yun.stages import quantize
+from transformer_ua.yun.variants.base import DeepVariant, MultisetContexts, ff_weights
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class OneLayer(DeepVariant):
+class OneLayer(MultisetContexts, DeepVariant):
   """Theorem 2 with one softmax attention layer as g_c (module docstring)."""
 
   name: ClassVar[str] = 'one_layer'
@@ -26,7 +26,6 @@ class OneLayer(DeepVariant):
                             'block per id)')
   label: ClassVar[str] = 'Theorem 2, one softmax attention layer'
   contextual: ClassVar[str] = 'one_layer'
-  classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
   #: g_c: the attention layer and the shift layer.
   CONTEXTUAL_LAYERS: ClassVar[int] = 2
   #: (fixed s, s per block, s per class and block) of one attempt (``search``).
@@ -49,18 +48,6 @@ class OneLayer(DeepVariant):
 
   def attention_layers(self) -> int:
     return 1
-
-  def num_classes(self) -> int:
-    """Contexts: multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.num_classes(self.grid)
-
-  def num_bump_layers(self) -> int:
-    """One per (context, token) pair (as ``TiesComplete``'s ids)."""
-    return contextual_ties.num_ids(self.grid)
-
-  def class_decoder(self):
-    """Contexts are multisets of n cells (as ``TiesComplete``)."""
-    return contextual_ties.make_class_codec(self.grid)['decode']
 
   def check(self) -> None:
     """ValueError past the plan's range (``one_layer_ids.plan``)."""

@@ -9,11 +9,12 @@ import numpy as np
 
 from transformer_ua.yun.stages import contextual_ties
 
+from transformer_ua.yun.variants.base import MultisetContexts
 from transformer_ua.yun.variants.staged import StagedVariant
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class TiesComplete(StagedVariant):
+class TiesComplete(MultisetContexts, StagedVariant):
   """Theorem 2 with the tie-complete g_c (``yun.stages.contextual_ties``): no bad set."""
 
   name: ClassVar[str] = 'ties_complete'
@@ -21,7 +22,6 @@ class TiesComplete(StagedVariant):
                             'attention layers; no bad set)')
   label: ClassVar[str] = 'Theorem 2, ties=complete (no bad set)'
   ties: ClassVar[str] = 'complete'
-  classes_label: ClassVar[str] = 'C(N^d + n - 1, n)'
 
   def interval(self):
     return contextual_ties.interval(self.grid)
@@ -47,12 +47,3 @@ class TiesComplete(StagedVariant):
   def attention_layers(self) -> int:
     return self.grid.cells + 2
 
-  def num_classes(self) -> int:
-    return contextual_ties.num_classes(self.grid)
-
-  def num_bump_layers(self) -> int:
-    """One per (multiset, value in it): repeated tokens share their id and bump."""
-    return contextual_ties.num_ids(self.grid)
-
-  def class_decoder(self):
-    return contextual_ties.make_class_codec(self.grid)['decode']
