@@ -355,6 +355,22 @@ def _dyadic_between(a: Fraction, b: Fraction) -> Fraction:
     k += 1
 
 
+def bump_edges(ids_lo: list, ids_hi: list) -> tuple[list, Fraction]:
+  """(edges, clearance) of sorted, pairwise disjoint id enclosures [lo_i, hi_i] (exact):
+  P + 1 dyadic edges, bump i being [e_i, e_(i+1)) -- 1/4 outside the first and last
+  enclosure, and a dyadic point in the middle half of each gap -- and the smallest
+  distance of an enclosure to its edges."""
+  P = len(ids_lo)
+  edges = [ids_lo[0] - Fraction(1, 4)]
+  for i in range(P - 1):
+    edges.append(_dyadic_between(ids_hi[i] + (ids_lo[i + 1] - ids_hi[i]) / 4,
+                                 ids_lo[i + 1] - (ids_lo[i + 1] - ids_hi[i]) / 4))
+  edges.append(ids_hi[-1] + Fraction(1, 4))
+  clearance = min(min(e_hi - hi, lo - e_lo) for lo, hi, e_lo, e_hi in
+                  zip(ids_lo, ids_hi, edges[:-1], edges[1:]))
+  return edges, clearance
+
+
 def check_own_lam(lam, own) -> None:
   """ValueError unless ``lam`` is None or ``own``: a one-layer map's lam is part of its
   certified ids."""
@@ -414,13 +430,7 @@ def build(target, variant, *, lam=None, id_bits: int | None = None) -> OneLayerA
   ids_hi = [offset + int(t) + p.id_scale * Fraction(b) / s for t, b in zip(table.tokens,
                                                                           table.hi)]
   P = len(ids_lo)
-  edges = [ids_lo[0] - Fraction(1, 4)]
-  for i in range(P - 1):
-    edges.append(_dyadic_between(ids_hi[i] + (ids_lo[i + 1] - ids_hi[i]) / 4,
-                                 ids_lo[i + 1] - (ids_lo[i + 1] - ids_hi[i]) / 4))
-  edges.append(ids_hi[-1] + Fraction(1, 4))
-  clearance = min(min(e_hi - hi, lo - e_lo) for lo, hi, e_lo, e_hi in
-                  zip(ids_lo, ids_hi, edges[:-1], edges[1:]))
+  edges, clearance = bump_edges(ids_lo, ids_hi)
   # r_i: token t's exact state is L_t + (O / N + c' mean) e_1; mean by its enclosure mid
   cells = _cells(table.tokens, d, N)
   c_out = Fraction(1, 2 * N * (M - 1))

@@ -40,7 +40,7 @@ from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.single_attention.one_layer_ids import (CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS,
                                               IdTable, _log2, cells_of, gamma_mean_bound,
                                               gaps, mean_enclosures, ramp_below)
-from transformer_ua.yun.single_attention.one_layer import STATE_EXTRA_BITS, _dyadic_between
+from transformer_ua.yun.single_attention.one_layer import STATE_EXTRA_BITS, bump_edges
 
 
 def num_ids(d: int, n: int, resolution: int) -> int:
@@ -195,13 +195,7 @@ def build(target, variant) -> PositionalOneLayer:
   scale = Fraction(1, 2 * T)
   ids_lo = [int(t) + scale * Fraction(a) / s for t, a in zip(table.tokens, table.lo)]
   ids_hi = [int(t) + scale * Fraction(b) / s for t, b in zip(table.tokens, table.hi)]
-  edges = [ids_lo[0] - Fraction(1, 4)]
-  for i in range(P - 1):
-    edges.append(_dyadic_between(ids_hi[i] + (ids_lo[i + 1] - ids_hi[i]) / 4,
-                                 ids_lo[i + 1] - (ids_lo[i + 1] - ids_hi[i]) / 4))
-  edges.append(ids_hi[-1] + Fraction(1, 4))
-  clearance = min(min(e_hi - hi, lo - e_lo) for lo, hi, e_lo, e_hi in
-                  zip(ids_lo, ids_hi, edges[:-1], edges[1:]))
+  edges, clearance = bump_edges(ids_lo, ids_hi)
   # r_i: L'_t (last coordinate shifted by j) + c' mean e_1
   c_out = Fraction(1, 2 * N * T)
   tok_cells = cells_of(table.tokens % M, d, N)
