@@ -13,7 +13,6 @@ context, by equivariance; cubes shrunk by margin delta per side). 'float64' para
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from fractions import Fraction
 
@@ -25,7 +24,6 @@ from transformer_ua import construction, layers, realize
 from transformer_ua.exact import ball
 from transformer_ua.yun.realization import certified_eval
 from transformer_ua.yun import grid
-from transformer_ua.yun.single_attention.one_layer_ids import cells_of
 
 #: Default cube-interior margin (fraction of delta per side), as ``yun.realization.plan``.
 DEFAULT_MARGIN = Fraction(1, 4)
@@ -40,6 +38,21 @@ def _as_float64(tree) -> dict:
   """A params pytree with rational (or float) leaves as float64 (bool leaves kept)."""
   return jax.tree_util.tree_map(
       lambda a: np.asarray(a, bool if np.asarray(a).dtype == bool else np.float64), tree)
+
+
+def interior_margin_and_bits(g, margin, bits, tolerance: float, check_plan: bool):
+  """(margin as a Fraction in [0, 1/2), the working bits) of a one-layer realization's
+  ``certify_interiors``: ``bits`` None is the plan's (``g.bits(tolerance)``); with
+  ``check_plan`` an explicit ``bits`` below the plan's is refused."""
+  margin = Fraction(margin)
+  if not 0 <= margin < Fraction(1, 2):
+    raise ValueError(f'margin must be in [0, 1/2), got {float(margin):g}.')
+  need = g.bits(tolerance)
+  bits = need if bits is None else ball.check_bits(bits)
+  if check_plan and bits < need:
+    raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
+                     'realization.')
+  return margin, bits
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -204,19 +217,10 @@ class OneLayerRealized:
     the plan's. Returns dict as ``certified_eval.certify_interiors``."""
     self._check_exact()
     src = self.source
-    margin = Fraction(margin)
-    if not 0 <= margin < Fraction(1, 2):
-      raise ValueError(f'margin must be in [0, 1/2), got {margin}.')
-    need = self.bits(tolerance)
-    bits = need if bits is None else ball.check_bits(bits)
-    if check_plan and bits < need:
-      raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
-                       'realization.')
+    margin, bits = interior_margin_and_bits(self, margin, bits, tolerance, check_plan)
     t0 = time.perf_counter()
     N = src.resolution
-    classes = np.asarray(list(itertools.combinations_with_replacement(range(src.plan.M),
-                                                                      src.n)), np.int64)
-    cells = cells_of(classes, src.d, N)                     # [C, n, d]
+    cells = src.variant.grid_classes()                      # [C, n, d]: the multisets
     targets = src.apply((cells + 0.5) / N)
     out = certified_eval.certify_boxes(self.segments, self.params, False, bits, cells, targets, N,
                                 margin, tolerance=tolerance, workers=workers,

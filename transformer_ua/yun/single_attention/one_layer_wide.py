@@ -533,14 +533,8 @@ class WideRealized:
     """
     self._check_exact()
     src = self.source
-    margin = Fraction(margin)
-    if not 0 <= margin < Fraction(1, 2):
-      raise ValueError(f'margin must be in [0, 1/2), got {float(margin):g}.')
-    need = self.bits(tolerance)
-    bits = need if bits is None else ball.check_bits(bits)
-    if check_plan and bits < need:
-      raise ValueError(f'bits={bits} is below the {need} bits the plan needs for this '
-                       'realization.')
+    margin, bits = one_layer_realized.interior_margin_and_bits(self, margin, bits, tolerance,
+                                                               check_plan)
     t0 = time.perf_counter()
     workers = executor_lib.as_workers(workers, executor, state_dir)
     N = src.resolution
