@@ -19,7 +19,7 @@ integers (tested on whole grids); they differ in how:
              the params): one projection, no tie division
              (``int64.int64_apply_segment`` / ``limb_layers`` with ``shared_qkv``);
     'sweep'  column ids alone (``yun.stages.sweep``: a max, a min, two compares and a select
-             per layer; Theorem 2 / 3 maps only).
+             per layer; registered there, Theorem 2 / 3 maps only).
 
 A kernel is ``builder(cm) -> f(params, k) -> GcResult``, pure (jit / vmap-able, call
 under ``jax.enable_x64``); ``register`` adds one under a name. ``kernel_fn(cm, name)``
@@ -146,11 +146,3 @@ def core(cm):
 def fast(cm):
   """The literal layers with the shared-projection identity where the params allow it."""
   return _literal(cm, shared_projection=True)
-
-
-@register('sweep')
-def sweep(cm):
-  """Column ids alone (``sweep.sweep_kernel``); the paper's g_c only (Theorem 2 / 3)."""
-  # sweep imports this module, so it is imported here, at the first use.
-  from transformer_ua.yun.stages import sweep as sweep_lib  # pylint: disable=import-outside-toplevel
-  return sweep_lib.sweep_kernel(cm)

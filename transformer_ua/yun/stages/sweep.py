@@ -38,8 +38,8 @@ literal layers on whole grids, int64 and limbs.
 
 Shapes: ids are token-major arrays ``[n, B]`` (int) or ``[n, B, K]`` (limbs): per
 layer one reduction over the leading axis and elementwise operations over the batch.
-The kernel's output is a ``gc_kernels.GcResult`` (batch-major, like every kernel's);
-``gc_kernels`` registers ``sweep_kernel`` as 'sweep'.
+The kernel's output is a ``gc_kernels.GcResult`` (batch-major, like every kernel's); it
+is registered there as 'sweep' when this module is imported (the package imports it).
 """
 
 from __future__ import annotations
@@ -270,8 +270,9 @@ def forward_fn(cm, arithmetic: str = 'auto'):
   return f
 
 
+@gc_kernels.register('sweep')
 def sweep_kernel(cm):
-  """The registry's 'sweep' kernel (``gc_kernels``): ``forward_fn`` with the sweep's arithmetic planned
+  """The registry's 'sweep' kernel: ``forward_fn`` with the sweep's arithmetic planned
   ('auto'); the paper's g_c only (Theorem 2 / 3)."""
   if not cm.id_sweep:
     raise ValueError(f"kernel='sweep' runs the paper's g_c; ties={cm.ties!r} needs "
