@@ -49,6 +49,17 @@ differs is refused in one line (``ValueError``). Ctrl-C (KeyboardInterrupt) keep
 finished chunks, stops the local workers, cancels what an executor has not started, and
 re-raises; a binary declares the directory with ``cli.resumable`` (``cli.executor_from_flags``), so
 its interrupt line says how to resume.
+
+Nothing from outside the process is trusted silently: chunks read from a state directory
+and chunks computed by a caller's executor (Dask included) are re-run here on a random
+sample, at least ``RECHECK_MIN`` of them or ``Workers(recheck=)`` (a fraction, up to 1:
+all), and compared exactly with what came back; any difference is refused in one line
+(``ValueError``). ``Mapped`` says how many chunks were resumed, computed elsewhere and
+re-checked (the certificate line prints it). A state's identity also names the code
+(``code_version``: the package version and the SHA-256 of the source of the module that
+builds the work, where its chunk function lives) and everything the workers build (``work_sha256``, ``tree_sha256`` of the
+shipment's arguments: the segments, params, bits, margin, cubes), so a foreign or
+stale state is refused in one line.
 """
 
 from __future__ import annotations
@@ -60,7 +71,9 @@ import json
 import math
 import multiprocessing
 import os
+import inspect
 import pickle
+import random
 import signal
 import sys
 import threading
@@ -83,6 +96,9 @@ CHUNKS_PER_WORKER = 8
 WATCHDOG_SECONDS = 0.5
 #: Seconds to wait for a Dask scheduler before refusing its address.
 CONNECT_SECONDS = 10.0
+#: Chunks from a state directory or a caller's executor re-run here at least (all when
+#: there are fewer), whatever ``Workers(recheck=)`` asks.
+RECHECK_MIN = 3
 
 
 # ---------------------------------------------------------------------------
@@ -100,10 +116,14 @@ class Workers:
     state_dir: keep each finished chunk of a resumable map here (module doc).
     min_pool_seconds: in-process below this estimated work (local processes only;
       0 always starts the pool).
+    recheck: the fraction (0 to 1) of the chunks read from ``state_dir`` or computed by
+      ``executor`` that are re-run here and compared exactly (at least ``RECHECK_MIN``
+      of them whatever the fraction; 1: all).
   """
 
   def __init__(self, processes: int | None = None, executor: cf.Executor | None = None,
-               state_dir: str | None = None, min_pool_seconds: float = MIN_POOL_SECONDS):
+               state_dir: str | None = None, min_pool_seconds: float = MIN_POOL_SECONDS,
+               recheck: float = 0.0):
     if executor is not None and processes is not None:
       raise ValueError('give processes (a local pool) or executor, not both.')
     if executor is not None and not isinstance(executor, cf.Executor):
@@ -123,6 +143,12 @@ class Workers:
       raise ValueError(f'state_dir={state_dir!r}; it must be a directory path.')
     if not (isinstance(min_pool_seconds, (int, float)) and min_pool_seconds >= 0):
       raise ValueError(f'min_pool_seconds={min_pool_seconds!r}; it must be a number >= 0.')
+    if isinstance(recheck, bool) or not isinstance(recheck, (int, float, np.integer,
+                                                             np.floating)) \
+        or not 0 <= recheck <= 1:
+      raise ValueError(f'recheck={recheck!r}; it must be a fraction in [0, 1] of the chunks '
+                       f'from a state or an executor to re-run here (at least {RECHECK_MIN}).')
+    self.recheck = float(recheck)
     self.processes = int(processes) if processes is not None else (
         None if executor is not None else min(2, os.cpu_count() or 1))
     self.executor = executor
@@ -149,7 +175,7 @@ class Workers:
   def __repr__(self) -> str:
     where = (f'executor={type(self.executor).__name__}' if self.executor is not None
              else f'processes={self.processes}')
-    return f'Workers({where}, state_dir={self.state_dir!r})'
+    return f'Workers({where}, state_dir={self.state_dir!r}, recheck={self.recheck:g})'
 
 
 def as_workers(workers=None, executor: cf.Executor | None = None,
@@ -341,6 +367,31 @@ def tree_sha256(*trees) -> str:
   return h.hexdigest()
 
 
+#: Identity keys that summarize others (named only when no plain key differs).
+_DERIVED = ('code_version', 'work_sha256')
+
+
+def code_version(*functions) -> str:
+  """The package version and the SHA-256 (16 hex) of the sources of the modules that
+  define ``functions``: a state written by other code is refused."""
+  from transformer_ua import __version__  # pylint: disable=import-outside-toplevel
+  h = hashlib.sha256()
+  for fn in functions:
+    module = sys.modules.get(getattr(fn, '__module__', ''), None)
+    try:
+      h.update(inspect.getsource(module).encode() if module is not None else b'?')
+    except (OSError, TypeError, ValueError):
+      h.update(repr(fn).encode())
+  return f'{__version__} {h.hexdigest()[:16]}'
+
+
+def work_sha256(shipment: 'Shipment') -> str:
+  """``tree_sha256`` of what the shipment builds: its builder's name and its arguments
+  (machine-independent, unlike the pickled bytes)."""
+  build, args = pickle.loads(shipment.blob)
+  return tree_sha256(f'{build.__module__}.{build.__qualname__}', list(args))
+
+
 class _State:
   """``directory``/identity.json and one chunk_<start>_<stop>.json per finished span."""
 
@@ -357,6 +408,8 @@ class _State:
   def _refuse_unless_same(self, stored: dict, path: str) -> None:
     keys = sorted(set(stored) | set(self.identity), key=str)
     diff = [k for k in keys if stored.get(k) != self.identity.get(k)]
+    plain = [k for k in diff if k not in _DERIVED]
+    diff = plain or diff      # the hashes of code and work follow from the plain keys
     if diff:
       said = '; '.join(f'{k}: stored {_short(stored.get(k))}, this run {_short(self.identity.get(k))}'
                        for k in diff)
@@ -419,12 +472,29 @@ def _split(ranges, step: int) -> list:
 class Mapped:
   """``map_spans``'s answer: results [((start, stop), result)] in order covering
   [0, count); workers: the slots used (1 in-process); resumed: chunks read from state;
-  where: 'in-process', 'processes' or the executor's class name."""
+  where: 'in-process', 'processes' or the executor's class name; elsewhere: chunks
+  computed by a caller's executor; rechecked: chunks of the resumed and the elsewhere
+  re-run here and found equal; chunks: all chunks."""
 
   results: list
   workers: int
   resumed: int
   where: str
+  elsewhere: int = 0
+  rechecked: int = 0
+  chunks: int = 0
+
+  def describe(self) -> str:
+    """One phrase: what came from outside the process and how much was re-checked
+    ('' when every chunk was computed here or by this process's own workers)."""
+    if not (self.resumed or self.elsewhere):
+      return ''
+    said = []
+    if self.resumed:
+      said.append(f'{self.resumed} of {self.chunks} chunks resumed from a state directory')
+    if self.elsewhere:
+      said.append(f'{self.elsewhere} of {self.chunks} computed by {self.where}')
+    return ', '.join(said) + f', {self.rechecked} of them re-run here and equal'
 
 
 def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
@@ -437,7 +507,10 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
   workers = as_workers(workers)
   state = None
   if identity is not None and workers.state_dir is not None:
-    state = _State(workers.next_state_dir(), {**identity, 'count': count})
+    build = pickle.loads(shipment.blob)[0]
+    state = _State(workers.next_state_dir(), {
+        **identity, 'count': count, 'code_version': code_version(build),
+        'work_sha256': work_sha256(shipment)})
   done = state.load() if state is not None else {}
   todo = _missing(done, count)
   slots = workers.slots()
@@ -450,9 +523,10 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
     if state is not None:
       state.keep(span, result)
 
-  where, used = 'in-process', 1
+  where, used, elsewhere = 'in-process', 1, []
   if spans and workers.executor is not None:
     where, used = type(workers.executor).__name__, slots
+    elsewhere = list(spans)
     _on_executor(workers.executor, fn, shipment, spans, finished)
   elif spans and workers.processes > 1:
     pool_pays = workers.min_pool_seconds == 0
@@ -476,8 +550,58 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
       _in_process(fn, shipment, spans, finished)
   else:
     _in_process(fn, shipment, spans, finished)
-  return Mapped(results=sorted(results.items()), workers=used,
-                resumed=len(done), where=where)
+  rechecked = recheck(fn, shipment, results, list(done) + elsewhere, workers.recheck,
+                      {**{s: f'the state directory {state.directory if state else ""}'
+                          for s in done},
+                       **{s: f'the executor {where}' for s in elsewhere}})
+  return Mapped(results=sorted(results.items()), workers=used, resumed=len(done),
+                where=where, elsewhere=len(elsewhere), rechecked=rechecked,
+                chunks=len(results))
+
+
+def recheck(fn, shipment, results: dict, outside: list, fraction: float, source: dict) -> int:
+  """Re-runs a random sample of the ``outside`` spans here (at least ``RECHECK_MIN``, or
+  ``fraction`` of them, up to all) and compares each result exactly with ``results``;
+  returns how many were re-run, or raises one ValueError line on a difference. The
+  sample comes from the operating system's randomness, so whoever wrote the chunks
+  cannot know which are re-run."""
+  if not outside:
+    return 0
+  k = min(len(outside), max(RECHECK_MIN, math.ceil(fraction * len(outside))))
+  for span in sorted(random.SystemRandom().sample(sorted(outside), k)):
+    here = _run(fn, shipment.key, shipment.blob, *span)
+    if not same_result(here, results[span]):
+      raise ValueError(f'chunk {list(span)} from {source[span]} differs from its re-run '
+                       f'here ({_brief(results[span])} there, {_brief(here)} here); it is '
+                       'not trusted: rerun without it (an empty state directory, or '
+                       'in-process).')
+  return k
+
+
+def same_result(a, b) -> bool:
+  """Exact equality of two chunk results (dicts, lists, numbers, arrays; a JSON round
+  trip of either side: tuples as lists, floats exactly); NaN equals nothing."""
+  if isinstance(a, dict) and isinstance(b, dict):
+    return set(a) == set(b) and all(same_result(a[k], b[k]) for k in a)
+  if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype.kind == b.dtype.kind and bool(np.all(a == b))
+  if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+    return len(a) == len(b) and all(same_result(x, y) for x, y in zip(a, b))
+  if isinstance(a, (bool, np.bool_)) or isinstance(b, (bool, np.bool_)):
+    return isinstance(a, (bool, np.bool_)) and isinstance(b, (bool, np.bool_)) \
+        and bool(a) == bool(b)
+  if isinstance(a, (int, float, np.integer, np.floating)) and \
+      isinstance(b, (int, float, np.integer, np.floating)):
+    return bool(a == b)
+  return type(a) is type(b) and a == b
+
+
+def _brief(result) -> str:
+  text = json.dumps(result, default=repr) if not isinstance(result, np.ndarray) else \
+      np.array2string(result, threshold=4)
+  text = ' '.join(text.split())
+  return text if len(text) <= 80 else text[:77] + '...'
 
 
 def _in_process(fn, shipment, spans, finished) -> None:

@@ -18,6 +18,10 @@ Workers: the cubes are split by ``transformer_ua.executor`` (``interiors_chunk``
 spans of cube classes): in-process, a local pool started with 'spawn', or any
 ``concurrent.futures.Executor`` (Dask for a cluster); each worker builds the ball
 network once from the exact params; ``state_dir`` keeps finished chunks to resume from.
+Chunks read from a state or computed by a caller's executor are re-run here on a random
+sample and compared exactly (``executor.recheck``; ``Workers(recheck=)`` raises the
+fraction up to all): a certificate never rests on an unchecked result from outside the
+process, and its line says how many came from outside and how many were re-run.
 """
 
 from __future__ import annotations
@@ -149,7 +153,7 @@ def certify_boxes(segments, params, positional: bool, bits: int, classes, target
   ``executor=``; ``state_dir=``: resumable, unless ``stop_early``).
 
   Returns dict: max_abs_error, certified, tolerance, cubes, bits, worst_cube, workers,
-  resumed_chunks.
+  resumed_chunks, remote_chunks, rechecked_chunks, chunks, outside (``map_interiors``).
   """
   workers = executor_lib.as_workers(workers, executor, state_dir)
   margin = Fraction(margin)
@@ -171,13 +175,18 @@ def map_interiors(chunk, shipment, count: int, workers, identity, *, tolerance: 
                   bits: int) -> dict:
   """``chunk`` (work, start, stop) -> {'worst', 'index', 'cube'} over [0, count) on the
   executor, reduced to the worst cube (first on ties): max_abs_error, certified,
-  tolerance, cubes, bits, worst_cube, workers, resumed_chunks."""
+  tolerance, cubes, bits, worst_cube, workers, resumed_chunks (read from the state),
+  remote_chunks (computed by a caller's executor), rechecked_chunks (of those, re-run
+  here and equal; a difference is refused by ``executor.recheck``), chunks, outside
+  (``executor.Mapped.describe``: one phrase, '' when nothing came from outside)."""
   out = executor_lib.map_spans(chunk, shipment, count, workers, identity=identity)
   worst = max((r for _, r in out.results), key=lambda r: r['worst'])  # first on ties
   return {'max_abs_error': worst['worst'], 'certified': bool(worst['worst'] <= tolerance),
           'tolerance': tolerance, 'cubes': count, 'bits': bits,
           'worst_cube': worst['cube'], 'workers': out.workers,
-          'resumed_chunks': out.resumed}
+          'resumed_chunks': out.resumed, 'remote_chunks': out.elsewhere,
+          'rechecked_chunks': out.rechecked, 'chunks': out.chunks,
+          'outside': out.describe()}
 
 
 def certify_interiors(g, margin: float = plan_lib.DEFAULT_MARGIN, bits: int | None = None, *,
@@ -200,7 +209,8 @@ def certify_interiors(g, margin: float = plan_lib.DEFAULT_MARGIN, bits: int | No
 
   Returns dict: max_abs_error (rigorous bound), certified (bound <= tolerance),
   tolerance, cubes, bits, seconds, margin, worst_cube (grid indices), lam, epsilon,
-  workers, resumed_chunks.
+  workers, resumed_chunks, remote_chunks, rechecked_chunks, chunks, outside
+  (``map_interiors``).
   """
   check_exact(g)
   margin = plan_lib.check_margin(margin)
