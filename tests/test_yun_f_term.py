@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from transformer_ua.yun import build_approximator, search
-from transformer_ua.yun.bounds import certificate, f_term, target_bounds
+from transformer_ua.yun.bounds import callable_checks, certificate, f_term, target_bounds
 from transformer_ua.yun import grid
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
@@ -146,13 +146,13 @@ def test_lipschitz_on_grid_is_a_lower_bound_and_refutes_in_one_line():
   fn = lambda x: 0.5 + 0.5 * np.sin(20 * x)                         # noqa: E731
   k = grid.decode_grid(np.arange(N ** 2), Grid(d, n, N))
   fv = fn((k + 0.5) / N)
-  lower = f_term.check_lipschitz_on_grid(None, fv, Grid(d, n, N))
+  lower = callable_checks.check_lipschitz_on_grid(None, fv, Grid(d, n, N))
   # by hand: the largest |sin(20 c') - sin(20 c)| / 2 * 8 over neighbouring centres
   c = (np.arange(N) + 0.5) / N
   want = np.max(np.abs(np.diff(0.5 + 0.5 * np.sin(20 * c)))) * N
   assert float(lower) == pytest.approx(want, rel=1e-12) and float(lower) <= 10
   with pytest.raises(ValueError, match=r'lipschitz=0.01 is refuted: .* centres \[\(') as e:
-    f_term.check_lipschitz_on_grid(0.01, fv, Grid(d, n, N))
+    callable_checks.check_lipschitz_on_grid(0.01, fv, Grid(d, n, N))
   assert '\n' not in str(e.value)
 
 
@@ -161,10 +161,10 @@ def test_equivariance_failures_found_exactly():
   k = grid.decode_grid(np.arange(N ** 3), Grid(d, n, N))
   x = (k + 0.5) / N
   sym = 2 * x                                # f(X) = 2X: equivariant exactly
-  assert f_term.equivariance_failures(sym, Grid(d, n, N))['cubes'] == 0
+  assert callable_checks.equivariance_failures(sym, Grid(d, n, N))['cubes'] == 0
   skew = 2 * x
   skew[:, 0, 0] = x[:, 0, 0] + x[:, 1, 0]    # f_0 = x_0 + x_1, f_1 = 2 x_1, f_2 = 2 x_2
-  got = f_term.equivariance_failures(skew, Grid(d, n, N))
+  got = callable_checks.equivariance_failures(skew, Grid(d, n, N))
   # by hand: swapping tokens 0, 1 keeps f_bar equivariant iff x_0 = x_1, swapping 1, 2
   # iff x_1 = x_2 (row 0: x_0 + x_2 against x_0 + x_1): every cube fails but the N
   # cubes with three equal tokens

@@ -62,6 +62,7 @@ docstring), so the certificate is one code path.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import time
 from fractions import Fraction
@@ -72,7 +73,7 @@ from flint import arb, ctx
 from transformer_ua.exact import ball
 from transformer_ua.yun.grid import Grid, decode_grid
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
-from transformer_ua.yun.bounds import distances, f_term, target_bounds
+from transformer_ua.yun.bounds import callable_checks, distances, f_term, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import ids
 
@@ -149,19 +150,42 @@ class Certificate:
     return dataclasses.asdict(self)
 
   def describe(self) -> str:
+    """The certificate in one line, itself a proof: every bound rounded up, every share
+    of the volume rounded down, p exact (``bound_text``, ``share_text``, ``_exact``), what came from
+    outside the process and what a callable was checked for."""
     t = self.terms
-    return (f'd_p(f, g) <= {self.total:.4g} certified, assuming {self.assumes} (p={self.p:g}; '
-            f'f-f_bar {t["f_fbar"]:.3g} [{self.f_term_method}] + f_bar-g_bar '
-            f'{t["fbar_gbar"]:.3g} + g_bar-g '
-            f'{t["gbar_g"]:.3g}; interiors {100 * self.interior_fraction:.6g}% of the '
-            f'volume, sup {self.interior_sup:.3g}; windows {self.window_measure:.3g}, sup '
-            f'{self.window_sup:.3g}; N={self.resolution}, lam=2^{math.log2(self.lam):.0f}, '
-            f'ramp 2^{math.log2(self.epsilon):.0f}, {self.bits} bits, '
+    return (f'd_p(f, g) <= {bound_text(self.total, 4)} certified, assuming {self.assumes} '
+            f'(p={_exact(self.p)}; f-f_bar {bound_text(t["f_fbar"], 3)} [{self.f_term_method}] + '
+            f'f_bar-g_bar {bound_text(t["fbar_gbar"], 3)} + g_bar-g {bound_text(t["gbar_g"], 3)}; '
+            f'interiors {share_text(self.interior_fraction, 6, percent=True)}% of the volume, sup '
+            f'{bound_text(self.interior_sup, 3)}; windows {bound_text(self.window_measure, 3)}, sup '
+            f'{bound_text(self.window_sup, 3)}; N={self.resolution}, lam={_power_of_two(self.lam)}, '
+            f'ramp {_power_of_two(self.epsilon)}, {self.bits} bits, '
             f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s'
-            f'{self._equivariance_note()})')
+            f'{self._outside_note()}{self._callable_note()}{self._equivariance_note()})')
 
   def __str__(self) -> str:
     return self.describe()
+
+  def _outside_note(self) -> str:
+    said = (self.details or {}).get('interior', {}).get('outside')
+    return f'; interiors: {said}' if said else ''
+
+  def _callable_note(self) -> str:
+    cc = (self.details or {}).get('callable_checks') or {}
+    sampled = cc.get('sampled')
+    if not sampled:
+      return ''
+    note = (f'; callable checked on {cc["probes"]} probes (one point at a time = batch, '
+            f'real, finite, shape, input not mutated) and its {cc["centres"]} centres; '
+            f'largest difference quotient found {share_text(max(cc["lipschitz_lower"], sampled["largest_quotient"]), 4)} '
+            f'(neighbouring centres and {sampled["points"]} sampled points)')
+    if cc.get('lipschitz') is not None:
+      note += f' against the stated L {callable_checks.show_constant(cc["lipschitz"])}'
+    if sampled.get('largest_modulus_ratio') is not None:
+      note += (', largest |f(X) - f(C)| / modulus found '
+               f'{share_text(sampled["largest_modulus_ratio"], 4)} (at most 1 allowed)')
+    return note
 
   def _equivariance_note(self) -> str:
     eq = self.details.get('callable_checks', {}).get('equivariance') if self.details else None
@@ -169,8 +193,51 @@ class Certificate:
       return ''
     if not eq['cubes']:
       return '; f_bar equivariant on every cube (checked)'
-    return (f'; f_bar not equivariant on {eq["cubes"]} cubes, e.g. {eq["example"]} (counted '
-            'in f_bar-g_bar)')
+    level = (f', every difference at most {bound_text(eq["max_difference"], 2)}, at rounding level '
+             f'of max |f| {bound_text(eq["scale"], 2)}: float summation order in f'
+             if eq.get('rounding_level') else
+             f', differences up to {bound_text(eq["max_difference"], 2)}')
+    return (f'; f_bar not equivariant on {eq["cubes"]} cubes, e.g. {eq["example"]}{level} '
+            '(counted in f_bar-g_bar)')
+
+
+def _decimal(x: float, digits: int, rounding: str, scale: int = 1) -> str:
+  """x * scale (x a float, taken exactly) rounded to ``digits`` significant digits in the
+  direction ``rounding`` (decimal.ROUND_CEILING / ROUND_FLOOR), as plain text."""
+  x = float(x)
+  if math.isnan(x):
+    return 'nan'
+  if math.isinf(x):
+    return 'inf' if x > 0 else '-inf'
+  if x == 0:
+    return '0'
+  c = decimal.Context(prec=digits, rounding=rounding, Emax=decimal.MAX_EMAX,
+                      Emin=decimal.MIN_EMIN)
+  v = c.multiply(decimal.Decimal(x), decimal.Decimal(scale))   # exact product, rounded once
+  return format(v, 'g').replace('E', 'e')
+
+
+def bound_text(x: float, digits: int) -> str:
+  """An upper bound of x with ``digits`` significant digits (what a reader copies stays
+  a proved bound)."""
+  return _decimal(x, digits, decimal.ROUND_CEILING)
+
+
+def share_text(x: float, digits: int, percent: bool = False) -> str:
+  """A lower bound of x (x 100 with ``percent``) with ``digits`` significant digits."""
+  return _decimal(x, digits, decimal.ROUND_FLOOR, 100 if percent else 1)
+
+
+def _exact(v: float) -> str:
+  """A float as the shortest text that reads back as it (2 for 2.0, 1.0000001)."""
+  v = float(v)
+  return str(int(v)) if v.is_integer() and abs(v) < 2 ** 53 else repr(v)
+
+
+def _power_of_two(v: float) -> str:
+  """2^k when v is exactly a power of two, else v exactly (``_exact``)."""
+  m, e = math.frexp(float(v))
+  return f'2^{e - 1}' if m == 0.5 else _exact(v)
 
 
 # ---------------------------------------------------------------------------
@@ -192,16 +259,7 @@ def _classes_and_weights(net):
   k = ids.grid_classes(net)
   if not net.variant.equivariant:     # Theorem 3: every cube is its own class
     return k, np.ones(len(k), np.int64)
-  weights = []
-  for row in k:
-    counts = {}
-    for tok in map(tuple, row):
-      counts[tok] = counts.get(tok, 0) + 1
-    w = math.factorial(net.n)
-    for c in counts.values():
-      w //= math.factorial(c)
-    weights.append(w)
-  return k, np.asarray(weights, np.int64)
+  return k, f_term.orderings(k)
 
 
 def fbar_gbar_bound(net, p: float, classes=None, values=None) -> dict:
@@ -217,14 +275,16 @@ def fbar_gbar_bound(net, p: float, classes=None, values=None) -> dict:
   g_bar = net.apply(centres)
   f_bar = targets_lib.grid_values(net.target, k, net.resolution) if values is None \
       else np.asarray(values, np.float64)
-  diff = np.abs(f_bar - g_bar)
+  g_bar = np.asarray(g_bar, np.float64)
   cube = Fraction(1, net.resolution ** (net.d * net.n))
-  differing = int(np.sum(np.any(diff > 0, axis=(1, 2))))
-  with ctx.workprec(CERT_BITS):
+  rows = np.any(f_bar != g_bar, axis=(1, 2))
+  differing = int(np.sum(rows))
+  with ctx.workprec(CERT_BITS):    # |A - g_bar| exactly (two doubles), not fl(A - g_bar)
     total = arb(0)
-    for w, row in zip(weights, diff):
-      if np.any(row > 0):
-        total += int(w) * sum((_pow(_q(float(v)), p) for v in row.ravel() if v > 0), arb(0))
+    for c in np.flatnonzero(rows):
+      total += int(weights[c]) * sum(
+          (_pow(abs(_q(float(a)) - _q(float(b))), p)
+           for a, b in zip(f_bar[c].ravel(), g_bar[c].ravel()) if a != b), arb(0))
     total *= _q(cube)
     return {'bound': ball.float_upper(_root(total, p)), 'cubes_differing': differing,
             'mass': ball.float_upper(total)}
@@ -252,17 +312,20 @@ def _builtin(target, d: int, n: int) -> bool:
   return target_bounds.arb_function(target, d, n) is not None
 
 
-def callable_grid(net, lipschitz, modulus) -> dict:
+def callable_grid(net, lipschitz, modulus,
+                  refutation_points: int = callable_checks.REFUTATION_POINTS) -> dict:
   """What a callable f is checked against on every ordered cube (module doc, 1.).
 
   f_bar(L) = f(C_L) as evaluated; a stated L is refused below the largest difference
-  quotient between neighbouring centres, a local modulus where two neighbours cannot
-  reach each other's values; under Theorem 2 f_bar's equivariance is decided.
+  quotient between neighbouring centres or between sampled points in cubes, a local
+  modulus where two neighbours cannot reach each other's values or a sampled point
+  leaves it (``callable_checks``); under Theorem 2 f_bar's equivariance is decided.
   Returns {'k' [N^m, n, d], 'values' [N^m, n, d], 'modulus_values' (or None),
-  'lipschitz_lower', 'equivariance' (``f_term.equivariance_failures``, or None)}.
+  'lipschitz_lower', 'sampled' (``callable_checks.refute_in_cubes``), 'equivariance'
+  (``callable_checks.equivariance_failures``, or None)}.
   Raises:
-    ValueError: more than ``f_term.MAX_CUBES`` cubes, a refuted modulus (one line
-      naming two centres), or a bad modulus.
+    ValueError: more than ``f_term.MAX_CUBES`` cubes, a refuted modulus or L (one line
+      naming two points), or a bad modulus.
   """
   d, n, N = net.d, net.n, net.resolution
   cubes = N ** (n * d)
@@ -271,15 +334,17 @@ def callable_grid(net, lipschitz, modulus) -> dict:
                      f'cubes; at most {f_term.MAX_CUBES} (use a smaller resolution).')
   k = decode_grid(np.arange(cubes, dtype=np.int64), net.variant.grid)
   fv = targets_lib.grid_values(net.target, k, N)
-  lower = f_term.check_lipschitz_on_grid(lipschitz, fv, net.variant.grid)
+  lower = callable_checks.check_lipschitz_on_grid(lipschitz, fv, net.variant.grid)
   s = None
   if modulus is not None:
-    s = f_term.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
-    f_term.check_modulus_on_grid(s, fv, net.variant.grid)
-  equiv = f_term.equivariance_failures(fv, net.variant.grid) \
+    s = callable_checks.check_modulus(modulus, targets_lib.cell_centers(k, N), 1 / N)
+    callable_checks.check_modulus_on_grid(s, fv, net.variant.grid)
+  sampled = callable_checks.refute_in_cubes(net.target, k, fv, N, lipschitz=lipschitz,
+                                            modulus_values=s, points=refutation_points)
+  equiv = callable_checks.equivariance_failures(fv, net.variant.grid) \
       if net.variant.equivariant else None
   return {'k': k, 'values': fv, 'modulus_values': s, 'lipschitz_lower': lower,
-          'equivariance': equiv}
+          'sampled': sampled, 'equivariance': equiv}
 
 
 def window_bound(net, g, bits: int) -> dict:
@@ -338,7 +403,8 @@ def default_margin(g) -> Fraction:
 
 
 def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=None,
-               bits=None, workers=None) -> Certificate:
+               bits=None, workers=None,
+               refutation_points: int = callable_checks.REFUTATION_POINTS) -> Certificate:
   """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
 
   Args:
@@ -358,6 +424,12 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
       bounding sup over each cube of |f(X) - f(C)| (``f_term``); not for built-ins.
     margin: cube interiors shrunk by margin delta per side (default ``default_margin``).
     bits: arb working precision (default: the plan's for g).
+    workers: where the cube interiors run (``executor.as_workers``); chunks resumed from
+      a state or computed by a caller's executor are re-run here on a sample
+      (``Workers(recheck=)``) and the line says how many.
+    refutation_points: a callable's sampled points in cubes that try to refute
+      ``lipschitz`` / ``modulus`` (``callable_checks.refute_in_cubes``; raise it to
+      look harder).
   Raises:
     ValueError: p < 1, a bad or refuted lipschitz or modulus, a lipschitz below a
       built-in's proved constant, a callable with neither, a float g, or a g that is not
@@ -394,13 +466,15 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
     term2 = fbar_gbar_bound(net, p, classes)
   else:
     rounding = 0.0       # f is the callable as evaluated: f_bar(L) = f(C_L)
-    cg = callable_grid(net, lip, modulus)
+    cg = callable_grid(net, lip, modulus, refutation_points)
     ones = np.ones(len(cg['k']), np.int64)
     term1 = f_term.f_fbar(net.target, cg['k'], cg['values'], ones, resolution=N, p=p,
                           lipschitz=lip, lipschitz_source=source,
                           modulus_values=cg['modulus_values'])
     term2 = fbar_gbar_bound(net, p, (cg['k'], ones), cg['values'])
     checks = {'lipschitz_lower': float(cg['lipschitz_lower']),
+              'sampled': cg['sampled'], 'lipschitz': None if lip is None else float(lip),
+              'probes': targets_lib.PROBE_BATCH, 'centres': len(cg['k']),
               'equivariance': cg['equivariance']}
   interior = g.certify_interiors(float(margin), bits, check_plan=False, workers=workers)
   window = window_bound(net, g, bits)

@@ -40,24 +40,29 @@ Per cube, one of (the best that applies to the target):
 
 3. Local modulus (``modulus=``, given by the caller): s_L,ji >= sup_{S_L} |f_ji(X) - f_ji(C_L)|
    on the closed cube, so E_L |f_ji - A|^p <= (r + s_L,ji)^p (r = 0 for a callable: f is
-   the callable as evaluated, A its value). Checked where it can be refuted: for
-   neighbouring centres C, C' (one entry apart by delta) the shared face point B gives
-   |f(C) - f(C')| <= s_C + s_C'.
+   the callable as evaluated, A its value). Refuted where evidence is found: neighbouring
+   centres and sampled points in cubes (``callable_checks``).
 
 4. Global Lipschitz (the fallback; L with |f(X)_ji - f(Y)_ji| <= L max|X - Y|):
    E max_v |U_v|^p = h^p m / (m + p), so
 
        d_p(f, f_bar) <= L h (m m / (m + p))^{1/p} + m^{1/p} max_L |f(C_L) - A_L|.
 
-   A stated L is refuted when it is below the largest difference quotient
-   |f(C)_ji - f(C')_ji| / delta between neighbouring centres (a proved lower bound on
-   the true constant of f as evaluated at the centres; ``check_lipschitz_on_grid``).
+   A stated L is refuted when it is below a difference quotient found between
+   neighbouring centres or sampled points in cubes (each a proved lower bound on the
+   true constant of f as evaluated; ``callable_checks``).
 
 When more than one applies, the smallest (each is an upper bound) is the term. The cube
 mean in place of A would lower term 1 for p = 2 by delta^m sum (E_L f - A)^2 only; for
 the polynomial built-ins E_L f - f(C_L) is delta^2 / (12 n) (token_times_mean) or 0
 (prefix_mean, reversal), a gain of relative order delta^2, so f_bar keeps the centre
 values (the network's table).
+
+Work: the per-cube methods cost ~ C (nd) t^2 (t terms per polynomial entry) and
+~ C (nd)^2 n (the gradient); past ``PER_CUBE_WORK`` operations (n in the hundreds) a
+method is skipped and the term is the smallest of the others (the Lipschitz fallback
+always applies to a built-in), so every n up to 1024 gets a correct bound in seconds.
+Orderings n! / prod c! are Python integers (exact at any n).
 
 ``bound(target, d=, n=, resolution=, p=)`` is the term before any network is built
 (the resolution search). Shapes: K [C, n, d] grid indices, values [C, n, d], weights [C].
@@ -74,7 +79,7 @@ import numpy as np
 from flint import arb, ctx, fmpq
 
 from transformer_ua.exact import ball
-from transformer_ua.yun.bounds import distances, target_bounds
+from transformer_ua.yun.bounds import callable_checks, distances, target_bounds
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun import enumeration
@@ -85,6 +90,9 @@ BITS = 128
 GRADIENT_BITS = 64
 #: Largest number of ordered cubes a callable is evaluated on (equivariance, quotients).
 MAX_CUBES = 4_000_000
+
+#: Estimated operations past which a per-cube method is skipped (module doc).
+PER_CUBE_WORK = 20_000_000
 
 METHODS = ('exact polynomial integral', 'gradient enclosure', 'local modulus', 'lipschitz')
 
@@ -355,23 +363,6 @@ def _residues(target, k: np.ndarray, values: np.ndarray, resolution: int):
 # ---------------------------------------------------------------------------
 
 
-def check_modulus(modulus, centres: np.ndarray, delta: float) -> np.ndarray:
-  """s = modulus(centres, delta) as a float array [C, n, d] of finite values >= 0, or
-  a one-line ValueError."""
-  try:
-    s = np.asarray(modulus(np.asarray(centres, np.float64), float(delta)), np.float64)
-  except (TypeError, ValueError) as e:
-    raise ValueError(f'modulus(centres, delta) failed: {e}; it must map centres '
-                     '[C, n, d] and delta to bounds [C, n, d].') from None
-  if s.shape != np.shape(centres):
-    raise ValueError(f'modulus(centres, delta) returned shape {s.shape} for centres of '
-                     f'shape {np.shape(centres)}; it must return [C, n, d].')
-  if not np.all(np.isfinite(s)) or np.any(s < 0):
-    raise ValueError('modulus(centres, delta) returned a negative or non-finite bound; '
-                     'it must return sup over each cube of |f(X) - f(C)| >= 0.')
-  return s
-
-
 def modulus_integral(s: np.ndarray, residues, weights: np.ndarray, resolution: int,
                      p: float) -> arb:
   """sum_L w_L delta^m sum_ji (r + s_L,ji)^p (module doc, 3.)."""
@@ -383,115 +374,6 @@ def modulus_integral(s: np.ndarray, residues, weights: np.ndarray, resolution: i
                  for j in range(n) for i in range(d)), arb(0))
       total += int(weights[c]) * acc
     return total / arb(resolution) ** (n * d)
-
-
-def _grid_axes(fv: np.ndarray, grid: Grid) -> np.ndarray:
-  """Values on every ordered cube [N^m, n, d] (lexicographic) as [N, ..., N, n, d]."""
-  d, n, N = grid.d, grid.n, grid.N
-  return fv.reshape((N,) * (n * d) + (n, d))
-
-
-def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, grid: Grid) -> Fraction:
-  """The largest difference quotient |f(C)_ji - f(C')_ji| / delta over neighbouring
-  centres (exact rationals of the float values), a lower bound on any L; refuses a
-  smaller ``lipschitz`` in one line naming the two centres.
-
-  Args:
-    fv: f at every ordered cube centre [N^m, n, d], lexicographic (``common.decode_grid``).
-  """
-  d, n, N = grid.d, grid.n, grid.N
-  m = n * d
-  grid_f = _grid_axes(np.asarray(fv, np.float64), grid)
-  best, where = -1.0, None
-  for axis in range(m):
-    diff = np.abs(np.diff(grid_f, axis=axis))
-    if diff.size and float(diff.max()) > best:
-      best = float(diff.max())
-      where = (axis, np.unravel_index(int(np.argmax(diff)), diff.shape))
-  if where is None:
-    return Fraction(0)
-  axis, idx = where
-  k1 = list(idx[:m])
-  k2 = list(k1)
-  k2[axis] += 1
-  j, i = idx[m], idx[m + 1]
-  a, b = grid_f[tuple(k1) + (j, i)], grid_f[tuple(k2) + (j, i)]
-  quotient = abs(Fraction(float(a)) - Fraction(float(b))) * N
-  if lipschitz is not None and Fraction(lipschitz) < quotient:
-    c1 = _centre_text(k1, grid)
-    c2 = _centre_text(k2, grid)
-    raise ValueError(f'lipschitz={float(lipschitz):g} is refuted: f changes by '
-                     f'{float(abs(Fraction(float(a)) - Fraction(float(b)))):.4g} in entry '
-                     f'({j}, {i}) between the neighbouring cube centres {c1} and {c2} '
-                     f'(delta = 1/{N} apart), a difference quotient of {float(quotient):.4g}; '
-                     f'pass lipschitz >= {float(quotient):.4g}.')
-  return quotient
-
-
-def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, grid: Grid) -> None:
-  """Refuses a local modulus with |f(C) - f(C')| > s_C + s_C' for neighbouring centres
-  (module doc, 3.), in one line naming the two centres. s, fv: [N^m, n, d]."""
-  m = grid.n * grid.d
-  gf = _grid_axes(np.asarray(fv, np.float64), grid)
-  gs = _grid_axes(np.asarray(s, np.float64), grid)
-  for axis in range(m):
-    lhs = np.abs(np.diff(gf, axis=axis))
-    sl = [slice(None)] * gs.ndim
-    sl[axis] = slice(1, None)
-    sr = list(sl)
-    sr[axis] = slice(None, -1)
-    rhs = gs[tuple(sl)] + gs[tuple(sr)]
-    # (a refusal only where the float gap is clear of float rounding)
-    bad = lhs > rhs * (1 + 1e-12) + 1e-300
-    if np.any(bad):
-      idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
-      k1 = list(idx[:m])
-      k2 = list(k1)
-      k2[axis] += 1
-      raise ValueError(f'modulus is refuted: f changes by {float(lhs[idx]):.4g} in entry '
-                       f'({idx[m]}, {idx[m + 1]}) between the neighbouring cube centres '
-                       f'{_centre_text(k1, grid)} and {_centre_text(k2, grid)}, more '
-                       f'than the {float(rhs[idx]):.4g} its two cubes allow.')
-
-
-def equivariance_failures(fv: np.ndarray, grid: Grid) -> dict:
-  """Where f_bar(L) = fl f(C_L) is not permutation equivariant, decided exactly: f_bar
-  is equivariant on the grid iff f_bar(L tau) = f_bar(L) tau for every cube L and every
-  swap tau of neighbouring tokens (they generate the permutations).
-
-  Args:
-    fv: f at every ordered cube centre [N^m, n, d], lexicographic.
-  Returns:
-    {'cubes': number of cubes L where some swap fails, 'example': one such cube's
-    centre (text) or None, 'max_difference': the largest |f_bar(L tau) - f_bar(L) tau|}.
-  """
-  d, n, N = grid.d, grid.n, grid.N
-  m = n * d
-  gf = _grid_axes(np.asarray(fv, np.float64), grid)
-  bad = np.zeros((N,) * m, bool)
-  worst = 0.0
-  for t in range(n - 1):
-    axes = list(range(m))
-    axes[t * d:(t + 2) * d] = axes[(t + 1) * d:(t + 2) * d] + axes[t * d:(t + 1) * d]
-    swapped_in = np.transpose(gf, axes + [m, m + 1])          # f(C_{L tau})
-    rows = list(range(n))
-    rows[t], rows[t + 1] = rows[t + 1], rows[t]
-    swapped_out = gf[..., rows, :]                              # f(C_L) tau
-    diff = np.abs(swapped_in - swapped_out)
-    bad |= np.any(diff != 0, axis=(-2, -1))
-    worst = max(worst, float(diff.max()) if diff.size else 0.0)
-  count = int(bad.sum())
-  example = None
-  if count:
-    idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    example = _centre_text(list(idx), grid)
-  return {'cubes': count, 'example': example, 'max_difference': worst}
-
-
-def _centre_text(flat_k, grid: Grid) -> str:
-  k = np.asarray(flat_k).reshape(grid.n, grid.d)
-  return '[' + ', '.join('(' + ', '.join(f'{2 * int(v) + 1}/{2 * grid.N}' for v in tok) + ')'
-                         for tok in k) + ']'
 
 
 # ---------------------------------------------------------------------------
@@ -539,6 +421,13 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
   parts, phrases = {}, {}
   polys = target_bounds.polynomial(target, d, n)
   fn = target_bounds.arb_function(target, d, n)
+  skipped = []
+  if polys is not None and C * sum(len(e) ** 2 for row in polys for e in row) > PER_CUBE_WORK:
+    polys = None
+    skipped.append('exact polynomial integral')
+  if fn is not None and C * (n * d) ** 2 * n > PER_CUBE_WORK:
+    fn = None
+    skipped.append('gradient enclosure')
   if polys is not None and p == 2:
     with ctx.workprec(BITS):
       parts['exact polynomial integral'] = ball.float_upper(_root(
@@ -574,9 +463,11 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
     parts['lipschitz'] = lipschitz_bound(lipschitz, d=d, n=n, resolution=resolution, p=p,
                                          rounding=rounding)['bound']
     src = lipschitz_source or 'given by the caller'
-    proved = fn is not None      # a built-in: its L is the proved one or above it
+    proved = target_bounds.arb_function(target, d, n) is not None    # a built-in
     phrases['lipschitz'] = (('nothing: ' if proved else '') +
-                            f'f is {float(lipschitz):g}-Lipschitz in the max norm ({src})')
+                            f'f is {callable_checks.show_constant(lipschitz)}-Lipschitz in '
+                            f'the max norm ({src})' +
+                            (f'; {" and ".join(skipped)} skipped at n={n}' if skipped else ''))
   if not parts:
     raise ValueError(f'target {target.name!r} has no per-cube bound and no modulus; pass '
                      'lipschitz=L or modulus=.')
@@ -597,7 +488,8 @@ def classes_and_weights(grid: Grid, equivariant: bool):
 
 
 def orderings(k: np.ndarray) -> np.ndarray:
-  """[C]: the number of distinct orderings n! / prod(c!) of each row's tokens."""
+  """[C]: the number of distinct orderings n! / prod(c!) of each row's tokens (int64,
+  or Python integers in an object array past int64)."""
   out = []
   for row in np.asarray(k):
     counts = {}
@@ -607,6 +499,8 @@ def orderings(k: np.ndarray) -> np.ndarray:
     for c in counts.values():
       w //= math.factorial(c)
     out.append(w)
+  if out and max(out) >= 2 ** 63:
+    return np.asarray(out, dtype=object)
   return np.asarray(out, np.int64)
 
 
@@ -654,7 +548,8 @@ def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
   values = targets_lib.grid_values(f, k, resolution)
   s = None
   if modulus is not None:
-    s = check_modulus(modulus, targets_lib.cell_centers(k, resolution), 1 / resolution)
+    s = callable_checks.check_modulus(modulus, targets_lib.cell_centers(k, resolution),
+                                      1 / resolution)
   return f_fbar(f, k, values, w, resolution=resolution, p=p, lipschitz=lip,
                 lipschitz_source=None if lip is None else
                 target_bounds.lipschitz_source(lip, f, d, n), modulus_values=s)

@@ -19,6 +19,15 @@ Lemma 4 (Appendix D): with cubes ``S_L = prod [L_ij, L_ij + delta)`` of the grid
 which is permutation equivariant whenever f is (``f_bar(XP) = f(C_{LP}) = f(C_L P)``).
 Distances are integrated over the unit cube [0, 1)^{d x n}, the support of f_bar.
 Grid indices: ``K [.., n, d]`` integers in {0, ..., N-1} with ``L = K / N``.
+
+A user callable is judged by what it does, never by its name (``check_callable``, at
+``get_target``): on ``PROBE_BATCH`` probe points it must be a function of one point (the
+batch gives the values of the points one at a time, and of the batch reversed), real
+(no complex output), of the declared shape [batch, n, d] and a real numeric dtype,
+finite, and it must leave its input unchanged; each failure is one ValueError line that
+names it. ``grid_values`` checks the same (real, finite, shape, input unchanged) on every
+centre the value table evaluates. Equivariance is decided on probes by behaviour
+(``equivariance_error``); only a built-in's declared flag is taken as given.
 """
 
 from __future__ import annotations
@@ -36,6 +45,10 @@ PROBE_BATCH = 3
 EQUIVARIANCE_RTOL = 1e-9
 #: Probe points for the equivariance check.
 EQUIVARIANCE_PROBES = 8
+#: Relative difference (to max(1, max |f|)) up to which a batch and single points agree:
+#: float rounding of a per-point function evaluated by other kernels; a function of the
+#: batch (a mean over it, say) differs by far more.
+BATCH_RTOL = 1e-12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,15 +126,59 @@ def get_target(target, *, d: int, n: int) -> Target:
                       'user callable')
   else:
     raise ValueError(f'target must be a name, a Target or a callable, got {type(target)}.')
-  probe = np.random.default_rng(0).random((PROBE_BATCH, n, d))
-  check_output(resolved.name, resolved(probe), (PROBE_BATCH, n, d))
+  if BUILTIN_TARGETS.get(resolved.name) is resolved:
+    probe = np.random.default_rng(0).random((PROBE_BATCH, n, d))
+    check_output(resolved.name, resolved(probe), (PROBE_BATCH, n, d))
+  else:
+    check_callable(resolved, d, n)
   return resolved
 
 
+def evaluate(target: Target, x: np.ndarray) -> np.ndarray:
+  """f(X) [batch, n, d] float64 on a copy of X, checked (``check_output``; an input
+  changed in place is refused in one line)."""
+  x = np.array(x, np.float64)
+  keep = x.copy()
+  out = check_output(target.name, target(x), x.shape)
+  if not np.array_equal(x, keep, equal_nan=True):
+    raise ValueError(f'target {target.name!r} changed its input array in place; a target '
+                     'must not mutate X (copy it first, e.g. x = x.copy()).')
+  return out
+
+
+def check_callable(target: Target, d: int, n: int) -> None:
+  """A user callable on ``PROBE_BATCH`` probe points (module doc): input unchanged,
+  real, of shape [batch, n, d], finite, and a function of one point (the batch, the
+  batch reversed and each point alone agree to ``BATCH_RTOL``). One ValueError line
+  naming the failure."""
+  x = np.random.default_rng(0).random((PROBE_BATCH, n, d))
+  batch = evaluate(target, x)
+  scale = max(1.0, float(np.max(np.abs(batch))))
+  rev = evaluate(target, x[::-1])[::-1]
+  single = np.concatenate([evaluate(target, x[b:b + 1]) for b in range(len(x))])
+  for other, how in ((single, 'one point at a time'), (rev, 'in reversed batch order')):
+    err = float(np.max(np.abs(other - batch)))
+    if err > BATCH_RTOL * scale:
+      raise ValueError(f'target {target.name!r} is not a function of one point: on '
+                       f'{PROBE_BATCH} probes its values {how} differ from the batch\'s by '
+                       f'{err:.3g}; f(X) may depend only on X (e.g. a mean over axis=-2, '
+                       'the tokens, never over the batch axis 0).')
+
+
 def check_output(name: str, out, shape) -> np.ndarray:
-  """Raises ValueError unless ``out`` is a finite array of ``shape``."""
+  """``out`` as float64, or ValueError unless it is a real, finite array of ``shape``
+  with a real numeric dtype (bool, int, float)."""
+  raw = np.asarray(out) if not isinstance(out, np.ndarray) else out
+  if np.iscomplexobj(raw):
+    raise ValueError(f'target {name!r} returned complex values (dtype {raw.dtype}); a '
+                     'target must be real-valued (return e.g. the real part or the '
+                     'modulus explicitly).')
+  if raw.dtype.kind not in 'biuf':
+    raise ValueError(f'target {name!r} returned something that is not a numeric array '
+                     f'(dtype {raw.dtype}); a target must return real numbers (bool, int or '
+                     'float).')
   try:
-    out = np.asarray(out, dtype=np.float64)
+    out = np.asarray(raw, dtype=np.float64)
   except (TypeError, ValueError) as e:
     raise ValueError(f'target {name!r} returned something that is not a numeric array: '
                      f'{e}') from None
@@ -138,22 +195,30 @@ def check_equivariant(target: Target, d: int, n: int) -> None:
   """Refuses a Theorem 2 target that is not permutation equivariant on probes (a quick
   check at build time; ``certificate.certify_lp`` decides f_bar's equivariance on every
   cube, ``f_term.equivariance_failures``)."""
-  if target.name in BUILTIN_TARGETS and not target.permutation_equivariant:
+  if BUILTIN_TARGETS.get(target.name) is target and not target.permutation_equivariant:
     raise ValueError(f'target {target.name!r} is not permutation equivariant; Theorem 2 '
                      '(positional=False) needs f(XP) = f(X)P. Use positional=True '
                      '(Theorem 3, Appendix G).')
+  err = equivariance_error(target, d, n)
+  if err is not None:
+    raise ValueError(f'target {target.name!r} is not permutation equivariant (|f(XP) - '
+                     f'f(X)P| = {err:.3g} on probes); Theorem 2 (positional=False) needs '
+                     'it. Use positional=True (Theorem 3).')
+
+
+def equivariance_error(target: Target, d: int, n: int) -> float | None:
+  """max |f(XP) - f(X)P| on ``EQUIVARIANCE_PROBES`` probes and one permutation P (not
+  the identity) when it exceeds ``EQUIVARIANCE_RTOL`` max(1, max |f|), else None: the
+  function's behaviour decides, whatever its name."""
   rng = np.random.default_rng(1)
   x = rng.random((EQUIVARIANCE_PROBES, n, d))
   perm = rng.permutation(n)
   if np.all(perm == np.arange(n)):
     perm = np.roll(perm, 1)
-  fx = check_output(target.name, target(x), x.shape)
-  fxp = check_output(target.name, target(x[:, perm]), x.shape)
+  fx = evaluate(target, x)
+  fxp = evaluate(target, x[:, perm])
   err = float(np.max(np.abs(fxp - fx[:, perm])))
-  if err > EQUIVARIANCE_RTOL * max(1.0, float(np.max(np.abs(fx)))):
-    raise ValueError(f'target {target.name!r} is not permutation equivariant (|f(XP) - '
-                     f'f(X)P| = {err:.3g} on probes); Theorem 2 (positional=False) needs '
-                     'it. Use positional=True (Theorem 3).')
+  return err if err > EQUIVARIANCE_RTOL * max(1.0, float(np.max(np.abs(fx)))) else None
 
 
 # ---------------------------------------------------------------------------
@@ -181,15 +246,25 @@ def piecewise_constant(target: Target, resolution: int) -> Target:
   """Lemma 4: ``f_bar(X) = f(C_L)`` for X in the cube S_L, 0 outside [0,1)^{d x n}."""
   if not isinstance(resolution, (int, np.integer)) or resolution < 1:
     raise ValueError(f'resolution must be a positive integer, got {resolution!r}.')
+  return Target(f'{target.name}_bar_N{resolution}', PiecewiseConstant(target, int(resolution)),
+                target.permutation_equivariant,
+                f'Lemma 4 piecewise-constant approximation of {target.name}, N={resolution}')
 
-  def f_bar(x):
+
+@dataclasses.dataclass(frozen=True)
+class PiecewiseConstant:
+  """f_bar as a module-level callable (it pickles when its target does):
+  X -> f(C_L) for X in S_L, 0 outside [0, 1)^{d x n}."""
+
+  target: Target
+  resolution: int
+
+  def __call__(self, x):
     x = np.asarray(x, np.float64)
     inside = in_unit_cube(x)
-    centers = cell_centers(np.clip(cell_index(x, resolution), 0, resolution - 1), resolution)
-    return np.where(inside[:, None, None], target(centers), 0.0)
-
-  return Target(f'{target.name}_bar_N{resolution}', f_bar, target.permutation_equivariant,
-                f'Lemma 4 piecewise-constant approximation of {target.name}, N={resolution}')
+    n = self.resolution
+    centers = cell_centers(np.clip(cell_index(x, n), 0, n - 1), n)
+    return np.where(inside[:, None, None], self.target(centers), 0.0)
 
 
 def grid_values(target: Target, k: np.ndarray, resolution: int) -> np.ndarray:
@@ -197,4 +272,4 @@ def grid_values(target: Target, k: np.ndarray, resolution: int) -> np.ndarray:
   k = np.asarray(k)
   if np.any(k < 0) or np.any(k >= resolution):
     raise ValueError(f'grid indices must lie in [0, {resolution - 1}].')
-  return check_output(target.name, target(cell_centers(k, resolution)), k.shape)
+  return evaluate(target, cell_centers(k, resolution))
