@@ -74,7 +74,8 @@ import numpy as np
 
 from transformer_ua import executor as executor_lib
 from transformer_ua.yun import grid
-from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
+from transformer_ua.yun.bounds import callable_checks, certificate, distances, f_term, \
+    target_bounds
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
@@ -140,6 +141,11 @@ def _show(v) -> str:
   if isinstance(v, numbers.Real):
     return repr(float(v))
   return f'a {type(v).__name__}'
+
+
+def _p_text(p: float) -> str:
+  """p exactly (2 for 2.0; 1.0000001 stays 1.0000001)."""
+  return str(int(p)) if float(p).is_integer() and abs(p) < 2 ** 53 else repr(float(p))
 
 
 def _count(x) -> str:
@@ -241,12 +247,20 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
 def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
   """Largest power-of-two margin m whose window term, with |g - g_bar| <= spread_i (the
   clamp's range), is <= budget: (n sum_i spread_i^p (1 - (1 - 2m)^{nd}))^{1/p} (float64,
-  for the search; None if none down to ``certificate.MIN_MARGIN``)."""
-  mass = n * sum(float(s) ** p for s in spread)
+  for the search; None if none down to ``certificate.MIN_MARGIN``). In logarithms, so
+  that a huge p or spread does not overflow: log n + log sum_i spread_i^p + log window
+  <= p log budget."""
+  logs = [p * math.log(float(s)) for s in spread if float(s) > 0]
+  if any(not math.isfinite(v) for v in logs) or not budget > 0:
+    return None
+  if not logs:
+    return certificate.MAX_MARGIN       # g_bar's range is a point: no window term
+  top = max(logs)
+  log_mass = math.log(n) + top + math.log(sum(math.exp(v - top) for v in logs))
   m = certificate.MAX_MARGIN
   while m >= certificate.MIN_MARGIN:
     window = -math.expm1(d * n * math.log1p(-2 * float(m)))
-    if (mass * window) ** (1 / p) <= budget:
+    if log_mass + math.log(window) <= p * math.log(budget):
       return m
     m /= 2
   return None
@@ -254,11 +268,18 @@ def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction 
 
 def _spread(target, d: int, n: int) -> list:
   """An upper bound on b_i - a_i (the clamp's range) before building: the range of f on
-  a probe batch and 0, widened by a half (the exact range is the built net's)."""
+  a probe batch and 0, widened by a half (the exact range is the built net's). A
+  non-finite value, or a range past float64, is refused in one line."""
   x = np.random.default_rng(0).random((256, n, d))
-  y = np.asarray(target(x), np.float64).reshape(-1, d)
+  y = targets_lib.evaluate(target, x).reshape(-1, d)
   lo, hi = np.minimum(y.min(0), 0.0), np.maximum(y.max(0), 0.0)
-  return [float(1.5 * (b - a)) for a, b in zip(lo, hi)]
+  with np.errstate(over='ignore'):
+    out = [float(1.5 * (b - a)) for a, b in zip(lo, hi)]
+  if not all(math.isfinite(v) for v in out):
+    raise ValueError(f'target {target.name!r} ranges over [{float(lo.min()):.3g}, '
+                     f'{float(hi.max()):.3g}] on 256 probe points, past what float64 can '
+                     'hold as a clamp range; rescale f.')
+  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,8 +407,17 @@ class Approximation:
   rule: str
   attempts: tuple
 
+  def __reduce__(self):
+    """Pickles without g's per-process caches (arb ball networks, rebuilt on demand):
+    a fresh copy of g's fields (the target pickles when f does: a built-in, or a
+    module-level function)."""
+    g = dataclasses.replace(self.g) if dataclasses.is_dataclass(self.g) else self.g
+    return (type(self), tuple(getattr(self, f.name) if f.name != 'g' else g
+                              for f in dataclasses.fields(self)))
+
   def __repr__(self) -> str:
-    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g}; '
+    return (f'Approximation(d_p(f, g) <= {certificate.bound_text(self.certificate.total, 4)} '
+            f'<= {self.epsilon:g}; '
             f'{self.construction}, N={self.net.resolution}: {self.g.depth()} blocks, '
             f'{self.g.num_params()} params)')
 
@@ -396,7 +426,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                 modulus=None,
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
-                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False) -> Approximation:
+                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False,
+                refutation_points: int = callable_checks.REFUTATION_POINTS) -> Approximation:
   """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
 
   The search and its time estimate are the module doc. By default (``construction=None``)
@@ -431,11 +462,16 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       one as the search starts, one with the candidates in the rule's order (N,
       parameters, estimated minutes), then one per attempt as it starts and as it ends
       and one per candidate skipped over a limit.
+    refutation_points: a callable's sampled point pairs that try to refute
+      ``lipschitz`` before anything is built, and its sampled points in cubes that try
+      to refute ``lipschitz`` / ``modulus`` in the certificate (``callable_checks``).
   Raises:
     ValueError (one line): a bad argument (type or range named), an unknown construction
       (the allowed ones listed), a construction of Theorem 2 with positional=True, a
       request past max_layers or max_minutes before building (the construction, N,
-      blocks, parameters and estimated minutes named), or no certificate within
+      blocks, parameters and estimated minutes named), a callable that fails its checks
+      (``targets.check_callable``), a lipschitz= refuted before building, an f that is
+      not permutation equivariant with positional=False, or no certificate within
       ``MAX_ATTEMPTS`` attempts.
   """
   t_start = time.perf_counter()
@@ -452,11 +488,23 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   target = targets_lib.get_target(f, d=d, n=n)
   lip = None if lipschitz is None and modulus is not None else \
       target_bounds.check_lipschitz(lipschitz, target, d, n)
+  refutation_points = callable_checks.check_refutation_points(refutation_points)
+  if lipschitz is not None and target_bounds.arb_function(target, d, n) is None:
+    callable_checks.refute_lipschitz(target, lip, d=d, n=n, points=refutation_points)
+  if not positional:
+    builtin_no = targets_lib.BUILTIN_TARGETS.get(target.name) is target and \
+        not target.permutation_equivariant
+    err = None if builtin_no else targets_lib.equivariance_error(target, d, n)
+    if builtin_no or err is not None:
+      said = 'by definition' if builtin_no else f'|f(XP) - f(X)P| = {err:.3g} on probes'
+      raise ValueError(f'target {target.name!r} is not permutation equivariant ({said}); '
+                       'positional=False asks for Theorem 2, which needs f(XP) = f(X)P: '
+                       'pass positional=True (Theorem 3, positional encodings).')
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
       [c for c in registry.VARIANTS.values() if c.applies(positional)]
   rule = 'construction= given' if chosen is not None else RULE
-  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}: choosing N for '
+  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={_p_text(p)}: choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
   for c in pool:
@@ -504,7 +552,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       g = net.realize(margin=margin, tolerance=cand.tolerance, dtype='exact', clamp=clamp)
       cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,
                                     margin=margin,
-                                    workers=workers)
+                                    workers=workers, refutation_points=refutation_points)
     except ValueError as e:
       rec.update(seconds=time.perf_counter() - t0, error=str(e), holds=False)
       attempts.append(rec)

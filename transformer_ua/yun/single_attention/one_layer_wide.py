@@ -488,6 +488,12 @@ class WideRealized:
                                                positional=self.positional)
     return cache[key]
 
+  def __repr__(self) -> str:
+    return (f'WideRealized({self.source.variant.name}, d={self.d}, n={self.n}, '
+            f'N={self.source.resolution}, dtype={self.dtype!r}: {self.depth()} blocks, '
+            f'max width {self.max_width()}, {self.num_params()} params, '
+            f'{"clamped" if self.clamp is not None else "no clamp"})')
+
   def _check_exact(self):
     if self.dtype != 'exact':
       raise ValueError(f"certified evaluation needs dtype='exact' (this one is {self.dtype}).")
