@@ -58,9 +58,9 @@ the polynomial built-ins E_L f - f(C_L) is delta^2 / (12 n) (token_times_mean) o
 (prefix_mean, reversal), a gain of relative order delta^2, so f_bar keeps the centre
 values (the network's table).
 
-Work: the per-cube methods cost ~ C (nd) t^2 (t terms per polynomial entry) and
-~ C (nd)^2 n (the gradient); past ``PER_CUBE_WORK`` operations (n in the hundreds) a
-method is skipped and the term is the smallest of the others (the Lipschitz fallback
+Work: with m = nd and t terms per polynomial entry, the exact integral costs
+~ (C + m) m t^2 and the gradient enclosure ~ C m (2 m t, or 4 m^2 for attention_map);
+past ``EXACT_WORK`` / ``GRADIENT_WORK`` (n in the tens to hundreds) a method is skipped and the term is the smallest of the others (the Lipschitz fallback
 always applies to a built-in), so every n up to 1024 gets a correct bound in seconds.
 Orderings n! / prod c! are Python integers (exact at any n).
 
@@ -91,8 +91,12 @@ GRADIENT_BITS = 64
 #: Largest number of ordered cubes a callable is evaluated on (equivariance, quotients).
 MAX_CUBES = 4_000_000
 
-#: Estimated operations past which a per-cube method is skipped (module doc).
-PER_CUBE_WORK = 20_000_000
+#: Estimated work (~0.4 us units, measured: token_times_mean n = 40, 2 s) past which a
+#: per-cube method is skipped (module doc): the exact integral, (C + m) m t^2 ...
+EXACT_WORK = 20_000_000
+#: ... and the gradient enclosure, C m (operations of one evaluation of f), larger: the
+#: only per-cube method of attention_map (10^5 classes at d = 2, n = 3 run, as before).
+GRADIENT_WORK = 1_000_000_000
 
 METHODS = ('exact polynomial integral', 'gradient enclosure', 'local modulus', 'lipschitz')
 
@@ -419,15 +423,19 @@ def f_fbar(target, k: np.ndarray, values: np.ndarray, weights: np.ndarray, *,
   k = np.asarray(k, np.int64)
   C, n, d = k.shape
   parts, phrases = {}, {}
-  polys = target_bounds.polynomial(target, d, n)
-  fn = target_bounds.arb_function(target, d, n)
-  skipped = []
-  if polys is not None and C * sum(len(e) ** 2 for row in polys for e in row) > PER_CUBE_WORK:
-    polys = None
+  terms, skipped = target_bounds.polynomial_terms(target, d, n), []
+  polys = fn = None
+  m = n * d
+  if terms is not None and (C + m) * m * terms ** 2 > EXACT_WORK:
     skipped.append('exact polynomial integral')
-  if fn is not None and C * (n * d) ** 2 * n > PER_CUBE_WORK:
-    fn = None
-    skipped.append('gradient enclosure')
+  elif terms is not None:
+    polys = target_bounds.polynomial(target, d, n)
+  if target_bounds.arb_function(target, d, n) is not None:
+    ops = 2 * m * terms if terms is not None else 4 * m * m      # one evaluation of f
+    if C * m * ops > GRADIENT_WORK:
+      skipped.append('gradient enclosure')
+    else:
+      fn = target_bounds.arb_function(target, d, n)
   if polys is not None and p == 2:
     with ctx.workprec(BITS):
       parts['exact polynomial integral'] = ball.float_upper(_root(
@@ -531,8 +539,7 @@ def bound(target, *, d: int, n: int, resolution: int, p: float = 2.0,
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
       raise ValueError(f'{name}={v!r}; it must be an integer >= {least}.')
   f = targets_lib.get_target(target, d=d, n=n)
-  builtin = target_bounds.polynomial(f, d, n) is not None or \
-      target_bounds.arb_function(f, d, n) is not None
+  builtin = target_bounds.arb_function(f, d, n) is not None
   lip = None
   if lipschitz is not None or modulus is None:
     lip = target_bounds.check_lipschitz(lipschitz, f, d, n)

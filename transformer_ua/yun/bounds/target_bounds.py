@@ -50,6 +50,7 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, ctx
 
+from transformer_ua.yun.bounds import callable_checks
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: arb precision of the exact target values (bits).
@@ -107,7 +108,7 @@ def check_lipschitz(lipschitz, target, d: int, n: int) -> Fraction:
                        'with |f(X)_ij - f(Y)_ij| <= L max|X - Y|.')
     given = Fraction(lipschitz)
     if const is not None and given < const:
-      raise ValueError(f'lipschitz={float(given):g} is below the proved constant '
+      raise ValueError(f'lipschitz={callable_checks.show_constant(given)} is below the proved constant '
                        f'{_show(const)} of the built-in target {name!r} (d={d}); omit '
                        f'lipschitz= or pass a value >= {_show(const)}.')
     return given
@@ -141,6 +142,15 @@ def _show(v: Fraction) -> str:
 
 #: Built-ins that are polynomials in the entries of X.
 POLYNOMIAL_TARGETS = ('token_times_mean', 'prefix_mean', 'reversal')
+
+
+def polynomial_terms(target, d: int, n: int) -> int | None:
+  """The most monomials in one entry of ``polynomial`` (without building it): n for
+  token_times_mean and prefix_mean, 1 for reversal; None for others."""
+  name = _builtin_name(target)
+  if name not in POLYNOMIAL_TARGETS:
+    return None
+  return 1 if name == 'reversal' else n
 
 
 def polynomial(target, d: int, n: int):
@@ -191,9 +201,12 @@ def arb_function(target, d: int, n: int):
   if name is None:
     return None
   if name in POLYNOMIAL_TARGETS:
-    polys = polynomial(target, d, n)
+    built = []        # the polynomials, built at the first evaluation (O(n^3) at large n)
 
     def fn(x):
+      if not built:
+        built.append(polynomial(target, d, n))
+      polys = built[0]
       flat = [v for tok in x for v in tok]
       out = []
       for row in polys:
