@@ -14,7 +14,9 @@ taken exactly in rationals of the float values, between
   * a point X sampled in a cube S_L and its centre C_L, and X and a point Y near X in the
     same cube, |Y - X| ~ delta 2^-s with s uniform in {0, ..., 20}
     (``refute_in_cubes``: ``points`` samples, a budget the caller can raise),
-  * before any grid: pairs X, Y near each other in [0, 1)^{n x d} (``refute_lipschitz``).
+  * before any grid: pairs X, Y near each other in [0, 1)^{n x d} (``refute_lipschitz``);
+for sampled pairs the numerator is |f(X)_ji - f(Y)_ji| - 2^-40 max(1, |f|) (``ROUNDING_SLACK``:
+f's own float rounding is not evidence against L).
 
 A local modulus s_L,ji >= sup_{S_L} |f_ji(X) - f_ji(C_L)| is refuted by neighbouring
 centres, |f(C) - f(C')| > s_C + s_C' (the shared face point lies in both closed cubes,
@@ -43,6 +45,10 @@ REFUTATION_POINTS = 2048
 ROUNDING_LEVEL = 2.0 ** -44
 #: Relative float rounding tolerated before a modulus is refuted.
 MODULUS_RTOL = 1e-12
+#: Rounding inside f allowed for at sampled pairs: |f(X) - f(Y)| - 2^-40 max(1, |f|)
+#: enters a sampled quotient (points 2^-20 delta apart would otherwise turn f's own
+#: ulps into quotients above an honest L).
+ROUNDING_SLACK = 2.0 ** -40
 
 
 def show_constant(v) -> str:
@@ -204,15 +210,22 @@ def _near(rng, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, scale: float) -> n
 
 
 def _quotients(fx: np.ndarray, fy: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-  """[B] float difference quotients max_ji |f(X) - f(Y)| / max |X - Y| (0 where X = Y)."""
-  num = np.max(np.abs(fx - fy), axis=(1, 2))
+  """[B] difference quotients max_ji (|f(X) - f(Y)| - r) / max |X - Y| (0 where X = Y),
+  r = ``ROUNDING_SLACK`` max(1, |f(X)|, |f(Y)|): float rounding inside f itself, which at
+  nearby points would otherwise refute an L the real f meets."""
+  r = ROUNDING_SLACK * np.maximum(1.0, np.maximum(np.abs(fx), np.abs(fy)))
+  num = np.max(np.maximum(np.abs(fx - fy) - r, 0.0), axis=(1, 2))
   den = np.max(np.abs(x - y), axis=(1, 2))
   with np.errstate(divide='ignore', invalid='ignore'):
     return np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
 
 
 def _exact_quotient(fx, fy, x, y) -> Fraction:
-  num = max(abs(Fraction(float(a)) - Fraction(float(b))) for a, b in zip(fx.ravel(), fy.ravel()))
+  """``_quotients`` of one pair in rationals of the float values (slack included)."""
+  slack = Fraction(ROUNDING_SLACK)
+  num = max(max(abs(Fraction(float(a)) - Fraction(float(b)))
+                - slack * max(1, abs(Fraction(float(a))), abs(Fraction(float(b)))), Fraction(0))
+            for a, b in zip(fx.ravel(), fy.ravel()))
   den = max(abs(Fraction(float(a)) - Fraction(float(b))) for a, b in zip(x.ravel(), y.ravel()))
   return num / den if den else Fraction(0)
 
