@@ -36,7 +36,8 @@ def test_every_new_check_has_a_revert():
 
 @pytest.mark.parametrize('check, patch, fault', [
     pytest.param(*row, marks=[pytest.mark.slow] if 'before building' in row[0] else [])
-    for row in planted_faults.BACKED_UP], ids=[f'{c} / {f}' for c, _, f in planted_faults.BACKED_UP])
+    for row in planted_faults.BACKED_UP],
+    ids=[f'{c} / {f}' for c, _, f in planted_faults.BACKED_UP])
 def test_checks_that_back_each_other_up(monkeypatch, check, patch, fault):
   """Reverting these alone does not let their fault through: another check catches it
   (the batch dependence moves the difference quotients; a lipschitz= refuted before

@@ -57,9 +57,9 @@ all), and compared exactly with what came back; any difference is refused in one
 (``ValueError``). ``Mapped`` says how many chunks were resumed, computed elsewhere and
 re-checked (the certificate line prints it). A state's identity also names the code
 (``code_version``: the package version and the SHA-256 of the source of the module that
-builds the work, where its chunk function lives) and everything the workers build (``work_sha256``, ``tree_sha256`` of the
-shipment's arguments: the segments, params, bits, margin, cubes), so a foreign or
-stale state is refused in one line.
+builds the work, where its chunk function lives) and everything the workers build
+(``work_sha256``, ``tree_sha256`` of the shipment's arguments: the segments, params,
+bits, margin, cubes), so a foreign or stale state is refused in one line.
 """
 
 from __future__ import annotations

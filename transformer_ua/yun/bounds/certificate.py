@@ -158,8 +158,9 @@ class Certificate:
             f'(p={_exact(self.p)}; f-f_bar {bound_text(t["f_fbar"], 3)} [{self.f_term_method}] + '
             f'f_bar-g_bar {bound_text(t["fbar_gbar"], 3)} + g_bar-g {bound_text(t["gbar_g"], 3)}; '
             f'interiors {share_text(self.interior_fraction, 6, percent=True)}% of the volume, sup '
-            f'{bound_text(self.interior_sup, 3)}; windows {bound_text(self.window_measure, 3)}, sup '
-            f'{bound_text(self.window_sup, 3)}; N={self.resolution}, lam={_power_of_two(self.lam)}, '
+            f'{bound_text(self.interior_sup, 3)}; windows '
+            f'{bound_text(self.window_measure, 3)}, sup {bound_text(self.window_sup, 3)}; '
+            f'N={self.resolution}, lam={_power_of_two(self.lam)}, '
             f'ramp {_power_of_two(self.epsilon)}, {self.bits} bits, '
             f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s'
             f'{self._outside_note()}{self._callable_note()}{self._equivariance_note()})')
@@ -176,9 +177,10 @@ class Certificate:
     sampled = cc.get('sampled')
     if not sampled:
       return ''
+    quotient = max(cc['lipschitz_lower'], sampled['largest_quotient'])
     note = (f'; callable checked on {cc["probes"]} probes (one point at a time = batch, '
             f'real, finite, shape, input not mutated) and its {cc["centres"]} centres; '
-            f'largest difference quotient found {share_text(max(cc["lipschitz_lower"], sampled["largest_quotient"]), 4)} '
+            f'largest difference quotient found {share_text(quotient, 4)} '
             f'(neighbouring centres and {sampled["points"]} sampled points)')
     if cc.get('lipschitz') is not None:
       note += f' against the stated L {callable_checks.show_constant(cc["lipschitz"])}'

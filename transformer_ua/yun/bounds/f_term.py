@@ -60,7 +60,8 @@ values (the network's table).
 
 Work: with m = nd and t terms per polynomial entry, the exact integral costs
 ~ (C + m) m t^2 and the gradient enclosure ~ C m (2 m t, or 4 m^2 for attention_map);
-past ``EXACT_WORK`` / ``GRADIENT_WORK`` (n in the tens to hundreds) a method is skipped and the term is the smallest of the others (the Lipschitz fallback
+past ``EXACT_WORK`` / ``GRADIENT_WORK`` (n in the tens to hundreds) a method is skipped
+and the term is the smallest of the others (the Lipschitz fallback
 always applies to a built-in), so every n up to 1024 gets a correct bound in seconds.
 Orderings n! / prod c! are Python integers (exact at any n).
 

@@ -108,7 +108,8 @@ def check_lipschitz(lipschitz, target, d: int, n: int) -> Fraction:
                        'with |f(X)_ij - f(Y)_ij| <= L max|X - Y|.')
     given = Fraction(lipschitz)
     if const is not None and given < const:
-      raise ValueError(f'lipschitz={callable_checks.show_constant(given)} is below the proved constant '
+      raise ValueError(f'lipschitz={callable_checks.show_constant(given)} is below the '
+                       'proved constant '
                        f'{_show(const)} of the built-in target {name!r} (d={d}); omit '
                        f'lipschitz= or pass a value >= {_show(const)}.')
     return given
