@@ -501,13 +501,14 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                        'positional=False asks for Theorem 2, which needs f(XP) = f(X)P: '
                        'pass positional=True (Theorem 3, positional encodings).')
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
-  if clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
-                          spread=search.spread) is None:     # no N can help: say so now
-    raise ValueError(f'epsilon={epsilon:g}: the ramp windows alone exceed epsilon at the '
-                     f'smallest margin 2^-28 (p={_p_text(p)}, clamp range up to '
-                     f'{max(search.spread):.3g} on probes); raise epsilon or lower p.')
   pool = [chosen] if chosen is not None else \
       [c for c in registry.VARIANTS.values() if c.applies(positional)]
+  if clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
+                          spread=search.spread) is None:     # no N can help: say so now
+    raise ValueError(f'epsilon={epsilon:g}: for every construction '
+                     f'({", ".join(c.name for c in pool)}) the ramp windows alone exceed '
+                     f'epsilon at the smallest margin 2^-28 (p={_p_text(p)}, clamp range up '
+                     f'to {max(search.spread):.3g} on probes); raise epsilon or lower p.')
   rule = 'construction= given' if chosen is not None else RULE
   say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={_p_text(p)}: choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
