@@ -75,6 +75,7 @@ import numpy as np
 from transformer_ua import executor as executor_lib
 from transformer_ua.yun import grid
 from transformer_ua.yun.bounds import certificate, distances, f_term, target_bounds
+from transformer_ua.yun.realization import float_rounding
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
@@ -103,6 +104,10 @@ UNCLAMPED_MARGIN = Fraction(1, 2 ** 20)
 BAD_SET_CELLS = 200_000
 #: Supported d and n (checked before any arithmetic).
 MAX_D, MAX_N = 16, 1024
+#: The arithmetic ``approximate`` certifies by default: the network as IEEE binary64 runtimes
+#: (JAX, onnxruntime) execute it, which is the network a user runs. Its certificate also
+#: holds for the exact real network (the integer-id g computes the same in both).
+DEFAULT_ARITHMETIC = 'float64'
 #: The rule of ``construction=None``.
 RULE = ('the fewest parameters whose certificate holds (candidates in increasing order of '
         'parameters at their resolution; the first certified is returned)')
@@ -373,6 +378,8 @@ class Approximation:
     certificate: ``certificate.Certificate``, total <= epsilon.
     epsilon: the d_p(f, g) asked for.
     construction: the registry name of g's construction (``registry.VARIANTS``).
+    arithmetic: the g the certificate covers ('exact', 'float64', 'float32'); g.apply runs
+      that network (the integer-id constructions) or the exact one's float64 midpoint.
     rule: how it was chosen (``RULE``, or 'construction= given').
     attempts: one dict per attempt: construction, resolution, blocks, params,
       estimated_seconds, seconds, total (or error), holds.
@@ -385,9 +392,11 @@ class Approximation:
   construction: str
   rule: str
   attempts: tuple
+  arithmetic: str = 'exact'
 
   def __repr__(self) -> str:
-    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g}; '
+    return (f'Approximation(d_p(f, g) <= {self.certificate.total:.4g} <= {self.epsilon:g} '
+            f'[{self.arithmetic}]; '
             f'{self.construction}, N={self.net.resolution}: {self.g.depth()} blocks, '
             f'{self.g.num_params()} params)')
 
@@ -396,7 +405,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                 modulus=None,
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
-                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False) -> Approximation:
+                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False,
+                arithmetic: str = DEFAULT_ARITHMETIC) -> Approximation:
   """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
 
   The search and its time estimate are the module doc. By default (``construction=None``)
@@ -427,6 +437,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     workers: where the certificate's chunks run (``executor.as_workers``): None (the
       default local pool), an int (processes), a ``concurrent.futures.Executor`` (e.g.
       Dask's ``Client.get_executor()``) or an ``executor.Workers``.
+    arithmetic: the g the certificate covers (``DEFAULT_ARITHMETIC``): 'float64' or
+      'float32' (g run in that IEEE format by any runtime: only the integer-id
+      constructions have such certificates), or 'exact' (the real network, exact
+      parameters: every construction).
     progress: False, True (lines on stdout, flushed) or a callable taking each line:
       one as the search starts, one with the candidates in the rule's order (N,
       parameters, estimated minutes), then one per attempt as it starts and as it ends
@@ -442,6 +456,12 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   epsilon, d, n, p, workers, max_minutes, max_layers = _check_args(
       epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress)
   chosen = check_construction(construction)
+  arithmetic = float_rounding.check_arithmetic(arithmetic)
+  if chosen is not None and arithmetic not in chosen.arithmetics:
+    raise ValueError(f'construction={chosen.name!r} has no {arithmetic} certificate (it is '
+                     'certified for the exact real network only); use arithmetic=\'exact\' or '
+                     'one of ' + ', '.join(repr(c.name) for c in registry.VARIANTS.values()
+                                           if arithmetic in c.arithmetics) + '.')
   if chosen is not None and not chosen.applies(positional):
     raise ValueError(f'construction={chosen.name!r} is {chosen.theorem} (f '
                      'permutation equivariant); positional=True asks for Theorem 3: use '
@@ -454,9 +474,11 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       target_bounds.check_lipschitz(lipschitz, target, d, n)
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
-      [c for c in registry.VARIANTS.values() if c.applies(positional)]
+      [c for c in registry.VARIANTS.values()
+       if c.applies(positional) and arithmetic in c.arithmetics]
   rule = 'construction= given' if chosen is not None else RULE
-  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}: choosing N for '
+  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}, arithmetic={arithmetic}: '
+      'choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
   for c in pool:
@@ -499,12 +521,12 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
            'blocks': cand.size['blocks'], 'params': cand.size['params'],
            'estimated_seconds': cand.seconds}
     try:
-      net = c.build(target)
+      net = c.build(target, **({'number_format': arithmetic}
+                               if arithmetic in float_rounding.FORMATS else {}))
       margin = search.margin(net, cand) if clamp else cand.margin
       g = net.realize(margin=margin, tolerance=cand.tolerance, dtype='exact', clamp=clamp)
       cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,
-                                    margin=margin,
-                                    workers=workers)
+                                    margin=margin, workers=workers, arithmetic=arithmetic)
     except ValueError as e:
       rec.update(seconds=time.perf_counter() - t0, error=str(e), holds=False)
       attempts.append(rec)
@@ -521,7 +543,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
         f'{"" if rec["holds"] else ", the certificate does not hold"}')
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
-                           construction=c.name, rule=rule, attempts=tuple(attempts))
+                           construction=c.name, rule=rule, attempts=tuple(attempts),
+                           arithmetic=arithmetic)
     nxt = search.candidate(type(c), cand.resolution + 1)
     heapq.heappush(heap, (nxt.size['params'], next(order), nxt))
   if not attempts:

@@ -154,33 +154,35 @@ def token_ids(cells: np.ndarray, phi, high, resolution: int, positional: bool) -
 
 
 def _value_bits(values: np.ndarray, ids: np.ndarray, fmt) -> tuple:
-  """(b, numerators [P, d] object): the table rounded to b-bit dyadics, b the largest that
-  keeps the realized value layer's parameters representable and, in binary64, every partial
-  sum of its dot products below 2^p (exact in any order: ``float_rounding``)."""
+  """(b, numerators [P, d] object): the table rounded to b-bit dyadics. First choice: the
+  largest b >= ``MIN_VALUE_BITS`` whose value layer is exact in ``fmt`` (parameters
+  representable and every partial sum of its dot products below 2^p: ``float_rounding``);
+  failing that (binary32 past a few ids), the largest b whose parameters are representable,
+  and the certificate then bounds the layer's rounding instead."""
   limit = fmt.integer_limit
   amax = float(np.max(np.abs(values))) if values.size else 0.0
   if not math.isfinite(amax):
     raise ValueError('the value table has a non-finite entry.')
   t = np.asarray(ids, object)
   T = int(t[-1])
-  b = fmt.precision - 2 - max(0, math.ceil(math.log2(amax + 1)))
-  exact_layer = fmt.precision >= 53
-  while b >= MIN_VALUE_BITS:
-    num = np.array([[int(round(v * 2 ** b)) for v in row] for row in values], object) \
-        if values.size else np.zeros((0, values.shape[1]), object)
-    diff = num[1:] - num[:-1]
-    ok = all(abs(int(v)) < limit for v in np.ravel(num)) and \
-        all(abs(int(v)) < limit for v in np.ravel(diff))
-    if ok and exact_layer:
-      weight = (2 * (T - t[1:]) + 1)[:, None]
-      load = np.sum(np.abs(diff) * weight, axis=0) + np.abs(num[0])
-      ok = all(int(v) < limit for v in load)
-    if ok:
-      return b, num
-    b -= 1
+  weight = (2 * (T - t[1:]) + 1)[:, None]
+  top = fmt.precision - 2 - max(0, math.ceil(math.log2(amax + 1)))
+  for exact_layer in (True, False):
+    b = top
+    while b >= MIN_VALUE_BITS:
+      num = np.array([[int(round(v * 2 ** b)) for v in row] for row in values], object)
+      diff = num[1:] - num[:-1]
+      ok = all(abs(int(v)) < limit for v in np.ravel(num)) and \
+          all(abs(int(v)) < limit for v in np.ravel(diff))
+      if ok and exact_layer:
+        load = np.sum(np.abs(diff) * weight, axis=0) + np.abs(num[0])
+        ok = all(int(v) < limit for v in load)
+      if ok:
+        return b, num
+      b -= 1
   raise ValueError(f'no value table of at least {MIN_VALUE_BITS} fraction bits fits '
-                   f'{fmt.name} exactly (largest |f| {amax:.3g}, largest id {T:,}); use a '
-                   'smaller resolution.')
+                   f'{fmt.name} (largest |f| {amax:.3g}, largest id {T:,}); use a smaller '
+                   'resolution.')
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -717,11 +719,9 @@ class IntegerIdsRealized:
     after the quantization; the code and value layers are evaluated from the parameters at
     every symbol and every id (``relu_sums``), each class's tokens are looked up (O(n +
     log P) a class). The answer is 0 or an AssertionError (the network is not its
-    construction). Runs in process: nothing is computed elsewhere."""
-    del bits, tolerance, check_plan
-    if workers is not None or executor is not None or state_dir is not None:
-      raise ValueError('the integer-id certificate runs in process (no workers, executor or '
-                       'state_dir: nothing of it is computed elsewhere).')
+    construction). Runs in process whatever ``workers`` / ``executor`` / ``state_dir`` say:
+    nothing of it is computed elsewhere or resumed."""
+    del bits, tolerance, check_plan, workers, executor, state_dir
     t0 = time.perf_counter()
     m = self.check_margin(self.margin if margin is None else margin)
     self._code_check  # pylint: disable=pointless-statement
