@@ -476,6 +476,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   pool = [chosen] if chosen is not None else \
       [c for c in registry.VARIANTS.values()
        if c.applies(positional) and arithmetic in c.arithmetics]
+  if not pool:
+    raise ValueError(f'arithmetic={arithmetic!r}: no registered construction for '
+                     f'{"Theorem 3" if positional else "Theorem 2"} has a {arithmetic} '
+                     "certificate; use arithmetic='exact'.")
   rule = 'construction= given' if chosen is not None else RULE
   say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={p:g}, arithmetic={arithmetic}: '
       'choosing N for '
