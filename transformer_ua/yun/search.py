@@ -50,7 +50,7 @@ took 124 s). The shallow-wide constructions (``variants.one_layer_wide.wide_seco
 were calibrated at 1-minute load ~8.
 
 What an estimate assumes: that loaded machine. The load moves the measured seconds by
-about a factor of 10: in the size law (load 5 to 10) attempts took 0.04x to 4.8x their
+about a factor of 10: in the size law (load 5 to 10) attempts took 0.04x to 5.6x their
 estimates; on a near-idle machine (load ~2, revision 6722e9d) the shallow-wide attempts
 for token_times_mean took 0.65 s (estimated 3.5 s, N = 9) and 4.8 s (estimated 21.4 s,
 N = 22), 5x less. An estimate is a budget check before building, good to a factor of

@@ -217,7 +217,7 @@ class DeepVariant(Variant):
 
     The constants were measured on 2 shared cores at 1-minute load 2 to 4 (``search``
     module doc); the load moves the real seconds by up to a factor of about 5 either
-    way (0.3x to 4.8x in the size law at load 5 to 10), so this is a budget check
+    way (0.5x to 5.6x in the size law at load 5 to 10), so this is a budget check
     before building, not a prediction."""
     fixed, per_block, per_class_block = self.COST
     b = as_float(size['blocks'])
