@@ -60,14 +60,20 @@ def _undefined_names(code):
   import builtins
   defined, missing = set(dir(builtins)), []
   for stmt in ast.parse(code).body:
+    local = {n.arg for n in ast.walk(stmt) if isinstance(n, ast.arg)} | {
+        n.name for n in ast.walk(stmt) if isinstance(n, ast.ExceptHandler) and n.name} | {
+        s.id for f in ast.walk(stmt) if isinstance(f, ast.FunctionDef)
+        for s in ast.walk(f) if isinstance(s, ast.Name) and isinstance(s.ctx, ast.Store)}
     loads = [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Load)]
-    missing += [n for n in loads if n not in defined]
+    missing += [n for n in loads if n not in defined | local]
     for n in ast.walk(stmt):
       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
         defined.add(n.id)
       elif isinstance(n, ast.alias):
         defined.add((n.asname or n.name).split('.')[0])
+      elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+        defined.add(n.name)
   return missing
 
 
