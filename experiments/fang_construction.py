@@ -1,6 +1,6 @@
 r"""Fang et al. 2022, Sections 3 and 6 measured: M per block, ridge conditioning, float64
 accuracy of the literal network at the experiments' sizes, error vs B, exact mode,
-and Corollary 3.7 (sup error vs q) (``fang.construction``, ``reports.fang_construction``).
+and Corollary 3.7 (sup error vs q) (``fang.measure``, ``reports.fang_construction``).
 
     python experiments/fang_construction.py [--f2_literal_points=16] [--skip_corollary]
 

@@ -1,6 +1,6 @@
 r"""Default config of experiments/approximate.py (the README's main job).
 
-    python experiments/approximate.py                      # these defaults, < 2 min on 2 CPUs
+    python experiments/approximate.py                      # these defaults (time: the record)
     python experiments/approximate.py --config.target=prefix_mean --config.positional=True
     python experiments/approximate.py --config=experiments/configs/approximate.py:ladder
 

@@ -1,7 +1,7 @@
-r"""Fang et al. 2022, Sections 3 and 6 measured: the report of ``fang.construction``.
+r"""Fang et al. 2022, Sections 3 and 6 measured: the report of ``fang.measure``.
 
 ``write(results_dir, f2_literal_points=..., corollary=..., prov=...)`` runs
-``fang.construction.measure`` and writes, each file atomically, in ``results_dir``:
+``fang.measure.measure`` and writes, each file atomically, in ``results_dir``:
 
     fang_construction.json   the numbers: provenance, accuracy, error_vs_bound, directions,
                              exact, corollary_3_7 (if run), seconds
@@ -17,7 +17,7 @@ import os
 import time
 
 from transformer_ua import outputs, provenance
-from transformer_ua.fang import construction
+from transformer_ua.fang import measure as construction
 
 OUTPUTS = ('fang_construction.json', 'fang_construction.md', 'fang_corollary37.png')
 

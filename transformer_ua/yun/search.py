@@ -21,9 +21,10 @@ The search, for one construction c (``registry.VARIANTS``), with slack:
     tol   = INTERIOR_SHARE left / (nd)^{1/p} / 2   (the plan's max |g - g_bar| on interiors)
 
 F_TERM_SHARE = 9/10: N is not the first resolution whose f-term squeezes under epsilon
-(token_times_mean at epsilon = 0.05: N = 27 leaves 0.0003 for T3, below what a 2^-28
-margin can reach), but the first that leaves a tenth of epsilon for the realization,
-whose cost in the margin and the bits is only logarithmic. N_c is found by doubling and
+but the first that leaves a tenth of epsilon for the realization, whose cost in the
+margin and the bits is only logarithmic. E.g. token_times_mean, d = 1, n = 3, p = 2 at
+epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.0027 for T3;
+T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
 bisection on N (T1 and T2 decrease in N).
 
 Size and time before building. Every construction gives its size at N in closed form
@@ -45,9 +46,16 @@ d = 1, n = 3, workers = 1, N = 8..20:
 (measured: ties_complete N = 20: 4,247 blocks, 1,540 classes: build 12 s, plan + realize
 24 s, certify 24 s; positional, prefix_mean, N = 13: 6,673 blocks, 2,197 cubes: 5 + 78 +
 158 s; one_layer N = 16: 2,196 blocks, 816 classes: 2 + 6 s, and N = 30: estimated 148 s,
-took 124 s). The load of a shared machine moves these by a factor of 2 or 3 either way.
-Every attempt records its estimate next to the measured seconds
-(``Approximation.attempts``), so each run checks the model.
+took 124 s). The shallow-wide constructions (``variants.one_layer_wide.wide_seconds``)
+were calibrated at 1-minute load ~8.
+
+What an estimate assumes: that loaded machine. The load moves the measured seconds by
+about a factor of 10: in the size law (load 5 to 10) attempts took 0.04x to 5.6x their
+estimates; on a near-idle machine (load ~2, revision 6722e9d) the shallow-wide attempts
+for token_times_mean took 0.65 s (estimated 3.5 s, N = 9) and 4.8 s (estimated 21.4 s,
+N = 22), 5x less. An estimate is a budget check before building, good to a factor of
+about 5 either way, not a prediction; every attempt records its estimate next to the
+measured seconds (``Approximation.attempts``), so each run checks the model.
 
 The choice (``construction=None``): the candidates (c, N_c) of every construction that
 applies (Theorem 2's need positional=False, f permutation equivariant; Theorem 3's apply

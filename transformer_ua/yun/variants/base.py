@@ -222,7 +222,12 @@ class DeepVariant(Variant):
             'params': blocks * block_params(self.d) + (self.n * self.d if self.positional else 0)}
 
   def seconds(self, size: dict, classes: int) -> float:
-    """fixed + per_block blocks + per_class_block classes blocks (``COST``)."""
+    """fixed + per_block blocks + per_class_block classes blocks (``COST``).
+
+    The constants were measured on 2 shared cores at 1-minute load 2 to 4 (``search``
+    module doc); the load moves the real seconds by up to a factor of about 5 either
+    way (0.5x to 5.6x in the size law at load 5 to 10), so this is a budget check
+    before building, not a prediction."""
     fixed, per_block, per_class_block = self.COST
     b = as_float(size['blocks'])
     return fixed + per_block * b + per_class_block * as_float(classes) * b

@@ -17,7 +17,7 @@ this order), all from ``numpy.random.default_rng(0)`` drawn in a fixed order:
     exact           f1 with exact=True, B = 45: C(x) == Q(x) in Fractions and through
                     the JAX network in int64, boundary points included
     corollary_3_7   (when ``corollary``) Corollary 3.7: sup_[0,1]^d |C^q - f| vs q for
-                    three continuous f (``approximate.sup_errors``)
+                    three continuous f (``corollary37.sup_errors``)
 
 The report (``reports.fang_construction``) renders these into fang_construction.md.
 """
@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.fang import approximate, exact, regression, ridge
+from transformer_ua.fang import corollary37, exact, regression, ridge
 from transformer_ua.fang.polynomial import build_polynomial_transformer
 
 TOL = 1e-9
@@ -139,8 +139,8 @@ def direction_conditioning():
 
 
 def corollary():
-  """Corollary 3.7: target name -> one ``approximate.sup_errors`` row per q."""
-  return {name: [approximate.sup_errors(f, d=d, degree=q, grid_points=grid) for q in qs]
+  """Corollary 3.7: target name -> one ``corollary37.sup_errors`` row per q."""
+  return {name: [corollary37.sup_errors(f, d=d, degree=q, grid_points=grid) for q in qs]
           for name, (d, f, qs, grid) in COROLLARY_TARGETS.items()}
 
 
