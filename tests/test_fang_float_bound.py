@@ -8,7 +8,11 @@ FMA, all stay within the certificate, at random, boundary and adversarial inputs
 Fractions, by code that shares nothing with the module.
 """
 
+import json
 import math
+import os
+import subprocess
+import sys
 from fractions import Fraction
 
 import jax
@@ -16,8 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import fang, layers
-from transformer_ua.fang import float_bound
+from transformer_ua import cli, fang, layers
+from transformer_ua.fang import float_bound, measure
+from transformer_ua.reports import fang_construction
 
 # Certified / largest measured error over the test points, at most (measured on this
 # file's cases, float64 and float32: 29 to 102; the any-order gamma terms and the
@@ -255,3 +260,53 @@ def test_bad_model():
   import dataclasses
   with pytest.raises(ValueError, match="block 1's W_2 is not Lemma 3.1's"):
     float_bound.certified_float_error(dataclasses.replace(model, block_params=bp))
+
+
+# -- the study and its record (fang.measure, reports.fang_construction) -------
+
+RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      'results', 'fang', 'fang_construction.json')
+
+
+def test_study_replays_the_recorded_inputs_within_the_certificate():
+  with open(RECORD) as f:
+    rows = json.load(f)['accuracy']
+  cases = measure.accuracy_inputs(np.random.default_rng(0),
+                                       [r['literal_points'] for r in rows],
+                                       [r['compact_points'] for r in rows])
+  for row, (name, poly, d, B, _, xl) in list(zip(rows, cases))[:2]:   # f1, d = 2 (cheap)
+    model = fang.build_polynomial_transformer(poly, d=d, bound=B)
+    assert name == row['name'] and len(xl) == row['literal_points']
+    assert measure.error_model(model) == pytest.approx(row['error_model_abs_bound'],
+                                                            rel=1e-9)
+    cert = float_bound.certified_float_error(model, bound=float_bound.accepted_bound(model))
+    assert np.max(np.sum(xl * xl, axis=1)) > B * B      # rounded sphere points just outside
+    worst = measure.max_abs_error(poly, model.apply(xl), xl)
+    assert worst <= cert.total <= MAX_RATIO * worst
+    assert row['literal_max_rel_err'] <= cert.total
+
+
+def test_report_marks_missing_certificates():
+  with open(RECORD) as f:
+    record = json.load(f)
+  record.pop('certificate_provenance', None)
+  bare = [{k: v for k, v in r.items() if k != 'certificate'} for r in record['accuracy']]
+  md = fang_construction.render({**record, 'accuracy': bare})
+  assert 'added to this record' not in md
+  assert sum('| not run | not run |' in line for line in md.splitlines()) == len(bare)
+  cert = {'certified_abs': 1.5e-8, 'evaluation': 1e-8, 'parameters': 5e-9}
+  one = [{**bare[0], 'certificate': cert}] + bare[1:]
+  md = fang_construction.render({**record, 'accuracy': one})
+  assert '| not re-measured | 1.5e-08 |' in md
+
+
+def test_certify_only_without_a_record_is_one_line(tmp_path):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+      [sys.executable, os.path.join(root, 'experiments', 'fang_construction.py'),
+       '--certify_only', f'--output_dir={tmp_path}'], capture_output=True, text=True,
+      env={**os.environ, 'PYTHONPATH': root}, timeout=120)
+  assert proc.returncode == cli.USAGE_ERROR and 'Traceback' not in proc.stderr, proc.stderr
+  lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+  assert lines[0].startswith('error: ') and 'run the study first' in lines[0], proc.stderr
+  assert len(lines) == 2 and '--help' in lines[1], proc.stderr

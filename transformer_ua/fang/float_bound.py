@@ -69,8 +69,8 @@ from typing import Mapping
 import numpy as np
 
 from transformer_ua.fang import exact, multiply_block, ridge
-from transformer_ua.fang.polynomial import (PolynomialTransformer, _check_bound,
-                                            build_polynomial_transformer)
+from transformer_ua.fang.polynomial import (BOUNDARY_RTOL, PolynomialTransformer,
+                                            _check_bound, build_polynomial_transformer)
 
 #: arithmetic -> (numpy dtype, unit roundoff u, underflow allowance eta, largest float).
 ARITHMETICS = {
@@ -103,6 +103,16 @@ def round_up(x: Fraction) -> float:
   """The smallest float64 >= x (inf when x exceeds the largest float)."""
   f = float(x) if x < ARITHMETICS['float64'][3] else math.inf
   return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
+
+
+def accepted_bound(model: PolynomialTransformer) -> Fraction:
+  """B (1 + r) exactly, r = BOUNDARY_RTOL = 1e-12: every input ``model.apply`` accepts lies
+  in this ball. Its float test fl(sum_j x_j^2) <= fl(fl(B^2) fl(1 + r)) gives ||x||^2 <=
+  B^2 (1 + r) (1 + u)^3 / (1 - gamma_d) <= B^2 (1 + r)^2, since (d + 3) u < r / 2 for
+  d <= 4000."""
+  if model.d > 4000:
+    raise ValueError(f'accepted_bound needs d <= 4000, got d = {model.d}.')
+  return Fraction(model.bound) * (1 + Fraction(BOUNDARY_RTOL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,8 +231,8 @@ def certified_float_error(model, *, bound=None, arithmetic: str = 'float64',
   Args:
     model: a ``PolynomialTransformer``, or a polynomial dict (then ``d`` and ``bound``
       are required and the default construction is built).
-    bound: B (default: the model's ball). A larger B is certified only if every
-      block's one-hot margin G_k stays positive there.
+    bound: B (default: the model's ball; a Fraction is taken exactly). A larger B is
+      certified only if every block's one-hot margin G_k stays positive there.
     arithmetic: 'float64' (``model.apply``) or 'float32' (``model.literal_fn()``); the
       float32 network's F, beta, b are the float32-rounded params, counted exactly.
     d: input dimension, for a polynomial dict only.
@@ -247,6 +257,8 @@ def certified_float_error(model, *, bound=None, arithmetic: str = 'float64',
     raise ValueError(f'd={d!r} disagrees with the model (d = {model.d}).')
   dtype, u, eta, fmax = ARITHMETICS[arithmetic]
   B = Fraction(_check_bound(model.bound if bound is None else bound))
+  if isinstance(bound, Fraction):
+    B = bound                               # exactly, e.g. B (1 + BOUNDARY_RTOL)
   m2s = _check_blocks(model, dtype)
 
   F = np.asarray(model.F, dtype)
