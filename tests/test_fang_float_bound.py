@@ -8,6 +8,7 @@ FMA, all stay within the certificate, at random, boundary and adversarial inputs
 Fractions, by code that shares nothing with the module.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -130,9 +131,11 @@ def emulate(model, row, rng, fma=False, dtype=np.float64):
     WQ, bQ, WK, WV, WO = (np.asarray(a[s], dtype)[0] for s in ('W_Q', 'b_Q', 'W_K', 'W_V',
                                                                 'W_O'))
     H = WQ.shape[0]
-    lin = lambda W, v, bias=None: [dot([(W[m, l], v[l]) for l in range(len(v))]  # noqa
-                                       + ([(bias[m], 1.0)] if bias is not None else []),
-                                       rng, fma, dtype) for m in range(W.shape[0])]
+
+    def lin(W, v, bias=None):  # W v + bias, each row one dot product
+      return [dot([(W[m, l], v[l]) for l in range(len(v))]
+                  + ([(bias[m], 1.0)] if bias is not None else []), rng, fma, dtype)
+              for m in range(W.shape[0])]
     qs = [lin(WQ, z[i], bQ) for i in range(n)]
     ks = [lin(WK, z[i]) for i in range(n)]
     vs = [lin(WV, z[i]) for i in range(n)]
@@ -188,7 +191,9 @@ def test_one_block_matches_the_formula_by_hand():
   assert model.m_squared == (2.0,) and model.beta_slots.tolist() == [[-1.0]]
   cert = float_bound.certified_float_error(model)
   u, eta = Fraction(1, 2 ** 53), Fraction(1, 2 ** 1074)
-  g = lambda m: m * u / (1 - m * u)  # noqa: E731
+
+  def g(m):
+    return m * u / (1 - m * u)
   D0 = g(1) + eta                     # t = 1 * x, |x| <= 1
   X, m2 = 1 + D0, 2
   S = (1 + g(2)) * (X + 2 * m2)
@@ -208,6 +213,18 @@ def test_parameter_term_counts_the_ridge_residual():
   assert P.keys() <= {(1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)}
   assert cert.parameters >= abs(P.get((1, 1), 0) - 1) * Fraction(9, 2)  # sup |x1 x2| = B^2/2
   assert cert.parameters < Fraction(1, 10 ** 12)
+
+
+def test_network_polynomial_is_the_exact_network(case):
+  # P's coefficients against the literal network run in Fractions (fang.exact) with the
+  # float parameters (not the rational directions F_exact the builder also keeps).
+  model = dataclasses.replace(case[0], F_exact=None, beta_exact=None, b_exact=None)
+  P = float_bound.network_polynomial(model)
+  rows = [[Fraction(1, 3)] * model.d, [Fraction(-7, 5)] + [Fraction(2, 9)] * (model.d - 1)]
+  for row, want in zip(rows, model.apply_exact(rows)):
+    got = sum((c * math.prod(v ** e for v, e in zip(row, a)) for a, c in P.items()),
+              Fraction(0))
+    assert got == want
 
 
 def test_sqrt_up_and_monomial_sup():
@@ -257,7 +274,6 @@ def test_bad_model():
   model = fang.build_polynomial_transformer({(2,): 1.0}, d=1, bound=2.0)
   bp = jax.tree_util.tree_map(np.copy, model.block_params)
   bp['feedforward']['W_2'][0, model.layout.slot(1), 0] = -3.0
-  import dataclasses
   with pytest.raises(ValueError, match="block 1's W_2 is not Lemma 3.1's"):
     float_bound.certified_float_error(dataclasses.replace(model, block_params=bp))
 
