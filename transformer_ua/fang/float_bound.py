@@ -12,6 +12,8 @@ any order, with or without FMA (Higham, ch. 3):
 Terms whose product is exactly 0 cost nothing (a + 0 = a and fma(0, b, c) = c exactly,
 and no value is infinite: every magnitude below is checked against the largest float),
 so m counts the non-zero products. Products by 1 and sums of one non-zero term are exact.
+When every product is exact (a power of two times a float, no overflow), the m terms
+are summed only: gamma_(m-1) (Higham, ch. 4).
 
 Lemma (the float literal network). Let T >= B max_i ||xi_i|| (xi_i the rows of the float
 F), M_k^2 the powers of two in block k's params, and for the *exact* real network with
@@ -27,10 +29,11 @@ the same (float) parameters write t_i = <xi_i, x>, slot_k = (-t)^k, |slot_(k-1)|
                 the diagonal score, in float as in the exact network, so the attention
                 writes fl(s_ii) into slot k without rounding (value 1, W_O one 1);
                 FF      slot~_k = fl(s~ + (-2 relu(s~) + 2 relu(-s~)) + 2M_k^2): three
-                        non-zero terms, |s~| <= S_k = (1 + gamma_2)(X~ Y~_k + 2M_k^2)
+                        non-zero exact terms (W_2 = +-2, b_2, the residual) summed,
+                        |s~| <= S_k = (1 + gamma_2)(X~ Y~_k + 2M_k^2)
                 E_k = D0 Y_k + X~ E_(k-1)                       (operands' errors)
                       + gamma_2 (X~ Y~_k + 2M_k^2) + 2 eta       (score rounding)
-                      + gamma_3 (3 S_k + 2M_k^2) + 3 eta          (FF and residual)
+                      + gamma_2 (3 S_k + 2M_k^2) + 3 eta          (FF and residual)
                 >= |slot~_k - slot_k|
     read-out    C~ = fl(sum_{i,k} beta_ik slot~_ik + b): m = nnz(beta) + [b != 0] terms,
 
@@ -146,7 +149,7 @@ class FloatErrorBound:
 
   def line(self) -> str:
     """One line: the certified sup and its parts (floats rounded up)."""
-    return (f'sup_(||x|| <= {float(self.bound):g}) |fl(C(x)) - {self.target}(x)| <= '
+    return (f'sup_(||x|| <= {float(self.bound):.15g}) |fl(C(x)) - {self.target}(x)| <= '
             f'{self.upper:.4g} in {self.arithmetic} (any summation order, FMA or not): '
             f'evaluation {round_up(self.evaluation):.4g}, parameters '
             f'{round_up(self.parameters):.4g}; min one-hot margin '
@@ -288,7 +291,7 @@ def certified_float_error(model, *, bound=None, arithmetic: str = 'float64',
     if 4 * s_bound >= fmax:
       raise ValueError(f'block {k}: scores up to {float(s_bound):.3g} overflow {arithmetic}.')
     E = (D0 * Y + X * E_prev + gamma(2, u) * (xy + 2 * m2) + 2 * eta
-         + gamma(3, u) * (3 * s_bound + 2 * m2) + 3 * eta)
+         + gamma(2, u) * (3 * s_bound + 2 * m2) + 3 * eta)  # three exact terms, summed
     errors.append(E)
     margins.append(margin)
     E_prev = E
