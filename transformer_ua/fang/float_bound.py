@@ -20,7 +20,8 @@ F), M_k^2 the powers of two in block k's params, and for the *exact* real networ
 the same (float) parameters write t_i = <xi_i, x>, slot_k = (-t)^k, |slot_(k-1)| <= Y_k
 = T^(k-1) (Y_1 = 1). Then for every x with ||x|| <= B, whatever order the runtime sums in:
 
-    input map   |fl(t_i) - t_i| <= D0 = gamma_d B ||xi_i|| + d eta,   |fl(t_i)| <= X~ = T + D0
+    input map   |fl(t_i) - t_i| <= D0 = gamma_m T + m eta (m <= d: non-zeros of a row of F),
+                |fl(t_i)| <= X~ = T + D0
     block k     operands |fl(y)| <= Y~_k = Y_k + E_(k-1)  (E_0 = 0: the constant 1)
                 scores   fl(s_ij), s_ij = t_i y_j + 2M_k^2 [i = j] (two non-zero terms)
                 margin   fl(s_ii) - fl(s_ij) >= G_k = 2M_k^2 - 2 X~ Y~_k
@@ -55,7 +56,14 @@ F and beta to floats). The certificate:
 
 Every quantity is a ``fractions.Fraction``; square roots are rounded up; the printed
 float is rounded up. The block params are checked to be exactly Lemma 3.1's (2M_k^2
-a power of two times 2, representable in the arithmetic), otherwise ValueError.
+a power of two, representable in the arithmetic), otherwise ValueError.
+
+Scope: the operations of the network as written (input map, queries, keys, scores,
+one-hot maximum, value, FF, residual, read-out), each sum in any order and with FMA or
+not (the FF's matmul, bias and residual count as one sum); no rewriting of one
+operation into another (XLA and onnxruntime keep them). float32 on a GPU: JAX's
+default matmul precision may run float32 dots in TF32, outside this model (use
+``jax.default_matmul_precision('highest')``).
 
     from transformer_ua.fang import float_bound
     res = float_bound.certified_float_error(model)          # float64, ball of model.bound
