@@ -61,7 +61,7 @@ a power of two, representable in the arithmetic), otherwise ValueError.
 Scope: the operations of the network as written (input map, queries, keys, scores,
 one-hot maximum, value, FF, residual, read-out), each sum in any order and with FMA or
 not (the FF's matmul, bias and residual count as one sum); no rewriting of one
-operation into another (XLA and onnxruntime keep them). float32 on a GPU: JAX's
+operation into another (no fast-math; XLA's default). float32 on a GPU: JAX's
 default matmul precision may run float32 dots in TF32, outside this model (use
 ``jax.default_matmul_precision('highest')``).
 
