@@ -84,7 +84,8 @@ def check(net, g, cert, *, points: int = MIN_POINTS, seed: int = 0,
   xs = {'interior': certificate_mc.sample_interiors(rng, points, grid=grid, margin=margin),
         'window': certificate_mc.sample_windows(rng, points, grid=grid, margin=margin)}
   dt = np.dtype(cert.arithmetic)
-  xs = {k: v.astype(dt).astype(np.float64) for k, v in xs.items()}   # inputs of that format
+  below_one = np.nextafter(dt.type(1), dt.type(0))      # inputs of that format, still < 1
+  xs = {k: np.minimum(v.astype(dt), below_one).astype(np.float64) for k, v in xs.items()}
   w_in, w_win = certificate_mc.weights(margin, net.d, net.n)
   batch = max(1, CALL_FLOATS // (net.n * g.max_width()))
   with tempfile.TemporaryDirectory() as tmp:
