@@ -117,7 +117,8 @@ MAX_D, MAX_N = 16, 1024
 #: holds for the exact real network (the integer-id g computes the same in both).
 DEFAULT_ARITHMETIC = 'float64'
 #: The rule of ``construction=None``.
-RULE = ('the fewest parameters whose certificate holds (candidates in increasing order of '
+RULE = ('the fewest parameters whose certificate holds in the asked arithmetic (candidates: '
+        'the constructions with a certificate for that arithmetic, in increasing order of '
         'parameters at their resolution; the first certified is returned)')
 
 
