@@ -88,7 +88,7 @@ STREAM_MIB, CACHE_STREAM_MIB = 256, 8
 
 
 def _loop_epoch(c, step, x, y, n_tr, steps):
-  """The per-step epoch (``train.tasks.fang_regression.FangRegression.train_epoch``, one
+  """The per-step epoch (``train.tasks.fang_task.FangRegression.train_epoch``, one
   device), keeping every step's loss."""
   def run(state, epoch):
     order = np.random.default_rng([c.seed, epoch]).permutation(n_tr)

@@ -1,9 +1,12 @@
 r"""Size and certify time of the shallow-wide one-layer network against N.
 
-Claim measured: ``yun.single_attention.one_layer_wide`` keeps its depth constant (2 + ceil(d/2) blocks)
-while the width 4P grows with the P ids, and its certificate costs O(attention + log
-width) per cube class (``exact.wide_ball``): the interiors' time grows like the number
-of cube classes, not classes x width. For each N (token_times_mean by default, d=1,
+What it measures: ``yun.single_attention.one_layer_wide`` keeps its depth constant (2 +
+ceil(d/2) blocks) while the width 4P grows with the P ids, and its certificate is
+designed to cost O(attention + log width) per cube class (``exact.wide_ball``), so that
+the interiors' time grows like the number of cube classes, not classes x width. No run
+of this script is recorded in results/benchmarks, so that scaling is the design's
+expectation, not a measured claim; the size law's certify seconds
+(results/yun/size_law/) are the recorded times of these networks. For each N (token_times_mean by default, d=1,
 n=3), g is realized with the output clamp at margin 2^margin_log2, then:
 
     build          ``one_layer_wide.build`` (plan, certified id table, values, edges)

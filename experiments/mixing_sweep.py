@@ -27,7 +27,7 @@ from absl import flags, logging
 from ml_collections import config_flags
 
 from transformer_ua import provenance
-from transformer_ua.reports import mixing as mixing_report
+from transformer_ua.reports import mixing_sweep as mixing_report
 from transformer_ua.reports.mixing_rows import TABLE_MODELS
 from transformer_ua.studies import mixing_sweep
 

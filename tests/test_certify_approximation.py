@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from experiments.configs import certify_approximation as config_lib
 from transformer_ua import cli
-from transformer_ua.reports import certificate as report
+from transformer_ua.reports import certification as report
 from transformer_ua.studies import certification
 from transformer_ua.verify import certificate_mc
 from transformer_ua.yun import build_approximator

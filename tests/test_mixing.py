@@ -1,5 +1,5 @@
 """The Appendix H sweep (studies.mixing_sweep, experiments/mixing_sweep.py) and its
-reports (reports.mixing, reports.mixing_plateau) on hand-made workdirs: status, recorded
+reports (reports.mixing_sweep, reports.mixing_plateau) on hand-made workdirs: status, recorded
 rows, plateau, archive.
 The training loops' tests are in test_mixing_train.py."""
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from experiments.configs import mixing_cpu, mixing_cpu_longer
-from transformer_ua.reports import mixing as mixing_report
+from transformer_ua.reports import mixing_sweep as mixing_report
 from transformer_ua.reports import mixing_markdown, mixing_plateau, mixing_rows
 from transformer_ua.studies import mixing_sweep
 

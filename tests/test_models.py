@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from transformer_ua.models import encoder as enc
-from transformer_ua.models import mixing
+from transformer_ua.models import mixers as mixing
 
 
 def expected_params(V, N, d, L, r, kinds, H=16, K=128, types=2):

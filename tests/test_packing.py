@@ -1,5 +1,5 @@
 """Sequence packing for Appendix H pre-training: packed batches (transformer_ua/data/text.py)
-and segment-aware mixing (transformer_ua/models/mixing.py, encoder.py).
+and segment-aware mixing (transformer_ua/models/mixers.py, encoder.py).
 
 The model check: a packed row computes, for every instance in it, what that instance
 computes alone in a padded row of its own (same parameters, deterministic): the encoder

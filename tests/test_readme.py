@@ -1,6 +1,6 @@
 """The front page and the docs, as a user reads them.
 
-* Every ```python snippet in README.md and docs/*.md runs as written (a user copies them).
+* Every ```python snippet in README.md and docs/**/*.md runs as written (a user copies them).
 * Every relative link in them, in colabs/README.md and in the READMEs of results/ points
   at a file or folder that exists.
 * The README quotes measured figures only next to the record that holds them: every
@@ -15,8 +15,8 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = ['README.md'] + sorted(os.path.relpath(p, ROOT)
-                               for p in glob.glob(os.path.join(ROOT, 'docs', '*.md')))
+PAGES = ['README.md'] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(
+    os.path.join(ROOT, 'docs', '**', '*.md'), recursive=True))
 LINKED = PAGES + ['colabs/README.md'] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, 'results', '**',
                                                              'README.md'), recursive=True))
@@ -60,14 +60,22 @@ def _undefined_names(code):
   import builtins
   defined, missing = set(dir(builtins)), []
   for stmt in ast.parse(code).body:
+    local = {n.arg for n in ast.walk(stmt) if isinstance(n, ast.arg)} | {
+        n.name for n in ast.walk(stmt) if isinstance(n, ast.ExceptHandler) and n.name} | {
+        s.id for f in ast.walk(stmt) if isinstance(f, (ast.FunctionDef, ast.For))
+        for s in ast.walk(f) if isinstance(s, ast.Name) and isinstance(s.ctx, ast.Store)} | {
+        s.id for c in ast.walk(stmt) if isinstance(c, ast.comprehension)
+        for s in ast.walk(c.target) if isinstance(s, ast.Name)}
     loads = [n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Load)]
-    missing += [n for n in loads if n not in defined]
+    missing += [n for n in loads if n not in defined | local]
     for n in ast.walk(stmt):
       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
         defined.add(n.id)
       elif isinstance(n, ast.alias):
         defined.add((n.asname or n.name).split('.')[0])
+      elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+        defined.add(n.name)
   return missing
 
 

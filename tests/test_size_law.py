@@ -17,11 +17,14 @@ def test_fit_slope_of_an_exact_power_law():
 
 def test_theorem3_target_gets_only_theorem3_constructions():
   specs = size_law.default_specs((('prefix_mean', 1, 2),), epsilons=(0.5,))
-  assert {s.construction for s in specs} == {'positional', 'positional_wide'}
+  assert {s.construction for s in specs} == {'positional', 'positional_wide',
+                                             'positional_integer_ids'}
+  assert {s.arithmetic for s in specs if s.construction == 'positional_integer_ids'} == \
+      {'float64', 'float32'}
   specs = size_law.default_specs((('token_times_mean', 1, 2),), epsilons=(0.5, 0.2))
   assert {s.construction for s in specs} == {'paper', 'ties_complete', 'one_layer',
-                                             'one_layer_wide'}
-  assert len(specs) == 8
+                                             'one_layer_wide', 'integer_ids'}
+  assert len(specs) == 2 * (4 + 2)    # integer_ids twice: float64 and float32
   named = size_law.default_specs((('token_times_mean', 1, 2),), ('positional',), (0.5,))
   assert [s.construction for s in named] == ['positional']
 

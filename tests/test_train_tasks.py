@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from transformer_ua.train import loop
-from transformer_ua.train.tasks import fang_regression, mixing_finetune, mixing_pretrain, steps
+from transformer_ua.train.tasks import fang_task, mixing_finetune, mixing_pretrain, steps
 
 
 def test_finetune_tasks_by_name():
@@ -25,7 +25,7 @@ def test_every_finetune_task_supplies_the_whole_protocol():
 
 def test_the_loop_tasks_answer_its_one_protocol():
   """Fang's epoch and the BERT runs' step: both are what train.loop.run trains."""
-  for task in (fang_regression.FangRegression, steps.Steps):
+  for task in (fang_task.FangRegression, steps.Steps):
     for name in ('train_epoch', 'evaluate'):
       assert callable(getattr(task, name)) and hasattr(loop.Task, name)
 

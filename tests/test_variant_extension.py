@@ -24,7 +24,7 @@ def test_a_new_variant_is_named_by_approximate(registered):
 
 
 def test_a_new_variant_is_built_realized_and_certified(registered):
-  res = yun.approximate('token_times_mean', 0.2, d=1, n=3, construction=OneLayerSearchedLam.name,
+  res = yun.approximate('token_times_mean', 0.2, arithmetic='exact', d=1, n=3, construction=OneLayerSearchedLam.name,
                         workers=1)
   assert res.construction == 'one_layer_searched_lam'
   assert type(res.net.variant) is OneLayerSearchedLam

@@ -84,7 +84,7 @@ def test_default_picks_the_fewest_parameters_and_says_so(by_hand):
   # 1/N <= 9/10 * 0.45 = 0.405 first at N = 3; at N = 3 the hand sizes order
   # one_layer (368) < paper (391, and its bad set needs a larger N) < ties_complete (506)
   lines = []
-  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+  res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1,
                            progress=lines.append)
   assert res.construction == 'one_layer' and res.rule == search.RULE
   assert 'fewest parameters' in res.rule
@@ -96,7 +96,7 @@ def test_default_picks_the_fewest_parameters_and_says_so(by_hand):
 
 
 def test_explicit_construction_is_built(by_hand):
-  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+  res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1,
                            construction='ties_complete')
   assert res.construction == 'ties_complete' and res.rule == 'construction= given'
   assert res.g.num_params() == HAND_PARAMS['ties_complete']
@@ -110,7 +110,7 @@ def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes(by_han
   # one_layer there: g_q 151 + 2 + 150 C(151, 2) = 1,698,750 bumps + 1 clamp
   blocks = 151 + 2 + 150 * math.comb(151, 2) + 1
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 0.01, d=1, n=3)
+    search.approximate('token_times_mean', 0.01, arithmetic='exact', d=1, n=3)
   msg = str(e.value)
   assert '\n' not in msg
   assert "N >= 150 with the smallest construction 'one_layer'" in msg
@@ -120,7 +120,7 @@ def test_refusal_over_the_layer_limit_names_construction_n_layers_minutes(by_han
 
 def test_refusal_over_the_time_budget_names_the_smallest(by_hand):
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 0.45, d=1, n=2, max_minutes=1e-4)
+    search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, max_minutes=1e-4)
   msg = str(e.value)
   assert '\n' not in msg
   assert "N >= 3 with the smallest construction 'one_layer'" in msg
@@ -132,7 +132,7 @@ def test_the_old_silent_case_now_answers_before_building(by_hand):
   # known before building: N = 30 (sqrt(9/5) / 30 = 0.0447 <= 0.045 < sqrt(9/5) / 29),
   # one_layer, and a budget of a second refuses it in one line with that size.
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 0.05, d=1, n=3, max_minutes=1 / 60)
+    search.approximate('token_times_mean', 0.05, arithmetic='exact', d=1, n=3, max_minutes=1 / 60)
   blocks = 31 + 2 + 30 * math.comb(31, 2) + 1
   assert f"N >= 30 with the smallest construction 'one_layer'" in str(e.value)
   assert f'{blocks:,} layers' in str(e.value)
@@ -140,7 +140,7 @@ def test_the_old_silent_case_now_answers_before_building(by_hand):
 
 def test_unknown_construction_lists_the_allowed():
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 0.45, d=1, n=2, construction='wide')
+    search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, construction='wide')
   msg = str(e.value)
   assert msg.startswith("construction='wide'; allowed: None") and '\n' not in msg
   for name in registry.VARIANTS:
@@ -150,7 +150,7 @@ def test_unknown_construction_lists_the_allowed():
 def test_theorem2_construction_refused_for_theorem3():
   with pytest.raises(ValueError, match=r"construction='one_layer' is Theorem 2 .* "
                                        r"'positional'"):
-    search.approximate('prefix_mean', 0.45, d=1, n=2, positional=True,
+    search.approximate('prefix_mean', 0.45, arithmetic='exact', d=1, n=2, positional=True,
                        construction='one_layer')
 
 
@@ -185,7 +185,8 @@ def test_theorem2_construction_refused_for_theorem3():
     ({'f': lambda x: x}, 'no known modulus of continuity'),
 ])
 def test_bad_input_one_line(kwargs, match, by_hand):
-  args = {'f': 'token_times_mean', 'epsilon': 0.45, 'd': 1, 'n': 3, **kwargs}
+  args = {'f': 'token_times_mean', 'epsilon': 0.45, 'd': 1, 'n': 3, 'arithmetic': 'exact',
+          **kwargs}
   f, eps = args.pop('f'), args.pop('epsilon')
   with pytest.raises(ValueError, match=match) as e:
     search.approximate(f, eps, **args)
@@ -206,9 +207,9 @@ def test_progress_line_comes_before_the_build(monkeypatch, by_hand):
 
   monkeypatch.setitem(registry.VARIANTS, 'one_layer', type('Stub', (entry,), {'build': build}))
   with pytest.raises(_Stop):
-    search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
+    search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, progress=lines.append)
   assert len(seen) == 1 and len(seen[0]) == 3   # the search's lines, the attempt's, no more
-  assert seen[0][0].startswith('approximate: epsilon=0.45, d=1, n=2, p=2: choosing N for ')
+  assert seen[0][0].startswith('approximate: epsilon=0.45, d=1, n=2, p=2, arithmetic=exact: choosing N for ')
   # the candidates in the order of the rule, sizes by hand (the paper's N is larger)
   assert seen[0][1].startswith('approximate: candidates, fewest parameters first: one_layer '
                                'N=3 (368 params, ')
@@ -219,7 +220,7 @@ def test_progress_line_comes_before_the_build(monkeypatch, by_hand):
 
 
 def test_progress_true_prints_start_and_end(capsys, by_hand):
-  search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1, progress=True)
+  search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1, progress=True)
   out = capsys.readouterr().out.splitlines()
   starts = [s for s in out if s.startswith('approximate: attempt 1: one_layer N=3: ')]
   ends = [s for s in out if s.startswith('approximate: attempt 1: one_layer N=3 done in ')]
@@ -238,7 +239,7 @@ def test_a_failing_certificate_queues_the_next_resolution(monkeypatch, by_hand):
     return dataclasses.replace(cert, total=1.0) if len(calls) == 1 else cert
 
   monkeypatch.setattr(certificate, 'certify_lp', certify_lp)
-  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+  res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1,
                            construction='one_layer', progress=lines.append)
   assert [a['resolution'] for a in res.attempts] == [3, 4]
   assert not res.attempts[0]['holds'] and res.attempts[1]['holds']
@@ -249,7 +250,7 @@ def test_a_failing_certificate_queues_the_next_resolution(monkeypatch, by_hand):
 def test_approximate_result_exports_to_onnx(tmp_path, by_hand):
   import onnxruntime   # pylint: disable=import-outside-toplevel
   from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
-  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1,
+  res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1,
                            construction='ties_complete')
   path = export_onnx.export_onnx(res.g, tmp_path / 'g.onnx')
   sess = onnxruntime.InferenceSession(str(path))
@@ -264,7 +265,7 @@ def test_approximate_result_exports_to_onnx(tmp_path, by_hand):
 
 def test_f_term_slack_is_a_tenth_of_epsilon(by_hand):
   # the chosen N leaves >= epsilon / 10 for the realization, and N - 1 would not
-  res = search.approximate('token_times_mean', 0.45, d=1, n=2, workers=1)
+  res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1)
   t1 = res.certificate.terms['f_fbar']
   assert t1 <= 0.9 * 0.45
   assert certificate.f_fbar_bound(Fraction(2), Grid(1, 2, 2), p=2.0)['bound'] > 0.405
@@ -274,14 +275,14 @@ def test_unreachable_epsilon_is_one_line_naming_the_windows(by_hand):
   # with the clamp, the windows' term at margin m is (n spread^2 (1 - (1 - 2m)^{nd}))^{1/2}
   # ~ (2 n^2 d m)^{1/2} spread: at m = 2^-28 about 1e-4, far above 1e-9
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 1e-9, d=1, n=2)
+    search.approximate('token_times_mean', 1e-9, arithmetic='exact', d=1, n=2)
   msg = str(e.value)
   assert '\n' not in msg and 'smallest margin 2^-28' in msg and 'one_layer' in msg
 
 
 def test_huge_sizes_print_as_powers_of_ten(by_hand):
   with pytest.raises(ValueError) as e:
-    search.approximate('token_times_mean', 0.1, d=16, n=2)
+    search.approximate('token_times_mean', 0.1, arithmetic='exact', d=16, n=2)
   msg = str(e.value)
   assert '\n' not in msg and len(msg) < 400
   assert re.search(r'~10\^\d+\.\d layers \(blocks\), ~10\^\d+\.\d params, estimated '
@@ -302,7 +303,7 @@ def test_a_candidate_over_the_budget_is_skipped_with_a_line(monkeypatch, by_hand
                       type('Slow', (one,), {'seconds': lambda self, size, classes: 1e9}))
   monkeypatch.setitem(registry.VARIANTS, 'ties_complete', type('Stub', (ties,), {'build': build}))
   with pytest.raises(_Stop):
-    search.approximate('token_times_mean', 0.45, d=1, n=2, progress=lines.append)
+    search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, progress=lines.append)
   assert lines[2].startswith('approximate: skipped one_layer N=3: 16 blocks, 368 params, '
                              'estimated ')
   assert lines[2].endswith(': over the 10 min left of max_minutes=10')
@@ -313,7 +314,7 @@ def test_a_callable_with_only_a_local_modulus_is_certified_and_says_so():
   """f(X) = X with modulus delta / 2 (sup |x - c| on a cube): the f-term is the modulus
   bound (nd (delta / 2)^2)^(1/2) = sqrt(2) / 6 at N = 3, n = 2, d = 1, by hand."""
   import numpy as np  # pylint: disable=import-outside-toplevel
-  res = search.approximate(lambda x: x, 0.3, d=1, n=2, workers=1,
+  res = search.approximate(lambda x: x, 0.3, arithmetic='exact', d=1, n=2, workers=1,
                            modulus=lambda c, delta: np.full(c.shape, delta / 2))
   cert = res.certificate
   assert cert.resolution == 3 and cert.total <= 0.3

@@ -27,9 +27,14 @@ so the file holds the weights once and the node count does not grow with depth. 
 Lemma 6 the softmax scale lambda is folded into W_Q and b_Q (segment lam = 1); a segment
 with lam != 1 gets an explicit ``Mul``.
 
-Precision: ``dtype='float64'`` (default) writes the graph in double; the realized g
-reproduces g_bar in float64 only for small configurations (README, Yun section), and in
-float32 nowhere. Import direction: this module is a client of ``yun`` (like the binaries).
+Padding: a g whose residual stream is wider than d (``model_width``, the integer-id network)
+pads X with zero coordinates first (``Pad``) and returns the first d (``Slice``).
+
+Precision: ``dtype`` defaults to the format g's certificate covers (``number_format`` of an
+integer-id g: its parameters are numbers of that format, and onnxruntime runs the certified
+network; a float32 graph of a float64-built g is refused) and to 'float64' for the other
+realizations, whose float runs reproduce g_bar only for small configurations and are not
+certified. Import direction: this module is a client of ``yun`` (like the binaries).
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
+from transformer_ua.yun.single_attention.integer_ids import IntegerIdsRealized
 from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized
 from transformer_ua.yun.single_attention.one_layer_wide import WideRealized
 
 #: The realized networks (every approximator's ``realize``) the export reads: blocks of
-#: any heads and width, ``segments``, ``params``, ``positional``, ``n``, ``lam``, ``epsilon``.
-REALIZATIONS = (Realized, OneLayerRealized, WideRealized)
+#: any heads and width, ``segments``, ``params``, ``positional``, ``n``, ``lam``, ``epsilon``
+#: (and ``model_width``, ``number_format`` for the integer-id network).
+REALIZATIONS = (Realized, OneLayerRealized, WideRealized, IntegerIdsRealized)
 
 #: dtypes the exported graph can compute in (input, weights and output).
 EXPORT_DTYPES = ('float64', 'float32')
@@ -67,6 +74,11 @@ def _check_args(g, path, batch, dtype, overwrite=False) -> str:
                      f'{", ".join(r.__name__ for r in REALIZATIONS)}), got {type(g).__name__}.')
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
+  built = getattr(g, 'number_format', None)
+  if built == 'float64' and dtype == 'float32':
+    raise ValueError("dtype='float32': this g was built for float64 (its parameters are not "
+                     "all float32 numbers, so a float32 graph is another, uncertified network); "
+                     "build it with arithmetic='float32'.")
   if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
                             or batch < 1):
     raise ValueError(f'batch must be None (any batch) or a positive integer, got {batch!r}.')
@@ -149,7 +161,7 @@ def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
       [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
 
 
-def export_onnx(g, path, *, batch: int | None = None, dtype: str = 'float64',
+def export_onnx(g, path, *, batch: int | None = None, dtype: str | None = None,
                 overwrite: bool = False):
   """Writes the realized network g as an ONNX model; returns ``path``.
 
@@ -158,8 +170,9 @@ def export_onnx(g, path, *, batch: int | None = None, dtype: str = 'float64',
       returns, deep or wide).
     path: the .onnx file to write (its directory must exist and be writable).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
-    dtype: 'float64' or 'float32': input X, weights and output. g's params are cast
-      (float64 -> float32 rounds them as ``realize(dtype='float32')`` does).
+    dtype: 'float64' or 'float32': input X, weights and output; None: the format g's
+      certificate covers (``number_format``), else 'float64'. Other realizations' params
+      are cast (float64 -> float32 rounds them).
     overwrite: replace an existing file at ``path`` (default: refuse it). The file is
       written atomically (whole or not at all).
   Model: input ``X`` [batch, n, d], output ``Y`` = g(X) [batch, n, d].
@@ -167,16 +180,24 @@ def export_onnx(g, path, *, batch: int | None = None, dtype: str = 'float64',
     ValueError: g is not a Realized, bad dtype / batch, or path cannot be written.
     FileExistsError: ``path`` exists and ``overwrite`` is False (``outputs.OutputExists``).
   """
+  if dtype is None:
+    dtype = getattr(g, 'number_format', 'float64')
   path = _check_args(g, path, batch, dtype, overwrite)
   dt = np.dtype(dtype)
   elem_type = _TENSOR_TYPES[dtype]
-  d = int(np.shape(g.params['segment_0']['feedforward']['b_2'])[-1])
+  width = int(np.shape(g.params['segment_0']['feedforward']['b_2'])[-1])
+  d = getattr(g, 'd', width)
   shape = ['batch' if batch is None else int(batch), g.n, d]
   nodes, inits = [], []
   x = 'X'
+  if width > d:                      # pad X [B, n, d] with zero coordinates to [B, n, D]
+    inits.append(numpy_helper.from_array(np.array([0, 0, 0, 0, 0, width - d], np.int64),
+                                         'embed_pads'))
+    nodes.append(helper.make_node('Pad', ['X', 'embed_pads'], ['X_padded'], mode='constant'))
+    x = 'X_padded'
   if g.positional:
     inits.append(numpy_helper.from_array(np.asarray(g.params['E'], dt), 'E'))
-    nodes.append(helper.make_node('Add', ['X', 'E'], ['X_plus_E']))
+    nodes.append(helper.make_node('Add', [x, 'E'], ['X_plus_E']))
     x = 'X_plus_E'
   for i, seg in enumerate(g.segments):
     weights = _block_weights(g.params[f'segment_{i}'], dt)
@@ -184,11 +205,16 @@ def export_onnx(g, path, *, batch: int | None = None, dtype: str = 'float64',
     for name, w in weights.items():
       names.append(f'segment_{i}/{name}')
       inits.append(numpy_helper.from_array(w, names[-1]))
-    out = 'Y' if i == len(g.segments) - 1 else f'segment_{i}_out'
+    last = i == len(g.segments) - 1
+    out = ('Y' if width == d else 'Y_full') if last else f'segment_{i}_out'
     nodes.append(helper.make_node('Scan', [x] + names, [out], name=f'segment_{i}',
                                   num_scan_inputs=len(names),
                                   body=_block_body(seg, weights, elem_type)))
     x = out
+  if width > d:                      # the first d coordinates
+    for name, v in (('y_starts', [0]), ('y_ends', [d]), ('y_axes', [2])):
+      inits.append(numpy_helper.from_array(np.array(v, np.int64), name))
+    nodes.append(helper.make_node('Slice', ['Y_full', 'y_starts', 'y_ends', 'y_axes'], ['Y']))
   graph = helper.make_graph(
       nodes, 'realized_transformer',
       [helper.make_tensor_value_info('X', elem_type, shape)],

@@ -382,17 +382,25 @@ class Network(nn.Module):
     positional: add trainable positional encodings ``E [n, d]`` first
       (Yun et al. Thm 3: ``g_P(X) = g(X + E)``).
     num_tokens: n, required when positional.
+    embed_width: None, or D > d: X [.., n, d] is padded with D - d zero coordinates first
+      (before E, which is then [n, D]) and the output is the first d coordinates.
   """
 
   segments: Sequence[Segment]
   positional: bool = False
   num_tokens: int | None = None
   param_dtype: Any = jnp.float32
+  embed_width: int | None = None
 
   @nn.compact
   def __call__(self, x, trace: bool = False):
     if not self.segments:
       raise ValueError('a Network needs at least one segment.')
+    d_in = x.shape[-1]
+    if self.embed_width is not None:
+      if self.embed_width < d_in:
+        raise ValueError(f'embed_width={self.embed_width} is below the input width {d_in}.')
+      x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, self.embed_width - d_in)])
     d = x.shape[-1]
     if self.positional:
       if self.num_tokens is None:
@@ -408,6 +416,7 @@ class Network(nn.Module):
       if _is_integer(x):
         self.sow(DIAGNOSTICS, f'inexact_ties_{i}', inexact)
       outputs.append(ys)
+    x = x[..., :d_in]
     return (x, outputs) if trace else x
 
 

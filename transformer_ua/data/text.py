@@ -40,7 +40,7 @@ non-special tokens (at most P), 80/10/10 as above. Extra arrays:
     cls_positions [B, S] int32  row index of instance s's [CLS] (0 for an empty slot)
     nsp_labels [B, S] int32,  nsp_weights [B, S] float32   (weight 0 for an empty slot)
 
-The model keeps instances apart (``transformer_ua.models.mixing``: every mixing layer
+The model keeps instances apart (``transformer_ua.models.mixers``: every mixing layer
 mixes only tokens of the same segment; positions restart at 0 per instance), so a
 packed row computes exactly what its instances would compute in rows of their own.
 """

@@ -9,7 +9,9 @@ Pipeline (one module per step of the proof):
 * ``polynomial``      Theorem 3.5: C^q(x) = beta . concat(T^q(x)) + b = Q(x) on
                       ||x|| <= B; literal network, compact equivalent, counts.
 * ``exact``           exact rational evaluation (Fractions; int64 through the JAX net).
-* ``approximate``     Corollary 3.7: polynomial fits of continuous functions, compiled.
+* ``float_bound``     Theorem 3.5 as it runs: certified sup_{||x|| <= B} |fl(C^q(x)) - Q(x)|
+                      in float64 / float32, any summation order, FMA or not.
+* ``corollary37``     Corollary 3.7: polynomial fits of continuous functions, compiled.
 * ``regression``      Section 5: data, ATTENTION / NN_width / NN_depth, training loop.
 
 Public API::

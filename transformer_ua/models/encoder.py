@@ -23,7 +23,7 @@ optional ``segment_ids [B, n]``, ``positions [B, n]`` and ``cls_positions [B, S]
 (the encoder alone takes ``num_segments`` = S instead of ``cls_positions``) make every
 instance of a row its own sequence: positions restart at 0 per instance
 (``position[positions]`` instead of ``position[:n]``), every mixing layer mixes only
-within an instance (``transformer_ua.models.mixing``), and the pooler / NSP head read
+within an instance (``transformer_ua.models.mixers``), and the pooler / NSP head read
 each instance's [CLS]: ``nsp_logits [B, S, 2]``. No new parameters; without them the
 computation is the unpacked one, unchanged.
 
@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import layers
-from transformer_ua.models import mixing as mixing_lib
+from transformer_ua.models import mixers as mixing_lib
 
 
 @dataclasses.dataclass(frozen=True)

@@ -219,13 +219,21 @@ def _certificate_lines(certified) -> list:
   head = certified['headline']
   cert = head['certificate']
   t = cert['terms']
+  arith = head.get('arithmetic', 'exact')
+  runs = ('run in IEEE ' + ('binary64' if arith == 'float64' else 'binary32') + ' by any '
+          'runtime (any summation order, with or without FMA)' if arith != 'exact'
+          else 'with exact rational weights')
   lines = ['## Certified: d_p(f, g) over the whole unit cube', '',
            f'**d_p(f, g) <= {cert["total"]:.4g} <= {head["epsilon"]:g}** (p = {cert["p"]:g}) '
-           f'for a standard Transformer g (softmax attention, ReLU feed-forward, '
-           f'{head["blocks"]} blocks, {head["weights"]} exact rational weights, construction '
+           f'for a standard Transformer g {runs} (softmax attention, ReLU feed-forward, '
+           f'{head["blocks"]} blocks, {head["weights"]:,} weights of '
+           f'{head.get("bits_per_param", cert["bits"])} bits, construction '
            f'`{head["construction"]}`) at N = {cert["resolution"]}, found by `yun.approximate` in '
            f'{head["seconds"]:.1f} s. Every number below is a rigorous upper bound (exact '
-           'rationals or arb balls rounded up), not a sample.', '',
+           'rationals or arb balls rounded up), not a sample.'
+           + (f' Float deviation |fl(g) - g| <= {cert["float_interior_sup"]:.3g} (interiors) '
+              f'and {cert["float_window_sup"]:.3g} (windows), assuming '
+              f'{cert["details"]["float"]["assumes"]}.' if arith != 'exact' else ''), '',
            '| term | bound |', '|---|---|',
            f'| d_p(f, f_bar) ({cert["f_term_method"]}; assuming {cert["assumes"]}) | '
            f'<= {t["f_fbar"]:.4g} |',
@@ -235,7 +243,15 @@ def _certificate_lines(certified) -> list:
            f'{cert["window_measure"]:.3g}, sup <= {cert["window_sup"]:.3g}) | <= {t["gbar_g"]:.4g} |',
            f'| total | <= {cert["total"]:.4g} |', '',
            f'Planned: lambda = {cert["lam"]:g}, ramp epsilon = {cert["epsilon"]:.3g}, '
-           f'{cert["bits"]} bits, margin {cert["margin"]:.3g} delta.', '',
+           f'{cert["bits"]} bits, margin {cert["margin"]:.3g} delta.', '']
+  if 'onnx' in head:
+    o = head['onnx']
+    lines += [f'The network is written beside this report as `{o["file"]}` ({arith}). '
+              f'onnxruntime on {o["points"]:,} uniform points: max |onnxruntime - JAX| = '
+              f'{o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = {o["sampled_dp"]:.4g} '
+              f'(certified <= {cert["total"]:.4g}). Check it yourself:', '', '```bash',
+              o['command'], '```', '']
+  lines += [
            f'The paper\'s network at the main resolution, certified the same way (as the paper '
            'builds it, with the output clamp, and the tie-complete contextual map with the '
            'clamp). Every number is an upper bound; the paper\'s network as built has no bound '

@@ -1,8 +1,8 @@
-"""The paper's Appendix H claims, judged on the sweep's rows (``reports.mixing``).
+"""The paper's Appendix H claims, judged on the sweep's rows (``reports.mixing_sweep``).
 
 A claim that a is above b is judged on d = mean_a - mean_b against its standard error
 SE = sqrt(s_a^2 / n_a + s_b^2 / n_b): holds (d > 0, |d| >= SE_MULTIPLE SE), fails
-(d < 0, |d| >= SE_MULTIPLE SE) or not resolved (see ``reports.mixing``'s doc for the
+(d < 0, |d| >= SE_MULTIPLE SE) or not resolved (see ``reports.mixing_sweep``'s doc for the
 seed noise of single runs and ``own_seeds``).
 """
 

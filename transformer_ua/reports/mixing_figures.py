@@ -1,4 +1,4 @@
-"""The figures of the Appendix H sweep report (``reports.mixing``): the Table 1 and
+"""The figures of the Appendix H sweep report (``reports.mixing_sweep``): the Table 1 and
 Figure 1 analogues (``<stem>_table1.png``, ``<stem>_figure1.png``) and the pre-training
 learning curves (``<stem>_curves.png``)."""
 

@@ -1,4 +1,4 @@
-"""The markdown of the Appendix H sweep report (``reports.mixing``): tables, claims,
+"""The markdown of the Appendix H sweep report (``reports.mixing_sweep``): tables, claims,
 where each number comes from, and the runs' provenance lines."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rows of the Appendix H sweep report (``reports.mixing``): what it reads.
+"""The rows of the Appendix H sweep report (``reports.mixing_sweep``): what it reads.
 
 Every finished stage's ``result.json`` and every pre-training run's learning curve under
 a workdir (``collect``, ``learning_curves``), one row per (run, stage) with its values

@@ -44,11 +44,12 @@ import warnings
 import numpy as np
 
 from transformer_ua import construction, outputs, provenance
+from transformer_ua.export_onnx import export_onnx
 from transformer_ua.reports import approximate as report
 from transformer_ua.yun import approximator, search
 from transformer_ua.yun.bounds import certificate, distances
 from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun.realization import plan as yun_plan
+from transformer_ua.yun.realization import float_rounding, plan as yun_plan
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import decomposition
 from transformer_ua.yun.stages import contextual_positional
@@ -122,6 +123,10 @@ def validate(c) -> None:
     yun_plan.check_margin(c.certify_margin)
   except ValueError as e:
     raise ConfigError(f'config.certify_margin: {e}') from None
+  try:
+    float_rounding.check_arithmetic(c.certify_arithmetic)
+  except ValueError as e:
+    raise ConfigError(f'config.certify_arithmetic: {e}') from None
   if c.dtype not in yun_plan.FLOAT_BITS:
     raise ConfigError(f'config.dtype={c.dtype!r}; allowed: {tuple(yun_plan.FLOAT_BITS)} '
                       "(the certified 'exact' path runs on its own when the float one fails).")
@@ -264,7 +269,8 @@ def networks_intro(c, positional, log) -> None:
   log('This run builds three networks; every line below names the one it is about:')
   log(f'  [certified] the network the headline certifies: yun.approximate picks the '
       f'construction with the fewest parameters whose proof of d_p(f, g) <= '
-      f'{c.certify_epsilon:g} holds (exact weights, bounds in arb ball arithmetic)')
+      f'{c.certify_epsilon:g} holds for g run in {c.certify_arithmetic} (bounds exact or in '
+      'arb ball arithmetic, rounded up)')
   log(f"  [paper]     the paper's network at the main resolution N={c.resolution}: g_bar "
       f'({thm}) and its Lemma 6 realization g with exact weights, certified as built '
       'and with variants')
@@ -273,29 +279,74 @@ def networks_intro(c, positional, log) -> None:
   log('Bounds are written "<=", samples "=" with their sample count.')
 
 
-def run_headline(c, positional, log, workers=None) -> dict:
-  """The headline: ``yun.approximate`` at ``certify_epsilon`` (the [certified] network)."""
+#: The headline network's ONNX file, written beside the report.
+ONNX_NAME = 'g.onnx'
+#: Uniform points of the headline's onnxruntime check (in batches of ``ONNX_BATCH``).
+ONNX_CHECK_POINTS, ONNX_BATCH = 20000, 1024
+
+
+def onnx_check_line(path: str, c) -> str:
+  """A one-line command that runs the ONNX file in onnxruntime on uniform points and prints
+  the sampled d_p(f, g), to compare with the certified total."""
+  return ("python -c \"import numpy as np, onnxruntime as ort; "
+          "from transformer_ua.yun.stages.targets import get_target; "
+          f"x = np.random.default_rng(1).random((4000, {c.n}, {c.d})); "
+          f"y = ort.InferenceSession('{path}').run(None, {{'X': x}})[0]; "
+          f"f = get_target('{c.target}', d={c.d}, n={c.n})(x); "
+          f"print('sampled d_{c.p:g}(f, g) =', np.mean(np.sum(np.abs(y - f) ** {c.p:g}, "
+          f"axis=(1, 2))) ** (1 / {c.p:g}))\"")
+
+
+def _onnx_check(g, path: str, c, target) -> dict:
+  """The ONNX file in onnxruntime on ``ONNX_CHECK_POINTS`` uniform points (batched): its
+  largest difference from ``g.apply`` (JAX) and the sampled d_p(f, g)."""
+  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
+  sess = ort.InferenceSession(path)
+  x = np.random.default_rng(c.seed).random((ONNX_CHECK_POINTS, c.n, c.d))
+  y = np.concatenate([sess.run(None, {'X': x[i:i + ONNX_BATCH]})[0]
+                      for i in range(0, len(x), ONNX_BATCH)])
+  e = np.sum(np.abs(y - target(x)) ** c.p, axis=(1, 2))
+  return {'points': len(x), 'max_abs_onnx_minus_jax': float(np.max(np.abs(y - g.apply(x)))),
+          'sampled_dp': float(np.mean(e) ** (1 / c.p))}
+
+
+def run_headline(c, positional, log, outdir: str, workers=None) -> dict:
+  """The headline: ``yun.approximate`` at ``certify_epsilon`` in ``certify_arithmetic``
+  (the [certified] network), its ONNX file beside the report and onnxruntime's run of it."""
   t0 = time.time()
   found = search.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
-                             positional=positional, workers=workers, progress=log)
+                             positional=positional, workers=workers, progress=log,
+                             arithmetic=c.certify_arithmetic)
   cert, g = found.certificate, found.g
+  bits = g.bits_per_param() if hasattr(g, 'bits_per_param') else cert.bits
   head = {'epsilon': c.certify_epsilon, 'construction': found.construction,
-          'resolution': cert.resolution, 'blocks': _blocks(g),
-          'weights': g.num_params(), 'certificate': cert.as_dict(),
+          'arithmetic': found.arithmetic, 'resolution': cert.resolution, 'blocks': _blocks(g),
+          'weights': g.num_params(), 'bits_per_param': bits, 'certificate': cert.as_dict(),
           'attempts': list(found.attempts), 'seconds': round(time.time() - t0, 2)}
   t = cert.terms
   N = cert.resolution
+  runs = ('run in IEEE ' + ('binary64' if found.arithmetic == 'float64' else 'binary32')
+          + ' by any runtime' if found.arithmetic != 'exact' else 'with exact weights')
   log(f'[certified] CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} '
-      f'(p={c.p:g}) over [0,1]^(n x d) for a standard Transformer g: softmax attention, ReLU '
-      f'feed-forward, {head["blocks"]} blocks, {head["weights"]} exact rational weights, '
+      f'(p={c.p:g}) over [0,1]^(n x d) for a standard Transformer g {runs}: softmax attention, '
+      f'ReLU feed-forward, {head["blocks"]} blocks, {head["weights"]:,} weights of {bits} bits, '
       f'N={N}, construction {found.construction!r} (the fewest parameters whose certificate '
-      f'holds), output clamp ({head["seconds"]:.1f} s)')
+      f'holds) ({head["seconds"]:.1f} s)')
   log(f'  proof: d_p(f, f_bar) <= {t["f_fbar"]:.4g} ({cert.f_term_method}) + '
       f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g} + d_p(g_bar, g) <= {t["gbar_g"]:.3g} '
       f'(interiors {100 * cert.interior_fraction:.6g}% of the volume, max |g - g_bar| <= '
       f'{cert.interior_sup:.3g}; ramp windows {cert.window_measure:.3g} of the volume, '
-      f'|g - g_bar| <= {cert.window_sup:.3g} there; lam=2^{math.log2(cert.lam):.0f}, ramp '
-      f'2^{math.log2(cert.epsilon):.0f}, {cert.bits} bits)')
+      f'|g - g_bar| <= {cert.window_sup:.3g} there; ramp 2^{math.log2(cert.epsilon):.0f}, '
+      f'{cert.bits} bits){cert._arithmetic_note()}')  # pylint: disable=protected-access
+  if found.arithmetic != 'exact':
+    path = export_onnx(g, os.path.join(outdir, ONNX_NAME))
+    head['onnx'] = {'file': ONNX_NAME, **_onnx_check(g, path, c, found.net.target),
+                    'command': onnx_check_line(os.path.join(outdir, ONNX_NAME), c)}
+    o = head['onnx']
+    log(f'  ONNX: {path} ({found.arithmetic}); onnxruntime on {o["points"]:,} uniform points: '
+        f'max |onnxruntime - JAX| = {o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = '
+        f'{o["sampled_dp"]:.4g} <= {cert.total:.4g} certified. Check it yourself:')
+    log(f'    {o["command"]}')
   return head
 
 
@@ -339,9 +390,9 @@ def run_paper_certified(c, positional, log, workers=None) -> list:
   return rows
 
 
-def run_certificates(c, positional, log, workers=None) -> dict:
+def run_certificates(c, positional, log, outdir: str, workers=None) -> dict:
   """The headline ([certified]) and the [paper] network's certified rows."""
-  head = run_headline(c, positional, log, workers)
+  head = run_headline(c, positional, log, outdir, workers)
   log('')
   return {'headline': head,
           'main_resolution': run_paper_certified(c, positional, log, workers)}
@@ -567,7 +618,7 @@ def _run(c, outdir, log, workers, command) -> dict:
   for key in ('quantization', 'contextual', 'value', 'total'):
     log(f'  {key:<16}{dep["built"][key]:>8}{dep["formula"][key]:>16}')
   log('')
-  certified = run_certificates(c, positional, log, workers)
+  certified = run_certificates(c, positional, log, outdir, workers)
   log('')
   fl = run_float(net, c, positional, log)
   g, dec, rep = fl['g'], fl['decomposition'], fl['realization']

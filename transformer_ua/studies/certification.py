@@ -29,7 +29,7 @@ Parts (config):
   clamp   what the output clamp buys at one target epsilon.
 
 Writes certify_approximation.json (part by part, as each ends), .md and two PNG figures
-(``reports.certificate``) into ``out_dir``; ``rebuild`` writes the report (and the Lemma 6
+(``reports.certification``) into ``out_dir``; ``rebuild`` writes the report (and the Lemma 6
 fits) again from a finished run's JSON.
 """
 
@@ -44,7 +44,7 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.reports import certificate as report
+from transformer_ua.reports import certification as report
 from transformer_ua.verify import certificate_mc
 from transformer_ua.yun import build_approximator, search
 from transformer_ua.yun.bounds import certificate

@@ -37,7 +37,7 @@ runs between them. After each job the report is rebuilt from every ``result.json
 the workdir: ``mixing_layers.md`` (for ``cpu``, the recorded budget;
 ``mixing_layers_<config>.md`` otherwise) with a JSON twin and PNG figures, in
 ``results_dir`` (``results/mixing`` updates the checked-in record);
-``transformer_ua.reports.mixing`` writes it.
+``transformer_ua.reports.mixing_sweep`` writes it.
 
 ``compare_to`` (workdirs of sweeps of the same config under other step counts, e.g.
 ``cpu`` and ``cpu_long`` for a ``cpu_longer`` workdir) also writes
@@ -81,7 +81,7 @@ import numpy as np
 
 from transformer_ua import outputs
 from transformer_ua.data import wordnet
-from transformer_ua.reports import mixing as mixing_report, mixing_plateau
+from transformer_ua.reports import mixing_sweep as mixing_report, mixing_plateau
 from transformer_ua.reports.mixing_rows import TABLE_MODELS, RecordError, recorded_rows
 from transformer_ua.train import mixing
 
@@ -295,7 +295,7 @@ class Sweep:
 
 
 def rerender(results_dir, config_name, prov):
-  """``reports.mixing.rerender`` (the report's .md from its .json and the current notes);
+  """``reports.mixing_sweep.rerender`` (the report's .md from its .json and the current notes);
   SweepError when the .json is not a report."""
   try:
     return mixing_report.rerender(results_dir, config_name, prov)

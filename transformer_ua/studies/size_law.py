@@ -1,12 +1,18 @@
 r"""The certified size-vs-epsilon law: how big is a provably epsilon-accurate Transformer?
 
-For each target f, construction c and epsilon, ``yun.search.approximate(f, epsilon,
-construction=c)`` returns a standard softmax/ReLU Transformer g with a certificate
-d_p(f, g) <= total <= epsilon over the whole unit cube. A row records its size (N, depth
-in blocks, attention layers, the largest hidden width, parameters, bits), the three
-certified terms and their total, an independent stratified Monte Carlo d_p(f, g) with its
-95% interval (``verify.certificate_mc``: an mpmath evaluator that shares no code with the
-certificate's arb evaluator), and the seconds spent.
+For each target f, construction c, arithmetic a and epsilon, ``yun.search.approximate(f,
+epsilon, construction=c, arithmetic=a)`` returns a standard softmax/ReLU Transformer g with
+a certificate d_p(f, g) <= total <= epsilon over the whole unit cube, for g as arithmetic a
+computes it ('float64' / 'float32': the network as IEEE runtimes run it, the integer-id
+constructions; 'exact': the real network with exact parameters, the others). A row records
+its size (N, depth in blocks, attention layers, the largest hidden width, parameters,
+bits per parameter -- the format's significand for a float row, the plan's working
+precision for an exact row -- and their product, the total bits), the certified terms and
+their total, an independent check and the seconds spent. The independent check of a float
+row runs g in JAX and in onnxruntime on 10^4 points of the cube interiors and 10^4 of the
+windows (``verify.float_certificate``); of an exact row, a stratified Monte Carlo with an
+mpmath evaluator that shares no code with the certificate's arb evaluator
+(``verify.certificate_mc``).
 
 The law is read off a log-log fit per construction:
 
@@ -23,10 +29,12 @@ target with a modulus (d_p(f, f_bar) ~ 1/N, so N ~ 1/epsilon) and M = N^d cells:
     Theorem 3, shallow and wide     D = const                          -> s_D = 0
     parameters, every construction  P ~ (#contexts) ~ N^{nd}           -> s_P = -nd
 
-Each row runs in its own spawned process under a wall-clock limit (``row_minutes``); a row
-that runs out of time is recorded as such, and the construction's smaller epsilons are
-not tried (they are larger). Rows are written one JSON file each, so an interrupted study
-started again with the same arguments runs only the rows it lacks.
+Each row runs in its own spawned process under a wall-clock limit (``row_minutes``), with
+``approximate``'s own budget at half of it: a row whose network is estimated past the
+budget is refused at once with the size it would need (its construction, N, blocks,
+parameters and estimated minutes), so every row is run or refused, none skipped. Rows are
+written one JSON file each, so an interrupted study started again with the same arguments
+runs only the rows it lacks.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.verify import certificate_mc
+from transformer_ua.verify import certificate_mc, float_certificate
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import f_term
 from transformer_ua.yun.stages import targets as targets_lib
@@ -68,10 +76,12 @@ class RowSpec:
   n: int
   construction: str
   epsilon: float
+  arithmetic: str = 'exact'
 
   @property
   def key(self) -> str:
-    return f'{self.target}_d{self.d}_n{self.n}_{self.construction}_eps{self.epsilon:g}'
+    return (f'{self.target}_d{self.d}_n{self.n}_{self.construction}_{self.arithmetic}'
+            f'_eps{self.epsilon:g}')
 
 
 def fit_slope(xs, ys) -> float | None:
@@ -99,7 +109,9 @@ def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> lis
         continue
       if constructions is not None and c.name not in constructions:
         continue
-      specs.extend(RowSpec(name, d, n, c.name, float(e)) for e in epsilons)
+      floats = [a for a in c.arithmetics if a != 'exact']
+      for a in floats or ['exact']:
+        specs.extend(RowSpec(name, d, n, c.name, float(e), a) for e in epsilons)
   return specs
 
 
@@ -112,21 +124,28 @@ def run_row(spec: RowSpec, *, mc_points: int = 1000, seed: int = 0, max_minutes:
   try:
     res = search.approximate(spec.target, spec.epsilon, d=spec.d, n=spec.n,
                              positional=not c.equivariant, construction=spec.construction,
-                             max_minutes=max_minutes, workers=workers, progress=True)
+                             max_minutes=max_minutes, workers=workers, progress=True,
+                             arithmetic=spec.arithmetic)
   except ValueError as e:
     row.update(status='refused', reason=str(e), seconds=time.perf_counter() - t0)
     return row
   cert, net, g = res.certificate, res.net, res.g
   size = net.variant.size()
+  bits = int(g.bits_per_param()) if spec.arithmetic != 'exact' else int(cert.bits)
   row.update(
       status='certified', resolution=net.resolution, blocks=int(g.depth()),
       attention_layers=int(size['attention_layers']), max_width=int(size['max_width']),
-      params=int(g.num_params()), params_closed_form=int(size['params']), bits=int(cert.bits),
+      params=int(g.num_params()), params_closed_form=int(size['params']), bits=bits,
+      total_bits=int(g.num_params()) * bits,
       terms={k: float(v) for k, v in cert.terms.items()}, total=float(cert.total),
       assumptions=str(cert), certify_seconds=float(cert.seconds),
       approximate_seconds=time.perf_counter() - t0,
       attempts=[{k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
                  for k, v in a.items()} for a in res.attempts])
+  if spec.arithmetic != 'exact':
+    row['float_check'] = float_certificate.check(net, g, cert, seed=seed)
+    row['seconds'] = time.perf_counter() - t0
+    return row
   mc = certificate_mc.certificate_mc(net, g, cert, points=mc_points, seed=seed)
   row['monte_carlo'] = {
       'points': {k: int(v) for k, v in mc['points'].items()},
@@ -160,15 +179,15 @@ def row_path(out_dir: str, spec: RowSpec) -> str:
 def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
         mc_points: int = 1000, seed: int = 0, log=print, report_only: bool = False) -> list[dict]:
   """Runs the rows ``specs`` lacks under ``out_dir/rows/`` (``parallel`` at a time, each in
-  a spawned process killed after ``row_minutes``); returns every row on disk.
-
-  A construction's rows for one target go in decreasing epsilon; once one is refused,
-  fails or runs out of time, its smaller epsilons are recorded as 'not tried'."""
+  a spawned process killed after ``row_minutes``, ``approximate``'s budget half of it);
+  returns every row on disk. A construction's rows for one target go in decreasing
+  epsilon, one at a time."""
   os.makedirs(os.path.join(out_dir, ROWS_DIR), exist_ok=True)
   ctx = multiprocessing.get_context('spawn')
   # breadth first: every line's largest epsilon, then the next (a line runs in order)
-  specs = sorted(specs, key=lambda s: (-s.epsilon, s.target, s.d, s.n, s.construction))
-  kwargs = {'mc_points': mc_points, 'seed': seed, 'max_minutes': row_minutes}
+  specs = sorted(specs, key=lambda s: (-s.epsilon, s.target, s.d, s.n, s.construction,
+                                       s.arithmetic))
+  kwargs = {'mc_points': mc_points, 'seed': seed, 'max_minutes': row_minutes / 2}
   running: dict = {}
   pending = [s for s in specs if not os.path.exists(row_path(out_dir, s))]
   if report_only:
@@ -178,19 +197,9 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
   log(f'size law: {len(specs)} rows, {len(specs) - len(pending)} on disk, {len(pending)} to '
       f'run, {parallel} at a time, <= {row_minutes:g} min each')
 
-  def blocked(s):
-    """A larger epsilon of the same line that did not certify."""
-    for t in specs:
-      if (t.target, t.d, t.n, t.construction) == (s.target, s.d, s.n, s.construction) \
-          and t.epsilon > s.epsilon and os.path.exists(row_path(out_dir, t)):
-        with open(row_path(out_dir, t)) as f:
-          if json.load(f).get('status') != 'certified':
-            return t
-    return None
-
   def busy_line(s):
-    return any((t.target, t.d, t.n, t.construction) == (s.target, s.d, s.n, s.construction)
-               for t in running.values())
+    return any((t.target, t.d, t.n, t.construction, t.arithmetic)
+               == (s.target, s.d, s.n, s.construction, s.arithmetic) for t in running.values())
 
   while pending or running:
     for proc, s in list((p, s) for p, s in running.items()):
@@ -215,13 +224,7 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
         break
       if busy_line(s):
         continue
-      b = blocked(s)
       pending.remove(s)
-      if b is not None:
-        with outputs.atomic_open(row_path(out_dir, s)) as f:
-          json.dump(dict(dataclasses.asdict(s), status='not tried',
-                         reason=f'epsilon={b.epsilon:g} did not certify'), f, indent=1)
-        continue
       proc = ctx.Process(target=_row_process,
                          args=(dataclasses.asdict(s), row_path(out_dir, s), kwargs))
       proc.start()
@@ -250,12 +253,19 @@ THEORY_SLOPES = {
     'one_layer_wide': lambda d, n: {'params': -n * d, 'blocks': 0},
     'positional': lambda d, n: {'params': -n * d, 'blocks': -n * d},
     'positional_wide': lambda d, n: {'params': -n * d, 'blocks': 0},
+    'integer_ids': lambda d, n: {'params': -n * d, 'blocks': 0},
+    'positional_integer_ids': lambda d, n: {'params': -n * d, 'blocks': 0},
 }
 
 
 #: The smallest-epsilon rows of a line that its 'fine' slope is fitted on (the theory's
 #: slopes are asymptotic: at small N the counts grow slower than N^{nd}).
 FINE_POINTS = 3
+
+
+def _line(r) -> str:
+  """A construction's line in one arithmetic: 'integer_ids (float64)'."""
+  return f'{r["construction"]} ({r.get("arithmetic", "exact")})'
 
 
 def fits(rows) -> list[dict]:
@@ -265,11 +275,12 @@ def fits(rows) -> list[dict]:
   lines = {}
   for r in rows:
     if r.get('status') == 'certified':
-      lines.setdefault((r['target'], r['d'], r['n'], r['construction']), []).append(r)
+      lines.setdefault((r['target'], r['d'], r['n'], _line(r)), []).append(r)
   out = []
   for (t, d, n, c), rs in sorted(lines.items()):
     eps = [r['total'] for r in rs]
-    theory = THEORY_SLOPES.get(c, lambda d, n: {'params': None, 'blocks': None})(d, n)
+    theory = THEORY_SLOPES.get(c.split(' ')[0],
+                               lambda d, n: {'params': None, 'blocks': None})(d, n)
     fine = sorted(rs, key=lambda r: r['total'])[:FINE_POINTS]
     out.append({'target': t, 'd': d, 'n': n, 'construction': c, 'points': len(rs),
                 'params_slope': fit_slope(eps, [r['params'] for r in rs]),
@@ -287,26 +298,42 @@ def _g(v, digits=4) -> str:
   return f'{v:.{digits}g}' if isinstance(v, float) else str(v)
 
 
+def _check_cell(r) -> str:
+  """The independent check of a certified row: JAX / onnxruntime (float) or the mpmath
+  Monte Carlo (exact), d_p(f, g) sampled [95%]."""
+  if 'float_check' in r:
+    fc = r['float_check']
+    j, o = fc['runtimes']['jax'], fc['runtimes']['onnxruntime']
+    ok = 'within' if j['within'] and o['within'] else 'OUTSIDE'
+    return (f'JAX {_g(j["dp"]["estimate"])} [{_g(j["dp"]["ci_low"])}, {_g(j["dp"]["ci_high"])}], '
+            f'onnxruntime {"the same" if fc["jax_equals_onnxruntime"] else _g(o["dp"]["estimate"])}'
+            f'; max gap I {_g(j["max_interior_gap"], 3)}, W {_g(j["max_window_gap"], 3)}: {ok} '
+            f'({fc["points"]["interior"]} + {fc["points"]["window"]})')
+  mc = r['monte_carlo']
+  m, pts = mc['terms']['total'], mc['points']
+  return (f'MC {_g(m["estimate"])} [{_g(m["ci_low"])}, {_g(m["ci_high"])}] '
+          f'({pts["interior"]} + {pts["window"]})')
+
+
 def table_markdown(rows) -> str:
-  head = ('| target | d, n | construction | epsilon | status | N | blocks | attention layers '
-          '| max width | params | bits | d_p(f, f_bar) <= | d_p(f_bar, g_bar) <= | '
-          'd_p(g_bar, g) <= | certified total <= | MC d_p(f, g) [95%] (points I + W) | '
-          'certify s |\n' + '|---' * 17 + '|\n')
+  head = ('| target | d, n | construction | arithmetic | epsilon | status | N | blocks | '
+          'attention layers | max width | params | bits / param | total bits | '
+          'd_p(f, f_bar) <= | d_p(f_bar, g_bar) <= | d_p(g_bar, g) <= | certified total <= | '
+          'independent check: d_p(f, g) sampled [95%] (points I + W) | certify s |\n'
+          + '|---' * 19 + '|\n')
   out = [head]
   for r in rows:
-    lead = f'| {r["target"]} | {r["d"]}, {r["n"]} | {r["construction"]} | {r["epsilon"]:g} '
+    lead = (f'| {r["target"]} | {r["d"]}, {r["n"]} | {r["construction"]} | '
+            f'{r.get("arithmetic", "exact")} | {r["epsilon"]:g} ')
     if r.get('status') != 'certified':
-      out.append(lead + f'| {r.get("status")}: {r.get("reason", "")} ' + '|' * 13 + '\n')
+      out.append(lead + f'| {r.get("status")}: {r.get("reason", "")} ' + '|' * 14 + '\n')
       continue
-    t, mc = r['terms'], r['monte_carlo']
-    m = mc['terms']['total']
-    pts = mc['points']
+    t = r['terms']
     out.append(lead + f'| certified | {r["resolution"]} | {r["blocks"]} | '
-               f'{r["attention_layers"]} | {r["max_width"]} | {r["params"]} | {r["bits"]} | '
+               f'{r["attention_layers"]} | {r["max_width"]:,} | {r["params"]:,} | {r["bits"]} | '
+               f'{r.get("total_bits", r["params"] * r["bits"]):,} | '
                f'{_g(t["f_fbar"])} | {_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | '
-               f'**{_g(r["total"])}** | {_g(m["estimate"])} [{_g(m["ci_low"])}, '
-               f'{_g(m["ci_high"])}] ({pts["interior"]} + {pts["window"]}) | '
-               f'{r["certify_seconds"]:.1f} |\n')
+               f'**{_g(r["total"])}** | {_check_cell(r)} | {r["certify_seconds"]:.1f} |\n')
   return ''.join(out)
 
 
@@ -335,8 +362,8 @@ def figure(rows, fit_rows, path: str) -> None:
   for j, (t, d, n) in enumerate(targets):
     for i, (key, label) in enumerate((('params', 'parameters'), ('blocks', 'depth (blocks)'))):
       ax = axes[i][j]
-      for c in sorted({r['construction'] for r in rows}):
-        rs = sorted((r for r in rows if (r['target'], r['d'], r['n'], r['construction'])
+      for c in sorted({_line(r) for r in rows}):
+        rs = sorted((r for r in rows if (r['target'], r['d'], r['n'], _line(r))
                      == (t, d, n, c) and r.get('status') == 'certified'),
                     key=lambda r: r['total'])
         if not rs:
@@ -413,7 +440,7 @@ FIGURE = 'size_law.png'
 def write_report(rows, out_dir: str, prov: dict) -> dict:
   """size_law.{md,json,png} in ``out_dir`` from the rows (atomic writes)."""
   rows = sorted(rows, key=lambda r: (r['target'], r['d'], r['n'], r['construction'],
-                                     -r['epsilon']))
+                                     r.get('arithmetic', 'exact'), -r['epsilon']))
   fit_rows = fits(rows)
   bounds = grid_lower_bounds(rows)
   figure(rows, fit_rows, os.path.join(out_dir, FIGURE))

@@ -1,6 +1,6 @@
 r"""Fang et al. 2022, Section 5 on the one training loop: ``train_and_evaluate``.
 
-The task (``train.tasks.fang_regression.FangRegression``, on ``fang.regression``'s
+The task (``train.tasks.fang_task.FangRegression``, on ``fang.regression``'s
 pieces) supplies its unit and its evaluation; ``train.loop.run``
 does resume, logging, evaluation, checkpoints and the data-parallel mesh:
 
@@ -52,7 +52,7 @@ from transformer_ua.fang.regression import (attention_apply,
                                              resolved_sizes, run_configs, run_name,
                                              validate_config, validation_split)
 from transformer_ua.train import loop
-from transformer_ua.train.tasks.fang_regression import FangRegression, epoch_program
+from transformer_ua.train.tasks.fang_task import FangRegression, epoch_program
 from transformer_ua.train.metrics import MetricsWriter
 
 

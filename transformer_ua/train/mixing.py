@@ -33,7 +33,7 @@ resumes from the latest one, and because batches and dropout keys are functions 
 ``workdir/curves.png``, the final numbers to ``workdir/result.json`` with provenance.
 Sequence packing (``config.data.max_segments`` = S > 1; default 1, unpacked): training
 rows hold up to S instances kept apart by segment masks (``transformer_ua.data.text``,
-``transformer_ua.models.mixing``); evaluation stays unpacked. Same parameters and
+``transformer_ua.models.mixers``); evaluation stays unpacked. Same parameters and
 checkpoints; ``train_tokens_per_s`` counts real (non-padding) tokens,
 ``train_row_tokens_per_s`` every position.
 """

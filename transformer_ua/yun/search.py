@@ -21,9 +21,10 @@ The search, for one construction c (``registry.VARIANTS``), with slack:
     tol   = INTERIOR_SHARE left / (nd)^{1/p} / 2   (the plan's max |g - g_bar| on interiors)
 
 F_TERM_SHARE = 9/10: N is not the first resolution whose f-term squeezes under epsilon
-(token_times_mean at epsilon = 0.05: N = 27 leaves 0.0003 for T3, below what a 2^-28
-margin can reach), but the first that leaves a tenth of epsilon for the realization,
-whose cost in the margin and the bits is only logarithmic. N_c is found by doubling and
+but the first that leaves a tenth of epsilon for the realization, whose cost in the
+margin and the bits is only logarithmic. E.g. token_times_mean, d = 1, n = 3, p = 2 at
+epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.0027 for T3;
+T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
 bisection on N (T1 and T2 decrease in N).
 
 Size and time before building. Every construction gives its size at N in closed form
@@ -45,9 +46,16 @@ d = 1, n = 3, workers = 1, N = 8..20:
 (measured: ties_complete N = 20: 4,247 blocks, 1,540 classes: build 12 s, plan + realize
 24 s, certify 24 s; positional, prefix_mean, N = 13: 6,673 blocks, 2,197 cubes: 5 + 78 +
 158 s; one_layer N = 16: 2,196 blocks, 816 classes: 2 + 6 s, and N = 30: estimated 148 s,
-took 124 s). The load of a shared machine moves these by a factor of 2 or 3 either way.
-Every attempt records its estimate next to the measured seconds
-(``Approximation.attempts``), so each run checks the model.
+took 124 s). The shallow-wide constructions (``variants.one_layer_wide.wide_seconds``)
+were calibrated at 1-minute load ~8.
+
+What an estimate assumes: that loaded machine. The load moves the measured seconds by
+about a factor of 10: in the size law (load 5 to 10) attempts took 0.04x to 5.6x their
+estimates; on a near-idle machine (load ~2, revision 6722e9d) the shallow-wide attempts
+for token_times_mean took 0.65 s (estimated 3.5 s, N = 9) and 4.8 s (estimated 21.4 s,
+N = 22), 5x less. An estimate is a budget check before building, good to a factor of
+about 5 either way, not a prediction; every attempt records its estimate next to the
+measured seconds (``Approximation.attempts``), so each run checks the model.
 
 The choice (``construction=None``): the candidates (c, N_c) of every construction that
 applies (Theorem 2's need positional=False, f permutation equivariant; Theorem 3's apply
@@ -76,6 +84,7 @@ from transformer_ua import executor as executor_lib
 from transformer_ua.yun import grid
 from transformer_ua.yun.bounds import callable_checks, certificate, distances, f_term, \
     target_bounds
+from transformer_ua.yun.realization import float_rounding
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
@@ -104,8 +113,13 @@ UNCLAMPED_MARGIN = Fraction(1, 2 ** 20)
 BAD_SET_CELLS = 200_000
 #: Supported d and n (checked before any arithmetic).
 MAX_D, MAX_N = 16, 1024
+#: The arithmetic ``approximate`` certifies by default: the network as IEEE binary64 runtimes
+#: (JAX, onnxruntime) execute it, which is the network a user runs. Its certificate also
+#: holds for the exact real network (the integer-id g computes the same in both).
+DEFAULT_ARITHMETIC = 'float64'
 #: The rule of ``construction=None``.
-RULE = ('the fewest parameters whose certificate holds (candidates in increasing order of '
+RULE = ('the fewest parameters whose certificate holds in the asked arithmetic (candidates: '
+        'the constructions with a certificate for that arithmetic, in increasing order of '
         'parameters at their resolution; the first certified is returned)')
 
 
@@ -394,6 +408,8 @@ class Approximation:
     certificate: ``certificate.Certificate``, total <= epsilon.
     epsilon: the d_p(f, g) asked for.
     construction: the registry name of g's construction (``registry.VARIANTS``).
+    arithmetic: the g the certificate covers ('exact', 'float64', 'float32'); g.apply runs
+      that network (the integer-id constructions) or the exact one's float64 midpoint.
     rule: how it was chosen (``RULE``, or 'construction= given').
     attempts: one dict per attempt: construction, resolution, blocks, params,
       estimated_seconds, seconds, total (or error), holds.
@@ -406,6 +422,7 @@ class Approximation:
   construction: str
   rule: str
   attempts: tuple
+  arithmetic: str = 'exact'
 
   def __reduce__(self):
     """Pickles without g's per-process caches (arb ball networks, rebuilt on demand):
@@ -417,7 +434,7 @@ class Approximation:
 
   def __repr__(self) -> str:
     return (f'Approximation(d_p(f, g) <= {certificate.bound_text(self.certificate.total, 4)} '
-            f'<= {self.epsilon:g}; '
+            f'<= {self.epsilon:g} [{self.arithmetic}]; '
             f'{self.construction}, N={self.net.resolution}: {self.g.depth()} blocks, '
             f'{self.g.num_params()} params)')
 
@@ -427,6 +444,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
                 max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False,
+                arithmetic: str = DEFAULT_ARITHMETIC,
                 refutation_points: int = callable_checks.REFUTATION_POINTS) -> Approximation:
   """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
 
@@ -458,6 +476,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     workers: where the certificate's chunks run (``executor.as_workers``): None (the
       default local pool), an int (processes), a ``concurrent.futures.Executor`` (e.g.
       Dask's ``Client.get_executor()``) or an ``executor.Workers``.
+    arithmetic: the g the certificate covers (``DEFAULT_ARITHMETIC``): 'float64' or
+      'float32' (g run in that IEEE format by any runtime: only the integer-id
+      constructions have such certificates), or 'exact' (the real network, exact
+      parameters: every construction).
     progress: False, True (lines on stdout, flushed) or a callable taking each line:
       one as the search starts, one with the candidates in the rule's order (N,
       parameters, estimated minutes), then one per attempt as it starts and as it ends
@@ -478,6 +500,12 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   epsilon, d, n, p, workers, max_minutes, max_layers = _check_args(
       epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress)
   chosen = check_construction(construction)
+  arithmetic = float_rounding.check_arithmetic(arithmetic)
+  if chosen is not None and arithmetic not in chosen.arithmetics:
+    raise ValueError(f'construction={chosen.name!r} has no {arithmetic} certificate (it is '
+                     'certified for the exact real network only); use arithmetic=\'exact\' or '
+                     'one of ' + ', '.join(repr(c.name) for c in registry.VARIANTS.values()
+                                           if arithmetic in c.arithmetics) + '.')
   if chosen is not None and not chosen.applies(positional):
     raise ValueError(f'construction={chosen.name!r} is {chosen.theorem} (f '
                      'permutation equivariant); positional=True asks for Theorem 3: use '
@@ -502,7 +530,12 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                        'pass positional=True (Theorem 3, positional encodings).')
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
-      [c for c in registry.VARIANTS.values() if c.applies(positional)]
+      [c for c in registry.VARIANTS.values()
+       if c.applies(positional) and arithmetic in c.arithmetics]
+  if not pool:
+    raise ValueError(f'arithmetic={arithmetic!r}: no registered construction for '
+                     f'{"Theorem 3" if positional else "Theorem 2"} has a {arithmetic} '
+                     "certificate; use arithmetic='exact'.")
   if clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
                           spread=search.spread) is None:     # no N can help: say so now
     raise ValueError(f'epsilon={epsilon:g}: for every construction '
@@ -510,7 +543,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                      f'epsilon at the smallest margin 2^-28 (p={_p_text(p)}, clamp range up '
                      f'to {max(search.spread):.3g} on probes); raise epsilon or lower p.')
   rule = 'construction= given' if chosen is not None else RULE
-  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={_p_text(p)}: choosing N for '
+  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={_p_text(p)}, '
+      f'arithmetic={arithmetic}: choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
   for c in pool:
@@ -553,12 +587,13 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
            'blocks': cand.size['blocks'], 'params': cand.size['params'],
            'estimated_seconds': cand.seconds}
     try:
-      net = c.build(target)
+      net = c.build(target, **({'number_format': arithmetic}
+                               if arithmetic in float_rounding.FORMATS else {}))
       margin = search.margin(net, cand) if clamp else cand.margin
       g = net.realize(margin=margin, tolerance=cand.tolerance, dtype='exact', clamp=clamp)
       cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,
-                                    margin=margin,
-                                    workers=workers, refutation_points=refutation_points)
+                                    margin=margin, workers=workers, arithmetic=arithmetic,
+                                    refutation_points=refutation_points)
     except ValueError as e:
       rec.update(seconds=time.perf_counter() - t0, error=str(e), holds=False)
       attempts.append(rec)
@@ -575,7 +610,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
         f'{"" if rec["holds"] else ", the certificate does not hold"}')
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
-                           construction=c.name, rule=rule, attempts=tuple(attempts))
+                           construction=c.name, rule=rule, attempts=tuple(attempts),
+                           arithmetic=arithmetic)
     nxt = search.candidate(type(c), cand.resolution + 1)
     heapq.heappush(heap, (nxt.size['params'], next(order), nxt))
   if not attempts:

@@ -72,7 +72,7 @@ from flint import arb, ctx
 
 from transformer_ua.exact import ball
 from transformer_ua.yun.grid import Grid, decode_grid
-from transformer_ua.yun.realization import certified_eval, plan as plan_lib
+from transformer_ua.yun.realization import certified_eval, float_rounding, plan as plan_lib
 from transformer_ua.yun.bounds import callable_checks, distances, f_term, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import ids
@@ -118,6 +118,12 @@ class Certificate:
     seconds: wall time of the certification.
     assumes: what the bound assumes, one phrase ('nothing: ...' or the caller's modulus).
     f_term_method: the per-cube method of term 1 (``f_term.METHODS``).
+    arithmetic: the g the bound is about (``float_rounding.ARITHMETICS``): 'exact' (the
+      real network, exact parameters) or 'float64' / 'float32' (the network run in that
+      IEEE format, any summation order, with or without FMA: term 3 is then d_p(g_bar,
+      fl(g)) and ``interior_sup`` / ``window_sup`` are sups of |fl(g) - g_bar|).
+    float_interior_sup, float_window_sup: the certified sups of |fl(g) - g| over the
+      interiors and the windows (0 for 'exact'), included in the sups above.
     details: the pieces (term 1's parts, the grid checks of a callable, the interior
       certification, the domain enclosure, 'assumptions': the assumed lines, [] if none).
   """
@@ -141,6 +147,9 @@ class Certificate:
   assumes: str = ''
   f_term_method: str = ''
   details: dict = dataclasses.field(default_factory=dict, compare=False)
+  arithmetic: str = 'exact'
+  float_interior_sup: float = 0.0
+  float_window_sup: float = 0.0
 
   def holds(self, epsilon: float) -> bool:
     """True when the certified total is <= epsilon."""
@@ -151,19 +160,21 @@ class Certificate:
 
   def describe(self) -> str:
     """The certificate in one line, itself a proof: every bound rounded up, every share
-    of the volume rounded down, p exact (``bound_text``, ``share_text``, ``_exact``), what came from
-    outside the process and what a callable was checked for."""
+    of the volume rounded down, p exact (``bound_text``, ``share_text``, ``_exact``),
+    what came from outside the process and what a callable was checked for."""
     t = self.terms
     return (f'd_p(f, g) <= {bound_text(self.total, 4)} certified, assuming {self.assumes} '
-            f'(p={_exact(self.p)}; f-f_bar {bound_text(t["f_fbar"], 3)} [{self.f_term_method}] + '
-            f'f_bar-g_bar {bound_text(t["fbar_gbar"], 3)} + g_bar-g {bound_text(t["gbar_g"], 3)}; '
-            f'interiors {share_text(self.interior_fraction, 6, percent=True)}% of the volume, sup '
+            f'(p={_exact(self.p)}; f-f_bar {bound_text(t["f_fbar"], 3)} '
+            f'[{self.f_term_method}] + f_bar-g_bar {bound_text(t["fbar_gbar"], 3)} + g_bar-g '
+            f'{bound_text(t["gbar_g"], 3)}; interiors '
+            f'{share_text(self.interior_fraction, 6, percent=True)}% of the volume, sup '
             f'{bound_text(self.interior_sup, 3)}; windows '
             f'{bound_text(self.window_measure, 3)}, sup {bound_text(self.window_sup, 3)}; '
             f'N={self.resolution}, lam={_power_of_two(self.lam)}, '
             f'ramp {_power_of_two(self.epsilon)}, {self.bits} bits, '
             f'{"clamped" if self.clamp else "no clamp"}, {self.seconds:.1f} s'
-            f'{self._outside_note()}{self._callable_note()}{self._equivariance_note()})')
+            f'{self._outside_note()}{self._callable_note()}{self._equivariance_note()})'
+            f'{self._arithmetic_note()}')
 
   def __str__(self) -> str:
     return self.describe()
@@ -189,18 +200,37 @@ class Certificate:
                f'{share_text(sampled["largest_modulus_ratio"], 4)} (at most 1 allowed)')
     return note
 
+  def _arithmetic_note(self) -> str:
+    if self.arithmetic == 'exact':
+      return '; for the exact real g (its float runs are not covered)'
+    f = self.details.get('float', {})
+    return (f'; for g run in {f.get("format", self.arithmetic)}: |fl(g) - g| <= '
+            f'{bound_text(self.float_interior_sup, 3)} on interiors, '
+            f'{bound_text(self.float_window_sup, 3)} on windows, assuming {f.get("assumes", "")}')
+
   def _equivariance_note(self) -> str:
     eq = self.details.get('callable_checks', {}).get('equivariance') if self.details else None
     if not eq:
       return ''
     if not eq['cubes']:
       return '; f_bar equivariant on every cube (checked)'
-    level = (f', every difference at most {bound_text(eq["max_difference"], 2)}, at rounding level '
-             f'of max |f| {bound_text(eq["scale"], 2)}: float summation order in f'
+    level = (f', every difference at most {bound_text(eq["max_difference"], 2)}, at '
+             f'rounding level of max |f| {bound_text(eq["scale"], 2)}: float summation order '
+             'in f'
              if eq.get('rounding_level') else
              f', differences up to {bound_text(eq["max_difference"], 2)}')
     return (f'; f_bar not equivariant on {eq["cubes"]} cubes, e.g. {eq["example"]}{level} '
             '(counted in f_bar-g_bar)')
+
+
+def _sum_up(values) -> float:
+  """The exact sum of floats, rounded up to a float (inf if any is)."""
+  values = [float(v) for v in values]
+  if not all(math.isfinite(v) for v in values):
+    return math.inf
+  exact = sum(Fraction(v) for v in values)
+  total = float(exact)
+  return total if Fraction(total) >= exact else float(np.nextafter(total, np.inf))
 
 
 def _decimal(x: float, digits: int, rounding: str, scale: int = 1) -> str:
@@ -404,8 +434,31 @@ def default_margin(g) -> Fraction:
   return m
 
 
+def check_arithmetic(net, g, arithmetic) -> str:
+  """The arithmetic the certificate covers: ``arithmetic``, or g's own when None (the
+  format its parameters were built for, 'exact' for networks without float certificates);
+  ValueError (one line) for an unknown name, a construction without that float certificate,
+  or a g built for another format."""
+  own = getattr(g, 'number_format', 'exact')
+  arithmetic = own if arithmetic is None else float_rounding.check_arithmetic(arithmetic)
+  if arithmetic == 'exact':
+    return arithmetic
+  variant = net.variant
+  if arithmetic not in variant.arithmetics:
+    from transformer_ua.yun.variants import registry  # pylint: disable=import-outside-toplevel
+    have = [n for n, c in registry.VARIANTS.items() if arithmetic in c.arithmetics]
+    raise ValueError(f'arithmetic={arithmetic!r}: {variant.name} is certified for the exact '
+                     'real network only (its float runs round away what the proof needs); '
+                     f'use arithmetic=\'exact\' or a construction with {arithmetic} '
+                     f'certificates: {", ".join(have)}.')
+  if own != arithmetic:
+    raise ValueError(f'arithmetic={arithmetic!r}: this g was built for {own} (its snap '
+                     f'constants are {own}\'s); build it with arithmetic={arithmetic!r}.')
+  return arithmetic
+
+
 def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=None,
-               bits=None, workers=None,
+               bits=None, workers=None, arithmetic: str | None = None,
                refutation_points: int = callable_checks.REFUTATION_POINTS) -> Certificate:
   """A certificate that d_p(f, g) <= total over the whole unit cube (module doc).
 
@@ -426,6 +479,9 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
       bounding sup over each cube of |f(X) - f(C)| (``f_term``); not for built-ins.
     margin: cube interiors shrunk by margin delta per side (default ``default_margin``).
     bits: arb working precision (default: the plan's for g).
+    arithmetic: the g the bound covers: 'exact' (the real network), 'float64' or
+      'float32' (the network as IEEE runtimes execute it: the integer-id constructions);
+      None: g's own (the format an integer-id g was built for, else 'exact').
     workers: where the cube interiors run (``executor.as_workers``); chunks resumed from
       a state or computed by a caller's executor are re-run here on a sample
       (``Workers(recheck=)``) and the line says how many.
@@ -442,6 +498,7 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
   certified_eval.check_exact(g)
   if g.source is not net:
     raise ValueError('g is not a realization of this net (g.source is another approximator).')
+  arithmetic = check_arithmetic(net, g, arithmetic)
   d, n, N = net.d, net.n, net.resolution
   builtin = _builtin(net.target, d, n)
   if modulus is not None and builtin:
@@ -479,11 +536,25 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
               'probes': targets_lib.PROBE_BATCH, 'centres': len(cg['k']),
               'equivariance': cg['equivariance']}
   interior = g.certify_interiors(float(margin), bits, check_plan=False, workers=workers)
-  window = window_bound(net, g, bits)
+  if hasattr(g, 'window_sup'):      # a structural bound (``integer_ids``: the table's range)
+    sup = g.window_sup()
+    window = {'sup': sup, 'max': float(np.max(sup)), 'enclosure': (sup * 0, sup), 'seconds': 0.0}
+  else:
+    window = window_bound(net, g, bits)
   term3 = gbar_g_bound(d=d, n=n, p=p, margin=margin,
                        interior_sup=interior['max_abs_error'], window_sup=window['sup'])
+  flt = {'interior': 0.0, 'window': 0.0}
+  interior_sup, window_sup = interior['max_abs_error'], window['max']
+  if arithmetic != 'exact':          # term 3 for fl(g): sup |fl(g) - g_bar| <= exact + float
+    flt = g.float_proof
+    up = lambda a, b: float(np.nextafter(a + b, np.inf))  # noqa: E731
+    interior_sup = up(interior_sup, flt['interior'])
+    window_sups = np.vectorize(lambda v: up(v, flt['window']))(window['sup'])
+    window_sup = float(np.max(window_sups))
+    exact_term3, term3 = term3, gbar_g_bound(d=d, n=n, p=p, margin=margin,
+                                             interior_sup=interior_sup, window_sup=window_sups)
   terms = {'f_fbar': term1.bound, 'fbar_gbar': term2['bound'], 'gbar_g': term3['bound']}
-  total = float(np.nextafter(sum(terms.values()), np.inf))
+  total = _sum_up(terms.values())
   assumed = [] if term1.assumes.startswith('nothing') else [term1.assumes]
   fallback = {} if lip is None else f_term.lipschitz_bound(
       lip, d=d, n=n, resolution=N, p=p, rounding=rounding)
@@ -496,12 +567,15 @@ def certify_lp(net, g, p: float = 2.0, lipschitz=None, *, modulus=None, margin=N
              'window_enclosure': [a.tolist() for a in window['enclosure']],
              'output_range': [[float(v) for v in side] for side in net.output_range()],
              'assumptions': assumed}
+  if arithmetic != 'exact':
+    details['float'] = {**flt, 'gbar_g_exact': exact_term3}
   return Certificate(
-      p=p, terms=terms, total=total, interior_sup=interior['max_abs_error'],
-      window_sup=window['max'], window_measure=term3['window_measure'],
+      p=p, terms=terms, total=total, interior_sup=interior_sup,
+      window_sup=window_sup, window_measure=term3['window_measure'],
       interior_fraction=term3['interior_fraction'],
       window_fraction=1 - term3['interior_fraction'], resolution=N,
       lam=float(g.lam), epsilon=float(g.epsilon), bits=bits, margin=float(margin),
       lipschitz=None if lip is None else float(lip), clamp=g.clamp is not None,
       seconds=time.perf_counter() - t0, assumes=term1.assumes,
-      f_term_method=term1.method, details=details)
+      f_term_method=term1.method, details=details, arithmetic=arithmetic,
+      float_interior_sup=flt['interior'], float_window_sup=flt['window'])

@@ -140,6 +140,10 @@ class Plan:
 
   def describe(self) -> str:
     b = self.bounds
+    if 'value_bits' in b:   # the integer-id network's (``integer_ids``)
+      return (f'plan: lam=2^{_log2(self.lam):.0f}, epsilon=2^{_log2(self.epsilon):.0f}, '
+              f'bits={self.bits} (integer ids up to {b["largest_id"]:,}, values in '
+              f'{b["value_bits"]}-bit dyadics)')
     if 'gap' not in b:   # a one-layer map's plan (``ramp_plan``)
       return (f'plan: lam=2^{_log2(self.lam):.0f}, epsilon=2^{_log2(self.epsilon):.0f}, '
               f'bits={self.bits} (tolerance {self.tolerance:g}; certified id-to-edge '

@@ -11,6 +11,11 @@ constructions, as one object on a ``grid.Grid``:
     one_layer        Theorem 2                one softmax layer        deep, T^{2,1,4}
     one_layer_wide   Theorem 2                one softmax layer        3 blocks, wide FF
     positional_wide  Theorem 3                one softmax layer        3 blocks, wide FF
+    integer_ids      Theorem 2                one head, integer ids    5 blocks, wide FF
+    positional_integer_ids  Theorem 3         one head, integer ids    5 blocks, wide FF
+
+Only the integer-id variants have float certificates (``arithmetics``): their g computes
+the same in exact, binary64 and binary32 arithmetic where the certificate says so.
 
 Every variant answers (``Variant``): its class counts and class decoder (the value map's
 index), the cube classes the certificate evaluates, the closed-form size of g (blocks,
@@ -86,7 +91,8 @@ class Variant(abc.ABC):
   permutation equivariant, classes are multisets); ``exact_by_construction`` (g_bar =
   f_bar on every cube without enumerating the grid: Theorem 3); ``closed_form_interval``
   (t_r is a closed form, cheap at any N; Theorem 3's is an exhaustive sweep);
-  ``classes_label`` (the formula for the value map's class count).
+  ``classes_label`` (the formula for the value map's class count); ``arithmetics`` (the
+  arithmetics of g the certificate covers).
   """
 
   grid: grid.Grid
@@ -103,6 +109,9 @@ class Variant(abc.ABC):
   exact_by_construction: ClassVar[bool] = False
   closed_form_interval: ClassVar[bool] = True
   classes_label: ClassVar[str] = ''
+  #: The arithmetics of g its certificate covers (``realization.float_rounding``): the
+  #: exact real network only, unless the construction proves its float runs.
+  arithmetics: ClassVar[tuple] = ('exact',)
 
   def at(self, resolution: int) -> Variant:
     """The same variant on the grid (d, n, ``resolution``)."""
@@ -213,7 +222,12 @@ class DeepVariant(Variant):
             'params': blocks * block_params(self.d) + (self.n * self.d if self.positional else 0)}
 
   def seconds(self, size: dict, classes: int) -> float:
-    """fixed + per_block blocks + per_class_block classes blocks (``COST``)."""
+    """fixed + per_block blocks + per_class_block classes blocks (``COST``).
+
+    The constants were measured on 2 shared cores at 1-minute load 2 to 4 (``search``
+    module doc); the load moves the real seconds by up to a factor of about 5 either
+    way (0.5x to 5.6x in the size law at load 5 to 10), so this is a budget check
+    before building, not a prediction."""
     fixed, per_block, per_class_block = self.COST
     b = as_float(size['blocks'])
     return fixed + per_block * b + per_class_block * as_float(classes) * b

@@ -21,7 +21,12 @@ def wide_seconds(size: dict, classes: int) -> float:
   """Seconds of one build + realize + certify: build ~ ids (exact id enclosures),
   certify ~ classes (attention + a bisection each): fixed 2 s + 1.3e-3 s / id + 6e-3 s
   / class, measured for token_times_mean, d = 1, n = 3, N = 8, 16, 24 (0.3 / 2.3 / 9.2
-  s build, 0.6 / 4.6 / 13.5 s certify_lp at 1-min load ~8 on 2 cores)."""
+  s build, 0.6 / 4.6 / 13.5 s certify_lp at 1-min load ~8 on 2 shared cores).
+
+  It assumes that load: on a near-idle machine (load ~2) the same attempts take about
+  5x less (N = 9: estimated 3.5 s, took 0.65 s; N = 22: 21.4 s, took 4.8 s), and at
+  load 5 to 10 up to 1.8x more (N = 12, d = 2, n = 2: 91.6 s, took 163 s). A budget
+  check good to a factor of about 5, not a prediction (``search`` module doc)."""
   return 2.0 + 1.3e-3 * as_float(size['ids']) + 6e-3 * as_float(classes)
 
 

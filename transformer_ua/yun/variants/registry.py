@@ -9,10 +9,12 @@ from __future__ import annotations
 from transformer_ua.yun import grid
 from transformer_ua.yun.stages import contextual_ties
 from transformer_ua.yun.variants.base import CONTEXTUALS, Variant
+from transformer_ua.yun.variants.integer_ids import IntegerIds
 from transformer_ua.yun.variants.one_layer import OneLayer
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 from transformer_ua.yun.variants.paper import Paper
 from transformer_ua.yun.variants.positional import Positional
+from transformer_ua.yun.variants.positional_integer_ids import PositionalIntegerIds
 from transformer_ua.yun.variants.positional_wide import PositionalWide
 from transformer_ua.yun.variants.ties_complete import TiesComplete
 
@@ -25,6 +27,8 @@ VARIANTS = {v.name: v for v in (
     OneLayer,
     OneLayerWide,
     PositionalWide,
+    IntegerIds,
+    PositionalIntegerIds,
 )}
 
 

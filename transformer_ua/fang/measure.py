@@ -8,7 +8,9 @@ this order), all from ``numpy.random.default_rng(0)`` drawn in a fixed order:
                     (1e-3, 0.1, 0.5, 0.9, 1.0),
                         max_x |C(x) - Q(x)| / max(1, sum_a |c_a| |x^a|)
                     (Q in Fractions) for the literal and the compact network, next to the
-                    worst-case model sum_k ||beta_k||_1 k 2^-50 T^k; Lemma 3.1's M_k^2,
+                    worst-case model sum_k ||beta_k||_1 k 2^-50 T^k; the literal network's
+                    max |C(x) - Q(x)| next to its certified sup over every input ``apply``
+                    accepts, ||x|| <= B (1 + 1e-12) (``fang.float_bound``); Lemma 3.1's M_k^2,
                     Lemma 3.3's ridge conditioning, the counts and their Theorem 3.5 bounds
     error_vs_bound  d = 2, q = 5, random dense Q: the literal network's relative error
                     for B in 1 .. 1e4 and both M rules ('product', 'paper_strict')
@@ -17,9 +19,14 @@ this order), all from ``numpy.random.default_rng(0)`` drawn in a fixed order:
     exact           f1 with exact=True, B = 45: C(x) == Q(x) in Fractions and through
                     the JAX network in int64, boundary points included
     corollary_3_7   (when ``corollary``) Corollary 3.7: sup_[0,1]^d |C^q - f| vs q for
-                    three continuous f (``approximate.sup_errors``)
+                    three continuous f (``corollary37.sup_errors``)
 
 The report (``reports.fang_construction``) renders these into fang_construction.md.
+``certify(rows)`` adds the certificates to a recorded ``accuracy`` list without
+re-measuring it: ``accuracy_inputs`` replays the same draws from ``default_rng(0)`` with
+the rows' point counts, the rebuilt models must reproduce the rows (tokens, M_k^2, the
+error model), and the literal |C(x) - Q(x)| is re-measured at the recorded inputs where it
+is cheap (at most ``CHEAP_TOKENS`` tokens).
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.fang import approximate, exact, regression, ridge
+from transformer_ua.fang import corollary37, exact, float_bound, regression, ridge
 from transformer_ua.fang.polynomial import build_polynomial_transformer
 
 TOL = 1e-9
+# certify(): rows whose literal network is re-measured (f1 and d = 2: 3 and 6 tokens).
+CHEAP_TOKENS = 64
 # The balls: B covers the largest norm in Section 5's data (f1: 41.7, f2: 6.39).
 B_F1, B_F2 = 45.0, 6.5
 #: Corollary 3.7's targets: name -> (d, f, degrees q, grid points per axis).
@@ -61,27 +70,67 @@ def rel_errors(poly, y, x):
   return np.abs(y - want) / np.maximum(1.0, ridge.abs_scale(poly, x))
 
 
+def max_abs_error(poly, y, x) -> Fraction:
+  """max_x |y - Q(x)|, exactly (y as floats, Q in Fractions)."""
+  return max(abs(Fraction(float(v)) - ridge.evaluate_poly_exact(poly, row))
+             for v, row in zip(y, x))
+
+
+def certificate(model, literal_abs=None) -> dict:
+  """``float_bound.certified_float_error`` over ||x|| <= B (1 + 1e-12) as JSON floats
+  (rounded up), with the measured literal max |C - Q| (an exact Fraction) beside it."""
+  t0 = time.perf_counter()
+  c = float_bound.certified_float_error(model, bound=float_bound.accepted_bound(model))
+  out = {'certified_abs': c.upper, 'evaluation': float_bound.round_up(c.evaluation),
+         'parameters': float_bound.round_up(c.parameters),
+         'min_margin': float(min(c.margins)), 'readout_terms': c.terms,
+         'seconds': time.perf_counter() - t0, 'line': c.line()}
+  if literal_abs is not None:
+    out['literal_max_abs_err'] = float(literal_abs)
+    out['within'] = bool(literal_abs <= c.total)
+  return out
+
+
 def random_dense(rng, d):
   """A dense Q of degree 5 in d variables, N(0, 1) coefficients."""
   return {a: float(rng.normal()) for s in range(6) for a in ridge.exponents(d, s)}
 
 
-def accuracy(name, poly, d, B, rng, literal_points, compact_points):
-  """Theorem 3.5 in float64 for one Q: errors, M_k^2, ridge report, counts, timings."""
+def accuracy_inputs(rng, literal_points, compact_points=(2000,) * 4):
+  """The four accuracy cases in the study's draw order: (name, Q, d, B, compact inputs,
+  literal inputs); ``literal_points``, ``compact_points``: four counts each."""
+  counts = iter(zip(literal_points, compact_points))
+
+  def draw(name, poly, d, B):
+    literal, compact = next(counts)
+    xc = ball_points(rng, d, B, compact // 5)
+    return name, poly, d, B, xc, ball_points(rng, d, B, max(1, literal // 5))
+  out = [draw('f1 (Section 5)', regression.F1, 2, B_F1)]
+  out.append(draw('random dense, d=2, q=5', random_dense(rng, 2), 2, 10.0))
+  out.append(draw('f2 (Section 5)', regression.F2, 10, B_F2))
+  out.append(draw('random dense, d=10, q=5', random_dense(rng, 10), 10, B_F2))
+  return out
+
+
+def error_model(model) -> float:
+  """The heuristic worst case sum_k ||beta_k||_1 k 2^-50 T^k (absolute)."""
+  T = model.operand_bound
+  return float(sum(np.abs(model.beta_slots[:, k - 1]).sum() * k * 2.0 ** -50 * T ** k
+                   for k in range(1, model.q + 1)))
+
+
+def accuracy(name, poly, d, B, xc, xl):
+  """Theorem 3.5 in float64 for one Q: errors, the certified sup, M_k^2, ridge report,
+  counts, timings."""
   t0 = time.perf_counter()
   model = build_polynomial_transformer(poly, d=d, bound=B)
   build_s = time.perf_counter() - t0
-  xc = ball_points(rng, d, B, compact_points // 5)
   ec = rel_errors(poly, model.apply_compact(xc), xc)
-  xl = ball_points(rng, d, B, max(1, literal_points // 5))
   t0 = time.perf_counter()
   yl = model.apply(xl)
   lit_s = time.perf_counter() - t0
   el = rel_errors(poly, yl, xl)
   boundary = np.isclose(np.linalg.norm(xl, axis=1), B)
-  T = model.operand_bound
-  predicted = sum(np.abs(model.beta_slots[:, k - 1]).sum() * k * 2.0 ** -50 * T ** k
-                  for k in range(1, model.q + 1))
   return {'name': name, 'd': d, 'q': model.q, 'B': B, 'tokens': model.n,
           'm_squared': list(model.m_squared), 'build_s': build_s,
           'literal_points': int(len(xl)), 'boundary_points': int(boundary.sum()),
@@ -89,7 +138,8 @@ def accuracy(name, poly, d, B, rng, literal_points, compact_points):
           'literal_max_rel_err_boundary': float(el[boundary].max()),
           'literal_seconds_per_point': lit_s / len(xl),
           'compact_points': int(len(xc)), 'compact_max_rel_err': float(ec.max()),
-          'error_model_abs_bound': float(predicted),
+          'error_model_abs_bound': error_model(model),
+          'certificate': certificate(model, max_abs_error(poly, yl, xl)),
           'ridge': model.ridge_report, 'free_params': model.num_free_params(),
           'nonzeros': model.num_nonzeros(), 'theorem_bounds': model.theorem_bounds(),
           'within_1e-9': bool(el.max() <= TOL)}
@@ -139,8 +189,8 @@ def direction_conditioning():
 
 
 def corollary():
-  """Corollary 3.7: target name -> one ``approximate.sup_errors`` row per q."""
-  return {name: [approximate.sup_errors(f, d=d, degree=q, grid_points=grid) for q in qs]
+  """Corollary 3.7: target name -> one ``corollary37.sup_errors`` row per q."""
+  return {name: [corollary37.sup_errors(f, d=d, degree=q, grid_points=grid) for q in qs]
           for name, (d, f, qs, grid) in COROLLARY_TARGETS.items()}
 
 
@@ -149,16 +199,31 @@ def measure(f2_literal_points: int, corollary_3_7: bool = True) -> dict:
   through the f2-size literal network (~n^3 each), half as many for random d = 10."""
   rng = np.random.default_rng(0)
   out = {}
-  out['accuracy'] = [
-      accuracy('f1 (Section 5)', regression.F1, 2, B_F1, rng, 2000, 2000),
-      accuracy('random dense, d=2, q=5', random_dense(rng, 2), 2, 10.0, rng, 2000, 2000),
-      accuracy('f2 (Section 5)', regression.F2, 10, B_F2, rng, f2_literal_points, 2000),
-      accuracy('random dense, d=10, q=5', random_dense(rng, 10), 10, B_F2, rng,
-               max(5, f2_literal_points // 2), 2000),
-  ]
+  literal = (2000, 2000, f2_literal_points, max(5, f2_literal_points // 2))
+  out['accuracy'] = [accuracy(*case) for case in accuracy_inputs(rng, literal)]
   out['error_vs_bound'] = error_vs_bound(rng)
   out['directions'] = direction_conditioning()
   out['exact'] = exact_demo()
   if corollary_3_7:
     out['corollary_3_7'] = corollary()
+  return out
+
+
+def certify(rows) -> list:
+  """Recorded ``accuracy`` rows with their ``certificate`` added (module docstring).
+
+  Raises ValueError when a rebuilt model does not reproduce its row."""
+  cases = accuracy_inputs(np.random.default_rng(0), [r['literal_points'] for r in rows],
+                          [r['compact_points'] for r in rows])
+  out = []
+  for row, (name, poly, d, B, _, xl) in zip(rows, cases):
+    model = build_polynomial_transformer(poly, d=d, bound=B)
+    same = (name == row['name'] and model.n == row['tokens']
+            and list(model.m_squared) == list(row['m_squared'])
+            and np.isclose(error_model(model), row['error_model_abs_bound'], rtol=1e-9))
+    if not same:
+      raise ValueError(f"the replayed case {name!r} does not reproduce the recorded row "
+                       f"{row['name']!r}; re-measure instead.")
+    literal_abs = max_abs_error(poly, model.apply(xl), xl) if model.n <= CHEAP_TOKENS else None
+    out.append({**row, 'certificate': certificate(model, literal_abs)})
   return out

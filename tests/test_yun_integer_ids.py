@@ -1,0 +1,320 @@
+"""The integer-id network (``yun.single_attention.integer_ids``) and its float certificates.
+
+Oracles that share nothing with the certificate: n-multiset sums enumerated with a Counter;
+g_bar recomputed from f at the cell centres (floor(N x), the table's b-bit rounding); the
+network evaluated by a NumPy interpreter below that sums every dot product in a random order
+(a random binary tree, or a sequential fused multiply-add in exact rationals rounded once);
+JAX and onnxruntime runs of the same parameters.
+"""
+
+import collections
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import jax
+import jax.numpy as jnp
+
+from transformer_ua import yun
+from transformer_ua.export_onnx import export_onnx
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.realization import float_rounding
+from transformer_ua.yun.single_attention import integer_ids, sum_distinct_code
+from transformer_ua.yun.variants import registry
+
+
+# -- the code ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('q, n', [(2, 2), (3, 2), (5, 2), (7, 2), (11, 2), (3, 3), (5, 3),
+                                  (7, 3), (3, 4), (5, 4)])
+def test_bose_chowla_sums_are_distinct(q, n):
+  a = sum_distinct_code.bose_chowla(q, n)
+  assert len(a) == q and all(0 <= v < q ** n - 1 for v in a)
+  sums = collections.Counter(sum(c) for c in itertools.combinations_with_replacement(a, n))
+  assert max(sums.values()) == 1
+  assert len(sums) == math.comb(q + n - 1, n)
+
+
+@pytest.mark.parametrize('cells, n', [(4, 3), (9, 3), (6, 2), (10, 2), (4, 4)])
+def test_code_is_b_n_and_starts_at_zero(cells, n):
+  phi = [int(v) for v in sum_distinct_code.code(cells, n)]
+  assert phi[0] == 0 and phi == sorted(phi) and len(set(phi)) == cells
+  sums = collections.Counter(sum(c) for c in itertools.combinations_with_replacement(phi, n))
+  assert max(sums.values()) == 1
+
+
+def test_a_non_b_n_set_is_detected():
+  assert not sum_distinct_code.sums_distinct([0, 1, 2, 3], 2)    # 0 + 3 = 1 + 2
+
+
+# -- the runtime's softmax of equal scores -------------------------------------
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_jax_and_onnxruntime_softmax_of_equal_scores_is_fl_one_over_n(dtype):
+  dt = np.dtype(dtype)
+  node = helper.make_node('Softmax', ['s'], ['w'], axis=-1)
+  ty = TensorProto.FLOAT if dtype == 'float32' else TensorProto.DOUBLE
+  graph = helper.make_graph([node], 'g', [helper.make_tensor_value_info('s', ty, None)],
+                            [helper.make_tensor_value_info('w', ty, None)])
+  model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)], ir_version=8)
+  sess = ort.InferenceSession(model.SerializeToString())
+  with jax.enable_x64(True):
+    for n in range(2, 10):
+      want = dt.type(1) / dt.type(n)
+      got_jax = np.asarray(jax.nn.softmax(jnp.zeros((n,), dt)))
+      got_ort = sess.run(None, {'s': np.zeros((1, n), dt)})[0][0]
+      assert np.all(got_jax == want) and np.all(got_ort == want), n
+
+
+# -- the construction ----------------------------------------------------------
+
+CONFIGS = [('integer_ids', 'token_times_mean', Grid(1, 3, 3)),
+           ('integer_ids', 'attention_map', Grid(1, 2, 4)),
+           ('integer_ids', 'token_times_mean', Grid(2, 2, 2)),
+           ('positional_integer_ids', 'prefix_mean', Grid(1, 2, 3))]
+MARGIN = Fraction(1, 2 ** 6)
+
+
+def _built(name, target, grid, number_format='float64'):
+  net = registry.VARIANTS[name](grid).build(target, number_format=number_format)
+  return net, net.realize(margin=MARGIN)
+
+
+def _g_bar_by_hand(net, x):
+  """g_bar from f at the cell centres, rounded to the table's b bits (no ids)."""
+  N, b = net.resolution, net.value_bits
+  c = np.minimum(np.floor(x * N), N - 1)
+  y = net.target((c + 0.5) / N)
+  return np.ldexp(np.round(np.ldexp(y, b)), -b)
+
+
+def _interior_points(rng, net, count):
+  k = rng.integers(0, net.resolution, size=(count, net.n, net.d))
+  m = float(MARGIN)
+  return (k + m + (1 - 2 * m) * rng.random(k.shape)) / net.resolution
+
+
+def _window_points(rng, net, count):
+  """Points with one random coordinate inside a quantization ramp's strip."""
+  x = rng.random((count, net.n, net.d))
+  N, m = net.resolution, float(MARGIN)
+  for i in range(count):
+    j, l = rng.integers(net.n), rng.integers(net.d)
+    k = rng.integers(1, N)
+    x[i, j, l] = (k + m * (2 * rng.random() - 1)) / N
+  return x
+
+
+@pytest.mark.parametrize('name, target, grid', CONFIGS)
+def test_size_said_before_building_is_the_network(name, target, grid):
+  net, g = _built(name, target, grid)
+  assert registry.VARIANTS[name](grid).size() == {**g.size()}
+  assert g.depth() == 4 + -(-grid.d // 2) and g.attention_layers() == 1
+
+
+@pytest.mark.parametrize('name, target, grid', CONFIGS)
+def test_exact_network_is_g_bar_on_interiors_and_in_range_on_windows(name, target, grid):
+  net, g = _built(name, target, grid)
+  rng = np.random.default_rng(0)
+  xi = _interior_points(rng, net, 6)
+  ex = g.apply_exact(xi)
+  assert np.all(np.vectorize(float)(ex) == _g_bar_by_hand(net, xi))
+  xw = _window_points(rng, net, 6)
+  ex = np.vectorize(float)(g.apply_exact(xw))
+  lo, hi = (np.asarray([float(v) for v in s]) for s in net.output_range())
+  assert np.all(ex >= lo) and np.all(ex <= hi)
+
+
+@pytest.mark.parametrize('name, target, grid', CONFIGS)
+def test_jax_and_onnxruntime_float64_are_g_bar_exactly(name, target, grid, tmp_path):
+  net, g = _built(name, target, grid)
+  rng = np.random.default_rng(1)
+  x = np.concatenate([_interior_points(rng, net, 300), _window_points(rng, net, 300),
+                      rng.random((300, grid.n, grid.d))])
+  want = _g_bar_by_hand(net, x[:300])
+  assert np.all(g.apply(x[:300]) == want)
+  y = ort.InferenceSession(str(export_onnx(g, tmp_path / 'g.onnx'))).run(None, {'X': x})[0]
+  assert np.all(y[:300] == want) and np.all(y == g.apply(x))
+  # anywhere, float g outputs a table value (the snaps land on valid ids)
+  table = set(map(tuple, net.values.reshape(-1, grid.d).tolist()))
+  for row in y.reshape(-1, grid.d):
+    assert tuple(row.tolist()) in table
+
+
+# -- the rounding model against randomized summation orders, with and without FMA ----------
+
+
+def _rsum(terms, rng, dt):
+  """Sum in a random binary tree, each addition rounded to dt."""
+  terms = [dt.type(t) for t in terms]
+  while len(terms) > 1:
+    i, j = sorted(rng.choice(len(terms), 2, replace=False))
+    b, a = terms.pop(j), terms.pop(i)
+    terms.append(dt.type(a + b))
+  return terms[0] if terms else dt.type(0)
+
+
+def _dot(a, b, rng, dt, fma):
+  """sum_i a_i b_i: products rounded then a random tree (fma=False), or a random order of
+  fused multiply-adds, each exact then rounded once to binary64 (fma=True)."""
+  if not fma:
+    return _rsum([dt.type(x * y) for x, y in zip(a, b)], rng, dt)
+  acc = Fraction(0)
+  for i in rng.permutation(len(a)):
+    acc = Fraction(float(Fraction(float(a[i])) * Fraction(float(b[i])) + acc))
+  return dt.type(float(acc))
+
+
+def _interpret(g, x, rng, dt, fma=False):
+  """The network on one input [n, d], every dot product in a random order."""
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, dt), g.params)
+  n, d, D = g.n, g.d, g.model_width
+  z = np.zeros((n, D), dt)
+  z[:, :d] = x
+  if g.positional:
+    z = (z + p['E']).astype(dt)
+  for i, _ in enumerate(g.segments):
+    att, ff = p[f'segment_{i}']['attention'], p[f'segment_{i}']['feedforward']
+    upd = np.zeros((n, D), dt)
+    for h in range(att['W_Q'].shape[1]):
+      q = [_dot(att['W_Q'][0, h, 0], z[j], rng, dt, fma) + att['b_Q'][0, h, 0] for j in range(n)]
+      k = [_dot(att['W_K'][0, h, 0], z[j], rng, dt, fma) for j in range(n)]
+      v = [_dot(att['W_V'][0, h, 0], z[j], rng, dt, fma) for j in range(n)]
+      for j in range(n):
+        s = np.asarray([dt.type(q[j] * k[t]) for t in range(n)], dt)
+        e = np.exp(s - s.max()).astype(dt)
+        w = (e / _rsum(e, rng, dt)).astype(dt)
+        mixed = _dot(w, v, rng, dt, fma)
+        upd[j] += (att['W_O'][0, h, :, 0] * mixed).astype(dt)
+    z = (z + upd).astype(dt)
+    out = np.zeros((n, D), dt)
+    for j in range(n):
+      pre = [_rsum([_dot(ff['W_1'][0, u], z[j], rng, dt, fma), ff['b_1'][0, u]], rng, dt)
+             for u in range(ff['b_1'].shape[1])]
+      h = np.maximum(np.asarray(pre, dt), 0)
+      for c in range(D):
+        nz = np.nonzero(ff['W_2'][0, c])[0]
+        out[j, c] = _rsum([_dot(ff['W_2'][0, c, nz], h[nz], rng, dt, fma), ff['b_2'][0, c]],
+                          rng, dt)
+    z = (z + out).astype(dt)
+  return z[:, :d].astype(np.float64)
+
+
+@pytest.mark.parametrize('fma', [False, True])
+@pytest.mark.parametrize('name, target, grid', CONFIGS[:2] + CONFIGS[3:])
+def test_float64_any_order_with_or_without_fma_is_within_the_certified_deviation(
+    name, target, grid, fma):
+  net, g = _built(name, target, grid)
+  dev = g.float_proof['interior']
+  rng = np.random.default_rng(2)
+  xs = np.concatenate([_interior_points(rng, net, 4), _window_points(rng, net, 4)])
+  lo, hi = (np.asarray([float(v) for v in s]) for s in net.output_range())
+  want = _g_bar_by_hand(net, xs[:4])
+  for i, x in enumerate(xs):
+    y = _interpret(g, x, rng, np.dtype('float64'), fma)
+    if i < 4:
+      assert np.all(np.abs(y - want[i]) <= dev)
+    else:
+      assert np.all(y >= lo - dev) and np.all(y <= hi + dev)
+
+
+def test_float32_any_order_is_within_the_certified_deviation():
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3), number_format='float32')
+  proof = g.float_proof
+  rng = np.random.default_rng(3)
+  xs = np.concatenate([_interior_points(rng, net, 4), _window_points(rng, net, 4)])
+  want = _g_bar_by_hand(net, xs[:4])
+  lo, hi = (np.asarray([float(v) for v in s]) for s in net.output_range())
+  for i, x in enumerate(xs):
+    y = _interpret(g, x.astype(np.float32), rng, np.dtype('float32'))
+    if i < 4:
+      assert np.all(np.abs(y - want[i]) <= proof['interior'])
+    else:
+      assert np.all(y >= lo - proof['window']) and np.all(y <= hi + proof['window'])
+
+
+def test_the_snap_is_what_makes_it_exact():
+  # without the snap constants (sigma = 0 after the quantization and the head) the same
+  # float64 network drifts off g_bar: the snaps are doing work, the test can fail
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  x = _interior_points(np.random.default_rng(4), net, 200)
+  assert np.all(g.apply(x) == _g_bar_by_hand(net, x))
+  sigma = float_rounding.FORMATS['float64'].snap
+  bad = jax.tree_util.tree_map(lambda a: a, g.exact)
+  bad['segment_0']['feedforward']['b_2'] = bad['segment_0']['feedforward']['b_2'].copy()
+  bad['segment_0']['feedforward']['b_2'][0, net.d] -= sigma - 1
+  broken = integer_ids.IntegerIdsRealized(segments=g.segments, exact=bad, source=net,
+                                          ramp=g.ramp, margin=g.margin, kinks=g.kinks,
+                                          clamp=g.clamp)
+  assert not np.all(broken.apply(x) == _g_bar_by_hand(net, x))
+
+
+# -- certificates, refusals ----------------------------------------------------
+
+
+def test_float64_certificate_names_its_arithmetic_and_assumption():
+  res = yun.approximate('token_times_mean', 0.2, d=1, n=3)
+  cert = res.certificate
+  assert res.arithmetic == cert.arithmetic == 'float64' and res.construction == 'integer_ids'
+  assert cert.total <= 0.2 and cert.float_interior_sup < 1e-300
+  line = str(cert)
+  assert 'binary64' in line and float_rounding.SOFTMAX_ASSUMPTION in line
+  x = np.random.default_rng(5).random((2000, 3, 1))
+  assert np.all(res.g.apply(x) == res.net.apply(x))
+
+
+def test_float32_certificate_and_where_it_stops():
+  res = yun.approximate('token_times_mean', 0.3, d=1, n=3, arithmetic='float32',
+                        construction='integer_ids')
+  assert res.certificate.arithmetic == 'float32' and 'binary32' in str(res.certificate)
+  with pytest.raises(ValueError, match='quantization sum'):
+    yun.approximate('token_times_mean', 0.1, d=1, n=3, arithmetic='float32',
+                    construction='integer_ids')
+
+
+def test_exact_only_networks_refuse_a_float_certificate():
+  net = registry.VARIANTS['one_layer_wide'](Grid(1, 2, 3)).build('token_times_mean')
+  g = net.realize(margin=Fraction(1, 64))
+  with pytest.raises(ValueError, match="exact real network only.*integer_ids") as e:
+    yun.certify_lp(net, g, arithmetic='float64')
+  assert '\n' not in str(e.value)
+  with pytest.raises(ValueError, match='no float64 certificate'):
+    yun.approximate('token_times_mean', 0.2, d=1, n=3, construction='one_layer_wide')
+
+
+@pytest.mark.parametrize('bad', ['float16', 'flaot64', 64, None])
+def test_bad_arithmetic_is_one_line_naming_the_allowed(bad):
+  with pytest.raises(ValueError) as e:
+    yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic=bad)
+  msg = str(e.value)
+  assert "'exact', 'float64', 'float32'" in msg and '\n' not in msg
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 2, 2))
+  if bad is not None:
+    with pytest.raises(ValueError, match="'exact', 'float64', 'float32'"):
+      yun.certify_lp(net, g, arithmetic=bad)
+
+
+def test_a_format_mismatch_is_refused(tmp_path):
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 2, 2))
+  with pytest.raises(ValueError, match="built for float64"):
+    yun.certify_lp(net, g, arithmetic='float32')
+  with pytest.raises(ValueError, match="built for float64"):
+    export_onnx(g, tmp_path / 'g32.onnx', dtype='float32')
+
+
+def test_float32_graph_runs_the_float32_network(tmp_path):
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3), number_format='float32')
+  path = export_onnx(g, tmp_path / 'g32.onnx')
+  assert onnx.load(str(path)).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+  x = _interior_points(np.random.default_rng(6), net, 500).astype(np.float32)
+  y = ort.InferenceSession(str(path)).run(None, {'X': x})[0]
+  assert np.max(np.abs(y - _g_bar_by_hand(net, x.astype(np.float64)))) \
+      <= g.float_proof['interior']
