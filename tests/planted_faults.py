@@ -360,13 +360,14 @@ def prefix(x):
 
 
 def callable_fault(name, f, must_refuse=False, epsilon=0.3, **kw):
-  """``approximate(f, 0.3, d=1, n=2)``; ``must_refuse``: a fault that only a refusal
+  """``approximate(f, 0.3, d=1, n=2, arithmetic='exact')`` (the exact real g, whose
+  float64 run the measure evaluates); ``must_refuse``: a fault that only a refusal
   catches (a certificate would be about another f than the one given, or another
   theorem than the one asked for)."""
   def fault(tmp):
     del tmp
     try:
-      res = search.approximate(f, epsilon, d=1, n=2, workers=1, **kw)
+      res = search.approximate(f, epsilon, d=1, n=2, workers=1, arithmetic='exact', **kw)
     except ValueError as e:
       return Outcome(name, True, f'refused: {_short(str(e))}')
     if must_refuse:

@@ -259,6 +259,8 @@ def refute_lipschitz(target, lipschitz, *, d: int, n: int, points: int = REFUTAT
   points in [0, 1)^{n x d} (module doc); refuses a stated L below it in one line.
   Returns the quotient (a lower bound on f's constant as evaluated)."""
   points = check_refutation_points(points)
+  if not points:
+    return Fraction(0)
   rng = np.random.default_rng(seed)
   x = rng.random((points, n, d))
   y = _near(rng, x, np.zeros_like(x), np.ones_like(x), 1.0)
