@@ -383,3 +383,15 @@ def test_term_2_takes_the_difference_exactly_not_in_float():
   k = np.indices((2, 2)).reshape(2, -1).T[:, :, None]
   out = certificate.fbar_gbar_bound(Net(), 1.0, (k, np.ones(4, np.int64)), np.ones((4, 2, 1)))
   assert Fraction(out['bound']) >= 8 * (1 + Fraction(1, 2 ** 60)) / 4
+
+
+def test_recheck_fraction_is_checked_and_results_compare_exactly():
+  with pytest.raises(ValueError, match=r'recheck=1.5; it must be a fraction in \[0, 1\]') as e:
+    executor.Workers(1, recheck=1.5)
+  assert '\n' not in str(e.value)
+  same = executor.same_result
+  assert same({'worst': 0.5, 'cube': [[1], [2]]}, {'worst': 0.5, 'cube': ((1,), (2,))})
+  assert not same({'worst': 0.5}, {'worst': 0.5000000000000001})
+  assert not same({'worst': math.nan}, {'worst': math.nan})
+  assert not same({'worst': 0.5}, {'worst': 0.5, 'index': 0})
+  assert same(np.arange(3.0), np.arange(3.0)) and not same(np.arange(3.0), np.arange(3))
