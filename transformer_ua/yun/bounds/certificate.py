@@ -20,12 +20,15 @@ f_bar (Lemma 4) takes the float64 value table of g_bar, A_L = fl(f(C_L)) on each
 
    the smallest that applies. A built-in's L is its proved constant (a smaller
    ``lipschitz=`` is refused, a larger one used as given). A user callable is f as
-   evaluated in float64: f_bar(L) is its value at C_L on every ordered cube, a stated
-   L is refused when a difference quotient between neighbouring centres exceeds it
-   (a local modulus when two neighbouring cubes cannot reach each other's values), and
+   evaluated in float64 (checked first: a function of one point, real, finite, of its
+   shape, not mutating its input, ``targets.check_callable``): f_bar(L) is its value at
+   C_L on every ordered cube, a stated L is refused when a difference quotient between
+   neighbouring centres or between sampled points in the cubes exceeds it (a local
+   modulus when two neighbouring cubes cannot reach each other's values, or a sampled
+   point leaves it; ``callable_checks``, whose largest quotient the line prints), and
    under Theorem 2 f_bar's permutation equivariance is decided on every cube
-   (``f_term.equivariance_failures``): where it fails, term 2 counts it. The only
-   assumption a certificate can carry is a caller's modulus; ``Certificate.assumes``
+   (``callable_checks.equivariance_failures``): where it fails, term 2 counts it. The
+   only assumption a certificate can carry is a caller's modulus; ``Certificate.assumes``
    says it (or that nothing is assumed).
 2. d_p(f_bar, g_bar): both are constant on each cube, so it is the finite sum
 

@@ -25,7 +25,7 @@ Built-in constants (proved here, per output entry (j, i)):
 A caller's ``lipschitz=`` for a built-in must be >= the proved constant (refused in one
 line otherwise; a larger one is a weaker, valid modulus and is used as given). A user
 callable has no constant the code can know: the caller states one, and the certificate
-refutes it where the grid can (``f_term.check_lipschitz_on_grid``).
+refutes it where it can (``callable_checks``: neighbouring centres, sampled points).
 
 Exact values: f_bar's table holds f evaluated in float64 at the cube centres. For the
 built-ins, ``exact_values`` encloses the real f(C) (rationals for the first three, arb

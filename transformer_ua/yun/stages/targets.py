@@ -194,7 +194,7 @@ def check_output(name: str, out, shape) -> np.ndarray:
 def check_equivariant(target: Target, d: int, n: int) -> None:
   """Refuses a Theorem 2 target that is not permutation equivariant on probes (a quick
   check at build time; ``certificate.certify_lp`` decides f_bar's equivariance on every
-  cube, ``f_term.equivariance_failures``)."""
+  cube, ``callable_checks.equivariance_failures``)."""
   if BUILTIN_TARGETS.get(target.name) is target and not target.permutation_equivariant:
     raise ValueError(f'target {target.name!r} is not permutation equivariant; Theorem 2 '
                      '(positional=False) needs f(XP) = f(X)P. Use positional=True '
