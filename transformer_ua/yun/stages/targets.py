@@ -167,13 +167,13 @@ def check_callable(target: Target, d: int, n: int) -> None:
 
 def check_output(name: str, out, shape) -> np.ndarray:
   """``out`` as float64, or ValueError unless it is a real, finite array of ``shape``
-  with a real numeric dtype (bool, int, float)."""
+  with a real numeric dtype (bool, int, float, or objects that convert, e.g. Fractions)."""
   raw = np.asarray(out) if not isinstance(out, np.ndarray) else out
   if np.iscomplexobj(raw):
     raise ValueError(f'target {name!r} returned complex values (dtype {raw.dtype}); a '
                      'target must be real-valued (return e.g. the real part or the '
                      'modulus explicitly).')
-  if raw.dtype.kind not in 'biuf':
+  if raw.dtype.kind not in 'biufO':     # (objects: converted below, or refused there)
     raise ValueError(f'target {name!r} returned something that is not a numeric array '
                      f'(dtype {raw.dtype}); a target must return real numbers (bool, int or '
                      'float).')
