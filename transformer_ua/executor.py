@@ -503,7 +503,9 @@ def map_spans(fn: Callable, shipment: Shipment, count: int, workers=None, *,
   """``fn(obj, start, stop)`` over spans covering [0, count), obj = the shipment built
   once per process; see the module doc. ``identity``: what the results are (JSON), for a
   resumable run when ``workers.state_dir`` is set. Spans hold ceil(count /
-  (chunks_per_worker * slots)) items (the last fewer)."""
+  (chunks_per_worker * slots)) items (the last fewer). Spans read from the state or
+  computed by ``workers.executor`` are re-run here on a random sample and compared
+  exactly (``recheck``: one ValueError line on a difference)."""
   workers = as_workers(workers)
   state = None
   if identity is not None and workers.state_dir is not None:
