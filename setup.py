@@ -26,15 +26,17 @@ CORE = [
     # (verify.one_layer, experiments/verify_contextual_mapping.py) and the tests' oracle.
     'mpmath>=1.3',
 ]
-EXPERIMENTS = [
-    'tokenizers>=0.20',
-    'tensorboardX>=2.6',
-]
 # Export of realized networks to ONNX and their cross-check in onnxruntime.
 EXPORT = [
     'onnx>=1.16',
     'onnxruntime>=1.18',
 ]
+# The binaries: the main job writes its certified network as ONNX and runs it in
+# onnxruntime; the size law checks every float row in onnxruntime.
+EXPERIMENTS = [
+    'tokenizers>=0.20',
+    'tensorboardX>=2.6',
+] + EXPORT
 NOTEBOOKS = [
     'nbclient>=0.10',
     'nbformat>=5.10',
