@@ -116,15 +116,16 @@ def default_specs(targets=TARGETS, constructions=None, epsilons=EPSILONS) -> lis
 
 
 def run_row(spec: RowSpec, *, mc_points: int = 1000, seed: int = 0, max_minutes: float = 30.0,
-            workers=None) -> dict:
-  """One certificate and its independent Monte Carlo, as a JSON-able row."""
+            workers=None, progress=True) -> dict:
+  """One certificate and its independent check, as a JSON-able row (``progress``: as
+  ``approximate``'s)."""
   c = registry.VARIANTS[spec.construction]
   row = dataclasses.asdict(spec)
   t0 = time.perf_counter()
   try:
     res = search.approximate(spec.target, spec.epsilon, d=spec.d, n=spec.n,
                              positional=not c.equivariant, construction=spec.construction,
-                             max_minutes=max_minutes, workers=workers, progress=True,
+                             max_minutes=max_minutes, workers=workers, progress=progress,
                              arithmetic=spec.arithmetic)
   except ValueError as e:
     row.update(status='refused', reason=str(e), seconds=time.perf_counter() - t0)
@@ -162,14 +163,33 @@ def run_row(spec: RowSpec, *, mc_points: int = 1000, seed: int = 0, max_minutes:
 def _row_process(spec_dict: dict, path: str, kwargs: dict) -> None:
   """Child process: one row, written atomically to ``path`` (errors as a 'failed' row)."""
   spec = RowSpec(**spec_dict)
+
+  def progress(line: str) -> None:   # the attempt under way, for a row that runs out of time
+    print(line, flush=True)
+    if ': attempt ' in line:
+      with outputs.atomic_open(path + ATTEMPT_SUFFIX) as f:
+        f.write(line)
+
   try:
-    row = run_row(spec, **kwargs)
+    row = run_row(spec, progress=progress, **kwargs)
   except Exception as e:  # pylint: disable=broad-except
     row = dict(spec_dict, status='failed', reason=f'{type(e).__name__}: {e}',
                traceback=traceback.format_exc())
   row['provenance'] = provenance.record()
   with outputs.atomic_open(path) as f:
     json.dump(row, f, indent=1, default=str)
+
+
+#: The side file a row's process keeps its latest attempt line in.
+ATTEMPT_SUFFIX = '.attempt'
+
+
+def _last_attempt(path: str) -> str:
+  try:
+    with open(path + ATTEMPT_SUFFIX) as f:
+      return f.read().strip()
+  except OSError:
+    return ''
 
 
 def row_path(out_dir: str, spec: RowSpec) -> str:
@@ -207,13 +227,17 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
         if proc.is_alive():
           proc.kill()
           proc.join()
+          attempt = _last_attempt(row_path(out_dir, s))
           row = dict(dataclasses.asdict(s), status='timeout',
-                     reason=f'no answer within {row_minutes:g} minutes',
+                     reason=f'no answer within {row_minutes:g} minutes'
+                     + (f'; the attempt under way: {attempt}' if attempt else ''),
                      provenance=provenance.record())
           with outputs.atomic_open(row_path(out_dir, s)) as f:
             json.dump(row, f, indent=1)
         proc.join()
         del running[proc]
+        if os.path.exists(row_path(out_dir, s) + ATTEMPT_SUFFIX):
+          os.remove(row_path(out_dir, s) + ATTEMPT_SUFFIX)
         with open(row_path(out_dir, s)) as f:
           r = json.load(f)
         log(f'  {s.key}: {r["status"]}' + (f', N={r["resolution"]}, {r["params"]} params, '
