@@ -25,7 +25,7 @@ from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import float_rounding
-from transformer_ua.yun.single_attention import integer_ids, sum_distinct_code
+from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
 from transformer_ua.yun.variants import registry
 
 
@@ -251,7 +251,7 @@ def test_the_snap_is_what_makes_it_exact():
   bad = jax.tree_util.tree_map(lambda a: a, g.exact)
   bad['segment_0']['feedforward']['b_2'] = bad['segment_0']['feedforward']['b_2'].copy()
   bad['segment_0']['feedforward']['b_2'][0, net.d] -= sigma - 1
-  broken = integer_ids.IntegerIdsRealized(segments=g.segments, exact=bad, source=net,
+  broken = integer_ids_realized.IntegerIdsRealized(segments=g.segments, exact=bad, source=net,
                                           ramp=g.ramp, margin=g.margin, kinks=g.kinks,
                                           clamp=g.clamp)
   assert not np.all(broken.apply(x) == _g_bar_by_hand(net, x))

@@ -78,10 +78,11 @@ import signal
 import sys
 import threading
 import time
-from fractions import Fraction
 from typing import Callable
 
 import numpy as np
+
+from transformer_ua.exact import tree_hash
 
 #: Estimated in-process seconds below which a local pool does not pay: spawning the
 #: workers, importing the package and building the shipment in each, and the per-chunk
@@ -331,42 +332,6 @@ def _stop_local(pool: cf.ProcessPoolExecutor) -> None:
 # ---------------------------------------------------------------------------
 
 
-def tree_sha256(*trees) -> str:
-  """A SHA-256 of nested dicts / lists / tuples / arrays of numbers or rationals, from
-  their exact text (``Fraction`` as p/q): the same network hashes the same on any
-  machine and Python."""
-  h = hashlib.sha256()
-
-  def walk(x):
-    if isinstance(x, dict):
-      h.update(b'{')
-      for k in sorted(x, key=str):
-        h.update(str(k).encode() + b':')
-        walk(x[k])
-      h.update(b'}')
-    elif isinstance(x, (list, tuple)):
-      h.update(b'[')
-      for v in x:
-        walk(v)
-      h.update(b']')
-    elif isinstance(x, np.ndarray):
-      h.update(f'a{x.shape}'.encode())
-      for v in x.ravel():
-        walk(v.item() if isinstance(v, np.generic) else v)
-    elif isinstance(x, (bool, np.bool_)):
-      h.update(b'T,' if x else b'F,')
-    elif isinstance(x, (int, np.integer, Fraction)):
-      h.update(str(Fraction(x)).encode() + b',')
-    elif isinstance(x, (float, np.floating)):
-      h.update(float(x).hex().encode() + b',')
-    else:
-      h.update(repr(x).encode() + b',')
-
-  for t in trees:
-    walk(t)
-  return h.hexdigest()
-
-
 #: Identity keys that summarize others (named only when no plain key differs).
 _DERIVED = ('code_version', 'work_sha256')
 
@@ -389,7 +354,7 @@ def work_sha256(shipment: 'Shipment') -> str:
   """``tree_sha256`` of what the shipment builds: its builder's name and its arguments
   (machine-independent, unlike the pickled bytes)."""
   build, args = pickle.loads(shipment.blob)
-  return tree_sha256(f'{build.__module__}.{build.__qualname__}', list(args))
+  return tree_hash.tree_sha256(f'{build.__module__}.{build.__qualname__}', list(args))
 
 
 class _State:

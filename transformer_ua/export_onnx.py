@@ -48,7 +48,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
 from transformer_ua.yun.approximator import Realized
-from transformer_ua.yun.single_attention.integer_ids import IntegerIdsRealized
+from transformer_ua.yun.single_attention.integer_ids_realized import IntegerIdsRealized
 from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized
 from transformer_ua.yun.single_attention.one_layer_wide import WideRealized
 

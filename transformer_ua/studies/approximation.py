@@ -5,13 +5,16 @@ r"""The main job's study: compile a target into Transformers and measure every e
 al. 2020, Theorem 2, or Theorem 3 with ``positional``), three networks, each named once at
 the top of the console and then by its tag:
 
-    [certified]  the headline (``run_headline``, one function): ``yun.approximate`` finds
-                 the smallest N at which it proves d_p(f, g) <= ``certify_epsilon`` over
-                 the whole unit cube for a standard Transformer g with exact weights;
+    [certified]  the headline (``approximation_certificates.run_headline``):
+                 ``yun.approximate`` finds the network with the fewest parameters whose
+                 certificate d_p(f, g) <= ``certify_epsilon`` over the whole unit cube holds
+                 in ``certify_arithmetic`` (float64 by default: g as runtimes execute it),
+                 written beside the report as g.onnx with its onnxruntime check;
     [paper]      the paper's g_bar at the main resolution N (``yun.build_approximator``,
                  its depth next to the paper's formulas) and its Lemma 6 realization with
                  exact weights, certified as built, with the output clamp and (Theorem 2)
-                 with ties='complete', each bound explained in its line;
+                 with ties='complete', each bound explained in its line
+                 (``approximation_certificates.run_paper_certified``);
     [float64]    [paper] realized in ``dtype`` at (lam, epsilon), with the output clamp by
                  default: the Monte Carlo decomposition d_p(f, f_bar), d_p(f_bar, g_bar),
                  d_p(g_bar, g), d_p(f, g) with confidence intervals and sample counts
@@ -44,10 +47,10 @@ import warnings
 import numpy as np
 
 from transformer_ua import construction, outputs, provenance
-from transformer_ua.export_onnx import export_onnx
 from transformer_ua.reports import approximate as report
-from transformer_ua.yun import approximator, search
-from transformer_ua.yun.bounds import certificate, distances
+from transformer_ua.studies import approximation_certificates
+from transformer_ua.yun import approximator
+from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import float_rounding, plan as yun_plan
 from transformer_ua.yun.variants import registry
@@ -59,7 +62,8 @@ from transformer_ua.yun.variants.paper import Paper
 
 #: The files the main job writes into --output_dir.
 OUTPUT_FILES = ('approximate.json', 'approximate.md', 'error_vs_delta.png',
-                'error_vs_lambda_epsilon.png', 'contextual_mapping_values.png')
+                'error_vs_lambda_epsilon.png', 'contextual_mapping_values.png',
+                approximation_certificates.ONNX_NAME)
 
 
 class ConfigError(ValueError):
@@ -251,18 +255,6 @@ def run_ladder(name, c, positional, log, ties='paper'):
           'theory_slope_f_f_bar': 1.0}
 
 
-def _certify(net, c, clamp: bool, workers=None) -> tuple:
-  """(g, Certificate) of net's exact realization at the planned lam, ramp and bits."""
-  planned = yun_plan.plan_realization(net, tolerance=c.certify_tolerance,
-                                      margin=c.certify_margin)
-  g = net.realize(lam=planned.lam, epsilon=planned.epsilon, dtype='exact', clamp=clamp)
-  return g, certificate.certify_lp(net, g, p=c.p, margin=c.certify_margin, workers=workers)
-
-
-def _blocks(g) -> int:
-  return sum(s.depth for s in g.segments)
-
-
 def networks_intro(c, positional, log) -> None:
   """The three networks of the run, each named once; later lines refer to the tags."""
   thm = 'Theorem 3' if positional else 'Theorem 2'
@@ -277,125 +269,6 @@ def networks_intro(c, positional, log) -> None:
   log(f'  [{c.dtype}]   [paper] realized in {c.dtype} (lam={c.lam:g}, epsilon={c.epsilon:g}'
       f'{", output clamp" if c.clamp else ""}): sampled by Monte Carlo, not certified')
   log('Bounds are written "<=", samples "=" with their sample count.')
-
-
-#: The headline network's ONNX file, written beside the report.
-ONNX_NAME = 'g.onnx'
-#: Uniform points of the headline's onnxruntime check (in batches of ``ONNX_BATCH``).
-ONNX_CHECK_POINTS, ONNX_BATCH = 20000, 1024
-
-
-def onnx_check_line(path: str, c) -> str:
-  """A one-line command that runs the ONNX file in onnxruntime on uniform points and prints
-  the sampled d_p(f, g), to compare with the certified total."""
-  return ("python -c \"import numpy as np, onnxruntime as ort; "
-          "from transformer_ua.yun.stages.targets import get_target; "
-          f"x = np.random.default_rng(1).random((4000, {c.n}, {c.d})); "
-          f"y = ort.InferenceSession('{path}').run(None, {{'X': x}})[0]; "
-          f"f = get_target('{c.target}', d={c.d}, n={c.n})(x); "
-          f"print('sampled d_{c.p:g}(f, g) =', np.mean(np.sum(np.abs(y - f) ** {c.p:g}, "
-          f"axis=(1, 2))) ** (1 / {c.p:g}))\"")
-
-
-def _onnx_check(g, path: str, c, target) -> dict:
-  """The ONNX file in onnxruntime on ``ONNX_CHECK_POINTS`` uniform points (batched): its
-  largest difference from ``g.apply`` (JAX) and the sampled d_p(f, g)."""
-  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
-  sess = ort.InferenceSession(path)
-  x = np.random.default_rng(c.seed).random((ONNX_CHECK_POINTS, c.n, c.d))
-  y = np.concatenate([sess.run(None, {'X': x[i:i + ONNX_BATCH]})[0]
-                      for i in range(0, len(x), ONNX_BATCH)])
-  e = np.sum(np.abs(y - target(x)) ** c.p, axis=(1, 2))
-  return {'points': len(x), 'max_abs_onnx_minus_jax': float(np.max(np.abs(y - g.apply(x)))),
-          'sampled_dp': float(np.mean(e) ** (1 / c.p))}
-
-
-def run_headline(c, positional, log, outdir: str, workers=None) -> dict:
-  """The headline: ``yun.approximate`` at ``certify_epsilon`` in ``certify_arithmetic``
-  (the [certified] network), its ONNX file beside the report and onnxruntime's run of it."""
-  t0 = time.time()
-  found = search.approximate(c.target, c.certify_epsilon, d=c.d, n=c.n, p=c.p,
-                             positional=positional, workers=workers, progress=log,
-                             arithmetic=c.certify_arithmetic)
-  cert, g = found.certificate, found.g
-  bits = g.bits_per_param() if hasattr(g, 'bits_per_param') else cert.bits
-  head = {'epsilon': c.certify_epsilon, 'construction': found.construction,
-          'arithmetic': found.arithmetic, 'resolution': cert.resolution, 'blocks': _blocks(g),
-          'weights': g.num_params(), 'bits_per_param': bits, 'certificate': cert.as_dict(),
-          'attempts': list(found.attempts), 'seconds': round(time.time() - t0, 2)}
-  t = cert.terms
-  N = cert.resolution
-  runs = ('run in IEEE ' + ('binary64' if found.arithmetic == 'float64' else 'binary32')
-          + ' by any runtime' if found.arithmetic != 'exact' else 'with exact weights')
-  log(f'[certified] CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} '
-      f'(p={c.p:g}) over [0,1]^(n x d) for a standard Transformer g {runs}: softmax attention, '
-      f'ReLU feed-forward, {head["blocks"]} blocks, {head["weights"]:,} weights of {bits} bits, '
-      f'N={N}, construction {found.construction!r} (the fewest parameters whose certificate '
-      f'holds) ({head["seconds"]:.1f} s)')
-  log(f'  proof: d_p(f, f_bar) <= {t["f_fbar"]:.4g} ({cert.f_term_method}) + '
-      f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g} + d_p(g_bar, g) <= {t["gbar_g"]:.3g} '
-      f'(interiors {100 * cert.interior_fraction:.6g}% of the volume, max |g - g_bar| <= '
-      f'{cert.interior_sup:.3g}; ramp windows {cert.window_measure:.3g} of the volume, '
-      f'|g - g_bar| <= {cert.window_sup:.3g} there; ramp 2^{math.log2(cert.epsilon):.0f}, '
-      f'{cert.bits} bits){cert._arithmetic_note()}')  # pylint: disable=protected-access
-  if found.arithmetic != 'exact':
-    path = export_onnx(g, os.path.join(outdir, ONNX_NAME))
-    head['onnx'] = {'file': ONNX_NAME, **_onnx_check(g, path, c, found.net.target),
-                    'command': onnx_check_line(os.path.join(outdir, ONNX_NAME), c)}
-    o = head['onnx']
-    log(f'  ONNX: {path} ({found.arithmetic}); onnxruntime on {o["points"]:,} uniform points: '
-        f'max |onnxruntime - JAX| = {o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = '
-        f'{o["sampled_dp"]:.4g} <= {cert.total:.4g} certified. Check it yourself:')
-    log(f'    {o["command"]}')
-  return head
-
-
-def _certified_reason(row, cert, values_max) -> str:
-  """Why a certified d_p(f, g) of the [paper] table is what it is (one clause)."""
-  t = cert['terms']
-  if not row['clamp'] and t['gbar_g'] > max(t['f_fbar'], t['fbar_gbar']):
-    return (f'the ramp windows ({cert["window_measure"]:.2g} of the volume): nothing bounds '
-            f'the paper\'s g there, its certified enclosure reaches {cert["window_sup"]:.3g} '
-            f'(4-ReLU ramps of slope 1/epsilon = 2^{-math.log2(cert["epsilon"]):.0f} on ids '
-            f'up to t_r) against |g_bar| <= {values_max:.3g}')
-  if row['clamp'] and row['ties'] == 'paper':
-    return (f'the output clamp keeps g within g_bar\'s range in the windows; most of it is '
-            f'd_p(f_bar, g_bar) <= {t["fbar_gbar"]:.3g}, the bad set where g_bar is 0')
-  return (f'no bad set; most of it is d_p(f, f_bar) <= {t["f_fbar"]:.3g}, the grid\'s own '
-          'error at this N')
-
-
-def run_paper_certified(c, positional, log, workers=None) -> list:
-  """The certified d_p(f, g) of the [paper] network at the main resolution: as built, with
-  the output clamp, and (Theorem 2) with ties='complete'."""
-  rows = []
-  variants = [('paper', False), ('paper', True)] + ([] if positional else [('complete', True)])
-  log(f'[paper] certified at N={c.resolution} over the whole cube (exact weights; cube '
-      f'interiors shrunk by {c.certify_margin:.3g} delta):')
-  for ties, clamp in variants:
-    t1 = time.time()
-    net = registry.build_approximator(c.target, d=c.d, n=c.n, resolution=c.resolution,
-                                          positional=positional, ties=ties)
-    g, cert = _certify(net, c, clamp, workers)
-    label = ('ties=complete, output clamp' if ties == 'complete' else
-             'with the output clamp' if clamp else 'as the paper builds it')
-    rows.append({'ties': ties, 'clamp': clamp, 'label': label, 'blocks': _blocks(g),
-                 'weights': g.num_params(), 'certificate': cert.as_dict(),
-                 'seconds': round(time.time() - t1, 2)})
-    values_max = float(np.max(np.abs(net.values))) if net.values.size else 0.0
-    log(f'  {label:<30} d_p(f, g) <= {cert.total:.4g}: '
-        + _certified_reason(rows[-1], rows[-1]['certificate'], values_max)
-        + f' (d_p(g_bar, g) <= {cert.terms["gbar_g"]:.3g}; {_blocks(g)} blocks, '
-        f'{cert.bits} bits, {rows[-1]["seconds"]:.1f} s)')
-  return rows
-
-
-def run_certificates(c, positional, log, outdir: str, workers=None) -> dict:
-  """The headline ([certified]) and the [paper] network's certified rows."""
-  head = run_headline(c, positional, log, outdir, workers)
-  log('')
-  return {'headline': head,
-          'main_resolution': run_paper_certified(c, positional, log, workers)}
 
 
 def _interior_tolerance(net) -> float:
@@ -618,7 +491,7 @@ def _run(c, outdir, log, workers, command) -> dict:
   for key in ('quantization', 'contextual', 'value', 'total'):
     log(f'  {key:<16}{dep["built"][key]:>8}{dep["formula"][key]:>16}')
   log('')
-  certified = run_certificates(c, positional, log, outdir, workers)
+  certified = approximation_certificates.run_certificates(c, positional, log, outdir, workers)
   log('')
   fl = run_float(net, c, positional, log)
   g, dec, rep = fl['g'], fl['decomposition'], fl['realization']

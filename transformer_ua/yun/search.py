@@ -70,18 +70,15 @@ estimated minutes.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import heapq
 import math
-import numbers
 import time
 from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua import executor as executor_lib
-from transformer_ua.yun import grid
+from transformer_ua.yun import grid, search_arguments
 from transformer_ua.yun.bounds import callable_checks, certificate, distances, f_term, \
     target_bounds
 from transformer_ua.yun.realization import float_rounding
@@ -134,76 +131,10 @@ def check_construction(construction):
   if construction is None:
     return None
   if not isinstance(construction, str) or construction not in registry.VARIANTS:
-    raise ValueError(f'construction={_show(construction)}; allowed: None (the fewest '
+    raise ValueError(f'construction={search_arguments.show(construction)}; allowed: None (the fewest '
                      'parameters whose certificate holds) or one of '
                      f'{", ".join(repr(c) for c in registry.VARIANTS)}.')
   return registry.VARIANTS[construction]
-
-
-# ---------------------------------------------------------------------------
-# Checks at the boundary.
-# ---------------------------------------------------------------------------
-
-
-def _show(v) -> str:
-  """A value for a message: plain numbers (no NumPy reprs, no 4300-digit strings)."""
-  if isinstance(v, bool) or v is None or isinstance(v, str):
-    return repr(v)
-  if isinstance(v, numbers.Integral):
-    v = int(v)
-    return str(v) if abs(v) < 10 ** 18 else f'~10^{math.log10(abs(v)):.0f}'
-  if isinstance(v, numbers.Real):
-    return repr(float(v))
-  return f'a {type(v).__name__}'
-
-
-def _p_text(p: float) -> str:
-  """p exactly (2 for 2.0; 1.0000001 stays 1.0000001)."""
-  return str(int(p)) if float(p).is_integer() and abs(p) < 2 ** 53 else repr(float(p))
-
-
-def _count(x) -> str:
-  """An int with thousands separators, or ~10^k past 10^15."""
-  x = int(x)
-  return f'{x:,}' if x < 10 ** 15 else f'~10^{math.log10(x):.1f}'
-
-
-def _check_int(name: str, value, low: int, high: int | None, what: str) -> int:
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low \
-      or (high is not None and value > high):
-    allowed = f'an integer in [{low}, {high}]' if high is not None else f'an integer >= {low}'
-    raise ValueError(f'{name}={_show(value)}; it must be {allowed} ({what}).')
-  return int(value)
-
-
-def _check_positive(name: str, value, what: str) -> float:
-  if isinstance(value, bool) or not isinstance(value, (numbers.Real, Fraction)) \
-      or not math.isfinite(float(value)) or value <= 0:
-    raise ValueError(f'{name}={_show(value)}; it must be a positive finite number ({what}).')
-  return float(value)
-
-
-def _check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp,
-                progress):
-  d = _check_int('d', d, 1, MAX_D, 'the token dimension')
-  n = _check_int('n', n, 2, MAX_N, 'the number of tokens')
-  epsilon = _check_positive('epsilon', epsilon, 'the d_p(f, g) to certify')
-  if isinstance(p, str):
-    raise ValueError(f'p={p!r}; it must be a finite number >= 1 (the exponent of d_p).')
-  p = distances.check_p(float(p) if isinstance(p, numbers.Real)
-                        and not isinstance(p, bool) else p)
-  if workers is not None and not isinstance(workers, (executor_lib.Workers, cf.Executor)):
-    workers = _check_int('workers', workers, 1, 1024, 'processes for the cube interiors')
-  workers = executor_lib.as_workers(workers)
-  max_minutes = _check_positive('max_minutes', max_minutes, 'the time budget of the call')
-  max_layers = _check_int('max_layers', max_layers, 1, None, 'the deepest network built')
-  for name, v in (('positional', positional), ('clamp', clamp)):
-    if not isinstance(v, bool):
-      raise ValueError(f'{name}={_show(v)}; it must be True or False.')
-  if not (isinstance(progress, bool) or callable(progress)):
-    raise ValueError(f'progress={_show(progress)}; it must be True, False or a callable '
-                     'taking one line.')
-  return epsilon, d, n, p, workers, max_minutes, max_layers
 
 
 # ---------------------------------------------------------------------------
@@ -312,8 +243,8 @@ class _Candidate:
 
   def describe(self) -> str:
     s = self.size
-    return (f'{self.variant.name} N={self.resolution}: {_count(s["blocks"])} blocks, '
-            f'{_count(s["params"])} params, estimated {_minutes(self.seconds)}')
+    return (f'{self.variant.name} N={self.resolution}: {search_arguments.count(s["blocks"])} blocks, '
+            f'{search_arguments.count(s["params"])} params, estimated {_minutes(self.seconds)}')
 
 
 def _minutes(seconds: float) -> str:
@@ -497,8 +428,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       ``MAX_ATTEMPTS`` attempts.
   """
   t_start = time.perf_counter()
-  epsilon, d, n, p, workers, max_minutes, max_layers = _check_args(
-      epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress)
+  epsilon, d, n, p, workers, max_minutes, max_layers = search_arguments.check_args(
+      epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress,
+      max_d=MAX_D, max_n=MAX_N)
   chosen = check_construction(construction)
   arithmetic = float_rounding.check_arithmetic(arithmetic)
   if chosen is not None and arithmetic not in chosen.arithmetics:
@@ -540,10 +472,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                           spread=search.spread) is None:     # no N can help: say so now
     raise ValueError(f'epsilon={epsilon:g}: for every construction '
                      f'({", ".join(c.name for c in pool)}) the ramp windows alone exceed '
-                     f'epsilon at the smallest margin 2^-28 (p={_p_text(p)}, clamp range up '
+                     f'epsilon at the smallest margin 2^-28 (p={search_arguments.p_text(p)}, clamp range up '
                      f'to {max(search.spread):.3g} on probes); raise epsilon or lower p.')
   rule = 'construction= given' if chosen is not None else RULE
-  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={_p_text(p)}, '
+  say(f'approximate: epsilon={epsilon:g}, d={d}, n={n}, p={search_arguments.p_text(p)}, '
       f'arithmetic={arithmetic}: choosing N for '
       f'{", ".join(c.name for c in pool)} (d_p(f, f_bar) <= {float(F_TERM_SHARE):g} epsilon)')
   heap, skipped, order = [], [], iter(range(1 << 62))   # (params, tie-break, candidate)
@@ -565,7 +497,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     cand = search.candidate(c, N)
     heapq.heappush(heap, (cand.size['params'], next(order), cand))
   say('approximate: candidates, fewest parameters first: ' + '; '.join(
-      f'{c.variant.name} N={c.resolution} ({_count(c.size["params"])} params, '
+      f'{c.variant.name} N={c.resolution} ({search_arguments.count(c.size["params"])} params, '
       f'{_minutes(c.seconds)})' for _, _, c in sorted(heap, key=lambda e: e[:2]))
       + ''.join(f'; no plan: {s}' for s in skipped))
   attempts, over = [], []
@@ -620,8 +552,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       raise ValueError(
           f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
           f'construction {best.variant.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
-          f'there): {_count(best.size["blocks"])} layers (blocks), '
-          f'{_count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
+          f'there): {search_arguments.count(best.size["blocks"])} layers (blocks), '
+          f'{search_arguments.count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
           'epsilon.')
     raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '

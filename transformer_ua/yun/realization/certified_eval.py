@@ -34,7 +34,7 @@ import numpy as np
 from flint import arb
 
 from transformer_ua import executor as executor_lib
-from transformer_ua.exact import ball
+from transformer_ua.exact import ball, tree_hash
 from transformer_ua.yun import grid
 from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.realization import ids
@@ -164,8 +164,8 @@ def certify_boxes(segments, params, positional: bool, bits: int, classes, target
   identity = None
   if workers.state_dir is not None and not stop_early:
     identity = {'what': 'cube interiors, max |g - g_bar| in arb balls',
-                'params_sha256': executor_lib.tree_sha256(repr(segments), positional, params),
-                'cubes_sha256': executor_lib.tree_sha256(classes, targets),
+                'params_sha256': tree_hash.tree_sha256(repr(segments), positional, params),
+                'cubes_sha256': tree_hash.tree_sha256(classes, targets),
                 'bits': int(bits), 'margin': str(margin), 'resolution': int(resolution)}
   return map_interiors(interiors_chunk, shipment, len(classes), workers, identity,
                        tolerance=tolerance, bits=bits)

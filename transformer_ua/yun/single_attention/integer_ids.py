@@ -37,7 +37,7 @@ the snaps still land on integers in range, so the float network outputs some tab
 A_i; the real network outputs a convex combination of two consecutive table values (the
 value ramps [t_i - 1, t_i] are disjoint). Both stay in [min A, max A] per coordinate.
 
-Certificate (``IntegerIdsRealized``): ``certify_interiors`` evaluates the parameters at
+Certificate (``integer_ids_realized.IntegerIdsRealized``): ``certify_interiors`` evaluates the parameters at
 every class's exact point (prefix sums over the sorted kinks: O(n + log P) a class) and
 checks that g = g_bar there; ``window_sup`` is max A - min A per coordinate;
 ``float_deviation`` bounds |fl(g) - g| in the format the parameters were built for: 0
@@ -51,27 +51,22 @@ n - 1) (Theorem 2) or n M^n (Theorem 3).
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import math
 import time
 from fractions import Fraction
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers, realize as realize_lib
+from transformer_ua import realize as realize_lib
 from transformer_ua.yun import grid as grid_lib
 from transformer_ua.yun.realization import float_rounding, plan as plan_lib
-from transformer_ua.yun.single_attention import sum_distinct_code
+from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: The formats the parameters can be built for (``float_rounding.FORMATS``).
 NUMBER_FORMATS = ('float64', 'float32')
-#: Stage names of the blocks, in order.
-STAGES = ('quantization', 'code', 'attention', 'value', 'clamp')
 #: Fewest fraction bits of the value table (coarser tables are refused).
 MIN_VALUE_BITS = 8
 #: Default cube-interior margin (fraction of delta) of ``realize``.
@@ -245,13 +240,23 @@ class IntegerIdsApproximator:
   def _ids_int(self) -> np.ndarray:
     return np.asarray(self.ids, dtype=np.int64) if int(self.ids[-1]) < 2 ** 62 else self.ids
 
+  def token_ids(self, cells: np.ndarray) -> np.ndarray:
+    """t [..., n] of the tokens whose cells are [..., n, d] (``token_ids``)."""
+    return token_ids(cells, self.phi, self.high, self.resolution, self.positional)
+
+  def id_positions(self, t) -> np.ndarray:
+    """The positions of the ids ``t`` in ``ids``; ValueError if one is not an id."""
+    idx = np.searchsorted(self._ids_int, np.asarray(t, self._ids_int.dtype))
+    if np.any(idx >= self.num_ids) or np.any(self._ids_int[np.minimum(idx, self.num_ids - 1)]
+                                             != np.asarray(t, self._ids_int.dtype)):
+      raise ValueError('an id is not in the table.')
+    return idx
+
   def apply(self, x) -> np.ndarray:
     """g_bar(X) [batch, n, d]: the table value of each token's id."""
     x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
     cells = np.minimum(np.floor(x * self.resolution).astype(np.int64), self.resolution - 1)
-    t = token_ids(cells, self.phi, self.high, self.resolution, self.positional)
-    idx = np.searchsorted(self._ids_int, np.asarray(t, self._ids_int.dtype))
-    return self.values[idx]
+    return self.values[self.id_positions(self.token_ids(cells))]
 
   def output_range(self) -> tuple[list, list]:
     """(lo, hi) [d] exact: the range of the table, which is g_bar's range."""
@@ -284,7 +289,7 @@ class IntegerIdsApproximator:
 
   def realize(self, *, lam=None, epsilon=None, margin=DEFAULT_MARGIN,
               tolerance: float = plan_lib.DEFAULT_TOLERANCE, dtype: str = 'exact',
-              clamp: bool = True) -> 'IntegerIdsRealized':
+              clamp: bool = True) -> integer_ids_realized.IntegerIdsRealized:
     """The standard Transformer g (module docstring), parameters exact in ``number_format``.
 
     Args:
@@ -312,7 +317,7 @@ class IntegerIdsApproximator:
     if e > m / (2 * self.resolution):
       raise ValueError(f'epsilon={float(e):g} is wider than margin delta / 2 = '
                        f'{float(m / (2 * self.resolution)):g}.')
-    return _realize(self, e, m, clamp)
+    return integer_ids_realized.realize_network(self, e, m, clamp)
 
   def describe(self) -> str:
     s = self.predicted_size()
@@ -370,496 +375,3 @@ def build(target, variant, *, number_format: str = 'float64') -> IntegerIdsAppro
       target=f, f_bar=targets_lib.piecewise_constant(f, N), variant=variant,
       number_format=number_format, phi=phi, high=high, ids=np.asarray(ids, object),
       value_num=num, value_bits=b, build_seconds=time.perf_counter() - t0)
-
-
-# ---------------------------------------------------------------------------
-# g: the parameters.
-# ---------------------------------------------------------------------------
-
-
-def _zeros(*shape) -> np.ndarray:
-  return np.full(shape, Fraction(0), object)
-
-
-def _off_attention(D: int) -> dict:
-  return {'W_Q': _zeros(1, 1, 1, D), 'b_Q': _zeros(1, 1, 1), 'W_K': _zeros(1, 1, 1, D),
-          'W_V': _zeros(1, 1, 1, D), 'W_O': _zeros(1, 1, D, 1)}
-
-
-def _ff(width: int, D: int) -> dict:
-  return {'W_1': _zeros(1, width, D), 'b_1': _zeros(1, width), 'W_2': _zeros(1, D, width),
-          'b_2': _zeros(1, D)}
-
-
-def staircase_coefficients(values) -> list:
-  """c_k = dF_(k+1) - dF_k (dF_0 = dF_K = 0) for F = ``values`` on 0..K-1: then
-  F(m) = F(0) + sum_k c_k ReLU(m - k) on those integers."""
-  v = [Fraction(x) for x in values]
-  dv = [Fraction(0)] + [v[k] - v[k - 1] for k in range(1, len(v))] + [Fraction(0)]
-  return [dv[k + 1] - dv[k] for k in range(len(v))]
-
-
-def _realize(net: IntegerIdsApproximator, e: Fraction, margin: Fraction,
-             clamp: bool) -> 'IntegerIdsRealized':
-  fmt = float_rounding.FORMATS[net.number_format]
-  d, n, N = net.d, net.n, net.resolution
-  D, A1, A2 = d + 2, d, d + 1
-  sigma = fmt.snap
-  s = 1 / e
-  J = int(math.log2(s)) + 2
-  kinks = [Fraction(math.ceil(Fraction(k, N) * 2 ** J), 2 ** J) + e / 2 for k in range(1, N)]
-  # quantize
-  q = _ff(2 * (N - 1) * d + d, D)
-  u = 0
-  for l in range(d):
-    for a in kinks:
-      for bias in (-s * a + 1, -s * a):
-        q['W_1'][0, u, l], q['b_1'][0, u] = s, bias
-        q['W_2'][0, A1, u] = Fraction(N ** l) * (1 if bias == -s * a + 1 else -1)
-        u += 1
-    q['W_1'][0, u, l], q['W_2'][0, l, u] = Fraction(1), Fraction(-1)
-    u += 1
-  q['b_2'][0, A1] = Fraction(sigma)
-  # code
-  K = len(net.phi)
-  c = _ff(K + 1, D)
-  c['W_1'][0, 0, A1], c['W_2'][0, A1, 0] = Fraction(1), Fraction(-1)
-  c_phi = staircase_coefficients(net.phi)
-  c_hi = staircase_coefficients([h - p for h, p in zip(net.high, net.phi)])
-  for k in range(K):
-    c['W_1'][0, k + 1, A1], c['b_1'][0, k + 1] = Fraction(1), Fraction(-(sigma + k))
-    c['W_2'][0, A1, k + 1], c['W_2'][0, A2, k + 1] = c_hi[k], c_phi[k]
-  # attention + snap
-  att = _off_attention(D)
-  att['W_V'][0, 0, 0, A2], att['W_O'][0, 0, A2, 0] = Fraction(1), Fraction(n)
-  snap = _ff(1, D)
-  snap['b_2'][0, A2] = Fraction(sigma)
-  # value
-  P, scale = net.num_ids, Fraction(1, 2 ** net.value_bits)
-  v = _ff(2 * (P - 1), D)
-  v['W_1'][0, :, A1] = Fraction(1)
-  v['W_1'][0, :, A2] = Fraction(1)
-  for i in range(1, P):
-    ti = int(net.ids[i])
-    v['b_1'][0, 2 * i - 2], v['b_1'][0, 2 * i - 1] = Fraction(-(sigma + ti - 1)), \
-        Fraction(-(sigma + ti))
-    for l in range(d):
-      step = (net.value_num[i, l] - net.value_num[i - 1, l]) * scale
-      v['W_2'][0, l, 2 * i - 2], v['W_2'][0, l, 2 * i - 1] = step, -step
-  for l in range(d):
-    v['b_2'][0, l] = net.value_num[0, l] * scale
-  block = functools.partial(layers.Segment, 'block', 1, num_heads=1, head_size=1,
-                            normalizer='softmax', lam=1.0, activation='relu')
-  segments = (block(width=2 * (N - 1) * d + d, name='quantization'),
-              block(width=K + 1, name='code'),
-              block(width=1, name='attention'),
-              block(width=2 * (P - 1), name='value'))
-  params = {'segment_0': {'attention': _off_attention(D), 'feedforward': q},
-            'segment_1': {'attention': _off_attention(D), 'feedforward': c},
-            'segment_2': {'attention': att, 'feedforward': snap},
-            'segment_3': {'attention': _off_attention(D), 'feedforward': v}}
-  bounds = None
-  if clamp:
-    lo, hi = net.output_range()
-    segs, cp = realize_lib.output_clamp(lo, hi, exact=True)
-    params['segment_4'] = _pad_clamp(cp['segment_0'], d, D)
-    segments = segments + segs
-    bounds = (tuple(lo), tuple(hi))
-  if net.positional:
-    E = _zeros(n, D)
-    for j in range(n):
-      E[j, A1] = Fraction(j * N ** d)
-    params['E'] = E
-  return IntegerIdsRealized(segments=segments, exact=params, source=net, ramp=e,
-                            margin=margin, kinks=tuple(kinks), clamp=bounds)
-
-
-def _pad_clamp(p: dict, d: int, D: int) -> dict:
-  """``realize.output_clamp``'s block on d coordinates, acting on the first d of D."""
-  def pad(a, axis):
-    width = [(0, 0)] * a.ndim
-    width[axis] = (0, D - d)
-    return np.pad(a, width, constant_values=Fraction(0))
-  att, ff = p['attention'], p['feedforward']
-  return {'attention': {'W_Q': pad(att['W_Q'], 3), 'b_Q': att['b_Q'], 'W_K': pad(att['W_K'], 3),
-                        'W_V': pad(att['W_V'], 3), 'W_O': pad(att['W_O'], 2)},
-          'feedforward': {'W_1': pad(ff['W_1'], 2), 'b_1': ff['b_1'], 'W_2': pad(ff['W_2'], 1),
-                          'b_2': pad(ff['b_2'], 1)}}
-
-
-def _float_array(a: np.ndarray, fmt) -> np.ndarray:
-  """The exact rationals of ``a`` as float64, refusing any that is not a number of ``fmt``."""
-  flat = [Fraction(v) for v in np.ravel(a)]
-  for v in flat:
-    if not fmt.representable(v):
-      raise ValueError(f'parameter {v} is not a {fmt.name} number.')
-  return np.asarray([float(v) for v in flat], np.float64).reshape(np.shape(a))
-
-
-# ---------------------------------------------------------------------------
-# g: evaluation and proofs.
-# ---------------------------------------------------------------------------
-
-
-def relu_sums(kinks, coefs, points) -> list:
-  """[sum_u coefs_u ReLU(x - kinks_u) for x in points], exactly, by prefix sums over the
-  sorted kinks (O((U + X) log U)); kinks, coefs, points exact rationals or ints."""
-  order = sorted(range(len(kinks)), key=lambda i: kinks[i])
-  ks = [kinks[i] for i in order]
-  c1, c2 = [0], [0]
-  for i in order:
-    c1.append(c1[-1] + coefs[i])
-    c2.append(c2[-1] + coefs[i] * kinks[i])
-  out = []
-  for x in points:
-    j = bisect.bisect_left(ks, x)      # units with kink < x are on (kink = x gives 0)
-    out.append(x * c1[j] - c2[j])
-  return out
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class IntegerIdsRealized:
-  """The realized integer-id g (module docstring).
-
-  Attributes: segments; exact (the parameters as exact rationals, object arrays); source
-  (the ``IntegerIdsApproximator``); ramp (1/s), margin (the cube-interior margin the ramps
-  keep clear of), kinks (a_k); clamp: None or (lo, hi) exact. ``params`` are the same
-  numbers as float64 arrays (each a number of ``number_format``), ``dtype`` is 'exact'.
-  """
-
-  segments: tuple
-  exact: dict
-  source: IntegerIdsApproximator
-  ramp: Fraction
-  margin: Fraction
-  kinks: tuple
-  clamp: tuple | None = None
-  dtype: str = 'exact'
-
-  @property
-  def number_format(self) -> str:
-    return self.source.number_format
-
-  @property
-  def format(self):
-    return float_rounding.FORMATS[self.number_format]
-
-  @functools.cached_property
-  def params(self) -> dict:
-    return jax.tree_util.tree_map(lambda a: _float_array(a, self.format), self.exact)
-
-  @property
-  def lam(self) -> Fraction:
-    return Fraction(1)
-
-  @property
-  def epsilon(self) -> Fraction:
-    return self.ramp
-
-  @property
-  def quantization_epsilon(self) -> Fraction:
-    return self.ramp
-
-  @property
-  def positional(self) -> bool:
-    return self.source.positional
-
-  @property
-  def n(self) -> int:
-    return self.source.n
-
-  @property
-  def d(self) -> int:
-    return self.source.d
-
-  @property
-  def model_width(self) -> int:
-    return self.d + 2
-
-  # -- sizes ---------------------------------------------------------------
-
-  def depth(self) -> int:
-    return sum(s.depth for s in self.segments)
-
-  def layer_counts(self) -> dict:
-    return {STAGES[i]: {seg.kind: seg.depth} for i, seg in enumerate(self.segments)}
-
-  def attention_layers(self) -> int:
-    return 1
-
-  def max_width(self) -> int:
-    return max(s.width for s in self.segments)
-
-  def num_params(self) -> int:
-    return layers.count_params(self.exact)
-
-  def bits_per_param(self) -> int:
-    return self.format.precision
-
-  def size(self) -> dict:
-    return {'blocks': self.depth(), 'attention_layers': 1, 'max_width': self.max_width(),
-            'params': self.num_params(), 'ids': self.source.num_ids,
-            'model_width': self.model_width}
-
-  def exact_params(self) -> dict:
-    return self.exact
-
-  def planned_bits(self, margin=None, tolerance: float = 1e-6) -> int:
-    del margin, tolerance
-    return self.format.precision
-
-  def __repr__(self) -> str:
-    return (f'IntegerIdsRealized({self.source.describe()}; ramp 2^{int(math.log2(self.ramp))}, '
-            f'{"clamped" if self.clamp else "no clamp"})')
-
-  # -- evaluation ------------------------------------------------------------
-
-  def network(self) -> layers.Network:
-    dt = jnp.float64 if self.number_format == 'float64' else jnp.float32
-    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
-                          param_dtype=dt, embed_width=self.model_width)
-
-  def apply(self, x) -> np.ndarray:
-    """fl(g)(X) [batch, n, d]: the JAX network in ``number_format`` (returned as float64)."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
-    dt = np.dtype(self.number_format)
-    with jax.enable_x64(True):
-      params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), self.params)
-      y = layers.jit_apply(self.network())(params, jnp.asarray(x, dt))
-      return np.asarray(y, np.float64)
-
-  def apply_exact(self, x) -> np.ndarray:
-    """The real network g(X) in exact rationals (object [batch, n, d]), layer by layer."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
-    D = self.model_width
-    out = np.empty(x.shape, object)
-    for b in range(x.shape[0]):
-      z = np.full((self.n, D), Fraction(0), object)
-      z[:, :self.d] = [[Fraction(float(v)) for v in row] for row in x[b]]
-      if self.positional:
-        z = z + self.exact['E']
-      for i, seg in enumerate(self.segments):
-        p = self.exact[f'segment_{i}']
-        z = z + _exact_attention(p['attention'], z)
-        ff = p['feedforward']
-        pre = z.dot(ff['W_1'][0].T) + ff['b_1'][0]
-        h = np.vectorize(lambda t: t if t > 0 else Fraction(0), otypes=[object])(pre)
-        z = z + h.dot(ff['W_2'][0].T) + ff['b_2'][0]
-      out[b] = z[:, :self.d]
-    return out
-
-  def apply_certified(self, x, bits: int | None = None):
-    """(mid, rad) float64 [batch, n, d]: the exact g(X) lies in [mid - rad, mid + rad]
-    (mid its float64 rounding, rad the rounding's size rounded up)."""
-    del bits
-    ex = self.apply_exact(x)
-    mid = np.vectorize(float, otypes=[np.float64])(ex)
-    rad = np.vectorize(lambda e, m: float(abs(Fraction(m) - e)) * (1 + 2 ** -50),
-                       otypes=[np.float64])(ex, mid)
-    return mid, rad
-
-  # -- the certificate ---------------------------------------------------------
-
-  def check_margin(self, margin) -> Fraction:
-    """``margin`` if every quantization ramp lies off the cube interiors shrunk by it
-    (checked exactly), else ValueError (one line)."""
-    m, N = Fraction(margin), self.source.resolution
-    for k, a in enumerate(self.kinks, start=1):
-      if not (a <= Fraction(k, N) + m / N and a - self.ramp >= Fraction(k, N) - m / N):
-        raise ValueError(f'margin={float(m):g}: the quantization ramp at {k}/N reaches into a '
-                         f'cube interior (the ramps keep margin {float(self.margin):g}).')
-    return m
-
-  def _value_units(self, segment: int):
-    """(kinks, coefficient per output coordinate) of the value layer, read from the params:
-    unit u is ReLU(a_1 + a_2 - kink_u)."""
-    ff = self.exact[f'segment_{segment}']['feedforward']
-    sigma = self.format.snap
-    kinks = [-ff['b_1'][0, u] - sigma for u in range(ff['b_1'].shape[1])]
-    return kinks, [list(ff['W_2'][0, l]) for l in range(self.d)], list(ff['b_2'][0, :self.d])
-
-  @functools.cached_property
-  def _code_check(self) -> dict:
-    """The code layer's outputs on every integer m' in [0, K), read from the params, checked
-    equal to (H - phi, phi)."""
-    src, sigma, d = self.source, self.format.snap, self.d
-    ff = self.exact['segment_1']['feedforward']
-    K = len(src.phi)
-    kinks = [-ff['b_1'][0, u] - sigma for u in range(1, K + 1)]
-    pts = list(range(K))
-    a1 = relu_sums(kinks, list(ff['W_2'][0, d, 1:]), pts)
-    a2 = relu_sums(kinks, list(ff['W_2'][0, d + 1, 1:]), pts)
-    if ff['W_2'][0, d, 0] != -1 or any(ff['W_1'][0, u, d] != 1 for u in range(K + 1)):
-      raise AssertionError('the code layer is not the staircase of the construction.')
-    for m in pts:
-      if a1[m] + ff['b_2'][0, d] != src.high[m] - src.phi[m] or \
-          a2[m] + ff['b_2'][0, d + 1] != src.phi[m]:
-        raise AssertionError(f'the code layer gives the wrong code at m={m}.')
-    return {'symbols': K}
-
-  @functools.cached_property
-  def _value_check(self) -> dict:
-    """The value layer at every id, read from the params, checked equal to the table."""
-    src = self.source
-    kinks, coefs, bias = self._value_units(3)
-    ids = [int(t) for t in src.ids]
-    scale = Fraction(1, 2 ** src.value_bits)
-    for l in range(self.d):
-      got = relu_sums(kinks, coefs[l], ids)
-      for i, v in enumerate(got):
-        if v + bias[l] != src.value_num[i, l] * scale:
-          raise AssertionError(f'the value layer gives the wrong value at id {ids[i]}.')
-    return {'ids': len(ids)}
-
-  def certify_interiors(self, margin=None, bits: int | None = None, *, tolerance: float = 1e-6,
-                        workers=None, check_plan: bool = False, executor=None,
-                        state_dir: str | None = None) -> dict:
-    """max |g - g_bar| over every cube interior (shrunk by margin delta per side), exactly:
-    the ramps are off the interiors (``check_margin``), so each class is one exact point
-    after the quantization; the code and value layers are evaluated from the parameters at
-    every symbol and every id (``relu_sums``), each class's tokens are looked up (O(n +
-    log P) a class). The answer is 0 or an AssertionError (the network is not its
-    construction). Runs in process whatever ``workers`` / ``executor`` / ``state_dir`` say:
-    nothing of it is computed elsewhere or resumed."""
-    del bits, tolerance, check_plan, workers, executor, state_dir
-    t0 = time.perf_counter()
-    m = self.check_margin(self.margin if margin is None else margin)
-    self._code_check  # pylint: disable=pointless-statement
-    self._value_check  # pylint: disable=pointless-statement
-    src = self.source
-    cells = src.variant.grid_classes()
-    t = token_ids(cells, src.phi, src.high, src.resolution, src.positional)
-    idx = np.searchsorted(src._ids_int, np.asarray(t, src._ids_int.dtype))  # pylint: disable=protected-access
-    if np.any(idx >= src.num_ids) or np.any(src._ids_int[np.minimum(idx, src.num_ids - 1)] != t):  # pylint: disable=protected-access
-      raise AssertionError('a class has an id that is not in the table.')
-    return {'max_abs_error': 0.0, 'classes': len(cells), 'margin': float(m),
-            'seconds': time.perf_counter() - t0, 'lam': 1.0, 'epsilon': float(self.ramp),
-            'method': 'exact: integer ids, every class evaluated'}
-
-  def window_sup(self) -> np.ndarray:
-    """[n, d] sup over the windows of |g - g_bar| (module docstring): both lie in the
-    table's range, so b_i - a_i (rounded up)."""
-    lo, hi = self.source.output_range()
-    return np.tile([float(h - l) for l, h in zip(lo, hi)], (self.n, 1))
-
-  @functools.cached_property
-  def float_proof(self) -> dict:
-    """The float certificate's checks and bound (module docstring) in ``number_format``:
-    {'interior', 'window' (sup |fl(g) - g| bounds, rounded up), 'steps' (each proved
-    inequality as text), 'assumes'}; ValueError (one line) where a snap or an exact
-    partial sum cannot be proved."""
-    return float_deviation(self)
-
-
-def _exact_attention(p: dict, z: np.ndarray) -> np.ndarray:
-  """The attention update in exact rationals: every head here has W_Q = W_K = 0 (all scores
-  0, weights exactly 1/n); anything else is refused."""
-  if any(v != 0 for v in np.ravel(p['W_Q'])) or any(v != 0 for v in np.ravel(p['W_K'])) \
-      or any(v != 0 for v in np.ravel(p['b_Q'])):
-    raise ValueError('exact evaluation covers heads with all scores 0 only.')
-  n = z.shape[0]
-  out = np.full(z.shape, Fraction(0), object)
-  for h in range(p['W_V'].shape[1]):
-    v = z.dot(p['W_V'][0, h].T)                    # [n, m]
-    mean = v.sum(axis=0) * Fraction(1, n)           # [m]
-    out = out + np.tile(p['W_O'][0, h].dot(mean), (n, 1))
-  return out
-
-
-# ---------------------------------------------------------------------------
-# The float certificate.
-# ---------------------------------------------------------------------------
-
-
-def _up(x: Fraction) -> float:
-  """float(x) rounded up."""
-  f = float(x)
-  return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
-
-
-def float_deviation(g: IntegerIdsRealized) -> dict:
-  """sup |fl(g) - g| on cube interiors and windows in g's format, from the rounding model
-  (``float_rounding``); each step is an inequality checked in exact rationals."""
-  fmt, src = g.format, g.source
-  u, tau, limit = fmt.u, fmt.tiny, fmt.integer_limit
-  d, n, N = src.d, src.n, src.resolution
-  M, sigma = N ** d, fmt.snap
-  steps = []
-  # 1. quantize: the a_1 row is within 1/2 of the real sum in [0, M - 1], then snapped.
-  ff = g.exact['segment_0']['feedforward']
-  s = 1 / g.ramp
-  err, load, terms = Fraction(0), Fraction(0), 0
-  for uu in range(ff['b_1'].shape[1]):
-    w2 = abs(ff['W_2'][0, d, uu])
-    if w2 == 0:
-      continue
-    beta = ff['b_1'][0, uu]
-    ymax = max(abs(beta), abs(s + beta))
-    err += w2 * (u * ymax + tau)
-    load += w2 * ((1 + u) * max(Fraction(0), s + beta) + tau)
-    terms += 1
-  err += float_rounding.dot_error(fmt, terms, load)
-  if not err < Fraction(1, 2):
-    raise ValueError(f'{fmt.name}: the quantization sum is only within {float(err):.3g} of '
-                     'its real value (needs < 1/2 for the snap); use a larger margin or a '
-                     'smaller resolution.')
-  steps.append(f'quantization within {_up(err):.3g} < 1/2 of [0, M - 1]: snapped to an integer')
-  # 2. code: integer partial sums below 2^p.
-  ff = g.exact['segment_1']['feedforward']
-  K = len(src.phi)
-  reach = [K - 1 - k for k in range(K)]
-  for row, extra in ((d, sigma + K), (d + 1, 0)):
-    tot = extra + sum(abs(ff['W_2'][0, row, k + 1]) * reach[k] for k in range(K))
-    if not tot < limit:
-      raise ValueError(f'{fmt.name}: the code layer\'s sums reach {tot:,} >= 2^{fmt.precision}.')
-  steps.append('code layer: integers, every partial sum below 2^p: exact')
-  # 3. attention: the average is within 1/2 of phi_own + S, then snapped.
-  phimax = max(src.phi)
-  smax = n * phimax
-  ew = float_rounding.SOFTMAX_ULPS * 2 * u / n
-  mixed = ew * smax + fmt.gamma(n) * (Fraction(1, n) + ew) * smax + n * tau
-  out = n * mixed + u * n * (Fraction(smax, n) + mixed) + tau
-  a2 = out + u * (phimax + smax + out) + tau
-  if not a2 < Fraction(1, 2):
-    raise ValueError(f'{fmt.name}: the attention average is only within {float(a2):.3g} of '
-                     'phi + S (needs < 1/2); use a smaller resolution.')
-  steps.append(f'attention within {_up(a2):.3g} < 1/2 of phi(own) + S: snapped '
-               f'(assumes {float_rounding.SOFTMAX_ASSUMPTION})')
-  # 4. value: pre-activations exact integers; the products and sums exact or bounded.
-  top = int(max(src.high)) + int(smax) + 1
-  if not top + sigma + 2 < limit:
-    raise ValueError(f'{fmt.name}: ids reach {top:,}; the value layer needs them below 2^(p-1).')
-  kinks, coefs, bias = g._value_units(3)  # pylint: disable=protected-access
-  ids = [int(t) for t in src.ids]
-  scale = 2 ** src.value_bits
-  dev = Fraction(0)
-  for l in range(d):
-    c = [abs(x) for x in coefs[l]]
-    exact_load = sum(ci * (ids[-1] - k) for ci, k in zip(c, kinks) if k < ids[-1]) + abs(bias[l])
-    if exact_load * scale < limit:
-      continue                          # every partial sum a multiple of 2^-b below 2^(p-b)
-    # any-order bound at each id: gamma_K sum_on |W_2| ReLU(t - kink) + the bias add
-    load1 = relu_sums(kinks, c, ids)
-    order = sorted(kinks)
-    for i, t in enumerate(ids):
-      on = bisect.bisect_left(order, t)
-      if on == 0:
-        continue
-      value = abs(src.value_num[i, l]) / Fraction(scale)
-      dot = float_rounding.dot_error(fmt, on, load1[i])
-      dev = max(dev, dot + u * (value + dot) + tau)
-  if dev == 0:
-    steps.append('value layer: b-bit dyadics times integer ids, every partial sum below '
-                 '2^(p-b): exact')
-  else:
-    steps.append(f'value layer: any-order dot product bound {_up(dev):.3g} at the worst id')
-  # 5. the zeroed o (one flushed subnormal at most) and the clamp.
-  total = dev + tau
-  if g.clamp is not None and dev > 0:
-    lo, hi = g.clamp
-    total += u * (max(abs(v) for v in lo + hi) + 2 * dev) + 2 * tau
-  steps.append('o zeroed exactly up to one subnormal; '
-               + ('clamp: identity on the table range' if dev == 0 else 'clamp: rounding added'))
-  return {'interior': _up(total), 'window': _up(total), 'steps': steps,
-          'assumes': float_rounding.SOFTMAX_ASSUMPTION, 'format': fmt.describe(),
-          'quantization_error': _up(err), 'attention_error': _up(a2)}

@@ -76,7 +76,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua import executor as executor_lib, layers, realize
-from transformer_ua.exact import ball, wide_ball
+from transformer_ua.exact import ball, tree_hash, wide_ball
 from transformer_ua.layers import Segment
 from transformer_ua.yun.realization import certified_eval
 from transformer_ua.yun import grid
@@ -551,8 +551,8 @@ class WideRealized:
     identity = None
     if workers.state_dir is not None:
       identity = {'what': 'wide cube interiors, max |g - g_bar| in arb balls',
-                  'params_sha256': executor_lib.tree_sha256(self.params),
-                  'cubes_sha256': executor_lib.tree_sha256(cells, targets),
+                  'params_sha256': tree_hash.tree_sha256(self.params),
+                  'cubes_sha256': tree_hash.tree_sha256(cells, targets),
                   'bits': int(bits), 'margin': str(margin), 'resolution': int(N)}
     out = certified_eval.map_interiors(interiors_chunk, shipment, len(cells), workers, identity,
                                 tolerance=tolerance, bits=bits)
