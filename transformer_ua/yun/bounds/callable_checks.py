@@ -234,11 +234,9 @@ def _point_text(x: np.ndarray) -> str:
   return '[' + ', '.join('(' + ', '.join(f'{v:.6g}' for v in tok) + ')' for tok in x) + ']'
 
 
-def _refute_pairs(target, lipschitz, x, y, where: str):
-  """(largest quotient (Fraction), pairs) over the pairs (X_b, Y_b); refuses a smaller
-  ``lipschitz`` in one line naming the two points."""
-  fx = targets_lib.evaluate(target, x)
-  fy = targets_lib.evaluate(target, y)
+def _largest_quotient(lipschitz, fx, fy, x, y, between) -> Fraction:
+  """The largest difference quotient over the pairs (X_b, Y_b) with values fx, fy, exactly;
+  refuses a smaller ``lipschitz`` in one line, ``between(b)`` naming the two points."""
   q = _quotients(fx, fy, x, y)
   if not len(q):
     return Fraction(0)
@@ -246,11 +244,18 @@ def _refute_pairs(target, lipschitz, x, y, where: str):
   best = _exact_quotient(fx[b], fy[b], x[b], y[b])
   if lipschitz is not None and best > Fraction(lipschitz):
     raise ValueError(f'lipschitz={show_constant(lipschitz)} is refuted: f changes by '
-                     f'{float(np.max(np.abs(fx[b] - fy[b]))):.4g} between the points '
-                     f'{_point_text(x[b])} and {_point_text(y[b])} {where} (max-norm '
+                     f'{float(np.max(np.abs(fx[b] - fy[b]))):.4g} {between(b)} (max-norm '
                      f'distance {float(np.max(np.abs(x[b] - y[b]))):.3g}), a difference '
                      f'quotient of {float(best):.4g}; pass lipschitz >= {float(best):.4g}.')
   return best
+
+
+def _refute_pairs(target, lipschitz, x, y, where: str):
+  """The largest quotient (Fraction) over the pairs (X_b, Y_b); refuses a smaller
+  ``lipschitz`` in one line naming the two points."""
+  return _largest_quotient(
+      lipschitz, targets_lib.evaluate(target, x), targets_lib.evaluate(target, y), x, y,
+      lambda b: f'between the points {_point_text(x[b])} and {_point_text(y[b])} {where}')
 
 
 def refute_lipschitz(target, lipschitz, *, d: int, n: int, points: int = REFUTATION_POINTS,
@@ -296,17 +301,10 @@ def refute_in_cubes(target, k: np.ndarray, fv: np.ndarray, resolution: int, *,
   for other, f_other, where in ((centres, fc, 'and its cube centre'),
                                 (y, None, 'in one cube')):
     f_o = f_other if f_other is not None else targets_lib.evaluate(target, other)
-    q = _quotients(fx, f_o, x, other)
-    b = int(np.argmax(q))
-    exact = _exact_quotient(fx[b], f_o[b], x[b], other[b])
-    if lipschitz is not None and exact > Fraction(lipschitz):
-      raise ValueError(f'lipschitz={show_constant(lipschitz)} is refuted: f changes by '
-                       f'{float(np.max(np.abs(fx[b] - f_o[b]))):.4g} between the sampled '
-                       f'point {_point_text(x[b])} {where} {_point_text(other[b])} '
-                       f'(max-norm distance {float(np.max(np.abs(x[b] - other[b]))):.3g}), '
-                       f'a difference quotient of {float(exact):.4g}; pass lipschitz >= '
-                       f'{float(exact):.4g}.')
-    best = max(best, exact)
+    best = max(best, _largest_quotient(
+        lipschitz, fx, f_o, x, other,
+        lambda b, other=other, where=where: (f'between the sampled point {_point_text(x[b])} '
+                                             f'{where} {_point_text(other[b])}')))
   out['largest_quotient'] = float(best) if Fraction(float(best)) <= best else \
       float(np.nextafter(float(best), -np.inf))
   if modulus_values is not None:
