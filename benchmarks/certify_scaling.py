@@ -65,17 +65,6 @@ cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME}, {PNG_NAME} 
 cli.define_overwrite()
 
 
-def _ints(name, values, low):
-  try:
-    out = [int(v) for v in values]
-  except ValueError:
-    out = None
-  if not out or any(v < low for v in out):
-    raise cli.BadInput(f'--{name}={",".join(values)}: expected integers >= {low}, '
-                       'comma separated.')
-  return out
-
-
 def bench_one(N, workers, log) -> dict:
   t0 = time.perf_counter()
   net = build_approximator(FLAGS.target, d=FLAGS.d, n=FLAGS.n, resolution=N,
@@ -190,8 +179,8 @@ def figure(result, path) -> str:
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  resolutions = _ints('resolutions', FLAGS.resolutions, 2)
-  workers = _ints('workers', FLAGS.workers, 1)
+  resolutions = cli.int_list('resolutions', FLAGS.resolutions, 2)
+  workers = cli.int_list('workers', FLAGS.workers, 1)
   if FLAGS.target not in targets_lib.BUILTIN_TARGETS:
     raise cli.BadInput(f'--target={FLAGS.target!r}; allowed: '
                        f'{sorted(targets_lib.BUILTIN_TARGETS)}.')

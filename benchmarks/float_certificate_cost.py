@@ -105,13 +105,7 @@ def figure(rows, path: str) -> None:
 def main(argv):
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {argv[1:]}')
-  try:
-    resolutions = [int(v) for v in FLAGS.resolutions]
-  except ValueError:
-    resolutions = []
-  if not resolutions or min(resolutions) < 2:
-    raise cli.BadInput(f'--resolutions={",".join(FLAGS.resolutions)}: expected integers '
-                       '>= 2, comma separated.')
+  resolutions = cli.int_list('resolutions', FLAGS.resolutions, 2)
   if FLAGS.target not in targets_lib.BUILTIN_TARGETS:
     raise cli.BadInput(f'--target={FLAGS.target!r}; allowed: '
                        f'{sorted(targets_lib.BUILTIN_TARGETS)}.')

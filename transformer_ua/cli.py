@@ -447,6 +447,19 @@ def compilation_cache(path: str) -> str:
   return path
 
 
+def int_list(name: str, values, low: int) -> list[int]:
+  """The integers of a comma-separated list flag ``--name``, each >= ``low``, or BadInput
+  (one line)."""
+  try:
+    out = [int(v) for v in values]
+  except ValueError:
+    out = None
+  if not out or any(v < low for v in out):
+    raise BadInput(f'--{name}={",".join(values)}: expected integers >= {low}, '
+                   'comma separated.')
+  return out
+
+
 def define_output_dir(default: str | None, help_string: str):
   """The ``--output_dir`` flag of a binary: the directory its files go into, under fixed
   names."""
