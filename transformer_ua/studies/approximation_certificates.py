@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from transformer_ua.export_onnx import export_onnx
+from transformer_ua.verify import float_certificate
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.realization import plan as yun_plan
@@ -38,8 +39,8 @@ def _blocks(g) -> int:
 
 #: The headline network's ONNX file, written beside the report.
 ONNX_NAME = 'g.onnx'
-#: Uniform points of the headline's onnxruntime check (in batches of ``ONNX_BATCH``).
-ONNX_CHECK_POINTS, ONNX_BATCH = 20000, 1024
+#: Uniform points of the headline's onnxruntime check (``float_certificate.batched``).
+ONNX_CHECK_POINTS = 20000
 
 
 def onnx_check_line(path: str, c) -> str:
@@ -60,10 +61,10 @@ def _onnx_check(g, path: str, c, target) -> dict:
   import onnxruntime as ort  # pylint: disable=import-outside-toplevel
   sess = ort.InferenceSession(path)
   x = np.random.default_rng(c.seed).random((ONNX_CHECK_POINTS, c.n, c.d))
-  y = np.concatenate([sess.run(None, {'X': x[i:i + ONNX_BATCH]})[0]
-                      for i in range(0, len(x), ONNX_BATCH)])
+  y = float_certificate.batched(lambda b: sess.run(None, {'X': b})[0], x, g)
   e = np.sum(np.abs(y - target(x)) ** c.p, axis=(1, 2))
-  return {'points': len(x), 'max_abs_onnx_minus_jax': float(np.max(np.abs(y - g.apply(x)))),
+  jax_y = float_certificate.batched(g.apply, x, g)
+  return {'points': len(x), 'max_abs_onnx_minus_jax': float(np.max(np.abs(y - jax_y))),
           'sampled_dp': float(np.mean(e) ** (1 / c.p))}
 
 

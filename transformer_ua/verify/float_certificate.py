@@ -58,7 +58,10 @@ def g_bar_by_hand(net, x: np.ndarray) -> np.ndarray:
   return np.ldexp(np.round(np.ldexp(y, b)), -b)
 
 
-def _batched(fn, x: np.ndarray, batch: int) -> np.ndarray:
+def batched(fn, x: np.ndarray, g) -> np.ndarray:
+  """fn(x) in batches of points whose hidden layers hold about ``CALL_FLOATS`` floats
+  (batch x n x g's widest layer)."""
+  batch = max(1, CALL_FLOATS // (g.n * g.max_width()))
   return np.concatenate([fn(x[i:i + batch]) for i in range(0, len(x), batch)])
 
 
@@ -87,7 +90,6 @@ def check(net, g, cert, *, points: int = MIN_POINTS, seed: int = 0,
   below_one = np.nextafter(dt.type(1), dt.type(0))      # inputs of that format, still < 1
   xs = {k: np.minimum(v.astype(dt), below_one).astype(np.float64) for k, v in xs.items()}
   w_in, w_win = certificate_mc.weights(margin, net.d, net.n)
-  batch = max(1, CALL_FLOATS // (net.n * g.max_width()))
   with tempfile.TemporaryDirectory() as tmp:
     path = onnx_path or os.path.join(tmp, 'g.onnx')
     if onnx_path is None or not os.path.exists(path):
@@ -96,7 +98,7 @@ def check(net, g, cert, *, points: int = MIN_POINTS, seed: int = 0,
     sess = ort.InferenceSession(path)
     runners = {'jax': g.apply,
                'onnxruntime': lambda x: sess.run(None, {'X': x.astype(dt)})[0].astype(np.float64)}
-    outs = {name: {k: _batched(fn, x, batch) for k, x in xs.items()}
+    outs = {name: {k: batched(fn, x, g) for k, x in xs.items()}
             for name, fn in runners.items()}
   p = float(cert.p)
   result = {'arithmetic': cert.arithmetic, 'points': {k: len(v) for k, v in xs.items()},
