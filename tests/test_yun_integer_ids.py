@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.realization import float_rounding
+from transformer_ua import rounding
 from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
 from transformer_ua.yun.variants import registry
 
@@ -247,7 +247,7 @@ def test_the_snap_is_what_makes_it_exact():
   net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
   x = _interior_points(np.random.default_rng(4), net, 200)
   assert np.all(g.apply(x) == _g_bar_by_hand(net, x))
-  sigma = float_rounding.FORMATS['float64'].snap
+  sigma = rounding.FORMATS['float64'].snap
   bad = jax.tree_util.tree_map(lambda a: a, g.exact)
   bad['segment_0']['feedforward']['b_2'] = bad['segment_0']['feedforward']['b_2'].copy()
   bad['segment_0']['feedforward']['b_2'][0, net.d] -= sigma - 1
@@ -266,7 +266,7 @@ def test_float64_certificate_names_its_arithmetic_and_assumption():
   assert res.arithmetic == cert.arithmetic == 'float64' and res.construction == 'integer_ids'
   assert cert.total <= 0.2 and cert.float_interior_sup < 1e-300
   line = str(cert)
-  assert 'binary64' in line and float_rounding.SOFTMAX_ASSUMPTION in line
+  assert 'binary64' in line and rounding.SOFTMAX_ASSUMPTION in line
   x = np.random.default_rng(5).random((2000, 3, 1))
   assert np.all(res.g.apply(x) == res.net.apply(x))
 

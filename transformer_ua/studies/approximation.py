@@ -52,7 +52,8 @@ from transformer_ua.studies import approximation_certificates
 from transformer_ua.yun import approximator
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun.realization import float_rounding, plan as yun_plan
+from transformer_ua import rounding
+from transformer_ua.yun.realization import plan as yun_plan
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import decomposition
 from transformer_ua.yun.stages import contextual_positional
@@ -128,7 +129,7 @@ def validate(c) -> None:
   except ValueError as e:
     raise ConfigError(f'config.certify_margin: {e}') from None
   try:
-    float_rounding.check_arithmetic(c.certify_arithmetic)
+    rounding.check_arithmetic(c.certify_arithmetic)
   except ValueError as e:
     raise ConfigError(f'config.certify_arithmetic: {e}') from None
   if c.dtype not in yun_plan.FLOAT_BITS:

@@ -81,7 +81,7 @@ import numpy as np
 from transformer_ua.yun import grid, search_arguments
 from transformer_ua.yun.bounds import callable_checks, certificate, distances, f_term, \
     target_bounds
-from transformer_ua.yun.realization import float_rounding
+from transformer_ua import rounding
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
@@ -432,7 +432,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       epsilon, d, n, p, workers, max_minutes, max_layers, positional, clamp, progress,
       max_d=MAX_D, max_n=MAX_N)
   chosen = check_construction(construction)
-  arithmetic = float_rounding.check_arithmetic(arithmetic)
+  arithmetic = rounding.check_arithmetic(arithmetic)
   if chosen is not None and arithmetic not in chosen.arithmetics:
     raise ValueError(f'construction={chosen.name!r} has no {arithmetic} certificate (it is '
                      'certified for the exact real network only); use arithmetic=\'exact\' or '
@@ -520,7 +520,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
            'estimated_seconds': cand.seconds}
     try:
       net = c.build(target, **({'number_format': arithmetic}
-                               if arithmetic in float_rounding.FORMATS else {}))
+                               if arithmetic in rounding.FORMATS else {}))
       margin = search.margin(net, cand) if clamp else cand.margin
       g = net.realize(margin=margin, tolerance=cand.tolerance, dtype='exact', clamp=clamp)
       cert = certificate.certify_lp(net, g, p, lipschitz=lipschitz, modulus=modulus,

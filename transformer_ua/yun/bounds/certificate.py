@@ -73,9 +73,10 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, ctx
 
+from transformer_ua import rounding
 from transformer_ua.exact import ball
 from transformer_ua.yun.grid import Grid, decode_grid
-from transformer_ua.yun.realization import certified_eval, float_rounding, plan as plan_lib
+from transformer_ua.yun.realization import certified_eval, plan as plan_lib
 from transformer_ua.yun.bounds import callable_checks, distances, f_term, target_bounds
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import ids
@@ -121,7 +122,7 @@ class Certificate:
     seconds: wall time of the certification.
     assumes: what the bound assumes, one phrase ('nothing: ...' or the caller's modulus).
     f_term_method: the per-cube method of term 1 (``f_term.METHODS``).
-    arithmetic: the g the bound is about (``float_rounding.ARITHMETICS``): 'exact' (the
+    arithmetic: the g the bound is about (``rounding.ARITHMETICS``): 'exact' (the
       real network, exact parameters) or 'float64' / 'float32' (the network run in that
       IEEE format, any summation order, with or without FMA: term 3 is then d_p(g_bar,
       fl(g)) and ``interior_sup`` / ``window_sup`` are sups of |fl(g) - g_bar|).
@@ -443,7 +444,7 @@ def check_arithmetic(net, g, arithmetic) -> str:
   ValueError (one line) for an unknown name, a construction without that float certificate,
   or a g built for another format."""
   own = getattr(g, 'number_format', 'exact')
-  arithmetic = own if arithmetic is None else float_rounding.check_arithmetic(arithmetic)
+  arithmetic = own if arithmetic is None else rounding.check_arithmetic(arithmetic)
   if arithmetic == 'exact':
     return arithmetic
   variant = net.variant

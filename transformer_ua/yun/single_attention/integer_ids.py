@@ -5,7 +5,7 @@ index of a token whose cell is c. The residual stream has D = d + 2 coordinates
 (o_1, .., o_d, a_1, a_2): X is padded with two zero coordinates and g reads o. p is the
 significand precision of the format the parameters are built for (binary64: p = 53,
 binary32: p = 24) and sigma = 2^(p-1) + 1 the snap constant: fl(y + sigma) = sigma + round(y)
-for y in (-1/2, 2^(p-1) - 2), exactly (``realization.float_rounding``). Blocks (attention
+for y in (-1/2, 2^(p-1) - 2), exactly (``transformer_ua.rounding``). Blocks (attention
 switched off, W = 0, unless said):
 
   quantize   o_l <- o_l - ReLU(o_l)                                     (o = 0)
@@ -61,11 +61,12 @@ import numpy as np
 
 from transformer_ua import realize as realize_lib
 from transformer_ua.yun import grid as grid_lib
-from transformer_ua.yun.realization import float_rounding, plan as plan_lib
+from transformer_ua import rounding
+from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
 from transformer_ua.yun.stages import targets as targets_lib
 
-#: The formats the parameters can be built for (``float_rounding.FORMATS``).
+#: The formats the parameters can be built for (``rounding.FORMATS``).
 NUMBER_FORMATS = ('float64', 'float32')
 #: Fewest fraction bits of the value table (coarser tables are refused).
 MIN_VALUE_BITS = 8
@@ -151,7 +152,7 @@ def token_ids(cells: np.ndarray, phi, high, resolution: int, positional: bool) -
 def _value_bits(values: np.ndarray, ids: np.ndarray, fmt) -> tuple:
   """(b, numerators [P, d] object): the table rounded to b-bit dyadics. First choice: the
   largest b >= ``MIN_VALUE_BITS`` whose value layer is exact in ``fmt`` (parameters
-  representable and every partial sum of its dot products below 2^p: ``float_rounding``);
+  representable and every partial sum of its dot products below 2^p: ``transformer_ua.rounding``);
   failing that (binary32 past a few ids), the largest b whose parameters are representable,
   and the certificate then bounds the layer's rounding instead."""
   limit = fmt.integer_limit
@@ -281,7 +282,7 @@ class IntegerIdsApproximator:
 
   def realization_plan(self, tolerance: float, margin: float) -> plan_lib.Plan:
     """``plan.plan_realization``'s answer: lam 1, the quantization ramp, the format's bits."""
-    fmt = float_rounding.FORMATS[self.number_format]
+    fmt = rounding.FORMATS[self.number_format]
     return plan_lib.Plan(lam=Fraction(1), epsilon=self.ramp(margin), bits=fmt.precision,
                          tolerance=tolerance, margin=margin,
                          bounds={'value_bits': self.value_bits, 'ids': self.num_ids,
@@ -343,7 +344,7 @@ def build(target, variant, *, number_format: str = 'float64') -> IntegerIdsAppro
       the format's integers, a table that fits no exact value layer, or colliding ids.
   """
   t0 = time.perf_counter()
-  fmt = float_rounding.FORMATS[_check_format(number_format)]
+  fmt = rounding.FORMATS[_check_format(number_format)]
   d, n, N = variant.d, variant.n, variant.N
   f = targets_lib.get_target(target, d=d, n=n)
   if not variant.positional:

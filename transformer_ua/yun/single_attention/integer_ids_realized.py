@@ -8,7 +8,7 @@ the exact check of every cube interior (``certify_interiors``: the code and valu
 evaluated from the parameters at every symbol and id by prefix sums over the sorted kinks,
 ``relu_sums``; each class's ids looked up), the window bound (the table's range) and the
 float deviation |fl(g) - g| from the rounding model (``float_deviation``,
-``realization.float_rounding``).
+``transformer_ua.rounding``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 
 from transformer_ua import layers, realize as realize_lib
 from transformer_ua.yun import grid as grid_lib
-from transformer_ua.yun.realization import float_rounding
+from transformer_ua import rounding
 
 #: Stage names of the blocks, in order.
 STAGES = ('quantization', 'code', 'attention', 'value', 'clamp')
@@ -62,7 +62,7 @@ def staircase_coefficients(values) -> list:
 def realize_network(net, e: Fraction, margin: Fraction, clamp: bool) -> 'IntegerIdsRealized':
   """The blocks' exact parameters for ``net`` (an ``integer_ids.IntegerIdsApproximator``),
   quantization ramp ``e`` = 1/s, cube-interior margin ``margin`` (``realize``)."""
-  fmt = float_rounding.FORMATS[net.number_format]
+  fmt = rounding.FORMATS[net.number_format]
   d, n, N = net.d, net.n, net.resolution
   D, A1, A2 = d + 2, d, d + 1
   sigma = fmt.snap
@@ -203,7 +203,7 @@ class IntegerIdsRealized:
 
   @property
   def format(self):
-    return float_rounding.FORMATS[self.number_format]
+    return rounding.FORMATS[self.number_format]
 
   @functools.cached_property
   def params(self) -> dict:
@@ -440,7 +440,7 @@ def _up(x: Fraction) -> float:
 
 def float_deviation(g: IntegerIdsRealized) -> dict:
   """sup |fl(g) - g| on cube interiors and windows in g's format, from the rounding model
-  (``float_rounding``); each step is an inequality checked in exact rationals."""
+  (``transformer_ua.rounding``); each step is an inequality checked in exact rationals."""
   fmt, src = g.format, g.source
   u, tau, limit = fmt.u, fmt.tiny, fmt.integer_limit
   d, n = src.d, src.n
@@ -459,7 +459,7 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
     err += w2 * (u * ymax + tau)
     load += w2 * ((1 + u) * max(Fraction(0), s + beta) + tau)
     terms += 1
-  err += float_rounding.dot_error(fmt, terms, load)
+  err += rounding.dot_error(fmt, terms, load)
   if not err < Fraction(1, 2):
     raise ValueError(f'{fmt.name}: the quantization sum is only within {float(err):.3g} of '
                      'its real value (needs < 1/2 for the snap); use a larger margin or a '
@@ -477,7 +477,7 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   # 3. attention: the average is within 1/2 of phi_own + S, then snapped.
   phimax = max(src.phi)
   smax = n * phimax
-  ew = float_rounding.SOFTMAX_ULPS * 2 * u / n
+  ew = rounding.SOFTMAX_ULPS * 2 * u / n
   mixed = ew * smax + fmt.gamma(n) * (Fraction(1, n) + ew) * smax + n * tau
   out = n * mixed + u * n * (Fraction(smax, n) + mixed) + tau
   a2 = out + u * (phimax + smax + out) + tau
@@ -485,7 +485,7 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
     raise ValueError(f'{fmt.name}: the attention average is only within {float(a2):.3g} of '
                      'phi + S (needs < 1/2); use a smaller resolution.')
   steps.append(f'attention within {_up(a2):.3g} < 1/2 of phi(own) + S: snapped '
-               f'(assumes {float_rounding.SOFTMAX_ASSUMPTION})')
+               f'(assumes {rounding.SOFTMAX_ASSUMPTION})')
   # 4. value: pre-activations exact integers; the products and sums exact or bounded.
   top = int(max(src.high)) + int(smax) + 1
   if not top + sigma + 2 < limit:
@@ -507,7 +507,7 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
       if on == 0:
         continue
       value = abs(src.value_num[i, l]) / Fraction(scale)
-      dot = float_rounding.dot_error(fmt, on, load1[i])
+      dot = rounding.dot_error(fmt, on, load1[i])
       dev = max(dev, dot + u * (value + dot) + tau)
   if dev == 0:
     steps.append('value layer: b-bit dyadics times integer ids, every partial sum below '
@@ -522,5 +522,5 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   steps.append('o zeroed exactly up to one subnormal; '
                + ('clamp: identity on the table range' if dev == 0 else 'clamp: rounding added'))
   return {'interior': _up(total), 'window': _up(total), 'steps': steps,
-          'assumes': float_rounding.SOFTMAX_ASSUMPTION, 'format': fmt.describe(),
+          'assumes': rounding.SOFTMAX_ASSUMPTION, 'format': fmt.describe(),
           'quantization_error': _up(err), 'attention_error': _up(a2)}

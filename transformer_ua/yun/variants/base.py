@@ -109,7 +109,7 @@ class Variant(abc.ABC):
   exact_by_construction: ClassVar[bool] = False
   closed_form_interval: ClassVar[bool] = True
   classes_label: ClassVar[str] = ''
-  #: The arithmetics of g its certificate covers (``realization.float_rounding``): the
+  #: The arithmetics of g its certificate covers (``transformer_ua.rounding``): the
   #: exact real network only, unless the construction proves its float runs.
   arithmetics: ClassVar[tuple] = ('exact',)
 

@@ -35,7 +35,7 @@ class IntegerIds(MultisetContexts, Variant):
                             'binary32 arithmetic (4 + ceil(d / 2) blocks)')
   label: ClassVar[str] = 'Theorem 2, integer ids'
   contextual: ClassVar[str] = 'integer_ids'
-  #: The arithmetics whose certificate this construction has (``float_rounding``).
+  #: The arithmetics whose certificate this construction has (``transformer_ua.rounding``).
   arithmetics: ClassVar[tuple] = ('exact', 'float64', 'float32')
 
   def size(self) -> dict:

@@ -1,0 +1,239 @@
+r"""The rounding models every float certificate rests on: one home for all of them.
+
+IEEE 754 binary formats (round to nearest). For a format with unit roundoff u (binary64:
+u = 2^-53, p = 53 significand bits; binary32: u = 2^-24, p = 24) and smallest normal
+number tau (2^-1022, 2^-126):
+
+    fl(a op b) = (a op b)(1 + e) + eta,    |e| <= u,  |eta| <= tau,    op in + - * /
+
+(eta covers underflow, including runtimes that flush subnormals to zero); ReLU and max are
+exact. A dot product of m terms, in ANY order, with or without fused multiply-add
+(Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., section 3.1):
+
+    |fl(sum_i a_i b_i) - sum_i a_i b_i| <= gamma_m sum_i |a_i b_i| + m tau,
+    gamma_m = m u / (1 - m u)                                   (m u < 1)
+
+Two exact facts the integer-id network is built on:
+
+  * integers and dyadic rationals: if every term and every partial sum of a sum is a multiple
+    of 2^-b of magnitude below 2^(p-b), every order of summation is exact (each partial sum
+    is representable, so rounding does nothing); a sum of such terms is exact in any order
+    when sum |terms| < 2^(p-b).
+  * the snap: on [2^c, 2^(c+1)) with c = p - 1 the spacing of the format is 1, so
+    fl(y + 2^c + 1) = 2^c + 1 + round(y) for every y in (-1/2, 2^c - 2): an inexact y within
+    1/2 of an integer becomes that integer exactly.
+
+Matmul models (``MATMUL_MODELS``, what ``certify_network(arithmetic=)`` covers). A matmul
+entry y = sum_{i<m} a_i b_i + c (c a bias, added anywhere in the sum, or 0) is computed as
+
+    y^ = sum_i fl_op(a_i) fl_op(b_i) + c,  summed in any order,
+
+    |fl_op(x) - x| <= v |x| + tau                 (operand reduction)
+    each addition and product rounded with |e| <= u_acc, plus tau
+
+so that, with S = sum_i |a_i b_i| + |c| and A, B the largest |a_i|, |b_i|,
+
+    |y^ - y| <= kappa_m S + (m + 1) tau (A + B + 2),
+    kappa_m = (1 + v)^2 (1 + gamma_{m+1}(u_acc)) - 1                          (*)
+
+  'float64'  v = 0,      u_acc = 2^-53   IEEE binary64, round to nearest
+  'float32'  v = 0,      u_acc = 2^-24   IEEE binary32, round to nearest
+  'tf32'     v = 2^-10,  u_acc = 2^-23   float32 storage; operands to 10 explicit mantissa
+                                         bits, rounded OR truncated (relative error below
+                                         2^-10 either way); accumulation in float32 that
+                                         need not round to nearest (tensor cores have been
+                                         measured truncating, Fasi et al. 2021): any
+                                         faithful rounding, |e| < 2^-23
+  'bfloat16' v = 2^-7,   u_acc = 2^-23   one bfloat16 pass with float32 accumulation (JAX's
+                                         DEFAULT precision on TPUs): operands to 7 explicit
+                                         bits, rounded or truncated; accumulation as TF32's
+
+Everything that is not a matmul (residual additions, the softmax's max subtraction, exp,
+sum and division) runs in the storage format (binary64 for 'float64', binary32 for the
+others), IEEE round to nearest. exp is the one library function: the certificate assumes
+it within ``EXP_ULPS`` ulp of the true exp on the arguments that arise (t <= 0), and the
+softmax's normalization within two roundings (a division, or a reciprocal and a product).
+``certify.runtime_probe.check_runtime`` measures both, and the IEEE-ness of float32
+matmuls, on the runtime at hand.
+
+The integer-id network's certificate uses only the IEEE formats (``FORMATS``) and one
+assumption of its own about the softmax: every softmax there has all its scores equal to 0
+(W_Q = W_K = 0), and it assumes ``SOFTMAX_ASSUMPTION`` (JAX and onnxruntime return fl(1/n)
+exactly; the tests check it for both, n = 2..9, binary32 and binary64).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+#: What ``certify_lp(arithmetic=...)`` and ``approximate(arithmetic=...)`` accept.
+ARITHMETICS = ('exact', 'float64', 'float32')
+
+#: The one assumption of a float certificate about the runtime, printed in its line.
+SOFTMAX_ASSUMPTION = 'softmax of n equal scores within 2 ulp of 1/n'
+#: |w - 1/n| <= SOFTMAX_ULPS ulp(1/n) <= SOFTMAX_ULPS 2 u / n.
+SOFTMAX_ULPS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+  """An IEEE 754 binary format: name, significand bits p, unit roundoff u = 2^-p, smallest
+  normal tau, and the numpy dtype name."""
+
+  name: str
+  dtype: str
+  precision: int
+  tiny: Fraction
+
+  @property
+  def u(self) -> Fraction:
+    return Fraction(1, 2 ** self.precision)
+
+  @property
+  def snap_exponent(self) -> int:
+    """c with spacing 1 on [2^c, 2^(c+1))."""
+    return self.precision - 1
+
+  @property
+  def snap(self) -> int:
+    """The snap constant 2^c + 1 (module docstring)."""
+    return 2 ** self.snap_exponent + 1
+
+  @property
+  def integer_limit(self) -> int:
+    """2^p: every integer of magnitude <= 2^p is representable."""
+    return 2 ** self.precision
+
+  def gamma(self, m: int) -> Fraction:
+    """gamma_m = m u / (1 - m u); ValueError when m u >= 1."""
+    mu = m * self.u
+    if mu >= 1:
+      raise ValueError(f'gamma_{m} is undefined in {self.name} (m u >= 1).')
+    return mu / (1 - mu)
+
+  def representable(self, value: Fraction) -> bool:
+    """True iff the rational ``value`` is a number of this format (normal range)."""
+    value = Fraction(value)
+    if value == 0:
+      return True
+    num, den = abs(value.numerator), value.denominator
+    if den & (den - 1):
+      return False                  # not dyadic
+    while num % 2 == 0:
+      num //= 2
+    return num.bit_length() <= self.precision and abs(value) >= self.tiny
+
+  def describe(self) -> str:
+    return (f'IEEE 754 {self.name} (u = 2^-{self.precision}), round to nearest, any summation '
+            'order, with or without FMA, subnormals kept or flushed')
+
+
+FORMATS = {
+    'float64': Format('binary64', 'float64', 53, Fraction(1, 2 ** 1022)),
+    'float32': Format('binary32', 'float32', 24, Fraction(1, 2 ** 126)),
+}
+
+
+def check_arithmetic(arithmetic) -> str:
+  """``arithmetic`` if it is one of ``ARITHMETICS``, else ValueError (one line)."""
+  if not isinstance(arithmetic, str) or arithmetic not in ARITHMETICS:
+    raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
+                     f'{", ".join(repr(a) for a in ARITHMETICS)} (the arithmetic of g that '
+                     'the certificate covers).')
+  return arithmetic
+
+
+def dot_error(fmt: Format, terms: int, abs_sum: Fraction) -> Fraction:
+  """The any-order bound gamma_m sum |a_i b_i| + m tau of a dot product of ``terms``
+  non-zero products."""
+  return fmt.gamma(terms) * Fraction(abs_sum) + terms * fmt.tiny
+
+
+#: The arithmetics ``certify_network`` covers: exact, and each ``MATMUL_MODELS`` entry.
+NETWORK_ARITHMETICS = ('exact', 'float64', 'float32', 'tf32', 'bfloat16')
+
+#: exp's assumed accuracy (ulp of the result) on the arguments a softmax gives it.
+EXP_ULPS = 4
+#: The exp assumption, printed in every network certificate's line.
+EXP_ASSUMPTION = (f'exp within {EXP_ULPS} ulp on (-inf, 0], softmax normalized by a division '
+                  'or a reciprocal and a product')
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulModel:
+  """One of the module docstring's matmul models (*): storage format, operand reduction
+  ``v`` and accumulation roundoff ``u_acc``, all exact rationals."""
+
+  name: str
+  storage: Format
+  operand_rel: Fraction
+  accum_u: Fraction
+  operand_bits: int        # significand bits an operand keeps (implicit bit included)
+
+  def kappa(self, m: int) -> Fraction:
+    """kappa_m of (*): the relative bound of an m-term dot product plus a bias."""
+    k = m + 1
+    mu = k * self.accum_u
+    if mu >= 1:
+      raise ValueError(f'a {m}-term dot product has no error bound in {self.name}.')
+    return (1 + self.operand_rel) ** 2 * (1 + mu / (1 - mu)) - 1
+
+  @property
+  def u(self) -> Fraction:
+    """The storage format's unit roundoff (elementwise operations)."""
+    return self.storage.u
+
+  @property
+  def tiny(self) -> Fraction:
+    return self.storage.tiny
+
+  @property
+  def dtype(self) -> str:
+    return self.storage.dtype
+
+  def describe(self) -> str:
+    if self.operand_rel == 0:
+      return self.storage.describe()
+    return (f'{self.name} matmuls (operands to {self.operand_bits - 1} explicit bits, rounded '
+            f'or truncated; float32 accumulation in any order, faithful rounding), other '
+            f'operations in IEEE binary32, round to nearest')
+
+  def reduce_operand(self, x, mode: str = 'nearest'):
+    """Exact NumPy emulation of the operand reduction: float32 ``x`` to
+    ``operand_bits`` significand bits, ``mode`` 'nearest' (ties to even) or 'truncate'.
+    The identity for the IEEE models."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    x = np.asarray(x, dtype=np.float32)
+    drop = 24 - self.operand_bits
+    if self.operand_rel == 0 or drop <= 0:
+      return x.copy()
+    bits = x.view(np.uint32).astype(np.uint64)
+    if mode == 'nearest':
+      half = np.uint64(1 << (drop - 1))
+      lsb = (bits >> np.uint64(drop)) & np.uint64(1)
+      bits = bits + half - np.uint64(1) + lsb
+    elif mode != 'truncate':
+      raise ValueError(f"mode={mode!r}; allowed: 'nearest', 'truncate'.")
+    mask = np.uint64((0xFFFFFFFF >> drop) << drop)
+    return (bits & mask).astype(np.uint32).view(np.float32)
+
+
+MATMUL_MODELS = {
+    'float64': MatmulModel('float64', FORMATS['float64'], Fraction(0), Fraction(1, 2 ** 53),
+                           53),
+    'float32': MatmulModel('float32', FORMATS['float32'], Fraction(0), Fraction(1, 2 ** 24),
+                           24),
+    'tf32': MatmulModel('tf32', FORMATS['float32'], Fraction(1, 2 ** 10),
+                        Fraction(1, 2 ** 23), 11),
+    'bfloat16': MatmulModel('bfloat16', FORMATS['float32'], Fraction(1, 2 ** 7),
+                            Fraction(1, 2 ** 23), 8),
+}
+
+
+def check_network_arithmetic(arithmetic) -> str:
+  """``arithmetic`` if it is one of ``NETWORK_ARITHMETICS``, else ValueError (one line)."""
+  if not isinstance(arithmetic, str) or arithmetic not in NETWORK_ARITHMETICS:
+    raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
+                     f'{", ".join(repr(a) for a in NETWORK_ARITHMETICS)}.')
+  return arithmetic
