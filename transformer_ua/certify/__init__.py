@@ -1,0 +1,1 @@
+"""The certifier of any standard Transformer, and training to certify."""
