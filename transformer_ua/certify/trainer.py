@@ -100,11 +100,11 @@ class Candidate:
             f'r={self.width}')
 
 
-def candidates(d: int, max_width: int) -> list[Candidate]:
+def candidates(d: int, max_width: int, shapes=SHAPES) -> list[Candidate]:
   """The ladder (module doc) in the order it is tried: increasing parameter count, ties in
-  ladder order (SHAPES, then r = FIRST_WIDTH, 2 FIRST_WIDTH, ..., <= max_width)."""
+  ladder order (``shapes``, then r = FIRST_WIDTH, 2 FIRST_WIDTH, ..., <= max_width)."""
   ladder = []
-  for depth, heads in SHAPES:
+  for depth, heads in shapes:
     r = FIRST_WIDTH
     while r <= max_width:
       ladder.append(Candidate(depth, heads, 1, d + heads, r))
@@ -190,6 +190,18 @@ def _check_args(f, epsilon, d, n, p, arithmetic, max_minutes, max_width):
   return target, epsilon, d, n, float(p), arithmetic, max_minutes, max_width
 
 
+def _check_shapes(shapes) -> tuple:
+  try:
+    out = tuple((int(a), int(b)) for a, b in shapes)
+  except (TypeError, ValueError):
+    out = ()
+  if not out or any(v < 1 for s in out for v in s) or \
+      any(float(v) != int(v) for s in shapes for v in s):
+    raise ValueError(f'shapes={shapes!r}; it must be a non-empty list of (depth, heads) '
+                     'pairs of positive integers.')
+  return out
+
+
 # ---------------------------------------------------------------------------
 # Training (float64, inside an x64 context).
 # ---------------------------------------------------------------------------
@@ -219,6 +231,8 @@ def train(network: layers.Network, params, x, y, *, steps: int, lr: float, batch
   """``steps`` Adam steps (cosine-decayed rate from ``lr``) on minibatches of (x, y), or
   fewer when ``deadline`` (time.monotonic) passes. Call inside ``jax.enable_x64``.
   Returns (params, steps done, mean loss of the last chunk)."""
+  if steps <= 0:
+    return params, 0, float('nan')
   tx = optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=1e-3))
   opt_state = tx.init(params)
   program = _train_program(network, tx)
@@ -271,7 +285,7 @@ def _certify(target, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschit
 
 def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                       max_minutes: float = 20, seed: int = 0, lipschitz=None,
-                      max_width: int = 64, steps: int = 6000, lr: float = 1e-2,
+                      max_width: int = 64, shapes=SHAPES, steps: int = 6000, lr: float = 1e-2,
                       batch: int = 2048, pool: int = 65536, sample_fraction: float = 0.5,
                       refine_rounds: int = 2, refine_points: int = 8192,
                       refine_radius: float = 1 / 32, refine_steps: int = 2000,
@@ -289,6 +303,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     seed: candidate i of the ladder trains from seed + i (its pool and its init).
     lipschitz: passed to the certifier (a callable target needs it).
     max_width: the cap of the FF width r.
+    shapes: the (depth, heads) pairs of the ladder (default ``SHAPES``).
     steps, lr, batch, pool: the training of one candidate (module doc).
     sample_fraction: a candidate is certified only when its sampled d_p is at most
       sample_fraction * epsilon.
@@ -309,7 +324,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
   deadline = start + 60 * max_minutes
   check_x = np.random.default_rng(CHECK_SEED).random((CHECK_POINTS, n, d))
   trials, best = [], None
-  for index, cand in enumerate(candidates(d, max_width)):
+  for index, cand in enumerate(candidates(d, max_width, _check_shapes(shapes))):
     if time.monotonic() >= deadline:
       say('budget spent; stopping the search.')
       break
