@@ -42,7 +42,7 @@ def test_closed_form_seed_and_equivariance():
 
 
 def test_lipschitz_constant_closed_form():
-  a, _, _ = targets.random_bumps_constants()
+  a = targets.random_bumps_params()[0]
   lip = target_bounds.builtin_lipschitz('random_bumps', 1, 3)
   want = math.sqrt(2 / math.e) / 0.15 * float(np.sum(np.abs(a)))
   assert isinstance(lip, Fraction)
@@ -90,7 +90,7 @@ def test_lipschitz_constant_not_refuted_by_sampled_quotients(d, n):
   # on a fine grid (the derivative of f_ji along X -> X + t 1 or a single token), and the
   # proved L is above that grid maximum too (it is 12x above: the bumps partly cancel,
   # the closed form sums |a_b|)
-  a, c, e = targets.random_bumps_constants()
+  a, c, e, _ = targets.random_bumps_params()
   u = np.linspace(0, 1, 401)
   xx, mm = np.meshgrid(u, u)
   g = a * np.exp(-((xx[..., None] - c) ** 2 + (mm[..., None] - e) ** 2) / (2 * 0.15 ** 2))

@@ -60,6 +60,7 @@ import numpy as np
 import optax
 
 from transformer_ua import layers, network_dict, rounding
+from transformer_ua.certify import network_certificate
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: (depth L, heads h) of the ladder, in order; m = 1 and D = d + h for each.
@@ -275,10 +276,7 @@ def _stored(network: layers.Network, params, d: int, dtype):
 
 def _certify(target, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier):
   """The certificate of ``net`` (``certifier``, default ``certify_network``)."""
-  if certifier is None:
-    # THE certification call (the lead's certifier; imported here until it is in main).
-    from transformer_ua.certify.network_certificate import certify_network  # noqa: PLC0415
-    certifier = certify_network
+  certifier = certifier or network_certificate.certify_network
   return certifier(target, net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
                    max_minutes=max_minutes, lipschitz=lipschitz)
 

@@ -90,7 +90,7 @@ def _sqrt_fraction_up(x: Fraction) -> Fraction:
 
 def random_bumps_lipschitz() -> Fraction:
   """L = sqrt(2 / e) / s sum_b |a_b| (module doc), rounded up to a rational."""
-  a, _, _ = targets_lib.random_bumps_constants()
+  a = targets_lib.random_bumps_params()[0]
   s = Fraction(*targets_lib.RANDOM_BUMPS_WIDTH)
   return _sqrt_fraction_up(2 / _E_BELOW) / s * sum(abs(Fraction(float(v))) for v in a)
 
@@ -284,7 +284,7 @@ def _random_bumps_arb(x):
   """random_bumps on a nested list X [n][d] of balls (or gradient-carrying balls):
   f_ji = sum_b a_b exp(-((x_ji - c_b)^2 + (m_i - e_b)^2) / (2 s^2)), s = 3/20, with the
   float64 constants taken exactly (arb of a float64 is exact)."""
-  a, c, e = (list(map(arb, map(float, v))) for v in targets_lib.random_bumps_constants())
+  a, c, e = (list(map(arb, map(float, v))) for v in targets_lib.random_bumps_params()[:3])
   num, den = targets_lib.RANDOM_BUMPS_WIDTH
   scale = -(arb(den) * den) / (2 * num * num)        # -1 / (2 s^2), exact
   n, d = len(x), len(x[0])

@@ -45,7 +45,8 @@ import numpy as np
 
 #: Seed of the fixed weights of the built-in 'attention_map' target.
 ATTENTION_MAP_SEED = 20200101
-#: Seed, count and width of the built-in 'random_bumps' target (width s = 3/20 exactly).
+#: Seed, count and width of the built-in 'random_bumps' target (the width s = 3/20
+#: exactly: a numerator and a denominator; ``random_bumps_params`` gives its float).
 RANDOM_BUMPS_SEED = 20261128
 RANDOM_BUMPS_COUNT = 64
 RANDOM_BUMPS_WIDTH = (3, 20)
@@ -94,18 +95,19 @@ def _attention_map(x):
   return a @ (x @ w_v)
 
 
-def random_bumps_constants():
-  """The fixed (a, c, e) [64] float64 of the built-in random_bumps target (module doc)."""
+def random_bumps_params():
+  """The fixed (a, c, e) [64] float64 of the built-in random_bumps target (module doc),
+  and s = 0.15 as a float (the nearest float to 3/20; exact forms use the rational
+  ``RANDOM_BUMPS_WIDTH``)."""
   rng = np.random.default_rng(RANDOM_BUMPS_SEED)
   a = rng.normal(size=RANDOM_BUMPS_COUNT) / 8
   c = rng.random(RANDOM_BUMPS_COUNT)
   e = rng.random(RANDOM_BUMPS_COUNT)
-  return a, c, e
+  return a, c, e, RANDOM_BUMPS_WIDTH[0] / RANDOM_BUMPS_WIDTH[1]
 
 
 def _random_bumps(x):
-  a, c, e = random_bumps_constants()
-  s = RANDOM_BUMPS_WIDTH[0] / RANDOM_BUMPS_WIDTH[1]
+  a, c, e, s = random_bumps_params()
   m = x.mean(axis=-2, keepdims=True)
   r2 = (x[..., None] - c) ** 2 + (m[..., None] - e) ** 2        # [.., n, d, 64]
   return np.exp(-r2 / (2 * s * s)) @ a
