@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import os
 import time
 from typing import Callable
 
@@ -59,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import layers, network_dict, rounding
+from transformer_ua import layers, network_dict, outputs, provenance, rounding
 from transformer_ua.certify import network_certificate
 from transformer_ua.yun.stages import targets as targets_lib
 
@@ -259,6 +260,20 @@ def sampled_dp(target, net: network_dict.Net, x: np.ndarray, dtype, p: float) ->
   return float(np.mean(np.sum(err ** p, axis=(1, 2))) ** (1 / p))
 
 
+def sampled_dp_jax(target, network: layers.Network, params, x: np.ndarray, dtype,
+                   p: float) -> float:
+  """d_p(f, g) sampled as ``sampled_dp``, with g run by JAX (``network.apply``) in
+  ``dtype``: float64 inside an x64 context, float32 with the params rounded to float32."""
+  dtype = np.dtype(dtype)
+  with jax.enable_x64(dtype == np.float64):
+    cast = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a, dtype)), params)
+    out = np.asarray(layers.jit_apply(network)(cast, jnp.asarray(x, dtype)), np.float64)
+  err = np.abs(out - target(x))
+  if math.isinf(p):
+    return float(np.max(err))
+  return float(np.mean(np.sum(err ** p, axis=(1, 2))) ** (1 / p))
+
+
 def _near(centres: np.ndarray, count: int, radius: float, rng) -> np.ndarray:
   """``count`` points uniform in boxes of half-width ``radius`` around the centres
   [k, n, d] (cycled), clipped to the cube."""
@@ -267,11 +282,13 @@ def _near(centres: np.ndarray, count: int, radius: float, rng) -> np.ndarray:
   return np.clip(pick + rng.uniform(-radius, radius, size=pick.shape), 0.0, 1.0)
 
 
-def _stored(network: layers.Network, params, d: int, dtype):
+def _stored(network: layers.Network, params, d: int, n: int, dtype):
   """(params, Net) with every weight rounded to ``dtype`` (held as float64): the network
-  a ``dtype`` runtime stores, as the project's params and as a ``Net``."""
+  a ``dtype`` runtime stores, as the project's params and as a ``Net`` for n tokens (the
+  n the certificate's identity hash is taken with)."""
   params = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype).astype(np.float64), params)
-  return params, network_dict.from_network(network, params, d=d)
+  return params, network_dict.check(network_dict.from_network(network, params, d=d), d=d,
+                                    n=n)
 
 
 def _certify(target, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier):
@@ -337,7 +354,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
       params = params['params']
       params, done, loss = train(network, params, x, y, steps=steps, lr=lr, batch=batch,
                                  seed=run_seed, deadline=deadline)
-    params, net = _stored(network, params, d, dtype)
+    params, net = _stored(network, params, d, n, dtype)
     dp = sampled_dp(target, net, check_x, dtype, p)
     say(f'[{cand.label()}: {cand.num_params()} params, seed {run_seed}] {done} steps, '
         f'train rms {math.sqrt(loss):.3g}, sampled d_p {dp:.3g}')
@@ -366,7 +383,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
         params, more, loss = train(network, params, x, y, steps=refine_steps, lr=lr / 10,
                                    batch=batch, seed=run_seed * 1000 + rounds,
                                    deadline=deadline)
-      params, net = _stored(network, params, d, dtype)
+      params, net = _stored(network, params, d, n, dtype)
       done += more
       dp = sampled_dp(target, net, check_x, dtype, p)
       say(f'  refined near {len(cert.worst_centres)} worst boxes: {more} steps, sampled '
@@ -383,3 +400,80 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
   reached = bool(cert.reached) and cert.total <= epsilon
   return TrainedCertificate(net, network, params, cert, reached, epsilon, arithmetic, p,
                             seed, trials, seconds)
+
+
+# ---------------------------------------------------------------------------
+# The job of experiments/train_and_certify.py: one call, its files.
+# ---------------------------------------------------------------------------
+
+#: The files ``run`` writes into its output directory.
+OUTPUT_FILES = ('network.npz', 'certificate.txt', 'record.json')
+#: The config fields passed to ``train_and_certify`` as keywords.
+_TRAINING_FIELDS = ('max_minutes', 'seed', 'max_width', 'steps', 'lr', 'batch', 'pool',
+                    'sample_fraction', 'refine_rounds', 'refine_points', 'refine_radius',
+                    'refine_steps', 'certify_minutes')
+
+
+def validate(c) -> None:
+  """The config's arguments checked as ``train_and_certify`` checks them (one line)."""
+  _check_args(c.target, c.epsilon, c.d, c.n, c.p, c.arithmetic, c.max_minutes, c.max_width)
+  _check_shapes(c.shapes)
+
+
+def run(c, output_dir: str, *, command: str | None = None, progress=print) -> dict:
+  """``train_and_certify`` on the config ``c``, then into ``output_dir`` (which exists):
+
+      network.npz      the network-dict arrays under their ``Net.arrays`` names
+                       (``blocks.0.W_Q``, ...), float64 (float32 values for a float32
+                       certificate)
+      certificate.txt  the certificate's line (or why there is none)
+      record.json      the config, seeds, trials, the row (parameters, non-zero, bits,
+                       total, sampled d_p by NumPy and JAX on 2 10^4 uniform points plus
+                       the worst boxes' centres), provenance (command, revision, machine,
+                       load before and after), seconds
+  Returns the record.
+  """
+  prov = provenance.record(command)
+  kwargs = {k: c[k] for k in _TRAINING_FIELDS}
+  result = train_and_certify(c.target, c.epsilon, d=c.d, n=c.n, p=c.p,
+                             arithmetic=c.arithmetic, shapes=tuple(map(tuple, c.shapes)),
+                             progress=progress, **kwargs)
+  target = targets_lib.get_target(c.target, d=c.d, n=c.n)
+  dtype, bits = STORAGE[result.arithmetic]
+  row = None
+  if result.net is not None:
+    x = np.random.default_rng(c.seed + 1).random((CHECK_POINTS, c.n, c.d))
+    x = np.concatenate([x, np.asarray(result.certificate.worst_centres, np.float64)])
+    row = {
+        'target': c.target, 'd': c.d, 'n': c.n, 'p': result.p, 'epsilon': result.epsilon,
+        'arithmetic': result.arithmetic, 'reached': result.reached,
+        'parameters': result.net.count_params(),
+        'nonzero_parameters': result.net.count_nonzero(), 'bits_per_parameter': bits,
+        'certified_total': float(result.certificate.total),
+        'certified_total_exact': str(result.certificate.total),
+        'sampled_points': len(x),
+        'sampled_dp_numpy': sampled_dp(target, result.net, x, dtype, result.p),
+        'sampled_dp_jax': sampled_dp_jax(target, result.network, result.params, x, dtype,
+                                         result.p),
+        'sampled_dp_onnxruntime': None,
+        'params_hash': result.certificate.params_hash,
+        'architecture': result.net.architecture()}
+    arrays = {name: np.asarray(a, np.float64) for name, a in result.net.arrays()}
+    with outputs.atomic_open(os.path.join(output_dir, 'network.npz'), 'wb') as f:
+      np.savez(f, **arrays)
+  line = result.line()
+  outputs.atomic_write(os.path.join(output_dir, 'certificate.txt'), line + '\n')
+  try:
+    load_after = round(os.getloadavg()[0], 2)
+  except OSError:
+    load_after = float('nan')
+  record = {'row': row, 'line': line, 'seconds': round(result.seconds, 1),
+            'seed': result.seed, 'trials': [t.row() for t in result.trials],
+            'search_rule': 'candidates(d, max_width, shapes) in increasing parameter count '
+                           '(certify.trainer module doc)',
+            'config': c.to_dict(), 'provenance': prov,
+            'load_average_1min_at_end': load_after}
+  outputs.atomic_json(os.path.join(output_dir, 'record.json'), record, indent=1,
+                      default=str)
+  progress(line)
+  return record
