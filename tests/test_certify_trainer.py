@@ -244,3 +244,18 @@ def test_binary_writes_the_network_its_certificate_and_the_record(tmp_path):
   assert (out / 'certificate.txt').read_text().startswith('epsilon=0.3 reached')
   # a second run into the same directory is refused, with --overwrite it may go on
   assert 'exists; pass --overwrite' in _binary(f'--output_dir={out}', *_TINY).stderr
+
+
+def test_a_certificate_refused_for_its_budget_is_a_note_other_errors_propagate():
+  def over_budget(f, net, **kwargs):
+    raise ValueError('the first partition alone (9 boxes at 1 ms each) is estimated at '
+                     '99.0 min, above max_minutes=1; raise the budget')
+
+  def broken(f, net, **kwargs):
+    raise ValueError('target has no known modulus')
+
+  args = dict(d=1, n=3, max_width=8, shapes=((1, 1),), sample_fraction=1e9, **_FAST)
+  got = trainer.train_and_certify('token_times_mean', 0.1, certifier=over_budget, **args)
+  assert got.certificate is None and 'above max_minutes' in got.trials[0].note
+  with pytest.raises(ValueError, match='no known modulus'):
+    trainer.train_and_certify('token_times_mean', 0.1, certifier=broken, **args)

@@ -72,6 +72,9 @@ FIRST_WIDTH = 8
 CHECK_POINTS = 20000
 #: Seed of the check points (the training pool uses the run's seed).
 CHECK_SEED = 12345
+#: What the certifier's refusal of a network whose estimate exceeds its budget says (that
+#: candidate is recorded as not certified; any other ValueError is the caller's).
+BUDGET_REFUSAL = 'above max_minutes'
 #: Storage dtype of each arithmetic (the weights a runtime holds) and its bits.
 STORAGE = {'exact': (np.float64, 53), 'float64': (np.float64, 53), 'float32': (np.float32, 24),
            'tf32': (np.float32, 24), 'bfloat16': (np.float32, 24)}
@@ -366,9 +369,16 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
       if left <= 0:
         note = 'budget spent before its certificate'
         break
-      cert = _certify(target, net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
-                      max_minutes=min(certify_minutes, left), lipschitz=lipschitz,
-                      certifier=certifier)
+      try:
+        cert = _certify(target, net, d=d, n=n, p=p, arithmetic=arithmetic,
+                        epsilon=epsilon, max_minutes=min(certify_minutes, left),
+                        lipschitz=lipschitz, certifier=certifier)
+      except ValueError as e:
+        if BUDGET_REFUSAL not in str(e):
+          raise
+        note = f'not certified: {e}'          # the certifier's estimate exceeds the budget
+        say(f'  {note}')
+        break
       total, reached = float(cert.total), bool(cert.reached) and cert.total <= epsilon
       say(f'  certificate (round {rounds}): {cert.line()}')
       if best is None or total < float(best[3].total):
