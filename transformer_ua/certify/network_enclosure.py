@@ -113,8 +113,8 @@ def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
   r1 = _up(np.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
            * _up(np.exp(_up(u * t))))
   r2 = _up((1 + r1) * (1 + model.gamma(n)) - 1)
-  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / iv.down(1 - np.minimum(r2, 0.5)) - 1),
-                 np.inf)
+  denom = iv.down(np.where(r2 < 1, 1 - r2, 1.0))
+  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), np.inf)
   grow = _up(np.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
   shift = _up(np.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
   out = _up(w_hi * shift + rho * np.minimum(1.0, w_hi * grow) + 4 * n * model.tiny)
