@@ -26,9 +26,14 @@ The public face, all a caller needs for the theorem as a call:
     VARIANTS[name](Grid(d, n, N)).build(f) -> the same, by name
     plan_realization(net, tolerance)     -> lam, epsilon, bits for net.realize
     certify_lp(net, g, p)                -> Certificate: d_p(f, g) <= total, proved
+    certify_network(f, g, d=, n=)        -> NetworkCertificate: d_p(f, fl(g)) <= total for
+                                            ANY standard Transformer g (trained, hand-built,
+                                            ONNX), in exact, float64, float32, tf32, bfloat16
+                                            (transformer_ua/certify/)
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
+from transformer_ua.certify.network_certificate import NetworkCertificate, certify_network
 from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
 from transformer_ua.yun.bounds.decomposition import error_decomposition
 from transformer_ua.yun.grid import Grid
@@ -39,4 +44,5 @@ from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
+    'certify_network', 'NetworkCertificate',
 ]
