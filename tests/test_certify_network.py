@@ -270,3 +270,14 @@ def test_workers_and_state_dir_resume(tmp_path):
                              max_minutes=0.2, state_dir=str(tmp_path))
   assert again.total == first.total
   assert 'resumed' in again.line()
+
+
+def test_docs_example_runs():
+  """docs/certify.md's Python example runs as written."""
+  import os
+  import re
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs',
+                      'certify.md')
+  blocks = re.findall(r'```python\n(.*?)```', open(path).read(), flags=re.S)
+  assert blocks
+  exec(compile(blocks[0], 'docs/certify.md', 'exec'), {})   # noqa: S102
