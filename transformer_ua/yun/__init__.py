@@ -33,7 +33,6 @@ The public face, all a caller needs for the theorem as a call:
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
-from transformer_ua.certify.network_certificate import NetworkCertificate, certify_network
 from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
 from transformer_ua.yun.bounds.decomposition import error_decomposition
 from transformer_ua.yun.grid import Grid
@@ -46,3 +45,15 @@ __all__ = [
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
     'certify_network', 'NetworkCertificate',
 ]
+
+#: Names served from transformer_ua/certify/ on first use: the certifier of any network
+#: imports yun's targets and bounds, so yun cannot import it at its own import time.
+_CERTIFY = {'certify_network': 'network_certificate', 'NetworkCertificate': 'network_certificate'}
+
+
+def __getattr__(name):
+  if name in _CERTIFY:
+    import importlib
+    module = importlib.import_module(f'transformer_ua.certify.{_CERTIFY[name]}')
+    return getattr(module, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
