@@ -228,7 +228,9 @@ def test_binary_writes_the_network_its_certificate_and_the_record(tmp_path):
   row = record['row']
   assert row['reached'] and row['certified_total'] <= 0.3
   assert row['sampled_dp_numpy'] <= row['certified_total']
-  assert row['sampled_dp_jax'] <= row['certified_total']
+  jax_run = row['independent_check']['jax']
+  assert jax_run['d_p'] <= row['certified_total'] and not jax_run['contradicted']
+  assert jax_run['points'] == 20000 and jax_run['worst_centres'] > 0
   assert row['bits_per_parameter'] == 53 and record['seed'] == 0
   assert record['trials'][0]['seed'] == 0
   assert {'command', 'git_revision', 'machine', 'load_average_1min_at_start'} <= set(

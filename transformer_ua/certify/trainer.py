@@ -61,7 +61,7 @@ import numpy as np
 import optax
 
 from transformer_ua import layers, network_dict, outputs, provenance, rounding
-from transformer_ua.certify import network_certificate
+from transformer_ua.certify import independent_check, network_certificate
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: (depth L, heads h) of the ladder, in order; m = 1 and D = d + h for each.
@@ -263,20 +263,6 @@ def sampled_dp(target, net: network_dict.Net, x: np.ndarray, dtype, p: float) ->
   return float(np.mean(np.sum(err ** p, axis=(1, 2))) ** (1 / p))
 
 
-def sampled_dp_jax(target, network: layers.Network, params, x: np.ndarray, dtype,
-                   p: float) -> float:
-  """d_p(f, g) sampled as ``sampled_dp``, with g run by JAX (``network.apply``) in
-  ``dtype``: float64 inside an x64 context, float32 with the params rounded to float32."""
-  dtype = np.dtype(dtype)
-  with jax.enable_x64(dtype == np.float64):
-    cast = jax.tree_util.tree_map(lambda a: jnp.asarray(np.asarray(a, dtype)), params)
-    out = np.asarray(layers.jit_apply(network)(cast, jnp.asarray(x, dtype)), np.float64)
-  err = np.abs(out - target(x))
-  if math.isinf(p):
-    return float(np.max(err))
-  return float(np.mean(np.sum(err ** p, axis=(1, 2))) ** (1 / p))
-
-
 def _near(centres: np.ndarray, count: int, radius: float, rng) -> np.ndarray:
   """``count`` points uniform in boxes of half-width ``radius`` around the centres
   [k, n, d] (cycled), clipped to the cube."""
@@ -438,9 +424,10 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
                        certificate)
       certificate.txt  the certificate's line (or why there is none)
       record.json      the config, seeds, trials, the row (parameters, non-zero, bits,
-                       total, sampled d_p by NumPy and JAX on 2 10^4 uniform points plus
-                       the worst boxes' centres), provenance (command, revision, machine,
-                       load before and after), seconds
+                       total, sampled d_p by NumPy on 2 10^4 uniform points, and
+                       ``independent_check.check``: fl(g) by JAX and onnxruntime on as many
+                       points plus the worst boxes' centres), provenance (command,
+                       revision, machine, load before and after), seconds
   Returns the record.
   """
   prov = provenance.record(command)
@@ -453,7 +440,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
   row = None
   if result.net is not None:
     x = np.random.default_rng(c.seed + 1).random((CHECK_POINTS, c.n, c.d))
-    x = np.concatenate([x, np.asarray(result.certificate.worst_centres, np.float64)])
+    runs = independent_check.check(target, result.net, result.certificate,
+                                   points=CHECK_POINTS, seed=c.seed + 1)
     row = {
         'target': c.target, 'd': c.d, 'n': c.n, 'p': result.p, 'epsilon': result.epsilon,
         'arithmetic': result.arithmetic, 'reached': result.reached,
@@ -461,11 +449,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
         'nonzero_parameters': result.net.count_nonzero(), 'bits_per_parameter': bits,
         'certified_total': float(result.certificate.total),
         'certified_total_exact': str(result.certificate.total),
-        'sampled_points': len(x),
         'sampled_dp_numpy': sampled_dp(target, result.net, x, dtype, result.p),
-        'sampled_dp_jax': sampled_dp_jax(target, result.network, result.params, x, dtype,
-                                         result.p),
-        'sampled_dp_onnxruntime': None,
+        'independent_check': runs,
         'params_hash': result.certificate.params_hash,
         'architecture': result.net.architecture()}
     arrays = {name: np.asarray(a, np.float64) for name, a in result.net.arrays()}
