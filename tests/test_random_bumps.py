@@ -127,3 +127,25 @@ def test_f_term_is_sound_against_monte_carlo():
   mc, se = math.sqrt(np.mean(e)), np.std(e) / math.sqrt(len(e))
   assert got.bound ** 2 >= mc ** 2 - 4 * se
   assert got.assumes.startswith('nothing')
+
+
+def test_the_certifiers_interval_form_encloses_the_target():
+  # certify.target_enclosures reads random_bumps_params: its boxes must hold f's values
+  # (and its tangents f's partial derivatives), sampled inside each box
+  from transformer_ua.certify import intervals, target_enclosures
+  f = targets.get_target('random_bumps', d=1, n=3)
+  form = target_enclosures.interval_form(f)
+  rng = np.random.default_rng(6)
+  lo = rng.random((50, 3, 1)) * 0.95
+  hi = lo + 0.05
+  enc = form(intervals.box(lo, hi))
+  for t in rng.random((20, 1, 1, 1)):
+    x = lo + t * (hi - lo)
+    y = f(x)
+    assert np.all(enc.lo <= y) and np.all(y <= enc.hi)
+    # partial derivatives by central differences (step 1e-6; error ~1e-10 << widths)
+    for q in range(3):
+      e = np.zeros((1, 3, 1))
+      e[0, q, 0] = 1e-6
+      dfq = (f(x + e) - f(x - e)) / 2e-6
+      assert np.all(enc.tlo[..., q] <= dfq + 1e-7) and np.all(dfq - 1e-7 <= enc.thi[..., q])
