@@ -261,3 +261,21 @@ def test_a_certificate_refused_for_its_budget_is_a_note_other_errors_propagate()
   assert got.certificate is None and 'above max_minutes' in got.trials[0].note
   with pytest.raises(ValueError, match='no known modulus'):
     trainer.train_and_certify('token_times_mean', 0.1, certifier=broken, **args)
+
+
+def test_init_spreads_the_kinks_over_the_cube_and_starts_attention_near_uniform():
+  cand = trainer.Candidate(2, 2, 1, 3, 16)
+  with jax.enable_x64(True):
+    params = trainer.init_params(cand.network(), 3, 3, 1)
+    plain = cand.network().init(jax.random.PRNGKey(3), jnp.zeros((1, 3, 1)))['params']
+    params, plain = (jax.tree_util.tree_map(np.asarray, t) for t in (params, plain))
+  seg, ref = params['segment_0'], plain['segment_0']
+  np.testing.assert_array_equal(seg['attention']['W_Q'], 0.1 * ref['attention']['W_Q'])
+  np.testing.assert_array_equal(seg['attention']['W_K'], 0.1 * ref['attention']['W_K'])
+  w_1, b_1 = np.asarray(seg['feedforward']['W_1']), np.asarray(seg['feedforward']['b_1'])
+  # each unit's kink {z: W_1 z + b_1 = 0} meets [0, 1]^D: b_1 lies between the smallest and
+  # the largest of -W_1 z over the cube's corners
+  lowest = -np.sum(np.maximum(w_1, 0), axis=-1)
+  highest = -np.sum(np.minimum(w_1, 0), axis=-1)
+  assert np.all(lowest <= b_1) and np.all(b_1 <= highest)
+  assert np.std(b_1) > 0.05                      # not all through one point

@@ -22,7 +22,10 @@ D = d + 1, r = 8), double r up to the cap, add heads and depth where they are ch
 
 Training one candidate (``train``), in float64 (jax x64 inside a context, never set for
 the caller): parameters from ``seed`` (the candidate's seed is seed + its index in the
-ladder, recorded), a pool of ``pool`` uniform points of the cube with f's values, Adam
+ladder, recorded; ``init_params``: ``layers``' initializers, then W_Q, W_K scaled by 1/10
+so that attention starts near the uniform mean, and b_1 = -W_1 u with u uniform in
+[0, 1]^D per unit, so that each ReLU's kink passes through a random point of the cube
+where the residual stream starts, not all through the origin), a pool of ``pool`` uniform points of the cube with f's values, Adam
 with a cosine-decayed learning rate, ``steps`` steps on minibatches of ``batch`` points of
 the pool, on the loss
 
@@ -231,6 +234,28 @@ def _train_program(network: layers.Network, tx):
   return jax.jit(run)
 
 
+#: Scale of W_Q and W_K at initialization (``init_params``).
+QK_INIT_SCALE = 0.1
+
+
+def init_params(network: layers.Network, seed: int, n: int, d: int):
+  """Initial parameters (module doc): ``network.init`` from ``seed``, W_Q and W_K scaled
+  by QK_INIT_SCALE, b_1 = -W_1 u (u ~ U[0, 1]^D per unit, from ``seed``). Call inside
+  ``jax.enable_x64``."""
+  params = network.init(jax.random.PRNGKey(seed), jnp.zeros((1, n, d), jnp.float64))
+  params = jax.tree_util.tree_map(np.asarray, params['params'])
+  rng = np.random.default_rng([seed, 1])
+  for i, _ in enumerate(network.segments):
+    seg = params[f'segment_{i}']
+    if 'attention' in seg:
+      seg['attention']['W_Q'] = seg['attention']['W_Q'] * QK_INIT_SCALE
+      seg['attention']['W_K'] = seg['attention']['W_K'] * QK_INIT_SCALE
+    if 'feedforward' in seg:
+      w_1 = seg['feedforward']['W_1']                       # [L, r, D]
+      seg['feedforward']['b_1'] = -np.einsum('lrD,lrD->lr', w_1, rng.random(w_1.shape))
+  return jax.tree_util.tree_map(jnp.asarray, params)
+
+
 def train(network: layers.Network, params, x, y, *, steps: int, lr: float, batch: int,
           seed: int, deadline: float, chunk: int = 250):
   """``steps`` Adam steps (cosine-decayed rate from ``lr``) on minibatches of (x, y), or
@@ -339,8 +364,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     y = target(x)
     network = cand.network()
     with jax.enable_x64(True):
-      params = network.init(jax.random.PRNGKey(run_seed), jnp.zeros((1, n, d), jnp.float64))
-      params = params['params']
+      params = init_params(network, run_seed, n, d)
       params, done, loss = train(network, params, x, y, steps=steps, lr=lr, batch=batch,
                                  seed=run_seed, deadline=deadline)
     params, net = _stored(network, params, d, n, dtype)
