@@ -46,7 +46,7 @@ from transformer_ua.yun.stages import targets as targets_lib
 #: Boxes evaluated per NumPy batch (memory: ~ a few kB per box for small networks).
 BATCH = 2048
 #: Initial boxes (about; the per-axis count is the largest k with k^(n d) <= this).
-INITIAL_BOXES = 4096
+INITIAL_BOXES = 512
 #: At most this many boxes are bisected per round.
 MAX_SPLIT = 32768
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
