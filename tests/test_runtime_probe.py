@@ -245,3 +245,33 @@ def test_ok_for_an_unknown_arithmetic_is_one_line():
   report = check_runtime('numpy', arithmetic='float32', samples=SAMPLES)
   with pytest.raises(ValueError, match="^arithmetic='exact'; allowed"):
     report.ok_for('exact')
+
+
+# -- the certificate sees the probe ----------------------------------------------
+
+
+def _tiny_net():
+  rng = np.random.default_rng(0)
+  return {'blocks': [{'W_Q': rng.normal(size=(1, 1, 2)), 'W_K': rng.normal(size=(1, 1, 2)),
+                      'W_V': rng.normal(size=(1, 1, 2)), 'W_O': rng.normal(size=(1, 2, 1)),
+                      'W_1': rng.normal(size=(4, 2)), 'b_1': rng.normal(size=4),
+                      'W_2': rng.normal(size=(2, 4)), 'b_2': rng.normal(size=2)}]}
+
+
+def test_the_verdict_unpacks_as_ok_and_reason():
+  report = check_runtime(ExpOff(100), arithmetic='float32', samples=SAMPLES)
+  ok, reason = report.ok_for('float32')
+  assert ok is False and reason.startswith('not ok for float32: exp off by')
+
+
+def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
+  from transformer_ua.certify.network_certificate import certify_network  # pylint: disable=import-outside-toplevel
+  bad = check_runtime(ReducedMatmul('tf32', 'truncate'), arithmetic='float32', samples=SAMPLES)
+  with pytest.raises(ValueError, match='TF32-like') as err:
+    certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
+                    max_minutes=0.01, runtime=bad)
+  assert '\n' not in str(err.value)
+  good = check_runtime('onnxruntime', arithmetic='float32', samples=SAMPLES)
+  cert = certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
+                         max_minutes=0.01, runtime=good)
+  assert good.line() in cert.line()

@@ -214,13 +214,16 @@ def _name(runtime) -> str:
 @dataclasses.dataclass(frozen=True)
 class Verdict:
   """Whether a certificate's arithmetic may be trusted on the probed runtime, and why;
-  ``bool(verdict)`` is ``verdict.ok``."""
+  ``bool(verdict)`` is ``verdict.ok``, and ``ok, reason = verdict`` unpacks it."""
 
   ok: bool
   reason: str
 
   def __bool__(self) -> bool:
     return self.ok
+
+  def __iter__(self):
+    return iter((self.ok, self.reason))
 
 
 def _up(x: float) -> str:
