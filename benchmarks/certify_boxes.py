@@ -41,7 +41,7 @@ CROWN rows say why they were not run.
     PYTHONPATH=.:<auto_LiRPA checkout>:<its deps> python benchmarks/certify_boxes.py \
         --network=hand_built --boxes_per_axis=2,4,8,16 --output_dir=results/benchmarks
 
-Writes certify_boxes.json into --output_dir (default runs/benchmarks; an existing file is
+Writes certify_boxes_<network>.json into --output_dir (default runs/benchmarks; an existing file is
 refused before the work unless --overwrite) and appends one line to benchmarks.md there.
 """
 
@@ -62,7 +62,7 @@ from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_certificate, target_enclosures
 from transformer_ua.yun.stages import targets as targets_lib
 
-JSON_NAME = 'certify_boxes.json'
+JSON_NAME = 'certify_boxes_{network}.json'   # one file per --network
 LOG_NAME = provenance.BENCHMARK_LOG
 METHODS = ('IBP', 'CROWN', 'alpha-CROWN')
 
@@ -292,7 +292,8 @@ def main(argv):
   if target_enclosures.interval_form(target) is None:
     raise cli.BadInput(f'--target={FLAGS.target} has no interval form; allowed: '
                        f'{", ".join(target_enclosures.INTERVAL_FORMS)}.')
-  out_dir = cli.output_dir(FLAGS.output_dir, writes=(JSON_NAME,))
+  json_name = JSON_NAME.format(network=FLAGS.network)
+  out_dir = cli.output_dir(FLAGS.output_dir, writes=(json_name,))
   prov = provenance.record()
   raw = (hand_built(FLAGS.n, FLAGS.knots) if FLAGS.network == 'hand_built' else
          random_network(FLAGS.d, FLAGS.width, FLAGS.heads, FLAGS.head_size, FLAGS.ff,
@@ -339,7 +340,7 @@ def main(argv):
             'flags': {k: FLAGS[k].value for k in ('knots', 'width', 'heads', 'head_size', 'ff',
                                                   'seed', 'max_boxes', 'samples_per_box',
                                                   'methods', 'certify_minutes')}}
-  outputs.atomic_json(os.path.join(out_dir, JSON_NAME), result, indent=1, default=str)
+  outputs.atomic_json(os.path.join(out_dir, json_name), result, indent=1, default=str)
   last = rows[-1]
   line = (f'certify_boxes ({FLAGS.network}, {FLAGS.target}, d={FLAGS.d}, n={FLAGS.n}, k='
           f'{last["boxes_per_axis"]}, {last["boxes"]} boxes): certifier '
@@ -351,7 +352,7 @@ def main(argv):
           + f'; sampled lower bound mean {last["sampled_lower"]["mean"]:.4g}')
   provenance.append_benchmark_line(os.path.join(out_dir, LOG_NAME), line, prov)
   print(line)
-  print(f'wrote {os.path.join(out_dir, JSON_NAME)}')
+  print(f'wrote {os.path.join(out_dir, json_name)}')
 
 
 if __name__ == '__main__':
