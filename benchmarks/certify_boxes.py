@@ -92,7 +92,7 @@ cli.define_overwrite()
 # -- the networks ----------------------------------------------------------------
 
 
-def hand_built(n: int, knots: int) -> dict:
+def hand_built(knots: int) -> dict:
   """token_times_mean (d = 1) as a uniform-mean head and one ReLU product layer (module
   docstring): z = (x_j, m) after the head, then z_0 <- x m up to 2 (1/knots)^2 / 4."""
   h = 1.0 / knots
@@ -110,14 +110,15 @@ def hand_built(n: int, knots: int) -> dict:
   block = {'W_Q': np.zeros((1, 1, 2)), 'W_K': np.zeros((1, 1, 2)),
            'W_V': np.array([[[1.0, 0.0]]]), 'W_O': np.array([[[0.0], [1.0]]]),
            'W_1': w_1, 'b_1': b_1, 'W_2': w_2, 'b_2': np.array([-0.25, 0.0])}
-  del n
   return {'blocks': [block]}
 
 
-def random_network(d: int, width: int, heads: int, head_size: int, ff: int, seed: int):
+def random_network(width: int, heads: int, head_size: int, ff: int, seed: int) -> dict:
   rng = np.random.default_rng(seed)
-  g = lambda *shape: rng.normal(size=shape) / math.sqrt(shape[-1])  # noqa: E731 pylint: disable=unnecessary-lambda-assignment
-  del d
+
+  def g(*shape):
+    return rng.normal(size=shape) / math.sqrt(shape[-1])
+
   return {'blocks': [{'W_Q': g(heads, head_size, width), 'W_K': g(heads, head_size, width),
                       'W_V': g(heads, head_size, width), 'W_O': g(heads, width, head_size),
                       'W_1': g(ff, width), 'b_1': rng.normal(size=ff) * 0.1,
@@ -279,10 +280,12 @@ def main(argv):
   if FLAGS.network == 'hand_built' and (FLAGS.target, FLAGS.d) != ('token_times_mean', 1):
     raise cli.BadInput('--network=hand_built is built for --target=token_times_mean with '
                        f'--d=1, not {FLAGS.target} with --d={FLAGS.d}.')
-  for name in ('n', 'knots', 'width', 'heads', 'head_size', 'ff', 'max_boxes',
+  for name in ('d', 'n', 'knots', 'width', 'heads', 'head_size', 'ff', 'max_boxes',
                'samples_per_box'):
     if getattr(FLAGS, name) < 1:
       raise cli.BadInput(f'--{name}={getattr(FLAGS, name)}; it must be >= 1.')
+  if FLAGS.network == 'random' and FLAGS.width < FLAGS.d:
+    raise cli.BadInput(f'--width={FLAGS.width} is below --d={FLAGS.d}.')
   if FLAGS.certify_minutes < 0:
     raise cli.BadInput(f'--certify_minutes={FLAGS.certify_minutes}; it must be >= 0.')
   try:
@@ -295,9 +298,8 @@ def main(argv):
   json_name = JSON_NAME.format(network=FLAGS.network)
   out_dir = cli.output_dir(FLAGS.output_dir, writes=(json_name,))
   prov = provenance.record()
-  raw = (hand_built(FLAGS.n, FLAGS.knots) if FLAGS.network == 'hand_built' else
-         random_network(FLAGS.d, FLAGS.width, FLAGS.heads, FLAGS.head_size, FLAGS.ff,
-                        FLAGS.seed))
+  raw = (hand_built(FLAGS.knots) if FLAGS.network == 'hand_built' else
+         random_network(FLAGS.width, FLAGS.heads, FLAGS.head_size, FLAGS.ff, FLAGS.seed))
   net = network_dict.check(raw, d=FLAGS.d, n=FLAGS.n)
   lirpa, status = load_auto_lirpa()
   module = torch_module(net) if lirpa is not None else None

@@ -155,7 +155,10 @@ def runtimes_of(model):
 def inputs(model, m: int, regime: str, rng):
   """a, b [m] and c in the storage dtype."""
   dtype = np.dtype(model.dtype)
-  sign = lambda: rng.choice([-1.0, 1.0], m)   # pylint: disable=unnecessary-lambda-assignment
+
+  def sign():
+    return rng.choice([-1.0, 1.0], m)
+
   if regime == 'adversarial':
     bits = model.operand_bits - 1 if model.operand_rel else 20
     top = 1 + 2.0 ** -bits - 2.0 ** -23                     # truncation loses almost 2^-bits
@@ -292,7 +295,10 @@ def test_a_23_bit_truncating_accumulator_breaks_the_tf32_bound():
   runtime = Runtime(reduce='truncate', accumulate='truncate', bias_at='first')
   y, limit = exact(a, b, c), bound(model, a, b, c)
   lowest = math.floor(math.log2(model.tiny)) - 23 + 1
-  short = lambda n: round_fixed(n, 23, lowest, 'truncate')  # noqa: E731 pylint: disable=unnecessary-lambda-assignment
+
+  def short(n):
+    return round_fixed(n, 23, lowest, 'truncate')
+
   rng = np.random.default_rng(5)
   assert abs(as_fraction(emulate(model, a, b, c, runtime, rng, short)) - y) > limit
   assert abs(as_fraction(emulate(model, a, b, c, runtime, rng)) - y) <= limit

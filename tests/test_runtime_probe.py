@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 
 from transformer_ua import rounding
 from transformer_ua.certify import runtime_probe
+from transformer_ua.certify.network_certificate import certify_network
 from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime
 
 SAMPLES = 20000
@@ -265,7 +266,6 @@ def test_the_verdict_unpacks_as_ok_and_reason():
 
 
 def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
-  from transformer_ua.certify.network_certificate import certify_network  # pylint: disable=import-outside-toplevel
   bad = check_runtime(ReducedMatmul('tf32', 'truncate'), arithmetic='float32', samples=SAMPLES)
   with pytest.raises(ValueError, match='TF32-like') as err:
     certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
