@@ -46,7 +46,7 @@ from transformer_ua.yun.stages import targets as targets_lib
 #: Boxes evaluated per NumPy batch (memory: ~ a few kB per box for small networks).
 BATCH = 2048
 #: Initial boxes (about; the per-axis count is the largest k with k^(n d) <= this).
-INITIAL_BOXES = 4096
+INITIAL_BOXES = 512
 #: At most this many boxes are bisected per round.
 MAX_SPLIT = 32768
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
@@ -379,10 +379,15 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   iv.check_numpy_exp()
   lo, hi = _initial_boxes(n, d, symmetric)
   start = time.perf_counter()
-  probe = min(64, len(lo))
-  evaluator.evaluate(lo[:probe], hi[:probe])
-  per_box = (time.perf_counter() - start) / probe
-  estimate = per_box * len(lo)
+  per_box = 0.0
+  for probe in (16, 512):      # a small probe first: a huge network is refused quickly
+    probe = min(probe, len(lo))
+    t0 = time.perf_counter()
+    evaluator.evaluate(lo[:probe], hi[:probe])
+    per_box = (time.perf_counter() - t0) / probe
+    estimate = per_box * len(lo)
+    if estimate > 60 * max_minutes or probe == len(lo):
+      break
   if estimate > 60 * max_minutes:
     raise ValueError(f'the first partition alone ({len(lo):,} boxes at {per_box * 1e3:.2f} ms '
                      f'each) is estimated at {estimate / 60:.1f} min, above max_minutes='

@@ -101,6 +101,11 @@ def _dev_mix(model: _Model, dw, mw, dv, mv):
 
 def _dev_softmax(model: _Model, ds, ms, w_hi):
   """D of the computed softmax over the last axis (module docstring)."""
+  with np.errstate(over='ignore'):       # a huge delta gives inf: the cap below holds
+    return _dev_softmax_raw(model, ds, ms, w_hi)
+
+
+def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
   n = ds.shape[-1]
   u = model.u
   delta = ds.max(axis=-1, keepdims=True)
@@ -108,11 +113,12 @@ def _dev_softmax(model: _Model, ds, ms, w_hi):
   r1 = _up(np.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
            * _up(np.exp(_up(u * t))))
   r2 = _up((1 + r1) * (1 + model.gamma(n)) - 1)
-  rho = _up((1 + r1) * (1 + u) ** 2 / iv.down(1 - r2) - 1)
+  denom = iv.down(np.where(r2 < 1, 1 - r2, 1.0))
+  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), np.inf)
   grow = _up(np.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
   shift = _up(np.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
   out = _up(w_hi * shift + rho * np.minimum(1.0, w_hi * grow) + 4 * n * model.tiny)
-  return np.minimum(out, _up(1 + rho))
+  return np.where(np.isnan(out), np.inf, np.minimum(out, _up(1 + rho)))
 
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None):
