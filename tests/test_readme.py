@@ -365,3 +365,39 @@ _TIMING = re.compile(r'(?<![\w.])\d+(?:\.\d+)?\s?(s|min|h)(?!\w)')
 def test_front_page_holds_no_timings_and_no_loads():
   text = re.sub(r'`[^`]*`', '', _prose(_read(FRONT)))
   assert _TIMING.findall(text) == [] and not re.search(r'\bload\b', text)
+
+
+def _slug(heading: str) -> str:
+  """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+  text = re.sub(r'[^\w\- ]', '', heading.strip().lower())
+  return text.replace(' ', '-')
+
+
+def _anchors(page: str) -> set:
+  text = re.sub(r'```.*?```', '', _read(page), flags=re.S)
+  return ({_slug(h) for h in re.findall(r'^#+ (.+)$', text, flags=re.M)}
+          | set(re.findall(r'<a id="([^"]+)"', text)))
+
+
+def test_slug():
+  assert _slug("Appendix G.2's ordering is false") == 'appendix-g2s-ordering-is-false'
+  assert _slug("Certified as it runs: `arithmetic='float64'` and `'float32'`") == \
+      'certified-as-it-runs-arithmeticfloat64-and-float32'
+
+
+@pytest.mark.parametrize('page', LINKED)
+def test_link_anchors_exist(page):
+  """A link to a heading of a markdown page (page.md#anchor, or #anchor on the page
+  itself) names a heading or an <a id> that is there."""
+  text = re.sub(r'```.*?```', '', _read(page), flags=re.S)
+  base = '' if page == FRONT else os.path.dirname(page)
+  missing = []
+  for target in re.findall(r'\]\(([^)\s]+)\)', text):
+    if re.match(r'^[a-z]+:', target) or '#' not in target:
+      continue
+    path, anchor = target.split('#', 1)
+    linked = page if not path else os.path.normpath(os.path.join(base, path))
+    if linked.endswith('.md') and os.path.exists(os.path.join(ROOT, linked)) and \
+        anchor not in _anchors(linked):
+      missing.append(target)
+  assert missing == [], f'{page} links to anchors that do not exist'
