@@ -23,7 +23,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The front page. Its draft is written with links relative to the repository root, where
 #: it will live; when it replaces README.md, this names README.md.
-FRONT = 'docs/README_draft.md'
+FRONT = 'README.md'
 PAGES = ['README.md'] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(
     os.path.join(ROOT, 'docs', '**', '*.md'), recursive=True))
 LINKED = PAGES + ['colabs/README.md'] + sorted(
@@ -223,7 +223,7 @@ def test_no_record_names_a_machine_directory():
   paths are relative to the checkout or `<outside_checkout>/<name>` (provenance.portable),
   in every text file of results/ and on the front page."""
   found = []
-  files = ['README.md', FRONT] + [os.path.relpath(p, ROOT) for p in glob.glob(
+  files = ['README.md'] + [os.path.relpath(p, ROOT) for p in glob.glob(
       os.path.join(ROOT, 'results', '**', '*'), recursive=True)
       if p.endswith(('.md', '.json', '.jsonl', '.txt', '.csv'))]
   for rel in sorted(files):
