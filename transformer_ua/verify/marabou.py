@@ -407,7 +407,7 @@ def run(*, target: str = 'token_times_mean', grid: Grid = Grid(1, 2, 2), cells=N
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')
     g64 = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='float64', clamp=True)
-  export_onnx(g64, export_path, batch=1, overwrite=True)
+  export_onnx(g64, export_path, layout='scan', batch=1, overwrite=True)
   cells = np.arange(n * d).reshape(n, d) % resolution if cells is None else np.asarray(cells)
   if int(cells[0, 0]) + 1 >= resolution:
     raise ValueError(f'cells[0, 0] = {int(cells[0, 0])}: the window box needs a cell below '
