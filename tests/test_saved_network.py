@@ -210,3 +210,15 @@ def test_recheck_of_a_callable_needs_f_again(tmp_path):
     saved_network.recheck(loaded)
   again = saved_network.recheck(loaded, _my_f)
   assert again['same_total'], (again['total'], res.certificate.total)
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch):
+  """docs/portable.md's example, as a user copies it (also run by test_readme --runslow)."""
+  import os
+  import re
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, 'docs', 'portable.md'), encoding='utf-8') as f:
+    (code,) = re.findall(r'^```python\n(.*?)^```', f.read(), flags=re.S | re.M)
+  monkeypatch.chdir(tmp_path)
+  exec(compile(code, 'docs/portable.md', 'exec'), {'__name__': 'docs'})  # pylint: disable=exec-used
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['g.npz', 'g.onnx']

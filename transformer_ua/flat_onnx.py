@@ -6,14 +6,16 @@ head at a time in the 2-d form the neural-network verifiers read (Marabou 2.0 pa
 no Scan, no Reshape, no head-batched 4-d MatMul). PyTorch (onnx2torch), onnxruntime and
 the verifiers load it as it is. Token-major, Z [B, n, D] (``form='single'``: Z [n, D]):
 
-    Z_0 = X embed^T                     (MatMul; without embed: Pad X with D - d zeros)
+    Z_0 = X embed^T                     (MatMul; without embed: Pad X with D - d zeros,
+                                         in the 'single' form a MatMul by [I_d 0])
     Z_0 <- Z_0 + E                      (Add; positional only)
     per block, per head i (q, k, v [B, n, m]):
       q_i = Z Wq_i + bq_i,  k_i = Z Wk_i,  v_i = Z Wv_i         Wq_i = W_Q^i^T [D, m]
       u_i = Softmax_keys(q_i k_i^T) v_i Wo_i                     Wo_i = W_O^i^T [m, D]
       Z <- Z + (u_0 + u_1 + ... + u_{h-1})                       (Attn)
       Z <- Z + (Relu(Z W1 + b1) W2 + b2)                         (FF; W1 = W_1^T, W2 = W_2^T)
-    Y = Z readout^T                     (MatMul; without readout: Slice the first d)
+    Y = Z readout^T                     (MatMul; without readout: Slice the first d, in
+                                         the 'single' form a MatMul by [I_d 0]^T)
 
 The initializers are named after the dict format (``blocks.<i>.Wq.<head>``, ...), in the
 file's dtype (float64 or float32: a float32 file holds the network ``network_dict.cast``
@@ -132,6 +134,8 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   z = 'X'
   if net.embed is not None:
     z = op('MatMul', [z, const('embed', net.embed.T)], 'Z_embed')
+  elif net.D > net.d and form == 'single':   # Marabou 2.0 has no Pad: X [I_d 0]
+    z = op('MatMul', [z, const('pad_matrix', np.eye(net.d, net.D))], 'Z_pad')
   elif net.D > net.d:
     pads = [0] * len(lead) + [0, 0] + [0] * len(lead) + [0, net.D - net.d]
     z = op('Pad', [z, index('pads', pads)], 'Z_pad', mode='constant')
@@ -164,6 +168,8 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
       z = op('Add', [z, ff], p + 'z_feedforward')
   if net.readout is not None:
     op('MatMul', [z, const('readout', net.readout.T)], 'Y')
+  elif net.D > net.d and form == 'single':   # and no Slice: Z [I_d 0]^T
+    op('MatMul', [z, const('slice_matrix', np.eye(net.d, net.D).T)], 'Y')
   elif net.D > net.d:
     op('Slice', [z, index('y_starts', [0]), index('y_ends', [net.d]), index('y_axes', [-1])],
        'Y')

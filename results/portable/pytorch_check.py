@@ -101,7 +101,7 @@ def main():
         'seconds': round(time.time() - t0, 1)})
     print(json.dumps(rows[-1]))
   result = {'provenance': prov, 'torch': torch.__version__,
-            'onnx2torch': getattr(onnx2torch, '__version__', 'unknown'),
+            'onnx2torch': __import__('importlib.metadata').metadata.version('onnx2torch'),
             'onnxruntime': ort.__version__, 'torchvision_shim': shim, 'rows': rows}
   outputs.atomic_json(out_json, result, indent=1)
   ok = all(r['onnxruntime_bit_identical_to_jax'] and all(
