@@ -281,3 +281,17 @@ def test_flat_file_runs_in_pytorch_bit_identical_to_jax(integer_ids, tmp_path):
       y = module(torch.from_numpy(x.astype(fmt))).numpy()
     assert y.dtype == np.dtype(fmt)
     assert np.array_equal(y.astype(np.float64), g.apply(x.astype(fmt))), fmt
+
+
+def test_single_form_has_no_pad_or_slice_and_runs_the_same(integer_ids, tmp_path):
+  """The verifiers' form (X [n, d]): padding and the first d as MatMuls by [I 0], exact."""
+  grid, gs = integer_ids
+  g = gs['float64']
+  net = network_dict.from_realized(g)
+  single = flat_onnx.write(net, tmp_path / 'single.onnx', form='single')
+  ops = {n.op_type for n in onnx.load(str(single)).graph.node}
+  assert not ops & {'Pad', 'Slice'} and ops <= set(flat_onnx.OPERATORS)
+  assert network_dict.params_hash(flat_onnx.read(single)) == network_dict.params_hash(net)
+  x = _points(np.random.default_rng(8), grid, 50)
+  y = np.stack([_run(single, xb) for xb in x])
+  assert np.array_equal(y, g.apply(x))

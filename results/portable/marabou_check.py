@@ -31,13 +31,19 @@ MARGIN = Fraction(1, 64)
 
 
 def _row(net, g, cert, timeout, label):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
   with tempfile.TemporaryDirectory() as tmp:
     out = marabou.check_flat(net, g, cert, tmp, timeout=timeout)
+    lo, hi = (np.asarray(b) for b in out['box'])
+    at_centre = ort.InferenceSession(os.path.join(tmp, 'g_flat.onnx')).run(
+        None, {'X': (lo + hi) / 2})[0]
   row = {'network': label, 'blocks': out['blocks'], 'weights': out['weights'],
          'marabou_variables': out['variables'], 'certified_total': float(cert.total),
          'interior_sup': out['interior_sup'], 'cells': out['cells'], 'g_bar': out['g_bar'],
          'unsat_query': {k: out['unsat'][k] for k in ('status', 'seconds', 'message')},
          'sat_query': {k: out['sat'][k] for k in ('status', 'seconds', 'message')},
+         'flat_file_in_onnxruntime_at_box_centre': at_centre.tolist(),
          'agrees': out['agrees']}
   print(json.dumps(row), flush=True)
   return row
