@@ -122,8 +122,14 @@ def test_an_onnxruntime_session_or_module_is_probed_on_its_providers():
                                                                         None)],
                             [helper.make_tensor_value_info('y', TensorProto.FLOAT, None)])
   model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)], ir_version=8)
-  session = onnxruntime.InferenceSession(model.SerializeToString(),
+  options = onnxruntime.SessionOptions()
+  options.add_session_config_entry('mlas.enable_gemm_fastmath_arm64_bfloat16', '1')
+  session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
                                          providers=['CPUExecutionProvider'])
+  adapter = runtime_probe.as_runtime(session)        # the session's options travel along
+  assert adapter.session_options.get_session_config_entry(
+      'mlas.enable_gemm_fastmath_arm64_bfloat16') == '1'
+  assert adapter.providers == [('CPUExecutionProvider', {})]
   for runtime in (session, onnxruntime):
     report = check_runtime(runtime, arithmetic='float32', samples=SAMPLES)
     assert report.runtime.startswith('onnxruntime') and 'CPUExecutionProvider' in report.runtime
