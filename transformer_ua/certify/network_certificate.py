@@ -441,7 +441,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
     rounds += 1
   total = _total(contrib, p)
-  if eps is not None and reached is None:
+  if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
