@@ -312,13 +312,18 @@ def main(argv):
           + '; '.join(parts))
   end_to_end = None
   if FLAGS.certify_minutes > 0:
-    cert = network_certificate.certify_network(FLAGS.target, net, d=FLAGS.d, n=FLAGS.n,
-                                               p=math.inf, arithmetic='exact',
-                                               max_minutes=FLAGS.certify_minutes)
-    end_to_end = {'line': cert.line(), 'boxes': cert.boxes, 'seconds': cert.seconds,
-                  'boxes_per_second': cert.boxes / max(cert.seconds, 1e-9),
-                  'sup_bound': float(cert.total)}
-    print(cert.line())
+    try:
+      cert = network_certificate.certify_network(FLAGS.target, net, d=FLAGS.d, n=FLAGS.n,
+                                                 p=math.inf, arithmetic='exact',
+                                                 max_minutes=FLAGS.certify_minutes)
+    except ValueError as e:                    # e.g. its estimate exceeds the budget
+      end_to_end = {'refused': str(e)}
+      print(f'certify_network refused: {e}')
+    else:
+      end_to_end = {'line': cert.line(), 'boxes': cert.boxes, 'seconds': cert.seconds,
+                    'boxes_per_second': cert.boxes / max(cert.seconds, 1e-9),
+                    'sup_bound': float(cert.total)}
+      print(cert.line())
   result = {'provenance': prov, 'network': FLAGS.network, 'target': FLAGS.target,
             'd': FLAGS.d, 'n': FLAGS.n, 'params': net.count_params(),
             'architecture': net.architecture(), 'sup_error_closed_form': closed_form,

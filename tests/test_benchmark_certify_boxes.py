@@ -22,7 +22,7 @@ def _run(tmp_path, *args):
 
 def test_certify_boxes_runs_and_its_bounds_hold(tmp_path):
   proc = _run(tmp_path, '--boxes_per_axis=2,4', '--max_boxes=16', '--samples_per_box=16',
-              '--methods=CROWN', '--certify_minutes=0.02')
+              '--methods=CROWN', '--certify_minutes=0.05')
   assert proc.returncode == 0, proc.stderr[-3000:]
   r = json.loads((tmp_path / 'certify_boxes_hand_built.json').read_text())
   assert [x['boxes'] for x in r['rows']] == [8, 16] and r['sup_error_closed_form'] == 1 / 256
@@ -33,7 +33,9 @@ def test_certify_boxes_runs_and_its_bounds_hold(tmp_path):
     assert 'not_run' in crown or crown['below_sampled'] == 0
   rows = r['rows']
   assert rows[1]['certifier']['bound']['mean'] < rows[0]['certifier']['bound']['mean']
-  assert r['certify_network']['sup_bound'] > 0
+  end_to_end = r['certify_network']       # the certified sup is at least the true one
+  assert end_to_end['sup_bound'] >= r['sup_error_closed_form'] if 'sup_bound' in end_to_end \
+      else 'estimate' in end_to_end['refused']
   assert 'certify_boxes (hand_built' in (tmp_path / 'benchmarks.md').read_text()
   # The hand-built network's closed form sup |f - g| = h^2/4 bounds the sampled error, and
   # it is an interpolation, not the exact product.

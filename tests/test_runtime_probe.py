@@ -203,6 +203,8 @@ def test_a_softmax_normalized_by_a_float16_reciprocal_is_caught():
 # -- the measurement itself ----------------------------------------------------
 
 
+@pytest.mark.skipif(not runtime_probe._longdouble_is_wide(),
+                    reason='np.longdouble is binary64 here: the probe uses mpmath instead')
 def test_the_reference_exp_agrees_with_mpmath():
   fmt = rounding.FORMATS['float64']
   t = runtime_probe._exp_arguments('float64', 3000, np.random.default_rng(3))
@@ -275,9 +277,9 @@ def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
   bad = check_runtime(ReducedMatmul('tf32', 'truncate'), arithmetic='float32', samples=SAMPLES)
   with pytest.raises(ValueError, match='TF32-like') as err:
     certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
-                    max_minutes=0.01, runtime=bad)
+                    epsilon=10, max_minutes=1, runtime=bad)
   assert '\n' not in str(err.value)
   good = check_runtime('onnxruntime', arithmetic='float32', samples=SAMPLES)
   cert = certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
-                         max_minutes=0.01, runtime=good)
-  assert good.line() in cert.line()
+                         epsilon=10, max_minutes=1, runtime=good)
+  assert cert.reached and good.line() in cert.line()
