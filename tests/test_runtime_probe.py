@@ -283,3 +283,11 @@ def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
   cert = certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
                          epsilon=10, max_minutes=1, runtime=good)
   assert cert.reached and good.line() in cert.line()
+
+
+def test_without_a_wide_longdouble_mpmath_measures_a_spread_subsample(monkeypatch):
+  monkeypatch.setattr(runtime_probe, '_longdouble_is_wide', lambda: False)
+  report = check_runtime(ExpOff(100), arithmetic='float64', samples=10 ** 5)
+  assert report.samples == runtime_probe.MPMATH_SUBSAMPLE
+  assert report.reference.startswith('mpmath 113 bits on 20,000 args')
+  assert 100 - 1 <= report.exp_ulps <= 200 + 1 and not report.ok_for('float64')

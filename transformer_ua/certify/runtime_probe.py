@@ -396,7 +396,7 @@ def _measure_exp(runtime, dtype: str, samples: int, rng, seen: set):
   fmt = rounding.FORMATS[dtype]
   t = _exp_arguments(dtype, samples, rng)
   if dtype == 'float64' and not _longdouble_is_wide():
-    t = t[:MPMATH_SUBSAMPLE]
+    t = t[np.unique(np.linspace(0, len(t) - 1, MPMATH_SUBSAMPLE).astype(int))]   # every part
     errors, reference = _exp_errors_mpmath, f'mpmath {_MP_BITS} bits on {len(t):,} args'
   else:
     errors = _exp_errors_longdouble
