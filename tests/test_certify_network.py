@@ -281,3 +281,17 @@ def test_docs_example_runs():
   blocks = re.findall(r'```python\n(.*?)```', open(path).read(), flags=re.S)
   assert blocks
   exec(compile(blocks[0], 'docs/certify.md', 'exec'), {})   # noqa: S102
+
+
+@pytest.mark.parametrize('units,p', [(4, 2), (4, 'inf'), (8, 'inf')])
+def test_hand_built_network_within_one_and_a_half_of_its_closed_form(units, p):
+  """The uniform-mean head plus a ReLU product layer (certify/hand_built.py), whose error is
+  known in closed form (exact rationals): the certificate is at least the true error and
+  reaches 1.5 times it."""
+  from transformer_ua.certify import hand_built
+  hb = hand_built.hand_built_product_network(units, n=3)
+  true = math.sqrt(hb.l2_error_squared) if p == 2 else float(hb.sup_error)
+  cert = nc.certify_network('token_times_mean', hb.net, d=1, n=3, p=p, arithmetic='float64',
+                            epsilon=1.5 * true, max_minutes=1.0)
+  assert cert.reached
+  assert true <= float(cert.total) <= 1.5 * true

@@ -39,7 +39,7 @@ from transformer_ua import executor as executor_lib
 from transformer_ua import network_dict, rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, target_enclosures
-from transformer_ua.yun.bounds import callable_checks, target_bounds
+from transformer_ua.yun.bounds import callable_checks, distances, target_bounds
 from transformer_ua.yun.bounds.certificate import bound_text
 from transformer_ua.yun.stages import targets as targets_lib
 
@@ -134,15 +134,6 @@ def as_net(g, *, d: int, n: int) -> network_dict.Net:
     return network_dict.check(g, d=d, n=n)
   raise ValueError(f'g is a {type(g).__name__}; give a network dict (network_dict.py), a '
                    '(layers.Network, params) pair, or the path of an ONNX file.')
-
-
-def check_p(p) -> float:
-  """p in [1, inf) or p = inf (math.inf, 'inf'), else one ValueError line."""
-  if isinstance(p, str) and p.strip().lower() in ('inf', 'infinity'):
-    return math.inf
-  if isinstance(p, bool) or not isinstance(p, (int, float)) or math.isnan(p) or p < 1:
-    raise ValueError(f'p={p!r}; d_p needs 1 <= p < inf, or p = inf (the sup norm).')
-  return float(p)
 
 
 def _check_epsilon(epsilon) -> Fraction | None:
@@ -349,7 +340,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
-  p = check_p(p)
+  p = distances.check_p(p, allow_inf=True)
   eps = _check_epsilon(epsilon)
   arithmetic = rounding.check_network_arithmetic(arithmetic)
   if isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float)) or \
