@@ -122,8 +122,14 @@ def test_an_onnxruntime_session_or_module_is_probed_on_its_providers():
                                                                         None)],
                             [helper.make_tensor_value_info('y', TensorProto.FLOAT, None)])
   model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)], ir_version=8)
-  session = onnxruntime.InferenceSession(model.SerializeToString(),
+  options = onnxruntime.SessionOptions()
+  options.add_session_config_entry('mlas.enable_gemm_fastmath_arm64_bfloat16', '1')
+  session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
                                          providers=['CPUExecutionProvider'])
+  adapter = runtime_probe.as_runtime(session)        # the session's options travel along
+  assert adapter.session_options.get_session_config_entry(
+      'mlas.enable_gemm_fastmath_arm64_bfloat16') == '1'
+  assert adapter.providers == [('CPUExecutionProvider', {})]
   for runtime in (session, onnxruntime):
     report = check_runtime(runtime, arithmetic='float32', samples=SAMPLES)
     assert report.runtime.startswith('onnxruntime') and 'CPUExecutionProvider' in report.runtime
@@ -197,6 +203,8 @@ def test_a_softmax_normalized_by_a_float16_reciprocal_is_caught():
 # -- the measurement itself ----------------------------------------------------
 
 
+@pytest.mark.skipif(not runtime_probe._longdouble_is_wide(),
+                    reason='np.longdouble is binary64 here: the probe uses mpmath instead')
 def test_the_reference_exp_agrees_with_mpmath():
   fmt = rounding.FORMATS['float64']
   t = runtime_probe._exp_arguments('float64', 3000, np.random.default_rng(3))
@@ -269,9 +277,17 @@ def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
   bad = check_runtime(ReducedMatmul('tf32', 'truncate'), arithmetic='float32', samples=SAMPLES)
   with pytest.raises(ValueError, match='TF32-like') as err:
     certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
-                    max_minutes=0.01, runtime=bad)
+                    epsilon=10, max_minutes=1, runtime=bad)
   assert '\n' not in str(err.value)
   good = check_runtime('onnxruntime', arithmetic='float32', samples=SAMPLES)
   cert = certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
-                         max_minutes=0.01, runtime=good)
-  assert good.line() in cert.line()
+                         epsilon=10, max_minutes=1, runtime=good)
+  assert cert.reached and good.line() in cert.line()
+
+
+def test_without_a_wide_longdouble_mpmath_measures_a_spread_subsample(monkeypatch):
+  monkeypatch.setattr(runtime_probe, '_longdouble_is_wide', lambda: False)
+  report = check_runtime(ExpOff(100), arithmetic='float64', samples=10 ** 5)
+  assert report.samples == runtime_probe.MPMATH_SUBSAMPLE
+  assert report.reference.startswith('mpmath 113 bits on 20,000 args')
+  assert 100 - 1 <= report.exp_ulps <= 200 + 1 and not report.ok_for('float64')

@@ -58,7 +58,7 @@ or something np.asarray takes: ``exp(x)``, ``softmax(s)`` (over the last axis) a
 ``matmul(a, b)`` (2-D); it may also have a ``name``. These are such runtimes:
   * ``JaxRuntime``: JAX as configured (x64, default matmul precision, backend), jitted;
   * ``OnnxRuntime``: tiny Exp, Softmax and MatMul graphs in InferenceSessions on the
-    given providers;
+    given providers and session options (those of a session, when one is given);
   * ``NumpyRuntime``: the operations of ``network_dict.apply``.
 The tests plant faults into subclasses of NumpyRuntime.
 """
@@ -140,15 +140,19 @@ class JaxRuntime:
 
 
 class OnnxRuntime:
-  """onnxruntime on ``providers`` (default CPU): one-node Exp, Softmax (axis -1) and MatMul
-  graphs, built with onnx.helper, one InferenceSession per op and dtype."""
+  """onnxruntime on ``providers`` (default CPU; names or (name, options) pairs) with
+  ``session_options`` (default None): one-node Exp, Softmax (axis -1) and MatMul graphs,
+  built with onnx.helper, one InferenceSession per op and dtype."""
 
-  def __init__(self, providers=None):
+  def __init__(self, providers=None, session_options=None):
     import onnxruntime             # pylint: disable=import-outside-toplevel
     self._ort = onnxruntime
     self.providers = list(providers or ['CPUExecutionProvider'])
+    self.session_options = session_options
     self._sessions = {}
-    self.name = f'onnxruntime {onnxruntime.__version__} {self.providers[0]}'
+    first = self.providers[0]
+    self.name = f'onnxruntime {onnxruntime.__version__} ' + \
+        (first if isinstance(first, str) else first[0])
 
   def _session(self, op: str, dtype):
     from onnx import TensorProto, helper   # pylint: disable=import-outside-toplevel
@@ -167,8 +171,9 @@ class OnnxRuntime:
           [helper.make_tensor_value_info('y', ty, None)])
       model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)],
                                 ir_version=8)
-      self._sessions[key] = self._ort.InferenceSession(model.SerializeToString(),
-                                                       providers=self.providers)
+      self._sessions[key] = self._ort.InferenceSession(
+          model.SerializeToString(), sess_options=self.session_options,
+          providers=self.providers)
     return self._sessions[key]
 
   def exp(self, x):
@@ -183,7 +188,9 @@ class OnnxRuntime:
 
 def as_runtime(runtime):
   """'jax' | 'onnxruntime' | 'numpy' | the onnxruntime module | an InferenceSession (its
-  providers) | an object with exp, softmax and matmul -> a runtime; else ValueError."""
+  providers, provider options and session options: a CUDA session's TF32 setting, a CPU
+  session's fast-math GEMM) | an object with exp, softmax and matmul -> a runtime; else
+  ValueError."""
   if isinstance(runtime, str):
     makers = {'jax': JaxRuntime, 'onnxruntime': OnnxRuntime, 'numpy': NumpyRuntime}
     if runtime not in makers:
@@ -195,7 +202,9 @@ def as_runtime(runtime):
     return OnnxRuntime()
   if callable(getattr(runtime, 'get_providers', None)) and callable(getattr(runtime, 'run',
                                                                             None)):
-    return OnnxRuntime(runtime.get_providers())
+    options = runtime.get_provider_options()
+    return OnnxRuntime([(p, options.get(p, {})) for p in runtime.get_providers()],
+                       runtime.get_session_options())
   missing = [m for m in ('exp', 'softmax', 'matmul') if not callable(getattr(runtime, m, None))]
   if missing:
     raise ValueError(f'runtime {type(runtime).__name__} has no {", ".join(missing)} method; '
@@ -387,7 +396,7 @@ def _measure_exp(runtime, dtype: str, samples: int, rng, seen: set):
   fmt = rounding.FORMATS[dtype]
   t = _exp_arguments(dtype, samples, rng)
   if dtype == 'float64' and not _longdouble_is_wide():
-    t = t[:MPMATH_SUBSAMPLE]
+    t = t[np.unique(np.linspace(0, len(t) - 1, MPMATH_SUBSAMPLE).astype(int))]   # every part
     errors, reference = _exp_errors_mpmath, f'mpmath {_MP_BITS} bits on {len(t):,} args'
   else:
     errors = _exp_errors_longdouble
