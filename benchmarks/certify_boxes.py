@@ -215,7 +215,7 @@ def lirpa_bounds(lirpa, module, lo, hi, method: str):
 def bench_grid(k, net, target, lirpa, status: str, module, methods, rng) -> dict:
   n, d = net.n, net.d
   lo, hi = grid_boxes(k, n, d, FLAGS.max_boxes, rng)
-  _, evaluator = network_certificate._build_evaluator(   # pylint: disable=protected-access
+  _, evaluator = network_certificate.build_evaluator(
       net.as_dict(), d, n, FLAGS.target, 'exact')
   evaluator.evaluate(lo[:2], hi[:2])                      # warm-up
   t0 = time.perf_counter()

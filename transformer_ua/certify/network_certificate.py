@@ -216,8 +216,9 @@ class Evaluator:
     return e, dev, split
 
 
-def _build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
-  """The executor's build: an Evaluator for a built-in target (module-level, pickles)."""
+def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
+  """(net, an Evaluator) for a built-in target: the executor's build (module-level, so it
+  pickles), and the per-box bound for a benchmark."""
   net = network_dict.check(net_dict, d=d, n=n)
   target = targets_lib.get_target(target_name, d=d, n=n)
   fside = _FSide(target_enclosures.interval_form(target), None, None, None)
@@ -234,7 +235,7 @@ def _evaluate_span(obj, start: int, stop: int):
 
 
 def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
-  return _build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
+  return build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
 
 
 # ---------------------------------------------------------------------------
