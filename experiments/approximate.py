@@ -7,7 +7,8 @@ r"""The main job: compile a target into Transformers and measure every error ter
 
 For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
 ``positional``): the certified headline d_p(f, g) <= ``certify_epsilon`` for a standard
-Transformer g with exact weights ([certified]), the paper's g_bar and its certified
+Transformer g as it runs in ``certify_arithmetic`` (binary64 weights by default; exact
+rational weights with ``exact``) ([certified]), the paper's g_bar and its certified
 realizations at the main resolution ([paper]), the same realized in floats and sampled
 ([float64]); then the resolution ladder, the lambda / epsilon sweeps and the precision map.
 

@@ -281,3 +281,43 @@ def test_docs_example_runs():
   blocks = re.findall(r'```python\n(.*?)```', open(path).read(), flags=re.S)
   assert blocks
   exec(compile(blocks[0], 'docs/certify.md', 'exec'), {})   # noqa: S102
+
+
+@pytest.mark.parametrize('units,p', [(4, 2), (4, 'inf'), (8, 'inf')])
+def test_hand_built_network_within_one_and_a_half_of_its_closed_form(units, p):
+  """The uniform-mean head plus a ReLU product layer (certify/hand_built.py), whose error is
+  known in closed form (exact rationals): the certificate is at least the true error and
+  reaches 1.5 times it."""
+  from transformer_ua.certify import hand_built
+  hb = hand_built.hand_built_product_network(units, n=3)
+  true = math.sqrt(hb.l2_error_squared) if p == 2 else float(hb.sup_error)
+  cert = nc.certify_network('token_times_mean', hb.net, d=1, n=3, p=p, arithmetic='float64',
+                            epsilon=1.5 * true, max_minutes=1.0)
+  assert cert.reached
+  assert true <= float(cert.total) <= 1.5 * true
+
+
+def test_onnx_file_in_and_unsupported_op_refused(tmp_path):
+  """g given as a flat ONNX file is the same network (same hash); a graph with an operator
+  outside the class (LayerNormalization) is refused in one line naming it."""
+  import onnx
+  from onnx import TensorProto, helper
+  from transformer_ua import flat_onnx
+  net = random_net(7, scale=0.05, r=4)
+  path = str(tmp_path / 'g.onnx')
+  flat_onnx.write(net, path, dtype='float64')
+  cert = nc.certify_network('token_times_mean', path, d=1, n=3, p=2, epsilon=10.0,
+                            max_minutes=0.2)
+  cert.check_network(net)
+  x = helper.make_tensor_value_info('X', TensorProto.DOUBLE, [None, 3, 1])
+  y = helper.make_tensor_value_info('Y', TensorProto.DOUBLE, [None, 3, 1])
+  scale = helper.make_tensor('s', TensorProto.DOUBLE, [1], [1.0])
+  bias = helper.make_tensor('b', TensorProto.DOUBLE, [1], [0.0])
+  node = helper.make_node('LayerNormalization', ['X', 's', 'b'], ['Y'], axis=-1)
+  model = helper.make_model(helper.make_graph([node], 'ln', [x], [y], [scale, bias]),
+                            opset_imports=[helper.make_opsetid('', 17)])
+  bad = str(tmp_path / 'ln.onnx')
+  onnx.save(model, bad)
+  with pytest.raises(ValueError, match='LayerNormalization') as err:
+    nc.certify_network('token_times_mean', bad, d=1, n=3)
+  assert '\n' not in str(err.value)

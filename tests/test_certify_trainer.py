@@ -132,7 +132,7 @@ def test_candidates_above_the_sampled_margin_are_not_certified():
 @pytest.mark.parametrize('kwargs, message', [
     (dict(epsilon=0), 'epsilon=0; it must be a positive'),
     (dict(epsilon=-0.1), 'epsilon=-0.1; it must be a positive'),
-    (dict(p=0.5), 'p=0.5; it must be a number >= 1'),
+    (dict(p=0.5), 'p=0.5; d_p needs 1 <= p < inf'),
     (dict(f='no_such_target'), "unknown target 'no_such_target'"),
     (dict(arithmetic='float16'), "arithmetic='float16'; allowed"),
     (dict(max_width=4), 'max_width=4; it must be an integer >= 8'),

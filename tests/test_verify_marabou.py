@@ -51,3 +51,34 @@ def test_marabou_agrees_with_the_certified_enclosure(tmp_path):
       assert q['point_in_enclosure']
       assert abs(q['marabou_value'] - q['oracle_value']) <= 1e-6
   assert out['agrees']
+
+
+def test_vnnlib_property_by_hand():
+  text = marabou.vnnlib_property([[0.25], [0.5]], [[0.375], [0.75]], [[1.0], [-2.0]],
+                                 [[1.5], [2.0]])
+  assert text.splitlines() == [
+      '(declare-const X_0 Real)', '(declare-const X_1 Real)',
+      '(declare-const Y_0 Real)', '(declare-const Y_1 Real)',
+      '(assert (>= X_0 0.25))', '(assert (<= X_0 0.375))',
+      '(assert (>= X_1 0.5))', '(assert (<= X_1 0.75))',
+      '(assert (or (and (>= Y_0 1.5)) (and (<= Y_0 1.0)) (and (>= Y_1 2.0)) '
+      '(and (<= Y_1 -2.0))))']
+
+
+@pytest.mark.slow
+def test_marabou_proves_the_certified_bound_on_the_flat_file(tmp_path):
+  """The flat file of a certified Theorem 2 network: the property its certificate implies
+  is UNSAT, and its SAT companion (g reaches g_bar) is SAT."""
+  pytest.importorskip('maraboupy')
+  from transformer_ua import yun  # pylint: disable=import-outside-toplevel
+  from transformer_ua.yun.realization import plan  # pylint: disable=import-outside-toplevel
+  net = yun.build_approximator('token_times_mean', d=1, n=2, resolution=2, ties='complete')
+  margin = Fraction(1, 64)
+  p = plan.plan_realization(net, tolerance=1e-6, margin=float(margin))
+  g = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='exact', clamp=True)
+  cert = yun.certify_lp(net, g, 2.0, margin=margin)
+  out = marabou.check_flat(net, g, cert, str(tmp_path))
+  assert (out['unsat']['status'], out['sat']['status']) == ('unsat', 'sat')
+  assert out['agrees'] and out['g_bar'] == [[0.125], [0.375]]
+  assert sorted(q.name for q in tmp_path.iterdir()) == ['g_flat.onnx', 'property.vnnlib',
+                                                        'sat.vnnlib']

@@ -2,11 +2,20 @@ r"""Lemma 6's realized standard Transformer g as an ONNX model, for any ONNX run
 
 A ``yun.approximator.Realized`` g is an ordinary stack of Transformer blocks of the class T^{h,m,r}
 (Yun et al. eqs. (1)-(2); after Lemma 6: softmax attention with the query bias, ReLU
-feed-forward). This module writes it with the plain ``onnx.helper`` graph API, one
-explicit node set per block, independent of the JAX code path (``layers``), so that a
-runtime nobody here wrote (onnxruntime) can cross-check ``g.apply``.
+feed-forward). This module writes it with the plain ``onnx.helper`` graph API, independent
+of the JAX code path (``layers``), so that a runtime nobody here wrote (onnxruntime,
+PyTorch through onnx2torch, a verifier) can run and cross-check ``g.apply``. Two layouts:
 
-The graph, token-major like ``layers`` (X [B, n, d]; the paper's column j is row j):
+  'flat'  every block written out with standard operators (MatMul, Add, Relu, Softmax,
+          Transpose; Pad / Slice for a wider residual stream), per head in 2-d:
+          ``flat_onnx`` of ``network_dict.from_realized(g)`` (its docstring has the graph);
+  'scan'  one ONNX ``Scan`` per segment, below: the file does not grow with depth, but
+          onnx2torch and the verifiers cannot read Scan.
+
+'auto' (the default) writes flat when g has at most ``AUTO_FLAT_BLOCKS`` = 64 blocks (the
+integer-id, one-layer and wide networks, and the deep networks at small N) and scan above.
+
+The scan graph, token-major like ``layers`` (X [B, n, d]; the paper's column j is row j):
 
     X <- X + E                                    (Theorem 3 only: positional E [n, d])
     for each segment, ONNX ``Scan`` over its L stacked layers:
@@ -39,14 +48,11 @@ certified. Import direction: this module is a client of ``yun`` (like the binari
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_ua import outputs
+from transformer_ua import flat_onnx, network_dict, outputs
 from transformer_ua.yun.approximator import Realized
 from transformer_ua.yun.single_attention.integer_ids_realized import IntegerIdsRealized
 from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized
@@ -61,17 +67,25 @@ REALIZATIONS = (Realized, OneLayerRealized, WideRealized, IntegerIdsRealized)
 EXPORT_DTYPES = ('float64', 'float32')
 #: ONNX opset (Scan-9+, Softmax-13 over one axis) and the IR version of that opset, so
 #: that runtimes older than the installed ``onnx`` package can load the file.
-OPSET = 17
-IR_VERSION = 8
+OPSET = flat_onnx.OPSET
+IR_VERSION = flat_onnx.IR_VERSION
+#: 'flat': every block written out with standard operators (``flat_onnx``; PyTorch's
+#: onnx2torch and the verifiers read it); 'scan': one ONNX Scan per segment (the file does
+#: not grow with depth); 'auto': flat up to ``AUTO_FLAT_BLOCKS`` blocks, else scan.
+LAYOUTS = ('flat', 'scan', 'auto')
+#: The deepest g 'auto' writes flat (about 30 nodes per block of 2 heads: <= ~2,000 nodes).
+AUTO_FLAT_BLOCKS = 64
 
 _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 
 
-def _check_args(g, path, batch, dtype, overwrite=False) -> str:
+def _check_args(g, path, batch, dtype, layout, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
   if not isinstance(g, REALIZATIONS):
     raise ValueError(f'export_onnx needs a realized g (an approximator\'s realize(): '
                      f'{", ".join(r.__name__ for r in REALIZATIONS)}), got {type(g).__name__}.')
+  if layout not in LAYOUTS:
+    raise ValueError(f'layout={layout!r}; allowed: {LAYOUTS}.')
   if dtype not in EXPORT_DTYPES:
     raise ValueError(f'dtype={dtype!r}; allowed: {EXPORT_DTYPES}.')
   built = getattr(g, 'number_format', None)
@@ -82,23 +96,7 @@ def _check_args(g, path, batch, dtype, overwrite=False) -> str:
   if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer))
                             or batch < 1):
     raise ValueError(f'batch must be None (any batch) or a positive integer, got {batch!r}.')
-  if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-    raise ValueError(f'path must be a file path (str or os.PathLike), got {path!r}.')
-  path = os.fspath(path)
-  parent = os.path.dirname(os.path.abspath(path))
-  if os.path.isdir(path):
-    raise ValueError(f'path {path!r} is a directory; give a file name such as g.onnx.')
-  if not os.path.isdir(parent):
-    raise ValueError(f'directory {parent!r} of path {path!r} does not exist.')
-  try:  # a real probe: os.access says yes to root even where nothing can be created
-    with tempfile.NamedTemporaryFile(dir=parent):
-      pass
-  except OSError as e:
-    raise ValueError(f'directory {parent!r} of path {path!r} is not writable: '
-                     f'{e.strerror}.') from None
-  if os.path.exists(path) and not os.access(path, os.W_OK):
-    raise ValueError(f'path {path!r} exists and is not writable.')
-  outputs.check_new(path, overwrite=overwrite, what=f'path {path!r}')
+  path = flat_onnx.check_path(path, overwrite)
   for i, seg in enumerate(g.segments):
     if (seg.kind, seg.normalizer, seg.activation) != ('block', 'softmax', 'relu'):
       raise ValueError(f'segment {i} is a {seg.kind} with {seg.normalizer} / {seg.activation}; '
@@ -161,14 +159,17 @@ def _block_body(seg, weights: dict, elem_type: int) -> onnx.GraphProto:
       [helper.make_tensor_value_info('x_out', elem_type, None)], initializer=consts)
 
 
-def export_onnx(g, path, *, batch: int | None = None, dtype: str | None = None,
-                overwrite: bool = False):
+def export_onnx(g, path, *, layout: str = 'auto', batch: int | None = None,
+                dtype: str | None = None, overwrite: bool = False):
   """Writes the realized network g as an ONNX model; returns ``path``.
 
   Args:
     g: a realized network (``REALIZATIONS``: what every approximator's ``realize``
       returns, deep or wide).
     path: the .onnx file to write (its directory must exist and be writable).
+    layout: 'scan' (one Scan per segment, module docstring), 'flat' (standard operators
+      only, ``flat_onnx`` of ``network_dict.from_realized(g)``) or 'auto' (flat when g has
+      at most ``AUTO_FLAT_BLOCKS`` blocks, else scan).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output; None: the format g's
       certificate covers (``number_format``), else 'float64'. Other realizations' params
@@ -177,12 +178,20 @@ def export_onnx(g, path, *, batch: int | None = None, dtype: str | None = None,
       written atomically (whole or not at all).
   Model: input ``X`` [batch, n, d], output ``Y`` = g(X) [batch, n, d].
   Raises:
-    ValueError: g is not a Realized, bad dtype / batch, or path cannot be written.
+    ValueError: g is not a Realized, bad layout / dtype / batch, or path cannot be written.
     FileExistsError: ``path`` exists and ``overwrite`` is False (``outputs.OutputExists``).
   """
   if dtype is None:
     dtype = getattr(g, 'number_format', 'float64')
-  path = _check_args(g, path, batch, dtype, overwrite)
+  path = _check_args(g, path, batch, dtype, layout, overwrite)
+  blocks = sum(s.depth for s in g.segments)
+  props = {'lam': repr(g.lam), 'epsilon': repr(g.epsilon), 'realized_dtype': g.dtype,
+           'positional': str(g.positional), 'n': str(g.n), 'd': str(g.d), 'blocks': str(blocks)}
+  if layout == 'flat' or (layout == 'auto' and blocks <= AUTO_FLAT_BLOCKS):
+    return flat_onnx.write(network_dict.from_realized(g), path, dtype=dtype, batch=batch,
+                           overwrite=True, props=props,
+                           doc='Yun et al. 2020 Lemma 6 realization g: softmax attention + '
+                           'ReLU blocks (flat layout).')
   dt = np.dtype(dtype)
   elem_type = _TENSOR_TYPES[dtype]
   width = int(np.shape(g.params['segment_0']['feedforward']['b_2'])[-1])
@@ -223,10 +232,7 @@ def export_onnx(g, path, *, batch: int | None = None, dtype: str | None = None,
                             producer_name='transformer_ua', ir_version=IR_VERSION,
                             doc_string=('Yun et al. 2020 Lemma 6 realization g: softmax '
                                         'attention + ReLU blocks.'))
-  helper.set_model_props(model, {
-      'lam': repr(g.lam), 'epsilon': repr(g.epsilon), 'realized_dtype': g.dtype,
-      'positional': str(g.positional), 'n': str(g.n), 'd': str(d),
-      'blocks': str(sum(s.depth for s in g.segments))})
+  helper.set_model_props(model, {**props, 'layout': 'scan'})
   onnx.checker.check_model(model, full_check=True)
   with outputs.atomic_open(path, 'wb') as f:
     f.write(model.SerializeToString())

@@ -341,3 +341,24 @@ def apply(net: Net, x, dtype=np.float64) -> np.ndarray:
       w_1, b_1, w_2, b_2 = (a.astype(dtype) for a in b.ff)
       z = z + np.maximum(z @ w_1.T + b_1, 0) @ w_2.T + b_2
   return z @ net.readout.T.astype(dtype) if net.readout is not None else z[..., :net.d]
+
+
+def from_realized(g) -> Net:
+  """The project's realized network g (any approximator's ``realize``: ``segments``,
+  ``params``, ``positional``, ``n``, ``d`` and, for a residual stream wider than the tokens,
+  ``model_width``) as a ``Net``: the float64 numbers of its params (exact rationals rounded
+  to nearest), each segment's softmax scale folded into W_Q and b_Q (``from_network``).
+  Duck-typed: this module imports nothing of ``yun``."""
+  for name in ('segments', 'params', 'positional', 'n', 'd'):
+    if not hasattr(g, name):
+      raise ValueError(f'from_realized needs a realized network (segments, params, '
+                       f'positional, n, d); {type(g).__name__} has no {name!r}.')
+  width = getattr(g, 'model_width', None)
+
+  class _Shape:  # what from_network reads of a layers.Network
+    segments = tuple(g.segments)
+    positional = bool(g.positional)
+    embed_width = width if width is not None and width > g.d else None
+
+  params = {k: (v if k != 'E' else np.asarray(v, np.float64)) for k, v in g.params.items()}
+  return check(from_network(_Shape, params, d=g.d).as_dict(), d=g.d, n=g.n)

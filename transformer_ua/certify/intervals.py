@@ -194,10 +194,11 @@ def linear(a: Interval, w: np.ndarray, b: np.ndarray | None = None) -> Interval:
   err = sum_error(absum, 2 * k)
   out = Interval(down(lo - err), up(hi + err))
   if a.has_tangent:
-    # tangent [..., D, P] -> [..., r, P]
-    tlo = np.einsum('...dp,rd->...rp', a.tlo, wp) + np.einsum('...dp,rd->...rp', a.thi, wn)
-    thi = np.einsum('...dp,rd->...rp', a.thi, wp) + np.einsum('...dp,rd->...rp', a.tlo, wn)
-    tabs = np.einsum('...dp,rd->...rp', a.tmag(), np.abs(w))
+    # tangent [..., D, P] -> [..., r, P], as BLAS products on [..., P, D]
+    tl, th = np.swapaxes(a.tlo, -1, -2), np.swapaxes(a.thi, -1, -2)
+    tlo = np.swapaxes(tl @ wp.T + th @ wn.T, -1, -2)
+    thi = np.swapaxes(th @ wp.T + tl @ wn.T, -1, -2)
+    tabs = np.swapaxes(np.maximum(np.abs(tl), np.abs(th)) @ np.abs(w).T, -1, -2)
     terr = sum_error(tabs, 2 * w.shape[1])
     out.tlo, out.thi = down(tlo - terr), up(thi + terr)
   return out

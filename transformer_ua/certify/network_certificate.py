@@ -39,14 +39,14 @@ from transformer_ua import executor as executor_lib
 from transformer_ua import network_dict, rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, target_enclosures
-from transformer_ua.yun.bounds import callable_checks, target_bounds
+from transformer_ua.yun.bounds import callable_checks, distances, target_bounds
 from transformer_ua.yun.bounds.certificate import bound_text
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: Boxes evaluated per NumPy batch (memory: ~ a few kB per box for small networks).
 BATCH = 2048
 #: Initial boxes (about; the per-axis count is the largest k with k^(n d) <= this).
-INITIAL_BOXES = 4096
+INITIAL_BOXES = 512
 #: At most this many boxes are bisected per round.
 MAX_SPLIT = 32768
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
@@ -136,15 +136,6 @@ def as_net(g, *, d: int, n: int) -> network_dict.Net:
                    '(layers.Network, params) pair, or the path of an ONNX file.')
 
 
-def check_p(p) -> float:
-  """p in [1, inf) or p = inf (math.inf, 'inf'), else one ValueError line."""
-  if isinstance(p, str) and p.strip().lower() in ('inf', 'infinity'):
-    return math.inf
-  if isinstance(p, bool) or not isinstance(p, (int, float)) or math.isnan(p) or p < 1:
-    raise ValueError(f'p={p!r}; d_p needs 1 <= p < inf, or p = inf (the sup norm).')
-  return float(p)
-
-
 def _check_epsilon(epsilon) -> Fraction | None:
   if epsilon is None:
     return None
@@ -225,8 +216,9 @@ class Evaluator:
     return e, dev, split
 
 
-def _build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
-  """The executor's build: an Evaluator for a built-in target (module-level, pickles)."""
+def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
+  """(net, an Evaluator) for a built-in target: the executor's build (module-level, so it
+  pickles), and the per-box bound for a benchmark."""
   net = network_dict.check(net_dict, d=d, n=n)
   target = targets_lib.get_target(target_name, d=d, n=n)
   fside = _FSide(target_enclosures.interval_form(target), None, None, None)
@@ -243,7 +235,7 @@ def _evaluate_span(obj, start: int, stop: int):
 
 
 def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
-  return _build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
+  return build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
 
 
 # ---------------------------------------------------------------------------
@@ -349,7 +341,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
-  p = check_p(p)
+  p = distances.check_p(p, allow_inf=True)
   eps = _check_epsilon(epsilon)
   arithmetic = rounding.check_network_arithmetic(arithmetic)
   if isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float)) or \
@@ -441,7 +433,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
     rounds += 1
   total = _total(contrib, p)
-  if eps is not None and reached is None:
+  if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]

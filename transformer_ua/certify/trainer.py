@@ -65,6 +65,7 @@ import optax
 
 from transformer_ua import layers, network_dict, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
+from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.stages import targets as targets_lib
 
 #: (depth L, heads h) of the ladder, in order; m = 1 and D = d + h for each.
@@ -188,14 +189,12 @@ def _check_args(f, epsilon, d, n, p, arithmetic, max_minutes, max_width):
 
   epsilon = positive('epsilon', epsilon)
   d, n = integer('d', d, 1), integer('n', n, 1)
-  if isinstance(p, bool) or not isinstance(p, numbers.Real) or math.isnan(p) or p < 1:
-    raise ValueError(f'p={p!r}; it must be a number >= 1 (d_p, 1 <= p < inf) or inf '
-                     '(the sup norm).')
+  p = distances.check_p(p, allow_inf=True)
   arithmetic = rounding.check_network_arithmetic(arithmetic)
   max_minutes = positive('max_minutes', max_minutes)
   max_width = integer('max_width', max_width, FIRST_WIDTH)
   target = targets_lib.get_target(f, d=d, n=n)
-  return target, epsilon, d, n, float(p), arithmetic, max_minutes, max_width
+  return target, epsilon, d, n, p, arithmetic, max_minutes, max_width
 
 
 def _check_shapes(shapes) -> tuple:

@@ -246,11 +246,28 @@ def _certificate_lines(certified) -> list:
            f'{cert["bits"]} bits, margin {cert["margin"]:.3g} delta.', '']
   if 'onnx' in head:
     o = head['onnx']
-    lines += [f'The network is written beside this report as `{o["file"]}` ({arith}). '
-              f'onnxruntime on {o["points"]:,} uniform points: max |onnxruntime - JAX| = '
-              f'{o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = {o["sampled_dp"]:.4g} '
-              f'(certified <= {cert["total"]:.4g}). Check it yourself:', '', '```bash',
-              o['command'], '```', '']
+    lines += [f'The network is written beside this report as `{o["file"]}` ({arith}, '
+              f'{o.get("layout", "scan")} layout). onnxruntime on {o["points"]:,} uniform '
+              f'points: max |onnxruntime - JAX| = {o["max_abs_onnx_minus_jax"]:.3g}, sampled '
+              f'd_p(f, g) = {o["sampled_dp"]:.4g} (certified <= {cert["total"]:.4g}). Check it '
+              'yourself:', '', '```bash', o['command'], '```', '']
+    pt = o.get('pytorch')
+    if pt is not None and 'skipped' in pt:
+      lines += [f'PyTorch: not run here ({pt["skipped"]}). With torch and onnx2torch '
+                'installed:', '', '```bash', pt['command'], '```', '']
+    elif pt is not None:
+      lines += [f'PyTorch {pt["torch"]} (the file converted by onnx2torch) on '
+                f'{pt["points"]:,} uniform points: max |PyTorch - JAX| = '
+                f'{pt["max_abs_pytorch_minus_jax"]:.3g}'
+                f'{" (bit-identical)" if pt["bit_identical_to_jax"] else ""}, sampled d_p(f, g) '
+                f'= {pt["sampled_dp"]:.4g}. Check it yourself:', '', '```bash', pt['command'],
+                '```', '']
+  if 'saved' in head:
+    sv = head['saved']
+    lines += [f'The network and its certificate are saved beside this report as `{sv["file"]}` '
+              f'(parameters hash `{sv["params_hash"]}`; `saved_network.load` checks it and '
+              'refuses a changed file; docs/portable.md):', '', '```bash', sv['command'], '```',
+              '']
   lines += [
            f'The paper\'s network at the main resolution, certified the same way (as the paper '
            'builds it, with the output clamp, and the tie-complete contextual map with the '

@@ -9,7 +9,9 @@ the top of the console and then by its tag:
                  ``yun.approximate`` finds the network with the fewest parameters whose
                  certificate d_p(f, g) <= ``certify_epsilon`` over the whole unit cube holds
                  in ``certify_arithmetic`` (float64 by default: g as runtimes execute it),
-                 written beside the report as g.onnx with its onnxruntime check;
+                 written beside the report as g.onnx (flat layout) with its onnxruntime
+                 (and, where installed, PyTorch) check, and saved with its certificate as
+                 g.npz;
     [paper]      the paper's g_bar at the main resolution N (``yun.build_approximator``,
                  its depth next to the paper's formulas) and its Lemma 6 realization with
                  exact weights, certified as built, with the output clamp and (Theorem 2)
@@ -64,7 +66,7 @@ from transformer_ua.yun.variants.paper import Paper
 #: The files the main job writes into --output_dir.
 OUTPUT_FILES = ('approximate.json', 'approximate.md', 'error_vs_delta.png',
                 'error_vs_lambda_epsilon.png', 'contextual_mapping_values.png',
-                approximation_certificates.ONNX_NAME)
+                approximation_certificates.ONNX_NAME, approximation_certificates.SAVED_NAME)
 
 
 class ConfigError(ValueError):

@@ -2,9 +2,12 @@
 
 ``run_headline``: ``yun.approximate(target, certify_epsilon, arithmetic=certify_arithmetic)``,
 the network with the fewest parameters whose certificate holds for g in that arithmetic;
-a float headline is written beside the report as ``g.onnx`` and run in onnxruntime on
-uniform points (its difference from the JAX run and the sampled d_p(f, g)), with the one-line
-command a reader can run. ``run_paper_certified``: the paper's network at the main
+a float headline is written beside the report as ``g.onnx`` (``export_onnx``'s 'auto' layout:
+the flat graph of standard operators for these shallow networks, which onnxruntime, PyTorch's
+onnx2torch and the verifiers read) and run in onnxruntime and, where torch and onnx2torch
+import, in PyTorch on uniform points (each run's difference from the JAX run and the sampled
+d_p(f, g)), with the one-line commands a reader can run; every headline is saved beside the
+report as ``g.npz`` (``saved_network.save``: parameters, certificate, hash). ``run_paper_certified``: the paper's network at the main
 resolution, certified in exact arithmetic as built, with the output clamp and (Theorem 2)
 with ties='complete'. ``studies.approximation`` (the main job) calls ``run_certificates``.
 """
@@ -16,7 +19,9 @@ import os
 import time
 
 import numpy as np
+import onnx
 
+from transformer_ua import saved_network
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.verify import float_certificate
 from transformer_ua.yun import search
@@ -39,8 +44,12 @@ def _blocks(g) -> int:
 
 #: The headline network's ONNX file, written beside the report.
 ONNX_NAME = 'g.onnx'
+#: The headline saved with its certificate (``saved_network``), beside the report.
+SAVED_NAME = 'g.npz'
 #: Uniform points of the headline's onnxruntime check (``float_certificate.batched``).
 ONNX_CHECK_POINTS = 20000
+#: Uniform points of the headline's PyTorch check.
+PYTORCH_CHECK_POINTS = 10000
 
 
 def onnx_check_line(path: str, c) -> str:
@@ -53,6 +62,55 @@ def onnx_check_line(path: str, c) -> str:
           f"f = get_target('{c.target}', d={c.d}, n={c.n})(x); "
           f"print('sampled d_{c.p:g}(f, g) =', np.mean(np.sum(np.abs(y - f) ** {c.p:g}, "
           f"axis=(1, 2))) ** (1 / {c.p:g}))\"")
+
+
+def pytorch_check_line(path: str, c) -> str:
+  """The same check in PyTorch: the flat file converted by onnx2torch."""
+  dt = 'float32' if c.certify_arithmetic == 'float32' else 'float64'
+  return ("python -c \"import numpy as np, onnx, onnx2torch, torch; "
+          "from transformer_ua.yun.stages.targets import get_target; "
+          f"m = onnx2torch.convert(onnx.load('{path}')); "
+          f"x = np.random.default_rng(1).random((4000, {c.n}, {c.d})); "
+          f"y = m(torch.from_numpy(x.astype('{dt}'))).detach().numpy(); "
+          f"f = get_target('{c.target}', d={c.d}, n={c.n})(x); "
+          f"print('sampled d_{c.p:g}(f, g) =', np.mean(np.sum(np.abs(y - f) ** {c.p:g}, "
+          f"axis=(1, 2))) ** (1 / {c.p:g}))\"")
+
+
+def saved_check_line(path: str) -> str:
+  """A one-line command that loads the saved network (its hashes checked) and prints it."""
+  return ("python -c \"from transformer_ua import saved_network; "
+          f"print(saved_network.load('{path}').line())\"")
+
+
+def _pytorch_check(g, path: str, c, target) -> dict:
+  """The flat ONNX file converted by onnx2torch and run by PyTorch on
+  ``PYTORCH_CHECK_POINTS`` uniform points: bit-identical to JAX?, max difference, sampled
+  d_p(f, g); {'skipped': why} where torch or onnx2torch does not import."""
+  try:
+    # pylint: disable=import-outside-toplevel
+    import onnx2torch
+    import torch
+  except Exception as e:  # pylint: disable=broad-except -- ImportError, or torchvision's
+    return {'skipped': f'torch / onnx2torch do not import here ({type(e).__name__}: '
+                       f'{str(e).splitlines()[0] if str(e) else ""})'}
+  try:
+    module = onnx2torch.convert(onnx.load(path))
+  except Exception as e:  # pylint: disable=broad-except -- e.g. a Scan file
+    return {'skipped': f'onnx2torch cannot convert {os.path.basename(path)} '
+                       f'({type(e).__name__})'}
+  dt = np.float32 if c.certify_arithmetic == 'float32' else np.float64
+  x = np.random.default_rng(c.seed).random((PYTORCH_CHECK_POINTS, c.n, c.d)).astype(dt)
+  with torch.no_grad():
+    y = float_certificate.batched(
+        lambda b: module(torch.from_numpy(np.ascontiguousarray(b, dt))).numpy().astype(
+            np.float64), x, g)
+  jax_y = float_certificate.batched(g.apply, x, g)
+  e = np.sum(np.abs(y - target(x.astype(np.float64))) ** c.p, axis=(1, 2))
+  return {'points': len(x), 'torch': torch.__version__,
+          'bit_identical_to_jax': bool(np.array_equal(y, jax_y)),
+          'max_abs_pytorch_minus_jax': float(np.max(np.abs(y - jax_y))),
+          'sampled_dp': float(np.mean(e) ** (1 / c.p))}
 
 
 def _onnx_check(g, path: str, c, target) -> dict:
@@ -96,15 +154,32 @@ def run_headline(c, positional, log, outdir: str, workers=None) -> dict:
       f'{cert.interior_sup:.3g}; ramp windows {cert.window_measure:.3g} of the volume, '
       f'|g - g_bar| <= {cert.window_sup:.3g} there; ramp 2^{math.log2(cert.epsilon):.0f}, '
       f'{cert.bits} bits){cert._arithmetic_note()}')  # pylint: disable=protected-access
+  saved = saved_network.save(found, os.path.join(outdir, SAVED_NAME), overwrite=True)
+  head['saved'] = {'file': SAVED_NAME, 'params_hash': saved_network.load(saved).params_hash,
+                   'command': saved_check_line(saved)}
+  log(f'  saved: {saved} (parameters, certificate, {head["saved"]["params_hash"]}); load it: '
+      f'{head["saved"]["command"]}')
   if found.arithmetic != 'exact':
     path = export_onnx(g, os.path.join(outdir, ONNX_NAME), overwrite=True)  # the binary checked
-    head['onnx'] = {'file': ONNX_NAME, **_onnx_check(g, path, c, found.net.target),
-                    'command': onnx_check_line(os.path.join(outdir, ONNX_NAME), c)}
-    o = head['onnx']
-    log(f'  ONNX: {path} ({found.arithmetic}); onnxruntime on {o["points"]:,} uniform points: '
-        f'max |onnxruntime - JAX| = {o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = '
-        f'{o["sampled_dp"]:.4g} <= {cert.total:.4g} certified. Check it yourself:')
+    layout = {p.key: p.value for p in onnx.load(path).metadata_props}['layout']
+    head['onnx'] = {'file': ONNX_NAME, 'layout': layout,
+                    **_onnx_check(g, path, c, found.net.target),
+                    'command': onnx_check_line(path, c),
+                    'pytorch': {**_pytorch_check(g, path, c, found.net.target),
+                                'command': pytorch_check_line(path, c)}}
+    o, pt = head['onnx'], head['onnx']['pytorch']
+    log(f'  ONNX: {path} ({found.arithmetic}, {layout} layout); onnxruntime on '
+        f'{o["points"]:,} uniform points: max |onnxruntime - JAX| = '
+        f'{o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = {o["sampled_dp"]:.4g} <= '
+        f'{cert.total:.4g} certified. Check it yourself:')
     log(f'    {o["command"]}')
+    if 'skipped' in pt:
+      log(f'  PyTorch: skipped: {pt["skipped"]}.')
+    else:
+      log(f'  PyTorch {pt["torch"]} (onnx2torch) on {pt["points"]:,} uniform points: '
+          f'max |PyTorch - JAX| = {pt["max_abs_pytorch_minus_jax"]:.3g}, sampled d_p(f, g) = '
+          f'{pt["sampled_dp"]:.4g}. Check it yourself:')
+      log(f'    {pt["command"]}')
   return head
 
 

@@ -27,8 +27,11 @@ What Marabou 2.0.0's ONNX parser cannot read of ``export_onnx``'s graph, in orde
        ``MatMul`` [1, h, n, m] x [1, h, m, n] drops the leading 1, so the next
        ``Transpose`` (perm [0, 2, 1, 3]) meets a 3-d tensor.
 
-So Marabou gets ``marabou_form``: the same layers, weights and operations written per
-head in 2-d (X [n, d]; q_i = X Wq[:, i] + bq[i], s_i = q_i k_i^T, Softmax over keys,
+The flat layout (``flat_onnx``, ``export_onnx(layout='flat')``) is that 2-d form: its
+``form='single'`` file (X [n, d], no Pad or Slice) is what Marabou reads, and
+``check_flat`` below checks a certified network's VNN-LIB property on it. For the Scan
+files of the deep realizations Marabou gets ``marabou_form``: the same layers, weights and
+operations written per head in 2-d (X [n, d]; q_i = X Wq[:, i] + bq[i], s_i = q_i k_i^T, Softmax over keys,
 A_i v_i Wo[i], then the ReLU feed-forward), with ``Softmax`` and the bilinear
 ``MatMul``s kept (Marabou 2.0 has both constraints). ``same_function`` checks it against
 the exported file with onnxruntime at sample points.
@@ -57,7 +60,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_ua import oracle, outputs, provenance
+from transformer_ua import flat_onnx, network_dict, oracle, outputs, provenance
 from transformer_ua.exact import ball
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.yun import build_approximator
@@ -380,6 +383,99 @@ def check_box(g_exact, export_path: str, box, *, tau: float = 1e-6, timeout: int
 
 
 # ---------------------------------------------------------------------------
+# The flat file and a VNN-LIB property of a float-certified network.
+# ---------------------------------------------------------------------------
+
+
+def vnnlib_property(lo, hi, out_lo, out_hi) -> str:
+  """VNN-LIB text of 'X in [lo, hi] and some output Y_i >= out_hi_i or Y_i <= out_lo_i'
+  (X_i, Y_i: the flattened [n, d] entries). UNSAT proves out_lo <= g(X) <= out_hi on the box."""
+  lo, hi, out_lo, out_hi = (np.asarray(a, np.float64).ravel() for a in (lo, hi, out_lo, out_hi))
+  lines = [f'(declare-const X_{i} Real)' for i in range(lo.size)]
+  lines += [f'(declare-const Y_{i} Real)' for i in range(out_lo.size)]
+  for i, (a, b) in enumerate(zip(lo, hi)):
+    lines += [f'(assert (>= X_{i} {float(a)!r}))', f'(assert (<= X_{i} {float(b)!r}))']
+  lines.append('(assert (or ' + ' '.join(
+      f'(and (>= Y_{i} {float(b)!r})) (and (<= Y_{i} {float(a)!r}))'
+      for i, (a, b) in enumerate(zip(out_lo, out_hi))) + '))')
+  return '\n'.join(lines) + '\n'
+
+
+def _solve_property(onnx_path: str, property_path: str, timeout: int) -> dict:
+  """Marabou on the flat file with a VNN-LIB property: status, seconds, message."""
+  Marabou = _marabou()  # pylint: disable=invalid-name
+  net = Marabou.read_onnx(onnx_path)
+  options = Marabou.createOptions(verbosity=0, timeoutInSeconds=int(timeout))
+  t0 = time.perf_counter()
+  with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open('marabou.log', 'w+b') as log:
+      os.dup2(log.fileno(), 1)
+      try:
+        status, _, _ = net.solve(options=options, verbose=False, propertyFilename=property_path)
+      finally:
+        ctypes.CDLL(None).fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+      log.seek(0)
+      message = log.read().decode(errors='replace').strip()
+  return {'status': status, 'seconds': time.perf_counter() - t0,
+          'message': ' '.join(message.split()[-40:]) if status not in ('sat', 'unsat') else '',
+          'variables': int(net.numVars)}
+
+
+def check_flat(net, g, cert, out_dir: str, *, cells=None, tau: float = 1e-6,
+               timeout: int = 300, overwrite: bool = False) -> dict:
+  """Marabou on the flat file of a certified network, with the bound its certificate
+  implies on one cube interior.
+
+  Args:
+    net, g, cert: the approximator, its realized g and g's ``yun.certify_lp`` certificate
+      (``yun.approximate``'s ``net``, ``g``, ``certificate``).
+    out_dir: where g_flat.onnx (``flat_onnx``, form 'single', float64: g's params rounded to
+      nearest) and the two properties are written.
+    cells: the cube [n, d] (default ``run``'s); tau: Marabou's slack.
+  Writes property.vnnlib: X in the cube interior of ``cells`` (shrunk by the certificate's
+  margin, rounded inward) and some |g(X) - g_bar(cell)| > interior_sup + tau
+  (``vnnlib_property``): certified, so Marabou must answer UNSAT. And sat.vnnlib: the
+  same box and Y_0 >= g_bar_0 - tau alone, which g's value g_bar_0 there satisfies, so
+  Marabou must answer SAT: an encoding Marabou finds infeasible shows up here rather than
+  as a vacuous UNSAT. Returns {'unsat', 'sat' (``_solve_property`` rows), 'box', 'bound',
+  'blocks', 'weights', 'variables', 'agrees'}.
+  """
+  if not isinstance(tau, (int, float)) or not tau > 0 or not math.isfinite(tau):
+    raise ValueError(f'tau={tau!r}; the slack must be a positive finite float.')
+  n, d, N = net.n, net.d, cert.resolution  # pylint: disable=invalid-name
+  if not os.path.isdir(out_dir):
+    raise ValueError(f'directory {out_dir!r} does not exist.')
+  paths = {k: os.path.join(out_dir, k) for k in ('g_flat.onnx', 'property.vnnlib',
+                                                   'sat.vnnlib')}
+  for path in paths.values():
+    outputs.check_new(path, overwrite=overwrite, what=f'path {path!r}')
+  cells = (np.arange(n * d).reshape(n, d) % N) if cells is None else np.asarray(cells)
+  lo, hi = _float_inside(*cube_box(cells, N, Fraction(cert.margin)))
+  g_bar = np.asarray(net.apply(((cells + 0.5) / N)[None])[0], np.float64)
+  slack = float(cert.interior_sup) + tau
+  out_lo, out_hi = g_bar - slack, g_bar + slack
+  flat_onnx.write(network_dict.from_realized(g), paths['g_flat.onnx'], form='single',
+                  overwrite=True)
+  with outputs.atomic_open(paths['property.vnnlib']) as f:
+    f.write(vnnlib_property(lo, hi, out_lo, out_hi))
+  sat = vnnlib_property(lo, hi, out_lo, out_hi).rsplit('(assert (or', 1)[0]
+  with outputs.atomic_open(paths['sat.vnnlib']) as f:
+    f.write(sat + f'(assert (>= Y_0 {float(g_bar.flat[0] - tau)!r}))\n')
+  unsat_run = _solve_property(paths['g_flat.onnx'], paths['property.vnnlib'], timeout)
+  sat_run = _solve_property(paths['g_flat.onnx'], paths['sat.vnnlib'], timeout)
+  return {'unsat': unsat_run, 'sat': sat_run, 'cells': cells.tolist(),
+          'box': [lo.tolist(), hi.tolist()], 'bound': [out_lo.tolist(), out_hi.tolist()],
+          'g_bar': g_bar.tolist(), 'tau': tau, 'interior_sup': float(cert.interior_sup),
+          'blocks': g.depth(), 'weights': g.num_params(), 'resolution': N,
+          'variables': unsat_run['variables'],
+          'agrees': unsat_run['status'] == 'unsat' and sat_run['status'] == 'sat'}
+
+
+# ---------------------------------------------------------------------------
 # The recorded run.
 # ---------------------------------------------------------------------------
 
@@ -407,7 +503,7 @@ def run(*, target: str = 'token_times_mean', grid: Grid = Grid(1, 2, 2), cells=N
   with warnings.catch_warnings():
     warnings.simplefilter('ignore')
     g64 = net.realize(lam=p.lam, epsilon=p.epsilon, dtype='float64', clamp=True)
-  export_onnx(g64, export_path, batch=1, overwrite=True)
+  export_onnx(g64, export_path, layout='scan', batch=1, overwrite=True)
   cells = np.arange(n * d).reshape(n, d) % resolution if cells is None else np.asarray(cells)
   if int(cells[0, 0]) + 1 >= resolution:
     raise ValueError(f'cells[0, 0] = {int(cells[0, 0])}: the window box needs a cell below '

@@ -30,6 +30,9 @@ The public face, all a caller needs for the theorem as a call:
                                             ANY standard Transformer g (trained, hand-built,
                                             ONNX), in exact, float64, float32, tf32, bfloat16
                                             (transformer_ua/certify/)
+    check_runtime(runtime, arithmetic=)  -> what a runtime does (exp, softmax, matmul mode)
+                                            against what the float certificates assume
+    train_and_certify(f, epsilon, d=, n=) -> the smallest trained network that certifies
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
@@ -43,12 +46,13 @@ from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
-    'certify_network', 'NetworkCertificate',
+    'certify_network', 'NetworkCertificate', 'check_runtime', 'train_and_certify',
 ]
 
 #: Names served from transformer_ua/certify/ on first use: the certifier of any network
 #: imports yun's targets and bounds, so yun cannot import it at its own import time.
-_CERTIFY = {'certify_network': 'network_certificate', 'NetworkCertificate': 'network_certificate'}
+_CERTIFY = {'certify_network': 'network_certificate', 'NetworkCertificate': 'network_certificate',
+            'check_runtime': 'runtime_probe', 'train_and_certify': 'trainer'}
 
 
 def __getattr__(name):

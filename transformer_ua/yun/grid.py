@@ -126,3 +126,47 @@ class Grid:
   def cells(self) -> int:
     """N^d in-range columns."""
     return self.N ** self.d
+
+
+class OnVariant:
+  """d, n, resolution and positional of an approximator, read from the ``yun.variants``
+  object it was built for (``self.variant``: its Grid and theorem). The one home of these
+  four for every approximator that holds its variant."""
+
+  @property
+  def d(self) -> int:
+    return self.variant.d
+
+  @property
+  def n(self) -> int:
+    return self.variant.n
+
+  @property
+  def resolution(self) -> int:
+    return self.variant.N
+
+  @property
+  def positional(self) -> bool:
+    return self.variant.positional
+
+
+class OfSource:
+  """d, n, positional and the softmax scale lam of a realized g, read from the
+  approximator it was realized from (``self.source``). The one home of these four for
+  every realized network that holds its source."""
+
+  @property
+  def d(self) -> int:
+    return self.source.d
+
+  @property
+  def n(self) -> int:
+    return self.source.n
+
+  @property
+  def positional(self) -> bool:
+    return self.source.positional
+
+  @property
+  def lam(self):
+    return self.source.lam
