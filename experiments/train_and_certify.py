@@ -5,11 +5,12 @@ epsilon (``certify.trainer.train_and_certify``; its module doc states the search
         [--config=experiments/configs/train_and_certify.py] [--config.epsilon=0.01] \
         [--config.arithmetic=float32] [--overwrite]
 
-Writes into --output_dir: network.npz (the network-dict arrays), certificate.txt (the
-certificate's line) and record.json (config, seeds, trials, the row: parameters, non-zero
-parameters, bits, certified total, sampled d_p by NumPy, JAX and onnxruntime where the flat
-ONNX writer is present; command, revision, machine, load). An --output_dir that exists is refused unless --overwrite; nothing is
-written under results/ unless asked for. Bad flags end with one line.
+Writes into --output_dir: network.npz (the network-dict arrays), network.onnx (the same
+network as a flat ONNX graph), certificate.txt (the certificate's line) and record.json
+(config, seeds, trials, the row: parameters, non-zero parameters, bits, certified total,
+sampled d_p by NumPy, JAX and onnxruntime; command, revision, machine, load). An
+--output_dir that exists is refused unless --overwrite; nothing is written under results/
+unless asked for. Bad flags end with one line.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import layers, network_dict
+from transformer_ua import flat_onnx, layers, network_dict
 from transformer_ua.certify import hand_built, trainer
 from transformer_ua.yun.stages import targets
 
@@ -244,6 +244,11 @@ def test_binary_writes_the_network_its_certificate_and_the_record(tmp_path):
   net = network_dict.check({'blocks': [blocks[i] for i in sorted(blocks)]}, d=1, n=3)
   assert network_dict.params_hash(net) == row['params_hash']
   assert (out / 'certificate.txt').read_text().startswith('epsilon=0.3 reached')
+  # the ONNX file is the same network, and onnxruntime ran it against the certificate
+  assert network_dict.params_hash(network_dict.check(
+      flat_onnx.read(str(out / 'network.onnx')), d=1, n=3)) == row['params_hash']
+  ort_run = row['independent_check']['onnxruntime']
+  assert ort_run['d_p'] <= row['certified_total'] and not ort_run['contradicted']
   # a second run into the same directory is refused, with --overwrite it may go on
   assert 'exists; pass --overwrite' in _binary(f'--output_dir={out}', *_TINY).stderr
 

@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import layers, network_dict, outputs, provenance, rounding
+from transformer_ua import flat_onnx, layers, network_dict, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.stages import targets as targets_lib
@@ -426,7 +426,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
 # ---------------------------------------------------------------------------
 
 #: The files ``run`` writes into its output directory.
-OUTPUT_FILES = ('network.npz', 'certificate.txt', 'record.json')
+OUTPUT_FILES = ('network.npz', 'network.onnx', 'certificate.txt', 'record.json')
 #: The config fields passed to ``train_and_certify`` as keywords.
 _TRAINING_FIELDS = ('max_minutes', 'seed', 'max_width', 'steps', 'lr', 'batch', 'pool',
                     'sample_fraction', 'refine_rounds', 'refine_points', 'refine_radius',
@@ -445,6 +445,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
       network.npz      the network-dict arrays under their ``Net.arrays`` names
                        (``blocks.0.W_Q``, ...), float64 (float32 values for a float32
                        certificate)
+      network.onnx     the same network as a flat ONNX graph (``flat_onnx.write``) in
+                       the certified storage dtype, with its params_hash in the metadata
       certificate.txt  the certificate's line (or why there is none)
       record.json      the config, seeds, trials, the row (parameters, non-zero, bits,
                        total, sampled d_p by NumPy on 2 10^4 uniform points, and
@@ -479,6 +481,10 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
     arrays = {name: np.asarray(a, np.float64) for name, a in result.net.arrays()}
     with outputs.atomic_open(os.path.join(output_dir, 'network.npz'), 'wb') as f:
       np.savez(f, **arrays)
+    flat_onnx.write(result.net, os.path.join(output_dir, 'network.onnx'),
+                    dtype=np.dtype(dtype).name, overwrite=True,
+                    props={'params_hash': row['params_hash'],
+                           'certificate': result.certificate.line()})
   line = result.line()
   outputs.atomic_write(os.path.join(output_dir, 'certificate.txt'), line + '\n')
   try:
