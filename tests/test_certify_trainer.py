@@ -32,11 +32,11 @@ class _StandIn:
     return f'stand-in (sampled, not a proof) d_2 {self.total:.4g}'
 
 
-def _stand_in(calls, never_reach=False):
+def _stand_in(calls, never_reach=False, overhead=1.0):
   def certify(f, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz):
     x = np.random.default_rng(7).random((4000, n, d))
     e = np.sum((network_dict.apply(net, x) - f(x)) ** 2, axis=(1, 2))
-    total = float(np.mean(e) ** 0.5)
+    total = overhead * float(np.mean(e) ** 0.5)
     calls.append((net, total, arithmetic))
     return _StandIn(total, not never_reach and total <= epsilon, x[np.argsort(e)[-8:]])
   return certify
@@ -106,10 +106,11 @@ def test_search_returns_the_first_certified_and_records_seeds():
 
 def test_refinement_rounds_and_float32_storage():
   calls = []
-  got = trainer.train_and_certify('token_times_mean', 1e-6, d=1, n=3, max_width=8,
-                                  shapes=((1, 1),), arithmetic='float32',
-                                  sample_fraction=1e9, refine_rounds=2,
-                                  certifier=_stand_in(calls), **_FAST)
+  # a certifier that never reaches epsilon (totals 1e-9 x the error, so the learned
+  # margin stays open and every round is refined)
+  got = trainer.train_and_certify('token_times_mean', 1.0, d=1, n=3, max_width=8,
+                                  shapes=((1, 1),), arithmetic='float32', refine_rounds=2,
+                                  certifier=_stand_in(calls, True, 1e-9), **_FAST)
   assert not got.reached
   assert [t.rounds for t in got.trials] == [2]         # r = 8 only, two rounds
   assert len(calls) == 3 and {a for _, _, a in calls} == {'float32'}
@@ -118,6 +119,20 @@ def test_refinement_rounds_and_float32_storage():
   for _, a in got.net.arrays():
     np.testing.assert_array_equal(a, a.astype(np.float32).astype(np.float64))
   assert 'NOT reached' in got.line()
+
+
+def test_the_margin_is_learned_and_far_totals_are_not_refined():
+  # a certifier whose totals are 1000 x the error: after the first miss the margin is
+  # about 1/1000, so the second candidate is not certified; the first is not refined
+  # (its total is far above refine_within epsilon)
+  calls = []
+  got = trainer.train_and_certify('token_times_mean', 1.0, d=1, n=3, max_width=16,
+                                  shapes=((1, 1),), sample_fraction=1.0,
+                                  certifier=_stand_in(calls, True, 1000.0), **_FAST)
+  assert len(calls) == 1 and got.trials[0].rounds == 0
+  note = got.trials[1].note
+  assert note.startswith('not certified: sampled d_p')
+  assert 0.0005 < float(note.split('> ')[1].split()[0]) < 0.002      # the learned margin
 
 
 def test_candidates_above_the_sampled_margin_are_not_certified():

@@ -20,7 +20,10 @@ Fields (``--config.<field>=value``):
   max_width        the cap of the FF width r (r = 8, 16, ..., max_width)
   steps, lr        Adam steps per candidate and the initial rate (cosine decay)
   batch, pool      minibatch size, and uniform points in the training pool
-  sample_fraction  a candidate is certified only if its sampled d_p <= this x epsilon
+  sample_fraction  a candidate is certified only if its sampled d_p <= margin x epsilon;
+                   the margin starts here and drops to sampled / total after a
+                   certificate that misses epsilon (the overhead seen, learned)
+  refine_within    refine only candidates whose total is <= this x epsilon
   refine_rounds    rounds of training near the certificate's worst boxes, each with
   refine_points    points drawn uniformly in boxes of half-width refine_radius around
   refine_radius    the worst box centres, and refine_steps more steps at lr / 10
@@ -51,6 +54,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.batch = 2048
   c.pool = 65536
   c.sample_fraction = 0.5
+  c.refine_within = 2.0
   c.refine_rounds = 2
   c.refine_points = 8192
   c.refine_radius = 1 / 32

@@ -32,13 +32,16 @@ the pool, on the loss
     (1/B) sum_b sum_ji (g(X_b)_ji - f(X_b)_ji)^2          (an estimate of d_2(f, g)^2).
 
 A candidate whose sampled d_p (2 10^4 uniform points, ``network_dict.apply`` in the
-certified arithmetic's storage dtype) is above ``sample_fraction`` epsilon is not
-certified (its certificate, an upper bound of the true d_p, could not be below epsilon
-by the margin the certificate's overhead needs); it is recorded as such. Otherwise it is
-certified; while the total is above epsilon, up to ``refine_rounds`` rounds add
-``refine_points`` points drawn uniformly in boxes of half-width ``refine_radius`` around
-the certificate's worst box centres to the pool, train ``refine_steps`` more steps at a
-tenth of the learning rate, and certify again.
+certified arithmetic's storage dtype) is above margin x epsilon is not certified (its
+certificate, an upper bound of the true d_p, could not be below epsilon by the margin the
+certificate's overhead needs); it is recorded as such. The margin starts at
+``sample_fraction``; a certificate that misses epsilon with total T for a sampled d_p s
+lowers it to s / T when that is smaller (the overhead seen on this target, learned).
+Otherwise it is certified; while the total is above epsilon but at most ``refine_within``
+epsilon, up to ``refine_rounds`` rounds add ``refine_points`` points drawn uniformly in
+boxes of half-width ``refine_radius`` around the certificate's worst box centres to the
+pool, train ``refine_steps`` more steps at a tenth of the learning rate, and certify
+again.
 
 For a float32 (tf32, bfloat16) certificate the trained weights are rounded to float32
 first: the network certified, returned and saved is the one a float32 runtime stores.
@@ -315,7 +318,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
                       max_minutes: float = 20, seed: int = 0, lipschitz=None,
                       max_width: int = 64, shapes=SHAPES, steps: int = 6000, lr: float = 1e-2,
                       batch: int = 2048, pool: int = 65536, sample_fraction: float = 0.5,
-                      refine_rounds: int = 2, refine_points: int = 8192,
+                      refine_within: float = 2.0, refine_rounds: int = 2, refine_points: int = 8192,
                       refine_radius: float = 1 / 32, refine_steps: int = 2000,
                       certify_minutes: float = 5, certifier: Callable | None = None,
                       progress: Callable[[str], None] | None = None) -> TrainedCertificate:
@@ -334,7 +337,8 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     shapes: the (depth, heads) pairs of the ladder (default ``SHAPES``).
     steps, lr, batch, pool: the training of one candidate (module doc).
     sample_fraction: a candidate is certified only when its sampled d_p is at most
-      sample_fraction * epsilon.
+      margin * epsilon; the margin starts here and is learned (module doc).
+    refine_within: refine only a candidate whose total is at most this times epsilon.
     refine_rounds, refine_points, refine_radius, refine_steps: training near the worst
       boxes after a certificate above epsilon.
     certify_minutes: the most one certificate may take.
@@ -352,6 +356,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
   deadline = start + 60 * max_minutes
   check_x = np.random.default_rng(CHECK_SEED).random((CHECK_POINTS, n, d))
   trials, best = [], None
+  margin = sample_fraction
   for index, cand in enumerate(candidates(d, max_width, _check_shapes(shapes))):
     if time.monotonic() >= deadline:
       say('budget spent; stopping the search.')
@@ -371,9 +376,9 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     say(f'[{cand.label()}: {cand.num_params()} params, seed {run_seed}] {done} steps, '
         f'train rms {math.sqrt(loss):.3g}, sampled d_p {dp:.3g}')
     total, reached, rounds, note, cert = None, False, 0, '', None
-    if dp > sample_fraction * epsilon:
-      note = f'not certified: sampled d_p {dp:.3g} > {sample_fraction:g} epsilon'
-    while dp <= sample_fraction * epsilon:
+    if dp > margin * epsilon:
+      note = f'not certified: sampled d_p {dp:.3g} > {margin:.3g} epsilon'
+    while dp <= margin * epsilon:
       left = (deadline - time.monotonic()) / 60
       if left <= 0:
         note = 'budget spent before its certificate'
@@ -392,7 +397,10 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
       say(f'  certificate (round {rounds}): {cert.line()}')
       if best is None or total < float(best[3].total):
         best = (cand, network, params, cert, net)
-      if reached or rounds >= refine_rounds or time.monotonic() >= deadline:
+      if not reached and dp > 0:
+        margin = min(margin, dp / total)
+      if reached or rounds >= refine_rounds or total > refine_within * epsilon or \
+          time.monotonic() >= deadline:
         break
       rounds += 1
       extra = _near(cert.worst_centres, refine_points, refine_radius, rng)
@@ -429,7 +437,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
 OUTPUT_FILES = ('network.npz', 'network.onnx', 'certificate.txt', 'record.json')
 #: The config fields passed to ``train_and_certify`` as keywords.
 _TRAINING_FIELDS = ('max_minutes', 'seed', 'max_width', 'steps', 'lr', 'batch', 'pool',
-                    'sample_fraction', 'refine_rounds', 'refine_points', 'refine_radius',
+                    'sample_fraction', 'refine_within', 'refine_rounds', 'refine_points', 'refine_radius',
                     'refine_steps', 'certify_minutes')
 
 
