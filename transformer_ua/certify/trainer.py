@@ -25,9 +25,9 @@ the caller): parameters from ``seed`` (the candidate's seed is seed + its index 
 ladder, recorded; ``init_params``: ``layers``' initializers, then W_Q, W_K scaled by 1/10
 so that attention starts near the uniform mean, and b_1 = -W_1 u with u uniform in
 [0, 1]^D per unit, so that each ReLU's kink passes through a random point of the cube
-where the residual stream starts, not all through the origin), a pool of ``pool`` uniform points of the cube with f's values, Adam
-with a cosine-decayed learning rate, ``steps`` steps on minibatches of ``batch`` points of
-the pool, on the loss
+where the residual stream starts, not all through the origin), a pool of ``pool``
+uniform points of the cube with f's values, Adam with a cosine-decayed learning rate,
+``steps`` steps on minibatches of ``batch`` points of the pool, on the loss
 
     (1/B) sum_b sum_ji (g(X_b)_ji - f(X_b)_ji)^2          (an estimate of d_2(f, g)^2).
 
