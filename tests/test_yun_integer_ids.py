@@ -117,7 +117,7 @@ def _window_points(rng, net, count):
 def test_size_said_before_building_is_the_network(name, target, grid):
   net, g = _built(name, target, grid)
   assert registry.VARIANTS[name](grid).size() == {**g.size()}
-  assert g.depth() == 4 + -(-grid.d // 2) and g.attention_layers() == 1
+  assert g.depth() == 5 + -(-grid.d // 2) and g.attention_layers() == 1
 
 
 @pytest.mark.parametrize('name, target, grid', CONFIGS)
@@ -249,8 +249,9 @@ def test_the_snap_is_what_makes_it_exact():
   assert np.all(g.apply(x) == _g_bar_by_hand(net, x))
   sigma = rounding.FORMATS['float64'].snap
   bad = jax.tree_util.tree_map(lambda a: a, g.exact)
-  bad['segment_0']['feedforward']['b_2'] = bad['segment_0']['feedforward']['b_2'].copy()
-  bad['segment_0']['feedforward']['b_2'][0, net.d] -= sigma - 1
+  snap = bad[f'segment_{integer_ids_realized.SNAP}']['feedforward']
+  snap['b_2'] = snap['b_2'].copy()
+  snap['b_2'][0, net.d] -= sigma - 1
   broken = integer_ids_realized.IntegerIdsRealized(segments=g.segments, exact=bad, source=net,
                                           ramp=g.ramp, margin=g.margin, kinks=g.kinks,
                                           clamp=g.clamp)

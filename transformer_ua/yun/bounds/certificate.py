@@ -208,7 +208,8 @@ class Certificate:
     if self.arithmetic == 'exact':
       return '; for the exact real g (its float runs are not covered)'
     f = self.details.get('float', {})
-    return (f'; for g run in {f.get("format", self.arithmetic)}: |fl(g) - g| <= '
+    domain = f' {f["domain"]}' if f.get('domain') else ''
+    return (f'; for g run in {f.get("format", self.arithmetic)}{domain}: |fl(g) - g| <= '
             f'{bound_text(self.float_interior_sup, 3)} on interiors, '
             f'{bound_text(self.float_window_sup, 3)} on windows, assuming {f.get("assumes", "")}')
 

@@ -29,7 +29,12 @@ from transformer_ua.yun import grid as grid_lib
 from transformer_ua import rounding
 
 #: Stage names of the blocks, in order.
-STAGES = ('quantization', 'code', 'attention', 'value', 'clamp')
+STAGES = ('quantization', 'snap', 'code', 'attention', 'value', 'clamp')
+#: What g does outside the certified domain, said in the float certificate's line.
+DOMAIN_NOTE = ('on X in [0, 1]^(n x d), the closed cube (g.apply refuses X outside it in one '
+               'line; an exported graph does not check, and its output there is not certified)')
+#: The segment indices of the blocks that the proofs read.
+QUANTIZATION, SNAP, CODE, ATTENTION, VALUE = range(5)
 
 
 # ---------------------------------------------------------------------------
@@ -80,7 +85,10 @@ def realize_network(net, e: Fraction, margin: Fraction, clamp: bool) -> 'Integer
         u += 1
     q['W_1'][0, u, l], q['W_2'][0, l, u] = Fraction(1), Fraction(-1)
     u += 1
-  q['b_2'][0, A1] = Fraction(sigma)
+  # snap: a block of its own, a zero dot product plus the bias sigma, so that sigma is added
+  # once to the finished sum whatever order a runtime sums the quantization in
+  q_snap = _ff(1, D)
+  q_snap['b_2'][0, A1] = Fraction(sigma)
   # code
   K = len(net.phi)
   c = _ff(K + 1, D)
@@ -112,18 +120,20 @@ def realize_network(net, e: Fraction, margin: Fraction, clamp: bool) -> 'Integer
   block = functools.partial(layers.Segment, 'block', 1, num_heads=1, head_size=1,
                             normalizer='softmax', lam=1.0, activation='relu')
   segments = (block(width=2 * (N - 1) * d + d, name='quantization'),
+              block(width=1, name='snap'),
               block(width=K + 1, name='code'),
               block(width=1, name='attention'),
               block(width=2 * (P - 1), name='value'))
   params = {'segment_0': {'attention': _off_attention(D), 'feedforward': q},
-            'segment_1': {'attention': _off_attention(D), 'feedforward': c},
-            'segment_2': {'attention': att, 'feedforward': snap},
-            'segment_3': {'attention': _off_attention(D), 'feedforward': v}}
+            'segment_1': {'attention': _off_attention(D), 'feedforward': q_snap},
+            'segment_2': {'attention': _off_attention(D), 'feedforward': c},
+            'segment_3': {'attention': att, 'feedforward': snap},
+            'segment_4': {'attention': _off_attention(D), 'feedforward': v}}
   bounds = None
   if clamp:
     lo, hi = net.output_range()
     segs, cp = realize_lib.output_clamp(lo, hi, exact=True)
-    params['segment_4'] = _pad_clamp(cp['segment_0'], d, D)
+    params['segment_5'] = _pad_clamp(cp['segment_0'], d, D)
     segments = segments + segs
     bounds = (tuple(lo), tuple(hi))
   if net.positional:
@@ -344,7 +354,7 @@ class IntegerIdsRealized:
     """The code layer's outputs on every integer m' in [0, K), read from the params, checked
     equal to (H - phi, phi)."""
     src, sigma, d = self.source, self.format.snap, self.d
-    ff = self.exact['segment_1']['feedforward']
+    ff = self.exact[f'segment_{CODE}']['feedforward']
     K = len(src.phi)
     kinks = [-ff['b_1'][0, u] - sigma for u in range(1, K + 1)]
     pts = list(range(K))
@@ -362,7 +372,7 @@ class IntegerIdsRealized:
   def _value_check(self) -> dict:
     """The value layer at every id, read from the params, checked equal to the table."""
     src = self.source
-    kinks, coefs, bias = self._value_units(3)
+    kinks, coefs, bias = self._value_units(VALUE)
     ids = [int(t) for t in src.ids]
     scale = Fraction(1, 2 ** src.value_bits)
     for l in range(self.d):
@@ -446,7 +456,20 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   d, n = src.d, src.n
   sigma = fmt.snap
   steps = []
-  # 1. quantize: the a_1 row is within 1/2 of the real sum in [0, M - 1], then snapped.
+  # 0. the snaps are blocks of their own: a zero dot product plus the bias sigma, so that
+  #    each adds sigma once, to a finished value, whatever order a runtime sums in.
+  for seg, row in ((SNAP, d), (ATTENTION, d + 1)):
+    ff = g.exact[f'segment_{seg}']['feedforward']
+    if any(v != 0 for v in np.ravel(ff['W_2'])) or ff['b_2'][0, row] != sigma or \
+        any(v != 0 for i, v in enumerate(ff['b_2'][0]) if i != row):
+      raise AssertionError(f'block {seg} is not a snap (zero dot product, bias sigma).')
+  if g.exact['segment_0']['feedforward']['b_2'][0, d] != 0:
+    raise AssertionError('the quantization adds a bias to a_1 (sigma has a block of its own).')
+  steps.append('snaps: sigma added in blocks of their own (zero dot product + bias), once, '
+               'to a finished value')
+  # 1. quantize: the a_1 row (with Theorem 3's residual jM as one more term, in any order)
+  #    is within 1/2 of the real jM + Q(x), an integer in [0, nM - 1] on interiors and a real
+  #    in [0, nM - 1] anywhere; the snap block then makes it sigma + an integer.
   ff = g.exact['segment_0']['feedforward']
   s = 1 / g.ramp
   err, load, terms = Fraction(0), Fraction(0), 0
@@ -459,14 +482,18 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
     err += w2 * (u * ymax + tau)
     load += w2 * ((1 + u) * max(Fraction(0), s + beta) + tau)
     terms += 1
+  if src.positional:                   # the residual a_1 = jM, j < n
+    terms += 1
+    load += max(abs(v) for v in g.exact['E'][:, d])
   err += rounding.dot_error(fmt, terms, load)
   if not err < Fraction(1, 2):
     raise ValueError(f'{fmt.name}: the quantization sum is only within {float(err):.3g} of '
-                     'its real value (needs < 1/2 for the snap); use a larger margin or a '
-                     'smaller resolution.')
-  steps.append(f'quantization within {_up(err):.3g} < 1/2 of [0, M - 1]: snapped to an integer')
+                     'its real value (needs < 1/2 for the snap); build for float64 '
+                     "(arithmetic='float64') or use a smaller resolution (a larger epsilon).")
+  steps.append(f'quantization within {_up(err):.3g} < 1/2 of an integer, in any order: '
+               'snapped to it')
   # 2. code: integer partial sums below 2^p.
-  ff = g.exact['segment_1']['feedforward']
+  ff = g.exact[f'segment_{CODE}']['feedforward']
   K = len(src.phi)
   reach = [K - 1 - k for k in range(K)]
   for row, extra in ((d, sigma + K), (d + 1, 0)):
@@ -483,14 +510,14 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   a2 = out + u * (phimax + smax + out) + tau
   if not a2 < Fraction(1, 2):
     raise ValueError(f'{fmt.name}: the attention average is only within {float(a2):.3g} of '
-                     'phi + S (needs < 1/2); use a smaller resolution.')
+                     'phi + S (needs < 1/2); use a smaller resolution (a larger epsilon).')
   steps.append(f'attention within {_up(a2):.3g} < 1/2 of phi(own) + S: snapped '
                f'(assumes {rounding.SOFTMAX_ASSUMPTION})')
   # 4. value: pre-activations exact integers; the products and sums exact or bounded.
   top = int(max(src.high)) + int(smax) + 1
   if not top + sigma + 2 < limit:
     raise ValueError(f'{fmt.name}: ids reach {top:,}; the value layer needs them below 2^(p-1).')
-  kinks, coefs, bias = g._value_units(3)  # pylint: disable=protected-access
+  kinks, coefs, bias = g._value_units(VALUE)  # pylint: disable=protected-access
   ids = [int(t) for t in src.ids]
   scale = 2 ** src.value_bits
   dev = Fraction(0)
@@ -522,5 +549,6 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   steps.append('o zeroed exactly up to one subnormal; '
                + ('clamp: identity on the table range' if dev == 0 else 'clamp: rounding added'))
   return {'interior': _up(total), 'window': _up(total), 'steps': steps,
-          'assumes': rounding.SOFTMAX_ASSUMPTION, 'format': fmt.describe(),
+          'assumes': '; '.join(rounding.INTEGER_ID_ASSUMPTIONS),
+          'format': f'IEEE 754 {fmt.name} (u = 2^-{fmt.precision})', 'domain': DOMAIN_NOTE,
           'quantization_error': _up(err), 'attention_error': _up(a2)}
