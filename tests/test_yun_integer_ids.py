@@ -21,6 +21,8 @@ from onnx import TensorProto, helper
 import jax
 import jax.numpy as jnp
 
+import runtime_orders
+
 from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
@@ -319,3 +321,84 @@ def test_float32_graph_runs_the_float32_network(tmp_path):
   y = ort.InferenceSession(str(path)).run(None, {'X': x})[0]
   assert np.max(np.abs(y - _g_bar_by_hand(net, x.astype(np.float64)))) \
       <= g.float_proof['interior']
+
+
+# -- the runtime model: summation orders it covers, and the operand roundings it refuses ----
+
+def _sigma_in_the_quantizer_bias(g):
+  """g as it was built before the snap had a block of its own: sigma the quantization's b_2."""
+  exact = {k: ({kk: dict(vv) for kk, vv in v.items()} if isinstance(v, dict) else v)
+           for k, v in g.exact.items()}
+  q = exact['segment_0']['feedforward']
+  snap = exact[f'segment_{integer_ids_realized.SNAP}']['feedforward']
+  q['b_2'], snap['b_2'] = q['b_2'].copy(), snap['b_2'] * 0
+  q['b_2'][0, g.d] = rounding.FORMATS[g.number_format].snap
+  return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), exact)
+
+
+def test_bias_first_at_the_point_that_broke_the_bias_last_hypothesis():
+  # token_times_mean, epsilon 0.1, float64: x = 0.8000038862228394 on all three tokens is an
+  # interior point (3.9e-6 from the cell edge 4/5; the ramps keep 1.5e-6 clear). With sigma
+  # the quantizer's bias, a bias-first order gave 0.49 there instead of g_bar = 0.81.
+  res = yun.approximate('token_times_mean', 0.1, d=1, n=3)
+  x = np.full((1, 3, 1), 0.8000038862228394)
+  want = _g_bar_by_hand(res.net, x)
+  assert np.all(res.net.apply(x) == want)
+  for bias_at in (0, 1, 3, None):
+    got = runtime_orders.run(res.g.params, x, positional=False, bias_at=bias_at)
+    assert np.all(got == want), bias_at
+  old = runtime_orders.run(_sigma_in_the_quantizer_bias(res.g), x, positional=False, bias_at=0)
+  assert not np.all(old == want)        # the order the old network was open to
+
+
+@pytest.mark.parametrize('bias_at', [0, 1, 2, 7, 64, None])
+def test_float32_bias_anywhere_is_g_bar_on_interiors(bias_at):
+  # token_times_mean, epsilon 0.2, float32: with sigma the quantizer's bias, bias first put
+  # fl(g) != g_bar on 5 of these 4000 interior points (0.19% of uniform points)
+  res = yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic='float32',
+                        construction='integer_ids')
+  net, g = res.net, res.g
+  rng = np.random.default_rng(7)
+  k = rng.integers(0, net.resolution, size=(4000, 3, 1))
+  m = float(g.margin)
+  x = ((k + m + (1 - 2 * m) * rng.random(k.shape)) / net.resolution)
+  x = x.astype(np.float32).astype(np.float64)
+  want = _g_bar_by_hand(net, x)
+  got = runtime_orders.run(g.params, x, positional=False, dtype='float32', bias_at=bias_at)
+  assert np.all(got == want)
+  if bias_at == 0:
+    old = runtime_orders.run(_sigma_in_the_quantizer_bias(g), x, positional=False,
+                             dtype='float32', bias_at=0)
+    assert not np.all(old == want)
+
+
+@pytest.mark.parametrize('bias_at', [0, 5, None])
+def test_positional_bias_anywhere_is_g_bar_on_interiors(bias_at):
+  net, g = _built('positional_integer_ids', 'prefix_mean', Grid(1, 2, 3))
+  x = _interior_points(np.random.default_rng(8), net, 200)
+  got = runtime_orders.run(g.params, x, positional=True, bias_at=bias_at)
+  assert np.all(got == _g_bar_by_hand(net, x))
+
+
+def test_tf32_operands_break_the_quantizer_and_are_refused():
+  # the reason 'tf32' is refused: with every matmul operand reduced to TF32's 11 bits the
+  # float32 network leaves g_bar on interiors by far more than its certified deviation
+  res = yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic='float32',
+                        construction='integer_ids')
+  x = _interior_points(np.random.default_rng(9), res.net, 300)
+  x = x.astype(np.float32).astype(np.float64)
+  got = runtime_orders.run(res.g.params, x, positional=False, dtype='float32', operands='tf32')
+  assert np.max(np.abs(got - _g_bar_by_hand(res.net, x))) > 0.01
+  for name in ('tf32', 'bfloat16'):
+    with pytest.raises(ValueError, match='IEEE products only') as e:
+      yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic=name)
+    assert '\n' not in str(e.value)
+    with pytest.raises(ValueError, match='IEEE products only'):
+      yun.certify_lp(res.net, res.g, arithmetic=name)
+
+
+def test_the_line_states_every_assumption_and_the_domain():
+  line = str(yun.approximate('token_times_mean', 0.2, d=1, n=3).certificate)
+  for assumption in rounding.INTEGER_ID_ASSUMPTIONS:
+    assert assumption in line
+  assert 'X in [0, 1]^(n x d), the closed cube' in line
