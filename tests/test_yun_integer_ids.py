@@ -402,3 +402,40 @@ def test_the_line_states_every_assumption_and_the_domain():
   for assumption in rounding.INTEGER_ID_ASSUMPTIONS:
     assert assumption in line
   assert 'X in [0, 1]^(n x d), the closed cube' in line
+
+
+# -- running g outside its certificate -------------------------------------------------
+
+
+def test_a_float64_g_with_x64_off_is_refused_in_one_line():
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  assert not jax.config.jax_enable_x64            # the default session
+  with pytest.raises(ValueError, match="x64 is off") as e:
+    g.network()
+  assert '\n' not in str(e.value)
+  with jax.enable_x64(True):
+    y = g.network().apply({'params': g.params}, np.full((1, 3, 1), 0.5))
+  assert np.all(np.asarray(y) == net.apply(np.full((1, 3, 1), 0.5)))
+  net32, g32 = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3), 'float32')
+  assert all(a.dtype == np.float32 for a in jax.tree_util.tree_leaves(g32.params))
+  g32.network()                                    # float32 needs no x64
+
+
+def test_apply_takes_the_closed_cube_and_refuses_outside():
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  x = np.array([[[1.0], [-0.0], [0.5]]])
+  assert np.all(g.apply(x) == net.apply(x)) and np.all(g.apply(x) == _g_bar_by_hand(net, x))
+  for bad, said in ((1 + 2 ** -52, '1.0000000000000002'), (-0.001, '-0.001')):
+    with pytest.raises(ValueError, match='closed cube') as e:
+      g.apply(np.full((1, 3, 1), bad))
+    assert said in str(e.value) and '-0,' not in str(e.value)
+
+
+def test_apply_batches_to_its_memory_budget(monkeypatch):
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  x = np.random.default_rng(10).random((23, 3, 1))
+  want = g.apply(x)
+  monkeypatch.setattr(integer_ids_realized, 'APPLY_BYTES',
+                      5 * 3 * g.max_width() * 8 * integer_ids_realized.APPLY_COPIES)
+  assert g.apply_batch() == 5
+  assert np.array_equal(g.apply(x), want)

@@ -1,6 +1,6 @@
-r"""Theorems 2 and 3 with integer ids: one network that computes the same in exact and IEEE arithmetic.
+r"""Theorems 2 and 3 with integer ids: exact and IEEE arithmetic agree on cube interiors.
 
-Token-major: X [.., n, d] in [0, 1)^{n x d}; M = N^d cells, m = sum_l N^(l-1) c_l the cell
+Token-major: X [.., n, d] in [0, 1]^{n x d} (closed: x = 1 is in the last cell); M = N^d cells, m = sum_l N^(l-1) c_l the cell
 index of a token whose cell is c. The residual stream has D = d + 2 coordinates
 (o_1, .., o_d, a_1, a_2): X is padded with two zero coordinates and g reads o. p is the
 significand precision of the format the parameters are built for (binary64: p = 53,
@@ -261,8 +261,9 @@ class IntegerIdsApproximator:
     return idx
 
   def apply(self, x) -> np.ndarray:
-    """g_bar(X) [batch, n, d]: the table value of each token's id."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    """g_bar(X) [batch, n, d]: the table value of each token's id; X in the closed cube
+    [0, 1]^(n x d) (x = 1 is in the last cell)."""
+    x = integer_ids_realized.check_cube(grid_lib.check_input(x, self.n, self.d))
     cells = np.minimum(np.floor(x * self.resolution).astype(np.int64), self.resolution - 1)
     return self.values[self.id_positions(self.token_ids(cells))]
 

@@ -33,6 +33,10 @@ STAGES = ('quantization', 'snap', 'code', 'attention', 'value', 'clamp')
 #: What g does outside the certified domain, said in the float certificate's line.
 DOMAIN_NOTE = ('on X in [0, 1]^(n x d), the closed cube (g.apply refuses X outside it in one '
                'line; an exported graph does not check, and its output there is not certified)')
+#: Bytes of hidden activations one call of ``IntegerIdsRealized.apply`` may hold.
+APPLY_BYTES = 2 ** 30
+#: Live copies of the widest hidden layer a call holds (pre-activation, ReLU, product).
+APPLY_COPIES = 3
 #: The segment indices of the blocks that the proofs read.
 QUANTIZATION, SNAP, CODE, ATTENTION, VALUE = range(5)
 
@@ -40,6 +44,17 @@ QUANTIZATION, SNAP, CODE, ATTENTION, VALUE = range(5)
 # ---------------------------------------------------------------------------
 # g: the parameters.
 # ---------------------------------------------------------------------------
+
+
+def check_cube(x: np.ndarray) -> np.ndarray:
+  """X if every entry lies in the closed cube [0, 1] (-0.0 included; x = 1 lies in the last
+  cell), else ValueError (one line): the certificate covers nothing outside."""
+  if x.size and not np.all((x >= 0) & (x <= 1)):
+    bad = x[(x < 0) | (x > 1)]
+    raise ValueError(f'X must lie in the closed cube [0, 1]^(n x d) (the certificate covers '
+                     f'nothing outside it); got {bad.size} entries outside, from '
+                     f'{float(bad.min())!r} to {float(bad.max())!r}.')
+  return x
 
 
 def _zeros(*shape) -> np.ndarray:
@@ -217,7 +232,9 @@ class IntegerIdsRealized:
 
   @functools.cached_property
   def params(self) -> dict:
-    return jax.tree_util.tree_map(lambda a: _float_array(a, self.format), self.exact)
+    """The parameters as arrays of ``number_format`` (float64 or float32)."""
+    return jax.tree_util.tree_map(
+        lambda a: _float_array(a, self.format).astype(self.number_format), self.exact)
 
   @property
   def lam(self) -> Fraction:
@@ -286,22 +303,47 @@ class IntegerIdsRealized:
   # -- evaluation ------------------------------------------------------------
 
   def network(self) -> layers.Network:
+    """The flax network; its params are ``params`` (arrays of ``number_format``). A float64 g
+    needs JAX's x64: with x64 off JAX would run it in float32, which its certificate does
+    not cover (the snap constant 2^52 + 1 is not a binary32 number), so that is refused."""
+    if self.number_format == 'float64' and \
+        jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+      raise ValueError("this g is certified in float64 and JAX's x64 is off, so JAX would "
+                       'run it in float32, which the certificate does not cover; turn x64 '
+                       "on (jax.config.update('jax_enable_x64', True), or inside "
+                       'jax.enable_x64(True)), or call g.apply(X), which does.')
     dt = jnp.float64 if self.number_format == 'float64' else jnp.float32
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=dt, embed_width=self.model_width)
 
+  def apply_batch(self) -> int:
+    """Points per call of ``apply``: hidden activations of about ``APPLY_BYTES`` (batch x n x
+    widest layer x bytes per float x ``APPLY_COPIES`` live copies)."""
+    per_point = self.n * self.max_width() * np.dtype(self.number_format).itemsize * APPLY_COPIES
+    return max(1, APPLY_BYTES // per_point)
+
   def apply(self, x) -> np.ndarray:
-    """fl(g)(X) [batch, n, d]: the JAX network in ``number_format`` (returned as float64)."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    """fl(g)(X) [batch, n, d]: the JAX network in ``number_format`` (returned as float64),
+    with x64 on and matmul precision HIGHEST (IEEE products: no TF32 or bfloat16 passes),
+    ``apply_batch()`` points per call so that memory stays near ``APPLY_BYTES`` whatever the
+    batch. X in the closed cube [0, 1]^(n x d) (``check_cube``)."""
+    x = check_cube(grid_lib.check_input(x, self.n, self.d))
     dt = np.dtype(self.number_format)
-    with jax.enable_x64(True):
+    step = self.apply_batch()
+    out = np.empty(x.shape, np.float64)
+    with jax.enable_x64(True), jax.default_matmul_precision('highest'):
       params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), self.params)
-      y = layers.jit_apply(self.network())(params, jnp.asarray(x, dt))
-      return np.asarray(y, np.float64)
+      fn = layers.jit_apply(self.network())
+      for i in range(0, len(x), step):
+        chunk = x[i:i + step].astype(dt)
+        if len(x) > step and len(chunk) < step:        # one compiled shape: pad the last
+          chunk = np.concatenate([chunk, np.zeros((step - len(chunk),) + x.shape[1:], dt)])
+        out[i:i + step] = np.asarray(fn(params, jnp.asarray(chunk)), np.float64)[:len(x) - i]
+    return out
 
   def apply_exact(self, x) -> np.ndarray:
     """The real network g(X) in exact rationals (object [batch, n, d]), layer by layer."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    x = check_cube(grid_lib.check_input(x, self.n, self.d))
     D = self.model_width
     out = np.empty(x.shape, object)
     for b in range(x.shape[0]):
@@ -416,9 +458,11 @@ class IntegerIdsRealized:
   @functools.cached_property
   def float_proof(self) -> dict:
     """The float certificate's checks and bound (module docstring) in ``number_format``:
-    {'interior', 'window' (sup |fl(g) - g| bounds, rounded up), 'steps' (each proved
-    inequality as text), 'assumes'}; ValueError (one line) where a snap or an exact
-    partial sum cannot be proved."""
+    {'interior' (sup |fl(g) - g| on cube interiors), 'window' (on the windows: the distance
+    of fl(g) from some table value; fl(g) and g need not agree there, both lie in the
+    table's range), rounded up; 'steps' (each proved inequality as text), 'assumes',
+    'format', 'domain'}; ValueError (one line) where a snap or an exact partial sum cannot
+    be proved."""
     return float_deviation(self)
 
 
@@ -449,8 +493,10 @@ def _up(x: Fraction) -> float:
 
 
 def float_deviation(g: IntegerIdsRealized) -> dict:
-  """sup |fl(g) - g| on cube interiors and windows in g's format, from the rounding model
-  (``transformer_ua.rounding``); each step is an inequality checked in exact rationals."""
+  """sup |fl(g) - g| on cube interiors, and sup of the distance of fl(g) from a table value on
+  the windows, in g's format, from the rounding model (``transformer_ua.rounding``,
+  docs/proofs/integer_ids.md, Claim 4); each step is an inequality checked in exact
+  rationals."""
   fmt, src = g.format, g.source
   u, tau, limit = fmt.u, fmt.tiny, fmt.integer_limit
   d, n = src.d, src.n

@@ -1,4 +1,4 @@
-"""Theorem 2 with integer ids: the network that computes the same in exact and IEEE arithmetic.
+"""Theorem 2 with integer ids: exact and IEEE arithmetic agree on cube interiors.
 
     g = [clamp] o value (width 2(P - 1)) o attention + snap o code (width M + 1) o snap
           o quantize (width 2(N - 1)d + d)   on d + 2 coordinates
