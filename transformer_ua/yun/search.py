@@ -142,6 +142,27 @@ def check_construction(construction):
 # ---------------------------------------------------------------------------
 
 
+def _cube_classes(target, *, d: int, n: int, resolution: int, positional: bool) -> int:
+  """The cube classes the per-cube f-term evaluates at N: every cube (Theorem 3, or f not
+  permutation equivariant) or every multiset of cells."""
+  if positional or not target.permutation_equivariant:
+    return resolution ** (d * n)
+  return math.comb(resolution ** d + n - 1, n)
+
+
+def _per_cube_limit(target, *, d: int, n: int, positional: bool) -> int:
+  """The largest N whose grid has at most ``F_TERM_CLASSES`` cube classes (>= 1)."""
+  count = lambda N: _cube_classes(target, d=d, n=n, resolution=N,  # noqa: E731
+                                  positional=positional)
+  lo, hi = 1, 2
+  while count(hi) <= F_TERM_CLASSES:
+    lo, hi = hi, hi * 2
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    lo, hi = (mid, hi) if count(mid) <= F_TERM_CLASSES else (lo, mid)
+  return lo
+
+
 def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolution: int,
             p: float, positional: bool, modulus=None) -> float:
   """T1 = d_p(f, f_bar) at N before building: the per-cube bound (``f_term.bound``: exact
@@ -151,8 +172,7 @@ def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolu
   table's rounding (~1e-16) is added by the certificate."""
   key = (resolution, positional)
   if key not in cache:
-    classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
-        else math.comb(resolution ** d + n - 1, n)
+    classes = _cube_classes(target, d=d, n=n, resolution=resolution, positional=positional)
     glob = math.inf if lip is None else certificate.f_fbar_bound(
         lip, Grid(d, n, resolution), p=p)['bound']
     cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
@@ -286,15 +306,27 @@ class _Search:
     tol = left * float(INTERIOR_SHARE) / (self.d * self.n) ** (1 / self.p) / 2
     return t1, t2, margin, tol
 
+  def per_cube_limit(self, c) -> int:
+    """The largest N at which the f-term is the per-cube bound (past it, the looser global
+    Lipschitz bound: ``_f_term``)."""
+    return _per_cube_limit(self.target, d=self.d, n=self.n, positional=not c.equivariant)
+
+  def f_term_method(self, c, N: int) -> str:  # pylint: disable=invalid-name
+    return 'per cube' if N <= self.per_cube_limit(c) else \
+        f'global Lipschitz bound (past {F_TERM_CLASSES:,} cube classes)'
+
   def resolution(self, c) -> int | None:
     """N_c: the smallest N >= 2 with slack (doubling, then bisection); None if no
-    N <= 2^62 has it."""
-    hi = 2
+    N <= 2^62 has it. The f-term switches from the per-cube bound to the looser global
+    one past ``per_cube_limit``; that N is always tried, so that the doubling does not
+    jump over the per-cube range into the global one (each bound decreases in N, so the
+    bisection stays on one side)."""
+    cap = self.per_cube_limit(c)
+    lo, hi = 1, 2
     while self.split(c, hi) is None:
-      hi *= 2
+      lo, hi = hi, (cap if hi < cap < 2 * hi else 2 * hi)
       if hi > 2 ** 62:
         return None
-    lo = hi // 2   # fails (or is 1)
     while hi - lo > 1:
       mid = (lo + hi) // 2
       if mid >= 2 and self.split(c, mid) is not None:
@@ -302,6 +334,19 @@ class _Search:
       else:
         lo = mid
     return hi
+
+  def per_cube_estimate(self, c) -> int | None:
+    """About the smallest N at which the per-cube f-term would leave the realization its
+    share, extrapolated from the largest N it is computed at by T1 ~ 1/N (None when that N
+    has no finite per-cube bound)."""
+    cap = self.per_cube_limit(c)
+    if cap < 2:
+      return None
+    t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=cap,
+                 p=self.p, positional=not c.equivariant, modulus=self.modulus)
+    if not math.isfinite(t1):
+      return None
+    return max(cap + 1, math.ceil(cap * t1 / (float(F_TERM_SHARE) * self.epsilon)))
 
   def candidate(self, c, N: int) -> _Candidate:  # pylint: disable=invalid-name
     """Variant class ``c`` at N: its budget split, closed-form size and estimate."""
@@ -459,7 +504,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       said = 'by definition' if builtin_no else f'|f(XP) - f(X)P| = {err:.3g} on probes'
       raise ValueError(f'target {target.name!r} is not permutation equivariant ({said}); '
                        'positional=False asks for Theorem 2, which needs f(XP) = f(X)P: '
-                       'pass positional=True (Theorem 3, positional encodings).')
+                       'pass positional=True (Theorem 3, positional encodings)'
+                       + ('' if builtin_no else _low_precision_hint(target, d, n)) + '.')
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
       [c for c in registry.VARIANTS.values()
@@ -513,7 +559,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       continue
     k = len(attempts) + 1
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
-        f'd_p(f, f_bar) <= {cand.f_term:.3g}')
+        f'd_p(f, f_bar) <= {certificate.bound_text(cand.f_term, 3)} '
+        f'({search.f_term_method(type(c), cand.resolution)})')
     t0 = time.perf_counter()
     rec = {'construction': c.name, 'resolution': cand.resolution,
            'blocks': cand.size['blocks'], 'params': cand.size['params'],
@@ -532,13 +579,15 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       say(f'approximate: attempt {k}: {c.name} N={cand.resolution} refused after '
           f'{rec["seconds"]:.0f} s: {e}')
       continue
+    eq = (cert.details.get('callable_checks') or {}).get('equivariance') or {}
     rec.update(seconds=time.perf_counter() - t0, total=cert.total, margin=float(margin),
                tolerance=cand.tolerance, holds=cert.holds(epsilon), blocks=g.depth(),
-               params=g.num_params())
+               params=g.num_params(),
+               not_equivariant_cubes=0 if eq.get('rounding_level') else eq.get('cubes', 0))
     attempts.append(rec)
     say(f'approximate: attempt {k}: {c.name} N={cand.resolution} done in '
         f'{rec["seconds"]:.0f} s (estimated {cand.seconds:.0f} s): d_p(f, g) <= '
-        f'{cert.total:.4g} {"<=" if rec["holds"] else ">"} {epsilon:g}'
+        f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} {epsilon:g}'
         f'{"" if rec["holds"] else ", the certificate does not hold"}')
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
@@ -549,18 +598,46 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   if not attempts:
     if over:
       best = min(over, key=lambda c: c.size['params'])
+      kind = type(best.variant)
+      method = search.f_term_method(kind, best.resolution)
+      per_cube = '' if method == 'per cube' else search.per_cube_estimate(kind)
+      per_cube = '' if not per_cube or per_cube >= best.resolution else (
+          f'; the per-cube bound, computed up to N={search.per_cube_limit(kind)} and '
+          f'extrapolated as 1/N, would need about N={per_cube}')
       raise ValueError(
           f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
-          f'construction {best.variant.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
-          f'there): {search_arguments.count(best.size["blocks"])} layers (blocks), '
+          f'construction {best.variant.name!r} (d_p(f, f_bar) <= '
+          f'{certificate.bound_text(best.f_term, 3)} there by the {method}{per_cube}): '
+          f'{search_arguments.count(best.size["blocks"])} layers (blocks), '
           f'{search_arguments.count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
           'epsilon.')
     raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '
                      f'needs ({"; ".join(skipped)}); raise epsilon.')
   last = attempts[-1]
-  why = f'total {last["total"]:.3g}' if 'total' in last else last['error']
+  why = f'total {certificate.bound_text(last["total"], 3)}' if 'total' in last else \
+      last['error']
   more = f'; next: {over[0].describe()}, over the limits' if over else ''
+  cubes = max(a.get('not_equivariant_cubes', 0) for a in attempts)
+  hint = '' if positional or not cubes else (
+      f'; f_bar is not permutation equivariant on {cubes:,} cubes (their difference counts in '
+      'd_p(f_bar, g_bar)): if f is not permutation equivariant, pass positional=True '
+      '(Theorem 3)')
   raise ValueError(f'no certificate d_p(f, g) <= {epsilon:g} within {len(attempts)} '
                    f'attempts (last: {last["construction"]} N={last["resolution"]}, '
-                   f'{why}){more}.')
+                   f'{why}){more}{hint}.')
+
+
+def _low_precision_hint(target, d: int, n: int) -> str:
+  """A clause for the equivariance refusal when f returns floats narrower than float64
+  (JAX's default float32): the difference may be its rounding, not f's."""
+  try:
+    raw = target.fn(np.random.default_rng(1).random((2, n, d)))
+    dt = np.dtype(getattr(raw, 'dtype', np.float64))
+  except (TypeError, ValueError):
+    return ''
+  if dt.kind != 'f' or dt.itemsize >= 8:
+    return ''
+  return (f'; f returns {dt} (JAX computes in float32 unless x64 is on), so this difference '
+          'may be its rounding: enable float64 first (jax.config.update('
+          "'jax_enable_x64', True)) and pass positional=True only if f is not equivariant")
