@@ -178,7 +178,7 @@ def test_theorem2_construction_refused_for_theorem3():
     ({'max_minutes': 0}, 'max_minutes=0; it must be a positive'),
     ({'max_layers': 1.5}, 'max_layers=1.5; it must be an integer >= 1'),
     ({'positional': 'no'}, "positional='no'; it must be True or False"),
-    ({'progress': 'yes'}, "progress='yes'; it must be True, False or a callable"),
+    ({'progress': 'yes'}, "progress='yes'; it must be None .*True, False or a callable"),
     ({'lipschitz': 0}, 'lipschitz=0; it must be a positive'),
     ({'lipschitz': float('nan')}, 'lipschitz=nan'),
     ({'epsilon': 1e-3, 'max_layers': 1000}, r'needs resolution N >= \d+ .* layers'),
@@ -382,3 +382,16 @@ def test_progress_lines_print_bounds_rounded_up():
   done = [ln for ln in lines if ' done in ' in ln][-1]
   said = Fraction(re.search(r'd_p\(f, g\) <= ([0-9.e-]+) <=', done).group(1))
   assert said >= Fraction(res.certificate.total)
+
+
+def test_the_default_says_on_stderr_when_an_attempt_is_long(monkeypatch, capsys):
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 0.0)     # every attempt counts as long
+  yun.approximate('token_times_mean', 0.2, d=1, n=3)
+  err = capsys.readouterr().err
+  assert 'approximate: attempt 1: integer_ids' in err and 'attempt 1 done in' in err
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 1e9)
+  yun.approximate('token_times_mean', 0.2, d=1, n=3)
+  assert capsys.readouterr().err == ''
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 0.0)
+  yun.approximate('token_times_mean', 0.2, d=1, n=3, progress=False)
+  assert capsys.readouterr().err == ''

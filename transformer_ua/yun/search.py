@@ -73,6 +73,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import sys
 import time
 from fractions import Fraction
 
@@ -98,6 +99,9 @@ F_TERM_CLASSES = 100_000
 INTERIOR_SHARE = Fraction(1, 2)
 #: Attempts (build + realize + certify) ``approximate`` makes before giving up.
 MAX_ATTEMPTS = 4
+#: With the default progress=None, attempts estimated at this many seconds or more say on
+#: stderr that they start and how they ended; quicker ones print nothing.
+QUIET_SECONDS = 10.0
 #: Default time budget of one call, in minutes (estimated before each attempt).
 DEFAULT_MAX_MINUTES = 10.0
 #: Default depth limit (blocks) of a network ``approximate`` builds.
@@ -419,7 +423,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                 modulus=None,
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
-                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False,
+                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=None,
                 arithmetic: str = DEFAULT_ARITHMETIC,
                 refutation_points: int = callable_checks.REFUTATION_POINTS) -> Approximation:
   """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
@@ -456,7 +460,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       'float32' (g run in that IEEE format by any runtime: only the integer-id
       constructions have such certificates), or 'exact' (the real network, exact
       parameters: every construction).
-    progress: False, True (lines on stdout, flushed) or a callable taking each line:
+    progress: None (the default: an attempt estimated at ``QUIET_SECONDS`` or more says
+      on stderr that it starts and how it ended; quicker calls print nothing), False
+      (nothing), True (every line on stdout, flushed) or a callable taking each line:
       one as the search starts, one with the candidates in the rule's order (N,
       parameters, estimated minutes), then one per attempt as it starts and as it ends
       and one per candidate skipped over a limit.
@@ -490,6 +496,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                                  if not c.equivariant) + '.')
   say = (lambda line: print(line, flush=True)) if progress is True else \
       (progress or (lambda line: None))
+  loud = progress is None          # the default: long attempts only, on stderr
+  tell = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
   target = targets_lib.get_target(f, d=d, n=n)
   lip = None if lipschitz is None and modulus is not None else \
       target_bounds.check_lipschitz(lipschitz, target, d, n)
@@ -558,6 +566,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       say(f'approximate: skipped {cand.describe()}: {why}')
       continue
     k = len(attempts) + 1
+    if loud and cand.seconds >= QUIET_SECONDS:
+      tell(f'approximate: attempt {k}: {cand.describe()} (progress=False silences this, '
+           'progress=True says more)')
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
         f'd_p(f, f_bar) <= {certificate.bound_text(cand.f_term, 3)} '
         f'({search.f_term_method(type(c), cand.resolution)})')
@@ -585,6 +596,10 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                params=g.num_params(),
                not_equivariant_cubes=0 if eq.get('rounding_level') else eq.get('cubes', 0))
     attempts.append(rec)
+    if loud and cand.seconds >= QUIET_SECONDS:
+      tell(f'approximate: attempt {k} done in {rec["seconds"]:.0f} s: d_p(f, g) <= '
+           f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} '
+           f'{epsilon:g}')
     say(f'approximate: attempt {k}: {c.name} N={cand.resolution} done in '
         f'{rec["seconds"]:.0f} s (estimated {cand.seconds:.0f} s): d_p(f, g) <= '
         f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} {epsilon:g}'
