@@ -392,6 +392,23 @@ class IntegerIdsRealized:
     return kinks, [list(ff['W_2'][0, l]) for l in range(self.d)], list(ff['b_2'][0, :self.d])
 
   @functools.cached_property
+  def _structure_check(self) -> dict:
+    """Every block and parameter of g is the construction's for its source, ramp, margin
+    and clamp (``realize_network`` rebuilt and compared exactly, entry by entry): the proofs
+    read the code and value layers from the parameters, and rest on the structure of the
+    rest (the quantization's ramps, the snaps, the head, the clamp), which this checks."""
+    want = realize_network(self.source, self.ramp, self.margin, self.clamp is not None)
+    if tuple(want.segments) != tuple(self.segments):
+      raise AssertionError("g's blocks are not the construction's.")
+    if want.kinks != self.kinks or want.clamp != self.clamp:
+      raise AssertionError("g's ramps or clamp range are not the construction's.")
+    entries = _differing(want.exact, self.exact, '')
+    if entries:
+      raise AssertionError(f"g's parameters are not the construction's: {len(entries):,} "
+                           f'entries differ, the first {entries[0]}.')
+    return {'params': self.num_params()}
+
+  @functools.cached_property
   def _code_check(self) -> dict:
     """The code layer's outputs on every integer m' in [0, K), read from the params, checked
     equal to (H - phi, phi)."""
@@ -428,8 +445,9 @@ class IntegerIdsRealized:
                         workers=None, check_plan: bool = False, executor=None,
                         state_dir: str | None = None) -> dict:
     """max |g - g_bar| over every cube interior (shrunk by margin delta per side), exactly:
-    the ramps are off the interiors (``check_margin``), so each class is one exact point
-    after the quantization; the code and value layers are evaluated from the parameters at
+    every parameter is the construction's (``_structure_check``), the ramps are off the
+    interiors (``check_margin``), so each class is one exact point after the
+    quantization; the code and value layers are evaluated from the parameters at
     every symbol and every id (``relu_sums``), each class's tokens are looked up (O(n +
     log P) a class). The answer is 0 or an AssertionError (the network is not its
     construction). Runs in process whatever ``workers`` / ``executor`` / ``state_dir`` say:
@@ -437,6 +455,7 @@ class IntegerIdsRealized:
     del bits, tolerance, check_plan, workers, executor, state_dir
     t0 = time.perf_counter()
     m = self.check_margin(self.margin if margin is None else margin)
+    self._structure_check  # pylint: disable=pointless-statement
     self._code_check  # pylint: disable=pointless-statement
     self._value_check  # pylint: disable=pointless-statement
     src = self.source
@@ -464,6 +483,19 @@ class IntegerIdsRealized:
     'format', 'domain'}; ValueError (one line) where a snap or an exact partial sum cannot
     be proved."""
     return float_deviation(self)
+
+
+def _differing(want, got, path: str) -> list:
+  """The entries (path and index) where the parameter trees differ exactly."""
+  if isinstance(want, dict) or isinstance(got, dict):
+    if not (isinstance(want, dict) and isinstance(got, dict)) or set(want) != set(got):
+      return [path or 'the tree']
+    return [p for k in sorted(want) for p in _differing(want[k], got[k], f'{path}/{k}')]
+  a, b = np.asarray(want, object), np.asarray(got, object)
+  if a.shape != b.shape:
+    return [f'{path} (shape {b.shape}, not {a.shape})']
+  same = np.asarray(a == b, bool)          # exact: == on Fractions and ints
+  return [f'{path}{[int(i) for i in where]}' for where in np.argwhere(~same)]
 
 
 def _exact_attention(p: dict, z: np.ndarray) -> np.ndarray:
