@@ -404,8 +404,9 @@ class IntegerIdsRealized:
       raise AssertionError("g's ramps or clamp range are not the construction's.")
     entries = _differing(want.exact, self.exact, '')
     if entries:
-      raise AssertionError(f"g's parameters are not the construction's: {len(entries):,} "
-                           f'entries differ, the first {entries[0]}.')
+      said = '1 entry differs' if len(entries) == 1 else f'{len(entries):,} entries differ'
+      raise AssertionError(f"g's parameters are not the construction's: {said}, the first "
+                           f'{entries[0]}.')
     return {'params': self.num_params()}
 
   @functools.cached_property
