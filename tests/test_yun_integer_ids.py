@@ -10,13 +10,14 @@ JAX and onnxruntime runs of the same parameters.
 import collections
 import itertools
 import math
+import types
 from fractions import Fraction
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import jax
 import jax.numpy as jnp
@@ -439,3 +440,54 @@ def test_apply_batches_to_its_memory_budget(monkeypatch):
                       5 * 3 * g.max_width() * 8 * integer_ids_realized.APPLY_COPIES)
   assert g.apply_batch() == 5
   assert np.array_equal(g.apply(x), want)
+
+
+def _quantizer_blocks(N, m):
+  """The quantization and snap blocks of the integer-id network at N (d = 1, n = 2): the
+  construction's own parameters (``realize_network`` on a stand-in whose code and value
+  tables are trivial: only the first two blocks are used)."""
+  stub = types.SimpleNamespace(number_format='float64', d=1, n=2, resolution=N,
+                               phi=[0] * N, high=[0] * N, num_ids=2, ids=[0, 1],
+                               value_num=np.array([[0], [1]], object), value_bits=8,
+                               positional=False)
+  e = Fraction(1)
+  while e > m / (2 * N):
+    e /= 2
+  g = integer_ids_realized.realize_network(stub, e, m, clamp=False)
+  return [g.exact[f'segment_{i}']['feedforward']
+          for i in (integer_ids_realized.QUANTIZATION, integer_ids_realized.SNAP)]
+
+
+def _gemm_graph(blocks):
+  """z -> z + Gemm(Relu(Gemm(z, W_1, b_1)), W_2, C = b_2) per block: the feed-forwards as a
+  converter writes them, the bias as Gemm's C (onnxruntime adds C inside its kernel)."""
+  nodes, inits, z = [], [], 'z0'
+  for i, ff in enumerate(blocks):
+    for k in ('W_1', 'b_1', 'W_2', 'b_2'):
+      inits.append(numpy_helper.from_array(np.asarray(ff[k][0], np.float64), f'{k}{i}'))
+    nodes += [helper.make_node('Gemm', [z, f'W_1{i}', f'b_1{i}'], [f'p{i}'], transB=1),
+              helper.make_node('Relu', [f'p{i}'], [f'h{i}']),
+              helper.make_node('Gemm', [f'h{i}', f'W_2{i}', f'b_2{i}'], [f'y{i}'], transB=1),
+              helper.make_node('Add', [z, f'y{i}'], [f'z{i + 1}'])]
+    z = f'z{i + 1}'
+  graph = helper.make_graph(nodes, 'q', [helper.make_tensor_value_info('z0', TensorProto.DOUBLE,
+                                                                       None)],
+                            [helper.make_tensor_value_info(z, TensorProto.DOUBLE, None)], inits)
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)], ir_version=8)
+
+
+def test_a_gemm_converted_quantizer_wider_than_512_snaps_to_the_cell():
+  # N = 300: the quantization's a_1 row has 598 products, past the 512 after which
+  # onnxruntime's Gemm adds C; sigma is in the snap block, so Gemm's C is 0 there
+  N, m = 300, Fraction(1, 2 ** 10)
+  blocks = _quantizer_blocks(N, m)
+  assert blocks[0]['W_1'].shape[1] > 512
+  sess = ort.InferenceSession(_gemm_graph(blocks).SerializeToString())
+  rng = np.random.default_rng(11)
+  k = rng.integers(0, N, 4000)
+  z = np.zeros((8000, 3))
+  z[:4000, 0] = (k + float(m) + (1 - 2 * float(m)) * rng.random(4000)) / N   # interiors
+  z[4000:, 0] = rng.random(4000)                                              # anywhere
+  cell = sess.run(None, {'z0': z})[0][:, 1] - rounding.FORMATS['float64'].snap
+  assert np.all(cell[:4000] == k)
+  assert np.all(cell == np.round(cell)) and np.all((cell >= 0) & (cell <= N - 1))
