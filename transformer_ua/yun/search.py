@@ -27,8 +27,8 @@ epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.002
 T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
 bisection on N (T1 and T2 decrease in N). T1 is the per-cube bound up to the last N whose
 grid has ``F_TERM_CLASSES`` cube classes and the looser global one past it, so the doubling
-always tries that last N: it never jumps over the per-cube range into the global bound
-(which once asked N = 254 where N = 72 would do). A refusal past that range names the
+always tries that last N: it never jumps over the per-cube range into the global bound,
+whose N can be several times larger. A refusal past that range names the
 global bound and the N the per-cube bound would need (extrapolated as 1/N).
 
 Size and time before building. Every construction gives its size at N in closed form
