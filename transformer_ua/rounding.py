@@ -188,8 +188,9 @@ NETWORK_ARITHMETICS = ('exact', 'float64', 'float32', 'tf32', 'bfloat16')
 #: exp's assumed accuracy (ulp of the result) on the arguments a softmax gives it.
 EXP_ULPS = 4
 #: The exp assumption, printed in every network certificate's line.
-EXP_ASSUMPTION = (f'exp within {EXP_ULPS} ulp on (-inf, 0], softmax normalized by a division '
-                  'or a reciprocal and a product')
+EXP_ASSUMPTION = (f'exp within {EXP_ULPS} ulp on (-inf, 0] where exp(t) >= tau and within tau '
+                  'below (subnormals kept or flushed), softmax normalized by a division or a '
+                  'reciprocal and a product')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,11 +235,13 @@ class MatmulModel:
   def reduce_operand(self, x, mode: str = 'nearest'):
     """Exact NumPy emulation of the operand reduction: float32 ``x`` to
     ``operand_bits`` significand bits, ``mode`` 'nearest' (ties to even) or 'truncate'.
-    The identity for the IEEE models."""
+    The identity (a copy, dtype kept) for the IEEE models."""
     import numpy as np  # local: this module stays importable without NumPy's cost
+    if self.operand_rel == 0:
+      return np.array(x, copy=True)
     x = np.asarray(x, dtype=np.float32)
     drop = 24 - self.operand_bits
-    if self.operand_rel == 0 or drop <= 0:
+    if drop <= 0:
       return x.copy()
     bits = x.view(np.uint32).astype(np.uint64)
     if mode == 'nearest':
