@@ -7,7 +7,8 @@ r"""The main job: compile a target into Transformers and measure every error ter
 
 For the configured target (Yun et al. 2020, Theorem 2, or Theorem 3 with
 ``positional``): the certified headline d_p(f, g) <= ``certify_epsilon`` for a standard
-Transformer g with exact weights ([certified]), the paper's g_bar and its certified
+Transformer g as it runs in ``certify_arithmetic`` (binary64 weights by default; exact
+rational weights with ``exact``) ([certified]), the paper's g_bar and its certified
 realizations at the main resolution ([paper]), the same realized in floats and sampled
 ([float64]); then the resolution ladder, the lambda / epsilon sweeps and the precision map.
 
@@ -21,6 +22,7 @@ with a one-line error naming what is allowed.
 from __future__ import annotations
 
 import os
+import runpy
 import sys
 
 from absl import app, flags
@@ -29,13 +31,17 @@ from transformer_ua import cli
 from transformer_ua.studies import approximation
 
 FLAGS = flags.FLAGS
+CONFIG_FILE = os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py')
+FIELDS = ', '.join(f'{k}={v!r}' for k, v in runpy.run_path(CONFIG_FILE)['get_config']().items())
 CONFIG = cli.define_config_file(
-    'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
-    'ml_collections config file (append :ladder for the long variant).')
+    'config', CONFIG_FILE,
+    'ml_collections config file (append :ladder for the long variant); --config.FIELD=VALUE '
+    f'sets one field. Fields and defaults (meanings: {CONFIG_FILE}): {FIELDS}.')
 flags.DEFINE_string('output_dir', 'runs/approximate',
                     'directory for approximate.json and the PNG figures.')
 cli.define_overwrite()
 cli.define_executor_flags()
+flags.adopt_module_key_flags(cli)       # --help lists --config, --overwrite, the executor's
 
 
 def main(argv):

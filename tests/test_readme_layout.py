@@ -51,3 +51,18 @@ def test_layout_names_only_real_files_and_folders():
   for key, text in sections.items():
     for name in re.findall(r'(?<![\w/])(\w+\.py)', text):
       assert os.path.join(key, name) in files, (key, name)
+
+
+def test_layout_states_the_binaries_exit_statuses_as_cli_defines_them():
+  """The conventions table of docs/layout.md (moved off the front page) gives the exit
+  statuses cli.py actually uses."""
+  from transformer_ua import cli
+  text = open(os.path.join(ROOT, 'docs', 'layout.md'), encoding='utf-8').read()
+  section = text[text.index("## The binaries' conventions"):]
+  section = section[:section.index('\n## ', 1)]
+  status = {row.split(' | ')[0].strip('| '): row.rsplit(' | ', 1)[1].strip(' |')
+            for row in section.splitlines() if row.startswith('| ') and ' | ' in row}
+  assert status['bad input (unknown flag, bad value, config-key typo, a path it cannot use)'] \
+      == str(cli.USAGE_ERROR)
+  assert status['Ctrl-C (SIGINT)'] == str(cli.INTERRUPTED)
+  assert status['SIGTERM'] == str(cli.TERMINATED)

@@ -37,7 +37,7 @@ def _init_count(segments, n, d):
 def test_counts_equal_paper_formulas(N, d, n):
   delta_inv_d = N ** d
   # Depths: d/delta + d, delta^-d + 1, n C(delta^-d, n) + d + 1.
-  q_segs = quantize.quantization_segments(d, N)
+  q_segs = quantize.quantization_segments(Grid(d, n, N))
   c_segs = contextual_params.contextual_mapping_segments(delta_inv_d)
   v_segs = value.segments_for(Paper(Grid(d, n, N)))
   assert sum(s.depth for s in q_segs) == d * N + d
@@ -49,7 +49,8 @@ def test_counts_equal_paper_formulas(N, d, n):
   # Weights per layer type: FF (r = 1): W_1 d + b_1 1 + W_2 d + b_2 d = 3d + 1;
   # attention head (m = 1): W_Q, W_K, W_V d each + b_Q 1 + W_O d = 4d + 1.
   ff, head = 3 * d + 1, 4 * d + 1
-  assert _init_count(q_segs, n, d) == (d * N + d) * ff == quantize.parameter_count(d, N)
+  assert _init_count(q_segs, n, d) == (d * N + d) * ff == \
+      quantize.parameter_count(Grid(d, n, N))
   assert _init_count(c_segs, n, d) == delta_inv_d * 2 * head + head == \
       contextual.ContextualMapping.count_parameters(Grid(d, n, N))
   assert _init_count(v_segs, n, d) == (n * math.comb(delta_inv_d, n) + d + 1) * ff == \

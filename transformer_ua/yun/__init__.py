@@ -26,6 +26,13 @@ The public face, all a caller needs for the theorem as a call:
     VARIANTS[name](Grid(d, n, N)).build(f) -> the same, by name
     plan_realization(net, tolerance)     -> lam, epsilon, bits for net.realize
     certify_lp(net, g, p)                -> Certificate: d_p(f, g) <= total, proved
+    certify_network(f, g, d=, n=)        -> NetworkCertificate: d_p(f, fl(g)) <= total for
+                                            ANY standard Transformer g (trained, hand-built,
+                                            ONNX), in exact, float64, float32, tf32, bfloat16
+                                            (transformer_ua/certify/)
+    check_runtime(runtime, arithmetic=)  -> what a runtime does (exp, softmax, matmul mode)
+                                            against what the float certificates assume
+    train_and_certify(f, epsilon, d=, n=) -> the smallest trained network that certifies
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
@@ -39,4 +46,18 @@ from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
+    'certify_network', 'NetworkCertificate', 'check_runtime', 'train_and_certify',
 ]
+
+#: Names served from transformer_ua/certify/ on first use: the certifier of any network
+#: imports yun's targets and bounds, so yun cannot import it at its own import time.
+_CERTIFY = {'certify_network': 'network_certificate', 'NetworkCertificate': 'network_certificate',
+            'check_runtime': 'runtime_probe', 'train_and_certify': 'trainer'}
+
+
+def __getattr__(name):
+  if name in _CERTIFY:
+    import importlib
+    module = importlib.import_module(f'transformer_ua.certify.{_CERTIFY[name]}')
+    return getattr(module, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -311,7 +311,7 @@ class Realized:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Approximator:
+class Approximator(grid.OnVariant):
   """g_bar for a target (Theorem 2 or 3), with f, f_bar and the realization.
 
   Attributes:
@@ -328,22 +328,6 @@ class Approximator:
   variant: object   # the Lemma 7-9 variant (``yun.variants.staged``)
   g_bar: pipeline.GBar
   values: np.ndarray
-
-  @property
-  def d(self) -> int:
-    return self.variant.d
-
-  @property
-  def n(self) -> int:
-    return self.variant.n
-
-  @property
-  def resolution(self) -> int:
-    return self.variant.N
-
-  @property
-  def positional(self) -> bool:
-    return self.variant.positional
 
   @property
   def ties(self) -> str:

@@ -99,8 +99,10 @@ def check_domain(x: np.ndarray) -> np.ndarray:
   paper's behaviour for whoever studies it.
   """
   if x.size and not np.all((x >= 0) & (x < 1)):
+    bad = np.asarray(x)[~((x >= 0) & (x < 1))]
     raise ValueError(f'X must lie in [0, 1)^(n x d) (Theorems 2 and 3 approximate f on the '
-                     f'unit cube); got entries in [{x.min():.4g}, {x.max():.4g}].')
+                     f'half-open unit cube); {bad.size} entries lie outside, e.g. '
+                     f'{float(bad.flat[0]) + 0.0!r}.')
   return x
 
 
@@ -126,3 +128,47 @@ class Grid:
   def cells(self) -> int:
     """N^d in-range columns."""
     return self.N ** self.d
+
+
+class OnVariant:
+  """d, n, resolution and positional of an approximator, read from the ``yun.variants``
+  object it was built for (``self.variant``: its Grid and theorem). The one home of these
+  four for every approximator that holds its variant."""
+
+  @property
+  def d(self) -> int:
+    return self.variant.d
+
+  @property
+  def n(self) -> int:
+    return self.variant.n
+
+  @property
+  def resolution(self) -> int:
+    return self.variant.N
+
+  @property
+  def positional(self) -> bool:
+    return self.variant.positional
+
+
+class OfSource:
+  """d, n, positional and the softmax scale lam of a realized g, read from the
+  approximator it was realized from (``self.source``). The one home of these four for
+  every realized network that holds its source."""
+
+  @property
+  def d(self) -> int:
+    return self.source.d
+
+  @property
+  def n(self) -> int:
+    return self.source.n
+
+  @property
+  def positional(self) -> bool:
+    return self.source.positional
+
+  @property
+  def lam(self):
+    return self.source.lam

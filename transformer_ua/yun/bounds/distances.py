@@ -37,9 +37,14 @@ _Z = {0.90: 1.6448536269514722, 0.95: 1.959963984540054, 0.99: 2.575829303548900
 MAX_EXACT_CELLS = 2_000_000
 
 
-def check_p(p) -> float:
-  """Validates the exponent p of d_p."""
+def check_p(p, *, allow_inf: bool = False) -> float:
+  """Validates the exponent p of d_p: 1 <= p < inf, and with ``allow_inf`` also p = inf
+  (math.inf or 'inf': the sup norm, for certificates that bound it)."""
+  if allow_inf and (p == math.inf or (isinstance(p, str) and p.strip().lower() == 'inf')):
+    return math.inf
   if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or p < 1:
+    if allow_inf:
+      raise ValueError(f'p={p!r}; d_p needs 1 <= p < inf, or p = inf (the sup norm).')
     raise ValueError(f'p must be a finite number >= 1 (d_p is defined for 1 <= p < inf), '
                      f'got {p!r}.')
   return float(p)

@@ -21,6 +21,15 @@ Built-in constants (proved here, per output entry (j, i)):
                                      L = c(W_V) (1 + 4 sqrt(d) c(W_Q) c(W_K))
                        (sqrt(d) rounded up to a rational; the weights are the float64
                        weights the target uses, taken exactly)
+    random_bumps       f_ji = sum_b a_b g(x_ji - c_b, m_i - e_b), g(u, v) = exp(-(u^2 + v^2)
+                       / (2 s^2)), s = 3/20: d f_ji = sum_b a_b (g_u dx_ji + g_v dm_i) with
+                       |dx_ji|, |dm_i| <= max|dX|, and with t = r / s, r^2 = u^2 + v^2,
+                         |g_u| + |g_v| = (|u| + |v|) g / s^2 <= sqrt(2) r g / s^2
+                                       = (sqrt(2) / s) t exp(-t^2 / 2) <= sqrt(2) / (s sqrt(e))
+                       (t exp(-t^2/2) is largest at t = 1), so
+                                     L = sqrt(2 / e) / s  sum_b |a_b|
+                       (the float64 a_b taken exactly; sqrt(2/e) rounded up to a rational
+                       through e > 2.718281828); about 37.67
 
 A caller's ``lipschitz=`` for a built-in must be >= the proved constant (refused in one
 line otherwise; a larger one is a weaker, valid modulus and is used as given). A user
@@ -39,7 +48,8 @@ prefix_mean and reversal as polynomials with rational coefficients,
     reversal           f_ji = x_{n-1-j, i},
 
 and ``arb_function`` every built-in as a function of balls (attention_map with the
-softmax weights written 1 / sum_l exp(s_jl - s_jk), which stays tight on boxes).
+softmax weights written 1 / sum_l exp(s_jl - s_jk), which stays tight on boxes;
+random_bumps as written, with s = 3/20 and the float64 a_b, c_b, e_b taken exactly).
 """
 
 from __future__ import annotations
@@ -68,6 +78,23 @@ def _col_abs_sum(w) -> Fraction:
   return max(sum(abs(Fraction(float(v))) for v in w[:, i]) for i in range(w.shape[1]))
 
 
+#: A rational lower bound on e (e = 2.718281828459...), for sqrt(2/e) rounded up.
+_E_BELOW = Fraction(2718281828, 10 ** 9)
+
+
+def _sqrt_fraction_up(x: Fraction) -> Fraction:
+  """A rational >= sqrt(x) for a rational x >= 0: sqrt(p q) / q rounded up."""
+  x = Fraction(x)
+  return _sqrt_up(x.numerator * x.denominator) / x.denominator
+
+
+def random_bumps_lipschitz() -> Fraction:
+  """L = sqrt(2 / e) / s sum_b |a_b| (module doc), rounded up to a rational."""
+  a = targets_lib.random_bumps_params()[0]
+  s = Fraction(*targets_lib.RANDOM_BUMPS_WIDTH)
+  return _sqrt_fraction_up(2 / _E_BELOW) / s * sum(abs(Fraction(float(v))) for v in a)
+
+
 def builtin_lipschitz(name: str, d: int, n: int) -> Fraction | None:
   """The proved constant L of a built-in target (see module doc), None for others."""
   if name == 'token_times_mean':
@@ -77,6 +104,8 @@ def builtin_lipschitz(name: str, d: int, n: int) -> Fraction | None:
   if name == 'attention_map':
     w_q, w_k, w_v = targets_lib.attention_map_weights(d)
     return _col_abs_sum(w_v) * (1 + 4 * _sqrt_up(d) * _col_abs_sum(w_q) * _col_abs_sum(w_k))
+  if name == 'random_bumps':
+    return random_bumps_lipschitz()
   return None
 
 
@@ -224,6 +253,8 @@ def arb_function(target, d: int, n: int):
         out.append(out_row)
       return out
     return fn
+  if name == 'random_bumps':
+    return _random_bumps_arb
   w_q, w_k, w_v = ([[arb(float(v)) for v in row] for row in np.asarray(w, np.float64)]
                    for w in targets_lib.attention_map_weights(d))
 
@@ -247,6 +278,27 @@ def arb_function(target, d: int, n: int):
                   for i in range(d)])
     return out
   return fn
+
+
+def _random_bumps_arb(x):
+  """random_bumps on a nested list X [n][d] of balls (or gradient-carrying balls):
+  f_ji = sum_b a_b exp(-((x_ji - c_b)^2 + (m_i - e_b)^2) / (2 s^2)), s = 3/20, with the
+  float64 constants taken exactly (arb of a float64 is exact)."""
+  a, c, e = (list(map(arb, map(float, v))) for v in targets_lib.random_bumps_params()[:3])
+  num, den = targets_lib.RANDOM_BUMPS_WIDTH
+  scale = -(arb(den) * den) / (2 * num * num)        # -1 / (2 s^2), exact
+  n, d = len(x), len(x[0])
+  out = [[None] * d for _ in range(n)]
+  for i in range(d):
+    m = sum((x[j][i] for j in range(1, n)), x[0][i]) / n
+    dm = [(m - eb) * (m - eb) for eb in e]
+    for j in range(n):
+      acc = arb(0)
+      for ab, cb, dmb in zip(a, c, dm):
+        u = x[j][i] - cb
+        acc = ((u * u + dmb) * scale).exp() * ab + acc
+      out[j][i] = acc
+  return out
 
 
 def exact_values(target, k: np.ndarray, resolution: int):
@@ -273,6 +325,9 @@ def exact_values(target, k: np.ndarray, resolution: int):
                 for j in range(n)]
       elif name == 'reversal':
         vals = [[c[n - 1 - j][i] for i in range(d)] for j in range(n)]
+      elif name == 'random_bumps':
+        vals = _random_bumps_arb([[arb(v.numerator) / v.denominator for v in tok]
+                                  for tok in c])
       else:
         x = np.asarray([[arb(v.numerator) / v.denominator for v in tok] for tok in c], object)
         q, kk, v = x @ w_q, x @ w_k, x @ w_v

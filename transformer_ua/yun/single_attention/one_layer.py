@@ -208,8 +208,8 @@ class OneLayerApproximator:
 
   def _build_modified(self):
     d, N, M = self.d, self.resolution, self.plan.M
-    _, qp = quantize.quantization_params(Grid(d, self.n, N), scale=2 * N,
-                                         dtype='int64')
+    q_segments, qp = quantize.quantization_params(Grid(d, self.n, N), scale=2 * N,
+                                                  dtype='int64')
     q = _unscale(jax.tree_util.tree_map(np.asarray, qp['segment_0']), 2 * N)
     w = [Fraction(v) for v in self.plan.w]
     lam, T = self.lam, self.plan.T
@@ -239,7 +239,7 @@ class OneLayerApproximator:
                 'slopes': _exact([[[0, 0, 0]] for _ in range(P)]),
                 'intercepts': _exact([[[0, 1, 0]] for _ in range(P)]),
                 'left_closed': np.zeros((P, 1, 2), bool)}}
-    segments = (quantize.quantization_segments(d, N)[0],
+    segments = (q_segments[0],
                 Segment('attention', 1, num_heads=1, head_size=1, normalizer='softmax',
                         lam=1.0, name='one_layer'),
                 Segment('feedforward', 1, width=1, activation='relu', name='shift'),

@@ -56,7 +56,7 @@ def interior_margin_and_bits(g, margin, bits, tolerance: float, check_plan: bool
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class OneLayerRealized:
+class OneLayerRealized(grid.OfSource):
   """The realized g: T^{2,1,4} blocks; 'exact' params (rationals) are evaluated and
   certified in arb balls, 'float64' params (the same rationals rounded) by the JAX network.
 
@@ -78,22 +78,6 @@ class OneLayerRealized:
   dtype: str = 'exact'
   epsilons: dict | None = None
   clamp: tuple | None = None
-
-  @property
-  def lam(self) -> Fraction:
-    return self.source.lam
-
-  @property
-  def n(self) -> int:
-    return self.source.n
-
-  @property
-  def d(self) -> int:
-    return self.source.d
-
-  @property
-  def positional(self) -> bool:
-    return False
 
   @property
   def quantization_epsilon(self) -> Fraction:

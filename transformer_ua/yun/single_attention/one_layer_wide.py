@@ -144,7 +144,7 @@ def predicted_size(d: int, n: int, resolution: int, *, clamp: bool = True,
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class WideApproximator:
+class WideApproximator(grid.OnVariant):
   """g_bar of Theorem 2 with one attention layer, to be realized shallow and wide.
 
   g_bar is ``one_layer``'s (composition: ``one_layer`` holds the plan, the certified ids
@@ -175,18 +175,6 @@ class WideApproximator:
     return self.base.f_bar
 
   @property
-  def d(self) -> int:
-    return self.base.d
-
-  @property
-  def n(self) -> int:
-    return self.base.n
-
-  @property
-  def resolution(self) -> int:
-    return self.base.resolution
-
-  @property
   def values(self) -> np.ndarray:
     return self.base.values
 
@@ -197,10 +185,6 @@ class WideApproximator:
   @property
   def variant(self):
     return self.base.variant
-
-  @property
-  def positional(self) -> bool:
-    return self.base.positional
 
   @property
   def num_ids(self) -> int:
@@ -380,7 +364,7 @@ def build(target, variant, *, lam=None) -> WideApproximator:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class WideRealized:
+class WideRealized(grid.OfSource):
   """The realized wide g: blocks whose feed-forwards are wide (module docstring).
 
   Attributes: segments; params (exact rationals for 'exact', float64 for 'float64');
@@ -399,22 +383,6 @@ class WideRealized:
   source: WideApproximator
   dtype: str = 'exact'
   clamp: tuple | None = None
-
-  @property
-  def lam(self) -> Fraction:
-    return self.source.lam
-
-  @property
-  def positional(self) -> bool:
-    return self.source.positional
-
-  @property
-  def n(self) -> int:
-    return self.source.n
-
-  @property
-  def d(self) -> int:
-    return self.source.d
 
   @property
   def epsilon(self) -> Fraction:

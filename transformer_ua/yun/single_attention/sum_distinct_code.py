@@ -11,9 +11,12 @@ Bose-Chowla: let q be a prime, f a primitive polynomial of degree n over GF(q) a
 
     A = { a in [0, q^n - 1) : theta^a - theta in GF(q) }        (theta^a = theta + c, c in GF(q))
 
-have pairwise distinct n-multiset sums modulo q^n - 1 (a sum of n exponents is the
-exponent of prod_i (theta + c_i), a monic polynomial of degree n in theta whose roots
--c_i it determines, because theta has degree n over GF(q)). Distinct modulo q^n - 1 means
+have pairwise distinct n-multiset sums modulo q^n - 1. A sum of n exponents is the
+exponent of prod_i (theta + c_i) = theta^n + e_1 theta^(n-1) + .. + e_n (e_k the elementary
+symmetric functions of the c_i). theta^n is not in the basis 1, theta, .., theta^(n-1):
+reduce it by f(x) = x^n + f_(n-1) x^(n-1) + .. + f_0, theta^n = -(f_(n-1) theta^(n-1) + ..
++ f_0), so the product has the coordinates e_k - f_(n-k) in that basis. f is fixed, so the
+element determines (e_1, .., e_n), hence prod (X + c_i) and the multiset of the c_i. Distinct modulo q^n - 1 means
 distinct as integers. The code takes the M smallest elements of A (M <= q, q the
 smallest prime >= M) shifted to start at 0: codes below q^n - 1, sums below n (q^n - 1).
 

@@ -63,7 +63,8 @@ sum_i c_i l~_i. Let c != c' (both compositions of n), Delta = c - c', sum Delta 
                       >= (l~_k - l~_1) - (2n - 1)(l~_{k-1} - l~_1) > 0,
 
 because l~_k >= lam l~_{k-1} - (lam - 1) V and (lam - 2n + 1) l~_{k-1} + (2n - 2) l~_1
->= V (lam + 1) > (lam - 1) V when lam >= V + 2n - 1. (This is why lam = V + 2n.)
+>= V (lam + 1) > (lam - 1) V when lam >= V + 2n - 1. (So lam = V + 2n suffices; it is not
+necessary: max(V + 1, 2n - 1) does too, docs/proofs/ties_complete.md.)
 
 Final ids. With mu = min_k l~_k = l~_1 and the min layer first,
 r_j = l~_j + C3 mu, then q_j = r_j + C1 max r + C2 sum r:

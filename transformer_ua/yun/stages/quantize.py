@@ -46,16 +46,17 @@ from transformer_ua.yun.grid import Grid, check_scale, out_of_range_value
 WIDTH = 1
 
 
-def layer_count(d: int, resolution: int, n: int | None = None) -> int:
-  """d/delta + d (Lemma 7); d n/delta with ``n`` given (Theorem 3, Appendix G.1)."""
-  return d * (resolution + 1) if n is None else d * n * resolution
+def layer_count(grid: Grid, positional: bool = False) -> int:
+  """d/delta + d (Lemma 7); d n/delta when ``positional`` (Theorem 3, Appendix G.1)."""
+  d, n, N = grid.d, grid.n, grid.N
+  return d * n * N if positional else d * (N + 1)
 
 
-def parameter_count(d: int, resolution: int, n: int | None = None) -> int:
+def parameter_count(grid: Grid, positional: bool = False) -> int:
   """(3d + 1) weights per layer: W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d] (+ E [n, d]
-  for Theorem 3, ``n`` given)."""
-  extra = 0 if n is None else n * d
-  return layer_count(d, resolution, n) * (3 * d + 1) + extra
+  when ``positional``: Theorem 3)."""
+  extra = grid.n * grid.d if positional else 0
+  return layer_count(grid, positional) * (3 * grid.d + 1) + extra
 
 
 def quantize_reference(t, grid: Grid):
@@ -121,12 +122,12 @@ def positional_int_params(grid: Grid, *, scale: int) -> dict:
   with jax.enable_x64(True):
     gen = jax.vmap(lambda i: _positional_layer(i, d, N, n,
                                                jnp.asarray(scale, jnp.int64), jnp.int64))
-    seg = gen(jnp.arange(layer_count(d, N, n)))
+    seg = gen(jnp.arange(layer_count(grid, positional=True)))
     return {'feedforward': jax.tree_util.tree_map(np.asarray, seg)}
 
 
-def quantization_segments(d: int, resolution: int, n: int | None = None) -> tuple[Segment]:
-  return (Segment('feedforward', layer_count(d, resolution, n), width=WIDTH,
+def quantization_segments(grid: Grid, positional: bool = False) -> tuple[Segment]:
+  return (Segment('feedforward', layer_count(grid, positional), width=WIDTH,
                   activation='phi', name='quantization'),)
 
 
@@ -147,8 +148,8 @@ def positional_quantization_params(grid: Grid):
     gen = jax.jit(jax.vmap(lambda i: _positional_layer(i, d, N, n,
                                                        jnp.asarray(1.0, jnp.float64),
                                                        jnp.float64)))
-    seg = gen(jnp.arange(layer_count(d, N, n)))
-  return (quantization_segments(d, N, n),
+    seg = gen(jnp.arange(layer_count(grid, positional=True)))
+  return (quantization_segments(grid, positional=True),
           {'E': jnp.asarray(positional_encoding(d, n)), 'segment_0': {'feedforward': seg}})
 
 
@@ -164,8 +165,8 @@ def quantization_params(grid: Grid, *, scale: int | None = None,
   """
   d, N = grid.d, grid.N
   out = out_of_range_value(grid)
-  segments = quantization_segments(d, N)
-  idx = np.arange(layer_count(d, N))
+  segments = quantization_segments(grid)
+  idx = np.arange(layer_count(grid))
   with jax.enable_x64(True):
     if dtype in ('float64', 'float32'):
       jdt = jnp.float64 if dtype == 'float64' else jnp.float32

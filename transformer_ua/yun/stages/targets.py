@@ -7,6 +7,12 @@ array of the same shape. Built-ins:
       'token_times_mean'   f(X)_j = X_j * mean_k X_k              (entrywise product)
       'attention_map'      f(X)   = softmax(X W_Q (X W_K)^T / sqrt(d)) X W_V,
                            fixed weights drawn from a fixed seed
+      'random_bumps'       f(X)_ji = sum_{b<64} a_b exp(-((x_ji - c_b)^2 + (m_i - e_b)^2)
+                           / (2 s^2)),  m_i = mean_k x_ki,  s = 3/20: a target with no
+                           structure to exploit (the issue's case is d = 1; entrywise for
+                           any d). a_b ~ N(0, 1)/8, c_b, e_b ~ U[0, 1) drawn from
+                           np.random.default_rng(RANDOM_BUMPS_SEED) in the order a (64),
+                           c (64), e (64); the float64 draws are the exact constants
     not permutation equivariant (Theorem 3, class F_CD on [0,1]^{d x n}):
       'prefix_mean'        f(X)_j = mean_{k <= j} X_k
       'reversal'           f(X)_j = X_{n-1-j}
@@ -39,6 +45,11 @@ import numpy as np
 
 #: Seed of the fixed weights of the built-in 'attention_map' target.
 ATTENTION_MAP_SEED = 20200101
+#: Seed, count and width of the built-in 'random_bumps' target (the width s = 3/20
+#: exactly: a numerator and a denominator; ``random_bumps_params`` gives its float).
+RANDOM_BUMPS_SEED = 20261128
+RANDOM_BUMPS_COUNT = 64
+RANDOM_BUMPS_WIDTH = (3, 20)
 #: Probe batch used to validate a user callable.
 PROBE_BATCH = 3
 #: Relative tolerance of the permutation-equivariance probe of a Theorem 2 target.
@@ -84,6 +95,24 @@ def _attention_map(x):
   return a @ (x @ w_v)
 
 
+def random_bumps_params():
+  """The fixed (a, c, e) [64] float64 of the built-in random_bumps target (module doc),
+  and s = 0.15 as a float (the nearest float to 3/20; exact forms use the rational
+  ``RANDOM_BUMPS_WIDTH``)."""
+  rng = np.random.default_rng(RANDOM_BUMPS_SEED)
+  a = rng.normal(size=RANDOM_BUMPS_COUNT) / 8
+  c = rng.random(RANDOM_BUMPS_COUNT)
+  e = rng.random(RANDOM_BUMPS_COUNT)
+  return a, c, e, RANDOM_BUMPS_WIDTH[0] / RANDOM_BUMPS_WIDTH[1]
+
+
+def _random_bumps(x):
+  a, c, e, s = random_bumps_params()
+  m = x.mean(axis=-2, keepdims=True)
+  r2 = (x[..., None] - c) ** 2 + (m[..., None] - e) ** 2        # [.., n, d, 64]
+  return np.exp(-r2 / (2 * s * s)) @ a
+
+
 def _prefix_mean(x):
   n = x.shape[-2]
   return np.cumsum(x, axis=-2) / np.arange(1, n + 1)[:, None]
@@ -98,6 +127,8 @@ BUILTIN_TARGETS = {
                                'f(X)_j = X_j * mean_k X_k'),
     'attention_map': Target('attention_map', _attention_map, True,
                             'softmax self-attention with fixed random W_Q, W_K, W_V'),
+    'random_bumps': Target('random_bumps', _random_bumps, True,
+                           'f(X)_j = sum of 64 random Gaussian bumps of (x_j, mean X)'),
     'prefix_mean': Target('prefix_mean', _prefix_mean, False, 'f(X)_j = mean_{k<=j} X_k'),
     'reversal': Target('reversal', _reversal, False, 'f(X)_j = X_{n-1-j}'),
 }

@@ -34,7 +34,7 @@ class OneLayer(MultisetContexts, DeepVariant):
   def layer_counts(self) -> dict:
     """g_q as Lemma 7; g_c the attention and shift layers; g_v one bump per id (no kill
     or clean-up layers)."""
-    return {'quantization': quantize.layer_count(self.d, self.N, None),
+    return {'quantization': quantize.layer_count(self.grid),
             'contextual': self.CONTEXTUAL_LAYERS,
             'value': self.num_bump_layers()}
 
@@ -42,7 +42,7 @@ class OneLayer(MultisetContexts, DeepVariant):
     """g_q as Lemma 7; g_v 3d + 1 per layer; g_c: the head (W_Q, b_Q, W_K, W_V: head size 1;
     W_O [d, 1]) and the shift (W_1 [1, d], b_1 [1], W_2 [d, 1], b_2 [d])."""
     c = self.layer_counts()
-    return {'quantization': quantize.parameter_count(self.d, self.N, None),
+    return {'quantization': quantize.parameter_count(self.grid),
             'contextual': (4 * self.d + 1) + ff_weights(1, self.d),
             'value': ff_weights(c['value'], self.d)}
 

@@ -28,9 +28,6 @@ class Positional(StagedVariant):
   closed_form_interval: ClassVar[bool] = False
   classes_label: ClassVar[str] = 'N^(dn)'
 
-  def quantization_tokens(self) -> int:
-    return self.n
-
   def quantization_int_params(self, scale: int) -> dict:
     """Appendix G.1's bins at ``scale`` (E is not scaled: it is added before g_q)."""
     return quantize.positional_int_params(self.grid, scale=scale)

@@ -28,15 +28,11 @@ class StagedVariant(DeepVariant):
 
   # -- g_q ------------------------------------------------------------------
 
-  def quantization_tokens(self) -> int | None:
-    """``n`` argument of ``quantize.layer_count``: None (Lemma 7) or n (Appendix G.1)."""
-    return None
-
   def quantization_layers(self) -> int:
-    return quantize.layer_count(self.d, self.N, self.quantization_tokens())
+    return quantize.layer_count(self.grid, self.positional)
 
   def quantization_parameters(self) -> int:
-    return quantize.parameter_count(self.d, self.N, self.quantization_tokens())
+    return quantize.parameter_count(self.grid, self.positional)
 
   def quantization_int_params(self, scale: int) -> dict:
     """g_q's segment params ({'feedforward': ...}, one segment) as scaled int64 NumPy

@@ -1,0 +1,59 @@
+r"""Config of experiments/train_and_certify.py: train small standard Transformers on a
+target and return the smallest whose certificate d_p(f, fl(g)) <= epsilon holds
+(``certify.trainer.train_and_certify``; its module doc states the search rule).
+
+    python experiments/train_and_certify.py --output_dir=runs/tc
+    python experiments/train_and_certify.py --config.target=random_bumps \
+        --config.epsilon=0.1 --output_dir=runs/tc_bumps
+
+Fields (``--config.<field>=value``):
+
+  target           a built-in target name (transformer_ua.yun.stages.targets.BUILTIN_TARGETS)
+  d, n             token width and number of tokens
+  p                the exponent of d_p (>= 1; inf for the sup norm)
+  epsilon          the d_p(f, fl(g)) to certify (> 0)
+  arithmetic       what g is certified in: 'float64', 'float32', 'tf32', 'bfloat16' or
+                   'exact' (a float32 kind rounds the trained weights to float32 first)
+  max_minutes      the budget for training and certifying every candidate
+  seed             candidate i of the ladder trains from seed + i (pool and init)
+  shapes           the (depth, heads) pairs of the ladder; m = 1, D = d + heads
+  max_width        the cap of the FF width r (r = 8, 16, ..., max_width)
+  steps, lr        Adam steps per candidate and the initial rate (cosine decay)
+  batch, pool      minibatch size, and uniform points in the training pool
+  sample_fraction  a candidate is certified only if its sampled d_p <= this x epsilon
+  refine_rounds    rounds of training near the certificate's worst boxes, each with
+  refine_points    points drawn uniformly in boxes of half-width refine_radius around
+  refine_radius    the worst box centres, and refine_steps more steps at lr / 10
+  refine_steps
+  certify_minutes  the most one certificate may take
+"""
+
+import ml_collections
+
+from transformer_ua.certify import trainer
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.target = 'token_times_mean'
+  c.d = 1
+  c.n = 3
+  c.p = 2.0
+  c.epsilon = 0.01
+  c.arithmetic = 'float64'
+  c.max_minutes = 20.0
+  c.seed = 0
+  c.shapes = trainer.SHAPES
+  c.max_width = 64
+  # the training of one candidate and the refinement (trainer.train_and_certify's defaults)
+  c.steps = 6000
+  c.lr = 1e-2
+  c.batch = 2048
+  c.pool = 65536
+  c.sample_fraction = 0.5
+  c.refine_rounds = 2
+  c.refine_points = 8192
+  c.refine_radius = 1 / 32
+  c.refine_steps = 2000
+  c.certify_minutes = 5.0
+  return c

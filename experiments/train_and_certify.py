@@ -1,0 +1,66 @@
+r"""Train to certify: the smallest trained standard Transformer whose certificate reaches
+epsilon (``certify.trainer.train_and_certify``; its module doc states the search rule).
+
+    python experiments/train_and_certify.py --output_dir=runs/train_and_certify \
+        [--config=experiments/configs/train_and_certify.py] [--config.epsilon=0.01] \
+        [--config.arithmetic=float32] [--overwrite]
+
+Writes into --output_dir: network.npz (the network-dict arrays), certificate.txt (the
+certificate's line) and record.json (config, seeds, trials, the row: parameters, non-zero
+parameters, bits, certified total, sampled d_p by NumPy, JAX and onnxruntime where the flat
+ONNX writer is present; command, revision, machine, load). An --output_dir that exists is refused unless --overwrite; nothing is
+written under results/ unless asked for. Bad flags end with one line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from absl import app, flags
+
+from transformer_ua import cli
+from transformer_ua.certify import trainer
+
+FLAGS = flags.FLAGS
+CONFIG = cli.define_config_file(
+    'config', os.path.join(os.path.dirname(__file__), 'configs', 'train_and_certify.py'),
+    'ml_collections config file; its fields are listed below.')
+flags.DEFINE_string('output_dir', 'runs/train_and_certify',
+                    'directory for network.npz, certificate.txt and record.json; refused '
+                    'if it exists, unless --overwrite.')
+cli.define_overwrite()
+
+
+def _help() -> str:
+  """The config module's docstring (its fields), appended to --help."""
+  path = os.path.join(os.path.dirname(__file__), 'configs', 'train_and_certify.py')
+  spec = importlib.util.spec_from_file_location('train_and_certify_config', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.__doc__
+
+
+__doc__ += '\n' + _help()      # absl prints the main module's docstring with --help
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  try:
+    trainer.validate(CONFIG.value)
+  except ValueError as e:
+    cli.fail(str(e))
+  if os.path.exists(FLAGS.output_dir) and not FLAGS.overwrite:
+    cli.fail(f'--output_dir={FLAGS.output_dir} exists; pass --overwrite to write into it, '
+             'or choose another directory.')
+  cli.output_dir(FLAGS.output_dir, '--output_dir', writes=trainer.OUTPUT_FILES,
+                 overwrite=FLAGS.overwrite)
+  try:
+    trainer.run(CONFIG.value, FLAGS.output_dir, command=cli.own_command())
+  except ValueError as e:
+    cli.fail(str(e))
+
+
+if __name__ == '__main__':
+  cli.run(main)

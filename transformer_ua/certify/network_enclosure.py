@@ -1,0 +1,213 @@
+r"""A standard Transformer g over a batch of boxes: its value, its Jacobian, and fl(g) - g.
+
+``enclose(net, x, model)`` runs g (``network_dict.Net``: the block equations are in that
+module's docstring) on ``intervals.Interval`` input x [B, n, d] and returns
+
+    g(x) in [lo, hi] and dg/dX in [tlo, thi]   (outward-rounded intervals, intervals.py)
+    D >= |fl(g)(X) - g(X)| for every X in the box       (when a rounding model is given)
+
+The float deviation D follows the rounding model of ``rounding.py`` layer by layer. With z
+the exact value, z^ the computed one, D_z >= |z^ - z| and M_z >= |z| (from the interval):
+
+  input        X^ = fl(X):                 D = u M_X + tau
+  dot product  y = W z + b (m terms; the bias, or the residual, may be added anywhere):
+               D_y = |W| D_z + kappa_m (|W| (M_z + D_z) + |b|) + (m + 1) tau (A + B + 2)
+               (kappa_m, A, B: rounding.py (*); the bias counts as one more term)
+  scores       s_jk = q_j . k_k (m terms):  sum_m D_q M_k + (M_q + D_q) D_k
+                                            + kappa_m sum_m (M_q + D_q)(M_k + D_k) + ...
+  softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
+               (or e_k * (1 / sum)): with delta = max_k D_s and T = 2 max_k (M_s + D_s),
+                 |softmax(s^) - softmax(s)|_k <= w_k (e^{2 delta} - 1)
+                 r1 = e^{u T} (1 + 2 u EXP_ULPS) - 1       (one exp: argument and result)
+                 r2 = (1 + r1)(1 + gamma_n) - 1           (the sum of n exps)
+                 rho = (1 + r1)(1 + u)^2 / (1 - r2) - 1   (the normalization)
+               D_w = w_hi (e^{2 delta} - 1) + rho w_hi e^{2 delta} + 4 n tau, capped at 1 + rho
+  mix          o_j = sum_k w_jk v_k (n terms), like the scores
+  residual     z' = z + sum_i W_O^i o^i: one dot product of h m terms with z as its bias
+               (any grouping of heads and residual: at most h m + 1 roundings per term);
+               z' = z + W_2 ReLU(W_1 z + b_1) + b_2 likewise, with b_2 and z as bias terms.
+  ReLU         exact and 1-Lipschitz: D passes unchanged.
+
+Every D is computed in float64 and widened by 2^-40 (relative) and one ulp per step, so it
+stays an upper bound of the exact expression.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from transformer_ua import network_dict, rounding
+from transformer_ua.certify import intervals as iv
+
+_WIDEN = 1 + 2.0 ** -40
+
+
+def _up(x):
+  return iv.up(np.asarray(x, np.float64) * _WIDEN)
+
+
+def _f(value: Fraction) -> float:
+  """A float >= the rational ``value``."""
+  x = float(value)
+  return x if Fraction(x) >= value else float(np.nextafter(x, np.inf))
+
+
+class _Model:
+  """The float constants of a ``rounding.MatmulModel``, rounded up."""
+
+  def __init__(self, model: rounding.MatmulModel):
+    self.model = model
+    self.u = _f(model.u)
+    self.tiny = _f(model.tiny)
+    self._kappa = {}
+
+  def kappa(self, m: int) -> float:
+    if m not in self._kappa:
+      self._kappa[m] = _f(self.model.kappa(m))
+    return self._kappa[m]
+
+  def gamma(self, m: int) -> float:
+    return _f(self.model.storage.gamma(m))
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
+    """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0."""
+    a = (m_x + d_x).max(axis=-1, keepdims=True)
+    s = (m_x + d_x) @ w_abs.T + b_abs
+    return _up(d_x @ w_abs.T + self.kappa(terms) * s
+               + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+
+
+def _dev_pairwise(model: _Model, dq, mq, dk, mk):
+  """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]."""
+  m = dq.shape[-1]
+  aq, ak = mq + dq, mk + dk
+  prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
+  s = np.einsum('...jm,...km->...jk', aq, ak)
+  big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
+  return _up(prop + model.kappa(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+
+
+def _dev_mix(model: _Model, dw, mw, dv, mv):
+  """D of o_jm = sum_k w_jk v_km [..., j, m]."""
+  n = dw.shape[-1]
+  aw, av = mw + dw, mv + dv
+  prop = dw @ mv + aw @ dv
+  s = aw @ av
+  big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
+  return _up(prop + model.kappa(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+
+
+def _dev_softmax(model: _Model, ds, ms, w_hi):
+  """D of the computed softmax over the last axis (module docstring)."""
+  with np.errstate(over='ignore'):       # a huge delta gives inf: the cap below holds
+    return _dev_softmax_raw(model, ds, ms, w_hi)
+
+
+def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
+  n = ds.shape[-1]
+  u = model.u
+  delta = ds.max(axis=-1, keepdims=True)
+  t = 2 * (ms + ds).max(axis=-1, keepdims=True)
+  r1 = _up(np.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
+           * _up(np.exp(_up(u * t))))
+  r2 = _up((1 + r1) * (1 + model.gamma(n)) - 1)
+  denom = iv.down(np.where(r2 < 1, 1 - r2, 1.0))
+  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), np.inf)
+  grow = _up(np.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
+  shift = _up(np.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
+  out = _up(w_hi * shift + rho * np.minimum(1.0, w_hi * grow) + 4 * n * model.tiny)
+  return np.where(np.isnan(out), np.inf, np.minimum(out, _up(1 + rho)))
+
+
+def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None):
+  """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None)."""
+  fm = None if model is None else _Model(model)
+  z = x
+  d_z = None
+  if fm is not None:
+    d_z = _up(fm.u * x.mag() + fm.tiny)
+  if net.embed is not None:
+    e = net.embed
+    if fm is not None:
+      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0, net.d)
+    z = iv.linear(z, e)
+  elif net.D > net.d:
+    pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
+    tpad = pad + [(0, 0)]
+    z = iv.Interval(np.pad(z.lo, pad), np.pad(z.hi, pad),
+                    None if not z.has_tangent else np.pad(z.tlo, tpad),
+                    None if not z.has_tangent else np.pad(z.thi, tpad))
+    if d_z is not None:
+      d_z = np.pad(d_z, pad)
+  if net.positional is not None:
+    z = iv.add(z, iv.point(net.positional))
+    if fm is not None:
+      d_z = _up(d_z + fm.u * (z.mag() + d_z) + fm.tiny)
+  for blk in net.blocks:
+    if blk.attention is not None:
+      z, d_z = _attention(blk.attention, z, d_z, fm)
+    if blk.ff is not None:
+      z, d_z = _feedforward(blk.ff, z, d_z, fm)
+  if net.readout is not None:
+    r = net.readout
+    if fm is not None:
+      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0, net.D)
+    z = iv.linear(z, r)
+  else:
+    z = z.take(np.arange(net.d), axis=-1)
+    if d_z is not None:
+      d_z = d_z[..., :net.d]
+  return z, d_z
+
+
+def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
+  w_q, b_q, w_k, w_v, w_o = params
+  h, m, width = w_q.shape
+  heads = []
+  d_heads = []
+  for i in range(h):
+    q = iv.linear(z, w_q[i], b_q[i])                         # [B, n, m]
+    k = iv.linear(z, w_k[i])
+    v = iv.linear(z, w_v[i])
+    s = iv.pairwise(q, k)                                    # [B, n_q, n_k]
+    w = iv.softmax(s)
+    o = iv.mix(w, v)                                         # [B, n, m]
+    heads.append(o)
+    if fm is not None:
+      d_q = fm.dot(np.abs(w_q[i]), d_z, z.mag(), np.abs(b_q[i]), width)
+      d_k = fm.dot(np.abs(w_k[i]), d_z, z.mag(), 0.0, width)
+      d_v = fm.dot(np.abs(w_v[i]), d_z, z.mag(), 0.0, width)
+      d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
+      d_w = _dev_softmax(fm, d_s, s.mag(), w.hi)
+      d_heads.append(_dev_mix(fm, d_w, w.hi, d_v, v.mag()))
+  out = z
+  for i, o in enumerate(heads):
+    out = iv.add(out, iv.linear(o, w_o[i]))
+  d_out = None
+  if fm is not None:
+    prop = sum(d_heads[i] @ np.abs(w_o[i]).T for i in range(h))
+    s = sum((heads[i].mag() + d_heads[i]) @ np.abs(w_o[i]).T for i in range(h))
+    terms = h * m + 1
+    a = max(float((heads[i].mag() + d_heads[i]).max()) for i in range(h))
+    d_out = _up(d_z + prop + fm.kappa(terms) * (s + z.mag() + d_z)
+                + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + (z.mag() + d_z) + 2))
+  return out, d_out
+
+
+def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
+  w_1, b_1, w_2, b_2 = params
+  r, width = w_1.shape
+  pre = iv.linear(z, w_1, b_1)
+  act = iv.relu(pre)
+  out = iv.add(z, iv.linear(act, w_2, b_2))
+  d_out = None
+  if fm is not None:
+    d_act = fm.dot(np.abs(w_1), d_z, z.mag(), np.abs(b_1), width)
+    terms = r + 1
+    s = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
+    a = (act.mag() + d_act).max(axis=-1, keepdims=True)
+    d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
+                + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+  return out, d_out

@@ -1,0 +1,566 @@
+r"""The runtime probe: measure, on the runtime at hand, what a float certificate assumes.
+
+A network certificate covers fl(g) under ``rounding``'s models. Three of their premises are
+properties of the runtime that runs g, not of IEEE 754. ``check_runtime`` measures them in
+the storage format of the arithmetic (binary64 for 'float64', binary32 for 'float32',
+'tf32' and 'bfloat16'), with p its significand bits, u = 2^-p, tau its smallest normal and
+ulp(y) the spacing of the format at the exact y (2^(e-p+1) on [2^e, 2^(e+1)), the
+subnormal spacing below tau):
+
+  (a) exp. On t in [-T, 0], T = 745 (binary64) or 104 (binary32), the range that a softmax's
+      exp(s_j - max_k s_k) meets before its result rounds to 0:
+
+          |exp^(t) - exp(t)| <= EXP_ULPS ulp(exp t)     where exp(t) >= tau
+          |exp^(t) - exp(t)| <= tau                     where exp(t) <  tau
+
+      The second line is the model's underflow term eta, so flushing subnormals to zero
+      is allowed (XLA on CPU flushes them). There are ``samples`` arguments: a quarter
+      uniform on [-T, 0], a quarter uniform on [-1, 0], and a half with |t| log-uniform
+      on [1e-20, T], plus 0, -T and -tiny. The reference is exp in np.longdouble for
+      binary64 (on x86 a 64-bit significand: relative error below 2^-62, under 2^-9 ulp
+      of binary64), and exp in binary64 for binary32 (under 2^-28 ulp of binary32). Where
+      np.longdouble is no wider than binary64, mpmath at 113 bits is used instead on a
+      subsample of 20,000 arguments, and the report says so.
+
+  (b) softmax, over the last axis.
+      (1) n equal scores, n = 2..9, at score values 0, 1, -3.5, +-60 and 1000:
+          |w_j - 1/n| <= SOFTMAX_ULPS ulp(1/n). A softmax that skips the max
+          subtraction turns 1000 into inf and fails here.
+      (2) Random rows, n = 2..100. The scores spread up to 700 (binary64) or 80
+          (binary32), so that every exp stays normal, with offsets 0 and +-1000. Each w^_j
+          must lie within the model's bound around the exact
+          w_j = exp(s_j - M) / sum_k exp(s_k - M), M = max_k s_k (mpmath, 113 bits):
+
+            d_j = s_j - M,  D = max_k |d_k|,  delta = EXP_ULPS 2u,  rho = 2u + u^2,
+            w^_j / w_j <= e^{u(|d_j|+D)} (1+delta)(1+rho) / ((1-delta)(1-gamma_{n-1}))
+            w^_j / w_j >= e^{-u(|d_j|+D)} (1-delta)(1-rho) / ((1+delta)(1+gamma_{n-1}))
+
+          The bound comes from fl(s_j - M) = d_j (1+e) with |e| <= u, exp within delta, a
+          sum of n terms in any order, and a division, or a reciprocal and a product (two
+          roundings, rho). The report gives the largest fraction of this bound used.
+
+  (c) matmuls.
+      - Crafted operands. Operands 1 + 2^-k (k = 1..p-1) are placed against ones, in A
+        and in B, in GEMV and GEMM shapes up to 256 x 256 x 256. IEEE arithmetic
+        returns 1 + 2^-k exactly; an operand reduction to b explicit bits returns 1 for
+        every k > b. The bits kept name the mode: 52 IEEE binary64, 23 IEEE binary32,
+        10 TF32-like, 7 bfloat16-like.
+      - Random operands, with random signs and magnitudes 2^-8..2^8, are measured
+        against each model (*) of this storage: the largest
+            |y^ - y| / (kappa_m S + (m+1) tau (A+B+2)).
+        y is math.fsum of error-free products (Dekker's two-product), and its own
+        rounding, 2^-52 |y|, is added to the error.
+      - For binary64, every result must come back a binary64 array. JAX with x64 off
+        returns binary32.
+
+A runtime is any object with three methods on NumPy arrays, each returning a NumPy array
+or something np.asarray takes: ``exp(x)``, ``softmax(s)`` (over the last axis) and
+``matmul(a, b)`` (2-D); it may also have a ``name``. These are such runtimes:
+  * ``JaxRuntime``: JAX as configured (x64, default matmul precision, backend), jitted;
+  * ``OnnxRuntime``: tiny Exp, Softmax and MatMul graphs in InferenceSessions on the
+    given providers and session options (those of a session, when one is given);
+  * ``NumpyRuntime``: the operations of ``network_dict.apply``.
+The tests plant faults into subclasses of NumpyRuntime.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from transformer_ua import rounding
+
+#: exp is probed on [-T, 0]: below -T its result rounds to 0 in the format.
+EXP_RANGE = {'float64': 745.0, 'float32': 104.0}
+#: The widest spread of a random softmax row: every exp(s_j - max) stays normal.
+SOFTMAX_SPREAD = {'float64': 700.0, 'float32': 80.0}
+#: Score values of the equal-score softmax rows.
+EQUAL_SCORE_VALUES = (0.0, 1.0, -3.5, 60.0, -60.0, 1000.0)
+#: Row lengths of the softmax rows (equal scores: n <= 9).
+SOFTMAX_ROW_LENGTHS = (2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 100)
+#: (M, K, N) shapes of the crafted matmuls: GEMV and GEMM kernels, operand 1 + 2^-k in A.
+CRAFTED_SHAPES = ((64, 32, 1), (64, 32, 32), (256, 256, 256))
+#: (M, K, N) shapes of the random-operand matmuls.
+RANDOM_SHAPES = ((32, 256, 32), (8, 1024, 4))
+#: Fewest arguments ``check_runtime`` accepts (the certificates quote 10^6).
+MIN_SAMPLES = 1000
+#: Subsample measured with mpmath where np.longdouble is no wider than binary64.
+MPMATH_SUBSAMPLE = 20000
+
+_MP_BITS = 113
+
+
+# -- runtimes ------------------------------------------------------------------
+
+
+class NumpyRuntime:
+  """The operations of ``network_dict.apply``: np.exp, max subtraction and a division by
+  the sum, np.matmul."""
+
+  name = f'numpy {np.__version__}'
+
+  def exp(self, x):
+    return np.exp(x)
+
+  def softmax(self, s):
+    e = self.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+  def matmul(self, a, b):
+    return np.matmul(a, b)
+
+
+class JaxRuntime:
+  """JAX as the caller configured it (x64, ``jax_default_matmul_precision``, backend):
+  jitted jnp.exp, jax.nn.softmax (what ``layers.softmax_mix`` runs) and jnp.matmul."""
+
+  def __init__(self):
+    import jax                     # pylint: disable=import-outside-toplevel
+    import jax.numpy as jnp        # pylint: disable=import-outside-toplevel
+    self._exp = jax.jit(jnp.exp)
+    self._softmax = jax.jit(lambda s: jax.nn.softmax(s, axis=-1))
+    self._matmul = jax.jit(jnp.matmul)
+    device = jax.devices()[0]
+    precision = jax.config.jax_default_matmul_precision
+    self.name = (f'jax {jax.__version__} {device.platform} ({device.device_kind}), x64 '
+                 f'{"on" if jax.config.jax_enable_x64 else "off"}, default matmul precision '
+                 f'{precision or "DEFAULT"}')
+
+  def exp(self, x):
+    return np.asarray(self._exp(x))
+
+  def softmax(self, s):
+    return np.asarray(self._softmax(s))
+
+  def matmul(self, a, b):
+    return np.asarray(self._matmul(a, b))
+
+
+class OnnxRuntime:
+  """onnxruntime on ``providers`` (default CPU; names or (name, options) pairs) with
+  ``session_options`` (default None): one-node Exp, Softmax (axis -1) and MatMul graphs,
+  built with onnx.helper, one InferenceSession per op and dtype."""
+
+  def __init__(self, providers=None, session_options=None):
+    import onnxruntime             # pylint: disable=import-outside-toplevel
+    self._ort = onnxruntime
+    self.providers = list(providers or ['CPUExecutionProvider'])
+    self.session_options = session_options
+    self._sessions = {}
+    first = self.providers[0]
+    self.name = f'onnxruntime {onnxruntime.__version__} ' + \
+        (first if isinstance(first, str) else first[0])
+
+  def _session(self, op: str, dtype):
+    from onnx import TensorProto, helper   # pylint: disable=import-outside-toplevel
+    dtype = np.dtype(dtype)
+    key = (op, dtype.name)
+    if key not in self._sessions:
+      types = {'float32': TensorProto.FLOAT, 'float64': TensorProto.DOUBLE}
+      if dtype.name not in types:
+        raise ValueError(f'OnnxRuntime runs float32 and float64 arrays, not {dtype.name}.')
+      ty = types[dtype.name]
+      inputs = {'Exp': ['x'], 'Softmax': ['s'], 'MatMul': ['a', 'b']}[op]
+      attrs = {'axis': -1} if op == 'Softmax' else {}
+      graph = helper.make_graph(
+          [helper.make_node(op, inputs, ['y'], **attrs)], f'probe_{op}',
+          [helper.make_tensor_value_info(name, ty, None) for name in inputs],
+          [helper.make_tensor_value_info('y', ty, None)])
+      model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)],
+                                ir_version=8)
+      self._sessions[key] = self._ort.InferenceSession(
+          model.SerializeToString(), sess_options=self.session_options,
+          providers=self.providers)
+    return self._sessions[key]
+
+  def exp(self, x):
+    return self._session('Exp', x.dtype).run(None, {'x': x})[0]
+
+  def softmax(self, s):
+    return self._session('Softmax', s.dtype).run(None, {'s': s})[0]
+
+  def matmul(self, a, b):
+    return self._session('MatMul', a.dtype).run(None, {'a': a, 'b': b})[0]
+
+
+def as_runtime(runtime):
+  """'jax' | 'onnxruntime' | 'numpy' | the onnxruntime module | an InferenceSession (its
+  providers, provider options and session options: a CUDA session's TF32 setting, a CPU
+  session's fast-math GEMM) | an object with exp, softmax and matmul -> a runtime; else
+  ValueError."""
+  if isinstance(runtime, str):
+    makers = {'jax': JaxRuntime, 'onnxruntime': OnnxRuntime, 'numpy': NumpyRuntime}
+    if runtime not in makers:
+      raise ValueError(f'runtime={runtime!r}; allowed: {", ".join(map(repr, makers))}, the '
+                       'onnxruntime module, an onnxruntime.InferenceSession, or an object with '
+                       'exp, softmax and matmul methods on NumPy arrays.')
+    return makers[runtime]()
+  if getattr(runtime, '__name__', None) == 'onnxruntime':
+    return OnnxRuntime()
+  if callable(getattr(runtime, 'get_providers', None)) and callable(getattr(runtime, 'run',
+                                                                            None)):
+    options = runtime.get_provider_options()
+    return OnnxRuntime([(p, options.get(p, {})) for p in runtime.get_providers()],
+                       runtime.get_session_options())
+  missing = [m for m in ('exp', 'softmax', 'matmul') if not callable(getattr(runtime, m, None))]
+  if missing:
+    raise ValueError(f'runtime {type(runtime).__name__} has no {", ".join(missing)} method; '
+                     "allowed: 'jax', 'onnxruntime', 'numpy', the onnxruntime module, an "
+                     'InferenceSession, or an object with exp, softmax and matmul methods.')
+  return runtime
+
+
+def _name(runtime) -> str:
+  return str(getattr(runtime, 'name', type(runtime).__name__))
+
+
+# -- the report ----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+  """Whether a certificate's arithmetic may be trusted on the probed runtime, and why;
+  ``bool(verdict)`` is ``verdict.ok``, and ``ok, reason = verdict`` unpacks it."""
+
+  ok: bool
+  reason: str
+
+  def __bool__(self) -> bool:
+    return self.ok
+
+  def __iter__(self):
+    return iter((self.ok, self.reason))
+
+
+def _up(x: float) -> str:
+  """x rounded up to 3 significant digits (measured maxima print upward)."""
+  if not math.isfinite(x):
+    return str(x)
+  if x <= 0:
+    return '0'
+  scale = 10.0 ** (math.floor(math.log10(x)) - 2)
+  return f'{math.ceil(x / scale - 1e-9) * scale:.3g}'
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeReport:
+  """What ``check_runtime`` measured (module docstring, (a)-(c)), in ``dtype``.
+
+  exp_ulps: largest error in ulp where exp(t) >= tau, at ``exp_worst_t``;
+  exp_underflow: largest error in units of tau where exp(t) < tau; exp_flushes: a
+  subnormal result came back 0; softmax_equal_ulps: largest |w - 1/n| / ulp(1/n);
+  softmax_rows: the largest fraction of the random-row bound used; operand_bits: the
+  explicit significand bits matmul operands keep; matmul_ratios: model name -> largest
+  error / bound (*) on random operands; dtypes_seen: the dtypes results came back in."""
+
+  runtime: str
+  arithmetic: str
+  dtype: str
+  samples: int
+  reference: str
+  dtypes_seen: tuple
+  exp_ulps: float
+  exp_worst_t: float
+  exp_underflow: float
+  exp_flushes: bool
+  softmax_equal_ulps: float
+  softmax_rows: float
+  operand_bits: int
+  matmul_ratios: dict
+
+  def matmul_mode(self) -> str:
+    """'IEEE binary64' | 'IEEE binary32' | 'TF32-like' | 'bfloat16-like' | 'operands to b bits'."""
+    full = rounding.FORMATS[self.dtype].precision - 1
+    if self.operand_bits >= full:
+      return f'IEEE {rounding.FORMATS[self.dtype].name}'
+    names = {10: 'TF32-like', 7: 'bfloat16-like'}
+    return names.get(self.operand_bits, f'operands to {self.operand_bits} explicit bits')
+
+  def faults(self, arithmetic: str) -> list:
+    """Each way the runtime breaks the assumptions of ``arithmetic``, one phrase each."""
+    if arithmetic not in rounding.MATMUL_MODELS:
+      raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
+                       f'{", ".join(map(repr, rounding.MATMUL_MODELS))}.')
+    model = rounding.MATMUL_MODELS[arithmetic]
+    if model.dtype != self.dtype:
+      return [f'measured in {self.dtype}, not {model.dtype}: run '
+              f'check_runtime(arithmetic={arithmetic!r})']
+    out = []
+    other = [d for d in self.dtypes_seen if d != self.dtype]
+    if other:
+      out.append(f'{self.dtype} arrays came back as {", ".join(other)}'
+                 + (' (JAX x64 off?)' if self.dtype == 'float64' else ''))
+    if not self.exp_ulps <= rounding.EXP_ULPS:
+      out.append(f'exp off by {_up(self.exp_ulps)} ulp at t = {self.exp_worst_t!r} (assumed '
+                 f'<= {rounding.EXP_ULPS})')
+    if not self.exp_underflow <= 1:
+      out.append(f'exp below tau off by {_up(self.exp_underflow)} tau (assumed <= tau)')
+    if not self.softmax_equal_ulps <= rounding.SOFTMAX_ULPS:
+      out.append(f'softmax of n equal scores off by {_up(self.softmax_equal_ulps)} ulp of 1/n '
+                 f'(assumed <= {rounding.SOFTMAX_ULPS})')
+    if not self.softmax_rows <= 1:
+      out.append(f'softmax of random rows at {_up(self.softmax_rows)} times the bound of '
+                 'its model')
+    needed = model.operand_bits - 1
+    if self.operand_bits < needed:
+      out.append(f'matmul operands keep {self.operand_bits} explicit bits '
+                 f'({self.matmul_mode()}), {arithmetic} needs {needed}')
+    ratio = self.matmul_ratios[arithmetic]
+    if not ratio <= 1:
+      out.append(f'matmul error at {_up(ratio)} times the {arithmetic} bound')
+    return out
+
+  def ok_for(self, arithmetic: str) -> Verdict:
+    """Verdict(ok, reason): ok iff no ``faults(arithmetic)``."""
+    faults = self.faults(arithmetic)
+    if faults:
+      return Verdict(False, f'not ok for {arithmetic}: ' + '; '.join(faults))
+    return Verdict(True, f'ok for {arithmetic}: exp, softmax and matmuls within its model')
+
+  def line(self) -> str:
+    """One line: what was measured and the verdict for ``arithmetic``."""
+    flush = ', flushes subnormals to 0' if self.exp_flushes else ''
+    ratio = self.matmul_ratios[self.arithmetic]
+    return (f'runtime probe [{self.runtime}; {self.dtype}]: exp <= {_up(self.exp_ulps)} ulp '
+            f'(assumed {rounding.EXP_ULPS}) on {self.samples:,} args in '
+            f'[-{EXP_RANGE[self.dtype]:g}, 0], below tau <= {_up(self.exp_underflow)} tau'
+            f'{flush}; softmax of n equal scores within {_up(self.softmax_equal_ulps)} ulp of '
+            f'1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
+            f'{self.matmul_mode()} ({self.operand_bits} operand bits kept, error at '
+            f'{_up(ratio)} of the {self.arithmetic} bound); reference {self.reference}; '
+            f'{self.ok_for(self.arithmetic).reason}')
+
+
+# -- (a) exp -------------------------------------------------------------------
+
+
+def _exp_arguments(dtype: str, samples: int, rng) -> np.ndarray:
+  top = EXP_RANGE[dtype]
+  special = np.array([0.0, -top, -np.finfo(dtype).tiny, -1.0])
+  quarter = (samples - len(special)) // 4
+  rest = samples - len(special) - 2 * quarter
+  t = np.concatenate([special, rng.uniform(-top, 0.0, quarter), rng.uniform(-1.0, 0.0, quarter),
+                      -10.0 ** rng.uniform(-20.0, math.log10(top), rest)])
+  return np.maximum(t, -top).astype(dtype)
+
+
+def _ulp(ref, fmt: rounding.Format):
+  """ulp of ``fmt`` at the exact positive values ``ref``: 2^(e-p) on [2^(e-1), 2^e)."""
+  _, e = np.frexp(ref)
+  floor = math.floor(math.log2(fmt.tiny)) - fmt.precision + 1
+  return np.ldexp(np.ones_like(ref), np.maximum(e - fmt.precision, floor))
+
+
+def _exp_errors_longdouble(t, y, fmt: rounding.Format):
+  """(|y - exp t| / ulp, |y - exp t| / tau, exp t >= tau, y == 0 < exp t) with exp t in
+  np.longdouble (binary64 arguments) or binary64 (binary32 arguments)."""
+  if fmt.precision == 53:
+    ref = np.exp(t.astype(np.longdouble))
+  else:
+    ref = np.exp(t.astype(np.float64)).astype(np.longdouble)
+  err = np.abs(y.astype(np.longdouble) - ref)
+  err = np.where(np.isfinite(err), err, np.inf)
+  tau = float(fmt.tiny)
+  smallest = float(fmt.tiny) * 2.0 ** (1 - fmt.precision)
+  return (err / _ulp(ref, fmt), err / np.longdouble(tau), ref >= tau,
+          (y == 0) & (ref >= smallest))
+
+
+def _exp_errors_mpmath(t, y, fmt: rounding.Format):
+  """The same four arrays as ``_exp_errors_longdouble``, exp t in mpmath at 113 bits."""
+  import mpmath                    # pylint: disable=import-outside-toplevel
+  tau = mpmath.mpf(fmt.tiny.numerator) / fmt.tiny.denominator
+  floor = math.floor(math.log2(fmt.tiny)) - fmt.precision + 1
+  smallest = mpmath.ldexp(1, floor)
+  ulps, taus, normal, flushed = [], [], [], []
+  with mpmath.workprec(_MP_BITS):
+    for ti, yi in zip(t.tolist(), y.tolist()):
+      ref = mpmath.exp(mpmath.mpf(ti))
+      err = abs(mpmath.mpf(yi) - ref) if math.isfinite(yi) else mpmath.inf
+      _, e = mpmath.frexp(ref)
+      ulps.append(float(err / mpmath.ldexp(1, max(e - fmt.precision, floor))))
+      taus.append(float(err / tau))
+      normal.append(ref >= tau)
+      flushed.append(yi == 0 and ref >= smallest)
+  return np.array(ulps), np.array(taus), np.array(normal), np.array(flushed)
+
+
+def _longdouble_is_wide() -> bool:
+  return np.finfo(np.longdouble).nmant >= 63
+
+
+def _measure_exp(runtime, dtype: str, samples: int, rng, seen: set):
+  fmt = rounding.FORMATS[dtype]
+  t = _exp_arguments(dtype, samples, rng)
+  if dtype == 'float64' and not _longdouble_is_wide():
+    t = t[np.unique(np.linspace(0, len(t) - 1, MPMATH_SUBSAMPLE).astype(int))]   # every part
+    errors, reference = _exp_errors_mpmath, f'mpmath {_MP_BITS} bits on {len(t):,} args'
+  else:
+    errors = _exp_errors_longdouble
+    reference = 'np.longdouble exp' if dtype == 'float64' else 'binary64 exp'
+  y = _result(runtime.exp(t), t.shape, 'exp', seen)
+  ulps, taus, normal, flushed = errors(t, y, fmt)
+  worst = int(np.argmax(np.where(normal, ulps, -1.0)))
+  under = taus[~normal]
+  return dict(exp_ulps=float(ulps[worst]), exp_worst_t=float(t[worst]),
+              exp_underflow=float(under.max()) if under.size else 0.0,
+              exp_flushes=bool(flushed.any()), samples=len(t), reference=reference)
+
+
+def _result(value, shape, op: str, seen: set) -> np.ndarray:
+  """The runtime's result as a NumPy array of ``shape``; its dtype joins ``seen``."""
+  arr = np.asarray(value)
+  if arr.shape != tuple(shape):
+    raise ValueError(f'the runtime\'s {op} returned shape {arr.shape}, expected {tuple(shape)}.')
+  seen.add(arr.dtype.name)
+  return arr
+
+
+# -- (b) softmax ---------------------------------------------------------------
+
+
+def _equal_ulps(w, n: int, fmt: rounding.Format) -> float:
+  """The largest |w - 1/n| / ulp(1/n), exact in Fractions."""
+  exact = Fraction(1, n)
+  ulp = Fraction(2) ** (math.floor(math.log2(exact)) - fmt.precision + 1)
+  return max(float(abs(Fraction(v) - exact) / ulp) if math.isfinite(v) else math.inf
+             for v in w.ravel().tolist())
+
+
+def _random_rows(n: int, dtype: str, rng) -> np.ndarray:
+  """Rows of n scores: spreads 0.1 .. SOFTMAX_SPREAD (reached), offsets 0 and +-1000."""
+  rows = []
+  for spread in (0.1, 1.0, 10.0, SOFTMAX_SPREAD[dtype]):
+    for offset in (0.0, 1000.0, -1000.0):
+      s = offset + spread * rng.uniform(-1.0, 0.0, (4, n))
+      s[:, 0] = offset
+      rows.append(rng.permuted(s, axis=1))
+  return np.concatenate(rows).astype(dtype)
+
+
+def _row_fraction(s, w, fmt: rounding.Format) -> float:
+  """The largest fraction of the (b)(2) bound that the rows ``w`` = softmax^(``s``) use."""
+  import mpmath                    # pylint: disable=import-outside-toplevel
+  n = s.shape[1]
+  u = float(fmt.u)
+  delta = rounding.EXP_ULPS * 2 * u
+  rho = 2 * u + u * u
+  gamma = float(fmt.gamma(n - 1))
+  worst = 0.0
+  with mpmath.workprec(_MP_BITS):
+    for row, got in zip(s.tolist(), w.tolist()):
+      top = max(row)
+      e = [mpmath.exp(mpmath.mpf(x) - mpmath.mpf(top)) for x in row]
+      total = mpmath.fsum(e)
+      big = max(abs(x - top) for x in row)
+      for x, ej, wj in zip(row, e, got):
+        if not math.isfinite(wj):
+          return math.inf
+        slack = u * (abs(x - top) + big)
+        hi = math.exp(slack) * (1 + delta) * (1 + rho) / ((1 - delta) * (1 - gamma)) - 1
+        lo = 1 - math.exp(-slack) * (1 - delta) * (1 - rho) / ((1 + delta) * (1 + gamma))
+        dev = float(mpmath.mpf(wj) * total / ej - 1)
+        worst = max(worst, dev / hi if dev > 0 else -dev / lo)
+  return worst
+
+
+def _measure_softmax(runtime, dtype: str, rng, seen: set):
+  """(largest equal-score error in ulp of 1/n, largest fraction of the row bound used):
+  one softmax call per row length, the equal-score rows (n <= 9) with the random ones."""
+  fmt = rounding.FORMATS[dtype]
+  equal, rows = 0.0, 0.0
+  for n in SOFTMAX_ROW_LENGTHS:
+    same = (np.repeat(np.array(EQUAL_SCORE_VALUES, dtype)[:, None], n, axis=1)
+            if n <= 9 else np.zeros((0, n), dtype))
+    s = np.concatenate([same, _random_rows(n, dtype, rng)])
+    w = _result(runtime.softmax(s), s.shape, 'softmax', seen)
+    if len(same):
+      equal = max(equal, _equal_ulps(w[:len(same)], n, fmt))
+    rows = max(rows, _row_fraction(s[len(same):], w[len(same):], fmt))
+  return equal, rows
+
+
+# -- (c) matmuls ---------------------------------------------------------------
+
+
+def _operand_bits(runtime, dtype: str, seen: set) -> int:
+  """The explicit significand bits matmul operands keep: the largest b with 1 + 2^-k
+  returned exactly for every k <= b, operand in A or in B, every crafted shape."""
+  full = rounding.FORMATS[dtype].precision - 1
+  ks = np.arange(1, full + 1)
+  lost = set()
+  for m, k, n in CRAFTED_SHAPES:
+    rows = np.arange(m)
+    ops = (1.0 + np.ldexp(1.0, -ks[rows % full])).astype(dtype)
+    a = np.zeros((m, k), dtype)
+    a[rows, rows % k] = ops
+    c = _result(runtime.matmul(a, np.ones((k, n), dtype)), (m, n), 'matmul', seen)
+    lost.update(ks[rows % full][np.any(c != ops[:, None], axis=1)].tolist())
+    c = _result(runtime.matmul(np.ones((n, k), dtype), a.T.copy()), (n, m), 'matmul', seen)
+    lost.update(ks[rows % full][np.any(c != ops[None, :], axis=0)].tolist())
+  return min(lost) - 1 if lost else full
+
+
+def _two_product(a, b):
+  """p, e with p + e = a b exactly (Dekker; binary64, no overflow or underflow)."""
+  p = a * b
+  split = 134217729.0                  # 2^27 + 1
+  ca, cb = split * a, split * b
+  ah, bh = ca - (ca - a), cb - (cb - b)
+  al, bl = a - ah, b - bh
+  return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _measure_matmul(runtime, dtype: str, rng, seen: set) -> dict:
+  """Model name -> largest |y^ - y| / (kappa_m S + (m+1) tau (A+B+2)) on random operands."""
+  models = {k: v for k, v in rounding.MATMUL_MODELS.items() if v.dtype == dtype}
+  ratios = dict.fromkeys(models, 0.0)
+  for m, k, n in RANDOM_SHAPES:
+    a = (rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.uniform(-8, 8, (m, k))).astype(dtype)
+    b = (rng.choice([-1.0, 1.0], (k, n)) * 2.0 ** rng.uniform(-8, 8, (k, n))).astype(dtype)
+    got = _result(runtime.matmul(a, b), (m, n), 'matmul', seen).astype(np.float64)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    p, e = _two_product(a64[:, :, None], b64[None, :, :])
+    exact = np.array([[math.fsum(np.concatenate([p[i, :, j], e[i, :, j]]))
+                       for j in range(n)] for i in range(m)])
+    err = (np.abs(got - exact) + 2.0 ** -52 * np.abs(exact)) * (1 + 2.0 ** -50)
+    err = np.where(np.isfinite(err), err, np.inf)
+    s = np.abs(a64) @ np.abs(b64)
+    big_a = np.abs(a64).max(axis=1)[:, None]
+    big_b = np.abs(b64).max(axis=0)[None, :]
+    for name, model in models.items():
+      bound = float(model.kappa(k)) * s + (k + 1) * float(model.tiny) * (big_a + big_b + 2)
+      ratios[name] = max(ratios[name], float(np.max(err / bound)))
+  return ratios
+
+
+# -- the probe -----------------------------------------------------------------
+
+
+def check_runtime(runtime='jax', *, arithmetic: str = 'float64',
+                  samples: int = 10 ** 6) -> RuntimeReport:
+  """Measure exp, softmax and matmuls of ``runtime`` in the storage format of
+  ``arithmetic`` (module docstring): a ``RuntimeReport`` whose ``line()`` a certificate
+  prints and whose ``ok_for(arithmetic)`` says whether its assumptions hold."""
+  if not isinstance(arithmetic, str) or arithmetic not in rounding.MATMUL_MODELS:
+    raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
+                     f'{", ".join(map(repr, rounding.MATMUL_MODELS))} (exact arithmetic runs '
+                     'on no runtime).')
+  if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
+      samples < MIN_SAMPLES:
+    raise ValueError(f'samples={samples!r}; allowed: an integer >= {MIN_SAMPLES} (exp '
+                     'arguments; the certificates quote 10^6).')
+  rt = as_runtime(runtime)
+  dtype = rounding.MATMUL_MODELS[arithmetic].dtype
+  rng = np.random.default_rng(0)
+  seen = set()
+  exp = _measure_exp(rt, dtype, int(samples), rng, seen)
+  equal, rows = _measure_softmax(rt, dtype, rng, seen)
+  bits = _operand_bits(rt, dtype, seen)
+  ratios = _measure_matmul(rt, dtype, rng, seen)
+  return RuntimeReport(runtime=_name(rt), arithmetic=arithmetic, dtype=dtype,
+                       dtypes_seen=tuple(sorted(seen)), softmax_equal_ulps=equal,
+                       softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios, **exp)

@@ -1,0 +1,122 @@
+r"""The trained line on the size law: certified parameters against epsilon, beside the
+constructions.
+
+Inputs: the size law's rows (``results/yun/size_law/size_law.json``: the project's
+constructions, each the smallest it could certify) and the records of
+``experiments/train_and_certify.py`` (one ``record.json`` per trained row: the smallest
+trained network whose ``certify_network`` certificate reached epsilon). For each target
+(f, d, n) and arithmetic the figure plots parameters against the certified epsilon, one
+marker per certified row, log-log; the table gives each row's parameters, non-zero
+parameters, bits, certified total and sampled d_2.
+
+Parameters are counted the same way on both sides (every weight entry, zeros included);
+bits are 53 per float64 parameter and 24 per float32 one.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+
+from transformer_ua import outputs, provenance  # noqa: E402
+from transformer_ua.yun.bounds.certificate import bound_text  # noqa: E402
+
+#: What ``write`` puts into its output directory.
+OUTPUT_FILES = ('trained_size_law.png', 'trained_size_law.md')
+
+
+def trained_rows(rows_dir: str) -> list[dict]:
+  """The certified rows of every ``record.json`` under ``rows_dir`` (with provenance)."""
+  out = []
+  for path in sorted(glob.glob(os.path.join(rows_dir, '**', 'record.json'), recursive=True)):
+    with open(path) as f:
+      rec = json.load(f)
+    row = rec.get('row')
+    if row is None:
+      continue
+    out.append({**row, 'seconds': rec['seconds'], 'provenance': rec['provenance'],
+                'record': os.path.relpath(path, rows_dir)})
+  return out
+
+
+def construction_rows(size_law_json: str) -> list[dict]:
+  with open(size_law_json) as f:
+    rows = json.load(f)['rows']
+  return [r for r in rows if r.get('status') == 'certified']
+
+
+def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
+  """Parameters against epsilon per target, constructions and trained rows (PNG)."""
+  keys = sorted({(r['target'], r['d'], r['n']) for r in trained})
+  fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.4), squeeze=False)
+  for ax, (t, d, n) in zip(axes[0], keys):
+    for arithmetic, marker in (('float64', 'o'), ('float32', 's'), ('exact', '^')):
+      cons = sorted((r['epsilon'], r['params']) for r in constructions
+                    if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic))
+      best = {}
+      for eps, params in cons:                        # the smallest construction per epsilon
+        best[eps] = min(params, best.get(eps, params))
+      if best:
+        xs = sorted(best)
+        ax.plot(xs, [best[x] for x in xs], marker + '--', alpha=0.6,
+                label=f'construction, {arithmetic}')
+      tr = sorted((r['epsilon'], r['parameters']) for r in trained
+                  if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic))
+      if tr:
+        ax.plot([e for e, _ in tr], [p for _, p in tr], marker + '-', lw=2,
+                label=f'trained, {arithmetic}')
+    ax.set_xscale('log')
+    ax.set_yscale('log')
+    ax.invert_xaxis()
+    ax.set_xlabel('certified epsilon (d_2)')
+    ax.set_ylabel('parameters')
+    ax.set_title(f'{t} (d={d}, n={n})')
+    ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def table(trained: list[dict]) -> str:
+  """One markdown row per trained certificate."""
+  lines = ['| target | d | n | arithmetic | epsilon | parameters | non-zero | bits | '
+           'certified d_2 | sampled d_2 (JAX) | sampled d_2 (onnxruntime) | seconds | '
+           'revision | load |', '|' + '---|' * 14]
+  for r in sorted(trained, key=lambda r: (r['target'], r['d'], r['arithmetic'],
+                                          -r['epsilon'])):
+    runs = r.get('independent_check', {})
+    def dp(name):
+      row = runs.get(name, {})
+      return f"{row['d_p']:.4g}" if 'd_p' in row else row.get('skipped', '-')
+    prov = r['provenance']
+    lines.append(
+        f"| {r['target']} | {r['d']} | {r['n']} | {r['arithmetic']} | {r['epsilon']:g} | "
+        f"{r['parameters']:,} | {r['nonzero_parameters']:,} | "
+        f"{r['parameters'] * r['bits_per_parameter']:,} | {bound_text(r['certified_total'], 4)} | "
+        f"{dp('jax')} | {dp('onnxruntime')} | {r['seconds']:.0f} | "
+        f"{str(prov.get('git_revision', ''))[:7]} | "
+        f"{prov.get('load_average_1min_at_start', '')} |")
+  return '\n'.join(lines) + '\n'
+
+
+def write(rows_dir: str, size_law_json: str, output_dir: str, *, command: str | None = None
+          ) -> int:
+  """The figure and the table into ``output_dir`` (which exists); returns the row count."""
+  trained = trained_rows(rows_dir)
+  if not trained:
+    raise ValueError(f'no certified trained row (record.json with a row) under {rows_dir}.')
+  figure(trained, construction_rows(size_law_json),
+         os.path.join(output_dir, 'trained_size_law.png'))
+  prov = provenance.record(command)
+  text = ('# Trained networks on the size law\n\n' + provenance.markdown_header(prov, 'report command')
+          + '\n' + table(trained)
+          + '\nEach row: the smallest trained network whose `certify_network` certificate '
+            'reached epsilon (its record.json holds its own command, revision and load).\n')
+  outputs.atomic_write(os.path.join(output_dir, 'trained_size_law.md'), text)
+  return len(trained)
