@@ -29,7 +29,7 @@ import abc
 from typing import ClassVar
 
 from transformer_ua import outputs, provenance
-from transformer_ua.verify import contextual_mapping, contextual_ties, one_layer, theorem2
+from transformer_ua.verify import contextual_mapping, contextual_ties, theorem2
 from transformer_ua.yun import enumeration as enumeration_lib
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual
@@ -173,6 +173,8 @@ class OneLayerCheck(Check):
   enumerations = ('multiset',)
 
   def check(self, enumeration, **options):
+    # Imported here: arb (flint) and mpmath are needed by this check alone.
+    from transformer_ua.verify import one_layer  # pylint: disable=import-outside-toplevel
     prov = provenance.record()
     return {'provenance': prov, **one_layer.verify_one_layer(self.grid, **options)}
 
