@@ -29,14 +29,23 @@ The public face, all a caller needs for the theorem as a call:
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
-from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
-from transformer_ua.yun.bounds.decomposition import error_decomposition
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.realization.plan import plan_realization
-from transformer_ua.yun.search import Approximation, approximate
-from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
+import importlib
+
+#: Where each public name lives; imported on first use (``yun.grid`` and the stages load
+#: without the certificate stack).
+_HOMES = {'Certificate': 'bounds.certificate', 'certify_lp': 'bounds.certificate',
+          'error_decomposition': 'bounds.decomposition', 'Grid': 'grid',
+          'plan_realization': 'realization.plan', 'Approximation': 'search',
+          'approximate': 'search', 'VARIANTS': 'variants.registry',
+          'build_approximator': 'variants.registry'}
 
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
 ]
+
+
+def __getattr__(name: str):
+  if name not in _HOMES:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  return getattr(importlib.import_module(f'{__name__}.{_HOMES[name]}'), name)
