@@ -34,7 +34,7 @@ if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', '')
 from absl import flags
 
 from transformer_ua import parallel
-from transformer_ua.verify import entry, theorem2
+from transformer_ua.verify import entry, theorem2, timing
 from transformer_ua.yun.stages import gc_kernels
 from transformer_ua.yun.variants import registry
 
@@ -132,6 +132,7 @@ def _one_layer(variant) -> tuple:
 
 
 def main(argv):
+  import_seconds = timing.process_seconds()
   if len(argv) > 1:
     raise cli.BadInput(f'unexpected arguments: {" ".join(argv[1:])}')
   options = {'paper': _paper, 'one_layer': _one_layer}.get(FLAGS.contextual)
@@ -142,7 +143,8 @@ def main(argv):
   enumeration_, json_path, kwargs = options(variant)
   try:  # every process computes the same result; process 0 reports it
     result = entry.verify_and_record(variant, enumeration=enumeration_, json_path=json_path,
-                                     report=not _int_flag('process_id', 0), **kwargs)
+                                     report=not _int_flag('process_id', 0),
+                                     import_seconds=import_seconds, **kwargs)
   except ValueError as e:
     raise cli.BadInput(str(e)) from None
   status = 0 if result['all_hold'] else 1

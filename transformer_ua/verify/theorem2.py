@@ -24,7 +24,7 @@ import time
 from transformer_ua import provenance
 from transformer_ua.exact import planner
 from transformer_ua.verify import (contextual_mapping, floating, quantization, sweep_kernel,
-                                   value_mapping)
+                                   timing, value_mapping)
 from transformer_ua.yun import enumeration as enumeration_lib
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual, value
@@ -82,7 +82,7 @@ def _grid_checks(grid: Grid, phases: dict, *, enumeration: str, arithmetic: str,
                  kernel: str, num_devices, state_path, resume) -> tuple:
   """g_c built and verified on the grid (Lemmas 8, 10), with g_v (Lemma 9) when ``lemma9``:
   (g_c, the grid check's result, the value mapping or None, the Lemma 9 record); ``phases``
-  gets the seconds of the build and of the grid check."""
+  gets the seconds of the build and of the grid check (and of its compiling, included)."""
   tp = time.time()
   cm = contextual.ContextualMapping.build(grid, arithmetic=arithmetic)
   phases['build_g_c'] = time.time() - tp
@@ -98,13 +98,15 @@ def _grid_checks(grid: Grid, phases: dict, *, enumeration: str, arithmetic: str,
                      'num_layers': vm.depth(), 'num_params': vm.num_params(),
                      'bump_layers': Paper(grid).num_bump_layers(),
                      'build_seconds': round(time.time() - tb, 3)}
-  result = contextual_mapping.verify_contextual_mapping(cm, enumeration=enumeration,
-                                                        chunk_size=chunk_size,
-                                                        progress=progress, value_mapping=vm,
-                                                        kernel=kernel,
-                                                        num_devices=num_devices,
-                                                        state_path=state_path, resume=resume)
+  with timing.CompileClock(this_thread=True) as clock:
+    result = contextual_mapping.verify_contextual_mapping(cm, enumeration=enumeration,
+                                                          chunk_size=chunk_size,
+                                                          progress=progress, value_mapping=vm,
+                                                          kernel=kernel,
+                                                          num_devices=num_devices,
+                                                          state_path=state_path, resume=resume)
   phases['grid_check'] = result['seconds']
+  phases['grid_check_compiling'] = clock.seconds()['total']
   return cm, result, vm, lemma9_result
 
 
