@@ -131,8 +131,6 @@ class Blocks:
     extra: optional per-point count (``make_block_fn``), summed as ``extra``.
   """
 
-  label = 'full grid'
-
   def __init__(self, cm, table, *, chunk_size: int, num_devices: int = 1, extra=None,
                sweep_arithmetic: str = 'auto'):
     self.cm, self.table, self.num_devices = cm, table, num_devices
@@ -147,6 +145,10 @@ class Blocks:
                 'arithmetic': cm.arithmetic.describe(), 'block': self.block}
     self.initial_max_abs = sweep_kernel.input_max_abs(cm)
     self._fn = None
+    # The progress line names the ALU roofline, so its rate reads against it.
+    self.limit = (os.cpu_count() or 1) * sweep_kernel.ALU_OPS_PER_SECOND_PER_CORE / \
+        sweep_kernel.ops_per_point(cm)
+    self.label = f'full grid; ALU roofline {self.limit / 1e6:.1f}M points/s'
 
   def step(self, t: int):
     if self._fn is None:
@@ -157,9 +159,7 @@ class Blocks:
 
   def info(self, result: dict) -> dict:
     points = (result['items_done'] - result['resumed_from']) * self.block
-    cores = os.cpu_count() or 1
-    ops = sweep_kernel.ops_per_point(self.cm)
-    limit = cores * sweep_kernel.ALU_OPS_PER_SECOND_PER_CORE / ops
+    cores, ops, limit = os.cpu_count() or 1, sweep_kernel.ops_per_point(self.cm), self.limit
     rate = points / result['seconds'] if result['seconds'] > 0 else 0.0
     return {'blocks_done': result['items_done'], 'num_blocks': self.num_items,
             'block': self.block, 'points_run': points,
