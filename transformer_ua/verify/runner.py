@@ -13,7 +13,8 @@ points with rate and ETA (stderr, refreshed at most every ``log_every`` seconds)
     {config, completed_blocks: [[0, t]], next_block: t, num_blocks, counts, max_abs,
      seconds}                                  (items are blocks in the full-grid pass)
 
-as JSON (atomically, ``outputs.atomic_json``), so that ``resume=True``
+as JSON (also when the loop is interrupted: Ctrl-C, SIGTERM, an error; t counts only
+completed items) (atomically, ``outputs.atomic_json``), so that ``resume=True``
 continues at item t of a run with the same ``config`` (anything else is refused).
 """
 
@@ -89,22 +90,24 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
                          desc=f'[{label}]', unit=' points', unit_scale=True,
                          mininterval=log_every, file=sys.stderr, disable=not progress,
                          bar_format=BAR_FORMAT)
-  with bar:
-    while t < num_items:
-      c, m = step(t)
-      for k, val in c.items():
-        counts[k] = counts.get(k, 0) + int(val)
-      max_abs = max(max_abs, int(m))
-      nxt = min(t + stride, num_items)
-      bar.update((nxt - t) * points_per_item)
-      t = nxt
-      now = time.time()
-      if state_path and (now - last_save >= save_every or t == num_items):
-        save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
-        last_save = now
-      if max_seconds is not None and now - t_begin >= max_seconds:
-        break
-  if state_path:
-    save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin)
+  try:
+    with bar:
+      while t < num_items:
+        c, m = step(t)
+        for k, val in c.items():
+          counts[k] = counts.get(k, 0) + int(val)
+        max_abs = max(max_abs, int(m))
+        nxt = min(t + stride, num_items)
+        bar.update((nxt - t) * points_per_item)
+        t = nxt
+        now = time.time()
+        if state_path and now - last_save >= save_every:
+          save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
+          last_save = now
+        if max_seconds is not None and now - t_begin >= max_seconds:
+          break
+  finally:  # at the end, and when interrupted: the items completed so far (t) are kept
+    if state_path:
+      save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin)
   return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_items,
           'items_done': t, 'resumed_from': start}
