@@ -14,8 +14,9 @@ rational grid (``verify.theorem2``); ``--contextual=one_layer`` certifies one so
 attention layer instead (``verify.one_layer``). The variant is decided here once;
 ``verify.entry.verify_and_record`` runs its check, prints a summary and writes the JSON
 to --output_dir as ``contextual_mapping_N{resolution}_d{d}_n{n}_{grid}.json``
-(one_layer: ``d{d}_n{n}_N{resolution}.json``). Exit status 0 only if every property
-holds (1 if one fails, 2 on bad input).
+(one_layer: ``d{d}_n{n}_N{resolution}.json``); its last line is the run's time split
+(import, compile, checks, write). Exit status 0 only if every property holds (1 if one
+fails, 2 on bad input).
 
 Long runs (kernels, cache, memory, --state_file, --resume, devices): docs/performance.md.
 """

@@ -109,7 +109,8 @@ class Theorem2Check(Check):
     if 'full_pass' in r:
       f = r['full_pass']
       lines.append(f"  full grid pass: {f['points_run']:,} points in {f['seconds']} s = "
-                   f"{f['points_per_second'] / 1e6:.2f}M points/s, "
+                   f"{f['points_per_second'] / 1e6:.2f}M points/s "
+                   f"({f['points_per_cpu_second'] / 1e6:.2f}M per CPU second), "
                    f"{100 * f['fraction_of_alu_limit']:.0f}% of the ALU roofline "
                    f"{f['alu_limit_points_per_second'] / 1e6:.1f}M points/s "
                    f"({f['ops_per_point']} int ops/point, {f['cores']} cores x 1.2e10 ops/s)"

@@ -163,7 +163,10 @@ class Blocks:
     rate = points / result['seconds'] if result['seconds'] > 0 else 0.0
     return {'blocks_done': result['items_done'], 'num_blocks': self.num_items,
             'block': self.block, 'points_run': points,
-            'points_per_second': round(rate), 'ops_per_point': ops,
+            'points_per_second': round(rate), 'cpu_seconds': round(result['cpu_seconds'], 3),
+            'points_per_cpu_second': (round(points / result['cpu_seconds'])
+                                      if result['cpu_seconds'] > 0 else 0),
+            'ops_per_point': ops,
             'alu_limit_points_per_second': round(limit), 'cores': cores,
             'fraction_of_alu_limit': round(rate / limit, 3),
             'sweep': sweep.read_program(self.cm, self.sweep_arithmetic).describe(),
@@ -211,7 +214,8 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
     (Python int; |q|, |z| and the inputs), ``complete``, ``blocks_done``,
     ``num_blocks``, ``block``, ``resumed_from`` (block), ``sweep`` (its arithmetic),
     ``equivariance``, ``seconds`` (this run's), ``points_run`` (this run's),
-    ``points_per_second`` against the ALU roofline: ``ops_per_point``
+    ``points_per_second`` (and ``cpu_seconds``, ``points_per_cpu_second``: of every
+    thread, what other users' jobs do not change) against the ALU roofline: ``ops_per_point``
     (``sweep_kernel.ops_per_point``), ``cores``, ``alu_limit_points_per_second`` (cores x
     ``ALU_OPS_PER_SECOND_PER_CORE`` / ops per point), ``fraction_of_alu_limit``.
   """
