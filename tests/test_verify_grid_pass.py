@@ -62,7 +62,7 @@ def test_resume_continues_from_the_state_file(tmp_path, capsys):
   assert rest['alu_limit_points_per_second'] == whole['alu_limit_points_per_second'] == round(
       whole['cores'] * 1.2e10 / whole['ops_per_point'])
   assert whole['cpu_seconds'] > 0 and whole['points_per_cpu_second'] == pytest.approx(
-      whole['points_run'] / whole['cpu_seconds'], rel=1e-2)
+      whole['points_run'] / whole['cpu_seconds'], rel=5e-2)
   assert json.loads(open(state).read())['cpu_seconds'] >= 0
   assert whole['fraction_of_alu_limit'] == round(
       whole['points_per_second'] / whole['alu_limit_points_per_second'], 3)
