@@ -33,6 +33,9 @@ The public face, all a caller needs for the theorem as a call:
     check_runtime(runtime, arithmetic=)  -> what a runtime does (exp, softmax, matmul mode)
                                             against what the float certificates assume
     train_and_certify(f, epsilon, d=, n=) -> the smallest trained network that certifies
+    save(result, path) / load(path) / recheck(saved, f=None)
+                                         -> a certified network with its certificate in one
+                                            file, hashes checked on load (saved_network.py)
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
@@ -48,12 +51,14 @@ _HOMES = {'Certificate': 'yun.bounds.certificate', 'certify_lp': 'yun.bounds.cer
           'build_approximator': 'yun.variants.registry',
           'certify_network': 'certify.network_certificate',
           'NetworkCertificate': 'certify.network_certificate',
-          'check_runtime': 'certify.runtime_probe', 'train_and_certify': 'certify.trainer'}
+          'check_runtime': 'certify.runtime_probe', 'train_and_certify': 'certify.trainer',
+          'save': 'saved_network', 'load': 'saved_network', 'recheck': 'saved_network'}
 
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
     'certify_network', 'NetworkCertificate', 'check_runtime', 'train_and_certify',
+    'save', 'load', 'recheck',
 ]
 
 
