@@ -3,7 +3,8 @@
 Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
 ``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[colab]"``
 (everything the notebooks in colabs/ need, with Jupyter's nbconvert to run them headless),
-``pip install -e ".[export]"`` (ONNX export).
+``pip install -e ".[export]"`` (ONNX export), ``pip install -e ".[portable]"`` (its flat file in
+PyTorch through onnx2torch).
 """
 
 import setuptools
@@ -69,6 +70,9 @@ setuptools.setup(
         'notebooks': COLAB,   # the older name of 'colab'
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
         'reference': ['torch>=2.1', 'transformers>=4.40'],
+        # The certified network outside the project: its flat ONNX file in PyTorch
+        # (docs/portable.md). Not in 'test': CI stays light (the tests skip without it).
+        'portable': ['torch>=2.1', 'onnx2torch>=1.5'] + EXPORT,
         # Marabou's second opinion on a realized g (verify.marabou; Python <= 3.12).
         'verify': ['maraboupy==2.0.0'] + EXPORT,
         'cluster': CLUSTER,

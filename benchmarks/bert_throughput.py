@@ -1,7 +1,7 @@
 r"""Training throughput of the Appendix H models vs Hugging Face BERT, with FLOP counts.
 
     python benchmarks/bert_throughput.py [--hidden=128 --layers=4 --heads=4 --mlp=512 \
-        --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=none] \
+        --seq=128 --batch=32 --vocab=4000 --steps=10 --rounds=3] [--reference=both] \
         [--mixers=attention,average,bilinear,sepconv] [--pipeline_steps=120] \
         [--pipeline_config=tiny|cpu] [--pipeline_mixers=attention,...] [--max_segments=4] \
         [--output_dir=runs/benchmarks]
@@ -52,8 +52,12 @@ Part 2 measures, in one process, training steps per second of
 * ours: ``transformer_ua.models.encoder.BertPretrainer`` (mixing='attention', the Table 1
   Transformer; MLM + sentence-pair heads), AdamW, dropout 0.1, one
   ``jax.jit(..., donate_argnums=0)`` step; and
-* the reference: Hugging Face ``transformers.BertForPreTraining`` on PyTorch CPU with the
-  same sizes (the parameter counts are checked equal), ``torch.optim.AdamW``, dropout 0.1.
+* the references: Hugging Face ``transformers.BertForPreTraining`` on PyTorch CPU with
+  the same sizes (the parameter counts are checked equal), ``torch.optim.AdamW``, dropout
+  0.1, ``torch.set_num_threads(os.cpu_count())``, run two ways (``--reference``):
+  eager (``hf``), and compiled (``compiled``: ``torch.compile(model)``, TorchInductor's
+  default mode, what a PyTorch user does to make training fast; its compilation is
+  in the warm-up, not in the timed rounds); ``both`` (the default) times both.
 
 Both see the same batches (no padding, 15% of positions predicted); tokens/s =
 batch x seq / step time, median over ``rounds`` interleaved rounds of ``steps`` steps
@@ -63,8 +67,9 @@ at every position and ignores the rest (labels -100): that is part of what is co
 Writes ``mixing_bert_throughput.json`` into ``--output_dir`` (default runs/benchmarks)
 and appends one line to ``benchmarks.md`` there (``--output_dir=results/benchmarks``
 updates the record; an existing JSON is refused before the work unless --overwrite).
-The reference needs ``pip install torch==2.13.0 transformers``
-(the CPU wheel); ``--reference=none`` times ours alone.
+The references need ``pip install torch==2.13.0 transformers``
+(the CPU wheel; ``compiled`` also a C++ compiler for TorchInductor); ``--reference=none``
+times ours alone.
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
@@ -103,7 +108,9 @@ def _define_flags() -> None:
   flags.DEFINE_integer('vocab', 4000, 'vocabulary')
   flags.DEFINE_integer('steps', 10, 'timed steps per round')
   flags.DEFINE_integer('rounds', 3, 'interleaved rounds (median reported)')
-  flags.DEFINE_enum('reference', 'hf', ['hf', 'none'], 'hf: Hugging Face BertForPreTraining')
+  flags.DEFINE_enum('reference', 'both', list(REFERENCES),
+                    'Hugging Face BertForPreTraining: hf (eager PyTorch), compiled '
+                    '(torch.compile), both, or none.')
   cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and the log {LOG_NAME} '
                         '(appended; --output_dir=results/benchmarks: the record).')
   cli.define_overwrite()
@@ -122,6 +129,12 @@ def _define_flags() -> None:
 
 
 FLAGS = flags.FLAGS
+#: --reference: the Hugging Face runs it times, {name: compiled}.
+REFERENCES = {'hf': {'Hugging Face BertForPreTraining (PyTorch)': False},
+              'compiled': {'Hugging Face BertForPreTraining (torch.compile)': True},
+              'both': {'Hugging Face BertForPreTraining (PyTorch)': False,
+                       'Hugging Face BertForPreTraining (torch.compile)': True},
+              'none': {}}
 MIXER_FLOPS = {   # forward FLOPs per token of one mixing layer (module doc)
     'attention': lambda d, n: 8 * d * d + 4 * n * d,
     'average': lambda d, n: 2 * d * d + 2 * d,
@@ -194,7 +207,9 @@ def ours(batches, mixing='attention'):
   return layers.count_params(params), run
 
 
-def reference(batches):
+def reference(batches, compiled: bool = False):
+  """(params, run(k), versions) of Hugging Face BERT pre-training in PyTorch, eager or
+  ``torch.compile``d (the model: forward and backward; AdamW stays eager)."""
   try:
     import torch
     import transformers
@@ -210,6 +225,7 @@ def reference(batches):
   model = transformers.BertForPreTraining(cfg)
   model.train()
   opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+  forward = torch.compile(model) if compiled else model
   tb = []
   for b in batches:
     labels = np.full(b['input_ids'].shape, -100, np.int64)
@@ -224,7 +240,7 @@ def reference(batches):
   def run(k):
     for i in range(k):
       opt.zero_grad(set_to_none=True)
-      loss = model(**tb[i % len(tb)]).loss
+      loss = forward(**tb[i % len(tb)]).loss
       loss.backward()
       opt.step()
 
@@ -343,7 +359,7 @@ def check_flags():
                        f'{sorted(MIXER_FLOPS)}, got {bad}')
   if FLAGS.pipeline_rounds < 0:
     raise cli.BadInput(f'--pipeline_rounds must be >= 0, got {FLAGS.pipeline_rounds}')
-  if FLAGS.reference == 'hf' and not all(importlib.util.find_spec(m)
+  if FLAGS.reference != 'none' and not all(importlib.util.find_spec(m)
                                          for m in ('torch', 'transformers')):
     raise cli.BadInput(_NO_REFERENCE)   # before the minutes of our own timings
 
@@ -364,14 +380,14 @@ def main(argv):
     systems[f'ours {m} (JAX/Flax)'] = ours(batches, m)
     flops[f'ours {m} (JAX/Flax)'] = train_flops_per_token(m, **shape)
   versions = {}
-  ref_key = 'Hugging Face BertForPreTraining (PyTorch)'
-  if FLAGS.reference == 'hf':
-    n, run, versions = reference(batches)
+  refs = REFERENCES[FLAGS.reference]
+  for ref_key, compiled in refs.items():
+    n, run, versions = reference(batches, compiled)
     systems[ref_key] = (n, run)
     flops[ref_key] = train_flops_per_token('attention', **shape)
   counts = {k: v[0] for k, v in systems.items()}
   ours_att = 'ours attention (JAX/Flax)'
-  if ref_key in counts and ours_att in counts and counts[ref_key] != counts[ours_att]:
+  if ours_att in counts and any(counts[k] != counts[ours_att] for k in refs):
     raise cli.BadInput(f'parameter counts differ, not an equal-size comparison: {counts}')
   for _, run in systems.values():
     run(3 * len(batches))                            # compile / warm up
@@ -381,7 +397,7 @@ def main(argv):
       t = time.perf_counter()
       run(FLAGS.steps)
       times[k].append(time.perf_counter() - t)
-  steps = {k: -(-FLAGS.steps // len(batches)) * len(batches) if k != ref_key else FLAGS.steps
+  steps = {k: -(-FLAGS.steps // len(batches)) * len(batches) if k not in refs else FLAGS.steps
            for k in systems}
   tps = {k: FLAGS.batch * FLAGS.seq * steps[k] / statistics.median(v) for k, v in times.items()}
   gflops = {k: flops[k] * tps[k] / 1e9 for k in systems}
@@ -394,13 +410,14 @@ def main(argv):
             'steps_per_round': steps, 'rounds': FLAGS.rounds,
             'tokens_per_s': tps, 'round_seconds': times, 'versions': versions,
             'jax': jax.__version__, 'provenance': prov}
-  if ref_key in tps and ours_att in tps:
-    result['speedup_ours_over_reference'] = tps[ours_att] / tps[ref_key]
+  if ours_att in tps:
+    result['speedup_ours_over_reference'] = {k: tps[ours_att] / tps[k] for k in refs}
   if FLAGS.pipeline_steps:
+    eager = next((k for k, compiled in refs.items() if not compiled), None)
     result['pipeline'] = pipeline_result(
         pipeline(FLAGS.pipeline_mixers, FLAGS.pipeline_steps,
                  FLAGS.pipeline_rounds or FLAGS.rounds),
-        tps.get(ref_key), peak)
+        tps.get(eager), peak)
   outputs.atomic_json(json_path, result, indent=1)
   summary = (f"BERT pre-training throughput ({FLAGS.layers}x{FLAGS.hidden}, {FLAGS.heads} "
              f"heads, FF {FLAGS.mlp}, seq {FLAGS.seq}, batch {FLAGS.batch}, vocab {FLAGS.vocab}"
@@ -408,8 +425,8 @@ def main(argv):
              ', '.join(f'{k} {tps[k]:,.0f} tokens/s = {gflops[k]:.1f} GFLOP/s '
                        f'({flops[k] / 1e6:.2f} MFLOP/token, {counts[k]:,} params)'
                        for k in systems) +
-             (f"; Transformer ours/reference = {result['speedup_ours_over_reference']:.2f}x"
-              if 'speedup_ours_over_reference' in result else ''))
+             ''.join(f'; Transformer ours / {k} = {v:.2f}x'
+                     for k, v in result.get('speedup_ours_over_reference', {}).items()))
   if FLAGS.pipeline_steps:
     p = result['pipeline']
     old = next(iter(pipeline_settings()))

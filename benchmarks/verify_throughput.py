@@ -1,35 +1,37 @@
 r"""Whole-grid verification, end to end: the project's binary vs a NumPy reference.
 
-    python benchmarks/verify_throughput.py [--configs='3,2,6;4,2,5;8,2,4'] \
+    python benchmarks/verify_throughput.py [--configs='3,2,6'] [--repeats=5] \
         [--output_dir=runs/benchmarks]
 
-For each configuration (N, d, n), in the same run, one after the other:
+For each configuration (N, d, n), in the same run, each side a fresh process:
 
 * ``binary``    -- ``experiments/verify_contextual_mapping.py --grid=full --nolemma9``
   (kernel 'sweep', one XLA host device per core), wall time of the whole process:
-  start-up, build, the multiset pass, every point of G+_delta, Lemma 7's checks. Run
-  twice with a fresh JAX persistent compilation cache (``--compilation_cache``): *cold*
-  (empty cache: every XLA program compiled) and *warm* (the second run reads them);
-  both are reported, with each run's peak RSS;
+  start-up and imports, build, the multiset pass, every point of G+_delta, Lemma 7's
+  checks, the JSON. With a fresh JAX persistent compilation cache
+  (``--compilation_cache``): first *cold* (empty cache: every XLA program compiled),
+  then *warm* (the cache as the first run left it: what a user's second run finds);
 * ``reference`` -- ``benchmarks/verify_reference.py`` (vectorized NumPy, int64 where the
   proven bounds allow, Python-int object arrays beyond; one process), wall time of the
   whole process. When ``--reference_max_chunks`` limits it, the time of the full grid
   is extrapolated from the chunks run (start-up and class table + per-point time x
   points) and marked ``extrapolated``.
 
-CPU seconds (user + sys) of both processes are recorded too: on a shared machine the
-wall-time ratio moves with the other processes' load. Both check Properties 8.1-8.4, Lemma 10 (bounds, one-to-one), permutation
-equivariance and the category counts on every point, and must report no violation.
-Beside the measurement the script prints the ALU limit of the sweep kernel,
+After the cold run the two alternate, warm binary then reference, ``--repeats`` times
+(interleaved: a drift of the machine's speed -- other users' jobs on a shared machine
+-- hits both sides of a pair alike); the speed-up is reference / binary wall time per
+pair, reported as the median pair (and min, max), with the 1-minute load before each
+run. CPU seconds (user + sys) of both processes are recorded too. The binary's JSON
+gives its time split (import, compile, checks; ``verify.entry.verify_and_record``) and
+its full-grid rate against the ALU roofline (``verify.sweep_kernel.ops_per_point``:
+int64 operations per point, 1.2e10 per second per core).
 
-    ops_per_point x points / (cores x ops per second per core),
-
-with ops_per_point counted from the kernel (``ops_per_point``) and 1.2e10 int64
-operations per second per core (3 GHz x 4 AVX2 lanes). Writes ``verify_throughput.json``
-into ``--output_dir`` (default runs/benchmarks) and appends one line per configuration
-to the log ``benchmarks.md`` there (command, revision, machine, load);
-``--output_dir=results/benchmarks`` updates the record (an existing JSON is refused
-before the work unless --overwrite). Exit status 0 when both verifiers report no
+Both check Properties 8.1-8.4, Lemma 10 (bounds, one-to-one), permutation equivariance
+and the category counts on every point, and must report no violation. Writes
+``verify_throughput.json`` into ``--output_dir`` (default runs/benchmarks) and appends one
+line per configuration to the log ``benchmarks.md`` there (command, revision, machine,
+load); ``--output_dir=results/benchmarks`` updates the record (an existing JSON is
+refused before the work unless --overwrite). Exit status 0 when both verifiers report no
 violation on every configuration, 1 otherwise (2: bad input).
 """
 
@@ -37,6 +39,7 @@ from transformer_ua import cli  # first: Ctrl-C while the rest loads exits clean
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,13 +48,12 @@ import time
 from absl import flags
 
 from transformer_ua import outputs, provenance
-from transformer_ua.exact import planner
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import contextual_params
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('configs', '3,2,6;4,2,5;8,2,4', 'Semicolon-separated N,d,n triples.')
-flags.DEFINE_string('reference_max_chunks', '0;4;2',
+flags.DEFINE_string('configs', '3,2,6', 'Semicolon-separated N,d,n triples.')
+flags.DEFINE_integer('repeats', 5, 'Interleaved (warm binary, reference) pairs per '
+                     'configuration.', lower_bound=1)
+flags.DEFINE_string('reference_max_chunks', '0',
                     'Per config: 2^20-point chunks the reference runs (0: all, then no '
                     'extrapolation).')
 JSON_NAME = 'verify_throughput.json'
@@ -60,23 +62,10 @@ _OUT = cli.define_output_dir('runs/benchmarks', f'Directory of {JSON_NAME} and t
                              f'{LOG_NAME} (a line per configuration, appended; '
                              '--output_dir=results/benchmarks: the record).')
 cli.define_overwrite()
-flags.DEFINE_float('ops_per_second_per_core', 1.2e10, 'ALU rate assumed per core.')
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, 'experiments', 'verify_contextual_mapping.py')
 REFERENCE = os.path.join(ROOT, 'benchmarks', 'verify_reference.py')
-
-
-def ops_per_point(N: int, d: int, n: int) -> int:
-  """Integer operations per grid point of the sweep kernel (words: limbs of the final
-  arithmetic; every final-arithmetic op counted once per word)."""
-  bits = planner.bits_for(contextual_params.contextual_mapping_bound(Grid(d, n, N)))
-  words = 1 if bits <= planner.INT64_BITS else planner.limb_layout(bits)[0]
-  sweep = N ** d * (2 * (n - 1) + 2 + 5 * n)        # max, min, spread x gain; 2 cmp, and, add, select
-  shift = 3 * (n - 1) + 2 + 4 * n                    # max, min, sum, mean; per token select x2, mul, add
-  checks = (n * (n - 1) + 4 * n + 2 * n) * words     # distinct pairs, interval, equivariance compare
-  index = n * (n - 1) + 6 * n                        # positions, rank and table indices
-  return sweep + shift * words + checks + index
 
 
 def _run(cmd):
@@ -93,28 +82,24 @@ def _run(cmd):
             proc.returncode, out.read(), err.read())
 
 
-def bench(N, d, n, ref_chunks, ops_rate):
-  total = (N + 1) ** (n * d)
-  binary = {}
-  with tempfile.TemporaryDirectory() as tmp:
-    cache = os.path.join(tmp, 'jax_cache')      # fresh: the first run is cold
-    for kind in ('cold', 'warm'):
-      out_dir = os.path.join(tmp, kind)
-      wall, cpu, rss, rc, _, err = _run([
-          sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}', '--grid=full',
-          '--nolemma9', '--noprogress', f'--output_dir={out_dir}',
-          f'--compilation_cache={cache}'])
-      if rc != 0:
-        raise RuntimeError(f'binary failed: {err[-2000:]}')
-      # the binary's fixed name in its --output_dir
-      with open(os.path.join(out_dir, f'contextual_mapping_N{N}_d{d}_n{n}_full.json')) as fh:
-        res = json.load(fh)
-      binary[kind] = {'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2),
-                      'peak_rss_mb': round(rss), 'grid_check_s': res['grid_check_seconds'],
-                      'phase_seconds': res['phase_seconds'],
-                      'multiset_pass_s': res['multiset_pass_seconds'],
-                      'all_hold': res['all_hold']}
-  bin_s = binary['warm']['wall_s']
+def _binary(N, d, n, out_dir, cache):
+  """One binary run: its whole-process figures and its JSON's timings."""
+  wall, cpu, rss, rc, _, err = _run([
+      sys.executable, BINARY, f'--d={d}', f'--n={n}', f'--resolution={N}', '--grid=full',
+      '--nolemma9', '--noprogress', f'--output_dir={out_dir}', '--overwrite',
+      f'--compilation_cache={cache}'])
+  if rc != 0:
+    raise RuntimeError(f'binary failed: {err[-2000:]}')
+  # the binary's fixed name in its --output_dir
+  with open(os.path.join(out_dir, f'contextual_mapping_N{N}_d{d}_n{n}_full.json')) as fh:
+    res = json.load(fh)
+  return {'wall_s': round(wall, 2), 'cpu_s': round(cpu, 2), 'peak_rss_mb': round(rss),
+          'time_split': res['time_split'], 'compiling': res['compiling'],
+          'grid_check_s': res['grid_check_seconds'], 'phase_seconds': res['phase_seconds'],
+          'full_pass': res['full_pass'], 'all_hold': res['all_hold']}, res
+
+
+def _reference(N, d, n, ref_chunks, total):
   cmd = [sys.executable, REFERENCE, f'--d={d}', f'--n={n}', f'--resolution={N}']
   if ref_chunks:
     cmd.append(f'--max_chunks={ref_chunks}')
@@ -123,42 +108,94 @@ def bench(N, d, n, ref_chunks, ops_rate):
     raise RuntimeError(f'reference failed: {rerr[-2000:]}')
   ref = json.loads(rout.strip().splitlines()[-1])
   checked = ref['points_checked']
-  extrapolated = checked < total
-  ref_full_s = ref_s
-  if extrapolated:  # start-up + table, then per point
+  full_s = ref_s
+  if checked < total:  # start-up + table, then per point
     fixed = ref_s - ref['seconds'] + ref['table_seconds']
-    ref_full_s = fixed + (ref['seconds'] - ref['table_seconds']) * total / checked
-  ops = ops_per_point(N, d, n)
-  alu_s = ops * total / (os.cpu_count() * ops_rate)
+    full_s = fixed + (ref['seconds'] - ref['table_seconds']) * total / checked
+  return {'wall_s': round(ref_s, 2), 'full_grid_s': round(full_s, 2), 'cpu_s': round(ref_cpu, 2),
+          'peak_rss_mb': round(ref_rss)}, ref
+
+
+def _spread(values):
+  return {'median': round(statistics.median(values), 2), 'min': round(min(values), 2),
+          'max': round(max(values), 2)}
+
+
+def bench(N, d, n, ref_chunks, repeats):
+  total = (N + 1) ** (n * d)
+  pairs = []
+  with tempfile.TemporaryDirectory() as tmp:
+    cache = os.path.join(tmp, 'jax_cache')      # fresh: the first run is cold
+    out_dir = os.path.join(tmp, 'out')
+    load = os.getloadavg()[0]
+    cold, res = _binary(N, d, n, out_dir, cache)
+    cold['load_1min'] = load
+    for _ in range(repeats):
+      pair = {'load_1min_binary': os.getloadavg()[0]}
+      pair['binary'], res = _binary(N, d, n, out_dir, cache)
+      pair['load_1min_reference'] = os.getloadavg()[0]
+      pair['reference'], ref = _reference(N, d, n, ref_chunks, total)
+      pair['speedup'] = round(pair['reference']['full_grid_s'] / pair['binary']['wall_s'], 2)
+      pair['speedup_cold'] = round(pair['reference']['full_grid_s'] / cold['wall_s'], 2)
+      pair['speedup_cpu'] = round(pair['reference']['cpu_s'] / pair['binary']['cpu_s'], 2)
+      pairs.append(pair)
+  extrapolated = ref['points_checked'] < total
   agree = all(res['violations'][k] == ref['counts'][k]
               for k in ref['counts'] if k in res['violations']) and \
       all(res['categories'][str(c)] == ref['counts'][f'category_{c}'] for c in (1, 2, 3)
           if not extrapolated)
+  warm = [p['binary'] for p in pairs]
   return {'N': N, 'd': d, 'n': n, 'grid_points': total,
-          'arithmetic': res['arithmetic_detail'], 'sweep': res.get('full_pass', {}).get('sweep'),
-          'devices': res['devices'],
-          'binary_cold_cache': binary['cold'], 'binary_warm_cache': binary['warm'],
-          'binary_wall_s': bin_s, 'binary_grid_check_s': binary['warm']['grid_check_s'],
-          'binary_all_hold': binary['cold']['all_hold'] and binary['warm']['all_hold'],
-          'reference_arithmetic': ref['arithmetic'], 'reference_wall_s': round(ref_s, 2),
-          'reference_points_checked': checked, 'reference_full_grid_s': round(ref_full_s, 2),
+          'arithmetic': res['arithmetic_detail'], 'sweep': res['full_pass']['sweep'],
+          'devices': res['devices'], 'repeats': repeats,
+          'binary_cold_cache': cold, 'pairs': pairs,
+          'binary_warm_wall_s': _spread([b['wall_s'] for b in warm]),
+          'binary_warm_cpu_s': _spread([b['cpu_s'] for b in warm]),
+          'binary_time_split': {k: _spread([b['time_split'][k] for b in warm])
+                                for k in warm[0]['time_split']},
+          'binary_full_pass_points_per_s': _spread([b['full_pass']['points_per_second']
+                                                    for b in warm]),
+          'alu_limit_points_per_s': warm[0]['full_pass']['alu_limit_points_per_second'],
+          'ops_per_point': warm[0]['full_pass']['ops_per_point'],
+          'binary_all_hold': cold['all_hold'] and all(b['all_hold'] for b in warm),
+          'reference_arithmetic': ref['arithmetic'],
+          'reference_wall_s': _spread([p['reference']['full_grid_s'] for p in pairs]),
+          'reference_cpu_s': _spread([p['reference']['cpu_s'] for p in pairs]),
+          'reference_points_checked': ref['points_checked'],
           'reference_extrapolated': extrapolated,
           'reference_violations': sum(v for k, v in ref['counts'].items()
                                       if not k.startswith('category') and k != 'points'),
-          # End to end, warm compilation cache (the binary's default after its first
-          # run of a configuration) and cold (first run).
-          'speedup_end_to_end': round(ref_full_s / bin_s, 2),
-          'speedup_end_to_end_cold': round(ref_full_s / binary['cold']['wall_s'], 2),
-          # CPU seconds (user + sys) of each process: less sensitive to the other
-          # processes on a shared machine than wall time.
-          'binary_cpu_s': binary['warm']['cpu_s'], 'reference_cpu_s': round(ref_cpu, 2),
-          'binary_peak_rss_mb': max(binary['cold']['peak_rss_mb'],
-                                    binary['warm']['peak_rss_mb']),
-          'reference_peak_rss_mb': round(ref_rss),
-          'speedup_cpu': (round(ref_cpu / binary['warm']['cpu_s'], 2) if not extrapolated
-                          else None),
-          'ops_per_point': ops, 'alu_limit_s': round(alu_s, 3),
-          'binary_vs_alu_limit': round(bin_s / alu_s, 1), 'counts_agree': agree}
+          # End to end, warm compilation cache (a user's second run), per interleaved pair.
+          'speedup_end_to_end': _spread([p['speedup'] for p in pairs]),
+          'speedup_end_to_end_cold': _spread([p['speedup_cold'] for p in pairs]),
+          'speedup_cpu': _spread([p['speedup_cpu'] for p in pairs]),
+          'load_1min': _spread([p[k] for p in pairs
+                                for k in ('load_1min_binary', 'load_1min_reference')]),
+          'binary_peak_rss_mb': max([cold['peak_rss_mb']] + [b['peak_rss_mb'] for b in warm]),
+          'counts_agree': agree}
+
+
+def _line(r: dict) -> str:
+  sp, ts = r['speedup_end_to_end'], r['binary_time_split']
+  return (
+      f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid ({r['grid_points']:,} "
+      f"points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host devices), "
+      f"{r['repeats']} interleaved pairs of fresh processes: binary end to end (warm "
+      f"compilation cache, as a second run finds it) median {r['binary_warm_wall_s']['median']}"
+      f" s vs NumPy reference (benchmarks/verify_reference.py, {r['reference_arithmetic']}) "
+      f"median {r['reference_wall_s']['median']} s"
+      + (f" extrapolated from {r['reference_points_checked']:,} points"
+         if r['reference_extrapolated'] else '')
+      + f" = {sp['median']}x (pairs {sp['min']}-{sp['max']}x; cold cache "
+      f"{r['binary_cold_cache']['wall_s']} s = {r['speedup_end_to_end_cold']['median']}x; CPU "
+      f"seconds {r['speedup_cpu']['median']}x); binary time split (medians): import "
+      f"{ts['import']['median']} s, compile {ts['compile']['median']} s, checks "
+      f"{ts['checks']['median']} s; full-grid pass "
+      f"{r['binary_full_pass_points_per_s']['median'] / 1e6:.1f}M points/s vs ALU roofline "
+      f"{r['alu_limit_points_per_s'] / 1e6:.1f}M ({r['ops_per_point']} int ops/point); peak "
+      f"RSS {r['binary_peak_rss_mb']} MB; violations 0 in both: "
+      f"{r['binary_all_hold'] and r['reference_violations'] == 0}; 1-min load "
+      f"{r['load_1min']['min']}-{r['load_1min']['max']}")
 
 
 def main(argv):
@@ -184,32 +221,14 @@ def main(argv):
   prov = provenance.record(command=cmd)
   rows = []
   for i, (N, d, n) in enumerate(configs):
-    row = bench(N, d, n, chunks[i] if i < len(chunks) else 0, FLAGS.ops_per_second_per_core)
-    row['load_1min'] = os.getloadavg()[0]
+    row = bench(N, d, n, chunks[i] if i < len(chunks) else 0, FLAGS.repeats)
     rows.append(row)
     print(json.dumps(row), flush=True)
-    print(f"N={N} d={d} n={n}: binary end to end {row['binary_wall_s']} s (warm compilation "
-          f"cache; cold {row['binary_cold_cache']['wall_s']} s) vs reference "
-          f"{row['reference_full_grid_s']} s{' (extrapolated)' if row['reference_extrapolated'] else ''}"
-          f" = {row['speedup_end_to_end']}x warm, {row['speedup_end_to_end_cold']}x cold; "
-          f"ALU limit {row['alu_limit_s']} s ({row['ops_per_point']} ops/point); binary peak "
-          f"RSS {row['binary_peak_rss_mb']} MB", flush=True)
+    print(_line(row), flush=True)
   result = {'benchmark': 'verify_throughput', 'rows': rows, 'provenance': prov}
   outputs.atomic_json(os.path.join(_OUT.value, JSON_NAME), result, indent=2)
   for r in rows:
-    provenance.append_benchmark_line(os.path.join(_OUT.value, LOG_NAME), (
-        f"verify_throughput N={r['N']} d={r['d']} n={r['n']} full grid "
-        f"({r['grid_points']:,} points, {r['arithmetic']}, {r['sweep']}, {r['devices']} host "
-        f"devices): binary end to end {r['binary_wall_s']} s with a warm compilation cache "
-        f"(grid check {r['binary_grid_check_s']} s), {r['binary_cold_cache']['wall_s']} s "
-        f"cold, vs NumPy reference (benchmarks/verify_reference.py, "
-        f"{r['reference_arithmetic']}) {r['reference_full_grid_s']} s"
-        f"{' extrapolated from ' + format(r['reference_points_checked'], ',') + ' points' if r['reference_extrapolated'] else ''}"
-        f" = {r['speedup_end_to_end']}x warm, {r['speedup_end_to_end_cold']}x cold; ALU "
-        f"limit {r['alu_limit_s']} s ({r['ops_per_point']} int ops/point, 1.2e10 ops/s/core); "
-        f"binary peak RSS {r['binary_peak_rss_mb']} MB; violations 0 in both: "
-        f"{r['binary_all_hold'] and r['reference_violations'] == 0}; load at end "
-        f"{r['load_1min']:.1f}"), prov)
+    provenance.append_benchmark_line(os.path.join(_OUT.value, LOG_NAME), _line(r), prov)
   sys.exit(0 if all(r['binary_all_hold'] and r['reference_violations'] == 0 for r in rows)
            else 1)
 

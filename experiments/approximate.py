@@ -22,6 +22,7 @@ with a one-line error naming what is allowed.
 from __future__ import annotations
 
 import os
+import runpy
 import sys
 
 from absl import app, flags
@@ -30,13 +31,17 @@ from transformer_ua import cli
 from transformer_ua.studies import approximation
 
 FLAGS = flags.FLAGS
+CONFIG_FILE = os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py')
+FIELDS = ', '.join(f'{k}={v!r}' for k, v in runpy.run_path(CONFIG_FILE)['get_config']().items())
 CONFIG = cli.define_config_file(
-    'config', os.path.join(os.path.dirname(__file__), 'configs', 'approximate.py'),
-    'ml_collections config file (append :ladder for the long variant).')
+    'config', CONFIG_FILE,
+    'ml_collections config file (append :ladder for the long variant); --config.FIELD=VALUE '
+    f'sets one field. Fields and defaults (meanings: {CONFIG_FILE}): {FIELDS}.')
 flags.DEFINE_string('output_dir', 'runs/approximate',
                     'directory for approximate.json and the PNG figures.')
 cli.define_overwrite()
 cli.define_executor_flags()
+flags.adopt_module_key_flags(cli)       # --help lists --config, --overwrite, the executor's
 
 
 def main(argv):

@@ -159,3 +159,12 @@ def test_the_job_runs_on_every_resolution_and_reads_top_to_bottom(N, tmp_path):
       assert f'epsilon={e:g} ' in text and 'skipped' in text
   assert 'np.float64' not in text
   assert os.path.exists(tmp_path / 'approximate.md')
+
+
+def test_help_lists_every_config_field_and_the_cli_flags():
+  out = _run_binary('--help', timeout=120)
+  text = ' '.join((out.stdout + out.stderr).split())   # (absl's --help exits with 1)
+  for field, value in configs.get_config().items():
+    assert f'{field}={value!r}' in text, field
+  for flag in ('--config', '--output_dir', '--[no]overwrite', '--state_dir', '--dask_scheduler'):
+    assert flag in text

@@ -304,9 +304,6 @@ def test_a_23_bit_truncating_accumulator_breaks_the_tf32_bound():
   assert abs(as_fraction(emulate(model, a, b, c, runtime, rng)) - y) <= limit
 
 
-@pytest.mark.xfail(strict=True, reason='reduce_operand casts to float32 first, so the float64 '
-                   "model's operand reduction loses bits; the emulation above skips it for the "
-                   'IEEE models (operand_rel = 0)')
 def test_reduce_operand_is_the_identity_for_float64():
   x = np.array([1 + 2.0 ** -40, -3.0])
   out = rounding.MATMUL_MODELS['float64'].reduce_operand(x)

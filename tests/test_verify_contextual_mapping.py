@@ -137,3 +137,19 @@ def test_binary_bad_input_is_one_line_exit_2(args, message):
   lines = [l for l in proc.stderr.splitlines() if l.startswith('error:')]
   assert len(lines) == 1 and message in lines[0], proc.stderr
   assert 'Traceback' not in proc.stderr
+
+
+def test_binary_loads_only_what_verification_needs():
+  """Start-up is part of every run's wall time: the binary's imports leave out the
+  certificate stack, the search, training (optax, orbax) and mpmath (one_layer only)."""
+  code = ('import sys; sys.argv = ["verify_contextual_mapping.py"]; '
+          f'sys.path.insert(0, {os.path.dirname(BINARY)!r}); '
+          'import verify_contextual_mapping; print(" ".join(sorted(sys.modules)))')
+  env = {**os.environ, 'PYTHONPATH': ROOT}
+  loaded = set(subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                              check=True, env=env, cwd=ROOT).stdout.split())
+  assert 'transformer_ua.verify.theorem2' in loaded      # the scan sees the binary's imports
+  for name in ('transformer_ua.yun.bounds.certificate', 'transformer_ua.yun.search',
+               'transformer_ua.train', 'transformer_ua.verify.one_layer', 'optax', 'orbax',
+               'mpmath', 'torch'):
+    assert not any(m == name or m.startswith(name + '.') for m in loaded), name

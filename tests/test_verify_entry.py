@@ -49,8 +49,14 @@ def test_verify_and_record_prints_and_writes(tmp_path, capsys):
   variant = registry.choose(1, 3, 4, contextual='one_layer')
   path = tmp_path / entry.kind(variant).record_name('multiset')
   r = entry.verify_and_record(variant, enumeration='multiset', json_path=str(path), samples=8)
-  out = capsys.readouterr().out
-  assert r['all_hold'] and out.strip().endswith('ALL PROPERTIES HOLD')
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert r['all_hold'] and lines[-2] == 'ALL PROPERTIES HOLD'
+  # The time split closes the summary: compiling counted from JAX's events (this check
+  # runs in arb: no JAX program), import not given here (no binary), the write timed.
+  assert lines[-1].startswith('  time split: compile ') and ', write ' in lines[-1]
+  assert r['time_split']['import'] is None and r['compiling']['programs'] == 0
+  assert r['time_split']['compile'] == r['compiling']['total'] == 0
+  assert r['time_split']['checks'] > 0
   saved = json.loads(path.read_text())
   assert saved['ids'] == 40 and saved['provenance']['command']
   quiet = tmp_path / 'quiet.json'

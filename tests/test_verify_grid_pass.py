@@ -53,6 +53,19 @@ def test_resume_continues_from_the_state_file(tmp_path, capsys):
                              resume=True)
   assert rest['complete'] and rest['resumed_from'] == part['blocks_done']
   assert rest['counts'] == whole['counts'] and rest['max_abs'] == whole['max_abs']
+  # Each run's rate counts its own points only; the roofline is the same for both.
+  block = whole['block']
+  assert part['points_run'] == part['blocks_done'] * block
+  assert rest['points_run'] == (rest['num_blocks'] - part['blocks_done']) * block
+  assert whole['points_run'] == enumeration.grid_size(Grid(2, 3, 2), 'full')
+  assert whole['points_per_second'] == round(whole['points_run'] / whole['seconds'])
+  assert rest['alu_limit_points_per_second'] == whole['alu_limit_points_per_second'] == round(
+      whole['cores'] * 1.2e10 / whole['ops_per_point'])
+  assert whole['cpu_seconds'] > 0 and whole['points_per_cpu_second'] == pytest.approx(
+      whole['points_run'] / whole['cpu_seconds'], rel=5e-2)
+  assert json.loads(open(state).read())['cpu_seconds'] >= 0
+  assert whole['fraction_of_alu_limit'] == round(
+      whole['points_per_second'] / whole['alu_limit_points_per_second'], 3)
   other = contextual.ContextualMapping.build(Grid(1, 3, 2))
   with pytest.raises(ValueError, match='cannot resume'):
     grid_pass.full_pass(other, table, chunk_size=9, progress=False, state_path=state,

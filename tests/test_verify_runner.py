@@ -34,3 +34,26 @@ def test_resume_continues_where_the_state_stopped(tmp_path):
     runner.run(_step, 9, 3, key={'k': 2}, state_path=state, resume=True, progress=False)
   with pytest.raises(ValueError, match='resume needs a state file'):
     runner.run(_step, 9, 3, key={'k': 1}, resume=True)
+
+
+def test_an_interrupt_keeps_the_completed_items(tmp_path):
+  """Ctrl-C inside the fourth step: the state holds the three steps done (saved before
+  the interrupt propagates, not only at the last periodic save), and resuming from it
+  gives the uninterrupted counts."""
+  state = str(tmp_path / 's.json')
+
+  def step(t):
+    if t == 9:
+      raise KeyboardInterrupt
+    return _step(t)
+
+  with pytest.raises(KeyboardInterrupt):
+    runner.run(step, 15, 3, key={'k': 1}, state_path=state, progress=False,
+               save_every=1e9)
+  saved = json.loads(open(state).read())
+  assert saved['next_block'] == 9 and saved['counts'] == {'items': 3, 'odd': 1}
+  rest = runner.run(_step, 15, 3, key={'k': 1}, state_path=state, resume=True,
+                    progress=False)
+  whole = runner.run(_step, 15, 3, key={'k': 1}, progress=False)
+  assert rest['resumed_from'] == 9 and rest['counts'] == whole['counts']
+  assert rest['max_abs'] == whole['max_abs']

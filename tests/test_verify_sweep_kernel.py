@@ -198,3 +198,15 @@ def test_large_class_table_is_not_held():
   assert sweep_kernel.table_bytes(Grid(3, 5, 3), 3) > sweep_kernel.TABLE_BUDGET
   assert theorem2.plan_resources(Grid(3, 5, 3), 'full', lemma9=False, kernel='core')['bytes'] > \
       theorem2.MAX_BYTES
+
+
+def test_ops_per_point_counts_the_representative_run_without_a_table(monkeypatch):
+  """The roofline's count: N=2, d=2, n=3, int64 -- by hand from the docstring: sweep
+  4 (2*2 + 2 + 5*3) = 84, shift 3*2 + 2 + 4*3 = 20, checks 6 + 12 + 6 = 24, index
+  6 + 18 = 24; with a class table 84 + 20 + 24 + 24, without one the sweep and shift twice."""
+  from transformer_ua.verify import sweep_kernel as sk
+  cm = contextual.ContextualMapping.build(Grid(2, 3, 2))
+  assert not cm.limbs and sk.uses_table(cm)
+  assert sk.ops_per_point(cm) == 84 + 20 + 24 + 24
+  monkeypatch.setattr(sk, 'uses_table', lambda cm, budget=0: False)
+  assert sk.ops_per_point(cm) == 2 * (84 + 20) + 24 + 24

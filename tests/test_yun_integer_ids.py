@@ -10,16 +10,19 @@ JAX and onnxruntime runs of the same parameters.
 import collections
 import itertools
 import math
+import types
 from fractions import Fraction
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import jax
 import jax.numpy as jnp
+
+import runtime_orders
 
 from transformer_ua import yun
 from transformer_ua.export_onnx import export_onnx
@@ -117,7 +120,7 @@ def _window_points(rng, net, count):
 def test_size_said_before_building_is_the_network(name, target, grid):
   net, g = _built(name, target, grid)
   assert registry.VARIANTS[name](grid).size() == {**g.size()}
-  assert g.depth() == 4 + -(-grid.d // 2) and g.attention_layers() == 1
+  assert g.depth() == 5 + -(-grid.d // 2) and g.attention_layers() == 1
 
 
 @pytest.mark.parametrize('name, target, grid', CONFIGS)
@@ -249,8 +252,9 @@ def test_the_snap_is_what_makes_it_exact():
   assert np.all(g.apply(x) == _g_bar_by_hand(net, x))
   sigma = rounding.FORMATS['float64'].snap
   bad = jax.tree_util.tree_map(lambda a: a, g.exact)
-  bad['segment_0']['feedforward']['b_2'] = bad['segment_0']['feedforward']['b_2'].copy()
-  bad['segment_0']['feedforward']['b_2'][0, net.d] -= sigma - 1
+  snap = bad[f'segment_{integer_ids_realized.SNAP}']['feedforward']
+  snap['b_2'] = snap['b_2'].copy()
+  snap['b_2'][0, net.d] -= sigma - 1
   broken = integer_ids_realized.IntegerIdsRealized(segments=g.segments, exact=bad, source=net,
                                           ramp=g.ramp, margin=g.margin, kinks=g.kinks,
                                           clamp=g.clamp)
@@ -318,3 +322,172 @@ def test_float32_graph_runs_the_float32_network(tmp_path):
   y = ort.InferenceSession(str(path)).run(None, {'X': x})[0]
   assert np.max(np.abs(y - _g_bar_by_hand(net, x.astype(np.float64)))) \
       <= g.float_proof['interior']
+
+
+# -- the runtime model: summation orders it covers, and the operand roundings it refuses ----
+
+def _sigma_in_the_quantizer_bias(g):
+  """g as it was built before the snap had a block of its own: sigma the quantization's b_2."""
+  exact = {k: ({kk: dict(vv) for kk, vv in v.items()} if isinstance(v, dict) else v)
+           for k, v in g.exact.items()}
+  q = exact['segment_0']['feedforward']
+  snap = exact[f'segment_{integer_ids_realized.SNAP}']['feedforward']
+  q['b_2'], snap['b_2'] = q['b_2'].copy(), snap['b_2'] * 0
+  q['b_2'][0, g.d] = rounding.FORMATS[g.number_format].snap
+  return jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), exact)
+
+
+def test_bias_first_at_the_point_that_broke_the_bias_last_hypothesis():
+  # token_times_mean, epsilon 0.1, float64: x = 0.8000038862228394 on all three tokens is an
+  # interior point (3.9e-6 from the cell edge 4/5; the ramps keep 1.5e-6 clear). With sigma
+  # the quantizer's bias, a bias-first order gave 0.49 there instead of g_bar = 0.81.
+  res = yun.approximate('token_times_mean', 0.1, d=1, n=3)
+  x = np.full((1, 3, 1), 0.8000038862228394)
+  want = _g_bar_by_hand(res.net, x)
+  assert np.all(res.net.apply(x) == want)
+  for bias_at in (0, 1, 3, None):
+    got = runtime_orders.run(res.g.params, x, positional=False, bias_at=bias_at)
+    assert np.all(got == want), bias_at
+  old = runtime_orders.run(_sigma_in_the_quantizer_bias(res.g), x, positional=False, bias_at=0)
+  assert not np.all(old == want)        # the order the old network was open to
+
+
+@pytest.mark.parametrize('bias_at', [0, 1, 2, 7, 64, None])
+def test_float32_bias_anywhere_is_g_bar_on_interiors(bias_at):
+  # token_times_mean, epsilon 0.2, float32: with sigma the quantizer's bias, bias first put
+  # fl(g) != g_bar on 5 of these 4000 interior points (0.19% of uniform points)
+  res = yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic='float32',
+                        construction='integer_ids')
+  net, g = res.net, res.g
+  rng = np.random.default_rng(7)
+  k = rng.integers(0, net.resolution, size=(4000, 3, 1))
+  m = float(g.margin)
+  x = ((k + m + (1 - 2 * m) * rng.random(k.shape)) / net.resolution)
+  x = x.astype(np.float32).astype(np.float64)
+  want = _g_bar_by_hand(net, x)
+  got = runtime_orders.run(g.params, x, positional=False, dtype='float32', bias_at=bias_at)
+  assert np.all(got == want)
+  if bias_at == 0:
+    old = runtime_orders.run(_sigma_in_the_quantizer_bias(g), x, positional=False,
+                             dtype='float32', bias_at=0)
+    assert not np.all(old == want)
+
+
+@pytest.mark.parametrize('bias_at', [0, 5, None])
+def test_positional_bias_anywhere_is_g_bar_on_interiors(bias_at):
+  net, g = _built('positional_integer_ids', 'prefix_mean', Grid(1, 2, 3))
+  x = _interior_points(np.random.default_rng(8), net, 200)
+  got = runtime_orders.run(g.params, x, positional=True, bias_at=bias_at)
+  assert np.all(got == _g_bar_by_hand(net, x))
+
+
+def test_tf32_operands_break_the_quantizer_and_are_refused():
+  # the reason 'tf32' is refused: with every matmul operand reduced to TF32's 11 bits the
+  # float32 network leaves g_bar on interiors by far more than its certified deviation
+  res = yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic='float32',
+                        construction='integer_ids')
+  x = _interior_points(np.random.default_rng(9), res.net, 300)
+  x = x.astype(np.float32).astype(np.float64)
+  got = runtime_orders.run(res.g.params, x, positional=False, dtype='float32', operands='tf32')
+  assert np.max(np.abs(got - _g_bar_by_hand(res.net, x))) > 0.01
+  for name in ('tf32', 'bfloat16'):
+    with pytest.raises(ValueError, match='IEEE products only') as e:
+      yun.approximate('token_times_mean', 0.2, d=1, n=3, arithmetic=name)
+    assert '\n' not in str(e.value)
+    with pytest.raises(ValueError, match='IEEE products only'):
+      yun.certify_lp(res.net, res.g, arithmetic=name)
+
+
+def test_the_line_states_every_assumption_and_the_domain():
+  line = str(yun.approximate('token_times_mean', 0.2, d=1, n=3).certificate)
+  for assumption in rounding.INTEGER_ID_ASSUMPTIONS:
+    assert assumption in line
+  assert 'X in [0, 1]^(n x d), the closed cube' in line
+
+
+# -- running g outside its certificate -------------------------------------------------
+
+
+def test_a_float64_g_with_x64_off_is_refused_in_one_line():
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  assert not jax.config.jax_enable_x64            # the default session
+  with pytest.raises(ValueError, match="x64 is off") as e:
+    g.network()
+  assert '\n' not in str(e.value)
+  with jax.enable_x64(True):
+    y = g.network().apply({'params': g.params}, np.full((1, 3, 1), 0.5))
+  assert np.all(np.asarray(y) == net.apply(np.full((1, 3, 1), 0.5)))
+  net32, g32 = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3), 'float32')
+  assert all(a.dtype == np.float32 for a in jax.tree_util.tree_leaves(g32.params))
+  g32.network()                                    # float32 needs no x64
+
+
+def test_apply_takes_the_closed_cube_and_refuses_outside():
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  x = np.array([[[1.0], [-0.0], [0.5]]])
+  assert np.all(g.apply(x) == net.apply(x)) and np.all(g.apply(x) == _g_bar_by_hand(net, x))
+  for bad, said in ((1 + 2 ** -52, '1.0000000000000002'), (-0.001, '-0.001')):
+    with pytest.raises(ValueError, match='closed cube') as e:
+      g.apply(np.full((1, 3, 1), bad))
+    assert said in str(e.value) and '-0,' not in str(e.value)
+
+
+def test_apply_batches_to_its_memory_budget(monkeypatch):
+  net, g = _built('integer_ids', 'token_times_mean', Grid(1, 3, 3))
+  x = np.random.default_rng(10).random((23, 3, 1))
+  want = g.apply(x)
+  monkeypatch.setattr(integer_ids_realized, 'APPLY_BYTES',
+                      5 * 3 * g.max_width() * 8 * integer_ids_realized.APPLY_COPIES)
+  assert g.apply_batch() == 5
+  assert np.array_equal(g.apply(x), want)
+
+
+def _quantizer_blocks(N, m):
+  """The quantization and snap blocks of the integer-id network at N (d = 1, n = 2): the
+  construction's own parameters (``realize_network`` on a stand-in whose code and value
+  tables are trivial: only the first two blocks are used)."""
+  stub = types.SimpleNamespace(number_format='float64', d=1, n=2, resolution=N,
+                               phi=[0] * N, high=[0] * N, num_ids=2, ids=[0, 1],
+                               value_num=np.array([[0], [1]], object), value_bits=8,
+                               positional=False)
+  e = Fraction(1)
+  while e > m / (2 * N):
+    e /= 2
+  g = integer_ids_realized.realize_network(stub, e, m, clamp=False)
+  return [g.exact[f'segment_{i}']['feedforward']
+          for i in (integer_ids_realized.QUANTIZATION, integer_ids_realized.SNAP)]
+
+
+def _gemm_graph(blocks):
+  """z -> z + Gemm(Relu(Gemm(z, W_1, b_1)), W_2, C = b_2) per block: the feed-forwards as a
+  converter writes them, the bias as Gemm's C (onnxruntime adds C inside its kernel)."""
+  nodes, inits, z = [], [], 'z0'
+  for i, ff in enumerate(blocks):
+    for k in ('W_1', 'b_1', 'W_2', 'b_2'):
+      inits.append(numpy_helper.from_array(np.asarray(ff[k][0], np.float64), f'{k}{i}'))
+    nodes += [helper.make_node('Gemm', [z, f'W_1{i}', f'b_1{i}'], [f'p{i}'], transB=1),
+              helper.make_node('Relu', [f'p{i}'], [f'h{i}']),
+              helper.make_node('Gemm', [f'h{i}', f'W_2{i}', f'b_2{i}'], [f'y{i}'], transB=1),
+              helper.make_node('Add', [z, f'y{i}'], [f'z{i + 1}'])]
+    z = f'z{i + 1}'
+  graph = helper.make_graph(nodes, 'q', [helper.make_tensor_value_info('z0', TensorProto.DOUBLE,
+                                                                       None)],
+                            [helper.make_tensor_value_info(z, TensorProto.DOUBLE, None)], inits)
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)], ir_version=8)
+
+
+def test_a_gemm_converted_quantizer_wider_than_512_snaps_to_the_cell():
+  # N = 300: the quantization's a_1 row has 598 products, past the 512 after which
+  # onnxruntime's Gemm adds C; sigma is in the snap block, so Gemm's C is 0 there
+  N, m = 300, Fraction(1, 2 ** 10)
+  blocks = _quantizer_blocks(N, m)
+  assert blocks[0]['W_1'].shape[1] > 512
+  sess = ort.InferenceSession(_gemm_graph(blocks).SerializeToString())
+  rng = np.random.default_rng(11)
+  k = rng.integers(0, N, 4000)
+  z = np.zeros((8000, 3))
+  z[:4000, 0] = (k + float(m) + (1 - 2 * float(m)) * rng.random(4000)) / N   # interiors
+  z[4000:, 0] = rng.random(4000)                                              # anywhere
+  cell = sess.run(None, {'z0': z})[0][:, 1] - rounding.FORMATS['float64'].snap
+  assert np.all(cell[:4000] == k)
+  assert np.all(cell == np.round(cell)) and np.all((cell >= 0) & (cell <= N - 1))

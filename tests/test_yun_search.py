@@ -178,7 +178,7 @@ def test_theorem2_construction_refused_for_theorem3():
     ({'max_minutes': 0}, 'max_minutes=0; it must be a positive'),
     ({'max_layers': 1.5}, 'max_layers=1.5; it must be an integer >= 1'),
     ({'positional': 'no'}, "positional='no'; it must be True or False"),
-    ({'progress': 'yes'}, "progress='yes'; it must be True, False or a callable"),
+    ({'progress': 'yes'}, "progress='yes'; it must be None .*True, False or a callable"),
     ({'lipschitz': 0}, 'lipschitz=0; it must be a positive'),
     ({'lipschitz': float('nan')}, 'lipschitz=nan'),
     ({'epsilon': 1e-3, 'max_layers': 1000}, r'needs resolution N >= \d+ .* layers'),
@@ -321,3 +321,77 @@ def test_a_callable_with_only_a_local_modulus_is_certified_and_says_so():
   assert cert.terms['f_fbar'] == pytest.approx(math.sqrt(2) / 6, rel=1e-9)
   assert cert.terms['f_fbar'] >= math.sqrt(2) / 6
   assert 'modulus' in str(cert) and 'given by the caller' in str(cert)
+
+
+# -- the search's frictions: monotone N, hints, bounds rounded up ------------------------
+
+
+def test_the_doubling_does_not_jump_past_the_per_cube_range(monkeypatch):
+  # token_times_mean, d=1, n=3: per-cube T1(10) = 0.0379 > 0.9 x 0.0385 >= T1(11) = 0.0344,
+  # while the global bound needs N = 44 (L-term 0.0838 at 16, halving with N). With the
+  # per-cube range ending at N = 13 (F_TERM_CLASSES = 500: C(15, 3) = 455), the doubling
+  # 2, 4, 8, 16 used to land at 16 on the global bound and bisect to ~44.
+  monkeypatch.setattr(search, 'F_TERM_CLASSES', 500)
+  target = search.targets_lib.get_target('token_times_mean', d=1, n=3)
+  lip = search.target_bounds.check_lipschitz(None, target, 1, 3)
+  s = search._Search(target, lip, epsilon=0.0385, d=1, n=3, p=2.0, clamp=True)
+  c = registry.VARIANTS['integer_ids']
+  assert s.per_cube_limit(c) == 13
+  assert s.resolution(c) == 11
+  assert s.f_term_method(c, 11) == 'per cube'
+  assert s.f_term_method(c, 14).startswith('global Lipschitz bound')
+  assert s.per_cube_estimate(c) >= 14
+
+
+def test_a_refusal_past_the_per_cube_range_names_the_method_and_the_n_it_would_need(
+    monkeypatch):
+  monkeypatch.setattr(search, 'F_TERM_CLASSES', 500)
+  with pytest.raises(ValueError) as e:
+    yun.approximate('token_times_mean', 0.02, d=1, n=3, max_layers=5)
+  msg = str(e.value)
+  assert 'by the global Lipschitz bound' in msg and 'would need about N=' in msg
+  said = int(re.search(r'would need about N=(\d+)', msg).group(1))
+  needs = int(re.search(r'needs resolution N >= (\d+)', msg).group(1))
+  assert 13 < said < needs and '\n' not in msg
+
+
+def test_a_float32_jax_callable_refused_as_not_equivariant_hears_of_x64():
+  jnp = pytest.importorskip('jax.numpy')
+
+  def f(x):
+    return jnp.asarray(x) * jnp.mean(x, axis=1, keepdims=True)
+  with pytest.raises(ValueError, match='not permutation equivariant') as e:
+    yun.approximate(f, 0.1, d=1, n=3, lipschitz=2.0)
+  assert 'float32' in str(e.value) and 'jax_enable_x64' in str(e.value)
+
+
+def test_a_non_equivariant_f_that_slips_the_probes_hears_of_positional(monkeypatch):
+  monkeypatch.setattr(search.targets_lib, 'equivariance_error', lambda t, d, n: None)
+
+  def prefix(x):
+    return np.cumsum(x, axis=1) / 2
+  with pytest.raises(ValueError, match='no certificate') as e:
+    yun.approximate(prefix, 0.02, d=1, n=2, lipschitz=1.0)
+  assert 'not permutation equivariant on' in str(e.value)
+  assert 'positional=True' in str(e.value)
+
+
+def test_progress_lines_print_bounds_rounded_up():
+  lines = []
+  res = yun.approximate('token_times_mean', 0.05, d=1, n=3, progress=lines.append)
+  done = [ln for ln in lines if ' done in ' in ln][-1]
+  said = Fraction(re.search(r'd_p\(f, g\) <= ([0-9.e-]+) <=', done).group(1))
+  assert said >= Fraction(res.certificate.total)
+
+
+def test_the_default_says_on_stderr_when_an_attempt_is_long(monkeypatch, capsys):
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 0.0)     # every attempt counts as long
+  yun.approximate('token_times_mean', 0.2, d=1, n=3)
+  err = capsys.readouterr().err
+  assert 'approximate: attempt 1: integer_ids' in err and 'attempt 1 done in' in err
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 1e9)
+  yun.approximate('token_times_mean', 0.2, d=1, n=3)
+  assert capsys.readouterr().err == ''
+  monkeypatch.setattr(search, 'QUIET_SECONDS', 0.0)
+  yun.approximate('token_times_mean', 0.2, d=1, n=3, progress=False)
+  assert capsys.readouterr().err == ''

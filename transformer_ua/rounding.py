@@ -56,10 +56,17 @@ softmax's normalization within two roundings (a division, or a reciprocal and a 
 ``certify.runtime_probe.check_runtime`` measures both, and the IEEE-ness of float32
 matmuls, on the runtime at hand.
 
-The integer-id network's certificate uses only the IEEE formats (``FORMATS``) and one
-assumption of its own about the softmax: every softmax there has all its scores equal to 0
-(W_Q = W_K = 0), and it assumes ``SOFTMAX_ASSUMPTION`` (JAX and onnxruntime return fl(1/n)
-exactly; the tests check it for both, n = 2..9, binary32 and binary64).
+The integer-id network's certificate uses only the IEEE formats (``FORMATS``) and states
+every hypothesis it rests on in its line (``INTEGER_ID_ASSUMPTIONS``, docs/proofs/
+integer_ids.md, Model (R)): round to nearest; IEEE products of the stored operands, any
+summation order, with or without FMA, and no rewriting across operations (no TF32 or
+bfloat16 matmul passes, no fast-math); every softmax there has all its scores equal to 0
+(W_Q = W_K = 0) and returns weights within 2 ulp of 1/n (``SOFTMAX_ASSUMPTION``: JAX and
+onnxruntime return fl(1/n) exactly; the tests check it for both, n = 2..9, binary32 and
+binary64); the input is the real X rounded once to the format. 'tf32' and 'bfloat16' are
+refused for it (``check_arithmetic``): TF32 keeps 11 significant bits of an operand, so the
+quantizer's ReLU outputs (about s x, s the inverse ramp) lose their low bits and a step
+ReLU(y + 1) - ReLU(y) can come out 0 or 2^k instead of 1.
 """
 
 from __future__ import annotations
@@ -70,10 +77,28 @@ from fractions import Fraction
 #: What ``certify_lp(arithmetic=...)`` and ``approximate(arithmetic=...)`` accept.
 ARITHMETICS = ('exact', 'float64', 'float32')
 
-#: The one assumption of a float certificate about the runtime, printed in its line.
+#: The integer-id certificate's assumption about the softmax, printed in its line.
 SOFTMAX_ASSUMPTION = 'softmax of n equal scores within 2 ulp of 1/n'
 #: |w - 1/n| <= SOFTMAX_ULPS ulp(1/n) <= SOFTMAX_ULPS 2 u / n.
 SOFTMAX_ULPS = 2
+#: Every hypothesis of the integer-id float certificate about the runtime (module docstring),
+#: each printed in its line.
+INTEGER_ID_ASSUMPTIONS = (
+    'round to nearest',
+    'IEEE products of the stored operands summed in any order, with or without FMA (no TF32 '
+    'or bfloat16 matmul passes: in JAX, matmul precision HIGHEST on GPUs and TPUs), no '
+    'fast-math rewriting across operations, subnormals kept or flushed',
+    SOFTMAX_ASSUMPTION,
+    'the input X rounded once to the format',
+)
+#: Why the integer-id certificate refuses the non-IEEE matmul models (``check_arithmetic``).
+NOT_IEEE_PRODUCTS = ('the integer-id certificate covers IEEE products only: {name} rounds each '
+                     'matmul operand to {bits} significant bits, so the quantizer\'s ReLU '
+                     'outputs (about s x, s the inverse ramp: 2^17 for N = 61) lose their '
+                     'low bits and a step ReLU(y + 1) - ReLU(y) can come out 0 or 128 '
+                     'instead of 1; run g in '
+                     "float32 or float64 with matmul precision HIGHEST (what g.apply does) "
+                     "and certify arithmetic='float32' or 'float64'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +161,14 @@ FORMATS = {
 
 
 def check_arithmetic(arithmetic) -> str:
-  """``arithmetic`` if it is one of ``ARITHMETICS``, else ValueError (one line)."""
+  """``arithmetic`` if it is one of ``ARITHMETICS``, else ValueError (one line); 'tf32' and
+  'bfloat16' are refused with the reason (``NOT_IEEE_PRODUCTS``)."""
+  if isinstance(arithmetic, str) and arithmetic in MATMUL_MODELS and \
+      arithmetic not in ARITHMETICS:
+    model = MATMUL_MODELS[arithmetic]
+    raise ValueError(f'arithmetic={arithmetic!r}: '
+                     + NOT_IEEE_PRODUCTS.format(name=arithmetic, bits=model.operand_bits)
+                     + '.')
   if not isinstance(arithmetic, str) or arithmetic not in ARITHMETICS:
     raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
                      f'{", ".join(repr(a) for a in ARITHMETICS)} (the arithmetic of g that '
@@ -156,8 +188,9 @@ NETWORK_ARITHMETICS = ('exact', 'float64', 'float32', 'tf32', 'bfloat16')
 #: exp's assumed accuracy (ulp of the result) on the arguments a softmax gives it.
 EXP_ULPS = 4
 #: The exp assumption, printed in every network certificate's line.
-EXP_ASSUMPTION = (f'exp within {EXP_ULPS} ulp on (-inf, 0], softmax normalized by a division '
-                  'or a reciprocal and a product')
+EXP_ASSUMPTION = (f'exp within {EXP_ULPS} ulp on (-inf, 0] where exp(t) >= tau and within tau '
+                  'below (subnormals kept or flushed), softmax normalized by a division or a '
+                  'reciprocal and a product')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,11 +235,13 @@ class MatmulModel:
   def reduce_operand(self, x, mode: str = 'nearest'):
     """Exact NumPy emulation of the operand reduction: float32 ``x`` to
     ``operand_bits`` significand bits, ``mode`` 'nearest' (ties to even) or 'truncate'.
-    The identity for the IEEE models."""
+    The identity (a copy, dtype kept) for the IEEE models."""
     import numpy as np  # local: this module stays importable without NumPy's cost
+    if self.operand_rel == 0:
+      return np.array(x, copy=True)
     x = np.asarray(x, dtype=np.float32)
     drop = 24 - self.operand_bits
-    if self.operand_rel == 0 or drop <= 0:
+    if drop <= 0:
       return x.copy()
     bits = x.view(np.uint32).astype(np.uint64)
     if mode == 'nearest':

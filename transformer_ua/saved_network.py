@@ -23,6 +23,9 @@ params_hash and exact_hash), and certifies it again (``yun.certify_lp``).
 Parameters go in an npz rather than an orbax checkpoint: one file a colleague can be sent,
 NumPy's own format, no thread pools or directories, and the exact rationals (60-94 bits)
 that no float array holds sit beside them as strings either way.
+
+Imports: ``yun`` re-exports save / load / recheck, so this module imports ``yun``'s
+certificate inside the functions that need it (a module-level import would be circular).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import flat_onnx, network_dict, outputs, provenance
-from transformer_ua.yun.bounds import certificate as certificate_lib
 
 #: The file format this module writes and reads.
 FORMAT = 'transformer_ua.saved_network'
@@ -175,7 +177,7 @@ class SavedNetwork:
 
   net: network_dict.Net
   exact: dict | None
-  certificate: certificate_lib.Certificate
+  certificate: object   # a yun.Certificate
   arithmetic: str
   epsilon: float
   rebuild: dict
@@ -190,6 +192,7 @@ class SavedNetwork:
     return network_dict.apply(self.net, x, dt).astype(np.float64)
 
   def line(self) -> str:
+    from transformer_ua.yun.bounds import certificate as certificate_lib  # pylint: disable=import-outside-toplevel
     return (f'{self.rebuild["construction"]} network for {self.rebuild["target"]!r} '
             f'(d={self.rebuild["d"]}, n={self.rebuild["n"]}, N={self.rebuild["resolution"]}), '
             f'{self.arithmetic}: d_p(f, g) <= '
@@ -292,6 +295,7 @@ def load(path) -> SavedNetwork:
   if _exact_hash(exact) != manifest.get('exact_hash'):
     raise ValueError(f'{path!r} was changed after saving: its exact parameters do not match '
                      'their exact_hash.')
+  from transformer_ua.yun.bounds import certificate as certificate_lib  # pylint: disable=import-outside-toplevel
   cert_fields = _decode(manifest['certificate'])
   return SavedNetwork(
       net=net, exact=_exact_arrays(exact),
@@ -319,6 +323,7 @@ def recheck(loaded: SavedNetwork, f=None, *, modulus=None, workers=None) -> dict
   # pylint: disable=import-outside-toplevel
   from transformer_ua import rounding
   from transformer_ua.yun import grid as grid_lib
+  from transformer_ua.yun.bounds import certificate as certificate_lib
   from transformer_ua.yun.stages import targets as targets_lib
   from transformer_ua.yun.variants import registry
   r = loaded.rebuild

@@ -68,8 +68,10 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
                 label=f'construction, {arithmetic}')
       tr = sorted((r['epsilon'], r['parameters']) for r in trained
                   if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic))
-      if tr:
-        ax.plot([e for e, _ in tr], [p for _, p in tr], marker + '-', lw=2,
+      if tr:                  # float64 and float32 rows often coincide: thick and hollow
+        ax.plot([e for e, _ in tr], [p for _, p in tr], marker + '-',
+                lw=3.5 if arithmetic == 'float64' else 1.5,
+                mfc='none' if arithmetic == 'float32' else None, ms=9,
                 label=f'trained, {arithmetic}')
     ax.set_xscale('log')
     ax.set_yscale('log')

@@ -87,13 +87,17 @@ def _pytorch_check(g, path: str, c, target) -> dict:
   """The flat ONNX file converted by onnx2torch and run by PyTorch on
   ``PYTORCH_CHECK_POINTS`` uniform points: bit-identical to JAX?, max difference, sampled
   d_p(f, g); {'skipped': why} where torch or onnx2torch does not import."""
+  def skipped(e):
+    return {'skipped': f'torch / onnx2torch do not import here ({type(e).__name__}: '
+                       f'{str(e).splitlines()[0] if str(e) else ""})'}
   try:
     # pylint: disable=import-outside-toplevel
     import onnx2torch
     import torch
-  except Exception as e:  # pylint: disable=broad-except -- ImportError, or torchvision's
-    return {'skipped': f'torch / onnx2torch do not import here ({type(e).__name__}: '
-                       f'{str(e).splitlines()[0] if str(e) else ""})'}
+  except ImportError as e:       # not installed: optional (the 'portable' extra)
+    return skipped(e)
+  except RuntimeError as e:      # torchvision's import fails where its ops do not load
+    return skipped(e)
   try:
     module = onnx2torch.convert(onnx.load(path))
   except Exception as e:  # pylint: disable=broad-except -- e.g. a Scan file

@@ -236,8 +236,12 @@ def verify_contextual_mapping(cm, *, enumeration: str = 'multiset', chunk_size: 
                                  resume=resume)
       if value_mapping is not None:
         full['counts']['lemma9_value_mapping'] = full['counts'].pop('extra')
-      result['full_pass'] = {k: full[k] for k in ('block', 'num_blocks', 'resumed_from',
-                                                  'sweep', 'equivariance')}
+      result['full_pass'] = {k: full[k] for k in (
+          'block', 'num_blocks', 'resumed_from', 'complete', 'sweep', 'equivariance',
+          'seconds', 'points_run', 'points_per_second', 'cpu_seconds',
+          'points_per_cpu_second', 'ops_per_point', 'cores',
+          'alu_limit_points_per_second', 'fraction_of_alu_limit')}
+      result['full_pass']['seconds'] = round(result['full_pass']['seconds'], 3)
     else:
       with jax.enable_x64(True):
         table = parallel.replicate(table, mesh) if num_dev > 1 else jnp.asarray(table)

@@ -26,10 +26,11 @@ the result as JSON (``record_name``: the file name each kind writes).
 from __future__ import annotations
 
 import abc
+import time
 from typing import ClassVar
 
 from transformer_ua import outputs, provenance
-from transformer_ua.verify import contextual_mapping, contextual_ties, one_layer, theorem2
+from transformer_ua.verify import contextual_mapping, contextual_ties, theorem2, timing
 from transformer_ua.yun import enumeration as enumeration_lib
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.stages import contextual
@@ -105,6 +106,15 @@ class Theorem2Check(Check):
              f"(grid check {r['grid_check_seconds']} s)",
              '  seconds by phase: ' + ', '.join(f'{k} {v}' for k, v in
                                                 r['phase_seconds'].items())]
+    if 'full_pass' in r:
+      f = r['full_pass']
+      lines.append(f"  full grid pass: {f['points_run']:,} points in {f['seconds']} s = "
+                   f"{f['points_per_second'] / 1e6:.2f}M points/s "
+                   f"({f['points_per_cpu_second'] / 1e6:.2f}M per CPU second), "
+                   f"{100 * f['fraction_of_alu_limit']:.0f}% of the ALU roofline "
+                   f"{f['alu_limit_points_per_second'] / 1e6:.1f}M points/s "
+                   f"({f['ops_per_point']} int ops/point, {f['cores']} cores x 1.2e10 ops/s)"
+                   + (f", resumed at block {f['resumed_from']:,}" if f['resumed_from'] else ''))
     lines += _violation_lines(r['violations'])
     if 'float' in r:
       lines += [f"  paper-valued {name} network on {r['float']['points']:,} classes: "
@@ -173,6 +183,8 @@ class OneLayerCheck(Check):
   enumerations = ('multiset',)
 
   def check(self, enumeration, **options):
+    # Imported here: arb (flint) and mpmath are needed by this check alone.
+    from transformer_ua.verify import one_layer  # pylint: disable=import-outside-toplevel
     prov = provenance.record()
     return {'provenance': prov, **one_layer.verify_one_layer(self.grid, **options)}
 
@@ -241,13 +253,39 @@ def verify(subject, *, enumeration: str = 'multiset', **options) -> dict:
 
 
 def verify_and_record(subject, *, enumeration: str, json_path: str = '',
-                      report: bool = True, **options) -> dict:
-  """``verify``, then (when ``report``: the process that reports) its summary lines on
-  stdout and, with a ``json_path``, the result as JSON there (atomically)."""
+                      report: bool = True, import_seconds: float | None = None,
+                      **options) -> dict:
+  """``verify``, then (when ``report``: the process that reports) the result as JSON at
+  ``json_path`` (atomically, when given) and its summary lines on stdout, closed by the
+  run's time split (``time_split``):
+
+      import    process start -> this call (``import_seconds``, from the binary)
+      compile   wall seconds in which JAX traced, lowered, compiled or loaded a program
+                from the persistent compilation cache (``timing.CompileClock``)
+      checks    the rest of ``verify``'s wall time (its compiling excluded)
+      write     writing the JSON
+  """
   check = kind(subject)
-  result = verify(subject, enumeration=enumeration, **options)
+  t = time.time()
+  with timing.CompileClock() as clock:
+    result = verify(subject, enumeration=enumeration, **options)
+  verify_seconds = time.time() - t
+  compiling = clock.seconds()
+  result['compiling'] = {**{k: round(v, 3) for k, v in compiling.items()}, **clock.counts()}
+  split = {'import': import_seconds, 'compile': compiling['total'],
+           'checks': verify_seconds - compiling['total']}
+  result['time_split'] = {k: None if v is None else round(v, 3) for k, v in split.items()}
   if report:
-    print('\n'.join(check.summary(result)))
+    t = time.time()
     if json_path:
       outputs.atomic_json(json_path, result, indent=check.json_indent, default=str)
+    split['write'] = time.time() - t
+    print('\n'.join(check.summary(result) + [_split_line(split, result['compiling'])]))
   return result
+
+
+def _split_line(split: dict, compiling: dict) -> str:
+  parts = [f'{k} {v:.2f} s' for k, v in split.items() if v is not None]
+  return (f"  time split: {', '.join(parts)} (compile: trace {compiling['trace']:.2f}, lower "
+          f"{compiling['lower']:.2f}, XLA compile or cache load {compiling['compile']:.2f} s; "
+          f"{compiling['programs']} programs, {compiling['cache_hits']} persistent-cache hits)")

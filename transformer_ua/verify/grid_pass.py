@@ -24,6 +24,8 @@ Extremes are int64 words [.., C] (``sweep_kernel.words_fn``), max and min stacke
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from typing import Callable
 
 import jax
@@ -129,8 +131,6 @@ class Blocks:
     extra: optional per-point count (``make_block_fn``), summed as ``extra``.
   """
 
-  label = 'full grid'
-
   def __init__(self, cm, table, *, chunk_size: int, num_devices: int = 1, extra=None,
                sweep_arithmetic: str = 'auto'):
     self.cm, self.table, self.num_devices = cm, table, num_devices
@@ -145,6 +145,10 @@ class Blocks:
                 'arithmetic': cm.arithmetic.describe(), 'block': self.block}
     self.initial_max_abs = sweep_kernel.input_max_abs(cm)
     self._fn = None
+    # The progress line names the ALU roofline, so its rate reads against it.
+    self.limit = (os.cpu_count() or 1) * sweep_kernel.ALU_OPS_PER_SECOND_PER_CORE / \
+        sweep_kernel.ops_per_point(cm)
+    self.label = f'full grid; ALU roofline {self.limit / 1e6:.1f}M points/s'
 
   def step(self, t: int):
     if self._fn is None:
@@ -154,8 +158,17 @@ class Blocks:
     return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
 
   def info(self, result: dict) -> dict:
+    points = (result['items_done'] - result['resumed_from']) * self.block
+    cores, ops, limit = os.cpu_count() or 1, sweep_kernel.ops_per_point(self.cm), self.limit
+    rate = points / result['seconds'] if result['seconds'] > 0 else 0.0
     return {'blocks_done': result['items_done'], 'num_blocks': self.num_items,
-            'block': self.block,
+            'block': self.block, 'points_run': points,
+            'points_per_second': round(rate), 'cpu_seconds': round(result['cpu_seconds'], 3),
+            'points_per_cpu_second': (round(points / result['cpu_seconds'])
+                                      if result['cpu_seconds'] > 0 else 0),
+            'ops_per_point': ops,
+            'alu_limit_points_per_second': round(limit), 'cores': cores,
+            'fraction_of_alu_limit': round(rate / limit, 3),
             'sweep': sweep.read_program(self.cm, self.sweep_arithmetic).describe(),
             'equivariance': ('class table' if self.table is not None else
                              'representative recomputed in-kernel')}
@@ -169,12 +182,14 @@ def run(strategy, *, progress: bool = True, state_path: str | None = None,
   strategy's ``info``. State (``state_path``, ``resume``) needs a strategy with a key."""
   if state_path and strategy.key is None:
     raise ValueError(f'the {strategy.label} pass cannot be resumed (no state).')
+  t = time.time()
   with jax.enable_x64(True):
     out = runner.run(strategy.step, strategy.num_items, strategy.stride, key=strategy.key,
                      points_per_item=strategy.points_per_item,
                      max_abs=strategy.initial_max_abs, state_path=state_path,
                      resume=resume, progress=progress, label=strategy.label,
                      log_every=log_every, save_every=save_every, max_seconds=max_seconds)
+  out['seconds'] = time.time() - t
   return {**out, **strategy.info(out)}
 
 
@@ -198,7 +213,11 @@ def full_pass(cm, table, *, chunk_size: int, progress: bool = True, extra=None,
     dict: ``counts`` (summed over the blocks run, including resumed ones), ``max_abs``
     (Python int; |q|, |z| and the inputs), ``complete``, ``blocks_done``,
     ``num_blocks``, ``block``, ``resumed_from`` (block), ``sweep`` (its arithmetic),
-    ``equivariance``.
+    ``equivariance``, ``seconds`` (this run's), ``points_run`` (this run's),
+    ``points_per_second`` (and ``cpu_seconds``, ``points_per_cpu_second``: of every
+    thread, what other users' jobs do not change) against the ALU roofline: ``ops_per_point``
+    (``sweep_kernel.ops_per_point``), ``cores``, ``alu_limit_points_per_second`` (cores x
+    ``ALU_OPS_PER_SECOND_PER_CORE`` / ops per point), ``fraction_of_alu_limit``.
   """
   blocks = Blocks(cm, None if table is None else np.asarray(table), chunk_size=chunk_size,
                   num_devices=num_devices, extra=extra, sweep_arithmetic=sweep_arithmetic)

@@ -11,9 +11,11 @@ points with rate and ETA (stderr, refreshed at most every ``log_every`` seconds)
 ``state_path`` it saves, every ``save_every`` seconds and at the end,
 
     {config, completed_blocks: [[0, t]], next_block: t, num_blocks, counts, max_abs,
-     seconds}                                  (items are blocks in the full-grid pass)
+     seconds, cpu_seconds, resumed_from}       (items are blocks in the full-grid pass;
+                                                seconds, CPU seconds: this run's)
 
-as JSON (atomically, ``outputs.atomic_json``), so that ``resume=True``
+as JSON (also when the loop is interrupted: Ctrl-C, SIGTERM, an error; t counts only
+completed items) (atomically, ``outputs.atomic_json``), so that ``resume=True``
 continues at item t of a run with the same ``config`` (anything else is refused).
 """
 
@@ -49,10 +51,13 @@ def load_state(path: str, key: dict) -> dict:
 
 
 def save_state(path: str, key: dict, next_item: int, num_items: int, counts: dict,
-               max_abs: int, seconds: float) -> None:
+               max_abs: int, seconds: float, cpu_seconds: float | None = None,
+               resumed_from: int = 0) -> None:
   state = {'config': key, 'completed_blocks': [[0, next_item]], 'next_block': next_item,
            'num_blocks': num_items, 'counts': counts, 'max_abs': str(max_abs),
-           'seconds': round(seconds, 1)}
+           'seconds': round(seconds, 1), 'resumed_from': resumed_from}
+  if cpu_seconds is not None:
+    state['cpu_seconds'] = round(cpu_seconds, 1)
   outputs.atomic_json(path, state, indent=1)
 
 
@@ -72,7 +77,8 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
     max_seconds: stop after this many seconds (state saved; ``complete`` False).
   Returns:
     dict: ``counts`` (summed, resumed items included), ``max_abs``, ``complete``,
-    ``items_done``, ``resumed_from``.
+    ``items_done``, ``resumed_from``, ``cpu_seconds`` (this process's CPU time in this
+    run's loop, every thread: the rate a loaded machine does not distort).
   """
   counts: dict = {}
   start = 0
@@ -82,29 +88,33 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
     state = load_state(state_path, key)
     start, counts = int(state['next_block']), {k: int(c) for k, c in state['counts'].items()}
     max_abs = max(max_abs, int(state['max_abs']))
-  t_begin = time.time()
+  t_begin, cpu_begin = time.time(), time.process_time()
   last_save = t_begin
   t = start
   bar = outputs.progress(total=num_items * points_per_item, initial=start * points_per_item,
                          desc=f'[{label}]', unit=' points', unit_scale=True,
                          mininterval=log_every, file=sys.stderr, disable=not progress,
                          bar_format=BAR_FORMAT)
-  with bar:
-    while t < num_items:
-      c, m = step(t)
-      for k, val in c.items():
-        counts[k] = counts.get(k, 0) + int(val)
-      max_abs = max(max_abs, int(m))
-      nxt = min(t + stride, num_items)
-      bar.update((nxt - t) * points_per_item)
-      t = nxt
-      now = time.time()
-      if state_path and (now - last_save >= save_every or t == num_items):
-        save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin)
-        last_save = now
-      if max_seconds is not None and now - t_begin >= max_seconds:
-        break
-  if state_path:
-    save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin)
+  try:
+    with bar:
+      while t < num_items:
+        c, m = step(t)
+        for k, val in c.items():
+          counts[k] = counts.get(k, 0) + int(val)
+        max_abs = max(max_abs, int(m))
+        nxt = min(t + stride, num_items)
+        bar.update((nxt - t) * points_per_item)
+        t = nxt
+        now = time.time()
+        if state_path and now - last_save >= save_every:
+          save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin,
+                     time.process_time() - cpu_begin, start)
+          last_save = now
+        if max_seconds is not None and now - t_begin >= max_seconds:
+          break
+  finally:  # at the end, and when interrupted: the items completed so far (t) are kept
+    if state_path:
+      save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin,
+                 time.process_time() - cpu_begin, start)
   return {'counts': counts, 'max_abs': max_abs, 'complete': t >= num_items,
-          'items_done': t, 'resumed_from': start}
+          'items_done': t, 'resumed_from': start, 'cpu_seconds': time.process_time() - cpu_begin}

@@ -76,6 +76,32 @@ CACHE_POINTS = 4096
 TABLE_BUDGET = 1 << 26
 
 
+#: Integer operations per second per core of the roofline (``ops_per_point``): 3 GHz x 4
+#: int64 lanes (256-bit vectors, what XLA's CPU backend emits by default; AVX-512 would
+#: double it).
+ALU_OPS_PER_SECOND_PER_CORE = 1.2e10
+
+
+def ops_per_point(cm) -> int:
+  """Integer operations per grid point of the block pass (the ALU roofline's count).
+
+  Per layer of the sweep a max and a min over n tokens, spread x gain, two compares, an
+  and, an add and a select per token; the global shift's max, min, sum, mean and per
+  token two selects, a multiply and an add in the mapping's words (limbs: each op once
+  per word); the checks (distinct pairs, interval, equivariance compares) per word; the
+  sorted positions and the class rank. Without a class table the representative runs
+  through the sweep and the global shift too (twice those).
+  """
+  N, d, n = cm.resolution, cm.d, cm.n
+  words = cm.arithmetic.num_limbs if cm.limbs else 1
+  sweep = N ** d * (2 * (n - 1) + 2 + 5 * n)
+  shift = 3 * (n - 1) + 2 + 4 * n
+  checks = (n * (n - 1) + 4 * n + 2 * n) * words
+  index = n * (n - 1) + 6 * n
+  runs = 1 if uses_table(cm) else 2
+  return runs * (sweep + shift * words) + checks + index
+
+
 def block_points_cap(cm, budget: int = BLOCK_BUDGET) -> int:
   """Most points one block may hold within ``budget`` bytes of working set."""
   words = cm.arithmetic.num_limbs if cm.limbs else 1
@@ -125,7 +151,14 @@ def uses_table(cm, budget: int = TABLE_BUDGET) -> bool:
   return table_bytes(Grid(cm.d, cm.n, cm.resolution), words) <= budget
 
 
-def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
+def _host(ops, values) -> np.ndarray:
+  """``ops.const(values)`` computed on the host (NumPy, the same dtype and layout): an
+  argument of the block function, placed on the devices once with the others (a device
+  conversion would be one more program to trace and load per constant)."""
+  return ops.constants(values) if ops.limbs else ops.constants(values).astype(ops.dtype)
+
+
+def _block_constants(cm, m: int, s_ops, f_ops, tables) -> dict:
   """Host constants of every block (columns j < m of the block points), device arrays:
 
     cols [m, B] int32, ids [m, B(, K)], zoff [m, B(, K)] (x_j1 - id_j), oor [B],
@@ -133,7 +166,7 @@ def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
     them), leq [V, B] int8 (#{j < m: c_j <= c}), has [V, B] (some c_j = c).
   """
   v = enumeration.num_column_values(cm.d, cm.resolution)
-  _, col_oor, col_x, col_ids = _column_tables(cm)
+  _, col_oor, col_x, col_ids = tables
   b = np.arange(v ** m, dtype=np.int64)
   bc = enumeration.column_digits(b, m, v).T                                   # [m, B]
   pos = np.zeros(bc.shape, np.int32)
@@ -144,12 +177,11 @@ def _block_constants(cm, m: int, s_ops, f_ops) -> dict:
         pos[j] += (bc[i] < bc[j]) | ((bc[i] == bc[j]) & (i < j))
         rep |= bc[i] == bc[j]
   values = np.arange(v)[:, None, None]
-  return {'cols': jnp.asarray(bc.astype(np.int32)), 'ids': s_ops.const(col_ids[bc]),
-          'zoff': f_ops.const(col_x[bc, 0] - col_ids[bc]),
-          'oor': jnp.asarray(col_oor[bc].any(axis=0)), 'rep': jnp.asarray(rep),
-          'pos': jnp.asarray(pos),
-          'leq': jnp.asarray((bc[None] <= values).sum(axis=1).astype(np.int8)),
-          'has': jnp.asarray((bc[None] == values).any(axis=1))}
+  return {'cols': bc.astype(np.int32), 'ids': _host(s_ops, col_ids[bc]),
+          'zoff': _host(f_ops, col_x[bc, 0] - col_ids[bc]),
+          'oor': col_oor[bc].any(axis=0), 'rep': rep, 'pos': pos,
+          'leq': (bc[None] <= values).sum(axis=1).astype(np.int8),
+          'has': (bc[None] == values).any(axis=1)}
 
 
 def words_fn(cm):
@@ -181,12 +213,12 @@ def words_extremes(words):
   return tuple(out)
 
 
-def _column_table_arrays(cm, s_ops, f_ops) -> dict:
-  """Per column index c in [0, V), device arrays: ids [V(, K)] in the sweep's arithmetic,
+def _column_table_arrays(s_ops, f_ops, tables) -> dict:
+  """Per column index c in [0, V), host arrays: ids [V(, K)] in the sweep's arithmetic,
   zoff [V(, K)] (x_c1 - id_c) in the mapping's, oor [V] (out of range)."""
-  _, col_oor, col_x, col_ids = _column_tables(cm)
-  return {'ids': s_ops.const(col_ids), 'zoff': f_ops.const(col_x[:, 0] - col_ids),
-          'oor': jnp.asarray(col_oor)}
+  _, col_oor, col_x, col_ids = tables
+  return {'ids': _host(s_ops, col_ids), 'zoff': _host(f_ops, col_x[:, 0] - col_ids),
+          'oor': col_oor}
 
 
 def _decode_block(cm, m: int, c: dict, tab: dict, t):
@@ -282,7 +314,8 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   d, n, N = cm.d, cm.n, cm.resolution
   v = enumeration.num_column_values(d, N)
   block = v ** m
-  col_k = _column_tables(cm)[0]
+  tables = _column_tables(cm)
+  col_k = tables[0]
   # Category 1 (G~) is empty when n > N^d; then 8.1, 8.3 and Lemma 10 are vacuous (the
   # category counts, checked against the closed forms, confirm no point is in G~).
   has_cat1 = math.perm(N ** d, n) > 0
@@ -356,13 +389,16 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
 
   # The class table and the block constants are arguments, not closed-over constants
   # (a constant is copied into the compiled program).
-  args = ((jnp.stack(words(jnp.asarray(table)), axis=-1) if with_table else None),  # [M, n, C]
-          jnp.asarray(_class_binomials(n, v)), _block_constants(cm, m, s_ops, f_ops),
-          _column_table_arrays(cm, s_ops, f_ops))
-  if num_devices > 1:  # placed on every device once, not copied on every call
-    everywhere = jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
-                                            jax.sharding.PartitionSpec())
-    args = jax.device_put(args, everywhere)
+  if with_table:  # [M, n, C] words (int64: the values themselves, no device program)
+    table = (np.asarray(table)[..., None] if not cm.limbs else
+             np.asarray(jnp.stack(words(jnp.asarray(table)), axis=-1)))
+  args = (table if with_table else None, _class_binomials(n, v),
+          _block_constants(cm, m, s_ops, f_ops, tables),
+          _column_table_arrays(s_ops, f_ops, tables))
+  # Placed on the devices once (on every device with several), not copied on every call.
+  args = jax.device_put(args, jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
+                                                         jax.sharding.PartitionSpec())
+                        if num_devices > 1 else None)
   jitted = jax.jit(f)
   return lambda t0, num_blocks: jitted(t0, num_blocks, *args)
 

@@ -33,31 +33,36 @@ The public face, all a caller needs for the theorem as a call:
     check_runtime(runtime, arithmetic=)  -> what a runtime does (exp, softmax, matmul mode)
                                             against what the float certificates assume
     train_and_certify(f, epsilon, d=, n=) -> the smallest trained network that certifies
+    save(result, path) / load(path) / recheck(saved, f=None)
+                                         -> a certified network with its certificate in one
+                                            file, hashes checked on load (saved_network.py)
     error_decomposition(net, g, p)       -> the terms, sampled
 """
 
-from transformer_ua.yun.bounds.certificate import Certificate, certify_lp
-from transformer_ua.yun.bounds.decomposition import error_decomposition
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.realization.plan import plan_realization
-from transformer_ua.yun.search import Approximation, approximate
-from transformer_ua.yun.variants.registry import VARIANTS, build_approximator
+import importlib
+
+#: Where each public name lives, imported on first use: ``yun.grid`` and the stages load
+#: without the certificate stack, and the certifier of any network (transformer_ua/certify/,
+#: which imports yun's targets and bounds) loads only when asked for.
+_HOMES = {'Certificate': 'yun.bounds.certificate', 'certify_lp': 'yun.bounds.certificate',
+          'error_decomposition': 'yun.bounds.decomposition', 'Grid': 'yun.grid',
+          'plan_realization': 'yun.realization.plan', 'Approximation': 'yun.search',
+          'approximate': 'yun.search', 'VARIANTS': 'yun.variants.registry',
+          'build_approximator': 'yun.variants.registry',
+          'certify_network': 'certify.network_certificate',
+          'NetworkCertificate': 'certify.network_certificate',
+          'check_runtime': 'certify.runtime_probe', 'train_and_certify': 'certify.trainer',
+          'save': 'saved_network', 'load': 'saved_network', 'recheck': 'saved_network'}
 
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
     'certify_network', 'NetworkCertificate', 'check_runtime', 'train_and_certify',
+    'save', 'load', 'recheck',
 ]
 
-#: Names served from transformer_ua/certify/ on first use: the certifier of any network
-#: imports yun's targets and bounds, so yun cannot import it at its own import time.
-_CERTIFY = {'certify_network': 'network_certificate', 'NetworkCertificate': 'network_certificate',
-            'check_runtime': 'runtime_probe', 'train_and_certify': 'trainer'}
 
-
-def __getattr__(name):
-  if name in _CERTIFY:
-    import importlib
-    module = importlib.import_module(f'transformer_ua.certify.{_CERTIFY[name]}')
-    return getattr(module, name)
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+def __getattr__(name: str):
+  if name not in _HOMES:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  return getattr(importlib.import_module(f'transformer_ua.{_HOMES[name]}'), name)

@@ -99,8 +99,10 @@ def check_domain(x: np.ndarray) -> np.ndarray:
   paper's behaviour for whoever studies it.
   """
   if x.size and not np.all((x >= 0) & (x < 1)):
+    bad = np.asarray(x)[~((x >= 0) & (x < 1))]
     raise ValueError(f'X must lie in [0, 1)^(n x d) (Theorems 2 and 3 approximate f on the '
-                     f'unit cube); got entries in [{x.min():.4g}, {x.max():.4g}].')
+                     f'half-open unit cube); {bad.size} entries lie outside, e.g. '
+                     f'{float(bad.flat[0]) + 0.0!r}.')
   return x
 
 

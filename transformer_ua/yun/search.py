@@ -25,7 +25,11 @@ but the first that leaves a tenth of epsilon for the realization, whose cost in 
 margin and the bits is only logarithmic. E.g. token_times_mean, d = 1, n = 3, p = 2 at
 epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.0027 for T3;
 T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
-bisection on N (T1 and T2 decrease in N).
+bisection on N (T1 and T2 decrease in N). T1 is the per-cube bound up to the last N whose
+grid has ``F_TERM_CLASSES`` cube classes and the looser global one past it, so the doubling
+always tries that last N: it never jumps over the per-cube range into the global bound,
+whose N can be several times larger. A refusal past that range names the
+global bound and the N the per-cube bound would need (extrapolated as 1/N).
 
 Size and time before building. Every construction gives its size at N in closed form
 (``Variant.size``: blocks, attention layers, largest hidden width, parameters; the
@@ -73,6 +77,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import sys
 import time
 from fractions import Fraction
 
@@ -98,6 +103,9 @@ F_TERM_CLASSES = 100_000
 INTERIOR_SHARE = Fraction(1, 2)
 #: Attempts (build + realize + certify) ``approximate`` makes before giving up.
 MAX_ATTEMPTS = 4
+#: With the default progress=None, attempts estimated at this many seconds or more say on
+#: stderr that they start and how they ended; quicker ones print nothing.
+QUIET_SECONDS = 10.0
 #: Default time budget of one call, in minutes (estimated before each attempt).
 DEFAULT_MAX_MINUTES = 10.0
 #: Default depth limit (blocks) of a network ``approximate`` builds.
@@ -142,6 +150,27 @@ def check_construction(construction):
 # ---------------------------------------------------------------------------
 
 
+def _cube_classes(target, *, d: int, n: int, resolution: int, positional: bool) -> int:
+  """The cube classes the per-cube f-term evaluates at N: every cube (Theorem 3, or f not
+  permutation equivariant) or every multiset of cells."""
+  if positional or not target.permutation_equivariant:
+    return resolution ** (d * n)
+  return math.comb(resolution ** d + n - 1, n)
+
+
+def _per_cube_limit(target, *, d: int, n: int, positional: bool) -> int:
+  """The largest N whose grid has at most ``F_TERM_CLASSES`` cube classes (>= 1)."""
+  count = lambda N: _cube_classes(target, d=d, n=n, resolution=N,  # noqa: E731
+                                  positional=positional)
+  lo, hi = 1, 2
+  while count(hi) <= F_TERM_CLASSES:
+    lo, hi = hi, hi * 2
+  while hi - lo > 1:
+    mid = (lo + hi) // 2
+    lo, hi = (mid, hi) if count(mid) <= F_TERM_CLASSES else (lo, mid)
+  return lo
+
+
 def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolution: int,
             p: float, positional: bool, modulus=None) -> float:
   """T1 = d_p(f, f_bar) at N before building: the per-cube bound (``f_term.bound``: exact
@@ -151,8 +180,7 @@ def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolu
   table's rounding (~1e-16) is added by the certificate."""
   key = (resolution, positional)
   if key not in cache:
-    classes = resolution ** (d * n) if positional or not target.permutation_equivariant \
-        else math.comb(resolution ** d + n - 1, n)
+    classes = _cube_classes(target, d=d, n=n, resolution=resolution, positional=positional)
     glob = math.inf if lip is None else certificate.f_fbar_bound(
         lip, Grid(d, n, resolution), p=p)['bound']
     cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
@@ -286,15 +314,27 @@ class _Search:
     tol = left * float(INTERIOR_SHARE) / (self.d * self.n) ** (1 / self.p) / 2
     return t1, t2, margin, tol
 
+  def per_cube_limit(self, c) -> int:
+    """The largest N at which the f-term is the per-cube bound (past it, the looser global
+    Lipschitz bound: ``_f_term``)."""
+    return _per_cube_limit(self.target, d=self.d, n=self.n, positional=not c.equivariant)
+
+  def f_term_method(self, c, N: int) -> str:  # pylint: disable=invalid-name
+    return 'per cube' if N <= self.per_cube_limit(c) else \
+        f'global Lipschitz bound (past {F_TERM_CLASSES:,} cube classes)'
+
   def resolution(self, c) -> int | None:
     """N_c: the smallest N >= 2 with slack (doubling, then bisection); None if no
-    N <= 2^62 has it."""
-    hi = 2
+    N <= 2^62 has it. The f-term switches from the per-cube bound to the looser global
+    one past ``per_cube_limit``; that N is always tried, so that the doubling does not
+    jump over the per-cube range into the global one (each bound decreases in N, so the
+    bisection stays on one side)."""
+    cap = self.per_cube_limit(c)
+    lo, hi = 1, 2
     while self.split(c, hi) is None:
-      hi *= 2
+      lo, hi = hi, (cap if hi < cap < 2 * hi else 2 * hi)
       if hi > 2 ** 62:
         return None
-    lo = hi // 2   # fails (or is 1)
     while hi - lo > 1:
       mid = (lo + hi) // 2
       if mid >= 2 and self.split(c, mid) is not None:
@@ -302,6 +342,19 @@ class _Search:
       else:
         lo = mid
     return hi
+
+  def per_cube_estimate(self, c) -> int | None:
+    """About the smallest N at which the per-cube f-term would leave the realization its
+    share, extrapolated from the largest N it is computed at by T1 ~ 1/N (None when that N
+    has no finite per-cube bound)."""
+    cap = self.per_cube_limit(c)
+    if cap < 2:
+      return None
+    t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=cap,
+                 p=self.p, positional=not c.equivariant, modulus=self.modulus)
+    if not math.isfinite(t1):
+      return None
+    return max(cap + 1, math.ceil(cap * t1 / (float(F_TERM_SHARE) * self.epsilon)))
 
   def candidate(self, c, N: int) -> _Candidate:  # pylint: disable=invalid-name
     """Variant class ``c`` at N: its budget split, closed-form size and estimate."""
@@ -374,7 +427,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                 modulus=None,
                 positional: bool = False, construction: str | None = None,
                 clamp: bool = True, max_minutes: float = DEFAULT_MAX_MINUTES,
-                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=False,
+                max_layers: int = DEFAULT_MAX_LAYERS, workers=None, progress=None,
                 arithmetic: str = DEFAULT_ARITHMETIC,
                 refutation_points: int = callable_checks.REFUTATION_POINTS) -> Approximation:
   """Given f and epsilon, a standard Transformer g with a certificate d_p(f, g) <= epsilon.
@@ -411,7 +464,9 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       'float32' (g run in that IEEE format by any runtime: only the integer-id
       constructions have such certificates), or 'exact' (the real network, exact
       parameters: every construction).
-    progress: False, True (lines on stdout, flushed) or a callable taking each line:
+    progress: None (the default: an attempt estimated at ``QUIET_SECONDS`` or more says
+      on stderr that it starts and how it ended; quicker calls print nothing), False
+      (nothing), True (every line on stdout, flushed) or a callable taking each line:
       one as the search starts, one with the candidates in the rule's order (N,
       parameters, estimated minutes), then one per attempt as it starts and as it ends
       and one per candidate skipped over a limit.
@@ -445,6 +500,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
                                  if not c.equivariant) + '.')
   say = (lambda line: print(line, flush=True)) if progress is True else \
       (progress or (lambda line: None))
+  loud = progress is None          # the default: long attempts only, on stderr
+  tell = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
   target = targets_lib.get_target(f, d=d, n=n)
   lip = None if lipschitz is None and modulus is not None else \
       target_bounds.check_lipschitz(lipschitz, target, d, n)
@@ -459,7 +516,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       said = 'by definition' if builtin_no else f'|f(XP) - f(X)P| = {err:.3g} on probes'
       raise ValueError(f'target {target.name!r} is not permutation equivariant ({said}); '
                        'positional=False asks for Theorem 2, which needs f(XP) = f(X)P: '
-                       'pass positional=True (Theorem 3, positional encodings).')
+                       'pass positional=True (Theorem 3, positional encodings)'
+                       + ('' if builtin_no else _low_precision_hint(target, d, n)) + '.')
   search = _Search(target, lip, epsilon=epsilon, d=d, n=n, p=p, clamp=clamp, modulus=modulus)
   pool = [chosen] if chosen is not None else \
       [c for c in registry.VARIANTS.values()
@@ -512,8 +570,12 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       say(f'approximate: skipped {cand.describe()}: {why}')
       continue
     k = len(attempts) + 1
+    if loud and cand.seconds >= QUIET_SECONDS:
+      tell(f'approximate: attempt {k}: {cand.describe()} (progress=False silences this, '
+           'progress=True says more)')
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
-        f'd_p(f, f_bar) <= {cand.f_term:.3g}')
+        f'd_p(f, f_bar) <= {certificate.bound_text(cand.f_term, 3)} '
+        f'({search.f_term_method(type(c), cand.resolution)})')
     t0 = time.perf_counter()
     rec = {'construction': c.name, 'resolution': cand.resolution,
            'blocks': cand.size['blocks'], 'params': cand.size['params'],
@@ -532,13 +594,19 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       say(f'approximate: attempt {k}: {c.name} N={cand.resolution} refused after '
           f'{rec["seconds"]:.0f} s: {e}')
       continue
+    eq = (cert.details.get('callable_checks') or {}).get('equivariance') or {}
     rec.update(seconds=time.perf_counter() - t0, total=cert.total, margin=float(margin),
                tolerance=cand.tolerance, holds=cert.holds(epsilon), blocks=g.depth(),
-               params=g.num_params())
+               params=g.num_params(),
+               not_equivariant_cubes=0 if eq.get('rounding_level') else eq.get('cubes', 0))
     attempts.append(rec)
+    if loud and cand.seconds >= QUIET_SECONDS:
+      tell(f'approximate: attempt {k} done in {rec["seconds"]:.0f} s: d_p(f, g) <= '
+           f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} '
+           f'{epsilon:g}')
     say(f'approximate: attempt {k}: {c.name} N={cand.resolution} done in '
         f'{rec["seconds"]:.0f} s (estimated {cand.seconds:.0f} s): d_p(f, g) <= '
-        f'{cert.total:.4g} {"<=" if rec["holds"] else ">"} {epsilon:g}'
+        f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} {epsilon:g}'
         f'{"" if rec["holds"] else ", the certificate does not hold"}')
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
@@ -549,18 +617,46 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   if not attempts:
     if over:
       best = min(over, key=lambda c: c.size['params'])
+      kind = type(best.variant)
+      method = search.f_term_method(kind, best.resolution)
+      per_cube = '' if method == 'per cube' else search.per_cube_estimate(kind)
+      per_cube = '' if not per_cube or per_cube >= best.resolution else (
+          f'; the per-cube bound, computed up to N={search.per_cube_limit(kind)} and '
+          f'extrapolated as 1/N, would need about N={per_cube}')
       raise ValueError(
           f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
-          f'construction {best.variant.name!r} (d_p(f, f_bar) <= {best.f_term:.3g} '
-          f'there): {search_arguments.count(best.size["blocks"])} layers (blocks), '
+          f'construction {best.variant.name!r} (d_p(f, f_bar) <= '
+          f'{certificate.bound_text(best.f_term, 3)} there by the {method}{per_cube}): '
+          f'{search_arguments.count(best.size["blocks"])} layers (blocks), '
           f'{search_arguments.count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
           'epsilon.')
     raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '
                      f'needs ({"; ".join(skipped)}); raise epsilon.')
   last = attempts[-1]
-  why = f'total {last["total"]:.3g}' if 'total' in last else last['error']
+  why = f'total {certificate.bound_text(last["total"], 3)}' if 'total' in last else \
+      last['error']
   more = f'; next: {over[0].describe()}, over the limits' if over else ''
+  cubes = max(a.get('not_equivariant_cubes', 0) for a in attempts)
+  hint = '' if positional or not cubes else (
+      f'; f_bar is not permutation equivariant on {cubes:,} cubes (their difference counts in '
+      'd_p(f_bar, g_bar)): if f is not permutation equivariant, pass positional=True '
+      '(Theorem 3)')
   raise ValueError(f'no certificate d_p(f, g) <= {epsilon:g} within {len(attempts)} '
                    f'attempts (last: {last["construction"]} N={last["resolution"]}, '
-                   f'{why}){more}.')
+                   f'{why}){more}{hint}.')
+
+
+def _low_precision_hint(target, d: int, n: int) -> str:
+  """A clause for the equivariance refusal when f returns floats narrower than float64
+  (JAX's default float32): the difference may be its rounding, not f's."""
+  try:
+    raw = target.fn(np.random.default_rng(1).random((2, n, d)))
+    dt = np.dtype(getattr(raw, 'dtype', np.float64))
+  except (TypeError, ValueError):
+    return ''
+  if dt.kind != 'f' or dt.itemsize >= 8:
+    return ''
+  return (f'; f returns {dt} (JAX computes in float32 unless x64 is on), so this difference '
+          'may be its rounding: enable float64 first (jax.config.update('
+          "'jax_enable_x64', True)) and pass positional=True only if f is not equivariant")

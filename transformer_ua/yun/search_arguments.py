@@ -70,7 +70,7 @@ def check_args(epsilon, d, n, p, workers, max_minutes, max_layers, positional, c
   for name, v in (('positional', positional), ('clamp', clamp)):
     if not isinstance(v, bool):
       raise ValueError(f'{name}={show(v)}; it must be True or False.')
-  if not (isinstance(progress, bool) or callable(progress)):
-    raise ValueError(f'progress={show(progress)}; it must be True, False or a callable '
-                     'taking one line.')
+  if not (progress is None or isinstance(progress, bool) or callable(progress)):
+    raise ValueError(f'progress={show(progress)}; it must be None (lines on stderr for '
+                     'long attempts only), True, False or a callable taking one line.')
   return epsilon, d, n, p, workers, max_minutes, max_layers

@@ -126,8 +126,9 @@ class Certificate:
       real network, exact parameters) or 'float64' / 'float32' (the network run in that
       IEEE format, any summation order, with or without FMA: term 3 is then d_p(g_bar,
       fl(g)) and ``interior_sup`` / ``window_sup`` are sups of |fl(g) - g_bar|).
-    float_interior_sup, float_window_sup: the certified sups of |fl(g) - g| over the
-      interiors and the windows (0 for 'exact'), included in the sups above.
+    float_interior_sup, float_window_sup: the certified sup of |fl(g) - g| over the
+      interiors, and of the distance of fl(g) from a table value over the windows (where
+      fl(g) and g need not agree; 0 for 'exact'), included in the sups above.
     details: the pieces (term 1's parts, the grid checks of a callable, the interior
       certification, the domain enclosure, 'assumptions': the assumed lines, [] if none).
   """
@@ -208,9 +209,11 @@ class Certificate:
     if self.arithmetic == 'exact':
       return '; for the exact real g (its float runs are not covered)'
     f = self.details.get('float', {})
-    return (f'; for g run in {f.get("format", self.arithmetic)}: |fl(g) - g| <= '
-            f'{bound_text(self.float_interior_sup, 3)} on interiors, '
-            f'{bound_text(self.float_window_sup, 3)} on windows, assuming {f.get("assumes", "")}')
+    domain = f' {f["domain"]}' if f.get('domain') else ''
+    return (f'; for g run in {f.get("format", self.arithmetic)}{domain}: |fl(g) - g| <= '
+            f'{bound_text(self.float_interior_sup, 3)} on interiors; on windows fl(g) is '
+            f'within {bound_text(self.float_window_sup, 3)} of a table value (g of a convex '
+            f'combination of two: both in the table\'s range), assuming {f.get("assumes", "")}')
 
   def _equivariance_note(self) -> str:
     eq = self.details.get('callable_checks', {}).get('equivariance') if self.details else None

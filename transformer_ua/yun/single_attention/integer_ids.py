@@ -1,6 +1,6 @@
-r"""Theorems 2 and 3 with integer ids: one network that computes the same in exact and IEEE arithmetic.
+r"""Theorems 2 and 3 with integer ids: exact and IEEE arithmetic agree on cube interiors.
 
-Token-major: X [.., n, d] in [0, 1)^{n x d}; M = N^d cells, m = sum_l N^(l-1) c_l the cell
+Token-major: X [.., n, d] in [0, 1]^{n x d} (closed: x = 1 is in the last cell); M = N^d cells, m = sum_l N^(l-1) c_l the cell
 index of a token whose cell is c. The residual stream has D = d + 2 coordinates
 (o_1, .., o_d, a_1, a_2): X is padded with two zero coordinates and g reads o. p is the
 significand precision of the format the parameters are built for (binary64: p = 53,
@@ -9,10 +9,13 @@ for y in (-1/2, 2^(p-1) - 2), exactly (``transformer_ua.rounding``). Blocks (att
 switched off, W = 0, unless said):
 
   quantize   o_l <- o_l - ReLU(o_l)                                     (o = 0)
-             a_1 <- a_1 + sigma + sum_l N^(l-1) sum_{k=1}^{N-1} [ReLU(s(x_l - a_k) + 1) - ReLU(s(x_l - a_k))]
+             a_1 <- a_1 + sum_l N^(l-1) sum_{k=1}^{N-1} [ReLU(s(x_l - a_k) + 1) - ReLU(s(x_l - a_k))]
              s = 2^j, ramps [a_k - 1/s, a_k] (a_k dyadic) inside the margin around k/N: on a cube
-             interior a_1 = sigma + m'; m' = m (Theorem 2) or jM + m (Theorem 3: E_j = jM e_(a_1)).
-             In float the sum is within 1/2 of the real one (proved), so the bias sigma snaps it.
+             interior a_1 = m'; m' = m (Theorem 2) or jM + m (Theorem 3: E_j = jM e_(a_1)).
+             In float the sum, in any order, is within 1/2 of the real one (proved).
+  snap       feed-forward W_2 = 0, b_2 = sigma e_(a_1): a_1 <- a_1 + sigma = sigma + m' (exact:
+             sigma is added once, to the finished sum, in a block of its own, so no summation
+             order of the quantization can reach it).
   code       U_k = ReLU(a_1 - sigma - k), k = 0..K-1 (K = M, Theorem 3: nM), so that
              sum_k c_k U_k = F(m') for c_k = dF_(k+1) - dF_k on the integers m' (dF_k = F(k) - F(k-1)):
                a_1 <- a_1 - ReLU(a_1) + H(m') - phi(m'),     a_2 <- a_2 + phi(m')
@@ -32,10 +35,14 @@ Why it is exact. On a cube interior every quantization ramp is off or fully on, 
 network computes integers from there on; every later quantity is an integer or a b-bit
 dyadic, and every partial sum of every dot product stays below 2^p in magnitude (checked),
 so IEEE arithmetic computes them exactly in any order. The two inexact steps (the
-quantization's ramps and the softmax average) end in a snap. On the windows (x in a ramp)
+quantization's ramps and the softmax average) end in a snap, a block of its own. So on cube
+interiors fl(g) = g = g_bar. On the windows (x in a ramp) the claims are weaker and differ:
 the snaps still land on integers in range, so the float network outputs some table value
-A_i; the real network outputs a convex combination of two consecutive table values (the
-value ramps [t_i - 1, t_i] are disjoint). Both stay in [min A, max A] per coordinate.
+A_i, while the real network outputs a convex combination of two consecutive table values
+(the value ramps [t_i - 1, t_i] are disjoint); the two need not agree, and both stay in
+[min A, max A] per coordinate. The runtime model (round to nearest, IEEE products, the
+softmax of equal scores) is ``transformer_ua.rounding``'s and the proof's
+(docs/proofs/integer_ids.md).
 
 Certificate (``integer_ids_realized.IntegerIdsRealized``): ``certify_interiors`` evaluates the parameters at
 every class's exact point (prefix sums over the sorted kinks: O(n + log P) a class) and
@@ -44,8 +51,8 @@ checks that g = g_bar there; ``window_sup`` is max A - min A per coordinate;
 up to one underflow of the zeroed o (binary64, exact value layer), or the any-order dot
 product bound of the value layer (binary32, where b-bit values times ids overflow 24 bits).
 
-Sizes (``predicted_size``, closed form): D = d + 2; blocks quantize, code, attention, value
-(+ ceil(d / 2) clamp blocks); widths 2(N-1)d + d, K + 1, 1, 2(P - 1); P = M C(M + n - 2,
+Sizes (``predicted_size``, closed form): D = d + 2; blocks quantize, snap, code, attention,
+value (+ ceil(d / 2) clamp blocks); widths 2(N-1)d + d, 1, K + 1, 1, 2(P - 1); P = M C(M + n - 2,
 n - 1) (Theorem 2) or n M^n (Theorem 3).
 """
 
@@ -97,14 +104,14 @@ def predicted_size(d: int, n: int, resolution: int, *, positional: bool,
   D, M = d + 2, N ** d
   K = n * M if positional else M
   P = num_ids(d, n, N, positional)
-  widths = [2 * (N - 1) * d + d, K + 1, 1, 2 * (P - 1)]
+  widths = [2 * (N - 1) * d + d, 1, K + 1, 1, 2 * (P - 1)]
   att = 4 * D + 1
   params = sum(att + w * (2 * D + 1) + D for w in widths)
   clamp_blocks = -(-d // realize_lib.CLAMP_COORDS_PER_BLOCK) if clamp else 0
   params += clamp_blocks * (realize_lib.BLOCK_HEADS * att
                             + realize_lib.BLOCK_WIDTH * (2 * D + 1) + D)
   params += n * D if positional else 0
-  return {'blocks': 4 + clamp_blocks, 'attention_layers': 1, 'max_width': max(widths),
+  return {'blocks': len(widths) + clamp_blocks, 'attention_layers': 1, 'max_width': max(widths),
           'params': params, 'ids': P, 'model_width': D}
 
 
@@ -254,8 +261,9 @@ class IntegerIdsApproximator:
     return idx
 
   def apply(self, x) -> np.ndarray:
-    """g_bar(X) [batch, n, d]: the table value of each token's id."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    """g_bar(X) [batch, n, d]: the table value of each token's id; X in the closed cube
+    [0, 1]^(n x d) (x = 1 is in the last cell)."""
+    x = integer_ids_realized.check_cube(grid_lib.check_input(x, self.n, self.d))
     cells = np.minimum(np.floor(x * self.resolution).astype(np.int64), self.resolution - 1)
     return self.values[self.id_positions(self.token_ids(cells))]
 

@@ -29,12 +29,32 @@ from transformer_ua.yun import grid as grid_lib
 from transformer_ua import rounding
 
 #: Stage names of the blocks, in order.
-STAGES = ('quantization', 'code', 'attention', 'value', 'clamp')
+STAGES = ('quantization', 'snap', 'code', 'attention', 'value', 'clamp')
+#: What g does outside the certified domain, said in the float certificate's line.
+DOMAIN_NOTE = ('on X in [0, 1]^(n x d), the closed cube (g.apply refuses X outside it in one '
+               'line; an exported graph does not check, and its output there is not certified)')
+#: Bytes of hidden activations one call of ``IntegerIdsRealized.apply`` may hold.
+APPLY_BYTES = 2 ** 30
+#: Live copies of the widest hidden layer a call holds (pre-activation, ReLU, product).
+APPLY_COPIES = 3
+#: The segment indices of the blocks that the proofs read.
+QUANTIZATION, SNAP, CODE, ATTENTION, VALUE = range(5)
 
 
 # ---------------------------------------------------------------------------
 # g: the parameters.
 # ---------------------------------------------------------------------------
+
+
+def check_cube(x: np.ndarray) -> np.ndarray:
+  """X if every entry lies in the closed cube [0, 1] (-0.0 included; x = 1 lies in the last
+  cell), else ValueError (one line): the certificate covers nothing outside."""
+  if x.size and not np.all((x >= 0) & (x <= 1)):
+    bad = x[(x < 0) | (x > 1)]
+    raise ValueError(f'X must lie in the closed cube [0, 1]^(n x d) (the certificate covers '
+                     f'nothing outside it); got {bad.size} entries outside, from '
+                     f'{float(bad.min())!r} to {float(bad.max())!r}.')
+  return x
 
 
 def _zeros(*shape) -> np.ndarray:
@@ -80,7 +100,10 @@ def realize_network(net, e: Fraction, margin: Fraction, clamp: bool) -> 'Integer
         u += 1
     q['W_1'][0, u, l], q['W_2'][0, l, u] = Fraction(1), Fraction(-1)
     u += 1
-  q['b_2'][0, A1] = Fraction(sigma)
+  # snap: a block of its own, a zero dot product plus the bias sigma, so that sigma is added
+  # once to the finished sum whatever order a runtime sums the quantization in
+  q_snap = _ff(1, D)
+  q_snap['b_2'][0, A1] = Fraction(sigma)
   # code
   K = len(net.phi)
   c = _ff(K + 1, D)
@@ -112,18 +135,20 @@ def realize_network(net, e: Fraction, margin: Fraction, clamp: bool) -> 'Integer
   block = functools.partial(layers.Segment, 'block', 1, num_heads=1, head_size=1,
                             normalizer='softmax', lam=1.0, activation='relu')
   segments = (block(width=2 * (N - 1) * d + d, name='quantization'),
+              block(width=1, name='snap'),
               block(width=K + 1, name='code'),
               block(width=1, name='attention'),
               block(width=2 * (P - 1), name='value'))
   params = {'segment_0': {'attention': _off_attention(D), 'feedforward': q},
-            'segment_1': {'attention': _off_attention(D), 'feedforward': c},
-            'segment_2': {'attention': att, 'feedforward': snap},
-            'segment_3': {'attention': _off_attention(D), 'feedforward': v}}
+            'segment_1': {'attention': _off_attention(D), 'feedforward': q_snap},
+            'segment_2': {'attention': _off_attention(D), 'feedforward': c},
+            'segment_3': {'attention': att, 'feedforward': snap},
+            'segment_4': {'attention': _off_attention(D), 'feedforward': v}}
   bounds = None
   if clamp:
     lo, hi = net.output_range()
     segs, cp = realize_lib.output_clamp(lo, hi, exact=True)
-    params['segment_4'] = _pad_clamp(cp['segment_0'], d, D)
+    params['segment_5'] = _pad_clamp(cp['segment_0'], d, D)
     segments = segments + segs
     bounds = (tuple(lo), tuple(hi))
   if net.positional:
@@ -207,7 +232,9 @@ class IntegerIdsRealized:
 
   @functools.cached_property
   def params(self) -> dict:
-    return jax.tree_util.tree_map(lambda a: _float_array(a, self.format), self.exact)
+    """The parameters as arrays of ``number_format`` (float64 or float32)."""
+    return jax.tree_util.tree_map(
+        lambda a: _float_array(a, self.format).astype(self.number_format), self.exact)
 
   @property
   def lam(self) -> Fraction:
@@ -276,22 +303,47 @@ class IntegerIdsRealized:
   # -- evaluation ------------------------------------------------------------
 
   def network(self) -> layers.Network:
+    """The flax network; its params are ``params`` (arrays of ``number_format``). A float64 g
+    needs JAX's x64: with x64 off JAX would run it in float32, which its certificate does
+    not cover (the snap constant 2^52 + 1 is not a binary32 number), so that is refused."""
+    if self.number_format == 'float64' and \
+        jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
+      raise ValueError("this g is certified in float64 and JAX's x64 is off, so JAX would "
+                       'run it in float32, which the certificate does not cover; turn x64 '
+                       "on (jax.config.update('jax_enable_x64', True), or inside "
+                       'jax.enable_x64(True)), or call g.apply(X), which does.')
     dt = jnp.float64 if self.number_format == 'float64' else jnp.float32
     return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=dt, embed_width=self.model_width)
 
+  def apply_batch(self) -> int:
+    """Points per call of ``apply``: hidden activations of about ``APPLY_BYTES`` (batch x n x
+    widest layer x bytes per float x ``APPLY_COPIES`` live copies)."""
+    per_point = self.n * self.max_width() * np.dtype(self.number_format).itemsize * APPLY_COPIES
+    return max(1, APPLY_BYTES // per_point)
+
   def apply(self, x) -> np.ndarray:
-    """fl(g)(X) [batch, n, d]: the JAX network in ``number_format`` (returned as float64)."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    """fl(g)(X) [batch, n, d]: the JAX network in ``number_format`` (returned as float64),
+    with x64 on and matmul precision HIGHEST (IEEE products: no TF32 or bfloat16 passes),
+    ``apply_batch()`` points per call so that memory stays near ``APPLY_BYTES`` whatever the
+    batch. X in the closed cube [0, 1]^(n x d) (``check_cube``)."""
+    x = check_cube(grid_lib.check_input(x, self.n, self.d))
     dt = np.dtype(self.number_format)
-    with jax.enable_x64(True):
+    step = self.apply_batch()
+    out = np.empty(x.shape, np.float64)
+    with jax.enable_x64(True), jax.default_matmul_precision('highest'):
       params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), self.params)
-      y = layers.jit_apply(self.network())(params, jnp.asarray(x, dt))
-      return np.asarray(y, np.float64)
+      fn = layers.jit_apply(self.network())
+      for i in range(0, len(x), step):
+        chunk = x[i:i + step].astype(dt)
+        if len(x) > step and len(chunk) < step:        # one compiled shape: pad the last
+          chunk = np.concatenate([chunk, np.zeros((step - len(chunk),) + x.shape[1:], dt)])
+        out[i:i + step] = np.asarray(fn(params, jnp.asarray(chunk)), np.float64)[:len(x) - i]
+    return out
 
   def apply_exact(self, x) -> np.ndarray:
     """The real network g(X) in exact rationals (object [batch, n, d]), layer by layer."""
-    x = grid_lib.check_domain(grid_lib.check_input(x, self.n, self.d))
+    x = check_cube(grid_lib.check_input(x, self.n, self.d))
     D = self.model_width
     out = np.empty(x.shape, object)
     for b in range(x.shape[0]):
@@ -340,11 +392,29 @@ class IntegerIdsRealized:
     return kinks, [list(ff['W_2'][0, l]) for l in range(self.d)], list(ff['b_2'][0, :self.d])
 
   @functools.cached_property
+  def _structure_check(self) -> dict:
+    """Every block and parameter of g is the construction's for its source, ramp, margin
+    and clamp (``realize_network`` rebuilt and compared exactly, entry by entry): the proofs
+    read the code and value layers from the parameters, and rest on the structure of the
+    rest (the quantization's ramps, the snaps, the head, the clamp), which this checks."""
+    want = realize_network(self.source, self.ramp, self.margin, self.clamp is not None)
+    if tuple(want.segments) != tuple(self.segments):
+      raise AssertionError("g's blocks are not the construction's.")
+    if want.kinks != self.kinks or want.clamp != self.clamp:
+      raise AssertionError("g's ramps or clamp range are not the construction's.")
+    entries = _differing(want.exact, self.exact, '')
+    if entries:
+      said = '1 entry differs' if len(entries) == 1 else f'{len(entries):,} entries differ'
+      raise AssertionError(f"g's parameters are not the construction's: {said}, the first "
+                           f'{entries[0]}.')
+    return {'params': self.num_params()}
+
+  @functools.cached_property
   def _code_check(self) -> dict:
     """The code layer's outputs on every integer m' in [0, K), read from the params, checked
     equal to (H - phi, phi)."""
     src, sigma, d = self.source, self.format.snap, self.d
-    ff = self.exact['segment_1']['feedforward']
+    ff = self.exact[f'segment_{CODE}']['feedforward']
     K = len(src.phi)
     kinks = [-ff['b_1'][0, u] - sigma for u in range(1, K + 1)]
     pts = list(range(K))
@@ -362,7 +432,7 @@ class IntegerIdsRealized:
   def _value_check(self) -> dict:
     """The value layer at every id, read from the params, checked equal to the table."""
     src = self.source
-    kinks, coefs, bias = self._value_units(3)
+    kinks, coefs, bias = self._value_units(VALUE)
     ids = [int(t) for t in src.ids]
     scale = Fraction(1, 2 ** src.value_bits)
     for l in range(self.d):
@@ -376,8 +446,9 @@ class IntegerIdsRealized:
                         workers=None, check_plan: bool = False, executor=None,
                         state_dir: str | None = None) -> dict:
     """max |g - g_bar| over every cube interior (shrunk by margin delta per side), exactly:
-    the ramps are off the interiors (``check_margin``), so each class is one exact point
-    after the quantization; the code and value layers are evaluated from the parameters at
+    every parameter is the construction's (``_structure_check``), the ramps are off the
+    interiors (``check_margin``), so each class is one exact point after the
+    quantization; the code and value layers are evaluated from the parameters at
     every symbol and every id (``relu_sums``), each class's tokens are looked up (O(n +
     log P) a class). The answer is 0 or an AssertionError (the network is not its
     construction). Runs in process whatever ``workers`` / ``executor`` / ``state_dir`` say:
@@ -385,6 +456,7 @@ class IntegerIdsRealized:
     del bits, tolerance, check_plan, workers, executor, state_dir
     t0 = time.perf_counter()
     m = self.check_margin(self.margin if margin is None else margin)
+    self._structure_check  # pylint: disable=pointless-statement
     self._code_check  # pylint: disable=pointless-statement
     self._value_check  # pylint: disable=pointless-statement
     src = self.source
@@ -406,10 +478,25 @@ class IntegerIdsRealized:
   @functools.cached_property
   def float_proof(self) -> dict:
     """The float certificate's checks and bound (module docstring) in ``number_format``:
-    {'interior', 'window' (sup |fl(g) - g| bounds, rounded up), 'steps' (each proved
-    inequality as text), 'assumes'}; ValueError (one line) where a snap or an exact
-    partial sum cannot be proved."""
+    {'interior' (sup |fl(g) - g| on cube interiors), 'window' (on the windows: the distance
+    of fl(g) from some table value; fl(g) and g need not agree there, both lie in the
+    table's range), rounded up; 'steps' (each proved inequality as text), 'assumes',
+    'format', 'domain'}; ValueError (one line) where a snap or an exact partial sum cannot
+    be proved."""
     return float_deviation(self)
+
+
+def _differing(want, got, path: str) -> list:
+  """The entries (path and index) where the parameter trees differ exactly."""
+  if isinstance(want, dict) or isinstance(got, dict):
+    if not (isinstance(want, dict) and isinstance(got, dict)) or set(want) != set(got):
+      return [path or 'the tree']
+    return [p for k in sorted(want) for p in _differing(want[k], got[k], f'{path}/{k}')]
+  a, b = np.asarray(want, object), np.asarray(got, object)
+  if a.shape != b.shape:
+    return [f'{path} (shape {b.shape}, not {a.shape})']
+  same = np.asarray(a == b, bool)          # exact: == on Fractions and ints
+  return [f'{path}{[int(i) for i in where]}' for where in np.argwhere(~same)]
 
 
 def _exact_attention(p: dict, z: np.ndarray) -> np.ndarray:
@@ -439,14 +526,29 @@ def _up(x: Fraction) -> float:
 
 
 def float_deviation(g: IntegerIdsRealized) -> dict:
-  """sup |fl(g) - g| on cube interiors and windows in g's format, from the rounding model
-  (``transformer_ua.rounding``); each step is an inequality checked in exact rationals."""
+  """sup |fl(g) - g| on cube interiors, and sup of the distance of fl(g) from a table value on
+  the windows, in g's format, from the rounding model (``transformer_ua.rounding``,
+  docs/proofs/integer_ids.md, Claim 4); each step is an inequality checked in exact
+  rationals."""
   fmt, src = g.format, g.source
   u, tau, limit = fmt.u, fmt.tiny, fmt.integer_limit
   d, n = src.d, src.n
   sigma = fmt.snap
   steps = []
-  # 1. quantize: the a_1 row is within 1/2 of the real sum in [0, M - 1], then snapped.
+  # 0. the snaps are blocks of their own: a zero dot product plus the bias sigma, so that
+  #    each adds sigma once, to a finished value, whatever order a runtime sums in.
+  for seg, row in ((SNAP, d), (ATTENTION, d + 1)):
+    ff = g.exact[f'segment_{seg}']['feedforward']
+    if any(v != 0 for v in np.ravel(ff['W_2'])) or ff['b_2'][0, row] != sigma or \
+        any(v != 0 for i, v in enumerate(ff['b_2'][0]) if i != row):
+      raise AssertionError(f'block {seg} is not a snap (zero dot product, bias sigma).')
+  if g.exact['segment_0']['feedforward']['b_2'][0, d] != 0:
+    raise AssertionError('the quantization adds a bias to a_1 (sigma has a block of its own).')
+  steps.append('snaps: sigma added in blocks of their own (zero dot product + bias), once, '
+               'to a finished value')
+  # 1. quantize: the a_1 row (with Theorem 3's residual jM as one more term, in any order)
+  #    is within 1/2 of the real jM + Q(x), an integer in [0, nM - 1] on interiors and a real
+  #    in [0, nM - 1] anywhere; the snap block then makes it sigma + an integer.
   ff = g.exact['segment_0']['feedforward']
   s = 1 / g.ramp
   err, load, terms = Fraction(0), Fraction(0), 0
@@ -459,14 +561,18 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
     err += w2 * (u * ymax + tau)
     load += w2 * ((1 + u) * max(Fraction(0), s + beta) + tau)
     terms += 1
+  if src.positional:                   # the residual a_1 = jM, j < n
+    terms += 1
+    load += max(abs(v) for v in g.exact['E'][:, d])
   err += rounding.dot_error(fmt, terms, load)
   if not err < Fraction(1, 2):
     raise ValueError(f'{fmt.name}: the quantization sum is only within {float(err):.3g} of '
-                     'its real value (needs < 1/2 for the snap); use a larger margin or a '
-                     'smaller resolution.')
-  steps.append(f'quantization within {_up(err):.3g} < 1/2 of [0, M - 1]: snapped to an integer')
+                     'its real value (needs < 1/2 for the snap); build for float64 '
+                     "(arithmetic='float64') or use a smaller resolution (a larger epsilon).")
+  steps.append(f'quantization within {_up(err):.3g} < 1/2 of an integer, in any order: '
+               'snapped to it')
   # 2. code: integer partial sums below 2^p.
-  ff = g.exact['segment_1']['feedforward']
+  ff = g.exact[f'segment_{CODE}']['feedforward']
   K = len(src.phi)
   reach = [K - 1 - k for k in range(K)]
   for row, extra in ((d, sigma + K), (d + 1, 0)):
@@ -483,14 +589,14 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   a2 = out + u * (phimax + smax + out) + tau
   if not a2 < Fraction(1, 2):
     raise ValueError(f'{fmt.name}: the attention average is only within {float(a2):.3g} of '
-                     'phi + S (needs < 1/2); use a smaller resolution.')
+                     'phi + S (needs < 1/2); use a smaller resolution (a larger epsilon).')
   steps.append(f'attention within {_up(a2):.3g} < 1/2 of phi(own) + S: snapped '
                f'(assumes {rounding.SOFTMAX_ASSUMPTION})')
   # 4. value: pre-activations exact integers; the products and sums exact or bounded.
   top = int(max(src.high)) + int(smax) + 1
   if not top + sigma + 2 < limit:
     raise ValueError(f'{fmt.name}: ids reach {top:,}; the value layer needs them below 2^(p-1).')
-  kinks, coefs, bias = g._value_units(3)  # pylint: disable=protected-access
+  kinks, coefs, bias = g._value_units(VALUE)  # pylint: disable=protected-access
   ids = [int(t) for t in src.ids]
   scale = 2 ** src.value_bits
   dev = Fraction(0)
@@ -522,5 +628,6 @@ def float_deviation(g: IntegerIdsRealized) -> dict:
   steps.append('o zeroed exactly up to one subnormal; '
                + ('clamp: identity on the table range' if dev == 0 else 'clamp: rounding added'))
   return {'interior': _up(total), 'window': _up(total), 'steps': steps,
-          'assumes': rounding.SOFTMAX_ASSUMPTION, 'format': fmt.describe(),
+          'assumes': '; '.join(rounding.INTEGER_ID_ASSUMPTIONS),
+          'format': f'IEEE 754 {fmt.name} (u = 2^-{fmt.precision})', 'domain': DOMAIN_NOTE,
           'quantization_error': _up(err), 'attention_error': _up(a2)}

@@ -1,8 +1,8 @@
-"""Theorem 2 with integer ids: the network that computes the same in exact and IEEE arithmetic.
+"""Theorem 2 with integer ids: exact and IEEE arithmetic agree on cube interiors.
 
-    g = [clamp] o value (width 2(P - 1)) o attention + snap o code (width M + 1)
-          o quantize (width 2(N - 1)d + d)          on d + 2 coordinates
-    blocks = 4 + ceil(d / 2);  P = M C(M + n - 2, n - 1) ids, M = N^d
+    g = [clamp] o value (width 2(P - 1)) o attention + snap o code (width M + 1) o snap
+          o quantize (width 2(N - 1)d + d)   on d + 2 coordinates
+    blocks = 5 + ceil(d / 2);  P = M C(M + n - 2, n - 1) ids, M = N^d
 
 (``single_attention.integer_ids``: B_n-coded cells summed by one head whose scores are all
 0, integer ids, a staircase value map; float certificates in binary64 and binary32).
@@ -32,7 +32,7 @@ class IntegerIds(MultisetContexts, Variant):
   name: ClassVar[str] = 'integer_ids'
   summary: ClassVar[str] = ('Theorem 2 with integer ids: B_n-coded cells summed by one head, a '
                             'staircase value map; the same network in exact, binary64 and '
-                            'binary32 arithmetic (4 + ceil(d / 2) blocks)')
+                            'binary32 arithmetic (5 + ceil(d / 2) blocks)')
   label: ClassVar[str] = 'Theorem 2, integer ids'
   contextual: ClassVar[str] = 'integer_ids'
   #: The arithmetics whose certificate this construction has (``transformer_ua.rounding``).

@@ -1,7 +1,7 @@
 """Theorem 3 with integer ids: positional digits instead of a B_n code.
 
     E_j = j N^d e_(a_1);  phi(j M + m) = m M^j,  H = j M^n:  t = j M^n + the cube's index
-    blocks = 4 + ceil(d / 2);  P = n M^n ids (one per (cube, position)), M = N^d
+    blocks = 5 + ceil(d / 2);  P = n M^n ids (one per (cube, position)), M = N^d
 
 (``single_attention.integer_ids``; no bad set: every cube is its own context).
 """
