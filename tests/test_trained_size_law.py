@@ -47,7 +47,8 @@ def test_table_and_figure(tmp_path):
 
 def test_binary_refuses_missing_rows_dir(tmp_path):
   proc = subprocess.run([sys.executable, os.path.join(ROOT, 'experiments', 'trained_size_law.py'),
-                         f'--rows_dir={tmp_path}/nope', f'--output_dir={tmp_path}/out'],
+                         f'--rows_dir={tmp_path}/nope', f'--size_law_json={tmp_path}/x.json',
+                         f'--output_dir={tmp_path}/out'],
                         capture_output=True, text=True, cwd=ROOT)
   assert proc.returncode != 0
   assert 'not a directory' in proc.stderr and 'Traceback' not in proc.stderr

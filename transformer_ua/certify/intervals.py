@@ -258,17 +258,18 @@ def softmax(s: Interval) -> Interval:
 
 def pairwise(a: Interval, b: Interval) -> Interval:
   """c[..., j, k] = sum_m a[..., j, m] b[..., k, m] (scores q_j . k_k)."""
-  prod = mul(_expand(a, -2), _expand(b, -3))                      # [..., j, k, m]
+  prod = mul(expand(a, -2), expand(b, -3))                      # [..., j, k, m]
   return sum_axis(prod, -1)
 
 
 def mix(w: Interval, v: Interval) -> Interval:
   """c[..., j, m] = sum_k w[..., j, k] v[..., k, m] (attention output)."""
-  prod = mul(_expand(w, -1), _expand(v, -3))                      # [..., j, k, m]
+  prod = mul(expand(w, -1), expand(v, -3))                      # [..., j, k, m]
   return sum_axis(prod, -2)
 
 
-def _expand(a: Interval, axis: int) -> Interval:
+def expand(a: Interval, axis: int) -> Interval:
+  """A new value axis at ``axis`` (negative), the tangent's with it."""
   lo, hi = np.expand_dims(a.lo, axis), np.expand_dims(a.hi, axis)
   if not a.has_tangent:
     return Interval(lo, hi)

@@ -7,8 +7,8 @@ A built-in target has a closed form, written here once more on ``intervals.Inter
     prefix_mean        f_j = (1/(j+1)) sum_{k<=j} x_k
     reversal           f_j = x_{n-1-j}
     attention_map      f = softmax_k((x W_Q)_j . (x W_K)_k / sqrt(d)) (x W_V)_k
-    random_bumps       f_j = sum_i a_i exp(-((x_j - c_i)^2 + (m - e_i)^2) / (2 s^2)),
-                       m = mean_k x_k (d = 1; parameters from ``targets.random_bumps_params``)
+    random_bumps       f_ji = sum_b a_b exp(-((x_ji - c_b)^2 + (m_i - e_b)^2) / (2 s^2)),
+                       m = mean_k x_k, entrywise (``targets.random_bumps_params``)
 
 Constants that are not floats (1/n, 1/sqrt(d), 1/(2 s^2)) enter as outward-rounded
 intervals. A callable f has no closed form: its value at the box centre is what it
@@ -91,14 +91,16 @@ def _attention_map(x: iv.Interval) -> iv.Interval:
 
 
 def _random_bumps(x: iv.Interval) -> iv.Interval:
+  """Entrywise: f_ji = sum_b a_b exp(-((x_ji - c_b)^2 + (m_i - e_b)^2) / (2 s^2))."""
   a, c, e, s = targets_lib.random_bumps_params()
-  m = _mean_tokens(x)                                         # [..., 1, 1]
-  dx = iv.sub(x, iv.point(c))                                 # [..., n, 64] (d = 1)
-  dm = iv.sub(m, iv.point(e))                                 # [..., 1, 64]
+  m = _mean_tokens(x)                                          # [..., 1, d]
+  dx = iv.sub(iv.expand(x, -1), iv.point(c))                  # [..., n, d, 64]
+  dm = iv.sub(iv.expand(m, -1), iv.point(e))                  # [..., 1, d, 64]
   r2 = iv.add(iv.square(dx), iv.square(dm))
   k = 1.0 / (2.0 * s * s)
   arg = iv.mul(r2, _const(-iv.up(iv.up(k)), -iv.down(iv.down(k))))
-  return iv.linear(iv.exp(arg), np.asarray(a, np.float64)[None, :])   # [..., n, 1]
+  out = iv.linear(iv.exp(arg), np.asarray(a, np.float64)[None, :])   # [..., n, d, 1]
+  return out.take(0, axis=-1)
 
 
 #: The built-ins with an interval form (name -> function of an Interval [B, n, d]).
