@@ -20,6 +20,7 @@ import json
 import os
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
@@ -32,7 +33,8 @@ OUTPUT_FILES = ('trained_size_law.png', 'trained_size_law.md')
 
 
 def trained_rows(rows_dir: str) -> list[dict]:
-  """The certified rows of every ``record.json`` under ``rows_dir`` (with provenance)."""
+  """The rows (a certificate, reached or not) of every ``record.json`` under ``rows_dir``,
+  at any depth, with provenance."""
   out = []
   for path in sorted(glob.glob(os.path.join(rows_dir, '**', 'record.json'), recursive=True)):
     with open(path) as f:
@@ -52,7 +54,8 @@ def construction_rows(size_law_json: str) -> list[dict]:
 
 
 def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
-  """Parameters against epsilon per target, constructions and trained rows (PNG)."""
+  """Parameters against epsilon per target: the smallest certified construction and the
+  smallest trained network whose certificate reached epsilon (PNG)."""
   keys = sorted({(r['target'], r['d'], r['n']) for r in trained})
   fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 4.4), squeeze=False)
   for ax, (t, d, n) in zip(axes[0], keys):
@@ -66,8 +69,13 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
         xs = sorted(best)
         ax.plot(xs, [best[x] for x in xs], marker + '--', alpha=0.6,
                 label=f'construction, {arithmetic}')
-      tr = sorted((r['epsilon'], r['parameters']) for r in trained
-                  if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic))
+      reached = {}
+      for r in trained:         # the smallest certified (reached) network per epsilon
+        if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic) and \
+            r.get('reached'):
+          reached[r['epsilon']] = min(r['parameters'],
+                                      reached.get(r['epsilon'], r['parameters']))
+      tr = sorted(reached.items())
       if tr:                  # float64 and float32 rows often coincide: thick and hollow
         ax.plot([e for e, _ in tr], [p for _, p in tr], marker + '-',
                 lw=3.5 if arithmetic == 'float64' else 1.5,
@@ -75,6 +83,9 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
                 label=f'trained, {arithmetic}')
     ax.set_xscale('log')
     ax.set_yscale('log')
+    ticks = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005)
+    ax.set_xticks(ticks, [f'{t:g}' for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.invert_xaxis()
     ax.set_xlabel('certified epsilon (d_2)')
     ax.set_ylabel('parameters')
@@ -87,9 +98,9 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
 
 def table(trained: list[dict]) -> str:
   """One markdown row per trained certificate."""
-  lines = ['| target | d | n | arithmetic | epsilon | parameters | non-zero | bits | '
+  lines = ['| target | d | n | arithmetic | epsilon | reached | parameters | non-zero | bits | '
            'certified d_2 | sampled d_2 (JAX) | sampled d_2 (onnxruntime) | seconds | '
-           'revision | load |', '|' + '---|' * 14]
+           'revision | load | record |', '|' + '---|' * 16]
   for r in sorted(trained, key=lambda r: (r['target'], r['d'], r['arithmetic'],
                                           -r['epsilon'])):
     runs = r.get('independent_check', {})
@@ -99,11 +110,11 @@ def table(trained: list[dict]) -> str:
     prov = r['provenance']
     lines.append(
         f"| {r['target']} | {r['d']} | {r['n']} | {r['arithmetic']} | {r['epsilon']:g} | "
-        f"{r['parameters']:,} | {r['nonzero_parameters']:,} | "
+        f"{'yes' if r.get('reached') else '**no** (best total)'} | {r['parameters']:,} | {r['nonzero_parameters']:,} | "
         f"{r['parameters'] * r['bits_per_parameter']:,} | {bound_text(r['certified_total'], 4)} | "
         f"{dp('jax')} | {dp('onnxruntime')} | {r['seconds']:.0f} | "
         f"{str(prov.get('git_revision', ''))[:7]} | "
-        f"{prov.get('load_average_1min_at_start', '')} |")
+        f"{prov.get('load_average_1min_at_start', '')} | {r['record']} |")
   return '\n'.join(lines) + '\n'
 
 
