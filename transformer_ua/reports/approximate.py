@@ -220,8 +220,9 @@ def _certificate_lines(certified) -> list:
   cert = head['certificate']
   t = cert['terms']
   arith = head.get('arithmetic', 'exact')
-  runs = ('run in IEEE ' + ('binary64' if arith == 'float64' else 'binary32') + ' by any '
-          'runtime (any summation order, with or without FMA)' if arith != 'exact'
+  runs = ('run in IEEE ' + ('binary64' if arith == 'float64' else 'binary32') + ' by a '
+          'runtime that meets the model below (any summation order, with or without FMA; '
+          'no TF32 or bfloat16 passes)' if arith != 'exact'
           else 'with exact rational weights')
   lines = ['## Certified: d_p(f, g) over the whole unit cube', '',
            f'**d_p(f, g) <= {cert["total"]:.4g} <= {head["epsilon"]:g}** (p = {cert["p"]:g}) '

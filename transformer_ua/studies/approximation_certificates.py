@@ -146,7 +146,8 @@ def run_headline(c, positional, log, outdir: str, workers=None) -> dict:
   t = cert.terms
   N = cert.resolution
   runs = ('run in IEEE ' + ('binary64' if found.arithmetic == 'float64' else 'binary32')
-          + ' by any runtime' if found.arithmetic != 'exact' else 'with exact weights')
+          + ' by a runtime that meets the model in its line' if found.arithmetic != 'exact'
+          else 'with exact weights')
   log(f'[certified] CERTIFIED: d_p(f, g) <= {cert.total:.4g} <= {c.certify_epsilon:g} '
       f'(p={c.p:g}) over [0,1]^(n x d) for a standard Transformer g {runs}: softmax attention, '
       f'ReLU feed-forward, {head["blocks"]} blocks, {head["weights"]:,} weights of {bits} bits, '

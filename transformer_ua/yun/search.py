@@ -461,7 +461,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       default local pool), an int (processes), a ``concurrent.futures.Executor`` (e.g.
       Dask's ``Client.get_executor()``) or an ``executor.Workers``.
     arithmetic: the g the certificate covers (``DEFAULT_ARITHMETIC``): 'float64' or
-      'float32' (g run in that IEEE format by any runtime: only the integer-id
+      'float32' (g run in that IEEE format by a runtime meeting the line's model: only the integer-id
       constructions have such certificates), or 'exact' (the real network, exact
       parameters: every construction).
     progress: None (the default: an attempt estimated at ``QUIET_SECONDS`` or more says
