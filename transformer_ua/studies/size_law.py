@@ -57,6 +57,7 @@ from transformer_ua import outputs, provenance
 from transformer_ua.verify import certificate_mc, float_certificate
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import f_term
+from transformer_ua.yun.bounds.certificate import bound_text
 from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
 
@@ -241,7 +242,7 @@ def run(specs, out_dir: str, *, row_minutes: float = 30.0, parallel: int = 1,
         with open(row_path(out_dir, s)) as f:
           r = json.load(f)
         log(f'  {s.key}: {r["status"]}' + (f', N={r["resolution"]}, {r["params"]} params, '
-                                           f'total {r["total"]:.4g}'
+                                           f'total <= {bound_text(r["total"], 4)}'
                                            if r['status'] == 'certified' else ''))
     for s in list(pending):
       if len(running) >= parallel:
@@ -322,6 +323,11 @@ def _g(v, digits=4) -> str:
   return f'{v:.{digits}g}' if isinstance(v, float) else str(v)
 
 
+def _up(v) -> str:
+  """A certified bound as printed: rounded up to 4 digits (what a reader copies holds)."""
+  return '—' if v is None else bound_text(v, 4)
+
+
 def _check_cell(r) -> str:
   """The independent check of a certified row: JAX / onnxruntime (float) or the mpmath
   Monte Carlo (exact), d_p(f, g) sampled [95%]."""
@@ -357,7 +363,7 @@ def table_markdown(rows) -> str:
                f'{r["attention_layers"]} | {r["max_width"]:,} | {r["params"]:,} | {r["bits"]} | '
                f'{r.get("total_bits", r["params"] * r["bits"]):,} | '
                f'{_g(t["f_fbar"])} | {_g(t["fbar_gbar"])} | {_g(t["gbar_g"])} | '
-               f'**{_g(r["total"])}** | {_check_cell(r)} | {r["certify_seconds"]:.1f} |\n')
+               f'**{_up(r["total"])}** | {_check_cell(r)} | {r["certify_seconds"]:.1f} |\n')
   return ''.join(out)
 
 
