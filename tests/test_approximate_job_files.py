@@ -32,6 +32,7 @@ def headline(tmp_path_factory):
     mp.setattr(certs, 'ONNX_CHECK_POINTS', 2000)
     mp.setattr(certs, 'PYTORCH_CHECK_POINTS', 1000)
     head = certs.run_headline(_config(), False, lines.append, str(out), workers=1)
+    certs.publish_pending(str(out))     # what approximation.run does after its report
   return out, head, '\n'.join(lines)
 
 
@@ -73,3 +74,19 @@ def test_the_report_names_the_files_and_the_checks(headline):
   assert head['onnx']['command'] in lines and head['saved']['command'] in lines
   assert head['onnx']['pytorch']['command'] in lines
   assert 'saved beside this report as `g.npz`' in lines
+
+
+def test_network_files_wait_for_the_report(tmp_path):
+  """g.npz and g.onnx are written under PENDING_DIR and moved beside the report only when it
+  is written: a run stopped before that leaves neither in --output_dir (so its rerun is not
+  refused for them, and no network is newer than its report)."""
+  from transformer_ua.studies import approximation_certificates as ac
+  pending = tmp_path / ac.PENDING_DIR
+  pending.mkdir()
+  (pending / ac.ONNX_NAME).write_bytes(b'onnx')
+  (pending / ac.SAVED_NAME).write_bytes(b'npz')
+  assert not (tmp_path / ac.ONNX_NAME).exists()        # the state a stopped run leaves
+  ac.publish_pending(str(tmp_path))
+  assert (tmp_path / ac.ONNX_NAME).read_bytes() == b'onnx'
+  assert (tmp_path / ac.SAVED_NAME).read_bytes() == b'npz'
+  assert not pending.exists()

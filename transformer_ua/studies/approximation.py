@@ -519,6 +519,7 @@ def _run(c, outdir, log, workers, command) -> dict:
   outputs.atomic_json(path, result, indent=1,
                       default=lambda o: o.tolist() if hasattr(o, 'tolist') else str(o))
   report.write_report(result, os.path.join(outdir, 'approximate.md'))
+  approximation_certificates.publish_pending(outdir)
   log(f'\nwrote {path}, approximate.md and {len(result["figures"])} figures in '
       f'{result["seconds"]} s')
   return result

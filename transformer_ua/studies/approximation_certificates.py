@@ -46,6 +46,10 @@ def _blocks(g) -> int:
 ONNX_NAME = 'g.onnx'
 #: The headline saved with its certificate (``saved_network``), beside the report.
 SAVED_NAME = 'g.npz'
+#: g.npz and g.onnx are written here first and moved beside the report once the report is
+#: written (``approximation.run``): a run stopped midway leaves no network newer than its
+#: report, and its rerun with the same --output_dir is not refused for them.
+PENDING_DIR = '.pending'
 #: Uniform points of the headline's onnxruntime check (``float_certificate.batched``).
 ONNX_CHECK_POINTS = 20000
 #: Uniform points of the headline's PyTorch check.
@@ -159,21 +163,25 @@ def run_headline(c, positional, log, outdir: str, workers=None) -> dict:
       f'{cert.interior_sup:.3g}; ramp windows {cert.window_measure:.3g} of the volume, '
       f'|g - g_bar| <= {cert.window_sup:.3g} there; ramp 2^{math.log2(cert.epsilon):.0f}, '
       f'{cert.bits} bits){cert._arithmetic_note()}')  # pylint: disable=protected-access
-  saved = saved_network.save(found, os.path.join(outdir, SAVED_NAME), overwrite=True)
+  pending = os.path.join(outdir, PENDING_DIR)
+  os.makedirs(pending, exist_ok=True)
+  saved = saved_network.save(found, os.path.join(pending, SAVED_NAME), overwrite=True)
+  final_saved = os.path.join(outdir, SAVED_NAME)
   head['saved'] = {'file': SAVED_NAME, 'params_hash': saved_network.load(saved).params_hash,
-                   'command': saved_check_line(saved)}
-  log(f'  saved: {saved} (parameters, certificate, {head["saved"]["params_hash"]}); load it: '
-      f'{head["saved"]["command"]}')
+                   'command': saved_check_line(final_saved)}
+  log(f'  saved: {final_saved} (parameters, certificate, {head["saved"]["params_hash"]}); '
+      f'load it: {head["saved"]["command"]}')
   if found.arithmetic != 'exact':
-    path = export_onnx(g, os.path.join(outdir, ONNX_NAME), overwrite=True)  # the binary checked
+    path = export_onnx(g, os.path.join(pending, ONNX_NAME), overwrite=True)  # the binary checked
+    final = os.path.join(outdir, ONNX_NAME)
     layout = {p.key: p.value for p in onnx.load(path).metadata_props}['layout']
     head['onnx'] = {'file': ONNX_NAME, 'layout': layout,
                     **_onnx_check(g, path, c, found.net.target),
-                    'command': onnx_check_line(path, c),
+                    'command': onnx_check_line(final, c),
                     'pytorch': {**_pytorch_check(g, path, c, found.net.target),
-                                'command': pytorch_check_line(path, c)}}
+                                'command': pytorch_check_line(final, c)}}
     o, pt = head['onnx'], head['onnx']['pytorch']
-    log(f'  ONNX: {path} ({found.arithmetic}, {layout} layout); onnxruntime on '
+    log(f'  ONNX: {final} ({found.arithmetic}, {layout} layout); onnxruntime on '
         f'{o["points"]:,} uniform points: max |onnxruntime - JAX| = '
         f'{o["max_abs_onnx_minus_jax"]:.3g}, sampled d_p(f, g) = {o["sampled_dp"]:.4g} <= '
         f'{cert.total:.4g} certified. Check it yourself:')
@@ -234,3 +242,14 @@ def run_certificates(c, positional, log, outdir: str, workers=None) -> dict:
   log('')
   return {'headline': head,
           'main_resolution': run_paper_certified(c, positional, log, workers)}
+
+
+def publish_pending(outdir: str) -> None:
+  """Moves g.npz and g.onnx from ``PENDING_DIR`` beside the report (called once the report
+  is written)."""
+  pending = os.path.join(outdir, PENDING_DIR)
+  for name in (SAVED_NAME, ONNX_NAME):
+    if os.path.exists(os.path.join(pending, name)):
+      os.replace(os.path.join(pending, name), os.path.join(outdir, name))
+  if os.path.isdir(pending) and not os.listdir(pending):
+    os.rmdir(pending)
