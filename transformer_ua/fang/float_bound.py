@@ -155,6 +155,10 @@ class FloatErrorBound:
     """``total`` as a float rounded up."""
     return round_up(self.total)
 
+  def __repr__(self) -> str:
+    """The line, not the Fractions' thousands of digits (they stay in the fields)."""
+    return f'FloatErrorBound({self.line()})'
+
   def line(self) -> str:
     """One line: the certified sup and its parts (floats rounded up)."""
     return (f'sup_(||x|| <= {float(self.bound):.15g}) |fl(C(x)) - {self.target}(x)| <= '
