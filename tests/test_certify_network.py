@@ -321,3 +321,11 @@ def test_onnx_file_in_and_unsupported_op_refused(tmp_path):
   with pytest.raises(ValueError, match='LayerNormalization') as err:
     nc.certify_network('token_times_mean', bad, d=1, n=3)
   assert '\n' not in str(err.value)
+
+
+def test_overflowing_network_gets_no_certificate():
+  """Weights of 1e200 overflow float64 intervals: refused in one line, never a NaN total."""
+  net = random_net(2, scale=1e200).as_dict()
+  with pytest.raises(ValueError, match='no finite bound') as err:
+    nc.certify_network('token_times_mean', net, d=1, n=3, max_minutes=0.05)
+  assert '\n' not in str(err.value)

@@ -207,7 +207,9 @@ class Evaluator:
       mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)) + wiggle)
       natural = iv.up(np.maximum(np.abs(f_c - g_b.lo), np.abs(g_b.hi - f_c)) + wiggle)
     e = np.minimum(mv, natural)
+    e = np.where(np.isnan(e), np.inf, e)     # an overflowed enclosure bounds nothing
     if dev is not None:
+      dev = np.where(np.isnan(dev), np.inf, dev)
       e = iv.up(e + dev)
     else:
       dev = np.zeros_like(e)
@@ -284,7 +286,11 @@ def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
 
 
 def _total(contrib: np.ndarray, p: float) -> Fraction:
-  """An exact rational >= (sum contrib)^(1/p) (max for p = inf)."""
+  """An exact rational >= (sum contrib)^(1/p) (max for p = inf); ValueError (one line) when
+  a box's bound overflowed."""
+  if not np.all(np.isfinite(contrib)):
+    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} boxes have no finite bound (the '
+                     "network's values overflow float64 intervals there); no certificate.")
   if math.isinf(p):
     return Fraction(float(contrib.max()))
   s = Fraction(float(np.nextafter(math.fsum(contrib.tolist()), np.inf)))
