@@ -189,7 +189,7 @@ def _value_bits(values: np.ndarray, ids: np.ndarray, fmt) -> tuple:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class IntegerIdsApproximator:
+class IntegerIdsApproximator(grid_lib.OnVariant):
   """g_bar of Theorem 2 or 3 with integer ids (module docstring).
 
   Attributes:
@@ -212,22 +212,6 @@ class IntegerIdsApproximator:
   value_num: np.ndarray
   value_bits: int
   build_seconds: float
-
-  @property
-  def d(self) -> int:
-    return self.variant.d
-
-  @property
-  def n(self) -> int:
-    return self.variant.n
-
-  @property
-  def resolution(self) -> int:
-    return self.variant.N
-
-  @property
-  def positional(self) -> bool:
-    return self.variant.positional
 
   @property
   def lam(self) -> Fraction:
