@@ -204,7 +204,7 @@ def relu_sums(kinks, coefs, points) -> list:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class IntegerIdsRealized:
+class IntegerIdsRealized(grid_lib.OfSource):
   """The realized integer-id g (module docstring).
 
   Attributes: segments; exact (the parameters as exact rationals, object arrays); source
@@ -237,28 +237,12 @@ class IntegerIdsRealized:
         lambda a: _float_array(a, self.format).astype(self.number_format), self.exact)
 
   @property
-  def lam(self) -> Fraction:
-    return Fraction(1)
-
-  @property
   def epsilon(self) -> Fraction:
     return self.ramp
 
   @property
   def quantization_epsilon(self) -> Fraction:
     return self.ramp
-
-  @property
-  def positional(self) -> bool:
-    return self.source.positional
-
-  @property
-  def n(self) -> int:
-    return self.source.n
-
-  @property
-  def d(self) -> int:
-    return self.source.d
 
   @property
   def model_width(self) -> int:
