@@ -286,25 +286,9 @@ def _solve(form_path: str, lo, hi, entry, side: str, threshold: float, timeout: 
     net.setUpperBound(int(xv[idx]), float(hi[idx]))
   y = int(yv[entry])
   (net.setLowerBound if side == 'ge' else net.setUpperBound)(y, float(threshold))
-  options = Marabou.createOptions(verbosity=0, timeoutInSeconds=int(timeout))
-  t0 = time.perf_counter()
-  # Marabou's engine prints its errors on the C stdout and saves a failed query in the
-  # working directory: both are kept in a temporary directory, the message returned
-  with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open('marabou.log', 'w+b') as log:
-      os.dup2(log.fileno(), 1)
-      try:
-        status, vals, _ = net.solve(options=options, verbose=False)
-      finally:
-        ctypes.CDLL(None).fflush(None)    # the C library's buffer, into the log
-        os.dup2(saved, 1)
-        os.close(saved)
-      log.seek(0)
-      message = log.read().decode(errors='replace').strip()
-  out = {'status': status, 'seconds': time.perf_counter() - t0, 'point': None, 'value': None,
-         'message': ' '.join(message.split()[-40:]) if status not in ('sat', 'unsat') else ''}
+  status, vals, message, seconds = _solve_quietly(Marabou, net, timeout)
+  out = {'status': status, 'seconds': seconds, 'point': None, 'value': None,
+         'message': message}
   if status == 'sat':
     out['point'] = np.asarray([[vals[int(xv[j, i])] for i in range(lo.shape[1])]
                                for j in range(lo.shape[0])])
@@ -401,10 +385,11 @@ def vnnlib_property(lo, hi, out_lo, out_hi) -> str:
   return '\n'.join(lines) + '\n'
 
 
-def _solve_property(onnx_path: str, property_path: str, timeout: int) -> dict:
-  """Marabou on the flat file with a VNN-LIB property: status, seconds, message."""
-  Marabou = _marabou()  # pylint: disable=invalid-name
-  net = Marabou.read_onnx(onnx_path)
+def _solve_quietly(Marabou, net, timeout: int, **solve_args):  # noqa: N803
+  """(status, values, message, seconds) of ``net.solve``. Marabou's engine prints its
+  errors on the C stdout and saves a failed query in the working directory: both are kept
+  in a temporary directory, and the message (its last 40 words) is returned for a status
+  other than sat or unsat."""
   options = Marabou.createOptions(verbosity=0, timeoutInSeconds=int(timeout))
   t0 = time.perf_counter()
   with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
@@ -413,15 +398,24 @@ def _solve_property(onnx_path: str, property_path: str, timeout: int) -> dict:
     with open('marabou.log', 'w+b') as log:
       os.dup2(log.fileno(), 1)
       try:
-        status, _, _ = net.solve(options=options, verbose=False, propertyFilename=property_path)
+        status, vals, _ = net.solve(options=options, verbose=False, **solve_args)
       finally:
-        ctypes.CDLL(None).fflush(None)
+        ctypes.CDLL(None).fflush(None)    # the C library's buffer, into the log
         os.dup2(saved, 1)
         os.close(saved)
       log.seek(0)
       message = log.read().decode(errors='replace').strip()
-  return {'status': status, 'seconds': time.perf_counter() - t0,
-          'message': ' '.join(message.split()[-40:]) if status not in ('sat', 'unsat') else '',
+  message = ' '.join(message.split()[-40:]) if status not in ('sat', 'unsat') else ''
+  return status, vals, message, time.perf_counter() - t0
+
+
+def _solve_property(onnx_path: str, property_path: str, timeout: int) -> dict:
+  """Marabou on the flat file with a VNN-LIB property: status, seconds, message."""
+  Marabou = _marabou()  # pylint: disable=invalid-name
+  net = Marabou.read_onnx(onnx_path)
+  status, _, message, seconds = _solve_quietly(Marabou, net, timeout,
+                                               propertyFilename=property_path)
+  return {'status': status, 'seconds': seconds, 'message': message,
           'variables': int(net.numVars)}
 
 
