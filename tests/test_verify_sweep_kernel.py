@@ -3,6 +3,7 @@ caps and refusals; resumable, logged full-grid runs."""
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -210,3 +211,55 @@ def test_ops_per_point_counts_the_representative_run_without_a_table(monkeypatch
   assert sk.ops_per_point(cm) == 84 + 20 + 24 + 24
   monkeypatch.setattr(sk, 'uses_table', lambda cm, budget=0: False)
   assert sk.ops_per_point(cm) == 2 * (84 + 20) + 24 + 24
+
+
+@pytest.mark.parametrize('N,d,n,arithmetic,chunk', [(2, 1, 5, 'auto', 9), (2, 1, 5, 'auto', 54),
+                                                    (2, 1, 4, 'limbs:3', 9)])
+def test_table_parts_give_the_counts_of_the_whole_table(monkeypatch, N, d, n, arithmetic,
+                                                        chunk):
+  """With SUBTABLE_BUDGET below the whole table, each call reads the part for its fixed
+  top columns (one window per call, chunk 9; two per call, chunk 54): the same counts,
+  and a planted wrong entry is found by both."""
+  cm = contextual.ContextualMapping.build(Grid(d, n, N), arithmetic=arithmetic)
+  monkeypatch.setattr(sweep_kernel, 'CACHE_POINTS', 9)   # blocks of 9 points (m = 2)
+  table = class_table(cm)
+  whole = grid_pass.full_pass(cm, table, chunk_size=chunk, progress=False)
+  m = sweep_kernel.layout(cm, chunk)[0]
+  v = enumeration.num_column_values(d, N)
+  part_bytes = 8 * sweep_kernel.num_words(cm) * n * math.comb(v + m, m + 1)
+  monkeypatch.setattr(sweep_kernel, 'SUBTABLE_BUDGET', part_bytes)
+  assert sweep_kernel.free_columns(cm, m) == m + 1 < n
+  window = sweep_kernel.window_blocks(cm, m, table)
+  blocks = grid_pass.Blocks(cm, table, chunk_size=chunk)
+  assert window == v ** (m + 1 - m) and blocks.steps == (6 if chunk == 54 else 1)
+  parts = grid_pass.full_pass(cm, table, chunk_size=chunk, progress=False)
+  assert parts['counts'] == whole['counts'] and parts['max_abs'] == whole['max_abs']
+  assert parts['counts']['permutation_equivariance'] == 0
+  table[len(table) // 2, 1] += 1
+  monkeypatch.setattr(sweep_kernel, 'SUBTABLE_BUDGET', 10 ** 9)
+  bad_whole = grid_pass.full_pass(cm, table, chunk_size=chunk, progress=False)
+  monkeypatch.setattr(sweep_kernel, 'SUBTABLE_BUDGET', part_bytes)
+  bad_parts = grid_pass.full_pass(cm, table, chunk_size=chunk, progress=False)
+  assert bad_parts['counts'] == bad_whole['counts']
+  assert bad_parts['counts']['permutation_equivariance'] > 0
+
+
+def test_free_multisets_are_in_colex_order_and_stable_positions_sort():
+  """The part's classes in the table's rank order (the multiset codec's), and the
+  positions of equal columns in order of appearance (numpy's stable argsort)."""
+  v, u = 4, 3
+  sets = sweep_kernel._free_multisets(v, u)
+  with jax.enable_x64(True):
+    k = enumeration.make_codec(Grid(1, u, v - 1))['decode_multiset'](jnp.arange(len(sets)))
+  assert np.array_equal(np.asarray(k)[:, :, 0] + 1, sets)   # d = 1: column = grid index + 1
+  cols = np.random.default_rng(0).integers(0, 3, size=(5, 200))
+  expected = np.argsort(np.argsort(cols, axis=0, kind='stable'), axis=0)
+  assert np.array_equal(np.asarray(sweep_kernel._stable_positions(jnp.asarray(cols))), expected)
+
+
+def test_a_resume_off_the_window_grid_is_refused():
+  cm = contextual.ContextualMapping.build(Grid(1, 5, 2))
+  blocks = grid_pass.Blocks(cm, class_table(cm), chunk_size=54)
+  blocks.window = 3
+  with pytest.raises(ValueError, match='resume with the first'):
+    blocks.step(blocks.steps + 1)

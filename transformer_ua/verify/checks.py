@@ -141,6 +141,15 @@ def equivariance(q, pos, ref, valid, *, cmp):
   return jnp.sum(valid & ~same)
 
 
+def equivariance_aligned(q, ref, valid, *, cmp):
+  """Points where q(L)_j != r_j for some j: ``ref`` [n] the values r_j = q(C)_{pos_j}
+  already read at each token's sorted position (a class table gathered per token)."""
+  same = True
+  for q_j, r_j in zip(q, ref, strict=True):
+    same = same & cmp.eq(q_j, r_j)
+  return jnp.sum(valid & ~same)
+
+
 def lemma9(vm, ops, codec, class_codec, k, z, cat, valid):
   """Lemma 9 end to end: g_v(g_c(L)) = A_L on G~, 0 elsewhere (compact g_v, exact).
 

@@ -113,9 +113,12 @@ class Chunks:
 
   def step(self, t: int):
     counts, extremes, payload = self.fn(jnp.int64(t), jnp.int64(self.total))
-    if self.collect is not None:
-      self.collect(t, payload)
-    return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
+
+    def resolve():
+      if self.collect is not None:
+        self.collect(t, payload)
+      return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
+    return resolve
 
   def info(self, result: dict) -> dict:
     return {'chunk_size': self.chunk}
@@ -136,8 +139,9 @@ class Blocks:
     self.cm, self.table, self.num_devices = cm, table, num_devices
     self.extra, self.sweep_arithmetic = extra, sweep_arithmetic
     self.m, self.block, self.num_items = sweep_kernel.layout(cm, chunk_size)
+    self.window = sweep_kernel.window_blocks(cm, self.m, table)
     self.steps = sweep_kernel.steps_per_call(chunk_size, self.block, self.num_items,
-                                             num_devices)
+                                             num_devices, self.window)
     self.stride = num_devices * self.steps
     self.points_per_item = self.block
     self.key = {'version': runner.STATE_VERSION, 'd': cm.d, 'n': cm.n,
@@ -151,11 +155,16 @@ class Blocks:
     self.label = f'full grid; ALU roofline {self.limit / 1e6:.1f}M points/s'
 
   def step(self, t: int):
+    if self.window and t % self.steps:  # a device's blocks would span two table parts
+      raise ValueError(f'the pass resumes at block {t:,}, not a multiple of its '
+                       f'{self.steps:,} blocks per device and call: resume with the first '
+                       "run's --chunk_size and devices.")
     if self._fn is None:
       self._fn = sweep_kernel.make_block_fn(self.cm, self.m, self.table, self.num_devices,
                                             self.extra, self.sweep_arithmetic, self.steps)
-    counts, extremes = self._fn(jnp.int64(t), jnp.int64(self.num_items))
-    return {k: int(v) for k, v in counts.items()}, max_abs_of(self.cm, extremes)
+    counts, extremes = self._fn(jnp.int64(t), jnp.int64(self.num_items))  # per device
+    return lambda: ({k: int(np.sum(parallel.to_host(v))) for k, v in counts.items()},
+                    max_abs_of(self.cm, extremes))
 
   def info(self, result: dict) -> dict:
     points = (result['items_done'] - result['resumed_from']) * self.block

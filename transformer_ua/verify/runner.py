@@ -65,11 +65,13 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
         max_abs: int = 0, state_path: str | None = None, resume: bool = False,
         progress: bool = True, label: str = 'full grid', log_every: float = LOG_EVERY,
         save_every: float = SAVE_EVERY, max_seconds: float | None = None) -> dict:
-  """Runs ``step(t)`` for t = start, start + stride, ... < ``num_items``.
+  """Runs ``step(t)`` for t = start, start + stride, ... < ``num_items``, one call ahead:
+  call t + stride is launched before call t's results are read, so the devices do not
+  wait for the host between calls (JAX dispatches asynchronously).
 
   Args:
-    step: ``step(t) -> (counts: dict of ints, max_abs: int)`` for items t ..
-      min(t + stride, num_items) - 1.
+    step: ``step(t) -> resolve`` for items t .. min(t + stride, num_items) - 1, where
+      ``resolve() -> (counts: dict of ints, max_abs: int)`` waits for the results.
     key: the run's config, saved with the state and compared on resume.
     points_per_item: grid points per item (for the progress line).
     max_abs: initial largest |value| (e.g. of the inputs).
@@ -95,23 +97,29 @@ def run(step, num_items: int, stride: int, *, key: dict, points_per_item: int = 
                          desc=f'[{label}]', unit=' points', unit_scale=True,
                          mininterval=log_every, file=sys.stderr, disable=not progress,
                          bar_format=BAR_FORMAT)
+  launched, stop = start, False
+  in_flight: list = []   # (end, resolve) of the calls launched and not yet read
   try:
     with bar:
-      while t < num_items:
-        c, m = step(t)
+      while in_flight or (launched < num_items and not stop):
+        while len(in_flight) < 2 and launched < num_items and not stop:
+          end = min(launched + stride, num_items)
+          in_flight.append((end, step(launched)))
+          launched = end
+        end, resolve = in_flight.pop(0)
+        c, m = resolve()
         for k, val in c.items():
           counts[k] = counts.get(k, 0) + int(val)
         max_abs = max(max_abs, int(m))
-        nxt = min(t + stride, num_items)
-        bar.update((nxt - t) * points_per_item)
-        t = nxt
+        bar.update((end - t) * points_per_item)
+        t = end
         now = time.time()
         if state_path and now - last_save >= save_every:
           save_state(state_path, key, t, num_items, counts, max_abs, now - t_begin,
                      time.process_time() - cpu_begin, start)
           last_save = now
         if max_seconds is not None and now - t_begin >= max_seconds:
-          break
+          stop = True
   finally:  # at the end, and when interrupted: the items completed so far (t) are kept
     if state_path:
       save_state(state_path, key, t, num_items, counts, max_abs, time.time() - t_begin,

@@ -26,13 +26,25 @@ comes from one of two places:
 
     class table (when it holds <= TABLE_BUDGET bytes): q of every representative from
         the multiset pass, C ranked by sum_j C(c_j + pos_j, pos_j + 1) (colex rank);
+        q(C)_{pos_j} is read at row rank n + pos_j, one gather per token, and compared
+        with q(L)_j;
     in-kernel: C's ids are L's ids permuted (C_p = L_j where pos_j = p) and g_c runs on
         them in the same call -- twice the sweep, no table (N=3, d=3, n=5: the table
-        would be 1.2 GiB).
+        would be 1.2 GiB); q(L)_j = q(C)_{pos_j} is then an [n, n] network (for every
+        j, p: pos_j != p or the two are equal).
 
-The comparison q(L)_j = q(C)_{pos_j} is an [n, n] network (for every j, p: pos_j != p
-or the two are equal), vectorized over the block: no per-token gathers (the class
-table is read by one row gather per point). Final values are compared, ordered and
+A table larger than SUBTABLE_BUDGET is read through parts that stay in the cache (its
+reads at random rows otherwise wait on memory: a quarter of the pass at N=2, d=3, n=7):
+the last n - u columns are the top digits of the block index, fixed for a window of
+V^(u - m) consecutive blocks (``free_columns``), so a window's points fall in the
+classes A + W, A a multiset of the first u columns, W the fixed columns' values:
+
+    part(W)[r n + p] = table[rank(A_r + W) n + p]      r < C(V + u - 1, u)
+    q(C)_{pos_j}     = part(W)[rank_u(c_0 .. c_{u-1}) n + pos_j]
+
+with rank_u the colex rank of the free columns (their own stable positions). Each
+device builds the part for each window of its call (a call covers whole windows or
+lies in one, ``steps_per_call``). Final values are compared, ordered and
 reduced as int64 *words* (``words_fn``): the value itself in int64, or the limbs
 packed two to a word (``limbs.ordered_words``; 3 limbs of 30 bits -> 2 words), so a
 limb comparison costs two int64 ones.
@@ -48,6 +60,7 @@ This module is the block *strategy* (``layout``, ``make_block_fn``); the pass it
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import jax
@@ -73,7 +86,10 @@ BLOCK_BUDGET = 1 << 29
 CACHE_POINTS = 4096
 #: Largest class table the equivariance check reads; beyond it each point's class
 #: representative is recomputed in-kernel (``make_block_fn``).
-TABLE_BUDGET = 1 << 26
+TABLE_BUDGET = 1 << 30
+#: Largest part of the class table one call reads (``free_columns``): a table that
+#: stays in the cache, where reads of the whole table at random rows wait on memory.
+SUBTABLE_BUDGET = 1 << 22
 
 
 #: Integer operations per second per core of the roofline (``ops_per_point``): 3 GHz x 4
@@ -120,10 +136,36 @@ def layout(cm, chunk_size: int) -> tuple[int, int, int]:
 
 
 def steps_per_call(chunk_size: int, block: int, num_blocks: int,
-                   num_devices: int) -> int:
-  """Blocks each device runs per call: up to ``chunk_size`` points (at most the grid)."""
+                   num_devices: int, window: int | None = None) -> int:
+  """Blocks each device runs per call: up to ``chunk_size`` points (at most the grid);
+  with a ``window`` (``window_blocks``), a multiple or a divisor of it, so that a
+  device's blocks cover whole windows or lie in one."""
   per_device = -(-num_blocks // num_devices)
-  return max(1, min(int(chunk_size) // block, per_device))
+  steps = max(1, min(int(chunk_size) // block, per_device))
+  if window is None:
+    return steps
+  if steps >= window:
+    return steps // window * window
+  return next(s for s in range(steps, 0, -1) if window % s == 0)
+
+
+def free_columns(cm, m: int) -> int:
+  """u in (m, n]: the class table is read through its part for the classes of the
+  first u columns with the last n - u fixed (the top digits of the block index, the
+  same for a window of V^(u - m) consecutive blocks). A part has C(V + u - 1, u)
+  classes (the multisets of the u free columns); u is the largest whose part holds at
+  most ``SUBTABLE_BUDGET`` bytes, n (the whole table) when none does."""
+  v, n = enumeration.num_column_values(cm.d, cm.resolution), cm.n
+  return next((u for u in range(n, m, -1)
+               if 8 * num_words(cm) * n * math.comb(v + u - 1, u) <= SUBTABLE_BUDGET), n)
+
+
+def window_blocks(cm, m: int, table) -> int | None:
+  """Consecutive blocks that share the table part a call reads (``free_columns``):
+  V^(u - m), or None (no table, or the whole table)."""
+  if table is None or (free := free_columns(cm, m)) == cm.n:
+    return None
+  return enumeration.num_column_values(cm.d, cm.resolution) ** (free - m)
 
 
 def _column_tables(cm):
@@ -191,6 +233,13 @@ def words_fn(cm):
   if cm.limbs:
     return lambda x: limbs.ordered_words(x, cm.arithmetic.spec)
   return lambda x: [x]
+
+
+def num_words(cm) -> int:
+  """int64 words per value of ``words_fn``."""
+  if not cm.limbs:
+    return 1
+  return -(-cm.arithmetic.num_limbs // max(1, 63 // cm.arithmetic.spec.limb_bits))
 
 
 def words_to_python(cm, words) -> np.ndarray:
@@ -264,21 +313,64 @@ def _representative_ids(s_ops, ids0, pos):
   return jnp.stack(out)
 
 
-def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx_dt):
+def _stable_positions(cols):
+  """pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j} over the leading axis of cols [u, B]."""
+  u = cols.shape[0]
+  return jnp.stack([sum(((cols[i] <= cols[j]) if i < j else (cols[i] < cols[j])
+                         ).astype(jnp.int32) for i in range(u) if i != j) for j in range(u)])
+
+
+def _colex_rank(binom, values, positions, v: int, n: int):
+  """sum_j C(c_j + p_j, p_j + 1) over the leading axis: the colex rank of the multiset
+  whose sorted sequence has c_j at p_j (``binom``: ``_class_binomials(n, v)``)."""
+  return jnp.sum(binom[(positions + 1) * (v + n) + values + positions], axis=0)
+
+
+def _table_part(table_rows, binom, free_sets, top, v: int, n: int, idx_dt):
+  """Rows q(A + W) [R n, C] of the classes of ``free_sets`` A [R, u] (sorted, colex
+  order) joined with the fixed columns' values W = ``top`` [n - u]: in the merged
+  sorted sequence a_i sits at i + #{k: w_k < a_i}, w_k at k + #{i: a_i <= w_k}."""
+  a, w = free_sets.T, jnp.sort(top).astype(free_sets.dtype)                # [u, R], [n - u]
+  u = a.shape[0]
+  pos_a = jnp.arange(u, dtype=a.dtype)[:, None] + jnp.sum(
+      w[None, :, None] < a[:, None, :], axis=1, dtype=a.dtype)
+  pos_w = jnp.arange(n - u, dtype=a.dtype)[:, None] + jnp.sum(
+      a[None, :, :] <= w[:, None, None], axis=1, dtype=a.dtype)
+  rank = (_colex_rank(binom, a.astype(idx_dt), pos_a.astype(idx_dt), v, n)
+          + _colex_rank(binom, jnp.broadcast_to(w[:, None], pos_w.shape).astype(idx_dt),
+                        pos_w.astype(idx_dt), v, n))
+  return table_rows[(rank.astype(idx_dt)[:, None] * n + jnp.arange(n, dtype=idx_dt)
+                     ).reshape(-1)]
+
+
+def _free_multisets(v: int, u: int) -> np.ndarray:
+  """Every multiset of u column values as its sorted sequence [R, u] int32, in colex
+  rank order (R = C(V + u - 1, u))."""
+  sets = np.asarray(list(itertools.combinations_with_replacement(range(v), u)), np.int64)
+  rank = sum(np.asarray([math.comb(x + i, i + 1) for x in range(v)])[sets[:, i]]
+             for i in range(u))
+  return sets[np.argsort(rank)].astype(np.int32)
+
+
+def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx_dt,
+                        free: int):
   """g_c on the block (``yun.stages.sweep``) and q(C) of each point's representative, as words:
   (sweep ids [n, B(, K)], q [n, B(, K)], ref [n][C] words [B], inexact).
 
-  With a class table: q(C) is row rank(C) (colex rank sum_j C(c_j + pos_j, pos_j + 1));
-  without: C's ids run through g_c in the same call (twice the sweep)."""
+  With a class table (or its part for the fixed columns, ``free_columns`` u < n; row
+  r n + p holds q(C)_p of class r): ref_j = q(C)_{pos_j}, read at row rank n + pos_j,
+  rank the colex rank of the first ``free`` columns (all n: of C), one gather per token
+  and word; without: ref_p = q(C)_p, C's ids run through g_c in the same call (twice
+  the sweep)."""
   v = enumeration.num_column_values(cm.d, cm.resolution)
   n, block = ids0.shape[0], ids0.shape[1]
   if table_rows is not None:
     ids = sweep.run_sweep(prog, ids0)
     q, _, inexact = sweep.global_shift(cm, prog, ids)
-    rank = jnp.sum(binom[(pos + 1) * (v + n) + cols.astype(idx_dt) + pos], axis=0)
-    rows = table_rows[rank.astype(idx_dt)]                               # [B, n, C]
-    return ids, q, [[rows[:, p, i] for i in range(rows.shape[-1])] for p in range(n)], \
-        inexact
+    free_pos = pos if free == n else _stable_positions(cols[:free]).astype(idx_dt)
+    rank = _colex_rank(binom, cols[:free].astype(idx_dt), free_pos, v, n)
+    at = table_rows[rank.astype(idx_dt)[None] * n + pos]                 # [n, B, C]
+    return ids, q, [[at[j, :, i] for i in range(at.shape[-1])] for j in range(n)], inexact
   s_ops = sweep.sweep_ops(prog)
   both = sweep.run_sweep(prog, jnp.concatenate([ids0, _representative_ids(s_ops, ids0, pos)],
                                                axis=1))                 # [n, 2B(, K)]
@@ -306,8 +398,8 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       the same call (twice the sweep, no table in memory).
     extra: optional ``extra(k [P, n, d], z [P, n, d(, K)], cat [P], valid [P]) -> count``
       added as ``counts['extra']`` (the verifier's Lemma 9 check).
-  Returns counts (``checks``' names, summed) and extremes (max, min of q and of z's
-  first row, as words [D, steps, C]).
+  Returns counts (``checks``' names, per device [D]) and extremes (max, min of q and of
+  z's first row, as words [D, steps, C]).
   """
   prog = sweep.read_program(cm, sweep_arithmetic)
   s_ops, f_ops = sweep.sweep_ops(prog), sweep.final_ops(cm)
@@ -320,6 +412,13 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   # category counts, checked against the closed forms, confirm no point is in G~).
   has_cat1 = math.perm(N ** d, n) > 0
   with_table = table is not None
+  # The table is read through its part for the last n - free columns (one per device
+  # and call: a device's steps blocks lie in one window of V^(free - m) blocks).
+  free = free_columns(cm, m) if with_table else n
+  window = window_blocks(cm, m, table)
+  if window is not None and window % steps and steps % window:
+    raise ValueError(f'steps={steps} must divide or be a multiple of the window of '
+                     f'{window} blocks.')
   # Index arithmetic of the equivariance lookup in int32 when it fits.
   rows = table.shape[0] if with_table else 0
   idx_dt = jnp.int32 if max(rows * n, (n + 1) * (v + n)) < 2 ** 31 else jnp.int64
@@ -333,14 +432,14 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   if extra is not None:
     k_block = jnp.asarray(col_k[enumeration.column_digits(np.arange(block), m, v)])   # [B, m, d]
 
-  def one_block(t, num_blocks, table_rows, binom, c, tab):
+  def one_block(t, num_blocks, table_rows, binom, c, tab, _):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     ok = t < num_blocks
     pre, cols, ids0, zoff, cat, pos = _decode_block(cm, m, c, tab,
                                                     jnp.minimum(t, num_blocks - 1))
     pos = pos.astype(idx_dt)
     ids, q, ref, inexact = _run_with_reference(cm, prog, words, ids0, cols, pos,
-                                               table_rows, binom, idx_dt)
+                                               table_rows, binom, idx_dt, free)
     qw = words(q)                                                          # C x [n, B]
     q_tokens = [[w[j] for w in qw] for j in range(n)]
     valid = jnp.broadcast_to(ok, (block,))
@@ -351,8 +450,10 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
               **checks.lemma8(q_tokens, cat, valid, cmp=checks.WORDS, t_l=t_l, t_r=t_r,
                               ltn=ltn, l10_cmp=l10_ops, lo=lo10, hi=hi10,
                               category_1_possible=has_cat1),
-              'permutation_equivariance': checks.equivariance(q_tokens, pos, ref, valid,
-                                                              cmp=checks.WORDS),
+              'permutation_equivariance': (
+                  checks.equivariance_aligned(q_tokens, ref, valid, cmp=checks.WORDS)
+                  if with_table else
+                  checks.equivariance(q_tokens, pos, ref, valid, cmp=checks.WORDS)),
               'inexact': ok * inexact}
     # Extremes of q and of z's first row z_j1 = x_j1 + q_j - id_j (the other rows are
     # the inputs).
@@ -365,36 +466,54 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       counts['extra'] = extra(k, z, cat, valid)
     return {key: jnp.asarray(val, jnp.int64) for key, val in counts.items()}, ext
 
-  def run_steps(t, num_blocks, *args):  # blocks t .. t + steps - 1
+  def run_steps(t, count, num_blocks, *args):  # blocks t .. t + count - 1
     _, (counts, ext) = jax.lax.scan(
         lambda carry, i: (carry, one_block(t + i, num_blocks, *args)), None,
-        jnp.arange(steps, dtype=jnp.int64))
+        jnp.arange(count, dtype=jnp.int64))
     return {key: jnp.sum(val) for key, val in counts.items()}, ext
 
-  def local(ts, num_blocks, *args):  # ts [1]: this device's first block
-    counts, ext = run_steps(ts[0], num_blocks, *args)
+  def run_windows(t, num_blocks, table_rows, binom, c, tab, free_sets):
+    """Blocks t .. t + steps - 1, window by window, each with its part of the table."""
+    per = min(window, steps)
+
+    def one_window(k):
+      t_k = t + k * per
+      top = enumeration.column_digits(jnp.minimum(t_k, num_blocks - 1) // window, n - free, v)
+      part = _table_part(table_rows, binom, free_sets, top, v, n, idx_dt)
+      return run_steps(t_k, per, num_blocks, part, binom, c, tab, None)
+
+    _, (counts, ext) = jax.lax.scan(lambda carry, k: (carry, one_window(k)), None,
+                                    jnp.arange(steps // per, dtype=jnp.int64))
+    return ({key: jnp.sum(val) for key, val in counts.items()},
+            tuple(e.reshape((steps,) + e.shape[2:]) for e in ext))
+
+  def local(ts, num_blocks, table_rows, binom, c, tab, free_sets):  # ts [1]: first block
+    if window is None:
+      counts, ext = run_steps(ts[0], steps, num_blocks, table_rows, binom, c, tab, None)
+    else:
+      counts, ext = run_windows(ts[0], num_blocks, table_rows, binom, c, tab, free_sets)
     return {key: val[None] for key, val in counts.items()}, tuple(e[None] for e in ext)
 
   if num_devices > 1:
     mesh = parallel.make_mesh(num_devices)
     spec = jax.sharding.PartitionSpec(mesh.axis_names[0])
     rep_spec = jax.sharding.PartitionSpec()
-    local = jax.shard_map(local, mesh=mesh, in_specs=(spec,) + (rep_spec,) * 5,
+    local = jax.shard_map(local, mesh=mesh, in_specs=(spec,) + (rep_spec,) * 6,
                           out_specs=spec, check_vma=False)
 
-  def f(t0, num_blocks, *args):
-    counts, ext = local(t0 + steps * jnp.arange(num_devices, dtype=jnp.int64), num_blocks,
-                        *args)
-    return {key: jnp.sum(val) for key, val in counts.items()}, ext
+  def f(t0, num_blocks, *args):  # per device: no collective, so no device waits for another
+    return local(t0 + steps * jnp.arange(num_devices, dtype=jnp.int64), num_blocks, *args)
 
   # The class table and the block constants are arguments, not closed-over constants
   # (a constant is copied into the compiled program).
-  if with_table:  # [M, n, C] words (int64: the values themselves, no device program)
+  if with_table:  # [M n, C] words (int64: the values themselves, no device program)
     table = (np.asarray(table)[..., None] if not cm.limbs else
              np.asarray(jnp.stack(words(jnp.asarray(table)), axis=-1)))
+    table = table.reshape(-1, table.shape[-1])
   args = (table if with_table else None, _class_binomials(n, v),
           _block_constants(cm, m, s_ops, f_ops, tables),
-          _column_table_arrays(s_ops, f_ops, tables))
+          _column_table_arrays(s_ops, f_ops, tables),
+          _free_multisets(v, free) if free < n else None)
   # Placed on the devices once (on every device with several), not copied on every call.
   args = jax.device_put(args, jax.sharding.NamedSharding(parallel.make_mesh(num_devices),
                                                          jax.sharding.PartitionSpec())

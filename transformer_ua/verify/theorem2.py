@@ -35,7 +35,7 @@ from transformer_ua.yun.variants.paper import Paper
 #: the process (~0.5 GB) and one chunk's working set (capped at 0.5 GiB, see
 #: ``contextual_mapping.chunk_cap`` / ``sweep_kernel.BLOCK_BUDGET``) peak RSS stays < 2 GB.
 MAX_POINTS = 2 * 10 ** 9
-MAX_BYTES = 2 ** 29
+MAX_BYTES = 2 ** 30
 #: Budget (layers x points) of the literal value-mapping check.
 LITERAL_BUDGET = 2 * 10 ** 8
 
