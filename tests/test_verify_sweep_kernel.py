@@ -155,7 +155,7 @@ def test_binary_caps_chunk_and_refuses_in_one_line(tmp_path):
   r = json.loads(out.read_text())
   assert r['all_hold'] and r['kernel'] == 'sweep' and r['chunk_size'] <= 4096
   assert os.path.exists(str(out) + '.state')
-  bad = subprocess.run([sys.executable, BINARY, '--d=2', '--n=4', '--resolution=8',
+  bad = subprocess.run([sys.executable, BINARY, '--d=2', '--n=4', '--resolution=9',
                         '--grid=multiset'], capture_output=True, text=True, timeout=600,
                        cwd=ROOT)
   assert bad.returncode == 2 and 'Traceback' not in bad.stderr

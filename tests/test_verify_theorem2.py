@@ -17,4 +17,4 @@ def test_too_large_grid_hint_suggests_multiset_only_when_not_set():
 
 def test_memory_budget_refused_up_front():
   with pytest.raises(ValueError, match='GiB'):
-    theorem2.verify_theorem2(Grid(2, 4, 8), enumeration='multiset', progress=False)
+    theorem2.verify_theorem2(Grid(2, 4, 9), enumeration='multiset', progress=False)

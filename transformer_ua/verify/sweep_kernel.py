@@ -15,7 +15,8 @@ global shift in the planned arithmetic) and checks, per point (L in G+, C its cl
 representative, the columns of L sorted):
 
     8.1, 8.3, 8.4, Lemma 10 bounds      ``checks.lemma8`` (as every pass)
-    permutation equivariance            ``checks.equivariance``: q(L)_j = q(C)_{pos_j},
+    permutation equivariance            q(L)_j = q(C)_{pos_j} (``checks.equivariance_aligned``,
+                                        ``checks.equivariance``),
                                         pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j}
                                         (stable sorted position)
 
@@ -44,15 +45,18 @@ classes A + W, A a multiset of the first u columns, W the fixed columns' values:
 
 with rank_u the colex rank of the free columns (their own stable positions). Each
 device builds the part for each window of its call (a call covers whole windows or
-lies in one, ``steps_per_call``). Final values are compared, ordered and
-reduced as int64 *words* (``words_fn``): the value itself in int64, or the limbs
+lies in one, ``steps_per_call``).
+
+Final values are compared, ordered and reduced as int64 *words* (``words_fn``): the
+value itself in int64, or the limbs
 packed two to a word (``limbs.ordered_words``; 3 limbs of 30 bits -> 2 words), so a
 limb comparison costs two int64 ones.
 
 Blocks hold at most ``CACHE_POINTS`` points (their [n, B] arrays stay in L2); one jit
 call runs ``steps`` consecutive blocks per device in a ``lax.scan`` (a call covers up
 to the chunk size), so the per-call dispatch is paid once per chunk. With D devices,
-device k runs blocks t0 + k steps .. t0 + (k + 1) steps - 1 (leading axis sharded).
+device k runs blocks t0 + k steps .. t0 + (k + 1) steps - 1 (leading axis sharded) and
+returns its own counts (no collective, so no device waits for another).
 
 This module is the block *strategy* (``layout``, ``make_block_fn``); the pass itself
 (progress with an ETA, resumable state) is ``grid_pass.full_pass`` through ``runner``.
