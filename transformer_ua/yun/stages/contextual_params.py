@@ -32,7 +32,6 @@ import math
 from fractions import Fraction
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from transformer_ua.exact import reference
@@ -131,21 +130,19 @@ def parameter_count_of(sweeps: int, d: int) -> int:
 # ---------------------------------------------------------------------------
 
 
-def sweep_layer(sweep_id, u, step, half, shift):
-  """One Psi layer for the column id ``sweep_id * step`` (vmapped over the sweep)."""
-  d = u.shape[0]
-  center = sweep_id * step
-  w = jnp.broadcast_to(u, (SWEEP_HEADS, HEAD_SIZE, d))
-  b_q = -jnp.stack([center - half, center + half]).reshape(SWEEP_HEADS, HEAD_SIZE)
-  e1 = jnp.zeros((d,), u.dtype).at[0].set(1)
-  w_o = jnp.stack([shift * e1, -shift * e1])[:, :, None]
-  return {'W_Q': w, 'b_Q': b_q, 'W_K': w, 'W_V': w, 'W_O': w_o}
-
-
-@jax.jit
 def sweep_params(sweep_ids, u, step, half, shift):
-  return jax.vmap(sweep_layer, in_axes=(0, None, None, None, None))(
-      sweep_ids, u, step, half, shift)
+  """The Psi layers for the column ids ``sweep_ids * step``, stacked [L, ...]: host
+  NumPy arrays of the dtype of ``sweep_ids`` and ``u`` (``step``, ``half``, ``shift``
+  scalars of it). Layer l: W_Q = W_K = W_V = u^T in both heads, b_Q = -(c_l - half),
+  -(c_l + half) with c_l = sweep_ids[l] step, W_O = (shift e_1, -shift e_1)."""
+  sweep_ids, u = np.asarray(sweep_ids), np.asarray(u)
+  num, d = sweep_ids.shape[0], u.shape[0]
+  center = sweep_ids * step
+  w = np.broadcast_to(u, (num, SWEEP_HEADS, HEAD_SIZE, d)).copy()
+  b_q = -np.stack([center - half, center + half], axis=1).reshape(num, SWEEP_HEADS, HEAD_SIZE)
+  w_o = np.zeros((num, SWEEP_HEADS, d, HEAD_SIZE), u.dtype)
+  w_o[:, 0, 0, 0], w_o[:, 1, 0, 0] = shift, -shift
+  return {'W_Q': w, 'b_Q': b_q.astype(u.dtype), 'W_K': w.copy(), 'W_V': w.copy(), 'W_O': w_o}
 
 
 def final_params(u, final_scale, dtype):
@@ -193,23 +190,23 @@ def contextual_mapping_params(grid: Grid, *, sweep_ids=None,
   shift = N ** d
   with jax.enable_x64(True):
     if dtype in ('float64', 'float32'):
-      jdt = jnp.float64 if dtype == 'float64' else jnp.float32
-      sweep = sweep_params(jnp.asarray(sweep_ids, jdt), jnp.asarray(u, jdt),
-                            jnp.asarray(1.0 / N, jdt), jnp.asarray(0.5 / N, jdt),
-                            jnp.asarray(float(shift), jdt))
-      final = jax.tree_util.tree_map(jnp.asarray, final_params(u, float(final_scale), jdt))
+      ndt = np.dtype(dtype)
+      sweep = jax.device_put(sweep_params(np.asarray(sweep_ids, ndt), np.asarray(u, ndt),
+                                          ndt.type(1.0 / N), ndt.type(0.5 / N),
+                                          ndt.type(float(shift))))
+      final = jax.device_put(final_params(u, float(final_scale), ndt))
     elif dtype in ('int64', 'object'):
       if max(u[-1], shift, int(sweep_ids[-1]) * (S // N) + S) >= 2 ** 62:
         raise ValueError('the sweep weights do not fit int64; this configuration is '
                          'beyond what can be built.')
-      sweep = sweep_params(jnp.asarray(sweep_ids, jnp.int64), jnp.asarray(u, jnp.int64),
-                            jnp.asarray(S // N, jnp.int64), jnp.asarray(S // (2 * N), jnp.int64),
-                            jnp.asarray(shift, jnp.int64))
+      sweep = sweep_params(np.asarray(sweep_ids, np.int64), np.asarray(u, np.int64),
+                           np.int64(S // N), np.int64(S // (2 * N)), np.int64(shift))
       if dtype == 'int64':
         if final_scale >= 2 ** 63:
           raise ValueError(f'final scale {final_scale} does not fit int64; use '
                            "dtype='object'.")
-        final = jax.tree_util.tree_map(jnp.asarray, final_params(u, final_scale, np.int64))
+        sweep = jax.device_put(sweep)
+        final = jax.device_put(final_params(u, final_scale, np.int64))
       else:
         sweep = reference.as_object(sweep)
         final = final_params(u, final_scale, object)

@@ -365,21 +365,17 @@ def params(grid: Grid, *, scale: int | None = None,
   sweep_ids = np.arange(1, c.V + 1, dtype=np.int64)
   if dtype == 'float64':
     dt, one, unit = np.float64, 1.0, Fraction(1, N)
-    with jax.enable_x64(True):
-      sweep = contextual_params.sweep_params(
-          jnp.asarray(sweep_ids, jnp.float64), jnp.asarray(u, jnp.float64),
-          jnp.asarray(1.0 / N), jnp.asarray(0.5 / N), jnp.asarray(float(c.lam)))
-      sweep = jax.tree_util.tree_map(np.asarray, sweep)
+    sweep = contextual_params.sweep_params(
+        np.asarray(sweep_ids, np.float64), np.asarray(u, np.float64), 1.0 / N, 0.5 / N,
+        float(c.lam))
     offset = _offset_params(d, float(unit), dt)
     scales = [float(c.C3)], [float(c.C1), float(n * c.C2)]
   elif dtype == 'object':
     S = _check_scale(scale, N, n)
     dt, one = object, S
-    with jax.enable_x64(True):
-      sweep = contextual_params.sweep_params(
-          jnp.asarray(sweep_ids), jnp.asarray(u, jnp.int64), jnp.asarray(S // N, jnp.int64),
-          jnp.asarray(S // (2 * N), jnp.int64), jnp.asarray(c.lam, jnp.int64))
-      sweep = reference.as_object(sweep)
+    sweep = reference.as_object(contextual_params.sweep_params(
+        np.asarray(sweep_ids, np.int64), np.asarray(u, np.int64), np.int64(S // N),
+        np.int64(S // (2 * N)), np.int64(c.lam)))
     offset = _offset_params(d, S // N, dt)
     offset['phi']['breaks'] = np.asarray([[[-S, S]]], object)
     scales = [c.C3], [c.C1, n * c.C2]
