@@ -436,7 +436,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
   if extra is not None:
     k_block = jnp.asarray(col_k[enumeration.column_digits(np.arange(block), m, v)])   # [B, m, d]
 
-  def one_block(t, num_blocks, table_rows, binom, c, tab, _):
+  def one_block(t, num_blocks, table_rows, binom, c, tab):
     """Counts of block t (scalar); all-zero counts when t >= num_blocks."""
     ok = t < num_blocks
     pre, cols, ids0, zoff, cat, pos = _decode_block(cm, m, c, tab,
@@ -484,7 +484,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
       t_k = t + k * per
       top = enumeration.column_digits(jnp.minimum(t_k, num_blocks - 1) // window, n - free, v)
       part = _table_part(table_rows, binom, free_sets, top, v, n, idx_dt)
-      return run_steps(t_k, per, num_blocks, part, binom, c, tab, None)
+      return run_steps(t_k, per, num_blocks, part, binom, c, tab)
 
     _, (counts, ext) = jax.lax.scan(lambda carry, k: (carry, one_window(k)), None,
                                     jnp.arange(steps // per, dtype=jnp.int64))
@@ -493,7 +493,7 @@ def make_block_fn(cm, m: int, table, num_devices: int = 1, extra=None,
 
   def local(ts, num_blocks, table_rows, binom, c, tab, free_sets):  # ts [1]: first block
     if window is None:
-      counts, ext = run_steps(ts[0], steps, num_blocks, table_rows, binom, c, tab, None)
+      counts, ext = run_steps(ts[0], steps, num_blocks, table_rows, binom, c, tab)
     else:
       counts, ext = run_windows(ts[0], num_blocks, table_rows, binom, c, tab, free_sets)
     return {key: val[None] for key, val in counts.items()}, tuple(e[None] for e in ext)
