@@ -14,7 +14,7 @@ Networks (d = 1, n = 2, paper-valued float64 params, batch of 8 inputs [8, n, d]
 
 Methods, on the *same* params (``layers.apply_layer`` is the one layer function):
 
-* ``scan`` (ours) -- ``layers.Network``: each segment's stacked ``[depth, ...]`` params
+* ``scan`` (ours) -- ``modules.Network``: each segment's stacked ``[depth, ...]`` params
   applied by ``lax.scan``; one compiled loop body whatever the depth;
 * ``unrolled_jit`` (reference) -- one ``jax.jit`` of a Python loop over the layers:
   the program, its trace and its compile grow with depth;
@@ -94,7 +94,7 @@ def measure(network: str, method: str, depth: int) -> dict:
   jax.config.update('jax_enable_x64', True)
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
-  from transformer_ua import layers  # pylint: disable=import-outside-toplevel
+  from transformer_ua import layers, modules  # pylint: disable=import-outside-toplevel
 
   t0 = time.perf_counter()
   segments, params, x = build(network, depth)
@@ -104,7 +104,7 @@ def measure(network: str, method: str, depth: int) -> dict:
   assert sum(s.depth for s in segments) == depth, (segments, depth)
 
   if method == 'scan':
-    net = layers.Network(tuple(segments))
+    net = modules.Network(tuple(segments))
     t0 = time.perf_counter()
     run = jax.jit(lambda p, z: net.apply({'params': p}, z)).lower(params, x).compile()
     compile_s = time.perf_counter() - t0

@@ -8,7 +8,7 @@ float64 on the same inputs: n = 2002 uses the theory's lattice directions, n = 4
 (the paper's token count) random directions with the minimum-norm ridge solve.
 
 * literal: ``PolynomialTransformer.apply`` -- F(x) then q = 5 Lemma 3.1 blocks through
-  ``layers.Network`` (one head of size n + 1, dense [n, n+q+2] tokens, an [n, n] score
+  ``modules.Network`` (one head of size n + 1, dense [n, n+q+2] tokens, an [n, n] score
   matrix per input: ~5 (3 n^2 D + n^2 (n+1)) multiply-adds per input, D = n + q + 2);
 * compact: ``apply_compact`` -- t = x F^T, the powers by the same recurrence, beta . slots.
 

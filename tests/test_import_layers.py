@@ -8,6 +8,8 @@ package ``transformer_ua.fang``.
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -90,8 +92,9 @@ def test_the_graph_sees_known_imports():
 @pytest.mark.parametrize('sources,forbidden', [
     (('yun', 'fang'), ('verify', 'experiments', 'reports', 'train')),
     (('exact', 'realize'), ('yun', 'fang', 'verify', 'train', 'models', 'reports')),
-    (('layers', 'activations'),
+    (('layers', 'modules', 'activations'),
      ('yun', 'fang', 'verify', 'train', 'models', 'reports', 'exact', 'realize')),
+    (('layers',), ('modules',)),   # the pure layers never load Flax
 ])
 def test_imports_run_one_way(sources, forbidden):
   assert _violations(sources, forbidden) == []
@@ -114,3 +117,18 @@ def test_no_import_cycles():
     if m not in state:
       visit(m, [m])
   assert cycles == []
+
+
+def test_the_exact_verifier_loads_no_flax():
+  """The whole-grid verifier's module (its start-up, main not run) leaves Flax unloaded:
+  constructions import ``modules`` (Flax) only where they build a network. A fresh process."""
+  code = ('import runpy, sys\n'
+          'runpy.run_path("experiments/verify_contextual_mapping.py")\n'
+          'print(sorted(m for m in sys.modules if m.split(".")[0] == "flax"))')
+  out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                       text=True, check=True).stdout.strip()
+  assert out == '[]'
+  # The check can fail: the package's network module does load Flax.
+  code = 'import sys\nfrom transformer_ua import modules\nprint("flax" in sys.modules)'
+  assert subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                        text=True, check=True).stdout.strip() == 'True'

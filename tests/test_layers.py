@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import activations, layers
-from transformer_ua.layers import Network, Segment
+from transformer_ua import activations, layers, modules
+from transformer_ua.layers import Segment
+from transformer_ua.modules import Network
 
 
 # ---------------------------------------------------------------------------
@@ -250,7 +251,7 @@ def test_integer_mode_equals_float64_where_exact(seed):
     # Repeated tokens create ties; W_K = W_V means tied keys have equal values.
     x = 2 * jnp.asarray(rng.integers(-4, 5, size=(50, n, d)))
     x = x.at[:, 1].set(x[:, 2])
-    exact = layers.exact_apply(net, params, x)
+    exact = modules.exact_apply(net, params, x)
     assert exact.dtype == jnp.int64
     as_float = jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), params)
     approx = net.apply({'params': as_float}, x.astype(jnp.float64))
@@ -269,9 +270,9 @@ def test_exact_apply_refuses_inexact_tie_average():
         'W_V': one(1, 1, 1), 'W_O': one(1, 1, 1)}}}
     # Query 0 -> all keys tie -> average of (1, 2) = 3/2.
     with pytest.raises(ValueError, match='not integers'):
-      layers.exact_apply(net, params, jnp.asarray([[[1], [2]]], jnp.int64))
+      modules.exact_apply(net, params, jnp.asarray([[[1], [2]]], jnp.int64))
     with pytest.raises(ValueError, match='integer input'):
-      layers.exact_apply(net, params, jnp.asarray([[[1.0], [2.0]]]))
+      modules.exact_apply(net, params, jnp.asarray([[[1.0], [2.0]]]))
 
 
 def test_softmax_refuses_integer_mode():

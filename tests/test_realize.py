@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from transformer_ua import activations, layers, realize
-from transformer_ua.layers import Network, Segment
+from transformer_ua.layers import Segment
+from transformer_ua.modules import Network
 
 # Three Phi units, one per placement of the constant piece, plus a 2-piece one.
 UNITS = [

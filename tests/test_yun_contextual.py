@@ -240,3 +240,25 @@ def test_lemma8_stage_hooks():
   assert not contextual_ties.build(Grid(1, 2, 2)).id_sweep
   with pytest.raises(ValueError, match=r'\{-1, 0, \.\.\., 1\}'):
     cm.check_indices(np.array([[[-2], [0]]]))
+
+
+@pytest.mark.parametrize('positional', [False, True])
+@pytest.mark.parametrize('arithmetic', ['auto', 'limbs'])
+def test_encode_python_gives_the_integers_of_encode(positional, arithmetic):
+  """The host encoder (the sweep kernel's column tables) against the device one, on every
+  index of every token: out of range (-1, where the map has it) and in range."""
+  N, d, n = 3, 2, 3
+  build = (contextual.PositionalContextualMapping if positional else
+           contextual.ContextualMapping).build
+  cm = build(Grid(d, n, N), arithmetic=arithmetic)
+  low = 0 if positional else -1
+  k = np.stack(np.meshgrid(*[np.arange(low, N)] * 2, indexing='ij'), -1).reshape(-1, 1, d)
+  k = np.broadcast_to(k, (len(k), n, d))
+  with jax.enable_x64(True):
+    device = cm.ops.to_python(cm.encode(jnp.asarray(k)))
+  host = cm.encode_python(k)
+  assert host.dtype == object and host.shape == k.shape
+  assert all(type(v) is int for v in host.reshape(-1))
+  np.testing.assert_array_equal(host, device)
+  # Theorem 3's E: token j is offset by j S (the plain map: no offset).
+  assert (host[:, 1] - host[:, 0] == (cm.scale if positional else 0)).all()

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import layers
+from transformer_ua import modules
 from transformer_ua.yun.stages import contextual, quantize, value
 from transformer_ua.yun.stages import contextual_params
 from transformer_ua.yun.grid import Grid
@@ -25,7 +25,7 @@ CONFIGS = [(N, d, n) for N, d, n in itertools.product((2, 3, 5, 8), (1, 2, 3), (
 
 
 def _init_count(segments, n, d):
-  shapes = jax.eval_shape(layers.Network(tuple(segments)).init, jax.random.PRNGKey(0),
+  shapes = jax.eval_shape(modules.Network(tuple(segments)).init, jax.random.PRNGKey(0),
                           jnp.zeros((1, n, d)))['params']
   # Phi descriptors are data, not weights (layers.count_params excludes them too).
   flat = jax.tree_util.tree_flatten_with_path(shapes)[0]

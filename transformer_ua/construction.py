@@ -115,7 +115,7 @@ def merge_counts(*parts: dict) -> dict:
 
 
 def network_depth(network) -> int:
-  """Layers of a network with ``segments`` (``layers.Network`` or a module exposing
+  """Layers of a network with ``segments`` (``modules.Network`` or a module exposing
   its ``layers.Segment`` s the same way)."""
   return sum(int(s.depth) for s in network.segments)
 

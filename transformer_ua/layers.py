@@ -1,4 +1,5 @@
-"""Paper-faithful Transformer layers (Yun et al. 2020 eqs. (1)-(4); Fang et al. 2022).
+"""Paper-faithful Transformer layers as pure functions (Yun et al. 2020 eqs. (1)-(4); Fang
+et al. 2022). Their Flax modules (Attention, FeedForward, Network) are in ``modules``.
 
 Shape glossary (token-major, as JAX code is; the papers are column-major):
 
@@ -23,7 +24,7 @@ The score matrix ``S = (W_K X)^T (W_Q X + b_Q)`` has one row per key ``k`` and o
 column per query ``j``; ``sigma`` normalizes each column over keys. Token-major:
 ``s[..., i, j, k] = key_k . query_j`` and the normalizer acts on the last axis.
 
-Normalizers (``Attention.normalizer``):
+Normalizers (``Segment.normalizer``):
 
 * ``'softmax'``   -- ``softmax(lam * s)`` over keys (the standard Transformer).
 * ``'hardmax'``   -- sigma_H of Yun et al., Appendix A: one-hot of the arg max;
@@ -39,9 +40,11 @@ Exact integer mode: when every parameter and the input are integer arrays (int64
 under ``jax.enable_x64``) and the normalizer is hardmax or one-hot maximum, every
 operation is integer arithmetic; nothing passes through floating point. A hardmax
 tie splits weight ``1/k``; in integer mode the tied values' sum is divided exactly
-when divisible, and every non-divisible average is counted in the ``diagnostics``
-collection (``inexact_ties``) so that exact verifiers can refuse the result.
-``exact_apply`` below does that check.
+when divisible, and every non-divisible average is counted (the second value each
+update returns) so that exact verifiers can refuse the result (``modules.exact_apply``).
+
+No Flax here: a program that only runs segments on their params (the exact verifiers)
+imports this module and never loads Flax.
 
 Rank-one fast path (m = 1, hardmax): ``s[j, k] = key_k * query_j`` with scalars, so
 
@@ -57,11 +60,9 @@ literal score-matrix path, which must agree wherever both are exact.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from typing import Any, Sequence
+from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -71,7 +72,6 @@ from transformer_ua import activations
 NORMALIZERS = ('softmax', 'hardmax', 'onehot_max')
 ACTIVATIONS = ('relu', 'phi')
 SEGMENT_KINDS = ('attention', 'feedforward', 'block')
-DIAGNOSTICS = 'diagnostics'
 
 Array = Any
 
@@ -81,13 +81,13 @@ Array = Any
 # ---------------------------------------------------------------------------
 
 
-def _is_integer(x) -> bool:
+def is_integer(x) -> bool:
   return jnp.issubdtype(jnp.asarray(x).dtype, jnp.integer)
 
 
 def _tie_average(numer, count):
   """numer / count; exact integer division when integer, with a count of misses."""
-  if _is_integer(numer):
+  if is_integer(numer):
     inexact = jnp.sum(numer % count != 0)
     return numer // count, inexact
   return numer / count, jnp.zeros((), jnp.int32)
@@ -148,51 +148,8 @@ def rank_one_hardmax_mix(keys, queries, values):
 
 
 # ---------------------------------------------------------------------------
-# Modules.
+# Attention and feed-forward updates (the residual is added by the caller).
 # ---------------------------------------------------------------------------
-
-
-def _default_init(scale=0.5):
-  return nn.initializers.normal(stddev=scale)
-
-
-class Attention(nn.Module):
-  """Multi-head self-attention of Yun et al. eq. (1), residual included.
-
-  Attributes:
-    num_heads: h.
-    head_size: m.
-    normalizer: 'softmax' | 'hardmax' | 'onehot_max'.
-    lam: softmax scale (scores are multiplied by lam); ignored by the others.
-    fast_path: use the exact rank-one identity when m = 1 and hardmax.
-    param_dtype: dtype of initialized params (builders supply their own).
-  Input/output: ``x [..., n, d]``.
-  """
-
-  num_heads: int
-  head_size: int
-  normalizer: str = 'softmax'
-  lam: float = 1.0
-  fast_path: bool = True
-  param_dtype: Any = jnp.float32
-
-  @nn.compact
-  def __call__(self, x):
-    if self.normalizer not in NORMALIZERS:
-      raise ValueError(f'normalizer={self.normalizer!r}; allowed: {NORMALIZERS}.')
-    h, m, d = self.num_heads, self.head_size, x.shape[-1]
-    init = _default_init(1.0 / np.sqrt(d))
-    w_q = self.param('W_Q', init, (h, m, d), self.param_dtype)
-    b_q = self.param('b_Q', nn.initializers.zeros, (h, m), self.param_dtype)
-    w_k = self.param('W_K', init, (h, m, d), self.param_dtype)
-    w_v = self.param('W_V', init, (h, m, d), self.param_dtype)
-    w_o = self.param('W_O', init, (h, d, m), self.param_dtype)
-    out, inexact = attention_update(
-        dict(W_Q=w_q, b_Q=b_q, W_K=w_k, W_V=w_v, W_O=w_o), x,
-        normalizer=self.normalizer, lam=self.lam, fast_path=self.fast_path)
-    if _is_integer(x):
-      self.sow(DIAGNOSTICS, 'inexact_ties', inexact)
-    return x + out
 
 
 def attention_update(p, x, *, normalizer, lam=1.0, fast_path=True):
@@ -204,7 +161,7 @@ def attention_update(p, x, *, normalizer, lam=1.0, fast_path=True):
   Returns:
     ([..., n, d], number of inexact integer tie averages).
   """
-  integer = _is_integer(x)
+  integer = is_integer(x)
   if normalizer == 'softmax' and integer:
     raise ValueError('softmax attention cannot run in exact integer mode; '
                      'use hardmax or onehot_max, or a float input.')
@@ -227,36 +184,6 @@ def attention_update(p, x, *, normalizer, lam=1.0, fast_path=True):
   return out, inexact
 
 
-class FeedForward(nn.Module):
-  """Token-wise feed-forward of Yun et al. eq. (2), residual included.
-
-  Attributes:
-    width: r.
-    activation: 'relu' or 'phi'. With 'phi' the params carry a ``phi`` entry
-      (``activations.phi_arrays``) describing one member of Phi per hidden unit;
-      ``init`` fills it with ReLUs.
-  """
-
-  width: int
-  activation: str = 'relu'
-  param_dtype: Any = jnp.float32
-
-  @nn.compact
-  def __call__(self, x):
-    if self.activation not in ACTIVATIONS:
-      raise ValueError(f'activation={self.activation!r}; allowed: {ACTIVATIONS}.')
-    r, d = self.width, x.shape[-1]
-    w_1 = self.param('W_1', _default_init(1.0 / np.sqrt(d)), (r, d), self.param_dtype)
-    b_1 = self.param('b_1', nn.initializers.zeros, (r,), self.param_dtype)
-    w_2 = self.param('W_2', _default_init(1.0 / np.sqrt(r)), (d, r), self.param_dtype)
-    b_2 = self.param('b_2', nn.initializers.zeros, (d,), self.param_dtype)
-    p = dict(W_1=w_1, b_1=b_1, W_2=w_2, b_2=b_2)
-    if self.activation == 'phi':
-      p['phi'] = self.param(
-          'phi', lambda _: activations.phi_arrays([activations.RELU] * r, self.param_dtype))
-    return x + feedforward_update(p, x)
-
-
 def feedforward_update(p, x):
   """``W_2 act(W_1 X + b_1) + b_2`` token-wise (no residual), pure. x: [..., n, d]."""
   pre = jnp.einsum('...nd,rd->...nr', x, p['W_1']) + p['b_1']
@@ -265,7 +192,7 @@ def feedforward_update(p, x):
 
 
 # ---------------------------------------------------------------------------
-# Segments and networks.
+# Segments.
 # ---------------------------------------------------------------------------
 
 
@@ -313,25 +240,6 @@ class Segment:
     return self.kind in ('feedforward', 'block')
 
 
-def init_segment(segment: Segment, key, d: int, param_dtype=jnp.float32) -> dict:
-  """Random params of one segment, stacked ``[depth, ...]`` (vmapped module inits)."""
-  dummy = jnp.zeros((1, 2, d), param_dtype)
-
-  def one_layer(k):
-    k_att, k_ff = jax.random.split(k)
-    p = {}
-    if segment.has_attention:
-      p['attention'] = Attention(segment.num_heads, segment.head_size, segment.normalizer,
-                                 segment.lam, segment.fast_path, param_dtype
-                                 ).init(k_att, dummy)['params']
-    if segment.has_feedforward:
-      p['feedforward'] = FeedForward(segment.width, segment.activation, param_dtype
-                                     ).init(k_ff, dummy)['params']
-    return p
-
-  return jax.vmap(one_layer)(jax.random.split(key, segment.depth))
-
-
 def apply_segment(segment: Segment, params: dict, x, trace: bool = False):
   """Applies a segment's layers by ``lax.scan`` over the stacked params, pure.
 
@@ -365,88 +273,6 @@ def apply_layer(segment: Segment, p: dict, x):
   if segment.has_feedforward:
     x = x + feedforward_update(p['feedforward'], x)
   return x, inexact.astype(jnp.int32)
-
-
-class Network(nn.Module):
-  """An ordered list of segments, each applied by ``lax.scan``.
-
-  Params: ``{'E': [n, d] (if positional), 'segment_<i>': {'attention': {...},
-  'feedforward': {...}}}`` with every leaf stacked ``[depth_i, ...]``. A builder
-  returns this pytree directly; compile time does not grow with depth.
-
-  ``__call__(x, trace=False)`` returns ``y``; with ``trace=True`` it returns
-  ``(y, [per-segment outputs [depth_i, ..., n, d]])``, every layer's output.
-
-  Attributes:
-    segments: the segments, in order.
-    positional: add trainable positional encodings ``E [n, d]`` first
-      (Yun et al. Thm 3: ``g_P(X) = g(X + E)``).
-    num_tokens: n, required when positional.
-    embed_width: None, or D > d: X [.., n, d] is padded with D - d zero coordinates first
-      (before E, which is then [n, D]) and the output is the first d coordinates.
-  """
-
-  segments: Sequence[Segment]
-  positional: bool = False
-  num_tokens: int | None = None
-  param_dtype: Any = jnp.float32
-  embed_width: int | None = None
-
-  @nn.compact
-  def __call__(self, x, trace: bool = False):
-    if not self.segments:
-      raise ValueError('a Network needs at least one segment.')
-    d_in = x.shape[-1]
-    if self.embed_width is not None:
-      if self.embed_width < d_in:
-        raise ValueError(f'embed_width={self.embed_width} is below the input width {d_in}.')
-      x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, self.embed_width - d_in)])
-    d = x.shape[-1]
-    if self.positional:
-      if self.num_tokens is None:
-        raise ValueError('positional=True needs num_tokens (n).')
-      if x.shape[-2] != self.num_tokens:
-        raise ValueError(f'input has {x.shape[-2]} tokens; this network was built with '
-                         f'positional encodings for n={self.num_tokens}.')
-      x = x + self.param('E', nn.initializers.zeros, (self.num_tokens, d), self.param_dtype)
-    outputs = []
-    for i, seg in enumerate(self.segments):
-      p = self.param(f'segment_{i}', lambda k, s=seg: init_segment(s, k, d, self.param_dtype))
-      x, ys, inexact = apply_segment(seg, p, x, trace)
-      if _is_integer(x):
-        self.sow(DIAGNOSTICS, f'inexact_ties_{i}', inexact)
-      outputs.append(ys)
-    x = x[..., :d_in]
-    return (x, outputs) if trace else x
-
-
-@functools.lru_cache(maxsize=32)
-def jit_apply(network: Network):
-  """``jax.jit((params, x) -> network.apply({'params': params}, x))``, one per network.
-
-  Networks are hashable by their segments and flags, so callers that rebuild an equal
-  ``Network`` (e.g. realizations differing only in params) share one compilation.
-  """
-  return jax.jit(lambda params, x: network.apply({'params': params}, x))
-
-
-def exact_apply(network: Network, params, x, trace: bool = False):
-  """Runs ``network`` in exact integer mode and refuses an inexact tie average.
-
-  Raises:
-    ValueError: the input or params are not integer arrays, or a hardmax tie average
-      was not an integer (the exact answer is not representable).
-  """
-  leaves = [l for l in jax.tree_util.tree_leaves(params) if l.dtype != bool]
-  if not _is_integer(x) or not all(_is_integer(l) for l in leaves):
-    raise ValueError('exact_apply needs integer input and integer params '
-                     '(build them with integer dtypes under jax.enable_x64).')
-  out, state = network.apply({'params': params}, x, trace, mutable=[DIAGNOSTICS])
-  inexact = sum(int(jnp.sum(v)) for v in jax.tree_util.tree_leaves(state))
-  if inexact:
-    raise ValueError(f'{inexact} hardmax tie averages were not integers; the exact '
-                     'output is not an integer array. Scale the input and biases.')
-  return out
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ is refused. There are no other biases and no other operations: a LayerNorm, GELU
 other key is refused in one line that names it.
 
 ``check`` turns a dict into a ``Net`` (float64 arrays, b_Q filled with zeros) or refuses it
-in one line; ``from_network`` reads the project's ``layers.Network`` with its params;
+in one line; ``from_network`` reads the project's ``modules.Network`` with its params;
 ``params_hash`` is the identity certificates and saved files carry; ``apply`` evaluates in
 NumPy (float64 or float32, a reference, not a certified evaluation).
 """
@@ -264,7 +264,7 @@ def check(net, *, d: int | None = None, n: int | None = None) -> Net:
 
 
 def from_network(network, params, *, d: int | None = None) -> Net:
-  """The project's ``layers.Network`` with its params as a ``Net`` (softmax attention and
+  """The project's ``modules.Network`` with its params as a ``Net`` (softmax attention and
   ReLU feed-forward only; a segment's softmax scale lam is folded into W_Q and b_Q).
 
   ``d``: the token width, needed when the network pads its input (``embed_width``)."""
@@ -355,7 +355,7 @@ def from_realized(g) -> Net:
                        f'positional, n, d); {type(g).__name__} has no {name!r}.')
   width = getattr(g, 'model_width', None)
 
-  class _Shape:  # what from_network reads of a layers.Network
+  class _Shape:  # what from_network reads of a modules.Network
     segments = tuple(g.segments)
     positional = bool(g.positional)
     embed_width = width if width is not None and width > g.d else None

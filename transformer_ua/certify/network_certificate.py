@@ -118,7 +118,7 @@ def _float_up(x: Fraction) -> float:
 
 
 def as_net(g, *, d: int, n: int) -> network_dict.Net:
-  """g as a ``network_dict.Net``: a Net, a dict, a (layers.Network, params) pair, or the
+  """g as a ``network_dict.Net``: a Net, a dict, a (modules.Network, params) pair, or the
   path of an ONNX file (``flat_onnx.read``); one ValueError line otherwise."""
   if isinstance(g, (str, os.PathLike)):
     path = os.fspath(g)
@@ -133,7 +133,7 @@ def as_net(g, *, d: int, n: int) -> network_dict.Net:
   if isinstance(g, (dict, network_dict.Net)):
     return network_dict.check(g, d=d, n=n)
   raise ValueError(f'g is a {type(g).__name__}; give a network dict (network_dict.py), a '
-                   '(layers.Network, params) pair, or the path of an ONNX file.')
+                   '(modules.Network, params) pair, or the path of an ONNX file.')
 
 
 def _check_epsilon(epsilon) -> Fraction | None:
@@ -331,7 +331,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       [batch, n, d] -> [batch, n, d] with ``lipschitz=`` (|f(X)_jk - f(Y)_jk| <= L max|X-Y|)
       or ``modulus=`` (modulus(centres [B, n, d], radii [B, n, d]) -> [B, n, d] bounds on
       sup over the box centre +- radii of |f(X) - f(centre)|, entrywise).
-    g: a ``network_dict.Net`` or dict, a (layers.Network, params) pair, or an ONNX path.
+    g: a ``network_dict.Net`` or dict, a (modules.Network, params) pair, or an ONNX path.
     d, n: token width and number of tokens.
     p: 1 <= p < inf, or math.inf.
     arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16' (rounding.py).

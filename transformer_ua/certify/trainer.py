@@ -9,7 +9,7 @@ The candidates (``candidates``: the search rule). One architecture A = (L, h, m,
 
     g = readout o (Attn_L, FF_L) o ... o (Attn_1, FF_1) o pad,    pad: X -> [X, 0] in R^{n x D}
     Attn: h softmax heads of size m (eq. (1), query bias, no scale); FF: r ReLUs (eq. (2));
-    readout: the first d coordinates of Z_L (``layers.Network(embed_width=D)``)
+    readout: the first d coordinates of Z_L (``modules.Network(embed_width=D)``)
 
 with m = 1 and D = d + h (one coordinate of the residual per head's output, as in the
 hand-built product network: x, then the mean). The ladder is
@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import flat_onnx, layers, network_dict, outputs, provenance, rounding
+from transformer_ua import flat_onnx, layers, modules, network_dict, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
 from transformer_ua.yun.bounds import distances
 from transformer_ua.yun.stages import targets as targets_lib
@@ -97,10 +97,10 @@ class Candidate:
   embed_width: int
   width: int
 
-  def network(self) -> layers.Network:
+  def network(self) -> modules.Network:
     seg = layers.Segment('block', self.depth, num_heads=self.heads, head_size=self.head_size,
                          normalizer='softmax', width=self.width)
-    return layers.Network(segments=(seg,), embed_width=self.embed_width,
+    return modules.Network(segments=(seg,), embed_width=self.embed_width,
                           param_dtype=jnp.float64)
 
   def num_params(self) -> int:
@@ -149,11 +149,11 @@ class Trial:
 
 @dataclasses.dataclass
 class TrainedCertificate:
-  """The result: the network (a ``network_dict.Net``, and the project's ``layers.Network``
+  """The result: the network (a ``network_dict.Net``, and the project's ``modules.Network``
   with its params), its certificate, whether epsilon was reached, and every trial."""
 
   net: network_dict.Net | None
-  network: layers.Network | None
+  network: modules.Network | None
   params: dict | None
   certificate: object | None
   reached: bool
@@ -217,7 +217,7 @@ def _check_shapes(shapes) -> tuple:
 # ---------------------------------------------------------------------------
 
 
-def _train_program(network: layers.Network, tx):
+def _train_program(network: modules.Network, tx):
   """jit (params, opt_state, x [P, n, d], y [P, n, d], idx [S, B]) -> (params, opt_state,
   losses [S]): S Adam steps on the minibatches x[idx[s]]."""
   def loss_fn(params, x, y):
@@ -240,7 +240,7 @@ def _train_program(network: layers.Network, tx):
 QK_INIT_SCALE = 0.1
 
 
-def init_params(network: layers.Network, seed: int, n: int, d: int):
+def init_params(network: modules.Network, seed: int, n: int, d: int):
   """Initial parameters (module doc): ``network.init`` from ``seed``, W_Q and W_K scaled
   by QK_INIT_SCALE, b_1 = -W_1 u (u ~ U[0, 1]^D per unit, from ``seed``). Call inside
   ``jax.enable_x64``."""
@@ -258,7 +258,7 @@ def init_params(network: layers.Network, seed: int, n: int, d: int):
   return jax.tree_util.tree_map(jnp.asarray, params)
 
 
-def train(network: layers.Network, params, x, y, *, steps: int, lr: float, batch: int,
+def train(network: modules.Network, params, x, y, *, steps: int, lr: float, batch: int,
           seed: int, deadline: float, chunk: int = 250):
   """``steps`` Adam steps (cosine-decayed rate from ``lr``) on minibatches of (x, y), or
   fewer when ``deadline`` (time.monotonic) passes. Call inside ``jax.enable_x64``.
@@ -298,7 +298,7 @@ def _near(centres: np.ndarray, count: int, radius: float, rng) -> np.ndarray:
   return np.clip(pick + rng.uniform(-radius, radius, size=pick.shape), 0.0, 1.0)
 
 
-def _stored(network: layers.Network, params, d: int, n: int, dtype):
+def _stored(network: modules.Network, params, d: int, n: int, dtype):
   """(params, Net) with every weight rounded to ``dtype`` (held as float64): the network
   a ``dtype`` runtime stores, as the project's params and as a ``Net`` for n tokens (the
   n the certificate's identity hash is taken with)."""

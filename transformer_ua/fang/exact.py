@@ -10,7 +10,7 @@ Two modes:
   With ``build_polynomial_transformer(..., exact=True)`` (exact rational
   directions with ||xi|| = 1 and an exact ridge solve) the result is Q(x) exactly.
 * ``apply_exact_integer(model, x_rows)`` (``path='integer'``): the *JAX* network itself
-  (``layers.Network`` through ``layers.exact_apply``) in int64. The exact ridge features
+  (``modules.Network`` through ``modules.exact_apply``) in int64. The exact ridge features
   t_i = xi_i . x share a denominator S; tokens carry t' = S t, and block k then holds
   slot'_k = S^k slot_k exactly; C(x) = b + sum beta_{i,k} slot'_{i,k} / S^k in
   Fractions. Every intermediate is planned before running (<= 13 X^q with
@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
+from transformer_ua import layers, modules
 from transformer_ua.exact import planner, reference
 from transformer_ua.fang import multiply_block
 from transformer_ua.fang.tokens import input_map
@@ -141,7 +141,7 @@ def integer_plan(model, x_rows) -> dict:
 
 
 def apply_exact_integer(model, x_rows) -> list:
-  """Exact C(x) through the JAX literal network in int64 (``layers.exact_apply``).
+  """Exact C(x) through the JAX literal network in int64 (``modules.exact_apply``).
 
   Raises:
     ValueError: int64 cannot hold the scaled values (says how many bits they need),
@@ -166,9 +166,9 @@ def apply_exact_integer(model, x_rows) -> list:
   tokens[:, np.arange(model.n), [lay.onehot(i) for i in range(model.n)]] = 1
   tokens[:, :, lay.const] = 1
   with jax.enable_x64(True):
-    net = layers.Network([multiply_block.block_segment(model.n, model.q)])
+    net = modules.Network([multiply_block.block_segment(model.n, model.q)])
     p = {'segment_0': jax.tree_util.tree_map(jnp.asarray, params)}
-    out = np.asarray(layers.exact_apply(net, p, jnp.asarray(tokens)))
+    out = np.asarray(modules.exact_apply(net, p, jnp.asarray(tokens)))
   _, beta, b = _model_exact(model)
   results = []
   for r in range(batch):

@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
+from transformer_ua import layers, modules
 from transformer_ua.fang import exact, multiply_block, ridge
 from transformer_ua.fang.tokens import Layout, input_map
 
@@ -70,7 +70,7 @@ LITERAL_CHUNK_ELEMENTS = 2 ** 24
 def _literal_forward(block_params, F, beta_full, b, x, *, q, trace=False):
   tokens = input_map(F, x, q=q)                                    # [batch, n, D]
   seg = multiply_block.block_segment(F.shape[0], q)
-  net = layers.Network([seg])
+  net = modules.Network([seg])
   if trace:
     out, outs = net.apply({'params': {'segment_0': block_params}}, tokens, True)
   else:
@@ -115,7 +115,7 @@ class PolynomialNetwork(nn.Module):
     beta = self.param('beta', zeros, (self.n, self.q), self.param_dtype)
     b = self.param('b', zeros, (), self.param_dtype)
     tokens = input_map(F, x, q=self.q)                              # [batch, n, D]
-    out = layers.Network(self.segments, param_dtype=self.param_dtype, name='blocks')(tokens)
+    out = modules.Network(self.segments, param_dtype=self.param_dtype, name='blocks')(tokens)
     lay = Layout(self.n, self.q)
     slots = jnp.stack([out[..., lay.slot(k)] for k in range(1, self.q + 1)], axis=-1)
     return jnp.einsum('bnk,nk->b', slots, beta) + b               # beta . concat(T) + b

@@ -1,7 +1,7 @@
 r"""Where floating point breaks g_c: the paper-valued float network vs the exact integers.
 
 Runs ``ContextualMapping.params`` (paper values: inputs k/N, thresholds l -+ delta/2,
-weights N^d, N^((n+1)d)) through ``layers.Network`` in float64 and float32 on the
+weights N^d, N^((n+1)d)) through ``modules.Network`` in float64 and float32 on the
 class representatives (the multiset grid, or its first ``max_points``), and counts
 points whose column ids u^T g_c(L) differ from the exact ones, and the Lemma 8
 properties evaluated on the float ids (8.1, 8.3, 8.4 per point; 8.2 as colliding
@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import layers
 from transformer_ua.yun import enumeration
 from transformer_ua.yun.stages import contextual_params
 
@@ -26,6 +25,7 @@ DTYPES = ('float64', 'float32')
 
 def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict:
   """Float64/float32 g_c vs exact on (a prefix of) the multiset grid."""
+  from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
   n, N = cm.n, cm.resolution
   codec = enumeration.make_codec(cm.grid)
   m = min(enumeration.grid_size(cm.grid, 'multiset'), max_points)
@@ -42,7 +42,7 @@ def float_breakdown(cm, *, max_points: int = 200_000, chunk: int = 8192) -> dict
     _, params = contextual_params.contextual_mapping_params(cm.grid, dtype=name)
     x = np.where(k < 0, -float(cm.out_of_range), k / N).astype(name)
     with jax.enable_x64(True):
-      apply = layers.jit_apply(net)
+      apply = modules.jit_apply(net)
       y = np.concatenate([np.asarray(apply(params, jnp.asarray(x[s:s + chunk])))
                           for s in range(0, m, chunk)])
     q = y.astype(np.float64) @ np.asarray(cm.u, np.float64)

@@ -178,9 +178,7 @@ def _column_tables(cm):
   first token) and id u^T x [V] as Python ints."""
   d, v = cm.d, enumeration.num_column_values(cm.d, cm.resolution)
   k = enumeration.column_digits(np.arange(v, dtype=np.int64), d, cm.resolution + 1) - 1
-  with jax.enable_x64(True):
-    x = cm.ops.to_python(cm.encode(jnp.broadcast_to(jnp.asarray(k)[:, None], (v, cm.n, d)))
-                         [:, 0])
+  x = cm.encode_python(np.broadcast_to(k[:, None], (v, cm.n, d)))[:, 0]
   ids = (x * np.asarray(cm.u, dtype=object)).sum(axis=1)
   return k, np.any(k < 0, axis=1), x, ids
 

@@ -174,7 +174,7 @@ def realized_counts(segments, source) -> dict:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Realized:
-  """Lemma 6's standard Transformer g in T^{2,1,4}: an ordinary ``layers.Network``.
+  """Lemma 6's standard Transformer g in T^{2,1,4}: an ordinary ``modules.Network``.
 
   Attributes:
     segments, params: ``block`` segments (softmax, 2 heads of size 1, ReLU width 4)
@@ -242,8 +242,9 @@ class Realized:
     part = seg['attention']['W_Q'] if 'attention' in seg else seg['feedforward']['W_1']
     return int(np.shape(part)[-1])
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64 if self.dtype == 'float64' else jnp.float32)
 
   def __repr__(self) -> str:
@@ -263,10 +264,11 @@ class Realized:
     Raises:
       ValueError: as ``Approximator.apply`` (shape, finiteness, domain [0, 1)).
     """
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     x = grid.check_domain(grid.check_input(x, self.n, self.d))
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
-    fn = layers.jit_apply(self.network())
+    fn = modules.jit_apply(self.network())
     with jax.enable_x64(self.dtype == 'float64'):
       jdt = jnp.float64 if self.dtype == 'float64' else jnp.float32
       return np.asarray(fn(self.params, jnp.asarray(x, jdt)), np.float64)
@@ -348,8 +350,8 @@ class Approximator(grid.OnVariant):
     _, bump = self.g_bar.select(x)
     return self.g_bar.value.payload(np.asarray(bump), self.values).astype(np.float64)
 
-  def network(self) -> layers.Network:
-    """The literal float64 g_bar (paper values) as a ``layers.Network``."""
+  def network(self):
+    """The literal float64 g_bar (paper values) as a ``modules.Network``."""
     return self.g_bar.network()
 
   def float_params(self) -> dict:

@@ -286,10 +286,11 @@ class IntegerIdsRealized(grid_lib.OfSource):
 
   # -- evaluation ------------------------------------------------------------
 
-  def network(self) -> layers.Network:
+  def network(self):
     """The flax network; its params are ``params`` (arrays of ``number_format``). A float64 g
     needs JAX's x64: with x64 off JAX would run it in float32, which its certificate does
     not cover (the snap constant 2^52 + 1 is not a binary32 number), so that is refused."""
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     if self.number_format == 'float64' and \
         jax.dtypes.canonicalize_dtype(jnp.float64) != jnp.float64:
       raise ValueError("this g is certified in float64 and JAX's x64 is off, so JAX would "
@@ -297,7 +298,7 @@ class IntegerIdsRealized(grid_lib.OfSource):
                        "on (jax.config.update('jax_enable_x64', True), or inside "
                        'jax.enable_x64(True)), or call g.apply(X), which does.')
     dt = jnp.float64 if self.number_format == 'float64' else jnp.float32
-    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
+    return modules.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=dt, embed_width=self.model_width)
 
   def apply_batch(self) -> int:
@@ -311,13 +312,14 @@ class IntegerIdsRealized(grid_lib.OfSource):
     with x64 on and matmul precision HIGHEST (IEEE products: no TF32 or bfloat16 passes),
     ``apply_batch()`` points per call so that memory stays near ``APPLY_BYTES`` whatever the
     batch. X in the closed cube [0, 1]^(n x d) (``check_cube``)."""
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     x = check_cube(grid_lib.check_input(x, self.n, self.d))
     dt = np.dtype(self.number_format)
     step = self.apply_batch()
     out = np.empty(x.shape, np.float64)
     with jax.enable_x64(True), jax.default_matmul_precision('highest'):
       params = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dt), self.params)
-      fn = layers.jit_apply(self.network())
+      fn = modules.jit_apply(self.network())
       for i in range(0, len(x), step):
         chunk = x[i:i + step].astype(dt)
         if len(x) > step and len(chunk) < step:        # one compiled shape: pad the last

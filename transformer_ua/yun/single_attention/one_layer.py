@@ -184,9 +184,10 @@ class OneLayerApproximator:
   def num_params(self) -> int:
     return layers.count_params(self._modified()[1])
 
-  def network(self) -> layers.Network:
+  def network(self):
     """The literal g_bar (Phi feed-forwards, one softmax attention layer)."""
-    return layers.Network(self._modified()[0], param_dtype=jnp.float64)
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self._modified()[0], param_dtype=jnp.float64)
 
   def exact_params(self) -> dict:
     """The literal network's params as exact rationals."""

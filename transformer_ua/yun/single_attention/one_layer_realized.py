@@ -105,8 +105,9 @@ class OneLayerRealized(grid.OfSource):
           out, {stages[i] if i < len(stages) else 'clamp': {seg.kind: seg.depth}})
     return out
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, positional=False, num_tokens=self.source.n,
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, positional=False, num_tokens=self.source.n,
                           param_dtype=jnp.float64)
 
   def float_params(self) -> dict:
@@ -175,11 +176,12 @@ class OneLayerRealized(grid.OfSource):
   def apply(self, x) -> np.ndarray:
     """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX
     network ('float64')."""
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
     x = _checked_input(x, self.source.n, self.source.d)
     with jax.enable_x64(True):
-      return np.asarray(layers.jit_apply(self.network())(self.params,
+      return np.asarray(modules.jit_apply(self.network())(self.params,
                                                          jnp.asarray(x, jnp.float64)))
 
   def sampled_error(self, samples: int = 512, seed: int = 0, margin: float = 0.25) -> float:

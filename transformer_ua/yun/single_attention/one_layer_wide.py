@@ -428,8 +428,9 @@ class WideRealized(grid.OfSource):
 
   # -- evaluation --------------------------------------------------------------
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, positional=self.positional, num_tokens=self.n,
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, positional=self.positional, num_tokens=self.n,
                           param_dtype=jnp.float64)
 
   def float_params(self) -> dict:
@@ -481,11 +482,12 @@ class WideRealized(grid.OfSource):
   def apply(self, x) -> np.ndarray:
     """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX
     network ('float64')."""
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     if self.dtype == 'exact':
       return self.apply_certified(x)[0]
     x = _checked_input(x, self.n, self.d)
     with jax.enable_x64(True):
-      return np.asarray(layers.jit_apply(self.network())(self.params,
+      return np.asarray(modules.jit_apply(self.network())(self.params,
                                                          jnp.asarray(x, jnp.float64)))
 
   def apply_exact(self, x) -> np.ndarray:

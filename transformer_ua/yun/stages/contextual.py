@@ -11,7 +11,7 @@ Selective shift head (m = 1, hardmax), with ``b`` a query threshold:
     psi(Z; b)_{1,j} = max_k u^T Z_k   if u^T Z_j > b
                       min_k u^T Z_k   if u^T Z_j < b          (other rows 0)
 
-as an attention head of ``layers.Attention``: W_Q = W_K = W_V = u^T, query bias
+as an attention head of ``modules.Attention``: W_Q = W_K = W_V = u^T, query bias
 b_Q = -b (the core adds b_Q to the query), W_O = e_1. Two heads give
 
     Psi(Z; l - delta/2, l + delta/2) = psi(Z; l - delta/2) - psi(Z; l + delta/2)
@@ -94,7 +94,7 @@ class ContextualMapping:
     id_lower, id_upper: bounds on the swept ids l~_n (Lemma 10's; Fractions).
     sweep_ids: swept ids in units of delta; final_scale: W_O of the global shift.
     segments: (sweep segment, global-shift segment).
-    params: paper-valued float64 params (``layers.Network(segments)`` pytree).
+    params: paper-valued float64 params (``modules.Network(segments)`` pytree).
     exact_params: scaled-integer params in the chosen arithmetic: int64 arrays (the
       core's exact integer mode), or digit constants (``exact.limbs``).
     arithmetic: the planner's choice (``planner.Arithmetic``).
@@ -206,8 +206,9 @@ class ContextualMapping:
   def limbs(self) -> bool:
     return self.arithmetic.kind == 'limbs'
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64)
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, param_dtype=jnp.float64)
 
   # -- the construction contract (``transformer_ua.construction``) ----------
 
@@ -260,7 +261,8 @@ class ContextualMapping:
     return f'{{-1, 0, ..., {self.resolution - 1}}} (-1 = out of range)'
 
   def scaled_in_range(self, k):
-    """In-range grid indices -> scaled int64 values k S/N (jnp; call under x64)."""
+    """In-range grid indices -> scaled values k S/N: int64 for a jnp ``k`` (call under
+    x64), Python ints for a NumPy object array ``k``."""
     return k * (self.scale // self.resolution)
 
   def encode(self, k):
@@ -269,6 +271,13 @@ class ContextualMapping:
     inside = self.scaled_in_range(k)
     outside = self.ops.constant(-self.scale * self.out_of_range)
     return self.ops.where(k < 0, outside, self.ops.from_int64(inside))
+
+  def encode_python(self, k) -> np.ndarray:
+    """``encode`` on the host: the same integers as Python ints (an object array), and
+    no device program (a verifier's start-up tables)."""
+    k = np.asarray(k, np.int64)
+    return np.where(k < 0, -self.scale * self.out_of_range,
+                    self.scaled_in_range(k.astype(object)))
 
   @property
   def id_sweep(self) -> bool:
@@ -403,9 +412,10 @@ class PositionalContextualMapping(ContextualMapping):
             'out-of-range value)')
 
   def scaled_in_range(self, k):
-    """+ E: token j (0-based) is offset by j in every coordinate."""
-    offsets = self.scale * jnp.arange(self.n, dtype=jnp.int64)[:, None]
-    return super().scaled_in_range(k) + offsets
+    """+ E: token j (0-based) is offset by j S in every coordinate."""
+    offsets = self.scale * np.arange(self.n, dtype=object)[:, None]    # Python ints
+    return super().scaled_in_range(k) + (offsets if k.dtype == object
+                                         else offsets.astype(np.int64))
 
   @property
   def id_sweep_bound(self) -> int:

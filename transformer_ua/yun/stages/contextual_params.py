@@ -3,7 +3,7 @@ r"""Lemma 8's closed forms and its (segments, params) builders.
 Yun et al. 2020, Appendix E.3; the construction is written out in ``yun.stages.contextual``.
 Everything here is a pure function of (d, n, N) and the exact scale S: the interval
 [t_l, t_r], Lemma 10's bounds, the sweep ids l = 0, delta, ..., the final scale
-delta^(-(n+1)d), the proven bit bound, and the params pytree ``layers.Network`` runs.
+delta^(-(n+1)d), the proven bit bound, and the params pytree ``modules.Network`` runs.
 
 Bit bound (``contextual_mapping_bound``), in unscaled units, with
 A = N^(d-1) - delta the largest in-range id, Omega = N^(nd), R = sum_i u_i:
@@ -165,7 +165,7 @@ def contextual_mapping_segments(num_sweep_layers: int) -> tuple[Segment, Segment
 def contextual_mapping_params(grid: Grid, *, sweep_ids=None,
                               final_scale: int | None = None, scale: int | None = None,
                               dtype: str = 'float64'):
-  """(segments, params) of g_c for ``layers.Network`` -- the pytree ``init`` gives.
+  """(segments, params) of g_c for ``modules.Network`` -- the pytree ``init`` gives.
 
   Args:
     grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.

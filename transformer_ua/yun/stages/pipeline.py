@@ -13,7 +13,7 @@ T-bar^{2,1,1} (two hardmax heads of size 1, one Phi hidden unit), as the segment
     segment_3, segment_4          g_v   feed-forward: kill + d clean-ups, bumps
 
 ``GBar.network()`` / ``GBar.float_params()`` give the literal paper-valued float64
-network (``layers.Network``); floating point breaks it as soon as the values outgrow
+network (``modules.Network``); floating point breaks it as soon as the values outgrow
 float64 (see ``apply``). ``GBar.apply_exact`` evaluates the same construction
 exactly: g_q's float network quantizes the real input (exact up to the tolerance of
 ``verify.quantization`` at bin edges), the grid indices go through g_c in exact
@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer_ua import construction, layers
+from transformer_ua import construction
 from transformer_ua.yun.stages import contextual, quantize, value
 
 
@@ -84,8 +84,9 @@ class GBar:
       out['E'] = self.quantization.params['E']
     return out
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64,
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.contextual.n)
 
   def layer_counts(self) -> dict:

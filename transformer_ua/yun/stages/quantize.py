@@ -13,7 +13,7 @@ For i = 1..d (in order), one clipping layer then N bin layers k = 0..N-1:
     bin k: Z <- Z + e_i phi_b(e_i^T Z - k delta), phi_b(t) = -t  0 <= t < delta
                                                             0   otherwise
 
-In ``layers.FeedForward`` terms: W_1 = e_i^T [1, d], b_1 = 0 or -k delta [1],
+In ``modules.FeedForward`` terms: W_1 = e_i^T [1, d], b_1 = 0 or -k delta [1],
 W_2 = e_i [d, 1], b_2 = 0 [d], and ``phi`` the Phi unit above (breakpoints belong to
 the piece on their right: the paper's half-open intervals). d (N + 1) = d/delta + d
 layers, each with 3d + 1 weights.
@@ -155,7 +155,7 @@ def positional_quantization_params(grid: Grid):
 
 def quantization_params(grid: Grid, *, scale: int | None = None,
                         dtype: str = 'float64'):
-  """(segments, params) of g_q for ``layers.Network``.
+  """(segments, params) of g_q for ``modules.Network``.
 
   Args:
     grid: the grid G_delta, Grid(d, n, N) with N = 1/delta.
@@ -245,8 +245,9 @@ class Quantization:
   def num_params(self) -> int:
     return layers.count_params(self.params)
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64,
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, param_dtype=jnp.float64,
                           positional=self.positional, num_tokens=self.n)
 
   def float_params(self) -> dict:
@@ -275,11 +276,12 @@ class Quantization:
     """The literal float network on real inputs X [.., n, d] (float64, under x64): g_q
     up to a few ulps of a bin edge (``verify.quantization`` states the tolerance), the
     evaluation ``pipeline.GBar.select`` uses; ``apply_exact`` is exact everywhere."""
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     x = np.asarray(x, np.float64)
     if x.shape[-2:] != (self.n, self.d):
       raise ValueError(f'input must have shape [..., {self.n}, {self.d}], got {x.shape}.')
     with jax.enable_x64(True):
-      return np.asarray(layers.jit_apply(self.network())(self.params, jnp.asarray(x)))
+      return np.asarray(modules.jit_apply(self.network())(self.params, jnp.asarray(x)))
 
   def to_indices(self, y) -> np.ndarray:
     """Quantized float outputs -> grid indices (k for k/N, -1 for -N^(nd)).
@@ -302,6 +304,7 @@ class Quantization:
     Returns:
       int64 array of scaled outputs (k scale/N or -scale N^(nd)).
     """
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
     x_scaled = np.asarray(x_scaled)
     if not np.issubdtype(x_scaled.dtype, np.integer):
       raise ValueError('quantize_exact takes integer (scaled) inputs.')
@@ -314,7 +317,7 @@ class Quantization:
     segments, params = quantization_params(self.grid,
                                            scale=scale, dtype='int64')
     with jax.enable_x64(True):
-      y = layers.exact_apply(layers.Network(segments), params, jnp.asarray(x_scaled, jnp.int64))
+      y = modules.exact_apply(modules.Network(segments), params, jnp.asarray(x_scaled, jnp.int64))
     return np.asarray(y)
 
 

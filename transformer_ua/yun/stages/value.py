@@ -199,8 +199,9 @@ class ValueMapping:
     """{'value': {'feedforward': d + 1 + bumps}} (kill, d clean-ups, one per bump)."""
     return construction.segment_counts(self.segments, 'value')
 
-  def network(self) -> layers.Network:
-    return layers.Network(self.segments, param_dtype=jnp.float64)
+  def network(self):
+    from transformer_ua import modules  # lazy: Flax  # pylint: disable=import-outside-toplevel
+    return modules.Network(self.segments, param_dtype=jnp.float64)
 
   def float_params(self) -> dict:
     """The literal g_v's paper-valued float64 params (``params('float64')``)."""
