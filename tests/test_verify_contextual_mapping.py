@@ -141,7 +141,8 @@ def test_binary_bad_input_is_one_line_exit_2(args, message):
 
 def test_binary_loads_only_what_verification_needs():
   """Start-up is part of every run's wall time: the binary's imports leave out the
-  certificate stack, the search, training (optax, orbax) and mpmath (one_layer only)."""
+  certificate stack, the search, training (optax, orbax), mpmath (one_layer only) and
+  Flax (``modules``: the constructions import it where they build a network)."""
   code = ('import sys; sys.argv = ["verify_contextual_mapping.py"]; '
           f'sys.path.insert(0, {os.path.dirname(BINARY)!r}); '
           'import verify_contextual_mapping; print(" ".join(sorted(sys.modules)))')
@@ -151,5 +152,5 @@ def test_binary_loads_only_what_verification_needs():
   assert 'transformer_ua.verify.theorem2' in loaded      # the scan sees the binary's imports
   for name in ('transformer_ua.yun.bounds.certificate', 'transformer_ua.yun.search',
                'transformer_ua.train', 'transformer_ua.verify.one_layer', 'optax', 'orbax',
-               'mpmath', 'torch'):
+               'mpmath', 'torch', 'transformer_ua.modules', 'flax'):
     assert not any(m == name or m.startswith(name + '.') for m in loaded), name

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from transformer_ua import layers, modules
 from transformer_ua.exact import limbs
 from transformer_ua.yun.stages import value
 from transformer_ua.yun.stages import contextual
@@ -77,9 +78,8 @@ def test_counts_and_params_structure(N, d, n):
   assert vm.depth() == layers_expected == variant.value_layers()
   segments, params = vm.params('float64')
   assert sum(s.depth for s in segments) == layers_expected
-  from transformer_ua import layers as core  # pylint: disable=import-outside-toplevel
-  assert core.count_params(params) == layers_expected * (3 * d + 1) == vm.num_params()
-  net = core.Network(segments)
+  assert layers.count_params(params) == layers_expected * (3 * d + 1) == vm.num_params()
+  net = modules.Network(segments)
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0), jnp.zeros((1, n, d)))['params']
   assert jax.tree_util.tree_map(lambda a: a.shape, shapes) == \
       jax.tree_util.tree_map(lambda a: a.shape, params)
