@@ -23,14 +23,10 @@ Long runs (kernels, cache, memory, --state_file, --resume, devices): docs/perfor
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
 
-import logging
 import os
 import sys
 
-# One XLA host device per core, before JAX starts: the full-grid pass runs a block on each.
-if 'xla_force_host_platform_device_count' not in os.environ.get('XLA_FLAGS', ''):
-  os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_'
-                             f'device_count={os.cpu_count() or 1}').strip()
+cli.host_device_per_core()   # before JAX starts: the full-grid pass runs a block on each
 
 from absl import flags
 
@@ -77,11 +73,7 @@ cli.define_overwrite()
 
 
 def _int_flag(name: str, low: int) -> int:
-  raw = getattr(FLAGS, name)
-  text = str(raw).strip().lstrip('+')
-  if not (text.lstrip('-').isdecimal() and str(int(text)) == text and int(text) >= low):
-    raise cli.BadInput(f'--{name}={raw}: must be an integer >= {low}.')
-  return int(text)
+  return cli.integer(name, getattr(FLAGS, name), low)
 
 
 def _json_path(variant, enumeration_: str) -> str:
@@ -151,18 +143,7 @@ def main(argv):
   status = 0 if result['all_hold'] else 1
   if _int_flag('num_processes', 1) > 1:  # jax.distributed shuts down at exit
     sys.exit(status)
-  _exit_now(status)
-
-
-def _exit_now(status: int) -> None:
-  """Ends the process with ``status`` once its output is flushed, skipping the
-  interpreter's teardown of JAX (its CPU client and thread pools: 0.4 s on 2 idle cores,
-  1 s at load 9), which a finished run does not need: the JSON and state files are
-  already written and renamed, the compilation cache entries written when compiled."""
-  sys.stdout.flush()
-  sys.stderr.flush()
-  logging.shutdown()
-  os._exit(status)  # pylint: disable=protected-access
+  cli.exit_now(status)   # its JSON and state files are written and renamed
 
 
 if __name__ == '__main__':

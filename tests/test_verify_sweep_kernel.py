@@ -254,7 +254,8 @@ def test_free_multisets_are_in_colex_order_and_stable_positions_sort():
   assert np.array_equal(np.asarray(k)[:, :, 0] + 1, sets)   # d = 1: column = grid index + 1
   cols = np.random.default_rng(0).integers(0, 3, size=(5, 200))
   expected = np.argsort(np.argsort(cols, axis=0, kind='stable'), axis=0)
-  assert np.array_equal(np.asarray(sweep_kernel._stable_positions(jnp.asarray(cols))), expected)
+  assert np.array_equal(np.asarray(enumeration.stable_positions(jnp.asarray(cols))), expected)
+  assert np.array_equal(enumeration.stable_positions(cols), expected)     # NumPy in, out
 
 
 def test_a_resume_off_the_window_grid_is_refused():

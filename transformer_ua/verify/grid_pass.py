@@ -76,11 +76,11 @@ def chunk_fns(cm, chunk: int, run: Callable, shard: Callable | None = None):
     k = codec['decode_full'](idx)
     counts, ext, payload = run(params, k, valid)
     q, col = payload[0], codec['column_index'](k)
-    pos = codec['ranks'](col)                                             # [B, n]
+    pos = enumeration.stable_positions(col.T)                             # [n, B]
     sorted_col = jnp.take_along_axis(col, codec['canonical_order'](k), axis=-1)
     q_rep = table[codec['rank_multiset'](sorted_col)]                     # [B, n(, K)]
     counts['permutation_equivariance'] = checks.equivariance(
-        [q[:, j] for j in range(n)], [pos[:, j] for j in range(n)],
+        [q[:, j] for j in range(n)], list(pos),
         [q_rep[:, p] for p in range(n)], valid, cmp=cm.ops)
     return counts, ext, None
 

@@ -213,17 +213,14 @@ def _block_constants(cm, m: int, s_ops, f_ops, tables) -> dict:
   _, col_oor, col_x, col_ids = tables
   b = np.arange(v ** m, dtype=np.int64)
   bc = enumeration.column_digits(b, m, v).T                                   # [m, B]
-  pos = np.zeros(bc.shape, np.int32)
   rep = np.zeros(b.shape, bool)
   for j in range(m):
-    for i in range(m):
-      if i != j:
-        pos[j] += (bc[i] < bc[j]) | ((bc[i] == bc[j]) & (i < j))
-        rep |= bc[i] == bc[j]
+    for i in range(j):
+      rep |= bc[i] == bc[j]
   values = np.arange(v)[:, None, None]
   return {'cols': bc.astype(np.int32), 'ids': _host(s_ops, col_ids[bc]),
           'zoff': _host(f_ops, col_x[bc, 0] - col_ids[bc]),
-          'oor': col_oor[bc].any(axis=0), 'rep': rep, 'pos': pos,
+          'oor': col_oor[bc].any(axis=0), 'rep': rep, 'pos': enumeration.stable_positions(bc),
           'leq': (bc[None] <= values).sum(axis=1).astype(np.int8),
           'has': (bc[None] == values).any(axis=1)}
 
@@ -315,13 +312,6 @@ def _representative_ids(s_ops, ids0, pos):
   return jnp.stack(out)
 
 
-def _stable_positions(cols):
-  """pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j} over the leading axis of cols [u, B]."""
-  u = cols.shape[0]
-  return jnp.stack([sum(((cols[i] <= cols[j]) if i < j else (cols[i] < cols[j])
-                         ).astype(jnp.int32) for i in range(u) if i != j) for j in range(u)])
-
-
 def _colex_rank(binom, values, positions, v: int, n: int):
   """sum_j C(c_j + p_j, p_j + 1) over the leading axis: the colex rank of the multiset
   whose sorted sequence has c_j at p_j (``binom``: ``_class_binomials(n, v)``)."""
@@ -347,11 +337,9 @@ def _table_part(table_rows, binom, free_sets, top, v: int, n: int, idx_dt):
 
 def _free_multisets(v: int, u: int) -> np.ndarray:
   """Every multiset of u column values as its sorted sequence [R, u] int32, in colex
-  rank order (R = C(V + u - 1, u))."""
-  sets = np.asarray(list(itertools.combinations_with_replacement(range(v), u)), np.int64)
-  rank = sum(np.asarray([math.comb(x + i, i + 1) for x in range(v)])[sets[:, i]]
-             for i in range(u))
-  return sets[np.argsort(rank)].astype(np.int32)
+  rank order (R = C(V + u - 1, u)): colex compares sorted sequences from the last entry."""
+  sets = sorted(itertools.combinations_with_replacement(range(v), u), key=lambda a: a[::-1])
+  return np.asarray(sets, np.int32).reshape(-1, u)
 
 
 def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx_dt,
@@ -369,7 +357,7 @@ def _run_with_reference(cm, prog, words, ids0, cols, pos, table_rows, binom, idx
   if table_rows is not None:
     ids = sweep.run_sweep(prog, ids0)
     q, _, inexact = sweep.global_shift(cm, prog, ids)
-    free_pos = pos if free == n else _stable_positions(cols[:free]).astype(idx_dt)
+    free_pos = pos if free == n else enumeration.stable_positions(cols[:free]).astype(idx_dt)
     rank = _colex_rank(binom, cols[:free].astype(idx_dt), free_pos, v, n)
     at = table_rows[rank.astype(idx_dt)[None] * n + pos]                 # [n, B, C]
     return ids, q, [[at[j, :, i] for i in range(at.shape[-1])] for j in range(n)], inexact

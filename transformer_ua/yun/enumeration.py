@@ -26,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -79,6 +80,20 @@ def column_number(digits, base: int):
   return (digits * np.asarray([base ** i for i in range(d)], np.int64)).sum(axis=-1)
 
 
+def stable_positions(cols):
+  """The stable sorted position of each entry along the leading axis of cols [u, ...]:
+
+      pos_j = #{i: c_i < c_j} + #{i < j: c_i = c_j}            (int32 [u, ...])
+
+  u (u - 1) elementwise compares, no sort (small-row sorts are slow on XLA CPU); NumPy
+  in, NumPy out; jnp in, jnp out."""
+  xp = jnp if isinstance(cols, jax.Array) else np
+  u = cols.shape[0]
+  return xp.stack([sum((((cols[i] <= cols[j]) if i < j else (cols[i] < cols[j])).astype(np.int32)
+                        for i in range(u) if i != j), xp.zeros(cols.shape[1:], np.int32))
+                   for j in range(u)])
+
+
 def rank_colex(binom: np.ndarray, b):
   """rank = sum_{i=1..n} C(b_i, i) of strictly increasing b [B, n] (binom[i, x] = C(x, i))."""
   table = jnp.asarray(binom)
@@ -106,7 +121,7 @@ def make_codec(grid: Grid):
     ``decode_multiset(rank [B]) -> K [B, n, d]`` (columns in non-decreasing index),
     ``column_index(K) -> [B, n]``, ``rank_multiset(sorted col [B, n]) -> [B]``,
     ``category(K) -> [B]`` in {1, 2, 3}, ``canonical_order(K) -> perm [B, n]``,
-    ``ranks(col [B, n]) -> [B, n]`` (stable sorted positions), ``col_to_k``.
+    ``col_to_k``.
   """
   d, n, N = grid.d, grid.n, grid.N
   base = N + 1
@@ -140,16 +155,6 @@ def make_codec(grid: Grid):
   def rank_multiset(col_sorted):
     return rank_colex(binom, col_sorted + jnp.arange(n))  # strictly increasing
 
-  def ranks(col):
-    """Stable rank of each column index among the n: #{i: c_i < c_j} + #{i < j: c_i = c_j}.
-
-    O(n^2) elementwise comparisons (no sort: small-row sorts are slow on XLA CPU).
-    """
-    less = col[..., :, None] < col[..., None, :]           # [.., i, j]: c_i < c_j
-    equal = col[..., :, None] == col[..., None, :]
-    earlier = jnp.tril(jnp.ones((n, n), bool), -1).T       # [i, j]: i < j
-    return jnp.sum(less | (equal & earlier), axis=-2)
-
   def category(k):
     col = column_index(k)
     equal = col[..., :, None] == col[..., None, :]
@@ -158,15 +163,15 @@ def make_codec(grid: Grid):
     return jnp.where(out_of_range, 3, jnp.where(repeated, 2, 1)).astype(jnp.int32)
 
   def canonical_order(k):
-    """perm [B, n] with col[perm] non-decreasing (stable): the inverse of the ranks."""
-    r = ranks(column_index(k))
+    """perm [B, n] with col[perm] non-decreasing (stable): the inverse of the stable
+    positions."""
+    r = jnp.moveaxis(stable_positions(jnp.moveaxis(column_index(k), -1, 0)), 0, -1)
     onehot = r[..., :, None] == jnp.arange(n)              # [.., j, position]
     return jnp.argmax(onehot, axis=-2)
 
   return {'decode_full': decode_full, 'decode_multiset': decode_multiset,
           'column_index': column_index, 'rank_multiset': rank_multiset,
-          'category': category, 'canonical_order': canonical_order, 'col_to_k': col_to_k,
-          'ranks': ranks}
+          'category': category, 'canonical_order': canonical_order, 'col_to_k': col_to_k}
 
 
 def make_class_codec(grid: Grid):
