@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -72,8 +71,6 @@ from transformer_ua import activations
 NORMALIZERS = ('softmax', 'hardmax', 'onehot_max')
 ACTIVATIONS = ('relu', 'phi')
 SEGMENT_KINDS = ('attention', 'feedforward', 'block')
-
-Array = Any
 
 
 # ---------------------------------------------------------------------------
