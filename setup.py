@@ -3,8 +3,9 @@
 Install: ``pip install -e .`` (core), ``pip install -e ".[test]"`` (tests),
 ``pip install -e ".[experiments]"`` (experiment binaries), ``pip install -e ".[colab]"``
 (everything the notebooks in colabs/ need, with Jupyter's nbconvert to run them headless),
-``pip install -e ".[export]"`` (ONNX export), ``pip install -e ".[portable]"`` (its flat file in
-PyTorch through onnx2torch).
+``pip install -e ".[export]"`` (ONNX export), ``pip install -e ".[importers]"`` (certify
+torch modules and ``torch.onnx.export`` files), ``pip install -e ".[portable]"`` (the flat
+file in PyTorch through onnx2torch).
 """
 
 import setuptools
@@ -48,11 +49,16 @@ NOTEBOOKS = [
 COLAB = NOTEBOOKS + EXPERIMENTS + ['nbconvert>=7.0']
 # Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
 CLUSTER = ['dask[distributed]>=2024.1']
+# Networks from PyTorch (torch.onnx.export, both exporters) for the certifier
+# (transformer_ua/networks/). torch is pinned: an unpinned torch resolves to a CUDA build of
+# several GB; 2.13.0 is the CPU build. The default (dynamo) exporter needs onnxscript.
+TORCH = ['torch==2.13.0', 'onnxscript>=0.7,<0.8']
+IMPORTERS = TORCH + EXPORT
 TEST = [
     'pytest>=8.0',
     'pytest-xdist>=3.5',
     'hypothesis>=6.100',
-] + EXPERIMENTS + NOTEBOOKS + EXPORT + CLUSTER
+] + EXPERIMENTS + NOTEBOOKS + EXPORT + CLUSTER + TORCH
 
 setuptools.setup(
     name='transformer_ua',
@@ -67,12 +73,13 @@ setuptools.setup(
         'experiments': EXPERIMENTS,
         'export': EXPORT,
         'colab': COLAB,
-        'notebooks': COLAB,   # the older name of 'colab'
+        # certify_network on torch modules and torch.onnx.export files.
+        'importers': IMPORTERS,
         # The PyTorch reference BERT of the throughput benchmark (benchmarks/).
-        'reference': ['torch>=2.1', 'transformers>=4.40'],
+        'reference': TORCH + ['transformers>=4.40'],
         # The certified network outside the project: its flat ONNX file in PyTorch
-        # (docs/portable.md). Not in 'test': CI stays light (the tests skip without it).
-        'portable': ['torch>=2.1', 'onnx2torch>=1.5'] + EXPORT,
+        # (docs/portable.md).
+        'portable': TORCH + ['onnx2torch>=1.5'] + EXPORT,
         # Marabou's second opinion on a realized g (verify.marabou; Python <= 3.12).
         'verify': ['maraboupy==2.0.0'] + EXPORT,
         'cluster': CLUSTER,

@@ -56,10 +56,11 @@ import warnings
 from absl import flags
 import numpy as np
 
-from transformer_ua import network_dict, outputs, provenance
-from transformer_ua.certify import intervals as iv
+from transformer_ua import outputs, provenance
 from transformer_ua.certify import hand_built, network_certificate, target_enclosures
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.certify import intervals as iv
+from transformer_ua.networks import network_dict
+from transformer_ua.targets import functions as targets_lib
 
 JSON_NAME = 'certify_boxes_{network}.json'   # one file per --network
 LOG_NAME = provenance.BENCHMARK_LOG

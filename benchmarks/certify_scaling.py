@@ -39,10 +39,10 @@ from absl import flags
 import numpy as np
 
 from transformer_ua import executor, outputs, provenance
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import ids
 
 JSON_NAME = 'certify_scaling.json'

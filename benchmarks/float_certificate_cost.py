@@ -35,9 +35,9 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 
 from transformer_ua import outputs, provenance  # pylint: disable=wrong-import-position
+from transformer_ua.targets import functions as targets_lib  # pylint: disable=wrong-import-position
 from transformer_ua.yun.bounds import certificate  # pylint: disable=wrong-import-position
 from transformer_ua.yun.grid import Grid  # pylint: disable=wrong-import-position
-from transformer_ua.yun.stages import targets as targets_lib  # pylint: disable=wrong-import-position
 from transformer_ua.yun.variants.integer_ids import IntegerIds  # pylint: disable=wrong-import-position
 
 JSON_NAME = 'float_certificate_cost.json'

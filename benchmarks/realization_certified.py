@@ -34,11 +34,11 @@ import mpmath
 import numpy as np
 
 from transformer_ua import outputs, provenance
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import build_approximator
+from transformer_ua.yun.bounds import decomposition
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
-from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua.yun.bounds import decomposition
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('configs', '1,3,8:1,3,16', 'Theorem 2 configurations d,n,N separated by :')

@@ -35,10 +35,10 @@ from fractions import Fraction
 from absl import flags
 
 from transformer_ua import outputs, provenance
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun.bounds import certificate
-from transformer_ua.yun.single_attention import one_layer_wide
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 from transformer_ua.yun.variants.positional_wide import PositionalWide
 

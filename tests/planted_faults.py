@@ -37,12 +37,15 @@ import jax
 import numpy as np
 
 import runtime_orders
-from transformer_ua import executor, export_onnx, rounding
+from transformer_ua import decimal_text
+from transformer_ua import executor, rounding
+from transformer_ua.networks import export_onnx
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import functions as targets
 from transformer_ua.yun import search
-from transformer_ua.yun.bounds import callable_checks, certificate
+from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import integer_ids_realized, one_layer_wide
-from transformer_ua.yun.stages import targets
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 
 #: The cube-interior margin of every planted network.
@@ -118,7 +121,7 @@ def judge(name: str, run, net, g, f=None) -> Outcome:
   except ValueError as e:
     return Outcome(name, True, f'refused: {_short(_untmp(str(e)))}')
   est, low = measured(net, g, f)
-  total = certificate.bound_text(cert.total, 4)
+  total = decimal_text.bound_text(cert.total, 4)
   if cert.total >= low:
     return Outcome(name, True, f'certified {total} >= measured d_2 {est:.3g} (95% low '
                                f'{low:.3g})')
@@ -379,7 +382,7 @@ def callable_fault(name, f, must_refuse=False, epsilon=0.3, **kw):
       return Outcome(name, True, f'refused: {_short(str(e))}')
     if must_refuse:
       return Outcome(name, False, f'accepted: certified '
-                                  f'{certificate.bound_text(res.certificate.total, 4)} with '
+                                  f'{decimal_text.bound_text(res.certificate.total, 4)} with '
                                   f'{res.construction}, not refused')
     return judge(name, lambda: res.certificate, res.net, res.g, f)
   return fault
@@ -476,7 +479,7 @@ def float_judge(name: str, certify, net, run) -> Outcome:
   except (ValueError, AssertionError) as e:
     return Outcome(name, True, f'refused: {_short(str(e))}')
   est, low = measured_run(net, run)
-  total = certificate.bound_text(cert.total, 4)
+  total = decimal_text.bound_text(cert.total, 4)
   if cert.total >= low:
     return Outcome(name, True, f'certified {total} >= measured d_2 {est:.3g} (95% low '
                                f'{low:.3g})')

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from transformer_ua import flat_onnx, network_dict, saved_network
+from transformer_ua.networks import flat_onnx, network_dict, saved_network
 from transformer_ua.reports import approximate as report
 from transformer_ua.studies import approximation, approximation_certificates as certs
 

@@ -15,10 +15,11 @@ import math
 import numpy as np
 import pytest
 
-from transformer_ua import network_dict, rounding
+from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import network_enclosure
+from transformer_ua.networks import network_dict
 
 
 def random_net(seed: int, *, d=1, n=3, D=3, h=2, m=2, r=6, blocks=1, scale=1.0,
@@ -302,7 +303,7 @@ def test_onnx_file_in_and_unsupported_op_refused(tmp_path):
   outside the class (LayerNormalization) is refused in one line naming it."""
   import onnx
   from onnx import TensorProto, helper
-  from transformer_ua import flat_onnx
+  from transformer_ua.networks import flat_onnx
   net = random_net(7, scale=0.05, r=4)
   path = str(tmp_path / 'g.onnx')
   flat_onnx.write(net, path, dtype='float64')

@@ -17,9 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import flat_onnx, layers, network_dict
+from transformer_ua import layers
 from transformer_ua.certify import hand_built, trainer
-from transformer_ua.yun.stages import targets
+from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.targets import functions as targets
 
 
 class _StandIn:

@@ -22,12 +22,12 @@ import onnxruntime as ort
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.export_onnx import export_onnx
 from transformer_ua.layers import Segment
+from transformer_ua.networks.export_onnx import export_onnx
+from transformer_ua.yun import approximator
 from transformer_ua.yun.bounds.decomposition import interior_points
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization.plan import REPRODUCE_RTOL
-from transformer_ua.yun import approximator
 
 #: The module exports float64 realizations the plan cannot guarantee (that is what the
 #: runtimes are compared on): their FloatRealizationWarning is expected.

@@ -22,8 +22,9 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
-from transformer_ua import flat_onnx, network_dict, yun
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua import yun
+from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.variants import registry
@@ -263,7 +264,7 @@ def test_export_bad_layout_path_and_existing_file_write_nothing(tmp_path):
 
 
 def test_auto_is_scan_above_the_depth_rule(tmp_path, monkeypatch):
-  from transformer_ua import export_onnx as export_module  # pylint: disable=import-outside-toplevel
+  from transformer_ua.networks import export_onnx as export_module  # pylint: disable=import-outside-toplevel
   g = registry.VARIANTS['integer_ids'](Grid(1, 2, 2)).build('token_times_mean').realize(
       margin=MARGIN)
   ops = lambda p: {n.op_type for n in onnx.load(str(p)).graph.node}  # noqa: E731

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from flint import arb, ctx
 
-from transformer_ua.yun.bounds import f_term, target_bounds
-from transformer_ua.yun.stages import targets
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import functions as targets
+from transformer_ua.yun.bounds import f_term
 
 
 def _loop(x):

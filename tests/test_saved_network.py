@@ -14,7 +14,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from transformer_ua import network_dict, saved_network, yun
+from transformer_ua import yun
+from transformer_ua.networks import network_dict, saved_network
 
 pytestmark = pytest.mark.filterwarnings(
     'ignore::transformer_ua.yun.realization.plan.FloatRealizationWarning')

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transformer_ua.yun.stages import targets
+from transformer_ua.targets import functions as targets
 
 
 @pytest.mark.parametrize('name', sorted(targets.BUILTIN_TARGETS))

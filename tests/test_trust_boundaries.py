@@ -16,12 +16,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from transformer_ua import decimal_text
 from transformer_ua import executor
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import functions as targets
 from transformer_ua.yun import search
-from transformer_ua.yun.bounds import callable_checks, certificate, f_term, target_bounds
+from transformer_ua.yun.bounds import certificate, f_term
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
-from transformer_ua.yun.stages import targets
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 
 MARGIN = Fraction(1, 64)
@@ -252,11 +255,11 @@ def test_every_bound_printed_is_rounded_up_and_every_share_down(honest, p):
 
 
 def test_text_rounding_by_hand():
-  assert certificate.bound_text(0.15704950, 3) == '0.158'
-  assert certificate.bound_text(0.157, 3) == '0.158'         # 0.157 is 0.15700000000000000288
-  assert certificate.bound_text(0.25, 3) == '0.25'
-  assert certificate.share_text(0.9999996, 6, percent=True) == '99.9999'
-  assert certificate.share_text(1.0, 6, percent=True) == '100'
+  assert decimal_text.bound_text(0.15704950, 3) == '0.158'
+  assert decimal_text.bound_text(0.157, 3) == '0.158'         # 0.157 is 0.15700000000000000288
+  assert decimal_text.bound_text(0.25, 3) == '0.25'
+  assert decimal_text.share_text(0.9999996, 6, percent=True) == '99.9999'
+  assert decimal_text.share_text(1.0, 6, percent=True) == '100'
 
 
 # -- bad input never crashes --------------------------------------------------------

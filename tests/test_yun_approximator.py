@@ -10,15 +10,17 @@ import numpy as np
 import pytest
 
 from transformer_ua import activations, construction, yun
-from transformer_ua.yun.bounds import distances
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets
 from transformer_ua.yun import approximator
+from transformer_ua.yun.bounds import bad_set
+from transformer_ua.yun.bounds import decomposition
 from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.realization import plan
+from transformer_ua.yun.stages import contextual_params
+from transformer_ua.yun.stages import contextual_ties
 from transformer_ua.yun.variants.paper import Paper
 from transformer_ua.yun.variants.ties_complete import TiesComplete
-from transformer_ua.yun.stages import contextual_ties, targets
-from transformer_ua.yun.realization import plan
-from transformer_ua.yun.bounds import decomposition
-from transformer_ua.yun.stages import contextual_params
 
 #: Tests that realize in float64 where the plan says float64 cannot carry the network:
 #: the FloatRealizationWarning that says so is expected there.
@@ -49,7 +51,7 @@ def test_theorem2_g_bar_is_f_bar_off_the_bad_set_and_zero_on_it(thm2):
   k = _all_cells(1, 3, 3)
   centers = targets.cell_centers(k, 3)
   out = thm2.apply(centers)
-  good = distances.distinct_columns(k)
+  good = bad_set.distinct_columns(k)
   # A_L is f at the class representative, permuted: equal up to float summation order.
   np.testing.assert_allclose(out[good], thm2.target(centers)[good], rtol=1e-14, atol=0)
   np.testing.assert_array_equal(out[~good], 0.0)

@@ -16,11 +16,14 @@ import pytest
 
 from transformer_ua import oracle, realize
 from transformer_ua.exact import ball
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets
 from transformer_ua.yun import build_approximator, search
-from transformer_ua.yun.bounds import certificate, distances, target_bounds
+from transformer_ua.yun.bounds import bad_set
+from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
-from transformer_ua.yun.stages import targets
 
 
 MARGIN = Fraction(1, 64)
@@ -169,7 +172,7 @@ def test_fbar_gbar_is_the_bad_set_mass_for_the_paper_and_0_without_bad_set(clamp
     assert cert.terms['fbar_gbar'] == 0.0
     assert cert.details['fbar_gbar']['cubes_differing'] == 0
   else:
-    ref = distances.dp_on_bad_set(net.target, Grid(1, 3, 4), p=2.0)
+    ref = bad_set.dp_on_bad_set(net.target, Grid(1, 3, 4), p=2.0)
     assert cert.terms['fbar_gbar'] == pytest.approx(ref, rel=1e-12)
     # the bad cubes: 4^3 - 4 * 3 * 2 = 40 of the 64 ordered cubes, 16 multisets
     assert cert.details['fbar_gbar']['cubes_differing'] == 16

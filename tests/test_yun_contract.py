@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
 

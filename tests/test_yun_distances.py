@@ -6,9 +6,10 @@ import itertools
 import numpy as np
 import pytest
 
-from transformer_ua.yun.bounds import distances
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets
+from transformer_ua.yun.bounds import bad_set
 from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import targets
 
 
 def test_dp_of_identical_functions_is_zero():
@@ -43,7 +44,7 @@ def test_bad_set_measure_matches_enumeration(d, n, resolution):
   cells = list(itertools.product(range(resolution), repeat=d * n))
   bad = sum(1 for c in cells
             if len({tuple(c[j * d:(j + 1) * d]) for j in range(n)}) < n)
-  assert distances.bad_set_measure(Grid(d, n, resolution)) == fractions.Fraction(bad, len(cells))
+  assert bad_set.bad_set_measure(Grid(d, n, resolution)) == fractions.Fraction(bad, len(cells))
 
 
 def test_dp_on_bad_set_matches_loop():
@@ -52,7 +53,7 @@ def test_dp_on_bad_set_matches_loop():
   for a in range(3):  # bad cells of d=1, n=2, N=3 are K = (a, a)
     c = np.array([[[(a + .5) / 3], [(a + .5) / 3]]])
     total += np.sum(np.abs(f(c))**2)
-  got = distances.dp_on_bad_set(f, Grid(1, 2, 3), p=2)
+  got = bad_set.dp_on_bad_set(f, Grid(1, 2, 3), p=2)
   assert got == pytest.approx((total / 9)**0.5, rel=1e-12)
 
 

@@ -9,12 +9,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import functions as targets
 from transformer_ua.yun import build_approximator, search
-from transformer_ua.yun.bounds import callable_checks, certificate, f_term, target_bounds
 from transformer_ua.yun import grid
+from transformer_ua.yun.bounds import certificate, f_term
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan
-from transformer_ua.yun.stages import targets
 
 MARGIN = Fraction(1, 64)
 

@@ -24,10 +24,10 @@ import jax.numpy as jnp
 
 import runtime_orders
 
-from transformer_ua import yun
-from transformer_ua.export_onnx import export_onnx
-from transformer_ua.yun.grid import Grid
 from transformer_ua import rounding
+from transformer_ua import yun
+from transformer_ua.networks.export_onnx import export_onnx
+from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
 from transformer_ua.yun.variants import registry
 

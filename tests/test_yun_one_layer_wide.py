@@ -13,8 +13,8 @@ import pytest
 from transformer_ua import oracle
 from transformer_ua.exact import ball, wide_ball
 from transformer_ua.yun.bounds import certificate
-from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.single_attention import one_layer_wide
 from transformer_ua.yun.variants import registry
 from transformer_ua.yun.variants.one_layer_wide import OneLayerWide
 from transformer_ua.yun.variants.positional_wide import PositionalWide
@@ -301,7 +301,7 @@ def test_refusals(wide, g):
 
 def test_onnx_export_runs_in_onnxruntime(wide, g, tmp_path):
   ort = pytest.importorskip('onnxruntime')
-  from transformer_ua.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
+  from transformer_ua.networks.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
   path = export_onnx(g, tmp_path / 'wide.onnx')
   k, x = _interior_points(np.random.default_rng(6), 4, 256, Fraction(1, 4))
   session = ort.InferenceSession(str(path), providers=['CPUExecutionProvider'])
@@ -373,7 +373,7 @@ def test_positional_refusals():
 
 def test_positional_onnx_export_carries_e(thm3, tmp_path):
   ort = pytest.importorskip('onnxruntime')
-  from transformer_ua.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
+  from transformer_ua.networks.export_onnx import export_onnx  # pylint: disable=import-outside-toplevel
   net, g = thm3
   path = export_onnx(g, tmp_path / 'wide3.onnx')
   rng = np.random.default_rng(8)

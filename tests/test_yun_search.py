@@ -15,9 +15,9 @@ import pytest
 
 from transformer_ua import yun
 from transformer_ua.yun import search
+from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
-from transformer_ua.yun.bounds import certificate
 
 # One T^{2,1,4} block at d = 1: attention W_Q, b_Q, W_K, W_V, W_O of 2 heads of size 1
 # (2 + 2 + 2 + 2 + 2 = 10) and the width-4 feed-forward W_1 4, b_1 4, W_2 4, b_2 1 (13).
@@ -249,7 +249,7 @@ def test_a_failing_certificate_queues_the_next_resolution(monkeypatch, by_hand):
 
 def test_approximate_result_exports_to_onnx(tmp_path, by_hand):
   import onnxruntime   # pylint: disable=import-outside-toplevel
-  from transformer_ua import export_onnx   # pylint: disable=import-outside-toplevel
+  from transformer_ua.networks import export_onnx   # pylint: disable=import-outside-toplevel
   res = search.approximate('token_times_mean', 0.45, arithmetic='exact', d=1, n=2, workers=1,
                            construction='ties_complete')
   path = export_onnx.export_onnx(res.g, tmp_path / 'g.onnx')

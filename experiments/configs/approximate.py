@@ -17,7 +17,7 @@ import ml_collections
 
 def get_config(variant: str = 'default') -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  # Target: a built-in name (transformer_ua.yun.stages.targets.BUILTIN_TARGETS).
+  # Target: a built-in name (transformer_ua.targets.functions.BUILTIN_TARGETS).
   c.target = 'token_times_mean'
   c.positional = False        # False: Theorem 2 (equivariant f); True: Theorem 3 (with E)
   c.d = 1                     # embedding dimension

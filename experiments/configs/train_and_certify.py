@@ -8,7 +8,7 @@ target and return the smallest whose certificate d_p(f, fl(g)) <= epsilon holds
 
 Fields (``--config.<field>=value``):
 
-  target           a built-in target name (transformer_ua.yun.stages.targets.BUILTIN_TARGETS)
+  target           a built-in target name (transformer_ua.targets.functions.BUILTIN_TARGETS)
   d, n             token width and number of tokens
   p                the exponent of d_p (>= 1; inf for the sup norm)
   epsilon          the d_p(f, fl(g)) to certify (> 0)

@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from transformer_ua import outputs, provenance, yun
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua.networks.export_onnx import export_onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

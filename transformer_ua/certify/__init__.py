@@ -23,4 +23,38 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
     network_certificate.py branch and bound over boxes, the L_p sum, the certificate
     runtime_probe.py       what a runtime does, measured against what the certificate assumes
     trainer.py, hand_built.py   networks to certify: trained ones, and a hand-built reference
+
+Networks come in and go out through ``transformer_ua.networks`` (the dict, flat ONNX, save
+and load); the targets f are ``transformer_ua.targets``, shared with Yun's construction.
+
+The public face, all a caller needs:
+
+    certify_network(f, g, d=, n=, p=, arithmetic=)  -> NetworkCertificate:
+                                     d_p(f, fl(g)) <= total over the whole cube, proved
+    train_and_certify(f, epsilon, d=, n=)           -> TrainedCertificate: the smallest
+                                     trained network whose certificate reaches epsilon
+    check_runtime(runtime, arithmetic=)             -> what a runtime does (exp, softmax,
+                                     matmul) against what the float certificates assume
+    save(result, path) / load(path) / recheck(saved, f=None)
+                                  -> a certified network (any of the above, or what
+                                     ``yun.approximate`` returns) with its certificate in
+                                     one file, hashes checked on load
 """
+
+import importlib
+
+#: Where each public name lives, imported on first use (the package loads nothing heavy).
+_HOMES = {'certify_network': 'certify.network_certificate',
+          'NetworkCertificate': 'certify.network_certificate',
+          'check_runtime': 'certify.runtime_probe',
+          'train_and_certify': 'certify.trainer', 'TrainedCertificate': 'certify.trainer',
+          'save': 'networks.saved_network', 'load': 'networks.saved_network',
+          'recheck': 'networks.saved_network'}
+
+__all__ = list(_HOMES)
+
+
+def __getattr__(name: str):
+  if name not in _HOMES:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  return getattr(importlib.import_module(f'transformer_ua.{_HOMES[name]}'), name)

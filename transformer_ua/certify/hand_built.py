@@ -45,7 +45,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua import network_dict
+from transformer_ua.networks import network_dict
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,8 +25,8 @@ import tempfile
 
 import numpy as np
 
-from transformer_ua import network_dict
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.networks import network_dict
+from transformer_ua.targets import functions as targets_lib
 
 #: Points per JAX / onnxruntime call.
 CHUNK = 4096
@@ -71,7 +71,7 @@ def jax_apply(net: network_dict.Net, x: np.ndarray, dtype: str = 'float64',
 def onnxruntime_apply(net: network_dict.Net, x: np.ndarray, dtype: str) -> np.ndarray | None:
   """fl(g)(x) by onnxruntime from the flat ONNX file; None where the writer is absent."""
   try:
-    from transformer_ua import flat_onnx
+    from transformer_ua.networks import flat_onnx
     import onnxruntime as ort
   except ImportError:
     return None

@@ -36,12 +36,15 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import executor as executor_lib
-from transformer_ua import network_dict, rounding
+from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, target_enclosures
-from transformer_ua.yun.bounds import callable_checks, distances, target_bounds
-from transformer_ua.yun.bounds.certificate import bound_text
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.decimal_text import bound_text
+from transformer_ua.networks import network_dict
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
 
 #: Boxes evaluated per NumPy batch (memory: ~ a few kB per box for small networks).
 BATCH = 2048
@@ -125,7 +128,7 @@ def as_net(g, *, d: int, n: int) -> network_dict.Net:
     if not os.path.isfile(path):
       raise ValueError(f'g={path!r} is not a file; give a network dict, a (Network, params) '
                        'pair or an ONNX file.')
-    from transformer_ua import flat_onnx   # the ONNX reader is only needed for files
+    from transformer_ua.networks import flat_onnx   # the ONNX reader is only needed for files
     return network_dict.check(flat_onnx.read(path), d=d, n=n)
   if isinstance(g, tuple) and len(g) == 2 and hasattr(g[0], 'segments'):
     net = network_dict.from_network(g[0], g[1], d=d)
@@ -471,7 +474,7 @@ def _assumptions(model) -> tuple:
 
 def _runtime_text(runtime, arithmetic: str) -> str:
   if runtime is None:
-    return 'not probed (yun.check_runtime measures these assumptions on a runtime)'
+    return 'not probed (certify.check_runtime measures these assumptions on a runtime)'
   ok, why = runtime.ok_for(arithmetic)
   if not ok:
     raise ValueError(f'the probed runtime does not meet the {arithmetic} model: {why}.')

@@ -38,8 +38,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua import network_dict, rounding
+from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
+from transformer_ua.networks import network_dict
 
 _WIDEN = 1 + 2.0 ** -40
 

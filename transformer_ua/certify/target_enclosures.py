@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from transformer_ua.certify import intervals as iv
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.targets import functions as targets_lib
 
 
 def _const(value_lo: float, value_hi: float) -> iv.Interval:

@@ -66,10 +66,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import flat_onnx, layers, modules, network_dict, outputs, provenance, rounding
+from transformer_ua import layers, modules, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
-from transformer_ua.yun.bounds import distances
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
 
 #: (depth L, heads h) of the ladder, in order; m = 1 and D = d + h for each.
 SHAPES = ((1, 1), (1, 2), (2, 1), (2, 2))

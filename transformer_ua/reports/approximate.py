@@ -14,7 +14,8 @@ import os
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.yun.bounds import distances
+from transformer_ua.targets import distances
+from transformer_ua.yun.bounds import bad_set
 from transformer_ua.yun.bounds import decomposition
 from transformer_ua.yun.realization import plan
 
@@ -27,7 +28,7 @@ def contextual_values(net):
     return None
   q = cm.ops.to_python(cm.column_ids_batch(k)) / cm.scale  # unscaled u^T g_c(L)
   in_range = np.all(k >= 0, axis=(1, 2))
-  good = distances.distinct_columns(k) & in_range
+  good = bad_set.distinct_columns(k) & in_range
   return {'q': q.astype(float), 'good': good, 'out_of_range': ~in_range,
           't_l': float(cm.t_l), 't_r': float(cm.t_r)}
 

@@ -26,7 +26,7 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 from transformer_ua import outputs, provenance  # noqa: E402
-from transformer_ua.yun.bounds.certificate import bound_text  # noqa: E402
+from transformer_ua.decimal_text import bound_text  # noqa: E402
 
 #: What ``write`` puts into its output directory.
 OUTPUT_FILES = ('trained_size_law.png', 'trained_size_law.md')

@@ -49,17 +49,17 @@ import warnings
 import numpy as np
 
 from transformer_ua import construction, outputs, provenance
+from transformer_ua import rounding
 from transformer_ua.reports import approximate as report
 from transformer_ua.studies import approximation_certificates
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import approximator
-from transformer_ua.yun.bounds import distances
-from transformer_ua.yun.stages import targets as targets_lib
-from transformer_ua import rounding
-from transformer_ua.yun.realization import plan as yun_plan
-from transformer_ua.yun.variants import registry
 from transformer_ua.yun.bounds import decomposition
-from transformer_ua.yun.stages import contextual_positional
 from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.realization import plan as yun_plan
+from transformer_ua.yun.stages import contextual_positional
+from transformer_ua.yun.variants import registry
 from transformer_ua.yun.variants.paper import Paper
 
 

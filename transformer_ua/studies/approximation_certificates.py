@@ -21,8 +21,8 @@ import time
 import numpy as np
 import onnx
 
-from transformer_ua import saved_network
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua.networks import saved_network
+from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.verify import float_certificate
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import certificate
@@ -60,7 +60,7 @@ def onnx_check_line(path: str, c) -> str:
   """A one-line command that runs the ONNX file in onnxruntime on uniform points and prints
   the sampled d_p(f, g), to compare with the certified total."""
   return ("python -c \"import numpy as np, onnxruntime as ort; "
-          "from transformer_ua.yun.stages.targets import get_target; "
+          "from transformer_ua.targets.functions import get_target; "
           f"x = np.random.default_rng(1).random((4000, {c.n}, {c.d})); "
           f"y = ort.InferenceSession('{path}').run(None, {{'X': x}})[0]; "
           f"f = get_target('{c.target}', d={c.d}, n={c.n})(x); "
@@ -72,7 +72,7 @@ def pytorch_check_line(path: str, c) -> str:
   """The same check in PyTorch: the flat file converted by onnx2torch."""
   dt = 'float32' if c.certify_arithmetic == 'float32' else 'float64'
   return ("python -c \"import numpy as np, onnx, onnx2torch, torch; "
-          "from transformer_ua.yun.stages.targets import get_target; "
+          "from transformer_ua.targets.functions import get_target; "
           f"m = onnx2torch.convert(onnx.load('{path}')); "
           f"x = np.random.default_rng(1).random((4000, {c.n}, {c.d})); "
           f"y = m(torch.from_numpy(x.astype('{dt}'))).detach().numpy(); "
@@ -83,7 +83,7 @@ def pytorch_check_line(path: str, c) -> str:
 
 def saved_check_line(path: str) -> str:
   """A one-line command that loads the saved network (its hashes checked) and prints it."""
-  return ("python -c \"from transformer_ua import saved_network; "
+  return ("python -c \"from transformer_ua.networks import saved_network; "
           f"print(saved_network.load('{path}').line())\"")
 
 

@@ -45,11 +45,11 @@ import numpy as np
 
 from transformer_ua import outputs, provenance
 from transformer_ua.reports import certification as report
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.verify import certificate_mc
 from transformer_ua.yun import build_approximator, search
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.realization import plan as plan_lib
-from transformer_ua.yun.stages import targets as targets_lib
 
 #: Files written into the output directory.
 JSON_NAME = 'certify_approximation.json'

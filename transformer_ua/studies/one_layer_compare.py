@@ -28,12 +28,13 @@ import warnings
 
 from transformer_ua import construction, outputs, provenance
 from transformer_ua.reports import one_layer_compare as report
+from transformer_ua.targets import distances
 from transformer_ua.yun import build_approximator
-from transformer_ua.yun.bounds import distances
-from transformer_ua.yun.realization import plan
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.variants.one_layer import OneLayer
+from transformer_ua.yun.bounds import bad_set
 from transformer_ua.yun.bounds import decomposition
+from transformer_ua.yun.grid import Grid
+from transformer_ua.yun.realization import plan
+from transformer_ua.yun.variants.one_layer import OneLayer
 
 #: (target, d, n, N): the grids of the comparison.
 CONFIGS = (
@@ -86,7 +87,7 @@ def run_paper(target, d, n, N) -> dict:
   cert = g.certify_interiors()
   kinds = construction.kind_counts(net.layer_counts())
   dep = g.block_counts()
-  bad = distances.bad_set_measure(Grid(d, n, N))
+  bad = bad_set.bad_set_measure(Grid(d, n, N))
   try:
     with warnings.catch_warnings():
       warnings.simplefilter('ignore')
@@ -102,7 +103,7 @@ def run_paper(target, d, n, N) -> dict:
           'bits': cert['bits'], 'build_s': build_s, 'certify_s': cert['seconds'],
           'certified_max_abs_error': cert['max_abs_error'], 'certified': cert['certified'],
           'cubes': cert['cubes'], 'bad_set_measure': float(bad),
-          'dp_f_bar_g_bar': distances.dp_on_bad_set(net.target, Grid(d, n, N), p=P)}
+          'dp_f_bar_g_bar': bad_set.dp_on_bad_set(net.target, Grid(d, n, N), p=P)}
 
 
 def run_one_layer(target, d, n, N, search: bool) -> dict:

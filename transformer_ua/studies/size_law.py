@@ -54,11 +54,11 @@ import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np
 
 from transformer_ua import outputs, provenance
+from transformer_ua.decimal_text import bound_text
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.verify import certificate_mc, float_certificate
 from transformer_ua.yun import search
 from transformer_ua.yun.bounds import f_term
-from transformer_ua.yun.bounds.certificate import bound_text
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
 
 #: The study's default grid (the issue's rows; Theorem 3's target is prefix_mean).

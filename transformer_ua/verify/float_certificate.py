@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.verify import certificate_mc
 from transformer_ua.yun.grid import Grid
 

@@ -60,9 +60,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_ua import flat_onnx, network_dict, oracle, outputs, provenance
+from transformer_ua import oracle, outputs, provenance
 from transformer_ua.exact import ball
-from transformer_ua.export_onnx import export_onnx
+from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan

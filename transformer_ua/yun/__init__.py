@@ -26,39 +26,25 @@ The public face, all a caller needs for the theorem as a call:
     VARIANTS[name](Grid(d, n, N)).build(f) -> the same, by name
     plan_realization(net, tolerance)     -> lam, epsilon, bits for net.realize
     certify_lp(net, g, p)                -> Certificate: d_p(f, g) <= total, proved
-    certify_network(f, g, d=, n=)        -> NetworkCertificate: d_p(f, fl(g)) <= total for
-                                            ANY standard Transformer g (trained, hand-built,
-                                            ONNX), in exact, float64, float32, tf32, bfloat16
-                                            (transformer_ua/certify/)
-    check_runtime(runtime, arithmetic=)  -> what a runtime does (exp, softmax, matmul mode)
-                                            against what the float certificates assume
-    train_and_certify(f, epsilon, d=, n=) -> the smallest trained network that certifies
-    save(result, path) / load(path) / recheck(saved, f=None)
-                                         -> a certified network with its certificate in one
-                                            file, hashes checked on load (saved_network.py)
     error_decomposition(net, g, p)       -> the terms, sampled
+
+What ``approximate`` returns is saved, loaded and re-checked by the certifier's calls
+(``transformer_ua.certify``: save, load, recheck), as any certified network is.
 """
 
 import importlib
 
 #: Where each public name lives, imported on first use: ``yun.grid`` and the stages load
-#: without the certificate stack, and the certifier of any network (transformer_ua/certify/,
-#: which imports yun's targets and bounds) loads only when asked for.
+#: without the certificate stack.
 _HOMES = {'Certificate': 'yun.bounds.certificate', 'certify_lp': 'yun.bounds.certificate',
           'error_decomposition': 'yun.bounds.decomposition', 'Grid': 'yun.grid',
           'plan_realization': 'yun.realization.plan', 'Approximation': 'yun.search',
           'approximate': 'yun.search', 'VARIANTS': 'yun.variants.registry',
-          'build_approximator': 'yun.variants.registry',
-          'certify_network': 'certify.network_certificate',
-          'NetworkCertificate': 'certify.network_certificate',
-          'check_runtime': 'certify.runtime_probe', 'train_and_certify': 'certify.trainer',
-          'save': 'saved_network', 'load': 'saved_network', 'recheck': 'saved_network'}
+          'build_approximator': 'yun.variants.registry'}
 
 __all__ = [
     'Grid', 'VARIANTS', 'approximate', 'Approximation', 'build_approximator',
     'plan_realization', 'certify_lp', 'Certificate', 'error_decomposition',
-    'certify_network', 'NetworkCertificate', 'check_runtime', 'train_and_certify',
-    'save', 'load', 'recheck',
 ]
 
 

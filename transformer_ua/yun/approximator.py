@@ -46,9 +46,10 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.exact import planner
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import grid
 from transformer_ua.yun.realization import certified_eval, plan, rational
-from transformer_ua.yun.stages import pipeline, targets as targets_lib, value
+from transformer_ua.yun.stages import pipeline, value
 
 #: The integer literal network carries A rounded to multiples of 1/(this * N).
 VALUE_DENOMINATOR_PER_N = 2

@@ -83,12 +83,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.yun import grid, search_arguments
-from transformer_ua.yun.bounds import callable_checks, certificate, distances, f_term, \
-    target_bounds
+from transformer_ua import decimal_text
 from transformer_ua import rounding
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks, distances
+from transformer_ua.targets import functions as targets_lib
+from transformer_ua.yun import grid, search_arguments
+from transformer_ua.yun.bounds import bad_set
+from transformer_ua.yun.bounds import certificate, f_term
 from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.variants import registry
 
 #: The f-term (with the bad-set estimate) may take at most this share of epsilon: the
@@ -199,7 +202,7 @@ def _bad_fraction(d: int, n: int, N: int) -> float:  # pylint: disable=invalid-n
 
 def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float:  # pylint: disable=invalid-name
   """d_p(f_bar, g_bar) of the paper's map before building: f_bar's mass on the bad set
-  (float64 sum over the grid, ``distances.dp_on_bad_set``) up to ``BAD_SET_CELLS``
+  (float64 sum over the grid, ``bad_set.dp_on_bad_set``) up to ``BAD_SET_CELLS``
   cells; past it, the value at the largest such N' scaled by (bad measure at N / at
   N')^{1/p} (with no such N': the bad measure times nd max |f|^p on a probe, to the
   1/p). For the search only: the certificate computes the exact term."""
@@ -211,7 +214,7 @@ def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float
   while base > 2 and base ** (d * n) > BAD_SET_CELLS:
     base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
   if base not in cache:
-    cache[base] = distances.dp_on_bad_set(target, Grid(d, n, base), p=p)
+    cache[base] = bad_set.dp_on_bad_set(target, Grid(d, n, base), p=p)
   if base == N:
     return cache[base]
   return cache[base] * (_bad_fraction(d, n, N) / _bad_fraction(d, n, base)) ** (1 / p)
@@ -417,7 +420,7 @@ class Approximation:
                               for f in dataclasses.fields(self)))
 
   def __repr__(self) -> str:
-    return (f'Approximation(d_p(f, g) <= {certificate.bound_text(self.certificate.total, 4)} '
+    return (f'Approximation(d_p(f, g) <= {decimal_text.bound_text(self.certificate.total, 4)} '
             f'<= {self.epsilon:g} [{self.arithmetic}]; '
             f'{self.construction}, N={self.net.resolution}: {self.g.depth()} blocks, '
             f'{self.g.num_params()} params)')
@@ -574,7 +577,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       tell(f'approximate: attempt {k}: {cand.describe()} (progress=False silences this, '
            'progress=True says more)')
     say(f'approximate: attempt {k}: {cand.describe()} (budget {left_s / 60:.2g} min left); '
-        f'd_p(f, f_bar) <= {certificate.bound_text(cand.f_term, 3)} '
+        f'd_p(f, f_bar) <= {decimal_text.bound_text(cand.f_term, 3)} '
         f'({search.f_term_method(type(c), cand.resolution)})')
     t0 = time.perf_counter()
     rec = {'construction': c.name, 'resolution': cand.resolution,
@@ -602,11 +605,11 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     attempts.append(rec)
     if loud and cand.seconds >= QUIET_SECONDS:
       tell(f'approximate: attempt {k} done in {rec["seconds"]:.0f} s: d_p(f, g) <= '
-           f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} '
+           f'{decimal_text.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} '
            f'{epsilon:g}')
     say(f'approximate: attempt {k}: {c.name} N={cand.resolution} done in '
         f'{rec["seconds"]:.0f} s (estimated {cand.seconds:.0f} s): d_p(f, g) <= '
-        f'{certificate.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} {epsilon:g}'
+        f'{decimal_text.bound_text(cert.total, 4)} {"<=" if rec["holds"] else ">"} {epsilon:g}'
         f'{"" if rec["holds"] else ", the certificate does not hold"}')
     if rec['holds']:
       return Approximation(g=g, net=net, certificate=cert, epsilon=epsilon,
@@ -626,7 +629,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
       raise ValueError(
           f'epsilon={epsilon:g} needs resolution N >= {best.resolution} with the smallest '
           f'construction {best.variant.name!r} (d_p(f, f_bar) <= '
-          f'{certificate.bound_text(best.f_term, 3)} there by the {method}{per_cube}): '
+          f'{decimal_text.bound_text(best.f_term, 3)} there by the {method}{per_cube}): '
           f'{search_arguments.count(best.size["blocks"])} layers (blocks), '
           f'{search_arguments.count(best.size["params"])} params, estimated {_minutes(best.seconds)}; '
           f'limits max_layers={max_layers}, max_minutes={max_minutes:g}. Raise them or '
@@ -634,7 +637,7 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     raise ValueError(f'epsilon={epsilon:g}: no construction has a plan at the resolution it '
                      f'needs ({"; ".join(skipped)}); raise epsilon.')
   last = attempts[-1]
-  why = f'total {certificate.bound_text(last["total"], 3)}' if 'total' in last else \
+  why = f'total {decimal_text.bound_text(last["total"], 3)}' if 'total' in last else \
       last['error']
   more = f'; next: {over[0].describe()}, over the limits' if over else ''
   cubes = max(a.get('not_equivariant_cubes', 0) for a in attempts)

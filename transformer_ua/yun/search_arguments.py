@@ -10,7 +10,7 @@ import numbers
 from fractions import Fraction
 
 from transformer_ua import executor as executor_lib
-from transformer_ua.yun.bounds import distances
+from transformer_ua.targets import distances
 
 
 

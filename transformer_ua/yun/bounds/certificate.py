@@ -65,7 +65,6 @@ docstring), so the certificate is one code path.
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import math
 import time
 from fractions import Fraction
@@ -74,11 +73,15 @@ import numpy as np
 from flint import arb, ctx
 
 from transformer_ua import rounding
+from transformer_ua.decimal_text import bound_text, share_text
 from transformer_ua.exact import ball
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
+from transformer_ua.yun.bounds import f_term
 from transformer_ua.yun.grid import Grid, decode_grid
 from transformer_ua.yun.realization import certified_eval, plan as plan_lib
-from transformer_ua.yun.bounds import callable_checks, distances, f_term, target_bounds
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization import ids
 
 #: arb precision of the certificate's own arithmetic (bits).
@@ -238,33 +241,6 @@ def _sum_up(values) -> float:
   exact = sum(Fraction(v) for v in values)
   total = float(exact)
   return total if Fraction(total) >= exact else float(np.nextafter(total, np.inf))
-
-
-def _decimal(x: float, digits: int, rounding: str, scale: int = 1) -> str:
-  """x * scale (x a float, taken exactly) rounded to ``digits`` significant digits in the
-  direction ``rounding`` (decimal.ROUND_CEILING / ROUND_FLOOR), as plain text."""
-  x = float(x)
-  if math.isnan(x):
-    return 'nan'
-  if math.isinf(x):
-    return 'inf' if x > 0 else '-inf'
-  if x == 0:
-    return '0'
-  c = decimal.Context(prec=digits, rounding=rounding, Emax=decimal.MAX_EMAX,
-                      Emin=decimal.MIN_EMIN)
-  v = c.multiply(decimal.Decimal(x), decimal.Decimal(scale))   # exact product, rounded once
-  return format(v, 'g').replace('E', 'e')
-
-
-def bound_text(x: float, digits: int) -> str:
-  """An upper bound of x with ``digits`` significant digits (what a reader copies stays
-  a proved bound)."""
-  return _decimal(x, digits, decimal.ROUND_CEILING)
-
-
-def share_text(x: float, digits: int, percent: bool = False) -> str:
-  """A lower bound of x (x 100 with ``percent``) with ``digits`` significant digits."""
-  return _decimal(x, digits, decimal.ROUND_FLOOR, 100 if percent else 1)
 
 
 def _exact(v: float) -> str:

@@ -22,9 +22,10 @@ import dataclasses
 import math
 
 import numpy as np
-from transformer_ua.yun.bounds import distances
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
+from transformer_ua.yun.bounds import bad_set
 from transformer_ua.yun.grid import Grid, decode_grid
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.realization.plan import FLOAT_BITS, REPRODUCE_RTOL
 
 #: Cube-interior samples with which error_decomposition checks that a float g
@@ -125,8 +126,8 @@ def error_decomposition(net, g=None, *, p: float = 2.0,
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif enumerable and variant.has_bad_set:   # Theorem 2: f_bar's mass on the bad set
     exact = ExactTerms(
-        bad_set_measure=float(distances.bad_set_measure(net.variant.grid)),
-        dp_f_bar_g_bar=distances.dp_on_bad_set(net.target, net.variant.grid, p=p))
+        bad_set_measure=float(bad_set.bad_set_measure(net.variant.grid)),
+        dp_f_bar_g_bar=bad_set.dp_on_bad_set(net.target, net.variant.grid, p=p))
   elif enumerable:                           # no bad set: measured on every cube
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=dp_f_bar_g_bar_on_grid(net, p=p))
   estimates = {tuple(k.split('|')): v for k, v in est.items()}

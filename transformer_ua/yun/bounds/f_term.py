@@ -80,10 +80,12 @@ import numpy as np
 from flint import arb, ctx, fmpq
 
 from transformer_ua.exact import ball
-from transformer_ua.yun.bounds import callable_checks, distances, target_bounds
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.targets import bounds as target_bounds
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import distances
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import enumeration
+from transformer_ua.yun.grid import Grid
 
 #: arb precision of the term's arithmetic (bits).
 BITS = 128

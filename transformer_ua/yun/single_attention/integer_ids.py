@@ -67,11 +67,11 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import realize as realize_lib
-from transformer_ua.yun import grid as grid_lib
 from transformer_ua import rounding
+from transformer_ua.targets import functions as targets_lib
+from transformer_ua.yun import grid as grid_lib
 from transformer_ua.yun.realization import plan as plan_lib
 from transformer_ua.yun.single_attention import integer_ids_realized, sum_distinct_code
-from transformer_ua.yun.stages import targets as targets_lib
 
 #: The formats the parameters can be built for (``rounding.FORMATS``).
 NUMBER_FORMATS = ('float64', 'float32')

@@ -61,9 +61,10 @@ import numpy as np
 
 from transformer_ua import construction, layers, realize
 from transformer_ua.layers import Segment
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.realization import plan as plan_lib
-from transformer_ua.yun.stages import quantize, targets as targets_lib
+from transformer_ua.yun.stages import quantize
 from transformer_ua.yun.single_attention.one_layer_ids import (
     ID_GUARD_BITS, IdTable, OneLayerPlan, _log2, gaps, mean_enclosures, plan, ramp_below, search_lam)
 from transformer_ua.yun.single_attention.one_layer_ids import cells_of as _cells

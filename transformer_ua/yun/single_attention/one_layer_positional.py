@@ -35,8 +35,8 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import construction
+from transformer_ua.targets import functions as targets_lib
 from transformer_ua.yun import grid
-from transformer_ua.yun.stages import targets as targets_lib
 from transformer_ua.yun.single_attention.one_layer_ids import (CAUCHY_B, ID_GUARD_BITS, MAX_BITS, MAX_IDS,
                                               IdTable, _log2, cells_of, gamma_mean_bound,
                                               gaps, mean_enclosures, ramp_below)

@@ -60,8 +60,8 @@ from fractions import Fraction
 import numpy as np
 from flint import arb, ctx
 
-from transformer_ua.yun.bounds import callable_checks
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.targets import callable_checks
+from transformer_ua.targets import functions as targets_lib
 
 #: arb precision of the exact target values (bits).
 EXACT_VALUE_BITS = 128

@@ -40,10 +40,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua import flat_onnx, network_dict, outputs, provenance
+from transformer_ua import decimal_text
+from transformer_ua import outputs, provenance
+from transformer_ua.networks import flat_onnx, network_dict
 
 #: The file format this module writes and reads.
-FORMAT = 'transformer_ua.saved_network'
+FORMAT = 'transformer_ua.networks.saved_network'
 FORMAT_VERSION = 1
 
 
@@ -196,7 +198,7 @@ class SavedNetwork:
     return (f'{self.rebuild["construction"]} network for {self.rebuild["target"]!r} '
             f'(d={self.rebuild["d"]}, n={self.rebuild["n"]}, N={self.rebuild["resolution"]}), '
             f'{self.arithmetic}: d_p(f, g) <= '
-            f'{certificate_lib.bound_text(self.certificate.total, 4)} (p={self.certificate.p:g}); '
+            f'{decimal_text.bound_text(self.certificate.total, 4)} (p={self.certificate.p:g}); '
             f'{self.params_hash}')
 
 
@@ -217,9 +219,9 @@ def save(result, path, *, overwrite: bool = False) -> str:
   exact = _exact_strings(g)
   last = result.attempts[-1] if result.attempts else {}
   target = net.target
-  from transformer_ua.yun.stages import targets as targets_lib  # pylint: disable=import-outside-toplevel
+  from transformer_ua.targets import functions as targets_lib  # pylint: disable=import-outside-toplevel
   builtin = targets_lib.BUILTIN_TARGETS.get(target.name) is not None
-  prov = provenance.record('transformer_ua.saved_network.save')
+  prov = provenance.record('transformer_ua.networks.saved_network.save')
   manifest = {
       'format': FORMAT, 'format_version': FORMAT_VERSION,
       'written_by': {'package_version': _package_version(),
@@ -324,7 +326,7 @@ def recheck(loaded: SavedNetwork, f=None, *, modulus=None, workers=None) -> dict
   from transformer_ua import rounding
   from transformer_ua.yun import grid as grid_lib
   from transformer_ua.yun.bounds import certificate as certificate_lib
-  from transformer_ua.yun.stages import targets as targets_lib
+  from transformer_ua.targets import functions as targets_lib
   from transformer_ua.yun.variants import registry
   r = loaded.rebuild
   if f is None and not r['builtin']:

@@ -37,7 +37,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_ua import network_dict, outputs
+from transformer_ua import outputs
+from transformer_ua.networks import network_dict
 
 #: ONNX opset (Softmax-13 over one axis, Pad/Slice with tensor inputs) and the IR version
 #: of that opset, so that runtimes older than the installed ``onnx`` package load the file.
@@ -182,7 +183,7 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', OPSET)],
                             producer_name='transformer_ua', ir_version=IR_VERSION,
                             doc_string=doc or 'A standard Transformer: softmax attention, '
-                            'ReLU feed-forward, residuals (transformer_ua.flat_onnx).')
+                            'ReLU feed-forward, residuals (transformer_ua.networks.flat_onnx).')
   stored = net if dtype == 'float64' else network_dict.cast(net, dt)
   helper.set_model_props(model, {'layout': 'flat', 'dtype': dtype, 'form': form,
                                  'params_hash': network_dict.params_hash(stored)})

@@ -35,8 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.yun.grid import Grid
-from transformer_ua.yun.stages import targets as targets_lib
+from transformer_ua.targets import functions as targets_lib
 
 #: Sampled points of the refutation in cubes (the default budget; ``certify_lp`` and
 #: ``approximate`` take ``refutation_points=``).
@@ -82,13 +81,13 @@ def check_modulus(modulus, centres: np.ndarray, delta: float) -> np.ndarray:
   return s
 
 
-def _grid_axes(fv: np.ndarray, grid: Grid) -> np.ndarray:
+def _grid_axes(fv: np.ndarray, grid) -> np.ndarray:
   """Values on every ordered cube [N^m, n, d] (lexicographic) as [N, ..., N, n, d]."""
   d, n, N = grid.d, grid.n, grid.N
   return fv.reshape((N,) * (n * d) + (n, d))
 
 
-def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, grid: Grid) -> Fraction:
+def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, grid) -> Fraction:
   """The largest difference quotient |f(C)_ji - f(C')_ji| / delta over neighbouring
   centres (exact rationals of the float values), a lower bound on any L; refuses a
   smaller ``lipschitz`` in one line naming the two centres.
@@ -125,7 +124,7 @@ def check_lipschitz_on_grid(lipschitz, fv: np.ndarray, grid: Grid) -> Fraction:
   return quotient
 
 
-def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, grid: Grid) -> None:
+def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, grid) -> None:
   """Refuses a local modulus with |f(C) - f(C')| > s_C + s_C' for neighbouring centres
   (module doc, 3.), in one line naming the two centres. s, fv: [N^m, n, d]."""
   m = grid.n * grid.d
@@ -151,7 +150,7 @@ def check_modulus_on_grid(s: np.ndarray, fv: np.ndarray, grid: Grid) -> None:
                        f'than the {float(rhs[idx]):.4g} its two cubes allow.')
 
 
-def equivariance_failures(fv: np.ndarray, grid: Grid) -> dict:
+def equivariance_failures(fv: np.ndarray, grid) -> dict:
   """Where f_bar(L) = fl f(C_L) is not permutation equivariant, decided exactly: f_bar
   is equivariant on the grid iff f_bar(L tau) = f_bar(L) tau for every cube L and every
   swap tau of neighbouring tokens (they generate the permutations).
@@ -189,7 +188,7 @@ def equivariance_failures(fv: np.ndarray, grid: Grid) -> dict:
           'rounding_level': bool(count and worst <= ROUNDING_LEVEL * scale)}
 
 
-def _centre_text(flat_k, grid: Grid) -> str:
+def _centre_text(flat_k, grid) -> str:
   k = np.asarray(flat_k).reshape(grid.n, grid.d)
   return '[' + ', '.join('(' + ', '.join(f'{2 * int(v) + 1}/{2 * grid.N}' for v in tok) + ')'
                          for tok in k) + ']'

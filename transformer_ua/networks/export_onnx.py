@@ -52,7 +52,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from transformer_ua import flat_onnx, network_dict, outputs
+from transformer_ua import outputs
+from transformer_ua.networks import flat_onnx, network_dict
 from transformer_ua.yun.approximator import Realized
 from transformer_ua.yun.single_attention.integer_ids_realized import IntegerIdsRealized
 from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized

@@ -1,0 +1,8 @@
+"""Networks going in and out: the dict format, the flat ONNX file, export, save and load.
+
+    network_dict.py    any standard Transformer as a dict of arrays: format, checks, hash
+    flat_onnx.py       that dict as a flat ONNX graph (write, read)
+    export_onnx.py     the project's realized networks as ONNX files
+    saved_network.py   a certified network with its certificate in one file (save, load,
+                       recheck), hashes checked on load
+"""
