@@ -164,7 +164,7 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
 
 
 def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
-  w_q, b_q, w_k, w_v, w_o = params
+  w_q, b_q, w_k, w_v, w_o = params.w_q, params.b_q, params.w_k, params.w_v, params.w_o
   h, m, width = w_q.shape
   heads = []
   d_heads = []
@@ -198,7 +198,7 @@ def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
 
 
 def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
-  w_1, b_1, w_2, b_2 = params
+  w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
   r, width = w_1.shape
   pre = iv.linear(z, w_1, b_1)
   act = iv.relu(pre)
