@@ -75,6 +75,9 @@ _KNOWN_UNSUPPORTED = {
     'tanh': 'a tanh activation', 'sigmoid': 'a sigmoid activation', 'dropout': 'dropout',
     'rmsnorm': 'RMSNorm', 'rms_norm': 'RMSNorm', 'batchnorm': 'BatchNorm', 'conv': 'a convolution',
     'phi': 'a Phi activation', 'rotary': 'rotary embeddings', 'alibi': 'ALiBi',
+    'layernorm': "a LayerNorm (give it as ln_attn / ln_ff / final_ln {gamma, beta, eps})",
+    'layer_norm': "a LayerNorm (give it as ln_attn / ln_ff / final_ln {gamma, beta, eps})",
+    'gelu': "a GELU (give it as activation='gelu' or 'gelu_tanh')",
 }
 
 
