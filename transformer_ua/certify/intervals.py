@@ -409,12 +409,17 @@ def centred(a: Interval) -> Interval:
   return _div_positive(linear(a, width * np.eye(width) - np.ones((width, width))), width)
 
 
-def variance_bounds(c_lo, c_hi):
-  """[var_lo, var_hi] of |c|^2 / D for c in the box [c_lo, c_hi] (last axis D)."""
+def variance_bounds(c_lo, c_hi, z_lo=None, z_hi=None):
+  """[var_lo, var_hi] of |c|^2 / D for c in the box [c_lo, c_hi] (last axis D) and, given
+  the box [z_lo, z_hi] of z itself (c = z - mu(z)), var >= (max_i z_i - min_j z_j)^2 / (2 D)
+  too (|c|^2 >= c_i^2 + c_j^2 >= (z_i - z_j)^2 / 2): the gap survives where c's box meets 0."""
   sq = square(Interval(c_lo, c_hi))
   width = c_lo.shape[-1]
   s_lo, s_hi = sq.lo.sum(axis=-1), sq.hi.sum(axis=-1)
   v_lo = np.maximum(down(down(s_lo - sum_error(s_lo, width)) / width), 0.0)
+  if z_lo is not None:
+    gap = np.maximum(down(z_lo.max(axis=-1) - z_hi.min(axis=-1)), 0.0)
+    v_lo = np.maximum(v_lo, down(down(gap * gap) / (2 * width)))
   v_hi = up(up(s_hi + sum_error(s_hi, width)) / width)
   return v_lo, v_hi
 
@@ -425,7 +430,7 @@ def layer_norm(a: Interval, gamma, beta, eps: float):
   gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
   width = a.lo.shape[-1]
   c = centred(a)
-  v_lo, v_hi = variance_bounds(c.lo, c.hi)
+  v_lo, v_hi = variance_bounds(c.lo, c.hi, a.lo, a.hi)
   s_lo = down(np.sqrt(down(v_lo + eps)))[..., None]
   s_hi = up(np.sqrt(up(v_hi + eps)))[..., None]
   corners = np.stack([c.lo / s_lo, c.lo / s_hi, c.hi / s_lo, c.hi / s_hi])

@@ -65,12 +65,15 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                  E_c   = (1 + u) D_mu + u (1 + u)(A_i + A_m + D_mu) + u C_i + 2 tau
                          (c_i = w_i - mu computed, or w_i rstd - mu rstd as torch's CPU
                          kernel does: both give (w_i - mu^)(1 + e) + w_i e' - mu^ e'')
-                 E_var = 8 A_m D_mu + 4 D_mu^2 + 8 gamma_{3D+8} A_m^2 + (8D + 16) tau (A_m + 1)
-                         (two-pass: |c| <= 2 A_m, E_c (4 A_m + E_c) + gamma_{D+2} (2 A_m + E_c)^2;
-                         one-pass E[w^2] - mu^2: gamma_{D+2} A_m^2 + D_mu (2 A_m + D_mu) + 3u A_m^2,
-                         by magnitudes (it cancels); Welford: M2 = sum_k (w_k - m_{k-1})(w_k - m_k)
-                         with computed m's: <= 4 A_m D_mu + D_mu^2 + gamma_{D+3} 4 A_m^2 per
-                         term's mean; each of the three below E_var)
+                 E_var = (1 + 16 (D + 4) u)(4 A_m D_mu + 2 D_mu^2 + 4 gamma_{D+6} A_m^2)
+                         + (8D + 16) tau (A_m + 1)
+                         (to first order in u, the factor in front covering the second-order
+                         terms: two-pass, c^ = fl(w - mu^), |c| <= 2 A_m: E_c' (4 A_m + E_c')
+                         + gamma_{D+2} (2 A_m + E_c')^2, E_c' = D_mu + u (2 A_m + D_mu):
+                         4 A_m D_mu + D_mu^2 + (4D + 16) u A_m^2; one-pass E[w^2] - mu^2:
+                         gamma_{D+1} A_m^2 + D_mu (2 A_m + D_mu) + 3u A_m^2, by magnitudes (it
+                         cancels); Welford, M2 = sum_k (w_k - m_{k-1})(w_k - m_k) with the
+                         computed m's: 4 A_m D_mu + D_mu^2 + (3 + (D - 1) + 1) 4u A_m^2)
                  rho_v = E_var / (var_lo(w box) + eps)        (var^ + eps in
                          (var + eps)(1 +- rho_v); a clamp of var^ at 0 only shrinks the error)
                  rho_s = max(sqrt(1 + rho_v)(1 + u)^2 - 1, 1 - sqrt(1 - rho_v)(1 - u)^2)
@@ -231,7 +234,7 @@ def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z)
   a_m = a.max(axis=-1, keepdims=True)
   wbox = iv.Interval(iv.down(z.lo - d_z), iv.up(z.hi + d_z))
   c_w = iv.centred(wbox)
-  v_lo, _ = iv.variance_bounds(c_w.lo, c_w.hi)
+  v_lo, _ = iv.variance_bounds(c_w.lo, c_w.hi, wbox.lo, wbox.hi)
   v_lo = v_lo[..., None]
   s_w = iv.down(np.sqrt(iv.down(v_lo + eps)))
   big_c = c_w.mag()
@@ -239,7 +242,8 @@ def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z)
              / s_w)
   d_mu = _up(fm.gamma(2 * width + 8) * a_m + (2 * width + 8) * tau)
   e_c = _up((1 + u) * d_mu + u * (1 + u) * (a + a_m + d_mu) + u * big_c + 2 * tau)
-  e_var = _up(8 * a_m * d_mu + 4 * d_mu * d_mu + 8 * fm.gamma(3 * width + 8) * a_m * a_m
+  e_var = _up(_up(1 + 16 * (width + 4) * u)
+              * (4 * a_m * d_mu + 2 * d_mu * d_mu + 4 * fm.gamma(width + 6) * a_m * a_m)
               + (8 * width + 16) * tau * (a_m + 1))
   rho_v = _up(e_var / iv.down(v_lo + eps))
   ok = rho_v < 1
