@@ -447,7 +447,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model)
+  assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model))
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),
@@ -543,7 +543,11 @@ def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
 
 def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
   """The boxes to bisect: the largest shares, until they hold half the sum (p < inf), or
-  every box above the goal (p = inf); at least 1, at most MAX_SPLIT."""
+  every box above the goal (p = inf); at least 1, at most MAX_SPLIT. Boxes without a
+  finite bound (a LayerNorm whose variance may reach 0 there) go first, all of them."""
+  unbounded = np.flatnonzero(~np.isfinite(contrib))
+  if len(unbounded):
+    return unbounded[:MAX_SPLIT]
   order = np.argsort(-contrib)
   if math.isinf(p):
     goal = target_p if target_p is not None else 0.5 * contrib.max()
