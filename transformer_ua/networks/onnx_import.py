@@ -98,6 +98,10 @@ _CLASS = ('the class: Linear embed/readout, softmax attention with biases, scale
           'mask, ReLU/GELU feed-forward, LayerNorm over the token, residuals')
 
 
+#: A finite mask value at or below this is read as -inf (module docstring).
+_MASK_FLOOR = -1e30
+
+
 class _Refusal(Exception):
   """A pattern did not fit; carries the one line."""
 
@@ -151,6 +155,8 @@ class _Graph:
     for init in model.graph.initializer:
       self.const[init.name] = numpy_helper.to_array(init)
     x_name = _input_name(model)
+    inp = next(i for i in model.graph.input if i.name == x_name)
+    self.dtype = onnx.helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type).name
     n = x_shape[-2]
     tok = np.repeat(np.arange(n), x_shape[-1])
     if len(x_shape) == 3:
@@ -298,9 +304,29 @@ class _Graph:
         return none
       return np.repeat(tok, shape[-1]), np.tile(np.arange(shape[-1]), len(tok))
     first = t_args[0]
+    if op in ('LayerNormalization', 'ReduceMean', 'Softmax'):
+      rank = len(first.shape)
+      axes = attrs.get('axes', attrs.get('axis', -1))
+      if op == 'ReduceMean' and 'axes' not in attrs and len(args) > 1:
+        axes = np.asarray(args[1][1]).tolist()
+      axes = sorted(a % rank for a in np.atleast_1d(axes).tolist())
+      if op == 'LayerNormalization':
+        axes = list(range(axes[0], rank))
+      if op != 'Softmax' and self.owner(first).kind != 'Softmax':
+        a, tok, _ = self.decode(first)
+        moved = np.moveaxis(tok, axes, list(range(rank - len(axes), rank)))
+        moved = moved.reshape(-1, int(np.prod([first.shape[i] for i in axes])))
+        if np.any(moved < 0) or np.any(moved != moved[:, :1]):
+          raise _Refusal(f'node {name!r} ({op}) reduces across tokens (axes {axes} of '
+                         f'{list(first.shape)}): a LayerNorm over the sequence axis is outside '
+                         f'{_CLASS}.')
     if tuple(first.shape) != tuple(shape):
       if op == 'ReduceMean':
-        return none
+        a, tok, _ = self.decode(first)
+        keep = [i for i in range(len(first.shape)) if i not in axes]
+        sel = tuple(slice(None) if i in keep else slice(0, 1) for i in range(len(first.shape)))
+        t = tok[sel].reshape(shape)
+        return t.ravel(), np.zeros(t.size, np.int64)
       raise _Refusal(f'node {name!r} ({op}) broadcasts a tensor of the network, outside '
                      f'{_CLASS}.')
     a, tok, col = self.decode(first) if len(set(self.owners(first))) == 1 else (None,) * 3
@@ -560,8 +586,43 @@ class _Match:
                 self.notes.append(f'GELU decomposed at {h.name!r} (x/sqrt2, Erf, +1, *x, '
                                   '*0.5) read as the dict\'s gelu (erf form)')
                 return x, 'gelu'
+            if one == 1.0 and inner.kind == 'Tanh' and self._tanh_arg(
+                self.anchor(inner.tracked(0)), x):
+              self.notes.append(f'GELU decomposed at {h.name!r} (x + 0.044715 x^3, '
+                                '*sqrt(2/pi), Tanh, +1, *x, *0.5) read as the dict\'s '
+                                'gelu_tanh')
+              return x, 'gelu_tanh'
     raise _Refusal(f'node {h.name!r} ({h.kind}) is not an activation of {_CLASS} (ReLU, GELU '
                    'as the op or 0.5 x (1 + erf(x / sqrt 2))).')
+
+  def _tanh_arg(self, arg, x):
+    """arg = sqrt(2/pi) * (x + 0.044715 * x^3), constants the file dtype's roundings."""
+    f = self._factors(arg)
+    consts = [c for c in f if isinstance(c, float)]
+    tens = [c for c in f if not isinstance(c, float)]
+    if len(consts) != 1 or len(tens) != 1 or tens[0].kind != 'Add':
+      return False
+    dtype = np.float32 if self.g.dtype == 'float32' else np.float64
+    if consts[0] != float(dtype(math.sqrt(2 / math.pi))):
+      return False
+    s = tens[0]
+    if any(k != 't' for k, _ in s.args):
+      return False
+    parts = [self.anchor(v) for _, v in s.args]
+    for lin, cube in (parts, parts[::-1]):
+      if lin is not x:
+        continue
+      cf = self._factors(cube)
+      cc = [c for c in cf if isinstance(c, float)]
+      ct = [c for c in cf if not isinstance(c, float)]
+      if cc != [float(dtype(0.044715))]:
+        continue
+      if len(ct) == 3 and all(t is x for t in ct):
+        return True
+      if len(ct) == 1 and ct[0].kind == 'Pow' and self.anchor(ct[0].tracked(0)) is x and \
+          float(np.asarray(ct[0].const(1)).reshape(-1)[0]) == 3.0:
+        return True
+    return False
 
   def _scaled(self, arg, x, c):
     """arg = x / c (Div) or x * fl(1/c) (Mul) with the constant the file dtype's rounding."""
@@ -576,7 +637,7 @@ class _Match:
     if a.kind == 'Mul' and depth < 4:
       out = []
       for k, v in a.args:
-        if k == 'c':
+        if k == 'c' or v is None:
           arr = np.asarray(v)
           if arr.size != 1:
             return [a]
@@ -739,12 +800,16 @@ class _Match:
   def _causal(self, c, a):
     n = a.shape[-1]
     full = np.broadcast_to(c, a.shape).reshape(-1, a.shape[-2], n)
-    want = np.where(np.triu(np.ones((a.shape[-2], n), bool), 1), -np.inf, 0.0)
-    if np.any(full != want[None]):
-      finite = np.isfinite(full) & (full != 0)
-      what = ('a finite large negative (only -inf is held exactly)' if finite.any()
-              else 'not the causal pattern (keys k > j at -inf)')
-      raise _Refusal(f'node {a.name!r} ({a.kind}) adds a mask that is {what}.')
+    upper = np.triu(np.ones((a.shape[-2], n), bool), 1)[None]
+    low = full[np.broadcast_to(upper, full.shape)]
+    if np.any(full[~np.broadcast_to(upper, full.shape)] != 0) or not upper.any() or \
+        np.any(low > _MASK_FLOOR) or len(set(low.tolist())) != 1:
+      raise _Refusal(f'node {a.name!r} ({a.kind}) adds a mask that is not causal (0 on and '
+                     f'below the diagonal, one value <= {_MASK_FLOOR:g} or -inf above it).')
+    if np.isfinite(low[0]):
+      self.notes.append(f'mask {a.name!r}: {low[0]:.8g} above the diagonal read as -inf '
+                        '(masked weights exp(L + s - max) are 0 in float for |s| < 1e29 and '
+                        '< exp(-1e29) in real arithmetic)')
 
   def head_side(self, idx, *, keys_last, where, scaled=False):
     """q/k/v of one head as (W [m, D], b [m], read anchor[, (factor, div)]): ``idx`` is
@@ -872,8 +937,11 @@ class _Match:
       if np.any(full != full[:1]):
         pos = full[np.argsort(a.tok.reshape(-1, a.shape[-1])[:, 0])]
         a = self.anchor(next(v for k, v in a.args if k == 't'))
-    src, w, b, _ = self.linear(a)
-    if src.kind != 'input':
+    try:
+      src, w, b, _ = self.linear(a)
+    except _Refusal:
+      src = None
+    if src is None or src.kind != 'input':
       raise _Refusal(f'node {a.name!r} ({a.kind}) sits between the input and the first block '
                      f'and is not a Linear embedding; outside {_CLASS}.')
     net['embed'] = w.T
