@@ -272,3 +272,35 @@ def check_network_arithmetic(arithmetic) -> str:
     raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
                      f'{", ".join(repr(a) for a in NETWORK_ARITHMETICS)}.')
   return arithmetic
+
+
+# -- The stock-layer operations (issue 69): sqrt, division, erf, tanh -------------------------
+#
+# LayerNorm and GELU add four library operations to the softmax's exp. What the network
+# certificate assumes of each, in the storage format (u its unit roundoff, tau its smallest
+# normal; ``certify.network_enclosure`` derives its bounds from exactly these):
+#
+#   sqrt, division     correctly rounded IEEE 754 operations: |fl(op) - op| <= u |op| + tau
+#                      (a reciprocal square root is a sqrt and a division, or a reciprocal
+#                      and a product: each its own correctly rounded operation)
+#   erf, tanh          within ERF_ULPS / TANH_ULPS ulp of the true value (ulp(y) <= 2 u |y|),
+#                      or tau absolute where the result is below tau; on every argument
+#
+# ``certify.runtime_probe`` measures erf and tanh against mpmath on the runtime at hand.
+
+#: erf's assumed accuracy (ulp of the result), on every float argument.
+ERF_ULPS = 4
+#: tanh's assumed accuracy (ulp of the result), on every float argument.
+TANH_ULPS = 4
+#: Printed where a certificate's network has a LayerNorm.
+SQRT_DIV_ASSUMPTION = ('LayerNorm: sqrt and division each one correctly rounded IEEE '
+                       'operation (rsqrt as a sqrt and a division or a reciprocal), mean and '
+                       'variance in the storage format, two-pass, one-pass (E[z^2] - mu^2) or '
+                       "Welford's recurrence, sums in any order")
+#: Printed where a certificate's network has an erf-form GELU.
+ERF_ASSUMPTION = (f'GELU x Phi(x) as 0.5 x (1 + erf(x / sqrt 2)) or 0.5 x erfc(-x / sqrt 2), '
+                  f'erf and erfc within {ERF_ULPS} ulp on every argument (or tau below tau)')
+#: Printed where a certificate's network has a tanh-form GELU.
+TANH_ASSUMPTION = (f'GELU 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with its constants '
+                   f'rounded to the format, tanh within {TANH_ULPS} ulp on every argument (or '
+                   'tau below tau)')

@@ -447,7 +447,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model)
+  assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model))
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),

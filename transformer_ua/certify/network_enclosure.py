@@ -6,15 +6,25 @@ module's docstring) on ``intervals.Interval`` input x [B, n, d] and returns
     g(x) in [lo, hi] and dg/dX in [tlo, thi]   (outward-rounded intervals, intervals.py)
     D >= |fl(g)(X) - g(X)| for every X in the box       (when a rounding model is given)
 
+Every operation is one function op(params, z, d_z, fm) -> (z', d_z') (``_attention`` and
+``_feedforward`` also take the residual they add); ``assumptions(net, model)`` lists what
+the ops of ``net`` assume of the runtime, for the certificate's line.
+
 The float deviation D follows the rounding model of ``rounding.py`` layer by layer. With z
-the exact value, z^ the computed one, D_z >= |z^ - z| and M_z >= |z| (from the interval):
+the exact value, z^ the computed one, D_z >= |z^ - z| and M_z >= |z| (from the interval),
+A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest normal:
 
   input        X^ = fl(X):                 D = u M_X + tau
   dot product  y = W z + b (m terms; the bias, or the residual, may be added anywhere):
                D_y = |W| D_z + kappa_m (|W| (M_z + D_z) + |b|) + (m + 1) tau (A + B + 2)
-               (kappa_m, A, B: rounding.py (*); the bias counts as one more term)
+               (kappa_m, A, B: rounding.py (*); the bias counts as one more term). Every
+               bias of the class (b_Q, b_K, b_V, b_1, embed_bias, readout_bias) enters so.
   scores       s_jk = q_j . k_k (m terms):  sum_m D_q M_k + (M_q + D_q) D_k
                                             + kappa_m sum_m (M_q + D_q)(M_k + D_k) + ...
+  scale        s' = fl(c s^), c the stored float (one rounding, after the dot product):
+               D_s' = |c| D_s + u |c| (M_s + D_s) + tau
+  causal mask  keys k > j: weight exactly 0 in g and in fl(g) (exp(-inf) = 0, or a large
+               negative whose exp is 0); their scores enter no bound below
   softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
                (or e_k * (1 / sum)): with delta = max_k D_s and T = 2 max_k (M_s + D_s),
                  |softmax(s^) - softmax(s)|_k <= w_k (e^{2 delta} - 1)
@@ -23,17 +33,63 @@ the exact value, z^ the computed one, D_z >= |z^ - z| and M_z >= |z| (from the i
                  rho = (1 + r1)(1 + u)^2 / (1 - r2) - 1   (the normalization)
                D_w = w_hi (e^{2 delta} - 1) + rho w_hi e^{2 delta} + 4 n tau, capped at 1 + rho
   mix          o_j = sum_k w_jk v_k (n terms), like the scores
-  residual     z' = z + sum_i W_O^i o^i: one dot product of h m terms with z as its bias
-               (any grouping of heads and residual: at most h m + 1 roundings per term);
-               z' = z + W_2 ReLU(W_1 z + b_1) + b_2 likewise, with b_2 and z as bias terms.
+  residual     z' = r + sum_i W_O^i o^i + b_O: one dot product of h m terms with r (and b_O)
+               as bias terms (any grouping of heads, bias and residual: at most h m + 2
+               roundings per term); z' = r + W_2 act(W_1 z + b_1) + b_2 likewise. r = z
+               (no norm, post-LN) or the block's input beside LN(z) (pre-LN).
   ReLU         exact and 1-Lipschitz: D passes unchanged.
+  GELU         D' = L D + R, L = 1.129 >= sup |g'| (both forms), and R the rounding at the
+               computed input w (|w| <= A), from the assumptions of rounding.py:
+               erf form, 0.5 x (1 + erf(t)) or 0.5 x erfc(-t), t = fl(x fl(1/sqrt 2)) or
+               fl(x / fl(sqrt 2)), |t - x/sqrt 2| <= (2u + u^2) |x| / sqrt 2:
+                 R = (1 + u)^2 (2 ERF_ULPS u A + 0.6 u) + (2u + u^2) A + 2 (A + 4) tau
+               (0.5 |x| |erf'| |t - x/sqrt 2| <= 0.5 (2/sqrt pi)(1/sqrt 2)(2.0001 u) x^2
+               e^{-x^2 (1 - 3u)^2 / 2} <= 0.5872 u (1 + 5u) <= 0.6 u; 0.5 |x| 2 u ERF_ULPS |erf|
+               <= ERF_ULPS u A, and the erfc form's 2 u ERF_ULPS |g| <= 2 ERF_ULPS u A; the
+               sum 1 + erf and the product: |g| ((1 + u)^2 - 1) <= (2u + u^2) A);
+               tanh form, y = fl(k (x + c x^3)) with k, c rounded to the format and x^3 as
+               two products: 7 roundings of a sum of same-sign terms, |y^ - y| <= gamma_7 |y|;
+               |tanh(y^) - tanh(y)| <= sech^2(xi) gamma_7 |y| <= 0.45 gamma_7 (sup_v v sech^2 v
+               = 0.4478 at v = 0.7717, over 1 - gamma_7):
+                 R = (1 + u)^2 (TANH_ULPS u A + 0.23 gamma_7 A) + (2u + u^2) A + 2 (A + 4) tau
+  LayerNorm    y = gamma c / s + beta over the token's D entries (intervals.layer_norm), at
+               the computed input w, |w - z| <= D_z: D_y = P + R with
+               P = |gamma| ||D_z||_2 / s_w            (the propagation: the Jacobian is
+                   (diag(gamma) / s)(I - 1 1^T / D - r r^T / D), r = c / s, and the bracket
+                   is a symmetric matrix with eigenvalues 0, 1 - |r|^2 / D and 1: row i has
+                   2-norm <= 1; s_w = sqrt(var_lo(w box) + eps), the box widened by D_z),
+               and R the rounding of fl(LN)(w) - LN(w), A_m = max_i A_i, C_i >= |c_i(w)|:
+                 D_mu  = gamma_{2D+8} A_m + (2D + 8) tau          (sum then / D or * fl(1/D);
+                         Welford's m_k = m_{k-1} + (w_k - m_{k-1}) / k: errors
+                         <= sum_k (u A + 4.01 u A / k) <= (D + 4.01 (1 + ln D)) u A)
+                 E_c   = (1 + u) D_mu + u (1 + u)(A_i + A_m + D_mu) + u C_i + 2 tau
+                         (c_i = w_i - mu computed, or w_i rstd - mu rstd as torch's CPU
+                         kernel does: both give (w_i - mu^)(1 + e) + w_i e' - mu^ e'')
+                 E_var = 8 A_m D_mu + 4 D_mu^2 + 8 gamma_{3D+8} A_m^2 + (8D + 16) tau (A_m + 1)
+                         (two-pass: |c| <= 2 A_m, E_c (4 A_m + E_c) + gamma_{D+2} (2 A_m + E_c)^2;
+                         one-pass E[w^2] - mu^2: gamma_{D+2} A_m^2 + D_mu (2 A_m + D_mu) + 3u A_m^2,
+                         by magnitudes (it cancels); Welford: M2 = sum_k (w_k - m_{k-1})(w_k - m_k)
+                         with computed m's: <= 4 A_m D_mu + D_mu^2 + gamma_{D+3} 4 A_m^2 per
+                         term's mean; each of the three below E_var)
+                 rho_v = E_var / (var_lo(w box) + eps)        (var^ + eps in
+                         (var + eps)(1 +- rho_v); a clamp of var^ at 0 only shrinks the error)
+                 rho_s = max(sqrt(1 + rho_v)(1 + u)^2 - 1, 1 - sqrt(1 - rho_v)(1 - u)^2)
+                         (s^ = fl(sqrt(fl(var^ + eps))): |s^ / s - 1| <= rho_s; inf if rho_v >= 1)
+                 R_i   = min(sqrt(D - 1), C_i / s_w) >= |c_i / s|
+                 T_i   = |gamma_i| ((E_c / s_w + R_i rho_s) / (1 - rho_s) (1 + u)^3
+                         + R_i ((1 + u)^3 - 1))   (c^ / s^ by a division, or a reciprocal
+                         and a product, then the gain: three roundings in any order)
+                 R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
+               gamma_k is the storage format's k u / (1 - k u).
 
 Every D is computed in float64 and widened by 2^-40 (relative) and one ulp per step, so it
-stays an upper bound of the exact expression.
+stays an upper bound of the exact expression (the constants 0.6, 0.23, 8 carry the margins
+of the derivations above).
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -80,6 +136,28 @@ class _Model:
                + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
 
 
+def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
+  """What the ops of ``net`` assume of the runtime beyond the matmul and exp models (none
+  in exact arithmetic): printed in the certificate's line."""
+  if model is None:
+    return []
+  out = []
+  blocks = net.blocks
+  if any(b.attention is not None and b.attention.causal for b in blocks):
+    out.append('causal mask: masked keys get weight exactly 0 (an additive -inf, or a '
+               'negative whose exp is 0)')
+  if any(b.attention is not None and b.attention.scale != 1.0 for b in blocks):
+    out.append('the attention scale one multiplication of the scores after the dot product')
+  if net.final_ln is not None or any(b.norm is not None for b in blocks):
+    out.append(rounding.SQRT_DIV_ASSUMPTION)
+  acts = {b.ff.activation for b in blocks if b.ff is not None}
+  if 'gelu' in acts:
+    out.append(rounding.ERF_ASSUMPTION)
+  if 'gelu_tanh' in acts:
+    out.append(rounding.TANH_ASSUMPTION)
+  return out
+
+
 def _dev_pairwise(model: _Model, dq, mq, dk, mk):
   """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]."""
   m = dq.shape[-1]
@@ -122,6 +200,64 @@ def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
   return np.where(np.isnan(out), np.inf, np.minimum(out, _up(1 + rho)))
 
 
+
+
+def _dev_scale(fm: _Model, c: float, d_s, m_s):
+  """D of fl(c s^) (module docstring)."""
+  c = abs(c)
+  return _up(c * d_s + fm.u * c * (m_s + d_s) + fm.tiny)
+
+
+def _dev_gelu(fm: _Model, form: str, d_x, m_x):
+  """D of the computed GELU at the computed input (module docstring)."""
+  u, tau = fm.u, fm.tiny
+  a = _up(m_x + d_x)
+  if form == 'gelu':
+    rel = _up(2 * rounding.ERF_ULPS * u)
+  else:
+    rel = _up(rounding.TANH_ULPS * u + 0.23 * fm.gamma(7))
+  lead = _up((1 + u) ** 2 * _WIDEN)
+  extra = 0.6 * u if form == 'gelu' else 0.0
+  r = _up(lead * (rel * a + extra) + (2 * u + u * u) * a + 2 * (a + 4) * tau)
+  return _up(iv.GELU_LIPSCHITZ * d_x + r)
+
+
+def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z):
+  """D of the computed LayerNorm (module docstring), z [..., D]."""
+  u, tau = fm.u, fm.tiny
+  width = z.lo.shape[-1]
+  gamma, beta, eps = np.abs(ln.gamma), np.abs(ln.beta), ln.eps
+  a = _up(z.mag() + d_z)
+  a_m = a.max(axis=-1, keepdims=True)
+  wbox = iv.Interval(iv.down(z.lo - d_z), iv.up(z.hi + d_z))
+  c_w = iv.centred(wbox)
+  v_lo, _ = iv.variance_bounds(c_w.lo, c_w.hi)
+  v_lo = v_lo[..., None]
+  s_w = iv.down(np.sqrt(iv.down(v_lo + eps)))
+  big_c = c_w.mag()
+  prop = _up(gamma * _up(np.sqrt(_up((d_z * d_z).sum(axis=-1, keepdims=True)) * _WIDEN))
+             / s_w)
+  d_mu = _up(fm.gamma(2 * width + 8) * a_m + (2 * width + 8) * tau)
+  e_c = _up((1 + u) * d_mu + u * (1 + u) * (a + a_m + d_mu) + u * big_c + 2 * tau)
+  e_var = _up(8 * a_m * d_mu + 4 * d_mu * d_mu + 8 * fm.gamma(3 * width + 8) * a_m * a_m
+              + (8 * width + 16) * tau * (a_m + 1))
+  rho_v = _up(e_var / iv.down(v_lo + eps))
+  ok = rho_v < 1
+  safe = np.where(ok, rho_v, 0.0)
+  hi_side = _up(np.sqrt(_up(1 + safe)) * _up((1 + u) ** 2) * _WIDEN - 1)
+  lo_side = _up(1 - iv.down(np.sqrt(iv.down(1 - safe)) * iv.down((1 - u) ** 2) / _WIDEN))
+  rho_s = np.where(ok, np.maximum(hi_side, lo_side), np.inf)
+  ok = ok & (rho_s < 1)
+  rho_s = np.where(ok, rho_s, 0.0)
+  bound = iv.up(math.sqrt(width - 1)) if width > 1 else 0.0
+  r_i = np.minimum(bound, _up(big_c / s_w))
+  u3 = _up((1 + u) ** 3 * _WIDEN)
+  t_i = _up(gamma * (_up((e_c / s_w + r_i * rho_s) / iv.down(1 - rho_s)) * u3
+                     + r_i * _up(u3 - 1)))
+  r = _up((1 + u) * t_i + u * (gamma * r_i + beta) + 4 * tau)
+  return np.where(ok, _up(prop + r), np.inf)
+
+
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None):
   """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None)."""
   fm = None if model is None else _Model(model)
@@ -130,10 +266,10 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
   if fm is not None:
     d_z = _up(fm.u * x.mag() + fm.tiny)
   if net.embed is not None:
-    e = net.embed
+    e, eb = net.embed, net.embed_bias
     if fm is not None:
-      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0, net.d)
-    z = iv.linear(z, e)
+      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d)
+    z = iv.linear(z, e, eb)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
     tpad = pad + [(0, 0)]
@@ -147,15 +283,24 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     if fm is not None:
       d_z = _up(d_z + fm.u * (z.mag() + d_z) + fm.tiny)
   for blk in net.blocks:
-    if blk.attention is not None:
-      z, d_z = _attention(blk.attention, z, d_z, fm)
-    if blk.ff is not None:
-      z, d_z = _feedforward(blk.ff, z, d_z, fm)
+    for part, ln, op in ((blk.attention, blk.ln_attn, _attention),
+                         (blk.ff, blk.ln_ff, _feedforward)):
+      if part is None:
+        continue
+      if blk.norm == 'pre' and ln is not None:
+        u_z, d_u = _layer_norm(ln, z, d_z, fm)
+        z, d_z = op(part, u_z, d_u, fm, residual=(z, d_z))
+      else:
+        z, d_z = op(part, z, d_z, fm, residual=(z, d_z))
+        if ln is not None:
+          z, d_z = _layer_norm(ln, z, d_z, fm)
+  if net.final_ln is not None:
+    z, d_z = _layer_norm(net.final_ln, z, d_z, fm)
   if net.readout is not None:
-    r = net.readout
+    r, rb = net.readout, net.readout_bias
     if fm is not None:
-      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0, net.D)
-    z = iv.linear(z, r)
+      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D)
+    z = iv.linear(z, r, rb)
   else:
     z = z.take(np.arange(net.d), axis=-1)
     if d_z is not None:
@@ -163,52 +308,93 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
   return z, d_z
 
 
-def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
-  w_q, b_q, w_k, w_v, w_o = params
-  h, m, width = w_q.shape
+def _layer_norm(ln: network_dict.LayerNorm, z: iv.Interval, d_z, fm: _Model | None):
+  y, _, _ = iv.layer_norm(z, ln.gamma, ln.beta, ln.eps)
+  return y, None if fm is None else _dev_layer_norm(fm, ln, z, d_z)
+
+
+def _masked(a, keep):
+  return None if a is None else np.where(keep, a, 0.0)
+
+
+def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model | None, *,
+               residual):
+  """residual + Attn(z) (module docstring); ``residual`` = (its Interval, its D)."""
+  p = params
+  h, m, width = p.w_q.shape
+  n = z.lo.shape[-2]
+  keep = ~np.triu(np.ones((n, n), bool), 1) if p.causal else np.ones((n, n), bool)
   heads = []
   d_heads = []
+
+  def bias(b, i):
+    return None if b is None else b[i]
+
+  def babs(b, i):
+    return 0.0 if b is None else np.abs(b[i])
+
   for i in range(h):
-    q = iv.linear(z, w_q[i], b_q[i])                         # [B, n, m]
-    k = iv.linear(z, w_k[i])
-    v = iv.linear(z, w_v[i])
+    q = iv.linear(z, p.w_q[i], p.b_q[i])                     # [B, n, m]
+    k = iv.linear(z, p.w_k[i], bias(p.b_k, i))
+    v = iv.linear(z, p.w_v[i], bias(p.b_v, i))
     s = iv.pairwise(q, k)                                    # [B, n_q, n_k]
-    w = iv.softmax(s)
+    if p.scale != 1.0:
+      s_scaled = iv.scale(s, p.scale)
+    else:
+      s_scaled = s
+    if p.causal:                     # masked scores: structure, never an interval
+      t = None if not s_scaled.has_tangent else keep[..., None]
+      s_scaled = iv.Interval(np.where(keep, s_scaled.lo, 0.0), np.where(keep, s_scaled.hi, 0.0),
+                             None if t is None else np.where(t, s_scaled.tlo, 0.0),
+                             None if t is None else np.where(t, s_scaled.thi, 0.0))
+    w = iv.softmax(s_scaled, causal=p.causal)
     o = iv.mix(w, v)                                         # [B, n, m]
     heads.append(o)
     if fm is not None:
-      d_q = fm.dot(np.abs(w_q[i]), d_z, z.mag(), np.abs(b_q[i]), width)
-      d_k = fm.dot(np.abs(w_k[i]), d_z, z.mag(), 0.0, width)
-      d_v = fm.dot(np.abs(w_v[i]), d_z, z.mag(), 0.0, width)
+      d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width)
+      d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width)
+      d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width)
       d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
-      d_w = _dev_softmax(fm, d_s, s.mag(), w.hi)
+      if p.scale != 1.0:
+        d_s = _dev_scale(fm, p.scale, d_s, s.mag())
+      d_w = _dev_softmax(fm, _masked(d_s, keep), s_scaled.mag(), w.hi)
       d_heads.append(_dev_mix(fm, d_w, w.hi, d_v, v.mag()))
-  out = z
+  res, d_res = residual
+  out = res
   for i, o in enumerate(heads):
-    out = iv.add(out, iv.linear(o, w_o[i]))
+    out = iv.add(out, iv.linear(o, p.w_o[i]))
+  if p.b_o is not None:
+    out = iv.add(out, iv.point(p.b_o))
   d_out = None
   if fm is not None:
-    prop = sum(d_heads[i] @ np.abs(w_o[i]).T for i in range(h))
-    s = sum((heads[i].mag() + d_heads[i]) @ np.abs(w_o[i]).T for i in range(h))
-    terms = h * m + 1
+    prop = sum(d_heads[i] @ np.abs(p.w_o[i]).T for i in range(h))
+    s = sum((heads[i].mag() + d_heads[i]) @ np.abs(p.w_o[i]).T for i in range(h))
+    b_o = 0.0 if p.b_o is None else np.abs(p.b_o)
+    terms = h * m + 1 + (p.b_o is not None)
     a = max(float((heads[i].mag() + d_heads[i]).max()) for i in range(h))
-    d_out = _up(d_z + prop + fm.kappa(terms) * (s + z.mag() + d_z)
-                + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + (z.mag() + d_z) + 2))
+    r_abs = res.mag() + d_res
+    d_out = _up(d_res + prop + fm.kappa(terms) * (s + r_abs + b_o)
+                + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
   return out, d_out
 
 
-def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
-  w_1, b_1, w_2, b_2 = params
-  r, width = w_1.shape
-  pre = iv.linear(z, w_1, b_1)
-  act = iv.relu(pre)
-  out = iv.add(z, iv.linear(act, w_2, b_2))
+def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Model | None,
+                 *, residual):
+  """residual + FF(z) (module docstring)."""
+  p = params
+  r, width = p.w_1.shape
+  pre = iv.linear(z, p.w_1, p.b_1)
+  act = iv.relu(pre) if p.activation == 'relu' else iv.gelu(pre, p.activation)
+  res, d_res = residual
+  out = iv.add(res, iv.linear(act, p.w_2, p.b_2))
   d_out = None
   if fm is not None:
-    d_act = fm.dot(np.abs(w_1), d_z, z.mag(), np.abs(b_1), width)
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width)
+    d_act = d_pre if p.activation == 'relu' else _dev_gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
-    s = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
+    r_abs = res.mag() + d_res
+    s = (act.mag() + d_act) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
-    d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
-                + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+    d_out = _up(d_res + d_act @ np.abs(p.w_2).T + fm.kappa(terms) * s
+                + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
   return out, d_out
