@@ -872,7 +872,8 @@ class _Match:
           final_ln = ln_keys
           a = x
           continue
-        raise _Refusal(f'LayerNorm {a.name!r} does not close a residual sublayer.')
+        raise _Refusal(f'node {a.name!r} ({a.kind}) is a LayerNorm that closes no residual '
+                       f'sublayer; outside {_CLASS}.')
       if a.kind == 'Add' and len([1 for k, _ in a.args if k == 't']) == 2:
         kind, keys, x, pre_ln = self.residual(a)
         subs.append((kind, keys, 'pre' if pre_ln is not None else None, pre_ln))
