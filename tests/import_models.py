@@ -97,3 +97,34 @@ class DropoutTrain(nn.Module):
   def forward(self, x):
     z = self.embed(x)
     return self.readout(z + nn.functional.dropout(torch.relu(self.w(z)), 0.5, training=True))
+
+
+#: The committed fixtures (tests/fixtures/imports/<name>.onnx, written by
+#: tests/fixtures/imports/make_import_fixtures.py with torch 2.13.0): name -> (model class,
+#: its keyword arguments, dynamo?, opset). Every supported op and placement is in some row.
+FIXTURES = {}
+for _exp, _dyn, _opset in (('dynamo', True, 20), ('legacy', False, 17)):
+  for _norm in ('post', 'pre'):
+    for _act in ('relu', 'gelu'):
+      FIXTURES[f'stock_{_norm}_{_act}_{_exp}{_opset}'] = (
+          Stock, dict(r=16, norm_first=_norm == 'pre', activation=_act), _dyn, _opset)
+  FIXTURES[f'stock_causal_final_{_exp}{_opset}'] = (
+      Stock, dict(r=16, norm_first=True, causal=True, final_ln=True, layers=2), _dyn, _opset)
+  FIXTURES[f'hand_gelu_tanh_{_exp}{_opset}'] = (HandBlock, dict(activation='gelu_tanh'), _dyn,
+                                                _opset)
+  FIXTURES[f'hand_relu_mul_nobias_{_exp}{_opset}'] = (
+      HandBlock, dict(scale_mode='mul', bias=False), _dyn, _opset)
+#: decomposed GELU (erf) at the dynamo exporter's opset 17; decomposed LayerNorm and GELU
+#: (erf and tanh) at the legacy exporter's opset 16.
+FIXTURES['stock_post_gelu_dynamo17'] = (Stock, dict(r=16, activation='gelu'), True, 17)
+FIXTURES['stock_pre_gelu_legacy16'] = (Stock, dict(r=16, norm_first=True, activation='gelu'),
+                                       False, 16)
+FIXTURES['hand_gelu_tanh_legacy16'] = (HandBlock, dict(activation='gelu_tanh'), False, 16)
+FIXTURES['stock_post_gelu_causal_legacy16'] = (
+    Stock, dict(r=16, activation='gelu', causal=True), False, 16)
+
+
+def build(name):
+  """The torch model of fixture ``name`` (seeded: the same weights as the file)."""
+  cls, kwargs, _, _ = FIXTURES[name]
+  return cls(**kwargs)

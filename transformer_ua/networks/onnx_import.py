@@ -957,6 +957,11 @@ def read(path, *, d: int | None = None, n: int | None = None):
   line saying what was read (exporter, opset, dtype, notes). ValueError in one line else."""
   path = os.fspath(path)
   model = load(path)
+  for node in model.graph.node:
+    if node.op_type in _REFUSED and node.op_type != 'Dropout' or node.domain not in (
+        '', 'ai.onnx'):
+      _refuse(f'node {node.name or node.output[0]!r} ({node.op_type}) is '
+              f'{_REFUSED.get(node.op_type, "outside the ONNX domain")}, outside {_CLASS}.')
   x_shape = _fixed_input_shape(model, d, n)
   if len(model.graph.output) != 1:
     _refuse(f'the graph has {len(model.graph.output)} outputs; one output Y is needed.')
@@ -971,6 +976,9 @@ def read(path, *, d: int | None = None, n: int | None = None):
     net = m.parse(g.tracked[out])
   except _Refusal as e:
     _refuse(str(e))
+  except Exception as e:  # noqa: BLE001 -- a graph this reader cannot follow: one line
+    _refuse(f'the graph could not be matched to {_CLASS} ({type(e).__name__}: '
+            f'{str(e).splitlines()[0][:100] if str(e) else ""}).')
   dtype = {onnx.helper.tensor_dtype_to_np_dtype(t.data_type).name
            for t in model.graph.initializer} & {'float32', 'float64', 'bfloat16'}
   producer = f'{model.producer_name} {model.producer_version}'.strip()
