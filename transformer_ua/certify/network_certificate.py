@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from fractions import Fraction
 
@@ -41,6 +40,7 @@ from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, target_enclosures
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.networks import network_dict
+from transformer_ua.networks import source_check
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import distances
@@ -107,7 +107,8 @@ class NetworkCertificate:
 
   def check_network(self, g, *, d: int | None = None) -> None:
     """ValueError (one line) unless ``g`` is the network this certificate is about."""
-    net = as_net(g, d=self.d if d is None else d, n=self.n)
+    net, _ = source_check.read_network(g, d=self.d if d is None else d, n=self.n,
+                                       arithmetic=self.arithmetic)
     got = network_dict.params_hash(net)
     if got != self.params_hash:
       raise ValueError(f'this certificate is for g {self.params_hash[:19]}; the network given '
@@ -118,25 +119,6 @@ def _float_up(x: Fraction) -> float:
   """A float >= the rational x."""
   f = float(x)
   return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
-
-
-def as_net(g, *, d: int, n: int) -> network_dict.Net:
-  """g as a ``network_dict.Net``: a Net, a dict, a (modules.Network, params) pair, or the
-  path of an ONNX file (``flat_onnx.read``); one ValueError line otherwise."""
-  if isinstance(g, (str, os.PathLike)):
-    path = os.fspath(g)
-    if not os.path.isfile(path):
-      raise ValueError(f'g={path!r} is not a file; give a network dict, a (Network, params) '
-                       'pair or an ONNX file.')
-    from transformer_ua.networks import flat_onnx   # the ONNX reader is only needed for files
-    return network_dict.check(flat_onnx.read(path), d=d, n=n)
-  if isinstance(g, tuple) and len(g) == 2 and hasattr(g[0], 'segments'):
-    net = network_dict.from_network(g[0], g[1], d=d)
-    return network_dict.check(net, d=d, n=n)
-  if isinstance(g, (dict, network_dict.Net)):
-    return network_dict.check(g, d=d, n=n)
-  raise ValueError(f'g is a {type(g).__name__}; give a network dict (network_dict.py), a '
-                   '(modules.Network, params) pair, or the path of an ONNX file.')
 
 
 def _check_epsilon(epsilon) -> Fraction | None:
@@ -334,7 +316,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       [batch, n, d] -> [batch, n, d] with ``lipschitz=`` (|f(X)_jk - f(Y)_jk| <= L max|X-Y|)
       or ``modulus=`` (modulus(centres [B, n, d], radii [B, n, d]) -> [B, n, d] bounds on
       sup over the box centre +- radii of |f(X) - f(centre)|, entrywise).
-    g: a ``network_dict.Net`` or dict, a (modules.Network, params) pair, or an ONNX path.
+    g: anything ``source_check.read_network`` reads (a dict, an ONNX path, a torch or
+      Flax module, (modules.Network, params)), checked against its source.
     d, n: token width and number of tokens.
     p: 1 <= p < inf, or math.inf.
     arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16' (rounding.py).
@@ -357,7 +340,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       not math.isfinite(max_minutes) or max_minutes <= 0:
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes.')
   target = targets_lib.get_target(f, d=d, n=n)
-  net = as_net(g, d=d, n=n)
+  net, source = source_check.read_network(g, d=d, n=n, arithmetic=arithmetic)
   form = target_enclosures.interval_form(target)
   if form is not None:
     if lipschitz is not None or modulus is not None:
@@ -447,7 +430,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model))
+  assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model)) + (
+      f'g: {source}',)
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),
