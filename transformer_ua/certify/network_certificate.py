@@ -16,8 +16,11 @@ whole, which only adds.
 Refinement: the boxes holding the largest share of the sum are bisected along the
 coordinate q with the largest sum_jk max|J_e(B)_jk,q| r_q (the mean-value term it
 contributes), and re-certified from scratch: a child's bound is never taken from its parent.
-It stops when total <= epsilon (``reached``), or when ``max_minutes`` is spent (the best
-total so far is still a proved bound).
+It stops when total <= epsilon (``reached``), when ``max_minutes`` is spent, or,
+deterministically, before a round that would exceed ``max_boxes`` boxes or ``max_rounds``
+rounds (the best total so far is still a proved bound). Each round records (boxes,
+seconds, total) in ``NetworkCertificate.history``: two runs stopped at the same
+max_boxes / max_rounds have evaluated the same boxes and agree on the total.
 
 Numbers: every E_B and contribution is a float upper bound (outward rounding); the sum is
 exact (``math.fsum``, correctly rounded, then one ulp up), and the p-th root is a rational
@@ -81,6 +84,7 @@ class NetworkCertificate:
   assumptions: tuple
   runtime: str
   executed: str
+  history: tuple = dataclasses.field(repr=False, compare=False)   # ((boxes, s, total), ...)
   worst_centres: np.ndarray = dataclasses.field(repr=False, compare=False)
 
   def line(self) -> str:
@@ -94,6 +98,8 @@ class NetworkCertificate:
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
               ('reached' if self.reached else f'NOT reached ({self.stopped})'))
+    elif self.stopped.startswith('max_'):
+      goal = f'; stopped: {self.stopped}'
     dom = (f'sorted tokens x {self.n}! ({self.boxes:,} boxes)' if self.symmetric
            else f'{self.boxes:,} boxes')
     floatdev = ('' if self.arithmetic == 'exact'
@@ -325,8 +331,9 @@ def _pow_ge(q: Fraction, pi: Fraction, s: Fraction, p: float) -> bool:
 
 def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                     epsilon=None, max_minutes: float = 10.0, lipschitz=None, modulus=None,
-                    workers=None, state_dir: str | None = None, progress: bool = False,
-                    runtime=None) -> NetworkCertificate:
+                    workers=None, state_dir: str | None = None, progress: bool | None = None,
+                    runtime=None, max_boxes: int | None = None,
+                    max_rounds: int | None = None) -> NetworkCertificate:
   """Proves d_p(f, fl(g)) <= total over [0,1]^{n x d} (module docstring).
 
   Args:
@@ -344,9 +351,12 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       dispatched through ``executor.map_spans`` (built-in targets only); remote and
       resumed chunks are re-checked there.
     state_dir: keep each round's chunks (resumable; built-in targets only).
-    progress: print one line per round.
+    progress: a tqdm bar (boxes, rounds, the current total rounded up); None: on a terminal
+      only, True: also on a file or pipe (plain lines, ``outputs.progress``), False: off.
     runtime: a ``runtime_probe.RuntimeReport`` of the runtime g will run on: refused if
       it does not meet this arithmetic's assumptions, named in the line.
+    max_boxes: stop before a round that would leave more boxes than this (None: no limit).
+    max_rounds: stop after this many rounds (None: no limit).
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
@@ -356,6 +366,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float)) or \
       not math.isfinite(max_minutes) or max_minutes <= 0:
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes.')
+  max_boxes = None if max_boxes is None else _check_positive_int('max_boxes', max_boxes)
+  max_rounds = None if max_rounds is None else _check_positive_int('max_rounds', max_rounds)
   target = targets_lib.get_target(f, d=d, n=n)
   net = as_net(g, d=d, n=n)
   form = target_enclosures.interval_form(target)
@@ -393,9 +405,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     raise ValueError(f'the first partition alone ({len(lo):,} boxes at {per_box * 1e3:.2f} ms '
                      f'each) is estimated at {estimate / 60:.1f} min, above max_minutes='
                      f'{max_minutes:g}; raise the budget or certify a smaller network.')
-  if progress:
-    print(f'certify_network: {len(lo):,} initial boxes, about {per_box * 1e3:.3f} ms each '
-          f'({estimate:.1f} s); budget {max_minutes:g} min', flush=True)
+  bar = _progress_bar(progress, max_rounds)
   workers_obj = None
   if workers is not None or state_dir is not None:
     workers_obj = executor_lib.as_workers(workers, state_dir=state_dir)
@@ -406,17 +416,21 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   rounds, stopped, reached = 1, 'budget', None
   deadline = start + 60 * max_minutes
   executed_all = [executed] if executed else []
+  history = []
   while True:
     total_now = contrib.max() if math.isinf(p) else math.fsum(contrib.tolist())
-    if progress:
-      shown = total_now if math.isinf(p) else total_now ** (1 / p)
-      print(f'  round {rounds}: {len(lo):,} boxes, bound {bound_text(shown * (1 + 1e-9), 4)}'
-            f', {time.perf_counter() - start:.0f} s', flush=True)
+    history.append((len(lo), time.perf_counter() - start, _float_total(total_now, p)))
+    if bar is not None:
+      bar.update(1)
+      bar.set_postfix_str(f'{len(lo):,} boxes, total <= {bound_text(history[-1][2], 4)}')
     if target_p is not None and total_now <= target_p * (1 - 1e-12):
       stopped, reached = 'epsilon reached', True
       break
     elapsed = time.perf_counter() - start
     if elapsed > 60 * max_minutes:
+      break
+    if max_rounds is not None and rounds >= max_rounds:
+      stopped = f'max_rounds={max_rounds} reached'
       break
     pick = _pick(contrib, p, target_p)
     parents_lo, parents_hi, axis = lo[pick], hi[pick], split[pick]
@@ -424,6 +438,9 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     if symmetric:
       keep = _meets_sorted(c_lo, c_hi)
       c_lo, c_hi = c_lo[keep], c_hi[keep]
+    if max_boxes is not None and len(lo) - len(pick) + len(c_lo) > max_boxes:
+      stopped = f'max_boxes={max_boxes:,} reached'
+      break
     # the next round's time: a child costs about what a box cost this round
     if time.perf_counter() + per_box * len(c_lo) > deadline:
       break
@@ -441,10 +458,17 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     split = np.concatenate([split[keep_mask], csplit])
     contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
     rounds += 1
+  if bar is not None:
+    bar.close()
   total = _total(contrib, p)
   if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
-    stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
+    if reached:
+      stopped = 'epsilon reached'
+    elif stopped in ('budget', 'epsilon reached'):
+      stopped = f'budget of {max_minutes:g} min spent'
+  if stopped == 'budget':
+    stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
   assumptions = _assumptions(model)
@@ -455,8 +479,27 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       rounds=rounds, seconds=time.perf_counter() - start, symmetric=symmetric,
       float_sup=float(dev.max()) if len(dev) else 0.0, stopped=stopped,
       assumptions=assumptions, runtime=runtime_text,
-      executed='; '.join(sorted(set(executed_all))),
+      executed='; '.join(sorted(set(executed_all))), history=tuple(history),
       worst_centres=(lo[worst] + hi[worst]) / 2)
+
+
+def _float_total(total_p: float, p: float) -> float:
+  """A float >= (total_p)^(1/p) (the round's record; the certificate's total is exact)."""
+  if math.isinf(p) or p == 1:
+    return float(np.nextafter(total_p, np.inf))
+  return float(iv.up(float(np.nextafter(total_p, np.inf)) ** (1.0 / p) * (1 + 2.0 ** -40)))
+
+
+def _progress_bar(progress, max_rounds):
+  """A tqdm bar of rounds (None where off: ``progress`` None means on a terminal only)."""
+  import sys
+  if progress is None:
+    isatty = getattr(sys.stderr, 'isatty', None)
+    progress = bool(isatty is not None and isatty())
+  if not progress:
+    return None
+  from transformer_ua import outputs   # tqdm only when a bar is shown
+  return outputs.progress(total=max_rounds, desc='certify_network', unit='round')
 
 
 def _assumptions(model) -> tuple:
