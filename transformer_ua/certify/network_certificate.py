@@ -2,16 +2,17 @@ r"""``certify_network(f, g)``: d_p(f, fl(g)) <= total over [0,1]^{n x d}, for an
 
 Branch and bound over boxes (the package docstring gives the per-box bound E_B):
 
-    total^p = sum_B mult * vol(B) * sum_jk E_B,jk^p              (1 <= p < inf)
-    total   = max_B max_jk E_B,jk                                (p = inf)
+    total^p = sum_B mult * vol_B * sum_jk E_B,jk^p                (1 <= p < inf)
+    total   = max_B max_jk E_B,jk                                  (p = inf)
 
-The boxes partition the cube, or, when f and g are both permutation equivariant (a built-in
-f flagged so, and g without positional encodings), the boxes that meet the sorted region
-x_{1,1} <= x_{2,1} <= ... <= x_{n,1} with mult = n!: the error sum_jk |f - fl(g)|_jk^p is
-the same at X and at any token permutation of X (f and g are equivariant; the float bound
-D is computed from permutation-invariant magnitudes and covers any summation order), and
-the sorted copies of the region cover the cube; a box that straddles the diagonal counts
-whole, which only adds.
+The boxes partition the cube (mult = 1, vol_B = vol(B)), or, when f and g are both
+permutation equivariant (a built-in f flagged so, and g without positional encodings or a
+causal mask), the boxes that meet the sorted region R = {x_{1,1} <= x_{2,1} <= ... <=
+x_{n,1}} in positive volume, with mult = n! and vol_B = vol(B cap R), the exact rational
+of sorted_volume.py rounded up: the error h(X) = sum_jk |f - fl(g)|_jk^p is the same at X and
+at any token permutation of X (f and g are equivariant; the float bound D is computed from
+permutation-invariant magnitudes and covers any summation order), the n! sorted copies of R
+tile the cube, so int h = n! int_R h <= n! sum_B sup_B h vol(B cap R).
 
 Refinement: the boxes holding the largest share of the sum are bisected along the
 coordinate q with the largest sum_jk max|J_e(B)_jk,q| r_q (the mean-value term it
@@ -19,7 +20,7 @@ contributes), and re-certified from scratch: a child's bound is never taken from
 It stops when total <= epsilon (``reached``), when ``max_minutes`` is spent, or,
 deterministically, before a round that would exceed ``max_boxes`` boxes or ``max_rounds``
 rounds (the best total so far is still a proved bound). Each round records (boxes,
-seconds, total) in ``NetworkCertificate.history``: two runs stopped at the same
+seconds, total, floor) in ``NetworkCertificate.history``: two runs stopped at the same
 max_boxes / max_rounds have evaluated the same boxes and agree on the total.
 
 Numbers: every E_B and contribution is a float upper bound (outward rounding); the sum is
@@ -40,8 +41,9 @@ import numpy as np
 
 from transformer_ua import executor as executor_lib
 from transformer_ua import rounding
+from transformer_ua.certify import cost_model
 from transformer_ua.certify import intervals as iv
-from transformer_ua.certify import network_enclosure, target_enclosures
+from transformer_ua.certify import network_enclosure, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.networks import network_dict
 from transformer_ua.targets import bounds as target_bounds
@@ -84,7 +86,8 @@ class NetworkCertificate:
   assumptions: tuple
   runtime: str
   executed: str
-  history: tuple = dataclasses.field(repr=False, compare=False)   # ((boxes, s, total), ...)
+  history: tuple = dataclasses.field(repr=False, compare=False)  # (boxes, s, total, floor)
+  projection: object = dataclasses.field(repr=False, compare=False)   # cost_model.Projection
   worst_centres: np.ndarray = dataclasses.field(repr=False, compare=False)
 
   def line(self) -> str:
@@ -97,7 +100,10 @@ class NetworkCertificate:
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
-              ('reached' if self.reached else f'NOT reached ({self.stopped})'))
+              ('reached' if self.reached else f'NOT reached ({self.stopped}; ' +
+                                                  (self.projection.text() if self.projection
+                                                   else 'too few rounds for a projection') +
+                                                  ')'))
     elif self.stopped.startswith('max_'):
       goal = f'; stopped: {self.stopped}'
     dom = (f'sorted tokens x {self.n}! ({self.boxes:,} boxes)' if self.symmetric
@@ -185,9 +191,11 @@ class Evaluator:
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
-    """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B])."""
+    """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B], and the
+    centre's |f - g| + D [B, n, d]: the value E tends to as the box shrinks, which the cost
+    model's floor estimates)."""
     outs = [self._batch(lo[i:i + BATCH], hi[i:i + BATCH]) for i in range(0, len(lo), BATCH)]
-    return tuple(np.concatenate([o[k] for o in outs]) for k in range(3))
+    return tuple(np.concatenate([o[k] for o in outs]) for k in range(4))
 
   def _batch(self, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
@@ -224,7 +232,8 @@ class Evaluator:
       dev = np.zeros_like(e)
     score = (jac * rq).sum(axis=(1, 2)) + 1e-300 * r.reshape(b, -1)   # ties: the widest
     split = np.argmax(score, axis=1)
-    return e, dev, split
+    centre = np.where(np.isnan(e_c), np.inf, e_c) + dev
+    return e, dev, split, centre
 
 
 def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
@@ -240,9 +249,9 @@ def _evaluate_span(obj, start: int, stop: int):
   """The executor's chunk: E and split of boxes [start, stop) of the shipped round, as
   JSON lists (floats round-trip exactly)."""
   (_, ev), lo, hi = obj
-  e, dev, split = ev.evaluate(lo[start:stop], hi[start:stop])
+  e, dev, split, centre = ev.evaluate(lo[start:stop], hi[start:stop])
   return {'e': e.reshape(len(e), -1).tolist(), 'dev': dev.reshape(len(e), -1).tolist(),
-          'split': split.tolist()}
+          'split': split.tolist(), 'centre': centre.reshape(len(e), -1).tolist()}
 
 
 def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
@@ -262,23 +271,20 @@ def _initial_boxes(n: int, d: int, symmetric: bool):
   idx = np.stack([a.ravel() for a in axes], axis=1).reshape(-1, n, d).astype(np.float64)
   lo, hi = idx / k, (idx + 1) / k
   if symmetric:
-    keep = _meets_sorted(lo, hi)
+    keep = sorted_volume.meets_sorted(lo, hi)
     lo, hi = lo[keep], hi[keep]
   return lo, hi
 
 
-def _meets_sorted(lo, hi) -> np.ndarray:
-  """Boxes that meet {x_{1,1} <= x_{2,1} <= ... <= x_{n,1}} (greedy: smallest feasible)."""
-  cur = lo[:, 0, 0].copy()
-  ok = np.ones(len(lo), bool)
-  for j in range(1, lo.shape[1]):
-    cur = np.maximum(cur, lo[:, j, 0])
-    ok &= cur <= hi[:, j, 0]
-  return ok
+def _volumes(lo, hi, sorted_part: bool) -> np.ndarray:
+  """vol(B cap R) with ``sorted_part`` (sorted_volume.py: exact, rounded up), else vol(B)."""
+  if sorted_part:
+    return sorted_volume.volumes_up(lo, hi)
+  return np.prod((hi - lo).reshape(len(lo), -1), axis=1)     # powers of 2: exact
 
 
-def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
-  """mult * vol(B) * sum_jk E^p (upper bounds), or max_jk E for p = inf."""
+def _contributions(e, vol, p: float, mult: int) -> np.ndarray:
+  """mult * vol * sum_jk E^p (upper bounds), or max_jk E for p = inf."""
   b = len(e)
   flat = e.reshape(b, -1)
   if math.isinf(p):
@@ -290,8 +296,7 @@ def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
   else:
     pw = iv.up(np.power(flat, p) * (1 + 2.0 ** -40))
   s = iv.up(pw.sum(axis=1) + iv.sum_error(pw.sum(axis=1), pw.shape[1]))
-  vol = np.prod(hi.reshape(b, -1) - lo.reshape(b, -1), axis=1)   # powers of 2: exact
-  return iv.up(s * vol * mult)
+  return iv.up(iv.up(s * vol) * mult)
 
 
 def _total(contrib: np.ndarray, p: float) -> Fraction:
@@ -333,7 +338,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                     epsilon=None, max_minutes: float = 10.0, lipschitz=None, modulus=None,
                     workers=None, state_dir: str | None = None, progress: bool | None = None,
                     runtime=None, max_boxes: int | None = None,
-                    max_rounds: int | None = None) -> NetworkCertificate:
+                    max_rounds: int | None = None,
+                    probe_minutes: float | None = None) -> NetworkCertificate:
   """Proves d_p(f, fl(g)) <= total over [0,1]^{n x d} (module docstring).
 
   Args:
@@ -357,6 +363,10 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       it does not meet this arithmetic's assumptions, named in the line.
     max_boxes: stop before a round that would leave more boxes than this (None: no limit).
     max_rounds: stop after this many rounds (None: no limit).
+    probe_minutes: with ``epsilon``, the first rounds (this many minutes, and enough rounds
+      for a fit) are a probe: when the cost model (cost_model.py) projects more than
+      ``max_minutes`` to reach epsilon, the run is refused in one line with the projection
+      (None: no probe; a run not reaching epsilon prints the projection in its line).
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
@@ -368,6 +378,11 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes.')
   max_boxes = None if max_boxes is None else _check_positive_int('max_boxes', max_boxes)
   max_rounds = None if max_rounds is None else _check_positive_int('max_rounds', max_rounds)
+  if probe_minutes is not None and (
+      isinstance(probe_minutes, bool) or not isinstance(probe_minutes, (int, float)) or
+      not math.isfinite(probe_minutes) or probe_minutes < 0):
+    raise ValueError(f'probe_minutes={probe_minutes!r}; it must be a number of minutes >= 0 '
+                     '(or None: no probe).')
   target = targets_lib.get_target(f, d=d, n=n)
   net = as_net(g, d=d, n=n)
   form = target_enclosures.interval_form(target)
@@ -410,8 +425,10 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if workers is not None or state_dir is not None:
     workers_obj = executor_lib.as_workers(workers, state_dir=state_dir)
   spec = (run_net.as_dict(), d, n, target.name, arithmetic)
-  e, dev, split, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
-  contrib = _contributions(e, lo, hi, p, mult)
+  e, dev, split, centre, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
+  vol = _volumes(lo, hi, symmetric)
+  contrib = _contributions(e, vol, p, mult)
+  floor = _contributions(centre, vol, p, mult)
   target_p = None if eps is None else (float(eps) if math.isinf(p) else float(eps) ** p)
   rounds, stopped, reached = 1, 'budget', None
   deadline = start + 60 * max_minutes
@@ -419,7 +436,9 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   history = []
   while True:
     total_now = contrib.max() if math.isinf(p) else math.fsum(contrib.tolist())
-    history.append((len(lo), time.perf_counter() - start, _float_total(total_now, p)))
+    floor_now = floor.max() if math.isinf(p) else math.fsum(floor.tolist())
+    history.append((len(lo), time.perf_counter() - start, _float_total(total_now, p),
+                    _float_total(floor_now, p)))
     if bar is not None:
       bar.update(1)
       bar.set_postfix_str(f'{len(lo):,} boxes, total <= {bound_text(history[-1][2], 4)}')
@@ -427,6 +446,16 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       stopped, reached = 'epsilon reached', True
       break
     elapsed = time.perf_counter() - start
+    if probe_minutes is not None and eps is not None and elapsed >= 60 * probe_minutes:
+      proj = cost_model.project(history, float(eps), p)
+      if proj is not None:
+        probe_minutes = None                         # one verdict
+        if proj.minutes > max_minutes:
+          if bar is not None:
+            bar.close()
+          raise ValueError(f'(d, n) = ({d}, {n}): the probe of {rounds} rounds '
+                           f'({elapsed:.0f} s) projects {proj.minutes:.3g} min, above '
+                           f'max_minutes={max_minutes:g}; {proj.text()}.')
     if elapsed > 60 * max_minutes:
       break
     if max_rounds is not None and rounds >= max_rounds:
@@ -436,7 +465,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     parents_lo, parents_hi, axis = lo[pick], hi[pick], split[pick]
     c_lo, c_hi = _bisect(parents_lo, parents_hi, axis)
     if symmetric:
-      keep = _meets_sorted(c_lo, c_hi)
+      keep = sorted_volume.meets_sorted(c_lo, c_hi)
       c_lo, c_hi = c_lo[keep], c_hi[keep]
     if max_boxes is not None and len(lo) - len(pick) + len(c_lo) > max_boxes:
       stopped = f'max_boxes={max_boxes:,} reached'
@@ -445,7 +474,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     if time.perf_counter() + per_box * len(c_lo) > deadline:
       break
     t0 = time.perf_counter()
-    ce, cdev, csplit, executed = _evaluate(evaluator, c_lo, c_hi, workers_obj, spec, rounds)
+    ce, cdev, csplit, ccentre, executed = _evaluate(evaluator, c_lo, c_hi, workers_obj, spec,
+                                                    rounds)
     per_box = (time.perf_counter() - t0) / max(1, len(c_lo))
     if executed:
       executed_all.append(executed)
@@ -456,7 +486,9 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     e = np.concatenate([e[keep_mask], ce])
     dev = np.concatenate([dev[keep_mask], cdev])
     split = np.concatenate([split[keep_mask], csplit])
-    contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
+    c_vol = _volumes(c_lo, c_hi, symmetric)
+    contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_vol, p, mult)])
+    floor = np.concatenate([floor[keep_mask], _contributions(ccentre, c_vol, p, mult)])
     rounds += 1
   if bar is not None:
     bar.close()
@@ -480,6 +512,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       float_sup=float(dev.max()) if len(dev) else 0.0, stopped=stopped,
       assumptions=assumptions, runtime=runtime_text,
       executed='; '.join(sorted(set(executed_all))), history=tuple(history),
+      projection=None if eps is None or reached else cost_model.project(history, float(eps), p),
       worst_centres=(lo[worst] + hi[worst]) / 2)
 
 
@@ -566,8 +599,8 @@ def _refute_modulus(target, modulus, d, n):
 
 def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
   if workers is None:
-    e, dev, split = evaluator.evaluate(lo, hi)
-    return e, dev, split, ''
+    e, dev, split, centre = evaluator.evaluate(lo, hi)
+    return e, dev, split, centre, ''
   shipment = executor_lib.ship(_build_round, *spec, lo, hi)
   identity = {'what': 'certify_network round', 'round': round_index,
               'params_hash': network_dict.params_hash(network_dict.check(spec[0], d=spec[1],
@@ -581,7 +614,9 @@ def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
   dev = np.concatenate([np.asarray(r['dev'], np.float64).reshape((-1,) + shape[1:])
                         for _, r in mapped.results])
   split = np.concatenate([np.asarray(r['split'], np.int64) for _, r in mapped.results])
-  return e, dev, split, mapped.describe()
+  centre = np.concatenate([np.asarray(r.get('centre', r['e']), np.float64)   # older state
+                           .reshape((-1,) + shape[1:]) for _, r in mapped.results])
+  return e, dev, split, centre, mapped.describe()
 
 
 def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
