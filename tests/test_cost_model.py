@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from transformer_ua.certify import cost_model
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.networks import network_dict
 
@@ -68,3 +69,48 @@ def test_progress_bar_on_request_and_off_outside_a_terminal(capsys):
   cert = run(net, max_rounds=3, progress=True)
   err = capsys.readouterr().err
   assert 'certify_network' in err and f'{cert.boxes:,} boxes' in err and 'total <=' in err
+
+
+def test_projection_of_an_exact_power_law():
+  """total^2 - floor^2 = 0.5 boxes^-0.5 exactly: the boxes for epsilon solve by hand."""
+  floor, eps = 0.1, 0.12
+  hist = [(n, n / 1000, math.sqrt(floor ** 2 + 0.5 * n ** -0.5), floor)
+          for n in (100, 200, 400, 800, 1600, 3200, 6400)]
+  proj = cost_model.project(hist, eps, 2)
+  want = (0.5 / (eps ** 2 - floor ** 2)) ** 2            # 0.5 N^-0.5 = eps^2 - floor^2
+  assert proj.boxes == pytest.approx(want, rel=1e-9)
+  assert proj.exponent == pytest.approx(-0.5, rel=1e-9)
+  assert proj.points == cost_model.FIT_ROUNDS == 6
+  assert proj.minutes == pytest.approx(want / 1000 / 60, rel=1e-9)   # 1 ms per box
+  assert 'boxes^-0.5' in proj.text() and '200-6,400 boxes' in proj.text()
+  below = cost_model.project(hist, 0.09, 2)
+  assert math.isinf(below.boxes) and 'out of reach' in below.text()
+  assert cost_model.project(hist[:2], eps, 2) is None
+
+
+#: The stated factor: the projection from a run stopped at round 9 is within this factor of
+#: the boxes a run let finish needed (hand-built network, (1, 3); measured 1.9).
+PROJECTION_FACTOR = 3.0
+
+
+def test_projection_within_a_factor_of_a_finished_run():
+  from transformer_ua.certify import hand_built
+  hb = hand_built.hand_built_product_network(4, n=3)
+  eps = 1.2 * math.sqrt(hb.l2_error_squared)
+  args = dict(d=1, n=3, p=2, arithmetic='float64', max_minutes=5.0, progress=False)
+  early = nc.certify_network('token_times_mean', hb.net, epsilon=eps, max_rounds=9, **args)
+  assert not early.reached and 'projection: about' in early.line()
+  finished = nc.certify_network('token_times_mean', hb.net, epsilon=eps, **args)
+  assert finished.reached
+  ratio = early.projection.boxes / finished.boxes
+  assert 1 / PROJECTION_FACTOR <= ratio <= PROJECTION_FACTOR, ratio
+
+
+def test_probe_refuses_an_epsilon_out_of_reach_with_its_projection():
+  net = small_net()
+  sampled = run(net, max_rounds=6, arithmetic='exact').history[-1][3]   # the floor
+  with pytest.raises(ValueError, match='above max_minutes=5; projection: epsilon') as err:
+    run(net, epsilon=sampled / 2, probe_minutes=0)
+  assert '\n' not in str(err.value) and 'out of reach' in str(err.value)
+  with pytest.raises(ValueError, match='probe_minutes'):
+    run(net, epsilon=1.0, probe_minutes=-1)
