@@ -32,6 +32,7 @@ import numpy as np
 EXP_SLACK = 2.0 ** -40
 _TINY = 2.0 ** -1022
 _U = 2.0 ** -53
+_MAX = float(np.finfo(np.float64).max)
 
 
 def down(x):
@@ -234,16 +235,21 @@ def exp(a: Interval) -> Interval:
 
 def softmax(s: Interval) -> Interval:
   """softmax over the last value axis, w_k = 1 / sum_l exp(s_l - s_k) (the l = k term is
-  exactly 1, which keeps the enclosure tight); tangent dw_k = w_k (ds_k - sum_l w_l ds_l)."""
+  exactly 1, which keeps the enclosure tight); tangent dw_k = w_k (ds_k - sum_l w_l ds_l).
+  Saturating: where exp(s_l - s_k) overflows, the sum's upper end is +inf (w_k's lower end
+  0) and its lower end is at least its largest term, capped at the largest float (w_k's
+  upper end ~ 1e-308): a score row of any spread gets finite bounds, never inf - inf."""
   n = s.lo.shape[-1]
   eye = np.eye(n, dtype=bool)
   # diff[..., k, l] = s_l - s_k
   dhi = up(s.hi[..., None, :] - s.lo[..., :, None])
   dlo = down(s.lo[..., None, :] - s.hi[..., :, None])
-  ehi = np.where(eye, 1.0, _exp_up(dhi))
-  elo = np.where(eye, 1.0, _exp_down(dlo))
-  shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
-  slo = down(elo.sum(axis=-1) - sum_error(elo.sum(axis=-1), n))
+  with np.errstate(over='ignore', invalid='ignore'):   # saturation: an exp past the float
+    ehi = np.where(eye, 1.0, _exp_up(dhi))              # range is +inf above (w_k -> 0) and
+    elo = np.where(eye, 1.0, np.minimum(_exp_down(dlo), _MAX))   # the largest float below
+    shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
+    esum = elo.sum(axis=-1)
+    slo = np.where(np.isfinite(esum), down(esum - sum_error(esum, n)), elo.max(axis=-1))
   w = Interval(np.clip(down(1.0 / shi), 0.0, 1.0), np.clip(up(1.0 / slo), 0.0, 1.0))
   if not s.has_tangent:
     return w
