@@ -331,3 +331,43 @@ def test_overflowing_network_gets_no_certificate():
   with pytest.raises(ValueError, match='no finite bound') as err:
     nc.certify_network('token_times_mean', net, d=1, n=3, max_minutes=0.05)
   assert '\n' not in str(err.value)
+
+
+def test_softmax_saturates_on_a_score_row_spanning_1000():
+  """exp(1000) overflows: the enclosure stays finite and holds the softmax (mpmath, 50
+  digits) at sampled scores of each interval."""
+  import mpmath
+  rng = np.random.default_rng(0)
+  centre = np.array([[0.0, 1000.0, 999.5, -300.0, 400.0], [-700.0, 0.0, 710.0, 5.0, 6.0]])
+  half = np.array([[1.0, 0.0, 2.0, 0.5, 100.0], [0.0, 3.0, 0.25, 0.0, 1.0]])
+  w = iv.softmax(iv.Interval(centre - half, centre + half))
+  assert np.all(np.isfinite(w.lo)) and np.all(np.isfinite(w.hi)) and np.all(w.lo <= w.hi)
+  with mpmath.workdps(50):
+    for _ in range(40):
+      s = centre + half * rng.uniform(-1, 1, centre.shape)
+      for row in range(len(s)):
+        e = [mpmath.exp(mpmath.mpf(float(v))) for v in s[row]]
+        tot = sum(e)
+        for k, ek in enumerate(e):
+          assert w.lo[row, k] <= ek / tot <= w.hi[row, k]
+  assert w.hi[0, 0] < 1e-300 and 0.18 < w.lo[0, 1] <= 1 / (1 + math.exp(1.5))
+
+
+def test_wide_score_spread_is_certified_not_refused():
+  """Scores spanning thousands (W_Q scaled up): a finite certificate above the samples."""
+  net = random_net(3, scale=0.6).as_dict()
+  net['blocks'][0]['W_Q'] = net['blocks'][0]['W_Q'] * 400
+  net['blocks'][0]['b_Q'] = net['blocks'][0]['b_Q'] * 400
+  net['blocks'][0]['W_K'] = net['blocks'][0]['W_K'] * 20
+  x = np.random.default_rng(1).random((20000, 3, 1))
+  z = np.pad(x, ((0, 0), (0, 0), (0, 2)))             # the input padded to D = 3
+  blk = net['blocks'][0]
+  q = np.einsum('hmD,bnD->bhnm', blk['W_Q'], z) + blk['b_Q'][None, :, None, :]
+  k = np.einsum('hmD,bnD->bhnm', blk['W_K'], z)
+  s = np.einsum('bhjm,bhkm->bhjk', q, k)
+  assert np.ptp(s, axis=-1).max() > 709                # the spread that overflowed exp
+  net = network_dict.check(net, d=1, n=3)
+  err = np.abs(network_dict.apply(net, x) - x * x.mean(axis=1, keepdims=True)).max()
+  cert = nc.certify_network('token_times_mean', net, d=1, n=3, p='inf', arithmetic='float64',
+                            max_rounds=3, progress=False)
+  assert math.isfinite(float(cert.total)) and float(cert.total) >= err

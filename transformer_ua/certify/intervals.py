@@ -32,6 +32,7 @@ import numpy as np
 EXP_SLACK = 2.0 ** -40
 _TINY = 2.0 ** -1022
 _U = 2.0 ** -53
+_MAX = float(np.finfo(np.float64).max)
 
 
 def down(x):
@@ -236,20 +237,25 @@ def softmax(s: Interval, causal: bool = False) -> Interval:
   """softmax over the last value axis, w_k = 1 / sum_l exp(s_l - s_k) (the l = k term is
   exactly 1, which keeps the enclosure tight); tangent dw_k = w_k (ds_k - sum_l w_l ds_l).
   ``causal``: s [..., j, k] are scores of query j, and keys k > j are left out: their
-  weight and its tangent are exactly 0 (structure, not an interval)."""
+  weight and its tangent are exactly 0 (structure, not an interval).
+  Saturating: where exp(s_l - s_k) overflows, the sum's upper end is +inf (w_k's lower end
+  0) and its lower end is at least its largest term, capped at the largest float (w_k's
+  upper end ~ 1e-308): a score row of any spread gets finite bounds, never inf - inf."""
   n = s.lo.shape[-1]
   eye = np.eye(n, dtype=bool)
   # diff[..., k, l] = s_l - s_k
   dhi = up(s.hi[..., None, :] - s.lo[..., :, None])
   dlo = down(s.lo[..., None, :] - s.hi[..., :, None])
-  ehi = np.where(eye, 1.0, _exp_up(dhi))
-  elo = np.where(eye, 1.0, _exp_down(dlo))
-  if causal:               # [j, k, l]: keys l > j never enter query j's sum
-    keep = ~np.triu(np.ones((n, n), bool), 1)
-    ehi = np.where(keep[:, None, :], ehi, 0.0)
-    elo = np.where(keep[:, None, :], elo, 0.0)
-  shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
-  slo = down(elo.sum(axis=-1) - sum_error(elo.sum(axis=-1), n))
+  with np.errstate(over='ignore', invalid='ignore'):   # saturation: an exp past the float
+    ehi = np.where(eye, 1.0, _exp_up(dhi))              # range is +inf above (w_k -> 0) and
+    elo = np.where(eye, 1.0, np.minimum(_exp_down(dlo), _MAX))   # the largest float below
+    if causal:               # [j, k, l]: keys l > j never enter query j's sum
+      keep = ~np.triu(np.ones((n, n), bool), 1)
+      ehi = np.where(keep[:, None, :], ehi, 0.0)
+      elo = np.where(keep[:, None, :], elo, 0.0)
+    shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
+    esum = elo.sum(axis=-1)
+    slo = np.where(np.isfinite(esum), down(esum - sum_error(esum, n)), elo.max(axis=-1))
   w = Interval(np.clip(down(1.0 / shi), 0.0, 1.0), np.clip(up(1.0 / slo), 0.0, 1.0))
   if causal:
     w = Interval(np.where(keep, w.lo, 0.0), np.where(keep, w.hi, 0.0))

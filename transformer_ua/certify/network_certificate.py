@@ -2,22 +2,31 @@ r"""``certify_network(f, g)``: d_p(f, fl(g)) <= total over [0,1]^{n x d}, for an
 
 Branch and bound over boxes (the package docstring gives the per-box bound E_B):
 
-    total^p = sum_B mult * vol(B) * sum_jk E_B,jk^p              (1 <= p < inf)
-    total   = max_B max_jk E_B,jk                                (p = inf)
+    total^p = sum_B mult * vol_B * sum_jk E_B,jk^p                (1 <= p < inf)
+    total   = max_B max_jk E_B,jk                                  (p = inf)
 
-The boxes partition the cube, or, when f and g are both permutation equivariant (a built-in
-f flagged so, and g without positional encodings), the boxes that meet the sorted region
-x_{1,1} <= x_{2,1} <= ... <= x_{n,1} with mult = n!: the error sum_jk |f - fl(g)|_jk^p is
-the same at X and at any token permutation of X (f and g are equivariant; the float bound
-D is computed from permutation-invariant magnitudes and covers any summation order), and
-the sorted copies of the region cover the cube; a box that straddles the diagonal counts
-whole, which only adds.
+The boxes partition the cube (mult = 1, vol_B = vol(B)), or, when f and g are both
+permutation equivariant (a built-in f flagged so, and g without positional encodings or a
+causal mask), the boxes that meet the sorted region R = {x_{1,1} <= x_{2,1} <= ... <=
+x_{n,1}} in positive volume, with mult = n! and vol_B = vol(B cap R), the exact rational
+of sorted_volume.py rounded up: the error h(X) = sum_jk |f - fl(g)|_jk^p is the same at X and
+at any token permutation of X (f and g are equivariant; the float bound D is computed from
+permutation-invariant magnitudes and covers any summation order), the n! sorted copies of R
+tile the cube, so int h = n! int_R h <= n! sum_B sup_B h vol(B cap R).
 
 Refinement: the boxes holding the largest share of the sum are bisected along the
 coordinate q with the largest sum_jk max|J_e(B)_jk,q| r_q (the mean-value term it
 contributes), and re-certified from scratch: a child's bound is never taken from its parent.
-It stops when total <= epsilon (``reached``), or when ``max_minutes`` is spent (the best
-total so far is still a proved bound).
+With SPLIT_CANDIDATES = K > 1 both halves along each of the K largest terms are evaluated
+and the pair with the lowest contributions kept (split by measured gain). Measured on the
+hand-built network (benchmarks/certify_split.py, 1.3x its d_2, float32): at equal boxes K = 3
+lowers the total by 0.3-1%, but costs K times the evaluations, so at equal seconds K = 1
+is ahead (n=4, 8 s: 0.0690 vs 0.0752): K = 1 is the default.
+It stops when total <= epsilon (``reached``), when ``max_minutes`` is spent, or,
+deterministically, before a round that would exceed ``max_boxes`` boxes or ``max_rounds``
+rounds (the best total so far is still a proved bound). Each round records (boxes,
+seconds, total, floor) in ``NetworkCertificate.history``: two runs stopped at the same
+max_boxes / max_rounds have evaluated the same boxes and agree on the total.
 
 Numbers: every E_B and contribution is a float upper bound (outward rounding); the sum is
 exact (``math.fsum``, correctly rounded, then one ulp up), and the p-th root is a rational
@@ -36,8 +45,9 @@ import numpy as np
 
 from transformer_ua import executor as executor_lib
 from transformer_ua import rounding
+from transformer_ua.certify import cost_model
 from transformer_ua.certify import intervals as iv
-from transformer_ua.certify import network_enclosure, target_enclosures
+from transformer_ua.certify import network_enclosure, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.networks import network_dict
 from transformer_ua.networks import source_check
@@ -52,6 +62,9 @@ BATCH = 2048
 INITIAL_BOXES = 512
 #: At most this many boxes are bisected per round.
 MAX_SPLIT = 32768
+#: Coordinates tried per bisected box (the largest mean-value terms): both halves of each
+#: are evaluated and the split whose children's contributions sum lowest is kept.
+SPLIT_CANDIDATES = 1
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
 REFUTATION_POINTS = 4096
 
@@ -81,6 +94,8 @@ class NetworkCertificate:
   assumptions: tuple
   runtime: str
   executed: str
+  history: tuple = dataclasses.field(repr=False, compare=False)  # (boxes, s, total, floor)
+  projection: object = dataclasses.field(repr=False, compare=False)   # cost_model.Projection
   worst_centres: np.ndarray = dataclasses.field(repr=False, compare=False)
 
   def line(self) -> str:
@@ -93,7 +108,12 @@ class NetworkCertificate:
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
-              ('reached' if self.reached else f'NOT reached ({self.stopped})'))
+              ('reached' if self.reached else f'NOT reached ({self.stopped}; ' +
+                                                  (self.projection.text() if self.projection
+                                                   else 'too few rounds for a projection') +
+                                                  ')'))
+    elif self.stopped.startswith('max_'):
+      goal = f'; stopped: {self.stopped}'
     dom = (f'sorted tokens x {self.n}! ({self.boxes:,} boxes)' if self.symmetric
            else f'{self.boxes:,} boxes')
     floatdev = ('' if self.arithmetic == 'exact'
@@ -161,9 +181,12 @@ class Evaluator:
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
-    """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B])."""
+    """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B, K] (the K =
+    SPLIT_CANDIDATES coordinates with the largest mean-value terms, largest first), and the
+    centre's |f - g| + D [B, n, d]: the value E tends to as the box shrinks, which the cost
+    model's floor estimates)."""
     outs = [self._batch(lo[i:i + BATCH], hi[i:i + BATCH]) for i in range(0, len(lo), BATCH)]
-    return tuple(np.concatenate([o[k] for o in outs]) for k in range(3))
+    return tuple(np.concatenate([o[k] for o in outs]) for k in range(4))
 
   def _batch(self, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
@@ -199,8 +222,9 @@ class Evaluator:
     else:
       dev = np.zeros_like(e)
     score = (jac * rq).sum(axis=(1, 2)) + 1e-300 * r.reshape(b, -1)   # ties: the widest
-    split = np.argmax(score, axis=1)
-    return e, dev, split
+    split = np.argsort(-score, axis=1, kind='stable')[:, :SPLIT_CANDIDATES]
+    centre = np.where(np.isnan(e_c), np.inf, e_c) + dev
+    return e, dev, split, centre
 
 
 def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
@@ -216,9 +240,9 @@ def _evaluate_span(obj, start: int, stop: int):
   """The executor's chunk: E and split of boxes [start, stop) of the shipped round, as
   JSON lists (floats round-trip exactly)."""
   (_, ev), lo, hi = obj
-  e, dev, split = ev.evaluate(lo[start:stop], hi[start:stop])
+  e, dev, split, centre = ev.evaluate(lo[start:stop], hi[start:stop])
   return {'e': e.reshape(len(e), -1).tolist(), 'dev': dev.reshape(len(e), -1).tolist(),
-          'split': split.tolist()}
+          'split': split.tolist(), 'centre': centre.reshape(len(e), -1).tolist()}
 
 
 def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
@@ -238,23 +262,20 @@ def _initial_boxes(n: int, d: int, symmetric: bool):
   idx = np.stack([a.ravel() for a in axes], axis=1).reshape(-1, n, d).astype(np.float64)
   lo, hi = idx / k, (idx + 1) / k
   if symmetric:
-    keep = _meets_sorted(lo, hi)
+    keep = sorted_volume.meets_sorted(lo, hi)
     lo, hi = lo[keep], hi[keep]
   return lo, hi
 
 
-def _meets_sorted(lo, hi) -> np.ndarray:
-  """Boxes that meet {x_{1,1} <= x_{2,1} <= ... <= x_{n,1}} (greedy: smallest feasible)."""
-  cur = lo[:, 0, 0].copy()
-  ok = np.ones(len(lo), bool)
-  for j in range(1, lo.shape[1]):
-    cur = np.maximum(cur, lo[:, j, 0])
-    ok &= cur <= hi[:, j, 0]
-  return ok
+def _volumes(lo, hi, sorted_part: bool) -> np.ndarray:
+  """vol(B cap R) with ``sorted_part`` (sorted_volume.py: exact, rounded up), else vol(B)."""
+  if sorted_part:
+    return sorted_volume.volumes_up(lo, hi)
+  return np.prod((hi - lo).reshape(len(lo), -1), axis=1)     # powers of 2: exact
 
 
-def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
-  """mult * vol(B) * sum_jk E^p (upper bounds), or max_jk E for p = inf."""
+def _contributions(e, vol, p: float, mult: int) -> np.ndarray:
+  """mult * vol * sum_jk E^p (upper bounds), or max_jk E for p = inf."""
   b = len(e)
   flat = e.reshape(b, -1)
   if math.isinf(p):
@@ -266,8 +287,7 @@ def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
   else:
     pw = iv.up(np.power(flat, p) * (1 + 2.0 ** -40))
   s = iv.up(pw.sum(axis=1) + iv.sum_error(pw.sum(axis=1), pw.shape[1]))
-  vol = np.prod(hi.reshape(b, -1) - lo.reshape(b, -1), axis=1)   # powers of 2: exact
-  return iv.up(s * vol * mult)
+  return iv.up(iv.up(s * vol) * mult)
 
 
 def _total(contrib: np.ndarray, p: float) -> Fraction:
@@ -307,8 +327,10 @@ def _pow_ge(q: Fraction, pi: Fraction, s: Fraction, p: float) -> bool:
 
 def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                     epsilon=None, max_minutes: float = 10.0, lipschitz=None, modulus=None,
-                    workers=None, state_dir: str | None = None, progress: bool = False,
-                    runtime=None) -> NetworkCertificate:
+                    workers=None, state_dir: str | None = None, progress: bool | None = None,
+                    runtime=None, max_boxes: int | None = None,
+                    max_rounds: int | None = None,
+                    probe_minutes: float | None = None) -> NetworkCertificate:
   """Proves d_p(f, fl(g)) <= total over [0,1]^{n x d} (module docstring).
 
   Args:
@@ -327,9 +349,16 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       dispatched through ``executor.map_spans`` (built-in targets only); remote and
       resumed chunks are re-checked there.
     state_dir: keep each round's chunks (resumable; built-in targets only).
-    progress: print one line per round.
+    progress: a tqdm bar (boxes, rounds, the current total rounded up); None: on a terminal
+      only, True: also on a file or pipe (plain lines, ``outputs.progress``), False: off.
     runtime: a ``runtime_probe.RuntimeReport`` of the runtime g will run on: refused if
       it does not meet this arithmetic's assumptions, named in the line.
+    max_boxes: stop before a round that would leave more boxes than this (None: no limit).
+    max_rounds: stop after this many rounds (None: no limit).
+    probe_minutes: with ``epsilon``, the first rounds (this many minutes, and enough rounds
+      for a fit) are a probe: when the cost model (cost_model.py) projects more than
+      ``max_minutes`` to reach epsilon, the run is refused in one line with the projection
+      (None: no probe; a run not reaching epsilon prints the projection in its line).
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
@@ -339,6 +368,13 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float)) or \
       not math.isfinite(max_minutes) or max_minutes <= 0:
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes.')
+  max_boxes = None if max_boxes is None else _check_positive_int('max_boxes', max_boxes)
+  max_rounds = None if max_rounds is None else _check_positive_int('max_rounds', max_rounds)
+  if probe_minutes is not None and (
+      isinstance(probe_minutes, bool) or not isinstance(probe_minutes, (int, float)) or
+      not math.isfinite(probe_minutes) or probe_minutes < 0):
+    raise ValueError(f'probe_minutes={probe_minutes!r}; it must be a number of minutes >= 0 '
+                     '(or None: no probe).')
   target = targets_lib.get_target(f, d=d, n=n)
   net, source = source_check.read_network(g, d=d, n=n, arithmetic=arithmetic)
   form = target_enclosures.interval_form(target)
@@ -376,58 +412,100 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     raise ValueError(f'the first partition alone ({len(lo):,} boxes at {per_box * 1e3:.2f} ms '
                      f'each) is estimated at {estimate / 60:.1f} min, above max_minutes='
                      f'{max_minutes:g}; raise the budget or certify a smaller network.')
-  if progress:
-    print(f'certify_network: {len(lo):,} initial boxes, about {per_box * 1e3:.3f} ms each '
-          f'({estimate:.1f} s); budget {max_minutes:g} min', flush=True)
+  bar = _progress_bar(progress, max_rounds)
   workers_obj = None
   if workers is not None or state_dir is not None:
     workers_obj = executor_lib.as_workers(workers, state_dir=state_dir)
   spec = (run_net.as_dict(), d, n, target.name, arithmetic)
-  e, dev, split, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
-  contrib = _contributions(e, lo, hi, p, mult)
+  e, dev, split, centre, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
+  vol = _volumes(lo, hi, symmetric)
+  contrib = _contributions(e, vol, p, mult)
+  floor = _contributions(centre, vol, p, mult)
   target_p = None if eps is None else (float(eps) if math.isinf(p) else float(eps) ** p)
   rounds, stopped, reached = 1, 'budget', None
   deadline = start + 60 * max_minutes
   executed_all = [executed] if executed else []
+  history = []
   while True:
     total_now = contrib.max() if math.isinf(p) else math.fsum(contrib.tolist())
-    if progress:
-      shown = total_now if math.isinf(p) else total_now ** (1 / p)
-      print(f'  round {rounds}: {len(lo):,} boxes, bound {bound_text(shown * (1 + 1e-9), 4)}'
-            f', {time.perf_counter() - start:.0f} s', flush=True)
+    floor_now = floor.max() if math.isinf(p) else math.fsum(floor.tolist())
+    history.append((len(lo), time.perf_counter() - start, _float_total(total_now, p),
+                    _float_total(floor_now, p)))
+    if bar is not None:
+      bar.update(1)
+      bar.set_postfix_str(f'{len(lo):,} boxes, total <= {bound_text(history[-1][2], 4)}')
     if target_p is not None and total_now <= target_p * (1 - 1e-12):
       stopped, reached = 'epsilon reached', True
       break
     elapsed = time.perf_counter() - start
+    if probe_minutes is not None and eps is not None and elapsed >= 60 * probe_minutes:
+      proj = cost_model.project(history, float(eps), p)
+      if proj is not None:
+        probe_minutes = None                         # one verdict
+        if proj.minutes > max_minutes:
+          if bar is not None:
+            bar.close()
+          raise ValueError(f'(d, n) = ({d}, {n}): the probe of {rounds} rounds '
+                           f'({elapsed:.0f} s) projects {proj.minutes:.3g} min, above '
+                           f'max_minutes={max_minutes:g}; {proj.text()}.')
     if elapsed > 60 * max_minutes:
       break
+    if max_rounds is not None and rounds >= max_rounds:
+      stopped = f'max_rounds={max_rounds} reached'
+      break
     pick = _pick(contrib, p, target_p)
-    parents_lo, parents_hi, axis = lo[pick], hi[pick], split[pick]
-    c_lo, c_hi = _bisect(parents_lo, parents_hi, axis)
-    if symmetric:
-      keep = _meets_sorted(c_lo, c_hi)
-      c_lo, c_hi = c_lo[keep], c_hi[keep]
+    cand = split[pick][:, :SPLIT_CANDIDATES]             # [P, K] candidate axes, best first
+    c_lo, c_hi = _bisect_each(lo[pick], hi[pick], cand)  # [K, 2, P, n, d]
+    shape = c_lo.shape
+    c_lo, c_hi = c_lo.reshape((-1,) + shape[3:]), c_hi.reshape((-1,) + shape[3:])
+    alive = sorted_volume.meets_sorted(c_lo, c_hi) if symmetric else np.ones(len(c_lo), bool)
+    if cand.shape[1] == 1 and max_boxes is not None and \
+        len(lo) - len(pick) + int(alive.sum()) > max_boxes:
+      stopped = f'max_boxes={max_boxes:,} reached'
+      break
     # the next round's time: a child costs about what a box cost this round
-    if time.perf_counter() + per_box * len(c_lo) > deadline:
+    if time.perf_counter() + per_box * int(alive.sum()) > deadline:
       break
     t0 = time.perf_counter()
-    ce, cdev, csplit, executed = _evaluate(evaluator, c_lo, c_hi, workers_obj, spec, rounds)
-    per_box = (time.perf_counter() - t0) / max(1, len(c_lo))
+    ce, cdev, csplit, ccentre, executed = _evaluate(evaluator, c_lo[alive], c_hi[alive],
+                                                    workers_obj, spec, rounds)
+    per_box = (time.perf_counter() - t0) / max(1, int(alive.sum()))
     if executed:
       executed_all.append(executed)
+    c_vol = _volumes(c_lo[alive], c_hi[alive], symmetric)
+    c_contrib = np.zeros(len(c_lo))
+    c_contrib[alive] = _contributions(ce, c_vol, p, mult)
+    pair = c_contrib.reshape(shape[:3])                  # [K, 2, P]
+    gain = pair.max(axis=1) if math.isinf(p) else pair.sum(axis=1)
+    best = np.argmin(gain, axis=0)                       # measured: the lowest children
+    chosen = np.zeros(shape[:3], bool)
+    chosen[best, :, np.arange(shape[2])] = True
+    chosen = chosen.reshape(-1)[alive]                   # among the evaluated children
+    if max_boxes is not None and len(lo) - len(pick) + int(chosen.sum()) > max_boxes:
+      stopped = f'max_boxes={max_boxes:,} reached'
+      break
     keep_mask = np.ones(len(lo), bool)
     keep_mask[pick] = False
-    lo = np.concatenate([lo[keep_mask], c_lo])
-    hi = np.concatenate([hi[keep_mask], c_hi])
-    e = np.concatenate([e[keep_mask], ce])
-    dev = np.concatenate([dev[keep_mask], cdev])
-    split = np.concatenate([split[keep_mask], csplit])
-    contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
+    lo = np.concatenate([lo[keep_mask], c_lo[alive][chosen]])
+    hi = np.concatenate([hi[keep_mask], c_hi[alive][chosen]])
+    e = np.concatenate([e[keep_mask], ce[chosen]])
+    dev = np.concatenate([dev[keep_mask], cdev[chosen]])
+    split = np.concatenate([split[keep_mask], csplit[chosen]])
+    contrib = np.concatenate([contrib[keep_mask], c_contrib[alive][chosen]])
+    floor = np.concatenate([floor[keep_mask],
+                            _contributions(ccentre[chosen], c_vol[chosen], p, mult)])
     rounds += 1
+  if bar is not None:
+    bar.close()
   total = _total(contrib, p)
   if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
-    stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
+    if reached:
+      stopped = 'epsilon reached'
+    elif stopped in ('budget', 'epsilon reached'):
+      stopped = f'budget of {max_minutes:g} min spent'
+  if stopped == 'budget':
+    stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
   assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model)) + (
@@ -439,8 +517,28 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       rounds=rounds, seconds=time.perf_counter() - start, symmetric=symmetric,
       float_sup=float(dev.max()) if len(dev) else 0.0, stopped=stopped,
       assumptions=assumptions, runtime=runtime_text,
-      executed='; '.join(sorted(set(executed_all))),
+      executed='; '.join(sorted(set(executed_all))), history=tuple(history),
+      projection=None if eps is None or reached else cost_model.project(history, float(eps), p),
       worst_centres=(lo[worst] + hi[worst]) / 2)
+
+
+def _float_total(total_p: float, p: float) -> float:
+  """A float >= (total_p)^(1/p) (the round's record; the certificate's total is exact)."""
+  if math.isinf(p) or p == 1:
+    return float(np.nextafter(total_p, np.inf))
+  return float(iv.up(float(np.nextafter(total_p, np.inf)) ** (1.0 / p) * (1 + 2.0 ** -40)))
+
+
+def _progress_bar(progress, max_rounds):
+  """A tqdm bar of rounds (None where off: ``progress`` None means on a terminal only)."""
+  import sys
+  if progress is None:
+    isatty = getattr(sys.stderr, 'isatty', None)
+    progress = bool(isatty is not None and isatty())
+  if not progress:
+    return None
+  from transformer_ua import outputs   # tqdm only when a bar is shown
+  return outputs.progress(total=max_rounds, desc='certify_network', unit='round')
 
 
 def _assumptions(model) -> tuple:
@@ -507,8 +605,8 @@ def _refute_modulus(target, modulus, d, n):
 
 def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
   if workers is None:
-    e, dev, split = evaluator.evaluate(lo, hi)
-    return e, dev, split, ''
+    e, dev, split, centre = evaluator.evaluate(lo, hi)
+    return e, dev, split, centre, ''
   shipment = executor_lib.ship(_build_round, *spec, lo, hi)
   identity = {'what': 'certify_network round', 'round': round_index,
               'params_hash': network_dict.params_hash(network_dict.check(spec[0], d=spec[1],
@@ -521,8 +619,11 @@ def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
                       for _, r in mapped.results])
   dev = np.concatenate([np.asarray(r['dev'], np.float64).reshape((-1,) + shape[1:])
                         for _, r in mapped.results])
-  split = np.concatenate([np.asarray(r['split'], np.int64) for _, r in mapped.results])
-  return e, dev, split, mapped.describe()
+  split = np.concatenate([np.asarray(r['split'], np.int64).reshape(len(r['split']), -1)
+                          for _, r in mapped.results])
+  centre = np.concatenate([np.asarray(r.get('centre', r['e']), np.float64)   # older state
+                           .reshape((-1,) + shape[1:]) for _, r in mapped.results])
+  return e, dev, split, centre, mapped.describe()
 
 
 def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
@@ -541,6 +642,17 @@ def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
     count = int(np.searchsorted(cum, 0.5 * cum[-1])) + 1
   count = max(1, min(count, MAX_SPLIT, len(contrib)))
   return order[:count]
+
+
+def _bisect_each(lo, hi, axes):
+  """Both halves of each box [P, n, d] along each of its candidate axes [P, K]:
+  [K, 2, P, n, d] lows and highs (left half first)."""
+  los, his = [], []
+  for c in range(axes.shape[1]):
+    c_lo, c_hi = _bisect(lo, hi, axes[:, c])
+    los.append(c_lo.reshape((2,) + lo.shape))
+    his.append(c_hi.reshape((2,) + lo.shape))
+  return np.stack(los), np.stack(his)
 
 
 def _bisect(lo, hi, axis):
