@@ -48,6 +48,15 @@ so that, with S = sum_i |a_i b_i| + |c| and A, B the largest |a_i|, |b_i|,
                                          DEFAULT precision on TPUs): operands to 7 explicit
                                          bits, rounded or truncated; accumulation as TF32's
 
+Overflow. The model above holds only while no result overflows: each value z^ of the run,
+each operand (before and after its reduction) and each partial sum of a dot product must
+have magnitude at most the format's largest finite number (``Format.max_finite``; for
+'tf32' and 'bfloat16' the operand format's, ``MatmulModel.range_limit``, since rounding to
+nearest carries the largest binary32 numbers up to inf). A faithful rounding of a value
+below a finite number F of the format is at most F, so it suffices that the bounds
+M + D of every value and S + D of every partial sum (S = sum |terms|) stay below that
+limit; the certifier refuses a network where one does not (``network_enclosure``).
+
 Everything that is not a matmul (residual additions, the softmax's max subtraction, exp,
 sum and division) runs in the storage format (binary64 for 'float64', binary32 for the
 others), IEEE round to nearest. exp is the one library function: the certificate assumes
@@ -110,10 +119,17 @@ class Format:
   dtype: str
   precision: int
   tiny: Fraction
+  emax: int
 
   @property
   def u(self) -> Fraction:
     return Fraction(1, 2 ** self.precision)
+
+  @property
+  def max_finite(self) -> Fraction:
+    """The largest finite number, (2 - 2^(1-p)) 2^emax: a result of larger magnitude
+    overflows (to inf under round to nearest once it passes the midpoint above it)."""
+    return (2 - Fraction(2, 2 ** self.precision)) * Fraction(2) ** self.emax
 
   @property
   def snap_exponent(self) -> int:
@@ -155,8 +171,8 @@ class Format:
 
 
 FORMATS = {
-    'float64': Format('binary64', 'float64', 53, Fraction(1, 2 ** 1022)),
-    'float32': Format('binary32', 'float32', 24, Fraction(1, 2 ** 126)),
+    'float64': Format('binary64', 'float64', 53, Fraction(1, 2 ** 1022), 1023),
+    'float32': Format('binary32', 'float32', 24, Fraction(1, 2 ** 126), 127),
 }
 
 
@@ -213,6 +229,15 @@ class MatmulModel:
     return (1 + self.operand_rel) ** 2 * (1 + mu / (1 - mu)) - 1
 
   @property
+  def range_limit(self) -> Fraction:
+    """The largest finite number of both the storage and the operand format (TF32 and
+    bfloat16 keep binary32's exponent range with fewer bits, so rounding an operand to
+    nearest carries the binary32 values above (2 - 2^-p_op) 2^127 to inf). Every value,
+    operand and partial sum of a certified run must stay below it (module docstring)."""
+    operand = (2 - Fraction(2, 2 ** self.operand_bits)) * Fraction(2) ** self.storage.emax
+    return min(self.storage.max_finite, operand)
+
+  @property
   def u(self) -> Fraction:
     """The storage format's unit roundoff (elementwise operations)."""
     return self.storage.u
@@ -224,6 +249,28 @@ class MatmulModel:
   @property
   def dtype(self) -> str:
     return self.storage.dtype
+
+  def check_weights(self, named_arrays) -> None:
+    """ValueError (one line) unless every weight of ``named_arrays`` ((name, array) pairs of
+    the network as given) stays finite when stored in the storage format and is at most
+    ``range_limit`` in magnitude (so that its reduction to the operand format stays finite)."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    limit = float(self.range_limit)
+    for name, arr in named_arrays:
+      arr = np.asarray(arr, np.float64)
+      if arr.size == 0:
+        continue
+      with np.errstate(over='ignore'):
+        stored = np.abs(arr.astype(self.dtype).astype(np.float64))
+      worst = float(stored.max())
+      if not worst <= limit:
+        raw = float(np.abs(arr).max())
+        cause = (f'overflows to inf when stored in {self.storage.name}' if np.isinf(worst)
+                 else f'is above {limit:.6g}, the largest finite {self.name} operand, so '
+                 'rounding it can give inf')
+        raise ValueError(f'the weight {name} holds {raw:.6g}, which {cause}; no '
+                         f'{self.name} certificate (scale the network down or certify it in '
+                         'float64).')
 
   def describe(self) -> str:
     if self.operand_rel == 0:

@@ -371,6 +371,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     if form is None:
       raise ValueError('workers= and state_dir= need a built-in target (a callable does not '
                        'travel to other processes); run a callable in this process.')
+  if arithmetic != 'exact':
+    rounding.MATMUL_MODELS[arithmetic].check_weights(net.arrays())
   run_net = net if arithmetic == 'exact' else network_dict.cast(
       net, rounding.MATMUL_MODELS[arithmetic].dtype)
   symmetric = bool(target.permutation_equivariant and form is not None

@@ -63,6 +63,22 @@ class _Model:
     self.u = _f(model.u)
     self.tiny = _f(model.tiny)
     self._kappa = {}
+    self.limit = float(model.range_limit)        # exact: (2 - 2^(1-p)) 2^emax
+    self.layer = 'the input'                     # where check_range reports (enclose sets it)
+
+  def check_range(self, m_plus_d, where: str) -> None:
+    """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
+    of a dot product's partial sums) is below ``model.range_limit``: the rounding model
+    assumes no overflow (rounding.py, 'Overflow')."""
+    worst = float(np.max(m_plus_d)) if np.size(m_plus_d) else 0.0
+    if not worst < self.limit:                   # NaN and inf included
+      fmt = self.model.storage.name
+      if self.model.range_limit < self.model.storage.max_finite:
+        fmt = f'{self.model.name} operand ({self.model.operand_bits} significant bits)'
+      raise ValueError(f'g can overflow in {self.model.name}: at {self.layer}, {where}, a '
+                       f'magnitude may reach {worst:.4g}, not below {self.limit:.6g}, the '
+                       f'largest finite {fmt} (the rounding model assumes no overflow: '
+                       'fl(g) may be inf there); no certificate.')
 
   def kappa(self, m: int) -> float:
     if m not in self._kappa:
@@ -72,12 +88,15 @@ class _Model:
   def gamma(self, m: int) -> float:
     return _f(self.model.storage.gamma(m))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
-    """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0."""
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product'):
+    """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
+    names it in an overflow refusal."""
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    return _up(d_x @ w_abs.T + self.kappa(terms) * s
-               + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    out = _up(d_x @ w_abs.T + self.kappa(terms) * s
+              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    self.check_range(_up(s + out), what)
+    return out
 
 
 def _dev_pairwise(model: _Model, dq, mq, dk, mk):
@@ -87,7 +106,9 @@ def _dev_pairwise(model: _Model, dq, mq, dk, mk):
   prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
   s = np.einsum('...jm,...km->...jk', aq, ak)
   big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  return _up(prop + model.kappa(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  model.check_range(_up(s + out), 'the scores q_j . k_k')
+  return out
 
 
 def _dev_mix(model: _Model, dw, mw, dv, mv):
@@ -97,7 +118,9 @@ def _dev_mix(model: _Model, dw, mw, dv, mv):
   prop = dw @ mv + aw @ dv
   s = aw @ av
   big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  return _up(prop + model.kappa(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  model.check_range(_up(s + out), 'the mix sum_k w_jk v_k')
+  return out
 
 
 def _dev_softmax(model: _Model, ds, ms, w_hi):
@@ -129,10 +152,12 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
   d_z = None
   if fm is not None:
     d_z = _up(fm.u * x.mag() + fm.tiny)
+    fm.check_range(_up(x.mag() + d_z), 'X')
   if net.embed is not None:
     e = net.embed
     if fm is not None:
-      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0, net.d)
+      fm.layer = 'the embedding'
+      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0, net.d, 'X embed^T')
     z = iv.linear(z, e)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
@@ -146,15 +171,24 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     z = iv.add(z, iv.point(net.positional))
     if fm is not None:
       d_z = _up(d_z + fm.u * (z.mag() + d_z) + fm.tiny)
-  for blk in net.blocks:
+      fm.layer = 'the positional encoding'
+      fm.check_range(_up(z.mag() + d_z), 'Z_0 + E')
+  for i, blk in enumerate(net.blocks):
     if blk.attention is not None:
+      if fm is not None:
+        fm.layer = f'block {i} attention'
       z, d_z = _attention(blk.attention, z, d_z, fm)
     if blk.ff is not None:
+      if fm is not None:
+        fm.layer = f'block {i} feed-forward'
       z, d_z = _feedforward(blk.ff, z, d_z, fm)
+    if fm is not None:
+      fm.check_range(_up(z.mag() + d_z), 'its output z')
   if net.readout is not None:
     r = net.readout
     if fm is not None:
-      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0, net.D)
+      fm.layer = 'the readout'
+      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0, net.D, 'Z readout^T')
     z = iv.linear(z, r)
   else:
     z = z.take(np.arange(net.d), axis=-1)
@@ -177,9 +211,9 @@ def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
     o = iv.mix(w, v)                                         # [B, n, m]
     heads.append(o)
     if fm is not None:
-      d_q = fm.dot(np.abs(w_q[i]), d_z, z.mag(), np.abs(b_q[i]), width)
-      d_k = fm.dot(np.abs(w_k[i]), d_z, z.mag(), 0.0, width)
-      d_v = fm.dot(np.abs(w_v[i]), d_z, z.mag(), 0.0, width)
+      d_q = fm.dot(np.abs(w_q[i]), d_z, z.mag(), np.abs(b_q[i]), width, f'head {i} W_Q z + b_Q')
+      d_k = fm.dot(np.abs(w_k[i]), d_z, z.mag(), 0.0, width, f'head {i} W_K z')
+      d_v = fm.dot(np.abs(w_v[i]), d_z, z.mag(), 0.0, width, f'head {i} W_V z')
       d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
       d_w = _dev_softmax(fm, d_s, s.mag(), w.hi)
       d_heads.append(_dev_mix(fm, d_w, w.hi, d_v, v.mag()))
@@ -194,6 +228,7 @@ def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
     a = max(float((heads[i].mag() + d_heads[i]).max()) for i in range(h))
     d_out = _up(d_z + prop + fm.kappa(terms) * (s + z.mag() + d_z)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + (z.mag() + d_z) + 2))
+    fm.check_range(_up(s + z.mag() + d_z + d_out), 'the residual z + sum_i W_O^i o^i')
   return out, d_out
 
 
@@ -205,10 +240,11 @@ def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
   out = iv.add(z, iv.linear(act, w_2, b_2))
   d_out = None
   if fm is not None:
-    d_act = fm.dot(np.abs(w_1), d_z, z.mag(), np.abs(b_1), width)
+    d_act = fm.dot(np.abs(w_1), d_z, z.mag(), np.abs(b_1), width, 'W_1 z + b_1')
     terms = r + 1
     s = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
     d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+    fm.check_range(_up(s + d_out), 'the residual z + W_2 ReLU(W_1 z + b_1) + b_2')
   return out, d_out
