@@ -142,11 +142,13 @@ def as_net(g, *, d: int, n: int) -> network_dict.Net:
 def _check_epsilon(epsilon) -> Fraction | None:
   if epsilon is None:
     return None
-  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)) or \
+  if isinstance(epsilon, (bool, np.bool_)) or \
+      not isinstance(epsilon, (int, float, Fraction, np.integer, np.floating)) or \
       not math.isfinite(float(epsilon)) or epsilon <= 0:
     raise ValueError(f'epsilon={epsilon!r}; it must be a positive finite number (or None: '
                      'the best bound the budget reaches).')
-  return Fraction(epsilon)
+  return Fraction(epsilon) if isinstance(epsilon, (int, Fraction)) else \
+      Fraction(float(epsilon))
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -199,9 +201,9 @@ class Evaluator:
       mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)))
       natural = iv.sub(f_b, g_b).mag()
     else:
-      f_c = np.asarray(fs.call(c), np.float64)
+      f_c = np.asarray(_guarded('f', fs.call, c), np.float64)
       if fs.modulus is not None:
-        wiggle = np.asarray(fs.modulus(c, r), np.float64)
+        wiggle = np.asarray(_guarded('the modulus', fs.modulus, c, r), np.float64)
       else:
         wiggle = iv.up(fs.lipschitz * r.reshape(b, -1).max(axis=1))[:, None, None] * \
             np.ones_like(c)
@@ -356,7 +358,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if isinstance(max_minutes, bool) or not isinstance(max_minutes, (int, float)) or \
       not math.isfinite(max_minutes) or max_minutes <= 0:
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes.')
-  target = targets_lib.get_target(f, d=d, n=n)
+  target = _guarded('f', targets_lib.get_target, f, d=d, n=n)
   net = as_net(g, d=d, n=n)
   form = target_enclosures.interval_form(target)
   if form is not None:
@@ -365,7 +367,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     fside = _FSide(form, None, None, None)
     f_side = 'closed-form interval extension'
   else:
-    fside, f_side = _callable_side(target, d, n, lipschitz, modulus)
+    fside, f_side = _guarded('f', _callable_side, target, d, n, lipschitz, modulus)
   runtime_text = _runtime_text(runtime, arithmetic)
   if workers is not None or state_dir is not None:
     if form is None:
@@ -474,9 +476,25 @@ def _assumptions(model) -> tuple:
   return tuple(out)
 
 
+def _guarded(what: str, fn, *args, **kwargs):
+  """fn(*args, **kwargs), with any exception other than a ValueError raised from the
+  caller's ``what`` (f or its modulus) turned into one ValueError line."""
+  try:
+    return fn(*args, **kwargs)
+  except ValueError:
+    raise
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'{what} raised {type(err).__name__} ({err}) on points of [0,1]^(n x d)'
+                     f'; {what} must be defined on the whole cube.') from None
+
+
 def _runtime_text(runtime, arithmetic: str) -> str:
   if runtime is None:
     return 'not probed (certify.check_runtime measures these assumptions on a runtime)'
+  if not hasattr(runtime, 'ok_for'):
+    raise ValueError(f'runtime={runtime!r} is a {type(runtime).__name__}; give the report '
+                     f'of a probe: runtime=certify.check_runtime({runtime!r}, '
+                     f'arithmetic={arithmetic!r}) (a RuntimeReport), or None.')
   ok, why = runtime.ok_for(arithmetic)
   if not ok:
     raise ValueError(f'the probed runtime does not meet the {arithmetic} model: {why}.')
@@ -506,9 +524,9 @@ def _refute_modulus(target, modulus, d, n):
                  np.ones_like(c))
   try:
     bound = np.asarray(modulus(c, r), np.float64)
-  except (TypeError, ValueError) as err:
-    raise ValueError(f'modulus(centres, radii) failed: {err}; it must map [B, n, d] arrays '
-                     'to [B, n, d] bounds.') from None
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'modulus(centres, radii) failed: {type(err).__name__} ({err}); it '
+                     'must map [B, n, d] arrays to [B, n, d] bounds.') from None
   if bound.shape != c.shape or not np.all(np.isfinite(bound)) or np.any(bound < 0):
     raise ValueError('modulus(centres, radii) must return finite bounds >= 0 of shape '
                      '[B, n, d].')

@@ -16,12 +16,19 @@ the exact value, z^ the computed one, D_z >= |z^ - z| and M_z >= |z| (from the i
   scores       s_jk = q_j . k_k (m terms):  sum_m D_q M_k + (M_q + D_q) D_k
                                             + kappa_m sum_m (M_q + D_q)(M_k + D_k) + ...
   softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
-               (or e_k * (1 / sum)): with delta = max_k D_s and T = 2 max_k (M_s + D_s),
+               (or e_k * (1 / sum)): with delta = max_k D_s, per entry
+               t_k = max_l (s_hi,l + D_s,l) - (s_lo,k - D_s,k) >= max_l s^_l - s^_k, and
+               w'_k = min(1, w_hi,k e^{2 delta}) >= softmax(s^)_k,
                  |softmax(s^) - softmax(s)|_k <= w_k (e^{2 delta} - 1)
-                 r1 = e^{u T} (1 + 2 u EXP_ULPS) - 1       (one exp: argument and result)
-                 r2 = (1 + r1)(1 + gamma_n) - 1           (the sum of n exps)
-                 rho = (1 + r1)(1 + u)^2 / (1 - r2) - 1   (the normalization)
-               D_w = w_hi (e^{2 delta} - 1) + rho w_hi e^{2 delta} + 4 n tau, capped at 1 + rho
+                 r1_k = e^{u t_k} (1 + 2 u EXP_ULPS) - 1   (one exp: argument and result)
+                 r2_k = (1 + r1_k)(1 + gamma_n) - 1       (its share of the sum of n exps)
+                 R = min(sum_l w'_l r2_l, max_l r2_l)     (the sum's relative error)
+                 rho_k = (1 + r1_k)(1 + u)^2 / (1 - R) - 1 (the normalization)
+               D_w = w_hi (e^{2 delta} - 1) + rho_k w'_k + 4 n tau, capped at
+               (1 + u)^2 / (1 - gamma_n) + tau (no computed weight exceeds it: e_k is one of
+               the summed exps). Every constant is written without cancellation (rho_k =
+               (r1_k + c_u + r1_k c_u + R) / (1 - R), c_u = 2u + u^2 from Fractions) and
+               e^x - 1 is bounded by exact inequalities (``_expm1_up``), so each rounds up.
   mix          o_j = sum_k w_jk v_k (n terms), like the scores
   residual     z' = z + sum_i W_O^i o^i: one dot product of h m terms with z as its bias
                (any grouping of heads and residual: at most h m + 1 roundings per term);
@@ -123,26 +130,54 @@ def _dev_mix(model: _Model, dw, mw, dv, mv):
   return out
 
 
-def _dev_softmax(model: _Model, ds, ms, w_hi):
+def _dev_softmax(model: _Model, ds, s_lo, s_hi, w_hi):
   """D of the computed softmax over the last axis (module docstring)."""
-  with np.errstate(over='ignore'):       # a huge delta gives inf: the cap below holds
-    return _dev_softmax_raw(model, ds, ms, w_hi)
+  with np.errstate(over='ignore'):       # a huge argument gives inf: the cap below holds
+    return _dev_softmax_raw(model, ds, s_lo, s_hi, w_hi)
 
 
-def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
+def _expm1_up(x):
+  """An upper bound of e^x - 1 for x >= 0 from exact inequalities (no library expm1):
+  x + x^2 / (2 (1 - x/3)) for x < 1/2 (the series' tail sum_k>=2 x^k/k! <= x^2/2 sum (x/3)^j),
+  exp (checked against mpmath, iv.EXP_SLACK) minus 1 on [1/2, 50], inf above."""
+  x = np.asarray(x, np.float64)
+  small = np.minimum(x, 0.5)
+  series = _up(small + _up(small * small) / iv.down(2 * iv.down(1 - small / 3)))
+  big = np.clip(x, 0.5, 50.0)
+  via_exp = _up(_up(np.exp(big) * (1 + iv.EXP_SLACK)) - 1)
+  return np.where(x < 0.5, series, np.where(x <= 50, via_exp, np.inf))
+
+
+def softmax_constants(model: _Model, n: int):
+  """(c_u, gamma_n, cap) as floats >= the rationals 2u + u^2 = (1 + u)^2 - 1, gamma_n and
+  (1 + u)^2 / (1 - gamma_n) + tau (no computed softmax entry exceeds cap: e_k is one of the
+  summed exps)."""
+  key = ('softmax', n)
+  if key not in model._kappa:
+    u, g = model.model.u, model.model.storage.gamma(n)
+    model._kappa[key] = (_f(2 * u + u * u), _f(g), _f((1 + u) ** 2 / (1 - g) + model.model.tiny))
+  return model._kappa[key]
+
+
+def _dev_softmax_raw(model: _Model, ds, s_lo, s_hi, w_hi):
+  # per entry: t_k >= max_l s^_l - s^_k, the argument of exp before its rounding (u t_k)
   n = ds.shape[-1]
   u = model.u
+  c_u, gam, cap = softmax_constants(model, n)
   delta = ds.max(axis=-1, keepdims=True)
-  t = 2 * (ms + ds).max(axis=-1, keepdims=True)
-  r1 = _up(np.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
-           * _up(np.exp(_up(u * t))))
-  r2 = _up((1 + r1) * (1 + model.gamma(n)) - 1)
-  denom = iv.down(np.where(r2 < 1, 1 - r2, 1.0))
-  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), np.inf)
-  grow = _up(np.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
-  shift = _up(np.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
-  out = _up(w_hi * shift + rho * np.minimum(1.0, w_hi * grow) + 4 * n * model.tiny)
-  return np.where(np.isnan(out), np.inf, np.minimum(out, _up(1 + rho)))
+  t = iv.up(iv.up(s_hi + ds).max(axis=-1, keepdims=True) - iv.down(s_lo - ds))  # signed: no _up
+  ut = _up(u * np.maximum(t, 0.0))
+  r1 = _up(_expm1_up(ut) + 2 * u * rounding.EXP_ULPS * _up(1 + _expm1_up(ut)))
+  r2 = _up(r1 + gam + _up(r1 * gam))                  # (1 + r1)(1 + gamma_n) - 1
+  grow = _up(1 + _expm1_up(_up(2 * delta)))
+  shift = _expm1_up(_up(2 * delta))
+  w_up = np.minimum(1.0, _up(w_hi * grow))            # >= the softmax of the computed scores
+  mixed = (w_up * r2).sum(axis=-1, keepdims=True)
+  big_r = np.minimum(_up(mixed + iv.sum_error(mixed, n)), r2.max(axis=-1, keepdims=True))
+  denom = iv.down(np.where(big_r < 1, 1 - big_r, 1.0))
+  rho = np.where(big_r < 1, _up(_up(r1 + c_u + _up(r1 * c_u) + big_r) / denom), np.inf)
+  out = _up(w_hi * shift + rho * w_up + 4 * n * model.tiny)
+  return np.where(np.isnan(out), np.inf, np.minimum(out, cap))
 
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None):
@@ -215,7 +250,7 @@ def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
       d_k = fm.dot(np.abs(w_k[i]), d_z, z.mag(), 0.0, width, f'head {i} W_K z')
       d_v = fm.dot(np.abs(w_v[i]), d_z, z.mag(), 0.0, width, f'head {i} W_V z')
       d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
-      d_w = _dev_softmax(fm, d_s, s.mag(), w.hi)
+      d_w = _dev_softmax(fm, d_s, s.lo, s.hi, w.hi)
       d_heads.append(_dev_mix(fm, d_w, w.hi, d_v, v.mag()))
   out = z
   for i, o in enumerate(heads):
