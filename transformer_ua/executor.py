@@ -437,9 +437,10 @@ def state_key_path() -> str:
 
 
 def _state_key(directory: str) -> bytes:
-  """The signing key, made on first use; ValueError (one line) if it sits in ``directory``."""
+  """The signing key, made on first use; ValueError (one line) if it sits in the state
+  directory that holds ``directory`` (its certification_k)."""
   path = state_key_path()
-  where = os.path.abspath(directory)
+  where = os.path.dirname(os.path.abspath(directory))     # state_dir, above certification_k
   if os.path.commonpath([path, where]) == where:
     raise ValueError(f'the state key {path} lies inside the state directory {where}: a '
                      f'key there signs nothing; set ${STATE_KEY_ENV} to a file outside it.')
