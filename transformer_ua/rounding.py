@@ -219,14 +219,21 @@ class MatmulModel:
   operand_rel: Fraction
   accum_u: Fraction
   operand_bits: int        # significand bits an operand keeps (implicit bit included)
+  weights_exact: bool = False   # the weights were reduced to the operand format already
 
-  def kappa(self, m: int) -> Fraction:
-    """kappa_m of (*): the relative bound of an m-term dot product plus a bias."""
+  def kappa(self, m: int, reduced: int = 2) -> Fraction:
+    """kappa_m of (*): the relative bound of an m-term dot product plus a bias, with
+    ``reduced`` (0, 1 or 2) of the two operands of each product reduced by v."""
     k = m + 1
     mu = k * self.accum_u
     if mu >= 1:
       raise ValueError(f'a {m}-term dot product has no error bound in {self.name}.')
-    return (1 + self.operand_rel) ** 2 * (1 + mu / (1 - mu)) - 1
+    return (1 + self.operand_rel) ** reduced * (1 + mu / (1 - mu)) - 1
+
+  def with_weights_reduced(self) -> 'MatmulModel':
+    """This model for a network whose weights are already numbers of the operand format
+    (``reduce_weights``): a weight times an activation then has one reduced operand."""
+    return dataclasses.replace(self, weights_exact=True)
 
   @property
   def range_limit(self) -> Fraction:
@@ -275,9 +282,12 @@ class MatmulModel:
   def describe(self) -> str:
     if self.operand_rel == 0:
       return self.storage.describe()
-    return (f'{self.name} matmuls (operands to {self.operand_bits - 1} explicit bits, rounded '
-            f'or truncated; float32 accumulation in any order, faithful rounding), other '
-            f'operations in IEEE binary32, round to nearest')
+    weights = ('weights reduced to the operand format exactly, by round to nearest and by '
+               'truncation (one mode throughout; both certified, the worse counted), '
+               'activations ' if self.weights_exact else '')
+    return (f'{self.name} matmuls ({weights}operands to {self.operand_bits - 1} explicit '
+            f'bits, rounded or truncated; float32 accumulation in any order, faithful '
+            f'rounding), other operations in IEEE binary32, round to nearest')
 
   def reduce_operand(self, x, mode: str = 'nearest'):
     """Exact NumPy emulation of the operand reduction: float32 ``x`` to

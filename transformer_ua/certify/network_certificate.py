@@ -89,7 +89,10 @@ class NetworkCertificate:
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
-      run = f'for g run in {rounding.MATMUL_MODELS[self.arithmetic].describe()}'
+      model = rounding.MATMUL_MODELS[self.arithmetic]
+      if model.operand_rel > 0:                  # the weights reduced exactly (Evaluator)
+        model = model.with_weights_reduced()
+      run = f'for g run in {model.describe()}'
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
@@ -179,6 +182,10 @@ class Evaluator:
     self.net = net
     self.fside = fside
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
+    self.nets = (net,)
+    if self.model is not None and self.model.operand_rel > 0:
+      self.nets = reduced_networks(net, self.model)
+      self.model = self.model.with_weights_reduced()
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
     """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B])."""
@@ -186,11 +193,18 @@ class Evaluator:
     return tuple(np.concatenate([o[k] for o in outs]) for k in range(3))
 
   def _batch(self, lo, hi):
+    """The worse of the networks' bounds (each reduction of the weights: ``nets``)."""
+    outs = [self._batch_net(net, lo, hi) for net in self.nets]
+    e = np.maximum.reduce([o[0] for o in outs])
+    dev = np.maximum.reduce([o[1] for o in outs])
+    return e, dev, outs[0][2]
+
+  def _batch_net(self, net, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
     r = (hi - lo) / 2
     b, n, d = lo.shape
-    g_c, _ = network_enclosure.enclose(self.net, iv.point(c), None)
-    g_b, dev = network_enclosure.enclose(self.net, iv.box(lo, hi), self.model)
+    g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
+    g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model)
     rq = r.reshape(b, 1, 1, n * d)
     fs = self.fside
     if fs.form is not None:
@@ -221,6 +235,29 @@ class Evaluator:
     score = (jac * rq).sum(axis=(1, 2)) + 1e-300 * r.reshape(b, -1)   # ties: the widest
     split = np.argmax(score, axis=1)
     return e, dev, split
+
+
+def reduced_networks(net: network_dict.Net, model: rounding.MatmulModel) -> tuple:
+  """The network with every matmul weight (embed, W_Q, W_K, W_V, W_O, W_1, W_2, readout)
+  reduced to ``model``'s operand format exactly, by round to nearest and by truncation
+  (``MatmulModel.reduce_operand``): the two networks a runtime of either mode multiplies
+  with. Biases and positional encodings are added in the storage format, unreduced."""
+  def red(a, mode):
+    return None if a is None else model.reduce_operand(a.astype(np.float32),
+                                                       mode).astype(np.float64)
+  out = []
+  for mode in ('nearest', 'truncate'):
+    blocks = []
+    for b in net.blocks:
+      att = None if b.attention is None else (
+          red(b.attention[0], mode), b.attention[1], red(b.attention[2], mode),
+          red(b.attention[3], mode), red(b.attention[4], mode))
+      ff = None if b.ff is None else (red(b.ff[0], mode), b.ff[1], red(b.ff[2], mode),
+                                      b.ff[3])
+      blocks.append(network_dict.Block(att, ff))
+    out.append(dataclasses.replace(net, embed=red(net.embed, mode), blocks=tuple(blocks),
+                                   readout=red(net.readout, mode)))
+  return tuple(out)
 
 
 def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
@@ -450,8 +487,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     reached = total <= eps
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
-  model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model)
+  assumptions = _assumptions(evaluator.model)
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),

@@ -88,9 +88,17 @@ class _Model:
                        'fl(g) may be inf there); no certificate.')
 
   def kappa(self, m: int) -> float:
+    """kappa_m of a weight times an activation (one reduced operand when the model's
+    weights are exact numbers of the operand format, else two)."""
     if m not in self._kappa:
-      self._kappa[m] = _f(self.model.kappa(m))
+      self._kappa[m] = _f(self.model.kappa(m, 1 if self.model.weights_exact else 2))
     return self._kappa[m]
+
+  def kappa_pair(self, m: int) -> float:
+    """kappa_m of an activation times an activation (scores, mix): both reduced."""
+    if ('pair', m) not in self._kappa:
+      self._kappa[('pair', m)] = _f(self.model.kappa(m, 2))
+    return self._kappa[('pair', m)]
 
   def gamma(self, m: int) -> float:
     return _f(self.model.storage.gamma(m))
@@ -113,7 +121,7 @@ def _dev_pairwise(model: _Model, dq, mq, dk, mk):
   prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
   s = np.einsum('...jm,...km->...jk', aq, ak)
   big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  out = _up(prop + model.kappa(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa_pair(m) * s + (m + 1) * model.tiny * (2 * big + 2))
   model.check_range(_up(s + out), 'the scores q_j . k_k')
   return out
 
@@ -125,7 +133,7 @@ def _dev_mix(model: _Model, dw, mw, dv, mv):
   prop = dw @ mv + aw @ dv
   s = aw @ av
   big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  out = _up(prop + model.kappa(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa_pair(n) * s + (n + 1) * model.tiny * (2 * big + 2))
   model.check_range(_up(s + out), 'the mix sum_k w_jk v_k')
   return out
 
@@ -267,6 +275,57 @@ def _attention(params, z: iv.Interval, d_z, fm: _Model | None):
   return out, d_out
 
 
+#: The feed-forward's Jacobian form is used while r D^2 stays at most this (cost B n r D^2).
+FF_JACOBIAN_SIZE = 2 ** 16
+
+
+def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
+  """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
+  The operand reduction of z (|fl_op(z^) - z^| <= v |z^|, one function of the value, so the
+  same in every row of W_1) joins delta = fl_op(z^) - z, |delta| <= D_z + v (M_z + D_z);
+  eps, the first sum's accumulation rounding, is |eps| <= L_1 = gamma_{m+1}(u_acc) S_1 + ...
+  (the weights being exact numbers of the operand format, the products of operands are
+  exact or rounded inside gamma); then
+      z'^ - z' = (I + W_2 Theta W_1) delta + W_2 Theta eps + (rounding of the second sum),
+  Theta = diag(theta_r), theta_r in [0, 1] (a ReLU's difference quotient), 1 where the
+  pre-activation's range widened by |W_1| |delta| + L_1 is > 0, 0 where it is <= 0:
+      D' = |I + W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2,
+  (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
+  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
+  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
+  w_1, b_1, w_2, b_2 = params
+  r, width = w_1.shape
+  model = fm.model
+  if r * width * width > FF_JACOBIAN_SIZE or not (model.weights_exact or
+                                                  model.operand_rel == 0):
+    return np.inf
+  v = _f(model.operand_rel)
+  acc = _f(model.kappa(width, 0))
+  mz = _up(z.mag() + d_z)
+  delta = _up(d_z + v * mz + fm.tiny)
+  s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
+                                                   + np.abs(w_1).max() + 2))
+  spread = _up(delta @ np.abs(w_1).T + local1)
+  p_lo = (iv.down(pre.lo - spread) > 0).astype(np.float64)          # theta_r = 1 surely
+  p_hi = (iv.up(pre.hi + spread) > 0).astype(np.float64)            # theta_r may be > 0
+  c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)         # [r, D*D]: W_2[i,r] W_1[r,j]
+  cp, cn = np.maximum(c, 0), np.minimum(c, 0)
+  eye = np.eye(width).reshape(-1)
+  j_lo = eye + p_lo @ cp + p_hi @ cn
+  j_hi = eye + p_hi @ cp + p_lo @ cn
+  slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))                      # the float sums' error
+  j_mag = _up(np.maximum(np.abs(j_lo), np.abs(j_hi)) + slack)
+  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
+  prop = np.einsum('...ij,...j->...i', j_mag, delta)
+  terms = r + 1
+  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
+  a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
+  local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
+                                                               + z.mag() + d_z + 2))
+  return _up(prop + local1 @ np.abs(w_2).T + local2)
+
+
 def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
   w_1, b_1, w_2, b_2 = params
   r, width = w_1.shape
@@ -281,5 +340,6 @@ def _feedforward(params, z: iv.Interval, d_z, fm: _Model | None):
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
     d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+    d_out = np.minimum(d_out, _dev_ff_jacobian(fm, params, pre, z, d_z, act, d_act))
     fm.check_range(_up(s + d_out), 'the residual z + W_2 ReLU(W_1 z + b_1) + b_2')
   return out, d_out
