@@ -87,8 +87,8 @@ def test_a_resumed_state_with_every_worst_set_to_0_is_refused(bad, tmp_path):
   measured = _float_dp(net, g)[1]
   assert first.total > measured > 0.3            # honestly large, and it covers g
   assert _zero_chunks(tmp_path) == 7
-  with pytest.raises(ValueError, match=r'chunk \[\d+, \d+\] from the state directory .* '
-                     r'differs from its re-run here') as e:
+  with pytest.raises(ValueError, match=r'chunk_\d+_\d+.json does not carry a valid '
+                     r'signature under the state key') as e:
     certificate.certify_lp(net, g, margin=TIGHT,
                            workers=executor.Workers(1, state_dir=tmp_path))
   assert '\n' not in str(e.value)
@@ -99,11 +99,12 @@ def test_the_line_says_how_many_chunks_were_resumed_and_rechecked(honest, tmp_pa
   certificate.certify_lp(net, g, margin=MARGIN, workers=executor.Workers(1, state_dir=tmp_path))
   again = certificate.certify_lp(net, g, margin=MARGIN,
                                  workers=executor.Workers(1, state_dir=tmp_path))
-  assert '7 of 7 chunks resumed from a state directory, 3 of them re-run here and equal' \
-      in str(again)
+  assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
+      f'{executor.state_key_path()}), 3 of them re-run here and equal' in str(again)
   full = certificate.certify_lp(net, g, margin=MARGIN,
                                 workers=executor.Workers(1, state_dir=tmp_path, recheck=1))
-  assert '7 of 7 chunks resumed from a state directory, 7 of them re-run here' in str(full)
+  assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
+      f'{executor.state_key_path()}), 7 of them re-run here' in str(full)
 
 
 def test_state_identity_names_the_code_and_the_whole_work(honest, tmp_path):

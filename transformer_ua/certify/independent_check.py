@@ -9,8 +9,12 @@ On S uniform points X_s of the cube plus the centres of the certificate's worst 
     sampled sup = max over all points of max_jk |f - fl(g)|_jk
 
 A certificate is contradicted when the sampled d_p exceeds its total (p < inf) or the
-sampled sup exceeds it (p = inf). The sampled d_p is an estimate (its CLT 99% upper end is
-reported beside it), the sampled sup a true lower bound of the sup.
+sampled sup exceeds it (p = inf), and whenever a run returns NaN or inf anywhere (a finite
+total says fl(g) is finite on the whole cube; NaN > total is False, so a NaN is counted
+apart, never compared). f is evaluated at the exact points X (float64 numbers, the
+certificate's real inputs); only fl(g) sees X rounded to the run's format. The sampled d_p
+is an estimate (its CLT 99% upper end is reported beside it), the sampled sup a true lower
+bound of the sup.
 
 'tf32' and 'bfloat16' certificates are checked by running float32 here (a CPU runs IEEE
 binary32): the record says so; on an accelerator, run ``jax_apply`` at the default
@@ -144,7 +148,7 @@ def check(f, g, certificate, *, points: int = 20000, seed: int = 0) -> dict:
   x = rng.random((points, n, d))
   extra = np.asarray(certificate.worst_centres, np.float64)
   both = np.concatenate([x, extra])
-  fx = target(both.astype(dtype).astype(np.float64))
+  fx = target(both)                    # f at the exact X; fl(g) rounds X itself
   total = float(certificate.total)
   out = {}
   for name, fn in (('jax', lambda z: jax_apply(run_net, z, dtype)),
@@ -154,9 +158,14 @@ def check(f, g, certificate, *, points: int = 20000, seed: int = 0) -> dict:
       out[name] = {'skipped': 'no flat ONNX writer in this checkout'}
       continue
     err = np.abs(fx - y)
-    sup = float(err.max())
-    row = {'sup': sup, 'points': points, 'worst_centres': len(extra), 'dtype': dtype}
-    if math.isinf(p):
+    bad = int(np.sum(~np.isfinite(y)))
+    sup = float(err.max()) if not bad else math.inf
+    row = {'sup': sup, 'points': points, 'worst_centres': len(extra), 'dtype': dtype,
+           'non_finite': bad}
+    if bad:
+      row['contradicted'] = True          # fl(g) is NaN or inf: no finite total holds
+      row['d_p'] = row['d_p_high'] = math.inf
+    elif math.isinf(p):
       row['contradicted'] = sup > total
     else:
       s = (err[:points] ** p).reshape(points, -1).sum(axis=1)

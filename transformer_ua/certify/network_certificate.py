@@ -104,7 +104,10 @@ class NetworkCertificate:
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
-      run = f'for g run in {rounding.MATMUL_MODELS[self.arithmetic].describe()}'
+      model = rounding.MATMUL_MODELS[self.arithmetic]
+      if model.operand_rel > 0:                  # the weights reduced exactly (Evaluator)
+        model = model.with_weights_reduced()
+      run = f'for g run in {model.describe()}'
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
@@ -144,11 +147,13 @@ def _float_up(x: Fraction) -> float:
 def _check_epsilon(epsilon) -> Fraction | None:
   if epsilon is None:
     return None
-  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)) or \
+  if isinstance(epsilon, (bool, np.bool_)) or \
+      not isinstance(epsilon, (int, float, Fraction, np.integer, np.floating)) or \
       not math.isfinite(float(epsilon)) or epsilon <= 0:
     raise ValueError(f'epsilon={epsilon!r}; it must be a positive finite number (or None: '
                      'the best bound the budget reaches).')
-  return Fraction(epsilon)
+  return Fraction(epsilon) if isinstance(epsilon, (int, Fraction)) else \
+      Fraction(float(epsilon))
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -179,6 +184,10 @@ class Evaluator:
     self.net = net
     self.fside = fside
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
+    self.nets = (net,)
+    if self.model is not None and self.model.operand_rel > 0:
+      self.nets = reduced_networks(net, self.model)
+      self.model = self.model.with_weights_reduced()
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
     """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B, K] (the K =
@@ -189,11 +198,19 @@ class Evaluator:
     return tuple(np.concatenate([o[k] for o in outs]) for k in range(4))
 
   def _batch(self, lo, hi):
+    """The worse of the networks' bounds (each reduction of the weights: ``nets``)."""
+    outs = [self._batch_net(net, lo, hi) for net in self.nets]
+    e = np.maximum.reduce([o[0] for o in outs])
+    dev = np.maximum.reduce([o[1] for o in outs])
+    centre = np.maximum.reduce([o[3] for o in outs])
+    return e, dev, outs[0][2], centre
+
+  def _batch_net(self, net, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
     r = (hi - lo) / 2
     b, n, d = lo.shape
-    g_c, _ = network_enclosure.enclose(self.net, iv.point(c), None)
-    g_b, dev = network_enclosure.enclose(self.net, iv.box(lo, hi), self.model)
+    g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
+    g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model)
     rq = r.reshape(b, 1, 1, n * d)
     fs = self.fside
     if fs.form is not None:
@@ -204,9 +221,9 @@ class Evaluator:
       mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)))
       natural = iv.sub(f_b, g_b).mag()
     else:
-      f_c = np.asarray(fs.call(c), np.float64)
+      f_c = np.asarray(_guarded('f', fs.call, c), np.float64)
       if fs.modulus is not None:
-        wiggle = np.asarray(fs.modulus(c, r), np.float64)
+        wiggle = np.asarray(_guarded('the modulus', fs.modulus, c, r), np.float64)
       else:
         wiggle = iv.up(fs.lipschitz * r.reshape(b, -1).max(axis=1))[:, None, None] * \
             np.ones_like(c)
@@ -225,6 +242,30 @@ class Evaluator:
     split = np.argsort(-score, axis=1, kind='stable')[:, :SPLIT_CANDIDATES]
     centre = np.where(np.isnan(e_c), np.inf, e_c) + dev
     return e, dev, split, centre
+
+
+def reduced_networks(net: network_dict.Net, model: rounding.MatmulModel) -> tuple:
+  """The network with every matmul weight (embed, W_Q, W_K, W_V, W_O, W_1, W_2, readout)
+  reduced to ``model``'s operand format exactly, by round to nearest and by truncation
+  (``MatmulModel.reduce_operand``): the two networks a runtime of either mode multiplies
+  with. Biases and positional encodings are added in the storage format, unreduced."""
+  def red(a, mode):
+    return None if a is None else model.reduce_operand(a.astype(np.float32),
+                                                       mode).astype(np.float64)
+  out = []
+  for mode in ('nearest', 'truncate'):
+    blocks = []
+    for b in net.blocks:
+      a, f = b.attention, b.ff
+      att = None if a is None else dataclasses.replace(
+          a, w_q=red(a.w_q, mode), w_k=red(a.w_k, mode), w_v=red(a.w_v, mode),
+          w_o=red(a.w_o, mode))
+      ff = None if f is None else dataclasses.replace(f, w_1=red(f.w_1, mode),
+                                                      w_2=red(f.w_2, mode))
+      blocks.append(dataclasses.replace(b, attention=att, ff=ff))
+    out.append(dataclasses.replace(net, embed=red(net.embed, mode), blocks=tuple(blocks),
+                                   readout=red(net.readout, mode)))
+  return tuple(out)
 
 
 def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
@@ -375,7 +416,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       not math.isfinite(probe_minutes) or probe_minutes < 0):
     raise ValueError(f'probe_minutes={probe_minutes!r}; it must be a number of minutes >= 0 '
                      '(or None: no probe).')
-  target = targets_lib.get_target(f, d=d, n=n)
+  target = _guarded('f', targets_lib.get_target, f, d=d, n=n)
   net, source = source_check.read_network(g, d=d, n=n, arithmetic=arithmetic)
   form = target_enclosures.interval_form(target)
   if form is not None:
@@ -384,12 +425,14 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     fside = _FSide(form, None, None, None)
     f_side = 'closed-form interval extension'
   else:
-    fside, f_side = _callable_side(target, d, n, lipschitz, modulus)
+    fside, f_side = _guarded('f', _callable_side, target, d, n, lipschitz, modulus)
   runtime_text = _runtime_text(runtime, arithmetic)
   if workers is not None or state_dir is not None:
     if form is None:
       raise ValueError('workers= and state_dir= need a built-in target (a callable does not '
                        'travel to other processes); run a callable in this process.')
+  if arithmetic != 'exact':
+    rounding.MATMUL_MODELS[arithmetic].check_weights(net.arrays())
   run_net = net if arithmetic == 'exact' else network_dict.cast(
       net, rounding.MATMUL_MODELS[arithmetic].dtype)
   symmetric = bool(target.permutation_equivariant and form is not None
@@ -507,9 +550,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if stopped == 'budget':
     stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
-  model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model) + tuple(network_enclosure.assumptions(net, model)) + (
-      f'g: {source}',)
+  assumptions = _assumptions(evaluator.model) + tuple(
+      network_enclosure.assumptions(net, evaluator.model)) + (f'g: {source}',)
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),
@@ -554,9 +596,25 @@ def _assumptions(model) -> tuple:
   return tuple(out)
 
 
+def _guarded(what: str, fn, *args, **kwargs):
+  """fn(*args, **kwargs), with any exception other than a ValueError raised from the
+  caller's ``what`` (f or its modulus) turned into one ValueError line."""
+  try:
+    return fn(*args, **kwargs)
+  except ValueError:
+    raise
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'{what} raised {type(err).__name__} ({err}) on points of [0,1]^(n x d)'
+                     f'; {what} must be defined on the whole cube.') from None
+
+
 def _runtime_text(runtime, arithmetic: str) -> str:
   if runtime is None:
     return 'not probed (certify.check_runtime measures these assumptions on a runtime)'
+  if not hasattr(runtime, 'ok_for'):
+    raise ValueError(f'runtime={runtime!r} is a {type(runtime).__name__}; give the report '
+                     f'of a probe: runtime=certify.check_runtime({runtime!r}, '
+                     f'arithmetic={arithmetic!r}) (a RuntimeReport), or None.')
   ok, why = runtime.ok_for(arithmetic)
   if not ok:
     raise ValueError(f'the probed runtime does not meet the {arithmetic} model: {why}.')
@@ -586,9 +644,9 @@ def _refute_modulus(target, modulus, d, n):
                  np.ones_like(c))
   try:
     bound = np.asarray(modulus(c, r), np.float64)
-  except (TypeError, ValueError) as err:
-    raise ValueError(f'modulus(centres, radii) failed: {err}; it must map [B, n, d] arrays '
-                     'to [B, n, d] bounds.') from None
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'modulus(centres, radii) failed: {type(err).__name__} ({err}); it '
+                     'must map [B, n, d] arrays to [B, n, d] bounds.') from None
   if bound.shape != c.shape or not np.all(np.isfinite(bound)) or np.any(bound < 0):
     raise ValueError('modulus(centres, radii) must return finite bounds >= 0 of shape '
                      '[B, n, d].')

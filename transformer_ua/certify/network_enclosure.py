@@ -26,12 +26,19 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
   causal mask  keys k > j: weight exactly 0 in g and in fl(g) (exp(-inf) = 0, or a large
                negative whose exp is 0); their scores enter no bound below
   softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
-               (or e_k * (1 / sum)): with delta = max_k D_s and T = 2 max_k (M_s + D_s),
+               (or e_k * (1 / sum)): with delta = max_k D_s, per entry
+               t_k = max_l (s_hi,l + D_s,l) - (s_lo,k - D_s,k) >= max_l s^_l - s^_k, and
+               w'_k = min(1, w_hi,k e^{2 delta}) >= softmax(s^)_k,
                  |softmax(s^) - softmax(s)|_k <= w_k (e^{2 delta} - 1)
-                 r1 = e^{u T} (1 + 2 u EXP_ULPS) - 1       (one exp: argument and result)
-                 r2 = (1 + r1)(1 + gamma_n) - 1           (the sum of n exps)
-                 rho = (1 + r1)(1 + u)^2 / (1 - r2) - 1   (the normalization)
-               D_w = w_hi (e^{2 delta} - 1) + rho w_hi e^{2 delta} + 4 n tau, capped at 1 + rho
+                 r1_k = e^{u t_k} (1 + 2 u EXP_ULPS) - 1   (one exp: argument and result)
+                 r2_k = (1 + r1_k)(1 + gamma_n) - 1       (its share of the sum of n exps)
+                 R = min(sum_l w'_l r2_l, max_l r2_l)     (the sum's relative error)
+                 rho_k = (1 + r1_k)(1 + u)^2 / (1 - R) - 1 (the normalization)
+               D_w = w_hi (e^{2 delta} - 1) + rho_k w'_k + 4 n tau, capped at
+               (1 + u)^2 / (1 - gamma_n) + tau (no computed weight exceeds it: e_k is one of
+               the summed exps). Every constant is written without cancellation (rho_k =
+               (r1_k + c_u + r1_k c_u + R) / (1 - R), c_u = 2u + u^2 from Fractions) and
+               e^x - 1 is bounded by exact inequalities (``_expm1_up``), so each rounds up.
   mix          o_j = sum_k w_jk v_k (n terms), like the scores
   residual     z' = r + sum_i W_O^i o^i + b_O: one dot product of h m terms with r (and b_O)
                as bias terms (any grouping of heads, bias and residual: at most h m + 2
@@ -122,21 +129,48 @@ class _Model:
     self.u = _f(model.u)
     self.tiny = _f(model.tiny)
     self._kappa = {}
+    self.limit = float(model.range_limit)        # exact: (2 - 2^(1-p)) 2^emax
+    self.layer = 'the input'                     # where check_range reports (enclose sets it)
+
+  def check_range(self, m_plus_d, where: str) -> None:
+    """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
+    of a dot product's partial sums) is below ``model.range_limit``: the rounding model
+    assumes no overflow (rounding.py, 'Overflow')."""
+    worst = float(np.max(m_plus_d)) if np.size(m_plus_d) else 0.0
+    if not worst < self.limit:                   # NaN and inf included
+      fmt = self.model.storage.name
+      if self.model.range_limit < self.model.storage.max_finite:
+        fmt = f'{self.model.name} operand ({self.model.operand_bits} significant bits)'
+      raise ValueError(f'g can overflow in {self.model.name}: at {self.layer}, {where}, a '
+                       f'magnitude may reach {worst:.4g}, not below {self.limit:.6g}, the '
+                       f'largest finite {fmt} (the rounding model assumes no overflow: '
+                       'fl(g) may be inf there); no certificate.')
 
   def kappa(self, m: int) -> float:
+    """kappa_m of a weight times an activation (one reduced operand when the model's
+    weights are exact numbers of the operand format, else two)."""
     if m not in self._kappa:
-      self._kappa[m] = _f(self.model.kappa(m))
+      self._kappa[m] = _f(self.model.kappa(m, 1 if self.model.weights_exact else 2))
     return self._kappa[m]
+
+  def kappa_pair(self, m: int) -> float:
+    """kappa_m of an activation times an activation (scores, mix): both reduced."""
+    if ('pair', m) not in self._kappa:
+      self._kappa[('pair', m)] = _f(self.model.kappa(m, 2))
+    return self._kappa[('pair', m)]
 
   def gamma(self, m: int) -> float:
     return _f(self.model.storage.gamma(m))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
-    """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0."""
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product'):
+    """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
+    names it in an overflow refusal."""
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    return _up(d_x @ w_abs.T + self.kappa(terms) * s
-               + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    out = _up(d_x @ w_abs.T + self.kappa(terms) * s
+              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    self.check_range(_up(s + out), what)
+    return out
 
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
@@ -168,7 +202,9 @@ def _dev_pairwise(model: _Model, dq, mq, dk, mk):
   prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
   s = np.einsum('...jm,...km->...jk', aq, ak)
   big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  return _up(prop + model.kappa(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa_pair(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  model.check_range(_up(s + out), 'the scores q_j . k_k')
+  return out
 
 
 def _dev_mix(model: _Model, dw, mw, dv, mv):
@@ -178,29 +214,59 @@ def _dev_mix(model: _Model, dw, mw, dv, mv):
   prop = dw @ mv + aw @ dv
   s = aw @ av
   big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  return _up(prop + model.kappa(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  out = _up(prop + model.kappa_pair(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  model.check_range(_up(s + out), 'the mix sum_k w_jk v_k')
+  return out
 
 
-def _dev_softmax(model: _Model, ds, ms, w_hi):
+def _dev_softmax(model: _Model, ds, s_lo, s_hi, w_hi):
   """D of the computed softmax over the last axis (module docstring)."""
-  with np.errstate(over='ignore'):       # a huge delta gives inf: the cap below holds
-    return _dev_softmax_raw(model, ds, ms, w_hi)
+  with np.errstate(over='ignore'):       # a huge argument gives inf: the cap below holds
+    return _dev_softmax_raw(model, ds, s_lo, s_hi, w_hi)
 
 
-def _dev_softmax_raw(model: _Model, ds, ms, w_hi):
+def _expm1_up(x):
+  """An upper bound of e^x - 1 for x >= 0 from exact inequalities (no library expm1):
+  x + x^2 / (2 (1 - x/3)) for x < 1/2 (the series' tail sum_k>=2 x^k/k! <= x^2/2 sum (x/3)^j),
+  exp (checked against mpmath, iv.EXP_SLACK) minus 1 on [1/2, 50], inf above."""
+  x = np.asarray(x, np.float64)
+  small = np.minimum(x, 0.5)
+  series = _up(small + _up(small * small) / iv.down(2 * iv.down(1 - small / 3)))
+  big = np.clip(x, 0.5, 50.0)
+  via_exp = _up(_up(np.exp(big) * (1 + iv.EXP_SLACK)) - 1)
+  return np.where(x < 0.5, series, np.where(x <= 50, via_exp, np.inf))
+
+
+def softmax_constants(model: _Model, n: int):
+  """(c_u, gamma_n, cap) as floats >= the rationals 2u + u^2 = (1 + u)^2 - 1, gamma_n and
+  (1 + u)^2 / (1 - gamma_n) + tau (no computed softmax entry exceeds cap: e_k is one of the
+  summed exps)."""
+  key = ('softmax', n)
+  if key not in model._kappa:
+    u, g = model.model.u, model.model.storage.gamma(n)
+    model._kappa[key] = (_f(2 * u + u * u), _f(g), _f((1 + u) ** 2 / (1 - g) + model.model.tiny))
+  return model._kappa[key]
+
+
+def _dev_softmax_raw(model: _Model, ds, s_lo, s_hi, w_hi):
+  # per entry: t_k >= max_l s^_l - s^_k, the argument of exp before its rounding (u t_k)
   n = ds.shape[-1]
   u = model.u
+  c_u, gam, cap = softmax_constants(model, n)
   delta = ds.max(axis=-1, keepdims=True)
-  t = 2 * (ms + ds).max(axis=-1, keepdims=True)
-  r1 = _up(np.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
-           * _up(np.exp(_up(u * t))))
-  r2 = _up((1 + r1) * (1 + model.gamma(n)) - 1)
-  denom = iv.down(np.where(r2 < 1, 1 - r2, 1.0))
-  rho = np.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), np.inf)
-  grow = _up(np.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
-  shift = _up(np.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
-  out = _up(w_hi * shift + rho * np.minimum(1.0, w_hi * grow) + 4 * n * model.tiny)
-  return np.where(np.isnan(out), np.inf, np.minimum(out, _up(1 + rho)))
+  t = iv.up(iv.up(s_hi + ds).max(axis=-1, keepdims=True) - iv.down(s_lo - ds))  # signed: no _up
+  ut = _up(u * np.maximum(t, 0.0))
+  r1 = _up(_expm1_up(ut) + 2 * u * rounding.EXP_ULPS * _up(1 + _expm1_up(ut)))
+  r2 = _up(r1 + gam + _up(r1 * gam))                  # (1 + r1)(1 + gamma_n) - 1
+  grow = _up(1 + _expm1_up(_up(2 * delta)))
+  shift = _expm1_up(_up(2 * delta))
+  w_up = np.minimum(1.0, _up(w_hi * grow))            # >= the softmax of the computed scores
+  mixed = (w_up * r2).sum(axis=-1, keepdims=True)
+  big_r = np.minimum(_up(mixed + iv.sum_error(mixed, n)), r2.max(axis=-1, keepdims=True))
+  denom = iv.down(np.where(big_r < 1, 1 - big_r, 1.0))
+  rho = np.where(big_r < 1, _up(_up(r1 + c_u + _up(r1 * c_u) + big_r) / denom), np.inf)
+  out = _up(w_hi * shift + rho * w_up + 4 * n * model.tiny)
+  return np.where(np.isnan(out), np.inf, np.minimum(out, cap))
 
 
 
@@ -269,10 +335,13 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
   d_z = None
   if fm is not None:
     d_z = _up(fm.u * x.mag() + fm.tiny)
+    fm.check_range(_up(x.mag() + d_z), 'X')
   if net.embed is not None:
     e, eb = net.embed, net.embed_bias
     if fm is not None:
-      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d)
+      fm.layer = 'the embedding'
+      d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d,
+                   'X embed^T + embed_bias')
     z = iv.linear(z, e, eb)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
@@ -286,11 +355,15 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     z = iv.add(z, iv.point(net.positional))
     if fm is not None:
       d_z = _up(d_z + fm.u * (z.mag() + d_z) + fm.tiny)
-  for blk in net.blocks:
-    for part, ln, op in ((blk.attention, blk.ln_attn, _attention),
-                         (blk.ff, blk.ln_ff, _feedforward)):
+      fm.layer = 'the positional encoding'
+      fm.check_range(_up(z.mag() + d_z), 'Z_0 + E')
+  for i, blk in enumerate(net.blocks):
+    for part, ln, op, name in ((blk.attention, blk.ln_attn, _attention, 'attention'),
+                               (blk.ff, blk.ln_ff, _feedforward, 'feed-forward')):
       if part is None:
         continue
+      if fm is not None:
+        fm.layer = f'block {i} {name}'
       if blk.norm == 'pre' and ln is not None:
         u_z, d_u = _layer_norm(ln, z, d_z, fm)
         z, d_z = op(part, u_z, d_u, fm, residual=(z, d_z))
@@ -298,12 +371,18 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
         z, d_z = op(part, z, d_z, fm, residual=(z, d_z))
         if ln is not None:
           z, d_z = _layer_norm(ln, z, d_z, fm)
+    if fm is not None:
+      fm.check_range(_up(z.mag() + d_z), 'its output z')
   if net.final_ln is not None:
+    if fm is not None:
+      fm.layer = 'the final LayerNorm'
     z, d_z = _layer_norm(net.final_ln, z, d_z, fm)
   if net.readout is not None:
     r, rb = net.readout, net.readout_bias
     if fm is not None:
-      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D)
+      fm.layer = 'the readout'
+      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
+                   'Z readout^T + readout_bias')
     z = iv.linear(z, r, rb)
   else:
     z = z.take(np.arange(net.d), axis=-1)
@@ -355,13 +434,16 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model |
     o = iv.mix(w, v)                                         # [B, n, m]
     heads.append(o)
     if fm is not None:
-      d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width)
-      d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width)
-      d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width)
+      d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width,
+                   f'head {i} W_Q z + b_Q')
+      d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width, f'head {i} W_K z + b_K')
+      d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width, f'head {i} W_V z + b_V')
       d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
       if p.scale != 1.0:
         d_s = _dev_scale(fm, p.scale, d_s, s.mag())
-      d_w = _dev_softmax(fm, _masked(d_s, keep), s_scaled.mag(), w.hi)
+      # masked entries keep their (zeroed) scores: the per-entry max-subtraction bound only
+      # grows with more entries, and their weights are exactly 0
+      d_w = _dev_softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)
       d_heads.append(_dev_mix(fm, d_w, w.hi, d_v, v.mag()))
   res, d_res = residual
   out = res
@@ -379,7 +461,59 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model |
     r_abs = res.mag() + d_res
     d_out = _up(d_res + prop + fm.kappa(terms) * (s + r_abs + b_o)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
+    fm.check_range(_up(s + r_abs + b_o + d_out), 'the residual z + sum_i W_O^i o^i + b_O')
   return out, d_out
+
+
+#: The feed-forward's Jacobian form is used while r D^2 stays at most this (cost B n r D^2).
+FF_JACOBIAN_SIZE = 2 ** 16
+
+
+def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
+  """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
+  The operand reduction of z (|fl_op(z^) - z^| <= v |z^|, one function of the value, so the
+  same in every row of W_1) joins delta = fl_op(z^) - z, |delta| <= D_z + v (M_z + D_z);
+  eps, the first sum's accumulation rounding, is |eps| <= L_1 = gamma_{m+1}(u_acc) S_1 + ...
+  (the weights being exact numbers of the operand format, the products of operands are
+  exact or rounded inside gamma); then
+      z'^ - z' = (I + W_2 Theta W_1) delta + W_2 Theta eps + (rounding of the second sum),
+  Theta = diag(theta_r), theta_r in [0, 1] (a ReLU's difference quotient), 1 where the
+  pre-activation's range widened by |W_1| |delta| + L_1 is > 0, 0 where it is <= 0:
+      D' = |I + W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2,
+  (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
+  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
+  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
+  w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
+  r, width = w_1.shape
+  model = fm.model
+  if r * width * width > FF_JACOBIAN_SIZE or not (model.weights_exact or
+                                                  model.operand_rel == 0):
+    return np.inf
+  v = _f(model.operand_rel)
+  acc = _f(model.kappa(width, 0))
+  mz = _up(z.mag() + d_z)
+  delta = _up(d_z + v * mz + fm.tiny)
+  s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
+                                                   + np.abs(w_1).max() + 2))
+  spread = _up(delta @ np.abs(w_1).T + local1)
+  p_lo = (iv.down(pre.lo - spread) > 0).astype(np.float64)          # theta_r = 1 surely
+  p_hi = (iv.up(pre.hi + spread) > 0).astype(np.float64)            # theta_r may be > 0
+  c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)         # [r, D*D]: W_2[i,r] W_1[r,j]
+  cp, cn = np.maximum(c, 0), np.minimum(c, 0)
+  eye = np.eye(width).reshape(-1)
+  j_lo = eye + p_lo @ cp + p_hi @ cn
+  j_hi = eye + p_hi @ cp + p_lo @ cn
+  slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))                      # the float sums' error
+  j_mag = _up(np.maximum(np.abs(j_lo), np.abs(j_hi)) + slack)
+  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
+  prop = np.einsum('...ij,...j->...i', j_mag, delta)
+  terms = r + 1
+  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
+  a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
+  local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
+                                                               + z.mag() + d_z + 2))
+  return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Model | None,
@@ -393,7 +527,7 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Mod
   out = iv.add(res, iv.linear(act, p.w_2, p.b_2))
   d_out = None
   if fm is not None:
-    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width)
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1')
     d_act = d_pre if p.activation == 'relu' else _dev_gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
     r_abs = res.mag() + d_res
@@ -401,4 +535,7 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Mod
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
     d_out = _up(d_res + d_act @ np.abs(p.w_2).T + fm.kappa(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
+    if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
+      d_out = np.minimum(d_out, _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act))
+    fm.check_range(_up(s + d_out), 'the residual z + W_2 act(W_1 z + b_1) + b_2')
   return out, d_out
