@@ -21,6 +21,7 @@ import os
 from absl import app, flags
 
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 from transformer_ua.certify import trainer
 
 FLAGS = flags.FLAGS
@@ -58,7 +59,7 @@ def main(argv):
   cli.output_dir(FLAGS.output_dir, '--output_dir', writes=trainer.OUTPUT_FILES,
                  overwrite=FLAGS.overwrite)
   try:
-    trainer.run(CONFIG.value, FLAGS.output_dir, command=cli.own_command())
+    trainer.run(CONFIG.value, FLAGS.output_dir, command=binary_interrupts.own_command())
   except ValueError as e:
     cli.fail(str(e))
 
