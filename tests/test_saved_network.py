@@ -222,4 +222,4 @@ def test_the_docs_example_runs(tmp_path, monkeypatch):
     (code,) = re.findall(r'^```python\n(.*?)^```', f.read(), flags=re.S | re.M)
   monkeypatch.chdir(tmp_path)
   exec(compile(code, 'docs/portable.md', 'exec'), {'__name__': 'docs'})  # pylint: disable=exec-used
-  assert sorted(p.name for p in tmp_path.iterdir()) == ['g.npz', 'g.onnx']
+  assert sorted(p.name for p in tmp_path.iterdir()) == ['g.npz', 'g.onnx', 'product.npz']

@@ -533,9 +533,9 @@ def executor_from_flags(workers: int | None, dask_scheduler: str, state_dir: str
   """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
 
   The scheduler is connected here (one ValueError line if it does not answer); the state
-  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
-  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
-  command that resumes it.
+  directory is created and declared to ``binary_interrupts.resumable`` (with
+  ``resume_flags`` added to this process's command, e.g. ('--overwrite',)), so an
+  interrupted run prints the command that resumes it.
   """
   executor = executor_lib.dask_executor(dask_scheduler) if dask_scheduler else None
   if state_dir:

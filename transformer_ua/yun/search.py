@@ -6,8 +6,8 @@ resolution N = 1/delta with cube interiors shrunk by m delta per side,
     d_p(f, g) <= T1(N) + T2(N) + T3(N; m, tol)
 
     T1 = d_p(f, f_bar)       known before building (``term_estimates``): per cube
-                             (``f_term``) up to F_TERM_CLASSES classes, else the global
-                             modulus
+                             (``f_term``) up to ``term_estimates.F_TERM_CLASSES``
+                             classes, else the global modulus
     T2 = d_p(f_bar, g_bar)   0 without a bad set; the paper's map: f_bar's mass on the
                              bad set, estimated in float64 before building
                              (``term_estimates.t2_estimate``)
@@ -28,9 +28,9 @@ margin and the bits is only logarithmic. E.g. token_times_mean, d = 1, n = 3, p 
 epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.0027 for T3;
 T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
 bisection on N (T1 and T2 decrease in N). T1 is the per-cube bound up to the last N whose
-grid has ``F_TERM_CLASSES`` cube classes and the looser global one past it, so the doubling
-always tries that last N: it never jumps over the per-cube range into the global bound,
-whose N can be several times larger. A refusal past that range names the
+grid has ``term_estimates.F_TERM_CLASSES`` cube classes and the looser global one past it,
+so the doubling always tries that last N: it never jumps over the per-cube range into the
+global bound, whose N can be several times larger. A refusal past that range names the
 global bound and the N the per-cube bound would need (extrapolated as 1/N).
 
 Size and time before building. Every construction gives its size at N in closed form
