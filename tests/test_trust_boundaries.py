@@ -21,7 +21,7 @@ from transformer_ua import executor
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import functions as targets
-from transformer_ua.yun import search
+from transformer_ua.yun import search, term_estimates
 from transformer_ua.yun.bounds import certificate, f_term
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
@@ -267,11 +267,11 @@ def test_text_rounding_by_hand():
 
 
 def test_huge_p_and_huge_spread_do_not_overflow_the_margin_search():
-  assert search._margin_for(0.1, d=1, n=2, p=1e6, spread=[1.5]) is None   # 1.5^p: none
-  assert search._margin_for(2.0, d=1, n=2, p=1e6, spread=[1.5]) == certificate.MAX_MARGIN
-  assert search._margin_for(0.1, d=1, n=2, p=2.0, spread=[1e300]) is None
+  assert term_estimates.margin_for(0.1, d=1, n=2, p=1e6, spread=[1.5]) is None   # 1.5^p: none
+  assert term_estimates.margin_for(2.0, d=1, n=2, p=1e6, spread=[1.5]) == certificate.MAX_MARGIN
+  assert term_estimates.margin_for(0.1, d=1, n=2, p=2.0, spread=[1e300]) is None
   # a small spread: the same margin as the float formula gives
-  m = search._margin_for(0.05, d=1, n=2, p=2.0, spread=[0.5])
+  m = term_estimates.margin_for(0.05, d=1, n=2, p=2.0, spread=[0.5])
   window = -math.expm1(2 * math.log1p(-2 * float(m)))
   assert math.sqrt(2 * 0.25 * window) <= 0.05 < math.sqrt(2 * 0.25 * -math.expm1(
       2 * math.log1p(-4 * float(m))))
