@@ -13,7 +13,9 @@ import pytest
 from transformer_ua import rounding
 from transformer_ua.certify import certify_network
 from transformer_ua.certify import hand_built
+from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure
+from network_ops_helpers import random_net
 
 LOW = ('float32', 'tf32', 'bfloat16')
 
@@ -128,3 +130,23 @@ def test_check_range_refuses_nan_and_the_limit_itself():
   for bad in (limit, np.inf, np.nan):
     with pytest.raises(ValueError, match='at the input, here'):
       fm.check_range(np.array([1.0, bad]), 'here')
+
+
+def test_a_box_whose_bound_reaches_the_limit_is_split_not_refused():
+  """Only a box's bound reaches the float32 range: LayerNorm over the whole cube (a variance
+  near 0 in the box) gives an unbounded D there, though no point overflows. The box is
+  marked (D = inf), the certifier splits it, and the network is certified; a refusal needs
+  an overflow at a box's centre point."""
+  net = random_net(1, scale=0.5, causal=False, activation='relu')
+  model = rounding.MATMUL_MODELS['float32']
+  root = iv.box(np.zeros((1, 3, 1)), np.ones((1, 3, 1)))
+  marks = []
+  _, dev = network_enclosure.enclose(net, root, model, marks=marks)
+  assert len(marks) == 1 and '\n' not in marks[0] and np.isinf(dev).all()
+  with pytest.raises(ValueError, match='can overflow'):
+    network_enclosure.enclose(net, root, model)            # unmarked: refused
+  _, dev_c = network_enclosure.enclose(net, iv.point(np.full((1, 3, 1), 0.5)), model)
+  assert np.isfinite(dev_c).all()                          # the centre is fine
+  cert = certify_network('token_times_mean', net.as_dict(), d=1, n=3, arithmetic='float32',
+                         max_rounds=4)
+  assert math.isfinite(float(cert.total))

@@ -210,7 +210,11 @@ class Evaluator:
     r = (hi - lo) / 2
     b, n, d = lo.shape
     g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
-    g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model)
+    marks = []
+    g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model, marks=marks)
+    if marks:      # a box that may overflow has no bound; at its centre point, a refusal
+      bad = ~np.isfinite(dev).all(axis=(1, 2))
+      network_enclosure.enclose(net, iv.point(c[bad]), self.model)
     rq = r.reshape(b, 1, 1, n * d)
     fs = self.fside
     if fs.form is not None:

@@ -131,20 +131,34 @@ class _Model:
     self._kappa = {}
     self.limit = float(model.range_limit)        # exact: (2 - 2^(1-p)) 2^emax
     self.layer = 'the input'                     # where check_range reports (enclose sets it)
+    self.per_box = None      # [B] bool when boxes are marked instead of refused (enclose)
+    self.first = None        # the refusal line of the first marked box
 
   def check_range(self, m_plus_d, where: str) -> None:
     """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
     of a dot product's partial sums) is below ``model.range_limit``: the rounding model
     assumes no overflow (rounding.py, 'Overflow')."""
+    if self.per_box is not None and np.ndim(m_plus_d) >= 1 and \
+        np.shape(m_plus_d)[0] == len(self.per_box):
+      a = np.asarray(m_plus_d).reshape(len(self.per_box), -1)
+      bad = ~np.all(a < self.limit, axis=1)      # NaN and inf included
+      if bad.any():
+        if self.first is None:
+          self.first = self._line(float(np.max(a[bad])), where)
+        self.per_box |= bad
+      return
     worst = float(np.max(m_plus_d)) if np.size(m_plus_d) else 0.0
     if not worst < self.limit:                   # NaN and inf included
-      fmt = self.model.storage.name
-      if self.model.range_limit < self.model.storage.max_finite:
-        fmt = f'{self.model.name} operand ({self.model.operand_bits} significant bits)'
-      raise ValueError(f'g can overflow in {self.model.name}: at {self.layer}, {where}, a '
-                       f'magnitude may reach {worst:.4g}, not below {self.limit:.6g}, the '
-                       f'largest finite {fmt} (the rounding model assumes no overflow: '
-                       'fl(g) may be inf there); no certificate.')
+      raise ValueError(self._line(worst, where))
+
+  def _line(self, worst: float, where: str) -> str:
+    fmt = self.model.storage.name
+    if self.model.range_limit < self.model.storage.max_finite:
+      fmt = f'{self.model.name} operand ({self.model.operand_bits} significant bits)'
+    return (f'g can overflow in {self.model.name}: at {self.layer}, {where}, a '
+            f'magnitude may reach {worst:.4g}, not below {self.limit:.6g}, the '
+            f'largest finite {fmt} (the rounding model assumes no overflow: '
+            'fl(g) may be inf there); no certificate.')
 
   def kappa(self, m: int) -> float:
     """kappa_m of a weight times an activation (one reduced operand when the model's
@@ -328,9 +342,17 @@ def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z)
   return np.where(ok, _up(prop + r), np.inf)
 
 
-def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None):
-  """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None)."""
+def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None, *,
+            marks: list | None = None):
+  """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None).
+
+  A value whose M + D may reach the format's largest finite number (``_Model.check_range``)
+  is refused in one line; given a list ``marks``, its box gets D = inf instead (no bound
+  there: the certifier splits it) and the first such box's refusal line is appended to
+  ``marks``."""
   fm = None if model is None else _Model(model)
+  if fm is not None and marks is not None:
+    fm.per_box = np.zeros(x.lo.shape[0], bool)
   z = x
   d_z = None
   if fm is not None:
@@ -388,6 +410,9 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     z = z.take(np.arange(net.d), axis=-1)
     if d_z is not None:
       d_z = d_z[..., :net.d]
+  if fm is not None and fm.per_box is not None and fm.per_box.any():
+    d_z = np.where(fm.per_box[:, None, None], np.inf, d_z)
+    marks.append(fm.first)
   return z, d_z
 
 
