@@ -18,7 +18,15 @@ run if it is off by more (the certificate's line names this).
 
 Tangent rules (the chain rule on intervals): d(x + y) = dx + dy; d(x y) = dx y + x dy;
 d ReLU(x) = dx * [0, 1] where lo < 0 < hi (the hull with 0), dx where lo >= 0, 0 where
-hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2.
+hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2; d GELU(x) = [g'(x) over the
+interval] dx; LayerNorm and the causal softmax as below (``layer_norm``, ``softmax``).
+
+The stock-layer ops: ``gelu`` (both forms, monotone pieces around the minimum and g''s
+inflection points, constants from mpmath), ``centred`` / ``variance_bounds`` /
+``layer_norm`` (LayerNorm as one function of the token vector), and ``softmax(causal=True)``
+(masked weights exactly 0). sqrt and division are IEEE operations, correctly rounded: one
+outward step encloses them; ``math.erfc`` (GELU's float64 evaluation) is widened by
+``GELU_SLACK`` (checked against mpmath by the tests).
 """
 
 from __future__ import annotations
