@@ -141,11 +141,16 @@ class _Model:
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
   """What the ops of ``net`` assume of the runtime beyond the matmul and exp models (none
-  in exact arithmetic): printed in the certificate's line."""
-  if model is None:
-    return []
-  out = []
+  in exact arithmetic), and of the certifier's own float64 GELU: printed in the line."""
   blocks = net.blocks
+  acts = {b.ff.activation for b in blocks if b.ff is not None}
+  own = []
+  if acts & {'gelu', 'gelu_tanh'}:
+    own.append(f'certifier: GELU bounds from math.erfc and NumPy exp in float64 widened by '
+               f'2^{int(math.log2(iv.GELU_SLACK))} (the tests check them against mpmath)')
+  if model is None:
+    return own
+  out = []
   if any(b.attention is not None and b.attention.causal for b in blocks):
     out.append('causal mask: masked keys get weight exactly 0 (an additive -inf, or a '
                'negative whose exp is 0)')
@@ -153,12 +158,11 @@ def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> li
     out.append('the attention scale one multiplication of the scores after the dot product')
   if net.final_ln is not None or any(b.norm is not None for b in blocks):
     out.append(rounding.SQRT_DIV_ASSUMPTION)
-  acts = {b.ff.activation for b in blocks if b.ff is not None}
   if 'gelu' in acts:
     out.append(rounding.ERF_ASSUMPTION)
   if 'gelu_tanh' in acts:
     out.append(rounding.TANH_ASSUMPTION)
-  return out
+  return out + own
 
 
 def _dev_pairwise(model: _Model, dq, mq, dk, mk):
