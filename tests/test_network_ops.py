@@ -2,8 +2,9 @@
 GELU, pre/post norm): interval values against dense samples of ``network_dict.apply``,
 interval Jacobians against finite differences and mpmath, float deviations against emulated
 float32 runtimes (LayerNorm two-pass, one-pass, Welford and torch's x rstd - mu rstd; GELU
-by erf, erfc and tanh with their results moved by up to the assumed ulps; every sum,
-biases included, in a random order), and certificates against dense-sampled errors."""
+by erf, erfc and tanh with their results moved by up to the assumed ulps; the scale after
+the scores, on q, or split as fl(sqrt c) on q and k; every sum, biases included, in a
+random order). Certificates: tests/test_network_ops_certify.py."""
 
 from __future__ import annotations
 
@@ -318,8 +319,14 @@ def emulate32(net, x, rng, ln_kind, variant):
       q = _dot32(z, a.w_q[i], a.b_q[i], rng)
       k = _dot32(z, a.w_k[i], None if a.b_k is None else a.b_k[i], rng)
       v = _dot32(z, a.w_v[i], None if a.b_v is None else a.b_v[i], rng)
+      where = rng.integers(3) if a.scale != 1.0 else -1  # after, on q, sqrt on q and k
+      if where == 1:
+        q = q * dt(a.scale)
+      elif where == 2:
+        t = dt(math.sqrt(a.scale))
+        q, k = q * t, k * t
       s = _seq_sum((q[..., :, None, :] * k[..., None, :, :]).astype(dt), rng)
-      if a.scale != 1.0:
+      if where == 0:
         s = s * dt(a.scale)
       if a.causal:
         s = np.where(np.triu(np.ones((n, n), bool), 1), dt(-np.inf), s)
