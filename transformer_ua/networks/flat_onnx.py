@@ -430,7 +430,11 @@ def read(path) -> network_dict.Net:
         blk['norm'] = 'post' if node.input[0] == f'blocks.{b}.{after}' else 'pre'
     as_dict['blocks'].append(blk)
   if not as_dict['blocks']:
-    raise ValueError('the file holds no blocks (no initializers named blocks.<i>.*).')
+    first = g.node[0] if len(g.node) else None
+    where = (f'; its first node is {first.op_type} {first.name or first.output[0]!r}' if first
+             is not None else '')
+    raise ValueError(f'the file holds no blocks (no initializers named blocks.<i>.*){where}: '
+                     'it was not written by flat_onnx.write.')
   net = network_dict.check(as_dict, d=d, n=n)
   again = to_model(net, dtype=dtype, form=form, batch=batch)
   want = [_node_key(x) for x in again.graph.node]
