@@ -27,7 +27,7 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                M_q' = |c| M_q, then the scores' D), or t = fl(sqrt |c|) on q and on k (as
                torch's exporters split it: t = sqrt|c| (1 + delta), |delta| <= u, so
                D_q' = t D_q + (2u + u^2) t (M_q + D_q) + tau, likewise k): D is the largest
-               of the three (the sign of c, if any, goes with one factor exactly).
+               of the three (the split form is for c > 0, as exporters write it).
   causal mask  keys k > j: weight exactly 0 in g and in fl(g) (exp(-inf) = 0, or a large
                negative whose exp is 0); their scores enter no bound below
   softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
