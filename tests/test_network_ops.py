@@ -399,3 +399,12 @@ def test_bad_input_through_certify_network_one_line():
   with pytest.raises(ValueError, match=r"blocks\[0\]\.activation is 'silu'") as e:
     nc.certify_network('token_times_mean', g, d=1, n=3)
   assert '\n' not in str(e.value)
+
+
+def test_gelu_evaluation_check_passes_and_catches_a_bad_erfc(monkeypatch):
+  assert iv.check_gelu_evaluation(points=400, seed=5) < 0.5
+  good = iv.gelu_value
+  monkeypatch.setattr(iv, 'gelu_value', lambda x, form: good(x, form) * (1 + 2.0 ** -30))
+  with pytest.raises(ValueError, match='GELU evaluation .* off by') as e:
+    iv.check_gelu_evaluation()
+  assert '\n' not in str(e.value)

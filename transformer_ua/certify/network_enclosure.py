@@ -146,13 +146,14 @@ class _Model:
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
   """What the ops of ``net`` assume of the runtime beyond the matmul and exp models (none
-  in exact arithmetic), and of the certifier's own float64 GELU: printed in the line."""
+  in exact arithmetic), and of the certifier's own float64 GELU (``intervals.
+  check_gelu_evaluation`` runs before the first GELU enclosure): printed in the line."""
   blocks = net.blocks
   acts = {b.ff.activation for b in blocks if b.ff is not None}
   own = []
   if acts & {'gelu', 'gelu_tanh'}:
     own.append(f'certifier: GELU bounds from math.erfc and NumPy exp in float64 widened by '
-               f'2^{int(math.log2(iv.GELU_SLACK))} (the tests check them against mpmath)')
+               f'2^{int(math.log2(iv.GELU_SLACK))} (checked against mpmath)')
   if model is None:
     return own
   out = []
