@@ -221,3 +221,23 @@ def test_an_array_outside_the_layout_or_a_missing_one_is_refused(product, tmp_pa
   _rewrite(path, drop)
   with pytest.raises(ValueError, match='names params/blocks.0.W_1, which the archive lacks'):
     saved_network.load(path)
+
+
+def test_recheck_stops_at_the_saved_rounds_where_the_certifier_takes_max_rounds(
+    product, tmp_path, monkeypatch):
+  """Where certify_network takes max_rounds= (not yet in this tree), the recheck passes the
+  saved round count: a stand-in with that keyword records what it is given and certifies
+  as the real one does."""
+  hb, cert = product
+  loaded = saved_network.load(saved_network.save(cert, tmp_path / 'g.npz', g=hb.net))
+  real, seen = network_certificate.certify_network, {}
+
+  def with_max_rounds(f, g, *, max_rounds, **kwargs):
+    seen.update(kwargs, max_rounds=max_rounds)
+    return real(f, g, **kwargs)
+  monkeypatch.setattr(network_certificate, 'certify_network', with_max_rounds)
+  again = saved_network.recheck(loaded)
+  assert seen['max_rounds'] == cert.rounds and again['stop'].startswith('max_rounds=')
+  assert seen['epsilon'] == cert.epsilon and seen['arithmetic'] == 'float32'
+  assert seen['p'] == 2 and (seen['d'], seen['n']) == (1, 2)
+  assert again['same_total']
