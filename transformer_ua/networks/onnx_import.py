@@ -304,7 +304,7 @@ class _Graph:
         return none
       return np.repeat(tok, shape[-1]), np.tile(np.arange(shape[-1]), len(tok))
     first = t_args[0]
-    if op in ('LayerNormalization', 'ReduceMean', 'Softmax'):
+    if op in ('LayerNormalization', 'ReduceMean', 'ReduceSum', 'ReduceMax', 'Softmax'):
       rank = len(first.shape)
       axes = attrs.get('axes', attrs.get('axis', -1))
       if op == 'ReduceMean' and 'axes' not in attrs and len(args) > 1:
@@ -312,7 +312,8 @@ class _Graph:
       axes = sorted(a % rank for a in np.atleast_1d(axes).tolist())
       if op == 'LayerNormalization':
         axes = list(range(axes[0], rank))
-      if op != 'Softmax' and self.owner(first).kind != 'Softmax':
+      if op not in ('Softmax', 'ReduceMax') and self.owner(first).kind not in (
+          'Softmax', 'Exp'):
         a, tok, _ = self.decode(first)
         moved = np.moveaxis(tok, axes, list(range(rank - len(axes), rank)))
         moved = moved.reshape(-1, int(np.prod([first.shape[i] for i in axes])))
@@ -321,7 +322,7 @@ class _Graph:
                          f'{list(first.shape)}): a LayerNorm over the sequence axis is outside '
                          f'{_CLASS}.')
     if tuple(first.shape) != tuple(shape):
-      if op == 'ReduceMean':
+      if op in ('ReduceMean', 'ReduceSum', 'ReduceMax'):
         a, tok, _ = self.decode(first)
         keep = [i for i in range(len(first.shape)) if i not in axes]
         sel = tuple(slice(None) if i in keep else slice(0, 1) for i in range(len(first.shape)))
@@ -479,13 +480,15 @@ class _Match:
     return src, w_eff, bias, a
 
   def row_const(self, c, a, what):
-    """A constant added to rows: a vector [N] (same in every token), else refused."""
-    c = np.asarray(c, np.float64)
-    width = a.shape[-1]
-    full = np.broadcast_to(c, a.shape).reshape(-1, width)
-    if np.any(full != full[:1]):
-      raise _Refusal(f'node {a.name!r} adds a {what} that differs between tokens.')
-    return full[0].copy()
+    """A constant added to (or multiplied into) a's entries as a vector over a's columns
+    (the same in every token), else refused."""
+    full = np.broadcast_to(np.asarray(c, np.float64), a.shape).ravel()
+    width = int(a.col.max()) + 1
+    out = np.full(width, np.nan)
+    out[a.col] = full
+    if np.any(out[a.col] != full) or np.any(np.isnan(out)):
+      raise _Refusal(f'node {a.name!r} ({a.kind}) adds a {what} that differs between tokens.')
+    return out
 
   # -- normalization and activations --------------------------------------------------------------
   def layer_norm(self, a: _Anchor):
@@ -515,6 +518,11 @@ class _Match:
       t = next(v for k, v in cur.args if k == 't')
       gamma, cur = self.row_const(next(v for k, v in cur.args if k == 'c'), cur, 'gamma'), \
           self.anchor(t)
+    if cur.kind == 'Mul' and beta is not None and gamma is None or \
+        cur.kind == 'Mul' and all(k == 't' for k, _ in cur.args):
+      flax = self._rsqrt_layer_norm(cur, beta)
+      if flax is not None:
+        return flax
     if cur.kind != 'Div' or cur.args[1][0] != 't':
       return None
     den = self.anchor(cur.tracked(1))
@@ -551,6 +559,71 @@ class _Match:
     self.notes.append(f'LayerNorm {cur.name!r} decomposed (ReduceMean Sub Pow ReduceMean Add '
                       'Sqrt Div Mul Add) read as the dict\'s LayerNorm')
     return x, {'gamma': gamma, 'beta': beta, 'eps': eps}
+
+  def _rsqrt_layer_norm(self, prod, beta):
+    """Flax's LayerNorm: (x - mean) * (rsqrt(var + eps) [* gamma]) [+ beta], mean = sum(x)/D,
+    var = max(0, sum(x x)/D - mean^2) (fast variance) or sum((x - mean)^2)/D."""
+    if any(k != 't' for k, _ in prod.args):
+      return None
+    for ci, ri in ((0, 1), (1, 0)):
+      c, r = self.anchor(prod.tracked(ci)), self.anchor(prod.tracked(ri))
+      if c.kind != 'Sub' or any(k != 't' for k, _ in c.args):
+        continue
+      gamma = None
+      if r.kind == 'Mul' and any(k == 'c' for k, _ in r.args):
+        gamma = self.row_const(next(v for k, v in r.args if k == 'c'), prod, 'gamma')
+        r = self.anchor(next(v for k, v in r.args if k == 't'))
+      if r.kind != 'Rsqrt':
+        continue
+      ve = self.anchor(r.tracked(0))
+      if ve.kind != 'Add' or not any(k == 'c' for k, _ in ve.args):
+        continue
+      eps = float(np.asarray(next(v for k, v in ve.args if k == 'c')).reshape(-1)[0])
+      var = self.anchor(next(v for k, v in ve.args if k == 't'))
+      x = self.stream(c.tracked(0), f'node {c.name!r} (Sub of a LayerNorm)')
+      mean = self.anchor(c.tracked(1))
+      width = x.shape[-1]
+      if not self._mean_of(mean, x, width):
+        continue
+      clamp = var.kind == 'Max'
+      if clamp:
+        zero = next((v for k, v in var.args if k == 'c'), None)
+        if zero is None or float(np.asarray(zero).reshape(-1)[0]) != 0.0:
+          continue
+        var = self.anchor(next(v for k, v in var.args if k == 't'))
+      if var.kind == 'Sub':                                      # E[x^2] - E[x]^2
+        m2, msq = self.anchor(var.tracked(0)), self.anchor(var.tracked(1))
+        if not (msq.kind == 'Mul' and all(self.anchor(v) is mean for _, v in msq.args)):
+          continue
+        if not (m2.kind == 'Div' and self._sum_of_squares(m2, x, width)):
+          continue
+        form = 'one-pass (E[x^2] - E[x]^2' + (', clamped at 0)' if clamp else ')')
+      elif var.kind == 'Div' and self._sum_of_squares(var, c, width):
+        form = 'two-pass'
+      else:
+        continue
+      self.notes.append(f'LayerNorm at {prod.name!r} ({form}, rsqrt) read as the dict\'s '
+                        'LayerNorm')
+      return x, {'gamma': np.ones(width) if gamma is None else gamma,
+                 'beta': np.zeros(width) if beta is None else beta, 'eps': eps}
+    return None
+
+  def _mean_of(self, mean, x, width):
+    """mean = ReduceSum(x over the row) / width."""
+    if mean.kind != 'Div' or mean.args[1][0] != 'c' or float(np.asarray(mean.const(1)).reshape(
+        -1)[0]) != width:
+      return False
+    s = self.anchor(mean.tracked(0))
+    return s.kind == 'ReduceSum' and self.stream(s.tracked(0), f'node {s.name!r}') is x
+
+  def _sum_of_squares(self, div, x, width):
+    if div.args[1][0] != 'c' or float(np.asarray(div.const(1)).reshape(-1)[0]) != width:
+      return False
+    s = self.anchor(div.tracked(0))
+    if s.kind != 'ReduceSum':
+      return False
+    sq = self.anchor(s.tracked(0))
+    return sq.kind == 'Mul' and all(k == 't' and self.anchor(v) is x for k, v in sq.args)
 
   def _last_axis_mean(self, a):
     axes = a.attrs.get('axes')
@@ -634,6 +707,10 @@ class _Match:
     return k.size == 1 and float(k.reshape(-1)[0]) == float(np.asarray(want, k.dtype))
 
   def _factors(self, a, depth=0):
+    if a.kind == 'Div' and a.args[1][0] == 'c' and depth < 4:
+      c = np.asarray(a.const(1)).reshape(-1)
+      if c.size == 1 and c[0] > 0 and math.frexp(float(c[0]))[0] == 0.5:   # a power of two:
+        return self._factors(self.anchor(a.tracked(0)), depth + 1) + [1 / float(c[0])]
     if a.kind == 'Mul' and depth < 4:
       out = []
       for k, v in a.args:
@@ -729,8 +806,18 @@ class _Match:
   def _scale(self, s_mul, q_s, k_s, where):
     """The dict's one scale from the runtime's multiplications (module docstring)."""
     (q_c, q_div), (k_c, k_div), (s_c, s_div) = q_s, k_s, s_mul
+    if (q_c != 1.0) != (k_c != 1.0) and s_c == 1.0:     # one side scaled (flax: q / sqrt m)
+      c, div, side = (q_c, q_div, 'q') if q_c != 1.0 else (k_c, k_div, 'k')
+      total = float(1.0 / c) if div else c
+      self.notes.append(f'attention {where!r}: {side} {"divided" if div else "multiplied"} by '
+                        f'{c!r} before the dot product, read as scale = {total!r} after it '
+                        '(equal in real arithmetic' + (', 1/c rounded to float64' if div and
+                                                       total != 1.0 / c else '') +
+                        f'; the runtime\'s rounding of {side}/c, relative u, is not in the '
+                        'float bound)')
+      return total
     if q_div or k_div:
-      raise _Refusal(f'the attention read by {where!r} divides q or k by a constant.')
+      raise _Refusal(f'the attention read by {where!r} divides q and k by constants.')
     if q_c == 1.0 and k_c == 1.0:
       if s_div:
         self.notes.append(f'attention {where!r}: scores divided by {s_c!r}, read as scale = '
@@ -820,7 +907,8 @@ class _Match:
     idx = idx.T if keys_last else idx
     a = self.anchor(idx)
     factor, div = 1.0, False
-    if a.kind in ('Mul', 'Div') and any(k == 'c' for k, _ in a.args):
+    if a.kind == 'Mul' and any(k == 'c' for k, _ in a.args) or \
+        a.kind == 'Div' and a.args[1][0] == 'c':
       c = np.asarray(next(v for k, v in a.args if k == 'c'))
       if c.size != 1 or not scaled:
         raise _Refusal(f'node {a.name!r} ({a.kind}) scales a head by a non-scalar.')
