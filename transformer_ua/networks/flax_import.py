@@ -16,16 +16,18 @@ The primitives map as
                   against the kernel's leading ones = MatMul x [.., K] W [K, N], reshaped;
                   between two tensors (attention): batch axes first, = MatMul of the two
                   transposed operands (P V with the weights first), reshaped to its order
-    add sub mul div integer_pow square sqrt rsqrt erf tanh exp max reduce_sum reduce_max
+    add sub mul div integer_pow square neg sqrt rsqrt erf erfc tanh exp max reduce_sum
+    reduce_max
                   anchors of the same names as the ONNX ops (Add, ..., Pow, Mul, ...,
                   ReduceSum, ReduceMax)
+    select_n      with a constant predicate: Where (a mask on the scores)
     softmax       exp(s - max(s)) / sum(exp(s - max(s))) over the last axis (jax.nn.softmax
                   as traced: reduce_max, max(-inf, .), stop_gradient, sub, exp, reduce_sum,
                   div) becomes one Softmax anchor of s
 
 and the decompositions read as the dict's ops: flax's LayerNorm (fast variance:
 (x - mean) * rsqrt(max(0, E[x^2] - mean^2) + eps) * scale + bias), nn.gelu's tanh form
-(flax's default, approximate=True) and erf form x (1 + erf(x / sqrt 2)) / 2, relu as
+(flax's default, approximate=True) and exact form 0.5 x erfc(-x / sqrt 2), relu as
 max(x, 0); MultiHeadDotProductAttention divides q by sqrt(m) before the dot product, read as
 scale = 1/sqrt(m) after it (a note in the text: equal in real arithmetic). A primitive
 outside this list (logistic, conv, a while loop, random bits: dropout not deterministic) is
@@ -45,7 +47,8 @@ PLUMBING = ('reshape', 'transpose', 'broadcast_in_dim', 'squeeze', 'expand_dims'
 #: jaxpr primitives that make an anchor, and the ONNX-named kind they become.
 ARITHMETIC = {'add': 'Add', 'sub': 'Sub', 'mul': 'Mul', 'div': 'Div', 'integer_pow': 'Pow',
               'square': 'Mul', 'sqrt': 'Sqrt', 'rsqrt': 'Rsqrt', 'erf': 'Erf', 'tanh': 'Tanh',
-              'exp': 'Exp', 'max': 'Max', 'reduce_sum': 'ReduceSum', 'reduce_max': 'ReduceMax'}
+              'exp': 'Exp', 'max': 'Max', 'reduce_sum': 'ReduceSum', 'reduce_max': 'ReduceMax',
+              'neg': 'Mul', 'erfc': 'Erfc'}
 _CALLS = ('pjit', 'jit', 'closed_call', 'core_call', 'custom_jvp_call', 'custom_vjp_call',
           'custom_vjp_call_jaxpr', 'remat', 'checkpoint')
 
@@ -110,6 +113,11 @@ class _JaxprGraph(_Graph):
       return [('t', np.asarray(out, np.int64))]
     if prim == 'dot_general':
       return [self.dot_general(eqn, ins, name)]
+    if prim == 'select_n' and len(ins) == 3 and ins[0][0] == 'c':   # a mask: cases[pred]
+      shape = tuple(eqn.outvars[0].aval.shape)
+      args = [('c', np.asarray(ins[0][1], bool))] + [
+          (k, np.broadcast_to(v, shape) if k == 't' else v) for k, v in (ins[2], ins[1])]
+      return [('t', self._anchor('Where', name, shape, args, {}))]
     if prim not in ARITHMETIC:
       raise _Refusal(f'equation {name!r} ({prim}) is not an operation of '
                      f'{onnx_import._CLASS}.')
@@ -119,6 +127,8 @@ class _JaxprGraph(_Graph):
     args = list(ins)
     if prim == 'square':
       args = [ins[0], ins[0]]
+    elif prim == 'neg':                                  # -x = x * -1, exact
+      args = [ins[0], ('c', np.asarray(-1.0))]
     elif prim == 'integer_pow':
       args = [ins[0], ('c', np.asarray(float(params['y'])))]
     elif prim in ('reduce_sum', 'reduce_max'):

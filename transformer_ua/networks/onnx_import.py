@@ -650,6 +650,17 @@ class _Match:
       tens = [f for f in factors if not isinstance(f, float)]
       if consts == [0.5] and len(tens) == 2:
         for x, e1 in (tens, tens[::-1]):
+          if e1.kind == 'Erfc':                       # jax.nn.gelu: 0.5 x erfc(-x / sqrt 2)
+            f = self._factors(self.anchor(e1.tracked(0)))
+            cs, ts = [c for c in f if isinstance(c, float)], [c for c in f if not
+                                                              isinstance(c, float)]
+            dtype = np.float32 if self.g.dtype == 'float32' else np.float64
+            if len(ts) == 1 and ts[0] is x and float(np.prod(cs)) == -float(dtype(
+                1 / math.sqrt(2))):
+              self.notes.append(f'GELU at {h.name!r} as 0.5 x erfc(-x/sqrt2) read as the '
+                                "dict's gelu (erf form; the runtime evaluates erfc, which "
+                                'the erf ulp assumption must cover)')
+              return x, 'gelu'
           if e1.kind == 'Add' and any(k == 'c' for k, _ in e1.args):
             one = float(np.asarray(next(v for k, v in e1.args if k == 'c')).reshape(-1)[0])
             inner = self.anchor(next(v for k, v in e1.args if k == 't'))
