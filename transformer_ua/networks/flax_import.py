@@ -4,8 +4,8 @@ A module tree does not show the wiring, so the reader traces what runs:
 
     jaxpr = jax.make_jaxpr(lambda x: module.apply(variables, x))(X),  X [1, n, d]
 
-and walks it with ``onnx_import``'s interpreter (constants, index arrays for the plumbing,
-anchors for arithmetic; its module docstring), then matches it with the same ``_Match``.
+and walks it with the importers' interpreter (``anchor_graph`` (constants, index arrays for the plumbing,
+anchors for arithmetic), then matches it with ``graph_match.Match`` as ``onnx_import`` does.
 The primitives map as
 
     constants     every equation whose inputs are all constant (the params are the jaxpr's
@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer_ua.networks import onnx_import
-from transformer_ua.networks.onnx_import import _Graph, _Match, _Refusal
+from transformer_ua.networks.anchor_graph import CLASS, AnchorGraph, Refusal
+from transformer_ua.networks.graph_match import Match
 
 #: jaxpr primitives that only move entries.
 PLUMBING = ('reshape', 'transpose', 'broadcast_in_dim', 'squeeze', 'expand_dims', 'slice',
@@ -53,16 +53,14 @@ _CALLS = ('pjit', 'jit', 'closed_call', 'core_call', 'custom_jvp_call', 'custom_
           'custom_vjp_call_jaxpr', 'remat', 'checkpoint')
 
 
-class _JaxprGraph(_Graph):
-  """onnx_import's interpreter over a jaxpr (module docstring)."""
+class _JaxprGraph(AnchorGraph):
+  """The interpreter over a jaxpr (module docstring)."""
 
   def __init__(self, x_shape, dtype):
-    self.opset = None
-    self.anchors, self.starts, self.size = [], [], 0
-    self.const, self.tracked = {}, {}
+    super().__init__()
     self.dtype = dtype
     n, d = x_shape[-2], x_shape[-1]
-    self.x = self._new('input', 'input', x_shape, [], {}, np.repeat(np.arange(n), d),
+    self.x = self.new('input', 'input', x_shape, [], {}, np.repeat(np.arange(n), d),
                        np.tile(np.arange(d), n))
 
   def walk(self, jaxpr, consts, args):
@@ -90,7 +88,7 @@ class _JaxprGraph(_Graph):
     if prim in _CALLS:
       sub = params.get('jaxpr', params.get('call_jaxpr', params.get('fun_jaxpr')))
       if sub is None:
-        raise _Refusal(f'equation {name!r} ({prim}) has no inner jaxpr to read.')
+        raise Refusal(f'equation {name!r} ({prim}) has no inner jaxpr to read.')
       inner = sub.jaxpr if hasattr(sub, 'jaxpr') else sub
       consts = getattr(sub, 'consts', [])
       return self.walk(inner, consts, ins)
@@ -102,13 +100,13 @@ class _JaxprGraph(_Graph):
       if prim == 'convert_element_type':
         src = eqn.invars[0].aval.dtype
         if np.dtype(params['new_dtype']) != np.dtype(src):
-          raise _Refusal(f'equation {name!r} (convert_element_type) changes {src} to '
+          raise Refusal(f'equation {name!r} (convert_element_type) changes {src} to '
                          f'{params["new_dtype"]}; a network computes in one dtype.')
         return [ins[0]]
       if prim == 'stop_gradient' or prim in ('copy', 'copy_p'):
         return [ins[0]]
       if any(k == 'c' for k, _ in ins):
-        raise _Refusal(f'equation {name!r} ({prim}) mixes constants into the plumbing.')
+        raise Refusal(f'equation {name!r} ({prim}) mixes constants into the plumbing.')
       out = eqn.primitive.bind(*[np.asarray(v, np.int32) for _, v in ins], **params)
       return [('t', np.asarray(out, np.int64))]
     if prim == 'dot_general':
@@ -119,8 +117,8 @@ class _JaxprGraph(_Graph):
           (k, np.broadcast_to(v, shape) if k == 't' else v) for k, v in (ins[2], ins[1])]
       return [('t', self._anchor('Where', name, shape, args, {}))]
     if prim not in ARITHMETIC:
-      raise _Refusal(f'equation {name!r} ({prim}) is not an operation of '
-                     f'{onnx_import._CLASS}.')
+      raise Refusal(f'equation {name!r} ({prim}) is not an operation of '
+                     f'{CLASS}.')
     kind = ARITHMETIC[prim]
     shape = tuple(eqn.outvars[0].aval.shape)
     attrs = {}
@@ -144,8 +142,8 @@ class _JaxprGraph(_Graph):
     return [('t', self._anchor(kind, name, shape, args, attrs))]
 
   def _anchor(self, kind, name, shape, args, attrs):
-    tok, col = self._layout(kind, name, args, attrs, shape)
-    return self._new(kind, name, shape, args, attrs, tok, col)
+    tok, col = self.layout(kind, name, args, attrs, shape)
+    return self.new(kind, name, shape, args, attrs, tok, col)
 
   def _relu(self, args):
     """max(x, 0) with 0 a constant, x of the output's shape: ReLU (jax.nn.relu)."""
@@ -160,7 +158,7 @@ class _JaxprGraph(_Graph):
   def _is_softmax(self, args):
     try:
       self._softmax_input(args)
-    except (_Refusal, KeyError, IndexError, ValueError):
+    except (Refusal, KeyError, IndexError, ValueError):
       return False
     return True
 
@@ -168,24 +166,24 @@ class _JaxprGraph(_Graph):
     """e / sum(e), e = exp(s - max(s)) over the last axis: s's index array."""
     (k0, num), (k1, den) = args
     if k0 != 't' or k1 != 't':
-      raise _Refusal('not a softmax')
+      raise Refusal('not a softmax')
     e = self.owner(num)
     if e.kind != 'Exp' or np.any(num != self._whole(e)):
-      raise _Refusal('not a softmax')
+      raise Refusal('not a softmax')
     total = self.owner(den)
     if total.kind != 'ReduceSum' or self.owner(total.tracked(0)) is not e or \
         total.attrs['axes'] != [len(e.shape) - 1]:
-      raise _Refusal('not a softmax')
+      raise Refusal('not a softmax')
     sub = self.owner(e.tracked(0))
     if sub.kind != 'Sub':
-      raise _Refusal('not a softmax')
+      raise Refusal('not a softmax')
     s_idx = sub.tracked(0)
     mx = self.owner(sub.tracked(1))
     if mx.kind == 'Max':
       mx = self.owner(next(v for k, v in mx.args if k == 't'))
     if mx.kind != 'ReduceMax' or mx.attrs['axes'] != [len(e.shape) - 1] or \
         np.any(mx.tracked(0) != s_idx):
-      raise _Refusal('not a softmax')
+      raise Refusal('not a softmax')
     return s_idx
 
   def _whole(self, a):
@@ -199,7 +197,7 @@ class _JaxprGraph(_Graph):
     if kl == 't' and kr == 'c':
       if lb or rb or lc != list(range(lhs.ndim - len(lc), lhs.ndim)) or rc != list(
           range(len(rc))):
-        raise _Refusal(f'equation {name!r} (dot_general) is not a token-wise linear map.')
+        raise Refusal(f'equation {name!r} (dot_general) is not a token-wise linear map.')
       k = int(np.prod([lhs.shape[i] for i in lc]))
       x = lhs.reshape(lhs.shape[:lhs.ndim - len(lc)] + (k,))
       w = np.asarray(rhs, np.float64 if rhs.dtype == np.float64 else rhs.dtype).reshape(k, -1)
@@ -209,7 +207,7 @@ class _JaxprGraph(_Graph):
       lf = [i for i in range(lhs.ndim) if i not in lc + lb]
       rf = [i for i in range(rhs.ndim) if i not in rc + rb]
       if len(lf) != 1 or len(rf) != 1 or len(lc) != 1:
-        raise _Refusal(f'equation {name!r} (dot_general) is not an attention product.')
+        raise Refusal(f'equation {name!r} (dot_general) is not an attention product.')
       a = np.transpose(lhs, lb + lf + lc)
       b = np.transpose(rhs, rb + rc + rf)
       swap = self.owner(rhs).kind == 'Softmax' and self.owner(lhs).kind != 'Softmax'
@@ -218,7 +216,7 @@ class _JaxprGraph(_Graph):
       shape = a.shape[:-1] + (b.shape[-1],)
       idx = self._anchor('MatMul', name, shape, [('t', a), ('t', b)], {})
       return ('t', np.swapaxes(idx, -1, -2) if swap else idx)
-    raise _Refusal(f'equation {name!r} (dot_general) has its constant on the left.')
+    raise Refusal(f'equation {name!r} (dot_general) has its constant on the left.')
 
 
 def read(module, variables, *, d: int, n: int, wide: bool = False):
@@ -245,13 +243,13 @@ def read(module, variables, *, d: int, n: int, wide: bool = False):
   try:
     outs = g.walk(closed.jaxpr, closed.consts, [('t', g.x)])
     if len(outs) != 1 or outs[0][0] != 't':
-      raise _Refusal('apply returns no single output that depends on x.')
-    m = _Match(g)
+      raise Refusal('apply returns no single output that depends on x.')
+    m = Match(g)
     net = m.parse(outs[0][1])
-  except _Refusal as e:
+  except Refusal as e:
     raise ValueError(f'flax_import: {e}') from None
   except Exception as e:  # noqa: BLE001 -- a jaxpr this reader cannot follow: one line
-    raise ValueError(f'flax_import: the jaxpr could not be matched to {onnx_import._CLASS} '
+    raise ValueError(f'flax_import: the jaxpr could not be matched to {CLASS} '
                      f'({type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ""})'
                      '.') from None
   text = (f'flax module {type(module).__name__} traced by jax.make_jaxpr ({len(closed.jaxpr.eqns)} '
