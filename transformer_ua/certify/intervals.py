@@ -18,7 +18,15 @@ run if it is off by more (the certificate's line names this).
 
 Tangent rules (the chain rule on intervals): d(x + y) = dx + dy; d(x y) = dx y + x dy;
 d ReLU(x) = dx * [0, 1] where lo < 0 < hi (the hull with 0), dx where lo >= 0, 0 where
-hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2.
+hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2; d GELU(x) = [g'(x) over the
+interval] dx; LayerNorm and the causal softmax as below (``layer_norm``, ``softmax``).
+
+The stock-layer ops: ``gelu`` (both forms, monotone pieces around the minimum and g''s
+inflection points, constants from mpmath), ``centred`` / ``variance_bounds`` /
+``layer_norm`` (LayerNorm as one function of the token vector), and ``softmax(causal=True)``
+(masked weights exactly 0). sqrt and division are IEEE operations, correctly rounded: one
+outward step encloses them; ``math.erfc`` (GELU's float64 evaluation) is widened by
+``GELU_SLACK`` (checked against mpmath by the tests).
 """
 
 from __future__ import annotations
@@ -322,7 +330,8 @@ def check_numpy_exp(points: int = 2000, seed: int = 0) -> float:
 #   g': the hull of g'(a), g'(b), and DMIN / DMAX where [a, b] meets c1's / c2's window.
 # g and g' are evaluated in float64 (math.erfc, np.exp: stable forms x Phi(x) =
 # x erfc(-x / sqrt 2) / 2 and x / (1 + exp(-2 y))) and widened by GELU_SLACK relative plus
-# 2^-1000 (1 + |x|) absolute for g, GELU_SLACK absolute for g' (tests: against mpmath).
+# 2^-1000 (1 + |x|) absolute for g, GELU_SLACK absolute for g' (``check_gelu_evaluation``
+# measures this against mpmath once per process, before the first GELU enclosure).
 # LIPSCHITZ >= sup |g'| for both forms (max(|DMIN|, DMAX) = 1.12899...).
 
 GELU_SLACK = 2.0 ** -36
@@ -366,8 +375,43 @@ def _gelu_bounds(x, form, side):
   return down(v - slack) if side < 0 else up(v + slack)
 
 
+_GELU_CHECKED = []
+
+
+def check_gelu_evaluation(points: int = 120, seed: int = 0) -> float:
+  """``gelu_value`` and ``gelu_slope`` (both forms) against mpmath (40 digits) on arguments
+  in [-40, 40]: returns the largest error in units of the slack; ValueError if above 1
+  (the certifier's GELU intervals would not enclose). Run once per process by ``gelu``."""
+  import mpmath
+  rng = np.random.default_rng(seed)
+  x = np.concatenate([rng.normal(0, 3, points // 2), rng.uniform(-40, 40, points // 2)])
+  worst = 0.0
+  with mpmath.workdps(40):
+    k, c = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf('0.044715')
+    for form in ('gelu', 'gelu_tanh'):
+      v, s = gelu_value(x, form), gelu_slope(x, form)
+      for xi, vi, si in zip(x, v, s):
+        t = mpmath.mpf(float(xi))
+        if form == 'gelu':
+          ref, dref = t * mpmath.ncdf(t), mpmath.ncdf(t) + t * mpmath.npdf(t)
+        else:
+          y = k * (t + c * t ** 3)
+          sig = 1 / (1 + mpmath.exp(-2 * y))
+          ref = t * sig
+          dref = sig + 2 * t * k * (1 + 3 * c * t * t) * sig * (1 - sig)
+        tol = abs(ref) * GELU_SLACK + 2.0 ** -1000 * (1 + abs(t))
+        worst = max(worst, float(abs(mpmath.mpf(float(vi)) - ref) / tol),
+                    float(abs(mpmath.mpf(float(si)) - dref) / GELU_SLACK))
+  if worst > 1:
+    raise ValueError(f"the float64 GELU evaluation (math.erfc, NumPy exp) is off by {worst:.3g} "
+                     'times the certifier\'s slack; the GELU intervals would not enclose.')
+  return worst
+
+
 def gelu(a: Interval, form: str) -> Interval:
   """GELU (``form`` 'gelu' or 'gelu_tanh') elementwise, with tangent g'(x) dx (above)."""
+  if not _GELU_CHECKED:
+    _GELU_CHECKED.append(check_gelu_evaluation())
   (x0_lo, x0_hi), gmin, (c1_lo, c1_hi), dmin, (c2_lo, c2_hi), dmax = _GELU[form]
   g_lo_dn, g_lo_up = _gelu_bounds(a.lo, form, -1), _gelu_bounds(a.lo, form, 1)
   g_hi_dn, g_hi_up = _gelu_bounds(a.hi, form, -1), _gelu_bounds(a.hi, form, 1)
@@ -409,12 +453,17 @@ def centred(a: Interval) -> Interval:
   return _div_positive(linear(a, width * np.eye(width) - np.ones((width, width))), width)
 
 
-def variance_bounds(c_lo, c_hi):
-  """[var_lo, var_hi] of |c|^2 / D for c in the box [c_lo, c_hi] (last axis D)."""
+def variance_bounds(c_lo, c_hi, z_lo=None, z_hi=None):
+  """[var_lo, var_hi] of |c|^2 / D for c in the box [c_lo, c_hi] (last axis D) and, given
+  the box [z_lo, z_hi] of z itself (c = z - mu(z)), var >= (max_i z_i - min_j z_j)^2 / (2 D)
+  too (|c|^2 >= c_i^2 + c_j^2 >= (z_i - z_j)^2 / 2): the gap survives where c's box meets 0."""
   sq = square(Interval(c_lo, c_hi))
   width = c_lo.shape[-1]
   s_lo, s_hi = sq.lo.sum(axis=-1), sq.hi.sum(axis=-1)
   v_lo = np.maximum(down(down(s_lo - sum_error(s_lo, width)) / width), 0.0)
+  if z_lo is not None:
+    gap = np.maximum(down(z_lo.max(axis=-1) - z_hi.min(axis=-1)), 0.0)
+    v_lo = np.maximum(v_lo, down(down(gap * gap) / (2 * width)))
   v_hi = up(up(s_hi + sum_error(s_hi, width)) / width)
   return v_lo, v_hi
 
@@ -425,7 +474,7 @@ def layer_norm(a: Interval, gamma, beta, eps: float):
   gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
   width = a.lo.shape[-1]
   c = centred(a)
-  v_lo, v_hi = variance_bounds(c.lo, c.hi)
+  v_lo, v_hi = variance_bounds(c.lo, c.hi, a.lo, a.hi)
   s_lo = down(np.sqrt(down(v_lo + eps)))[..., None]
   s_hi = up(np.sqrt(up(v_hi + eps)))[..., None]
   corners = np.stack([c.lo / s_lo, c.lo / s_hi, c.hi / s_lo, c.hi / s_hi])

@@ -527,7 +527,11 @@ def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
 
 def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
   """The boxes to bisect: the largest shares, until they hold half the sum (p < inf), or
-  every box above the goal (p = inf); at least 1, at most MAX_SPLIT."""
+  every box above the goal (p = inf); at least 1, at most MAX_SPLIT. Boxes without a
+  finite bound (a LayerNorm whose variance may reach 0 there) go first, all of them."""
+  unbounded = np.flatnonzero(~np.isfinite(contrib))
+  if len(unbounded):
+    return unbounded[:MAX_SPLIT]
   order = np.argsort(-contrib)
   if math.isinf(p):
     goal = target_p if target_p is not None else 0.5 * contrib.max()
