@@ -5,6 +5,8 @@ output into the v2 network dict (the patterns are in ``onnx_import``'s docstring
 from __future__ import annotations
 
 
+from fractions import Fraction
+
 import numpy as np
 
 from transformer_ua.networks.anchor_graph import CLASS, Anchor, AnchorGraph, Refusal
@@ -169,17 +171,19 @@ class Match(PointwiseMatch):
       total = float(1.0 / c) if div else c
       self.notes.append(f'attention {where!r}: {side} {"divided" if div else "multiplied"} by '
                         f'{c!r} before the dot product, read as scale = {total!r} after it '
-                        '(equal in real arithmetic' + (', 1/c rounded to float64' if div and
-                                                       total != 1.0 / c else '') +
-                        f'; the runtime\'s rounding of {side}/c, relative u, is not in the '
-                        'float bound)')
+                        '(equal in real arithmetic' + ('' if not div or _exact_reciprocal(c)
+                                                       else ', 1/c rounded to float64: '
+                                                       'relative 2^-53') +
+                        f'; the enclosure\'s D covers c on {side} before the dot product)')
       return total
     if q_div or k_div:
       raise Refusal(f'the attention read by {where!r} divides q and k by constants.')
     if q_c == 1.0 and k_c == 1.0:
       if s_div:
         self.notes.append(f'attention {where!r}: scores divided by {s_c!r}, read as scale = '
-                          '1/c rounded to float64 (relative 2^-53)')
+                          f'{1.0 / s_c!r} after the dot product (' + (
+                              'exact' if _exact_reciprocal(s_c) else
+                              '1/c rounded to float64: relative 2^-53 per score') + ')')
         return float(1.0 / s_c)
       return float(s_c)
     if s_c != 1.0:
@@ -188,10 +192,12 @@ class Match(PointwiseMatch):
       raise Refusal(f'the attention read by {where!r} scales q by {q_c!r} and k by {k_c!r}; '
                      'only equal factors (sqrt of the scale, as torch writes) are read.')
     total = q_c * k_c
+    if Fraction(total) != Fraction(q_c) * Fraction(k_c):
+      self.notes.append(f'attention {where!r}: c^2 rounded to float64 (relative 2^-53)')
     self.notes.append(f'attention {where!r}: scale split across Q and K ({q_c!r} each, as the '
                       f'runtime multiplies) read as scale = c^2 = {total!r} after the dot '
-                      'product (equal in real arithmetic; the runtime\'s two extra roundings, '
-                      '(1+u)^2-1 of each score, are not in the float bound)')
+                      'product (equal in real arithmetic; the enclosure\'s D covers fl(sqrt c) '
+                      'on q and on k)')
     return total
 
   def _batch(self, idx, b):
@@ -396,3 +402,8 @@ class Match(PointwiseMatch):
       net['embed_bias'] = b
     if pos is not None:
       net['positional'] = pos
+
+
+def _exact_reciprocal(c: float) -> bool:
+  """Whether 1/c is a float64 exactly (c a power of two)."""
+  return Fraction(1.0 / c) * Fraction(c) == 1

@@ -60,11 +60,13 @@ it to the real-arithmetic equivalent and says so in the returned text (``notes``
 
     split scale  q*c . k*c (c = sqrt of the scale, as both exporters write it) is read as
                  scale = c*c after the dot product (exact in float64 for a float32 c): equal
-                 in real arithmetic; in float the runtime rounds q*c and k*c (two roundings
-                 of relative u per factor), which the dict's one rounding of the product by
-                 scale does not model: a documented deviation of at most (1+u)^2 - 1 of
-                 each score beyond the certified one.
-    Div scale    s / c is read as scale = 1/c rounded to float64 (relative 2^-53).
+                 in real arithmetic; in float the runtime rounds q*c and k*c, and the
+                 enclosure's D of the scaled scores is the largest over the placements
+                 runtimes use (after the dot product, on q, fl(sqrt c) on q and on k;
+                 network_enclosure), so it covers this one (fl(sqrt(c*c)) = c exactly).
+    Div scale    s / c is read as scale = 1/c rounded to float64: exact when c is a power
+                 of two (m = 4, 16, ...), else a real-arithmetic deviation of relative
+                 2^-53 per score, named in the text.
 
 Anything outside the class is refused in one ValueError line naming the op and its node
 (Sigmoid, Conv, Dropout in train mode, the opset-23 Attention op, a Tanh outside GELU, a
