@@ -58,7 +58,7 @@ def test_kernel_contains_the_reference_and_the_samples(seed, arithmetic, kw):
   run_net = net if model is None else network_dict.cast(net, model.dtype)
   rng = np.random.default_rng(seed + 100)
   lo, hi = dyadic_boxes(rng, 200, 3)
-  kernel = box_kernel.BoxKernel(run_net, model, batch=128)    # 2 batches, one padded
+  kernel = box_kernel.kernel_for(run_net, model, batch=128)    # 2 batches, one padded
   (c_lo, c_hi), g, dev = kernel.enclose(lo, hi)
   ref_c, _ = network_enclosure.enclose(run_net, iv.point((lo + hi) / 2), None)
   ref, ref_dev = network_enclosure.enclose(run_net, iv.box(lo, hi), model)
@@ -89,3 +89,22 @@ def test_subnormal_weight_refused_and_exp_checked():
     box_kernel.BoxKernel(network_dict.check(net, d=1, n=3), None)
   assert '\n' not in str(err.value)
   assert box_kernel.check_exp(points=400) <= iv.EXP_SLACK
+
+
+def test_certify_network_with_the_kernel_same_boxes_and_total():
+  """box_kernel=True and False split the same boxes (the split score is rounded to 24 bits)
+  and agree on the total to 1e-9; the line names the kernel."""
+  from transformer_ua.certify import network_certificate as nc
+  net = tiny_net(0, positional=True, readout=True)
+  args = dict(d=1, n=3, p=2, arithmetic='float32', max_rounds=5, progress=False)
+  a = nc.certify_network('token_times_mean', net, box_kernel=False, **args)
+  nc.BATCH, old = 128, nc.BATCH              # the kernel compiled above (batch 128)
+  try:
+    b = nc.certify_network('token_times_mean', net, box_kernel=True, **args)
+  finally:
+    nc.BATCH = old
+  assert [h[0] for h in a.history] == [h[0] for h in b.history]
+  assert b.total >= a.total and float(b.total) <= float(a.total) * (1 + 1e-9)
+  assert 'box kernel (jax.jit on cpu) from round 1' in b.line()
+  with pytest.raises(ValueError, match='box_kernel'):
+    nc.certify_network('token_times_mean', net, box_kernel='yes', **args)

@@ -495,6 +495,18 @@ def _widen_down(x, scale: float, rel: float):
     return iv.down(x - (np.abs(x) + scale) * rel - STEP)
 
 
+_KERNELS: dict = {}
+
+
+def kernel_for(net, model: rounding.MatmulModel | None, *, batch: int = 2048) -> BoxKernel:
+  """A BoxKernel, compiled once per (network, rounding model, batch) in this process."""
+  from transformer_ua.networks import network_dict
+  key = (network_dict.params_hash(net), None if model is None else model.name, int(batch))
+  if key not in _KERNELS:
+    _KERNELS[key] = BoxKernel(net, model, batch=batch)
+  return _KERNELS[key]
+
+
 _EXP_CHECKED: dict = {}
 
 
