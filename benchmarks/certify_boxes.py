@@ -126,14 +126,15 @@ def torch_module(net: network_dict.Net):
       for b in net.blocks:
         entry = {}
         if b.attention is not None:
-          w_q, b_q, w_k, w_v, w_o = b.attention
+          a = b.attention
+          w_q, b_q, w_k, w_v, w_o = a.w_q, a.b_q, a.w_k, a.w_v, a.w_o
           h, m, dd = w_q.shape
           entry['attention'] = (h, m, len(self.params))
           self.params.extend([const(w_q.reshape(h * m, dd).T), const(b_q.reshape(h * m)),
                               const(w_k.reshape(h * m, dd).T), const(w_v.reshape(h * m, dd).T),
                               const(np.transpose(w_o, (0, 2, 1)).reshape(h * m, dd))])
         if b.ff is not None:
-          w_1, b_1, w_2, b_2 = b.ff
+          w_1, b_1, w_2, b_2 = b.ff.w_1, b.ff.b_1, b.ff.w_2, b.ff.b_2
           entry['ff'] = len(self.params)
           self.params.extend([const(w_1.T), const(b_1), const(w_2.T), const(b_2)])
         self.shapes.append(entry)

@@ -21,6 +21,7 @@ the report: ``reports.fang_regression.write_report``).
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+from transformer_ua import binary_interrupts
 
 import os
 import sys
@@ -57,7 +58,8 @@ def main(argv):
   if not _WORKDIR.value:
     raise app.UsageError('--workdir is required.')
   cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
-  cli.resumable(_WORKDIR.value)   # finished runs are kept, unfinished ones checkpointed
+  # finished runs are kept, unfinished ones checkpointed
+  binary_interrupts.resumable(_WORKDIR.value)
   report = ['fang_regression.md', 'fang_f1_surfaces.png'] + [
       f'fang_regression_{t}.json' for t in ('f1', 'f2')] + [
           f'fang_{t}_convergence.png' for t in ('f1', 'f2')]

@@ -20,6 +20,7 @@ Rebuilding the checked-in record from the recorded rows:
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+from transformer_ua import binary_interrupts
 
 import os
 
@@ -95,7 +96,8 @@ def main(argv):
     if _SEEDS.value < 1:
       raise cli.BadInput(f'--seeds must be >= 1, got {_SEEDS.value}')
     cli.output_dir(_WORKDIR.value, '--workdir')  # before the work
-    cli.resumable(_WORKDIR.value)   # finished stages are kept, unfinished ones checkpointed
+    # finished stages are kept, unfinished ones checkpointed
+    binary_interrupts.resumable(_WORKDIR.value)
     for d in _COMPARE_TO.value:
       if not (os.path.isdir(d) or d.endswith('.json') and os.path.isfile(d)):
         raise cli.BadInput(f'--compare_to: {d} is neither a directory nor a .json file '

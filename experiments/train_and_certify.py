@@ -3,14 +3,16 @@ epsilon (``certify.trainer.train_and_certify``; its module doc states the search
 
     python experiments/train_and_certify.py --output_dir=runs/train_and_certify \
         [--config=experiments/configs/train_and_certify.py] [--config.epsilon=0.01] \
-        [--config.arithmetic=float32] [--overwrite]
+        [--config.arithmetic=float32] [--config.target=module:function \
+        --config.lipschitz=L] [--overwrite]
 
 Writes into --output_dir: network.npz (the network-dict arrays), network.onnx (the same
 network as a flat ONNX graph), certificate.txt (the certificate's line) and record.json
 (config, seeds, trials, the row: parameters, non-zero parameters, bits, certified total,
 sampled d_p by NumPy, JAX and onnxruntime; command, revision, machine, load). An
 --output_dir that exists is refused unless --overwrite; nothing is written under results/
-unless asked for. Bad flags end with one line.
+unless asked for. Bad flags end with one line, a --config.target=module:function that does
+not import or name a function included.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import importlib.util
 import os
 
 from absl import app, flags
+import ml_collections
 
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 from transformer_ua.certify import trainer
 
 FLAGS = flags.FLAGS
@@ -48,8 +52,15 @@ __doc__ += '\n' + _help()      # absl prints the main module's docstring with --
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'unexpected arguments: {argv[1:]}')
+  config = CONFIG.value
+  target = cli.function_flag('config.target', config.target)
+  if target is not config.target:             # a callable: the config holds it from here
+    if config.lipschitz is None:
+      cli.fail(f'--config.target={config.target} is a callable; give --config.lipschitz=L '
+               'with |f(X)_ij - f(Y)_ij| <= L max|X - Y| (it cannot be guessed from samples).')
+    config = ml_collections.ConfigDict(dict(config.to_dict(), target=target))
   try:
-    trainer.validate(CONFIG.value)
+    trainer.validate(config)
   except ValueError as e:
     cli.fail(str(e))
   if os.path.exists(FLAGS.output_dir) and not FLAGS.overwrite:
@@ -58,7 +69,7 @@ def main(argv):
   cli.output_dir(FLAGS.output_dir, '--output_dir', writes=trainer.OUTPUT_FILES,
                  overwrite=FLAGS.overwrite)
   try:
-    trainer.run(CONFIG.value, FLAGS.output_dir, command=cli.own_command())
+    trainer.run(config, FLAGS.output_dir, command=binary_interrupts.own_command())
   except ValueError as e:
     cli.fail(str(e))
 

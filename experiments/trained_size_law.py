@@ -17,6 +17,7 @@ import os
 from absl import app, flags
 
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 from transformer_ua.reports import trained_size_law
 
 FLAGS = flags.FLAGS
@@ -40,7 +41,7 @@ def main(argv):
   try:
     cli.output_dir(FLAGS.output_dir, '--output_dir', writes=trained_size_law.OUTPUT_FILES)
     count = trained_size_law.write(FLAGS.rows_dir, FLAGS.size_law_json, FLAGS.output_dir,
-                                   command=cli.own_command())
+                                   command=binary_interrupts.own_command())
   except (ValueError, cli.BadInput) as e:
     cli.fail(str(e))
   print(f'{count} trained rows -> {FLAGS.output_dir}/trained_size_law.png, .md')

@@ -22,6 +22,7 @@ Long runs (kernels, cache, memory, --state_file, --resume, devices): docs/perfor
 """
 
 from transformer_ua import cli  # first: Ctrl-C while the rest loads exits cleanly
+from transformer_ua import binary_interrupts
 
 import os
 import sys
@@ -101,7 +102,8 @@ def _paper(variant) -> tuple:
   state_file = FLAGS.state_file or (json_path + '.state' if json_path else '')
   if state_file:
     cli.output_file(state_file, '--state_file', overwrite=True if FLAGS.resume else None)
-    cli.resumable(state_file, cli.own_command(add=['--resume']))
+    binary_interrupts.resumable(state_file,
+                                binary_interrupts.own_command(add=['--resume']))
   cli.compilation_cache(FLAGS.compilation_cache)
   ints = {k: _int_flag(k, low) for k, low in (
       ('chunk_size', 1), ('lemma7_samples', 1), ('lemma9_literal_points', 1),

@@ -674,10 +674,14 @@ def _no_structure_check(monkeypatch):
                       property(lambda self: {}))
 
 
+def _no_recheck_no_mac(monkeypatch):
+  monkeypatch.setattr(executor, 'recheck', lambda *a, **k: 0)
+  monkeypatch.setattr(executor.hmac, 'compare_digest', lambda a, b: True)
+
+
 REVERTS = [
-    ('re-run of chunks from a state or an executor (executor.recheck)',
-     lambda mp: mp.setattr(executor, 'recheck', lambda *a, **k: 0),
-     'edited state file: every chunk worst = 0'),
+    ("the state chunks' HMAC-SHA256 (executor._State.load) and their re-run "
+     '(executor.recheck)', _no_recheck_no_mac, 'edited state file: every chunk worst = 0'),
     ('re-run of chunks from a state or an executor (executor.recheck)',
      lambda mp: mp.setattr(executor, 'recheck', lambda *a, **k: 0),
      'lying executor: worst = 0 without computing'),

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(ROOT, 'tests', 'scripts', 'cli_probe.py')
@@ -54,8 +55,8 @@ def test_output_dir_that_cannot_be_created_is_refused():
   _one_line_error(_run('--output_dir=/proc/x'), 'cannot be created')
 
 
-@pytest.mark.parametrize('mode, status', [('sigint', cli.INTERRUPTED),
-                                          ('sigterm', cli.TERMINATED)])
+@pytest.mark.parametrize('mode, status', [('sigint', binary_interrupts.INTERRUPTED),
+                                          ('sigterm', binary_interrupts.TERMINATED)])
 def test_interrupt_is_one_line(mode, status):
   proc = _run(f'--mode={mode}')
   assert proc.returncode == status, proc.stderr

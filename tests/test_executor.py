@@ -18,6 +18,7 @@ import time
 import pytest
 
 from transformer_ua import cli, executor
+from transformer_ua import binary_interrupts
 
 import executor_helpers as helpers
 from realization_fixtures import exact134, net134, ties134  # pylint: disable=unused-import
@@ -193,12 +194,12 @@ def test_killed_certification_resumes_to_the_same_certificate(exact134, tmp_path
 
 
 def test_binary_edge_declares_the_state_for_the_interrupt_line(tmp_path, monkeypatch):
-  monkeypatch.setattr(cli, '_RESUMABLE', [])
+  monkeypatch.setattr(binary_interrupts, '_RESUMABLE', [])
   w = cli.executor_from_flags(1, None, str(tmp_path))
   assert w.state_dir == str(tmp_path) and w.executor is None and w.processes == 1
   (tmp_path / 'certification_0').mkdir()
   (tmp_path / 'certification_0' / 'chunk_000000000000_000000000003.json').write_text('{}')
-  line = cli._interrupt_line('SIGINT')  # pylint: disable=protected-access
+  line = binary_interrupts.interrupt_line('SIGINT')
   assert f'state kept in {tmp_path}; resume with: python ' in line
 
 
@@ -359,7 +360,7 @@ def test_interrupted_binary_says_how_to_resume_and_resumes_to_the_same_json(tmp_
     time.sleep(0.1)
   proc.send_signal(signal.SIGINT)
   err = proc.communicate(timeout=120)[1]
-  assert proc.returncode == cli.INTERRUPTED, err[-2000:]
+  assert proc.returncode == binary_interrupts.INTERRUPTED, err[-2000:]
   line = err.strip().splitlines()[-1]
   assert line.startswith(f'interrupted (SIGINT); state kept in {state}; resume with: python ')
   command = line.split('resume with: ', 1)[1]

@@ -98,6 +98,26 @@ def test_imports_run_one_way(sources, forbidden):
   assert _violations(sources, forbidden) == []
 
 
+def test_networks_and_targets_import_certify_only_lazily():
+  """networks/ and targets/ never import certify/ at module level (``certify`` imports
+  them; a function may, lazily). The module-level statements are parsed, not imported."""
+  found = []
+  for name, path in MODULES.items():
+    if not (_under(name, 'networks') or _under(name, 'targets')):
+      continue
+    for node in ast.parse(open(path).read(), path).body:
+      if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        names = [f'{node.module}.{a.name}' for a in node.names]
+      else:
+        continue
+      found += [(name, t) for t in names if _under(t, 'certify')]
+  assert found == []
+  lazy = GRAPH['transformer_ua.networks.saved_network']
+  assert 'transformer_ua.certify.network_certificate' in lazy     # the check sees them
+
+
 def test_no_import_cycles():
   """Depth-first search over module -> imported module (a package counts as a node)."""
   state, cycles = {}, []

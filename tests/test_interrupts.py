@@ -18,6 +18,7 @@ import time
 import pytest
 
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = os.path.join(ROOT, 'tests', 'scripts', 'cli_probe.py')
@@ -52,7 +53,8 @@ def _stop(proc, sig):
 
 def _clean(status, err, sig):
   """Exit status of the signal, no traceback, no 'Exception ignored', one last line."""
-  assert status == (cli.TERMINATED if sig == signal.SIGTERM else cli.INTERRUPTED), err
+  assert status == (binary_interrupts.TERMINATED if sig == signal.SIGTERM
+                    else binary_interrupts.INTERRUPTED), err
   assert 'Traceback' not in err and 'Exception ignored' not in err, err
   last = err.strip().splitlines()[-1]
   assert last.startswith('interrupted (' + signal.Signals(sig).name + ')'), err

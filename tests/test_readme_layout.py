@@ -57,6 +57,7 @@ def test_layout_states_the_binaries_exit_statuses_as_cli_defines_them():
   """The conventions table of docs/layout.md (moved off the front page) gives the exit
   statuses cli.py actually uses."""
   from transformer_ua import cli
+  from transformer_ua import binary_interrupts
   text = open(os.path.join(ROOT, 'docs', 'layout.md'), encoding='utf-8').read()
   section = text[text.index("## The binaries' conventions"):]
   section = section[:section.index('\n## ', 1)]
@@ -64,5 +65,5 @@ def test_layout_states_the_binaries_exit_statuses_as_cli_defines_them():
             for row in section.splitlines() if row.startswith('| ') and ' | ' in row}
   assert status['bad input (unknown flag, bad value, config-key typo, a path it cannot use)'] \
       == str(cli.USAGE_ERROR)
-  assert status['Ctrl-C (SIGINT)'] == str(cli.INTERRUPTED)
-  assert status['SIGTERM'] == str(cli.TERMINATED)
+  assert status['Ctrl-C (SIGINT)'] == str(binary_interrupts.INTERRUPTED)
+  assert status['SIGTERM'] == str(binary_interrupts.TERMINATED)

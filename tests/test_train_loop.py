@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 from transformer_ua import cli, interrupts
+from transformer_ua import binary_interrupts
 from transformer_ua.train import loop
 from transformer_ua.train.checkpointing import Checkpointer
 
@@ -153,8 +154,8 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize('sig, status', [('SIGINT', cli.INTERRUPTED),
-                                         ('SIGTERM', cli.TERMINATED)])
+@pytest.mark.parametrize('sig, status', [('SIGINT', binary_interrupts.INTERRUPTED),
+                                         ('SIGTERM', binary_interrupts.TERMINATED)])
 def test_binary_interrupt_is_one_line_with_the_resume_command(tmp_path, sig, status):
   script = tmp_path / 'train_toy.py'
   script.write_text(PROGRAM.format(sig=sig))

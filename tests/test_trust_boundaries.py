@@ -21,7 +21,7 @@ from transformer_ua import executor
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import functions as targets
-from transformer_ua.yun import search
+from transformer_ua.yun import search, term_estimates
 from transformer_ua.yun.bounds import certificate, f_term
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
@@ -87,8 +87,8 @@ def test_a_resumed_state_with_every_worst_set_to_0_is_refused(bad, tmp_path):
   measured = _float_dp(net, g)[1]
   assert first.total > measured > 0.3            # honestly large, and it covers g
   assert _zero_chunks(tmp_path) == 7
-  with pytest.raises(ValueError, match=r'chunk \[\d+, \d+\] from the state directory .* '
-                     r'differs from its re-run here') as e:
+  with pytest.raises(ValueError, match=r'chunk_\d+_\d+.json does not carry a valid '
+                     r'signature under the state key') as e:
     certificate.certify_lp(net, g, margin=TIGHT,
                            workers=executor.Workers(1, state_dir=tmp_path))
   assert '\n' not in str(e.value)
@@ -99,11 +99,12 @@ def test_the_line_says_how_many_chunks_were_resumed_and_rechecked(honest, tmp_pa
   certificate.certify_lp(net, g, margin=MARGIN, workers=executor.Workers(1, state_dir=tmp_path))
   again = certificate.certify_lp(net, g, margin=MARGIN,
                                  workers=executor.Workers(1, state_dir=tmp_path))
-  assert '7 of 7 chunks resumed from a state directory, 3 of them re-run here and equal' \
-      in str(again)
+  assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
+      f'{executor.state_key_path()}), 3 of them re-run here and equal' in str(again)
   full = certificate.certify_lp(net, g, margin=MARGIN,
                                 workers=executor.Workers(1, state_dir=tmp_path, recheck=1))
-  assert '7 of 7 chunks resumed from a state directory, 7 of them re-run here' in str(full)
+  assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
+      f'{executor.state_key_path()}), 7 of them re-run here' in str(full)
 
 
 def test_state_identity_names_the_code_and_the_whole_work(honest, tmp_path):
@@ -266,11 +267,11 @@ def test_text_rounding_by_hand():
 
 
 def test_huge_p_and_huge_spread_do_not_overflow_the_margin_search():
-  assert search._margin_for(0.1, d=1, n=2, p=1e6, spread=[1.5]) is None   # 1.5^p: none
-  assert search._margin_for(2.0, d=1, n=2, p=1e6, spread=[1.5]) == certificate.MAX_MARGIN
-  assert search._margin_for(0.1, d=1, n=2, p=2.0, spread=[1e300]) is None
+  assert term_estimates.margin_for(0.1, d=1, n=2, p=1e6, spread=[1.5]) is None   # 1.5^p: none
+  assert term_estimates.margin_for(2.0, d=1, n=2, p=1e6, spread=[1.5]) == certificate.MAX_MARGIN
+  assert term_estimates.margin_for(0.1, d=1, n=2, p=2.0, spread=[1e300]) is None
   # a small spread: the same margin as the float formula gives
-  m = search._margin_for(0.05, d=1, n=2, p=2.0, spread=[0.5])
+  m = term_estimates.margin_for(0.05, d=1, n=2, p=2.0, spread=[0.5])
   window = -math.expm1(2 * math.log1p(-2 * float(m)))
   assert math.sqrt(2 * 0.25 * window) <= 0.05 < math.sqrt(2 * 0.25 * -math.expm1(
       2 * math.log1p(-4 * float(m))))

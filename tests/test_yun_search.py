@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.yun import search
+from transformer_ua.yun import search, term_estimates
 from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.variants import registry
@@ -43,7 +43,7 @@ def by_hand(monkeypatch):
   tested with ``f_term``)."""
   monkeypatch.setattr(registry, 'VARIANTS',
                       {k: v for k, v in registry.VARIANTS.items() if k in HAND_BLOCKS})
-  monkeypatch.setattr(search, '_f_term', lambda *a, d, n, resolution, p, **_: (
+  monkeypatch.setattr(term_estimates, 'f_term_estimate', lambda *a, d, n, resolution, p, **_: (
       certificate.f_fbar_bound(a[-1], Grid(d, n, resolution), p=p)['bound']))
 
 
@@ -331,7 +331,7 @@ def test_the_doubling_does_not_jump_past_the_per_cube_range(monkeypatch):
   # while the global bound needs N = 44 (L-term 0.0838 at 16, halving with N). With the
   # per-cube range ending at N = 13 (F_TERM_CLASSES = 500: C(15, 3) = 455), the doubling
   # 2, 4, 8, 16 used to land at 16 on the global bound and bisect to ~44.
-  monkeypatch.setattr(search, 'F_TERM_CLASSES', 500)
+  monkeypatch.setattr(term_estimates, 'F_TERM_CLASSES', 500)
   target = search.targets_lib.get_target('token_times_mean', d=1, n=3)
   lip = search.target_bounds.check_lipschitz(None, target, 1, 3)
   s = search._Search(target, lip, epsilon=0.0385, d=1, n=3, p=2.0, clamp=True)
@@ -345,7 +345,7 @@ def test_the_doubling_does_not_jump_past_the_per_cube_range(monkeypatch):
 
 def test_a_refusal_past_the_per_cube_range_names_the_method_and_the_n_it_would_need(
     monkeypatch):
-  monkeypatch.setattr(search, 'F_TERM_CLASSES', 500)
+  monkeypatch.setattr(term_estimates, 'F_TERM_CLASSES', 500)
   with pytest.raises(ValueError) as e:
     yun.approximate('token_times_mean', 0.02, d=1, n=3, max_layers=5)
   msg = str(e.value)

@@ -22,15 +22,16 @@ The contract of every absl binary in ``experiments/`` and ``benchmarks/``:
                   traceback. The line gives the exact command that resumes when a
                   resumable state exists (training loops checkpoint first and raise
                   ``transformer_ua.interrupts.Interrupted``, see ``transformer_ua.train``;
-                  a binary declares other state with ``resumable``), and otherwise says
-                  that nothing needs resuming.
+                  a binary declares other state with ``binary_interrupts.resumable``),
+                  and otherwise says that nothing needs resuming.
   * CPU-only   -> JAX's "Unable to initialize backend 'tpu'" probe is not printed.
 
-Interrupts are robust to where the signal lands: importing this module from a script in
-``experiments/`` or ``benchmarks/`` arms a handler that exits at once while the modules
-load (nothing has been written then); ``run`` replaces it by one that raises
-KeyboardInterrupt, and re-delivers that interrupt if Python swallowed it (raised inside a
-weakref callback or a finalizer, where it would only print "Exception ignored in ...").
+Interrupts are robust to where the signal lands (``binary_interrupts``): importing this
+module from a script in ``experiments/`` or ``benchmarks/`` arms a handler that exits at
+once while the modules load (nothing has been written then); ``run`` replaces it by one
+that raises KeyboardInterrupt, and re-delivers that interrupt if Python swallowed it
+(raised inside a weakref callback or a finalizer, where it would only print "Exception
+ignored in ...").
 
 Usage::
 
@@ -45,21 +46,17 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import shlex
 import signal
 import sys
 from typing import Callable, Iterable
 
-from transformer_ua import executor as executor_lib, interrupts, outputs
+from transformer_ua import binary_interrupts, executor as executor_lib, interrupts, outputs
 
 from absl import app, flags
 from ml_collections import config_flags
 
 #: Exit status for bad input (flags, config keys, paths).
 USAGE_ERROR = 2
-#: Exit status after SIGINT (128 + 2) and SIGTERM (128 + 15), as shells report them.
-INTERRUPTED = 130
-TERMINATED = 143
 
 
 class BadInput(ValueError):
@@ -238,25 +235,6 @@ def define_config_file(name: str, default: str | None = None,
     _config_error(e, sys.argv)
 
 
-#: Resumable state declared by the running binary: [(path, command)] (``resumable``).
-_RESUMABLE: list[tuple[str, str]] = []
-
-
-def own_command(add: Iterable[str] = ()) -> str:
-  """This process's command line as a shell command (``python script.py --flags``), with
-  the arguments ``add`` appended where it lacks them (e.g. ``('--resume',)``)."""
-  argv = list(sys.argv) or ['binary']
-  argv += [a for a in add if a not in argv]
-  return 'python ' + shlex.join(argv)
-
-
-def resumable(path: str, command: str | None = None) -> None:
-  """Declares that ``path`` (a file, or a directory with files in it) holds state that a
-  rerun of ``command`` (default: this process's own command line) resumes from. If the
-  binary is interrupted, ``run`` prints that command when ``path`` holds something."""
-  _RESUMABLE.append((path, command or own_command()))
-
-
 def workdir_binary(fn: Callable[[object, str], dict], summary: Callable[[dict], str], *,
                    config_help: str, config_example: str, workdir_example: str):
   """``main(argv)`` of a binary that runs one resumable stage ``fn(config, workdir)``
@@ -271,7 +249,7 @@ def workdir_binary(fn: Callable[[object, str], dict], summary: Callable[[dict], 
 
   def main(argv):
     if workdir_flag.value:
-      resumable(workdir_flag.value)
+      binary_interrupts.resumable(workdir_flag.value)
     if len(argv) > 1:
       raise BadInput(f'unexpected arguments {argv[1:]}; use --config=... --workdir=...')
     if config_flag.value is None:
@@ -288,109 +266,23 @@ def workdir_binary(fn: Callable[[object, str], dict], summary: Callable[[dict], 
   return main
 
 
-def _has_state(path: str) -> bool:
-  if os.path.isfile(path):
-    return os.path.getsize(path) > 0
-  for _, _, files in os.walk(path):
-    if any(not f.startswith('.write_probe') for f in files):
-      return True
-  return False
-
-
-def _interrupt_line(name: str) -> str:
-  states = [(p, c) for p, c in _RESUMABLE if _has_state(p)]
-  if states:
-    path, command = states[-1]
-    return f'interrupted ({name}); state kept in {path}; resume with: {command}'
-  return f'interrupted ({name}); nothing needs resuming (no resumable state was written)'
-
-
-def _exit_status(name: str) -> int:
-  return TERMINATED if name == 'SIGTERM' else INTERRUPTED
-
-
-def _exit_at_once(signum, frame):  # pylint: disable=unused-argument
-  """While a binary's modules load: nothing has been written, so stop right here."""
-  name = signal.Signals(signum).name
-  try:
-    sys.stdout.flush()
-  except (OSError, ValueError):
-    pass
-  print(f'\ninterrupted ({name}) while starting; nothing needs resuming', file=sys.stderr,
-        flush=True)
-  os._exit(_exit_status(name))  # pylint: disable=protected-access
-
-
-def _raise_interrupt(signum, frame):  # pylint: disable=unused-argument
-  name = signal.Signals(signum).name
-  interrupts.mark_interrupted(name)
-  raise KeyboardInterrupt(name)
-
-
-def _unraisable(hook):
-  """sys.unraisablehook that re-delivers a KeyboardInterrupt Python had to swallow (it
-  was raised inside a weakref callback, a finalizer or a GC callback): a helper thread
-  simulates the signal again once the callback has returned, and the handler raises at
-  an ordinary bytecode (the hook itself must not block: the signal would land in it)."""
-  import _thread  # pylint: disable=import-outside-toplevel
-  import threading  # pylint: disable=import-outside-toplevel
-  again = threading.Event()
-
-  def redeliver():
-    while True:
-      again.wait()
-      again.clear()
-      _thread.interrupt_main(getattr(signal, interrupts.received(), signal.SIGINT))
-
-  threading.Thread(target=redeliver, name='cli-interrupt-redeliver', daemon=True).start()
-
-  def unraisable(info):
-    if isinstance(info.exc_value, KeyboardInterrupt) and interrupts.received():
-      again.set()
-      return
-    hook(info)
-  unraisable.wrapped = hook
-  return unraisable
-
-
-def _main_is_a_binary() -> bool:
-  """True in the process of a script in experiments/ or benchmarks/ (not in the workers
-  a multiprocessing pool starts from it: those leave interrupts to their parent)."""
-  import multiprocessing  # pylint: disable=import-outside-toplevel
-  if multiprocessing.parent_process() is not None:
-    return False
-  main = sys.modules.get('__main__')
-  path = getattr(main, '__file__', None) or ''
-  return os.path.basename(os.path.dirname(os.path.abspath(path))) in ('experiments',
-                                                                     'benchmarks')
-
-
-def arm_early_interrupts() -> None:
-  """Until ``run`` starts: SIGINT / SIGTERM print one line and exit 130 / 143 at once
-  (a default Python would print a traceback from whatever module was loading)."""
-  import threading  # pylint: disable=import-outside-toplevel
-  if threading.current_thread() is threading.main_thread():
-    signal.signal(signal.SIGINT, _exit_at_once)
-    signal.signal(signal.SIGTERM, _exit_at_once)
-
-
 def run(main: Callable[[list[str]], object]) -> None:
   """``absl.app.run(main)`` under the contract in the module docstring."""
   quiet_backend_probe()
   # SIGTERM behaves like Ctrl-C, so training loops checkpoint on either. SIGINT is
   # (re)armed too: a shell starts background jobs with SIGINT ignored, and then
   # `kill -INT` would neither stop nor checkpoint a run.
-  signal.signal(signal.SIGTERM, _raise_interrupt)
-  signal.signal(signal.SIGINT, _raise_interrupt)
+  signal.signal(signal.SIGTERM, binary_interrupts.raise_interrupt)
+  signal.signal(signal.SIGINT, binary_interrupts.raise_interrupt)
   if not hasattr(sys.unraisablehook, 'wrapped'):
-    sys.unraisablehook = _unraisable(sys.unraisablehook)
+    sys.unraisablehook = binary_interrupts.redelivering_hook(sys.unraisablehook)
 
   def stop(name: str, line: Callable[[], str]):
     # From here on a further signal must not interrupt the exit (nor print a traceback).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(line(), file=sys.stderr, flush=True)
-    sys.exit(_exit_status(name))
+    sys.exit(binary_interrupts.exit_status(name))
 
   def wrapped(argv):
     try:
@@ -409,17 +301,13 @@ def run(main: Callable[[list[str]], object]) -> None:
       stop(e.signal_name, lambda: f'interrupted ({e.signal_name}); {e.note}')
     except KeyboardInterrupt as e:
       name = interrupts.received() or str(e) or 'SIGINT'
-      stop(name, lambda: _interrupt_line(name))
+      stop(name, lambda: binary_interrupts.interrupt_line(name))
 
   try:
     app.run(wrapped, flags_parser=_parse_flags)
   except KeyboardInterrupt as e:   # after main, e.g. while absl or JAX shut down
     name = interrupts.received() or str(e) or 'SIGINT'
-    stop(name, lambda: _interrupt_line(name))
-
-
-if _main_is_a_binary():
-  arm_early_interrupts()
+    stop(name, lambda: binary_interrupts.interrupt_line(name))
 
 
 #: Default directory of JAX's persistent compilation cache (``compilation_cache``).
@@ -463,6 +351,44 @@ def integer(name: str, raw, low: int) -> int:
   if not (text.lstrip('-').isdecimal() and str(int(text)) == text and int(text) >= low):
     raise BadInput(f'--{name}={raw}: must be an integer >= {low}.')
   return int(text)
+
+
+def function_flag(name: str, value):
+  """The value of a flag that may name a function as ``module:function`` (e.g.
+  ``--config.target=my_targets:bumps``; the module is looked for on sys.path, then in
+  the working directory), imported; a value without ':' (a built-in's name) is returned as
+  it is. BadInput (one line) for a module that does not import, a missing attribute or one
+  that is not callable."""
+  if not isinstance(value, str) or ':' not in value:
+    return value
+  module_name, _, attr = value.partition(':')
+  if not module_name or not attr:
+    raise BadInput(f'--{name}={value}: expected a built-in name or module:function.')
+  import importlib  # pylint: disable=import-outside-toplevel
+  cwd = os.getcwd()
+  added = cwd not in sys.path
+  if added:
+    sys.path.append(cwd)
+  try:
+    module = importlib.import_module(module_name)
+  except ModuleNotFoundError as e:
+    raise BadInput(f'--{name}={value}: no module named {e.name!r} (looked on sys.path and '
+                   f'in {cwd}).') from None
+  except Exception as e:  # pylint: disable=broad-except -- the module's own error, one line
+    first = str(e).splitlines()[0] if str(e) else ''
+    raise BadInput(f'--{name}={value}: importing {module_name} failed: '
+                   f'{type(e).__name__}: {first}') from None
+  finally:
+    if added:
+      sys.path.remove(cwd)
+  fn = module
+  for part in attr.split('.'):
+    if not hasattr(fn, part):
+      raise BadInput(f'--{name}={value}: module {module_name} has no {attr!r}.')
+    fn = getattr(fn, part)
+  if not callable(fn):
+    raise BadInput(f'--{name}={value}: {attr} is a {type(fn).__name__}, not a function.')
+  return fn
 
 
 def exit_now(status: int) -> None:
@@ -607,13 +533,13 @@ def executor_from_flags(workers: int | None, dask_scheduler: str, state_dir: str
   """A binary's --workers / --dask_scheduler / --state_dir decoded once, at its edge.
 
   The scheduler is connected here (one ValueError line if it does not answer); the state
-  directory is created and declared to ``cli.resumable`` (with ``resume_flags`` added to
-  this process's command, e.g. ('--overwrite',)), so an interrupted run prints the
-  command that resumes it.
+  directory is created and declared to ``binary_interrupts.resumable`` (with
+  ``resume_flags`` added to this process's command, e.g. ('--overwrite',)), so an
+  interrupted run prints the command that resumes it.
   """
   executor = executor_lib.dask_executor(dask_scheduler) if dask_scheduler else None
   if state_dir:
     output_dir(state_dir, '--state_dir')
-    resumable(state_dir, own_command(resume_flags))
+    binary_interrupts.resumable(state_dir, binary_interrupts.own_command(resume_flags))
   return executor_lib.Workers(None if executor is not None else workers, executor,
                               state_dir or None)

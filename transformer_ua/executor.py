@@ -60,6 +60,13 @@ re-checked (the certificate line prints it). A state's identity also names the c
 builds the work, where its chunk function lives) and everything the workers build
 (``work_sha256``, ``tree_sha256`` of the shipment's arguments: the segments, params,
 bits, margin, cubes), so a foreign or stale state is refused in one line.
+
+Every chunk file is signed: an HMAC-SHA256 (``hmac``) of its identity, span and result
+under a key that lives outside the state directory (``state_key_path``: the file named by
+``$TRANSFORMER_UA_STATE_KEY``, else ~/.cache/transformer_ua/state_key, 32 random bytes made
+on first use, mode 0600). A chunk whose MAC does not verify (edited, unsigned, or written
+under another key) is refused in one line, so a resumed state cannot lower a total
+unnoticed by whoever cannot read the key; the re-run sample above still runs.
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import hashlib
+import hmac
 import json
 import math
 import multiprocessing
@@ -142,6 +150,9 @@ class Workers:
     if state_dir is not None and (not isinstance(state_dir, (str, os.PathLike))
                                   or not str(state_dir)):
       raise ValueError(f'state_dir={state_dir!r}; it must be a directory path.')
+    if state_dir is not None and os.path.exists(state_dir) and not os.path.isdir(state_dir):
+      raise ValueError(f'state_dir={os.fspath(state_dir)!r} is a file, not a directory; give '
+                       'a directory (made if absent) for the resumable chunks.')
     if not (isinstance(min_pool_seconds, (int, float)) and min_pool_seconds >= 0):
       raise ValueError(f'min_pool_seconds={min_pool_seconds!r}; it must be a number >= 0.')
     if isinstance(recheck, bool) or not isinstance(recheck, (int, float, np.integer,
@@ -363,6 +374,7 @@ class _State:
   def __init__(self, directory: str, identity: dict):
     self.directory, self.identity = directory, json.loads(json.dumps(identity))
     os.makedirs(directory, exist_ok=True)
+    self._key = _state_key(directory)
     path = os.path.join(directory, 'identity.json')
     if os.path.exists(path):
       with open(path, encoding='utf-8') as f:
@@ -397,14 +409,60 @@ class _State:
       path = os.path.join(self.directory, name)
       with open(path, encoding='utf-8') as f:
         rec = json.load(f)
+      mac = rec.pop('mac', None) if isinstance(rec, dict) else None
+      if not isinstance(mac, str) or not hmac.compare_digest(mac, _mac(self._key, rec)):
+        raise ValueError(f'{path} does not carry a valid signature under the state key '
+                         f'{state_key_path()} (edited, unsigned, or written under another '
+                         'key); it is not trusted: give an empty state directory.')
       self._refuse_unless_same(rec.get('identity', {}), path)
       done[tuple(rec['span'])] = rec['result']
     return done
 
   def keep(self, span, result) -> None:
     s, e = span
-    self._write(os.path.join(self.directory, f'chunk_{s:012d}_{e:012d}.json'),
-                {'identity': self.identity, 'span': [s, e], 'result': result})
+    rec = json.loads(json.dumps({'identity': self.identity, 'span': [s, e], 'result': result}))
+    rec['mac'] = _mac(self._key, rec)
+    self._write(os.path.join(self.directory, f'chunk_{s:012d}_{e:012d}.json'), rec)
+
+
+#: The environment variable that names the state key's file (module doc).
+STATE_KEY_ENV = 'TRANSFORMER_UA_STATE_KEY'
+_DEFAULT_STATE_KEY = os.path.join('~', '.cache', 'transformer_ua', 'state_key')
+
+
+def state_key_path() -> str:
+  """The file of the key that signs state chunks (module doc)."""
+  return os.path.abspath(os.path.expanduser(os.environ.get(STATE_KEY_ENV)
+                                            or _DEFAULT_STATE_KEY))
+
+
+def _state_key(directory: str) -> bytes:
+  """The signing key, made on first use; ValueError (one line) if it sits in the state
+  directory that holds ``directory`` (its certification_k)."""
+  path = state_key_path()
+  where = os.path.dirname(os.path.abspath(directory))     # state_dir, above certification_k
+  if os.path.commonpath([path, where]) == where:
+    raise ValueError(f'the state key {path} lies inside the state directory {where}: a '
+                     f'key there signs nothing; set ${STATE_KEY_ENV} to a file outside it.')
+  if not os.path.exists(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+      fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+      with os.fdopen(fd, 'wb') as f:
+        f.write(os.urandom(32))
+    except FileExistsError:
+      pass                              # another process made it first
+  with open(path, 'rb') as f:
+    key = f.read()
+  if len(key) < 16:
+    raise ValueError(f'the state key {path} holds {len(key)} bytes; it needs at least 16 '
+                     '(delete it: a new one is made).')
+  return key
+
+
+def _mac(key: bytes, record: dict) -> str:
+  text = json.dumps(record, sort_keys=True, separators=(',', ':'))
+  return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 def _short(v) -> str:
@@ -456,7 +514,8 @@ class Mapped:
       return ''
     said = []
     if self.resumed:
-      said.append(f'{self.resumed} of {self.chunks} chunks resumed from a state directory')
+      said.append(f'{self.resumed} of {self.chunks} chunks resumed from a state directory '
+                  f'(each HMAC-SHA256 signed, key {state_key_path()})')
     if self.elsewhere:
       said.append(f'{self.elsewhere} of {self.chunks} computed by {self.where}')
     return ', '.join(said) + f', {self.rechecked} of them re-run here and equal'

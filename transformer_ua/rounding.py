@@ -48,6 +48,15 @@ so that, with S = sum_i |a_i b_i| + |c| and A, B the largest |a_i|, |b_i|,
                                          DEFAULT precision on TPUs): operands to 7 explicit
                                          bits, rounded or truncated; accumulation as TF32's
 
+Overflow. The model above holds only while no result overflows: each value z^ of the run,
+each operand (before and after its reduction) and each partial sum of a dot product must
+have magnitude at most the format's largest finite number (``Format.max_finite``; for
+'tf32' and 'bfloat16' the operand format's, ``MatmulModel.range_limit``, since rounding to
+nearest carries the largest binary32 numbers up to inf). A faithful rounding of a value
+below a finite number F of the format is at most F, so it suffices that the bounds
+M + D of every value and S + D of every partial sum (S = sum |terms|) stay below that
+limit; the certifier refuses a network where one does not (``network_enclosure``).
+
 Everything that is not a matmul (residual additions, the softmax's max subtraction, exp,
 sum and division) runs in the storage format (binary64 for 'float64', binary32 for the
 others), IEEE round to nearest. exp is the one library function: the certificate assumes
@@ -110,10 +119,17 @@ class Format:
   dtype: str
   precision: int
   tiny: Fraction
+  emax: int
 
   @property
   def u(self) -> Fraction:
     return Fraction(1, 2 ** self.precision)
+
+  @property
+  def max_finite(self) -> Fraction:
+    """The largest finite number, (2 - 2^(1-p)) 2^emax: a result of larger magnitude
+    overflows (to inf under round to nearest once it passes the midpoint above it)."""
+    return (2 - Fraction(2, 2 ** self.precision)) * Fraction(2) ** self.emax
 
   @property
   def snap_exponent(self) -> int:
@@ -155,8 +171,8 @@ class Format:
 
 
 FORMATS = {
-    'float64': Format('binary64', 'float64', 53, Fraction(1, 2 ** 1022)),
-    'float32': Format('binary32', 'float32', 24, Fraction(1, 2 ** 126)),
+    'float64': Format('binary64', 'float64', 53, Fraction(1, 2 ** 1022), 1023),
+    'float32': Format('binary32', 'float32', 24, Fraction(1, 2 ** 126), 127),
 }
 
 
@@ -203,14 +219,30 @@ class MatmulModel:
   operand_rel: Fraction
   accum_u: Fraction
   operand_bits: int        # significand bits an operand keeps (implicit bit included)
+  weights_exact: bool = False   # the weights were reduced to the operand format already
 
-  def kappa(self, m: int) -> Fraction:
-    """kappa_m of (*): the relative bound of an m-term dot product plus a bias."""
+  def kappa(self, m: int, reduced: int = 2) -> Fraction:
+    """kappa_m of (*): the relative bound of an m-term dot product plus a bias, with
+    ``reduced`` (0, 1 or 2) of the two operands of each product reduced by v."""
     k = m + 1
     mu = k * self.accum_u
     if mu >= 1:
       raise ValueError(f'a {m}-term dot product has no error bound in {self.name}.')
-    return (1 + self.operand_rel) ** 2 * (1 + mu / (1 - mu)) - 1
+    return (1 + self.operand_rel) ** reduced * (1 + mu / (1 - mu)) - 1
+
+  def with_weights_reduced(self) -> 'MatmulModel':
+    """This model for a network whose weights are already numbers of the operand format
+    (``reduce_weights``): a weight times an activation then has one reduced operand."""
+    return dataclasses.replace(self, weights_exact=True)
+
+  @property
+  def range_limit(self) -> Fraction:
+    """The largest finite number of both the storage and the operand format (TF32 and
+    bfloat16 keep binary32's exponent range with fewer bits, so rounding an operand to
+    nearest carries the binary32 values above (2 - 2^-p_op) 2^127 to inf). Every value,
+    operand and partial sum of a certified run must stay below it (module docstring)."""
+    operand = (2 - Fraction(2, 2 ** self.operand_bits)) * Fraction(2) ** self.storage.emax
+    return min(self.storage.max_finite, operand)
 
   @property
   def u(self) -> Fraction:
@@ -225,12 +257,37 @@ class MatmulModel:
   def dtype(self) -> str:
     return self.storage.dtype
 
+  def check_weights(self, named_arrays) -> None:
+    """ValueError (one line) unless every weight of ``named_arrays`` ((name, array) pairs of
+    the network as given) stays finite when stored in the storage format and is at most
+    ``range_limit`` in magnitude (so that its reduction to the operand format stays finite)."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    limit = float(self.range_limit)
+    for name, arr in named_arrays:
+      arr = np.asarray(arr, np.float64)
+      if arr.size == 0:
+        continue
+      with np.errstate(over='ignore'):
+        stored = np.abs(arr.astype(self.dtype).astype(np.float64))
+      worst = float(stored.max())
+      if not worst <= limit:
+        raw = float(np.abs(arr).max())
+        cause = (f'overflows to inf when stored in {self.storage.name}' if np.isinf(worst)
+                 else f'is above {limit:.6g}, the largest finite {self.name} operand, so '
+                 'rounding it can give inf')
+        raise ValueError(f'the weight {name} holds {raw:.6g}, which {cause}; no '
+                         f'{self.name} certificate (scale the network down or certify it in '
+                         'float64).')
+
   def describe(self) -> str:
     if self.operand_rel == 0:
       return self.storage.describe()
-    return (f'{self.name} matmuls (operands to {self.operand_bits - 1} explicit bits, rounded '
-            f'or truncated; float32 accumulation in any order, faithful rounding), other '
-            f'operations in IEEE binary32, round to nearest')
+    weights = ('weights reduced to the operand format exactly, by round to nearest and by '
+               'truncation (one mode throughout; both certified, the worse counted), '
+               'activations ' if self.weights_exact else '')
+    return (f'{self.name} matmuls ({weights}operands to {self.operand_bits - 1} explicit '
+            f'bits, rounded or truncated; float32 accumulation in any order, faithful '
+            f'rounding), other operations in IEEE binary32, round to nearest')
 
   def reduce_operand(self, x, mode: str = 'nearest'):
     """Exact NumPy emulation of the operand reduction: float32 ``x`` to
@@ -272,3 +329,35 @@ def check_network_arithmetic(arithmetic) -> str:
     raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
                      f'{", ".join(repr(a) for a in NETWORK_ARITHMETICS)}.')
   return arithmetic
+
+
+# -- The stock-layer operations (issue 69): sqrt, division, erf, tanh -------------------------
+#
+# LayerNorm and GELU add four library operations to the softmax's exp. What the network
+# certificate assumes of each, in the storage format (u its unit roundoff, tau its smallest
+# normal; ``certify.network_enclosure`` derives its bounds from exactly these):
+#
+#   sqrt, division     correctly rounded IEEE 754 operations: |fl(op) - op| <= u |op| + tau
+#                      (a reciprocal square root is a sqrt and a division, or a reciprocal
+#                      and a product: each its own correctly rounded operation)
+#   erf, tanh          within ERF_ULPS / TANH_ULPS ulp of the true value (ulp(y) <= 2 u |y|),
+#                      or tau absolute where the result is below tau; on every argument
+#
+# ``certify.runtime_probe`` measures erf and tanh against mpmath on the runtime at hand.
+
+#: erf's assumed accuracy (ulp of the result), on every float argument.
+ERF_ULPS = 4
+#: tanh's assumed accuracy (ulp of the result), on every float argument.
+TANH_ULPS = 4
+#: Printed where a certificate's network has a LayerNorm.
+SQRT_DIV_ASSUMPTION = ('LayerNorm: sqrt and division each one correctly rounded IEEE '
+                       'operation (rsqrt as a sqrt and a division or a reciprocal), mean and '
+                       'variance in the storage format, two-pass, one-pass (E[z^2] - mu^2) or '
+                       "Welford's recurrence, sums in any order")
+#: Printed where a certificate's network has an erf-form GELU.
+ERF_ASSUMPTION = (f'GELU x Phi(x) as 0.5 x (1 + erf(x / sqrt 2)) or 0.5 x erfc(-x / sqrt 2), '
+                  f'erf and erfc within {ERF_ULPS} ulp on every argument (or tau below tau)')
+#: Printed where a certificate's network has a tanh-form GELU.
+TANH_ASSUMPTION = (f'GELU 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with its constants '
+                   f'rounded to the format, tanh within {TANH_ULPS} ulp on every argument (or '
+                   'tau below tau)')

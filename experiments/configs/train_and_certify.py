@@ -5,10 +5,16 @@ target and return the smallest whose certificate d_p(f, fl(g)) <= epsilon holds
     python experiments/train_and_certify.py --output_dir=runs/tc
     python experiments/train_and_certify.py --config.target=random_bumps \
         --config.epsilon=0.1 --output_dir=runs/tc_bumps
+    python experiments/train_and_certify.py --config.target=my_targets:square_mean \
+        --config.lipschitz=2 --config.epsilon=0.1 --output_dir=runs/tc_mine
 
 Fields (``--config.<field>=value``):
 
-  target           a built-in target name (transformer_ua.targets.functions.BUILTIN_TARGETS)
+  target           a built-in target name (transformer_ua.targets.functions.BUILTIN_TARGETS),
+                   or module:function, a callable [batch, n, d] -> [batch, n, d] (the
+                   module on sys.path or in the working directory; ``cli.function_flag``)
+  lipschitz        a callable target's L: |f(X)_ij - f(Y)_ij| <= L max|X - Y| (required
+                   for one; for a built-in, at least its proved constant, or unset)
   d, n             token width and number of tokens
   p                the exponent of d_p (>= 1; inf for the sup norm)
   epsilon          the d_p(f, fl(g)) to certify (> 0)
@@ -32,6 +38,7 @@ Fields (``--config.<field>=value``):
 """
 
 import ml_collections
+from ml_collections import config_dict
 
 from transformer_ua.certify import trainer
 
@@ -39,6 +46,7 @@ from transformer_ua.certify import trainer
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.target = 'token_times_mean'
+  c.lipschitz = config_dict.placeholder(float)
   c.d = 1
   c.n = 3
   c.p = 2.0

@@ -7,6 +7,7 @@ import weakref
 
 from absl import flags
 from transformer_ua import cli
+from transformer_ua import binary_interrupts
 
 _CONFIG = cli.define_config_file(
     'config', os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cli_probe_config.py'))
@@ -46,7 +47,7 @@ def main(argv):
   if _COUNT.value < 1:
     raise cli.BadInput(f'--count={_COUNT.value} must be >= 1.')
   if _STATE.value:
-    cli.resumable(_STATE.value)
+    binary_interrupts.resumable(_STATE.value)
     if _WRITE.value:
       with open(_STATE.value, 'w', encoding='utf-8') as f:
         f.write('state')

@@ -26,9 +26,17 @@ in intervals.py, but with a step that survives what XLA does to floats:
 * float64 is required (jax's x64): the kernel runs under ``jax.enable_x64(True)`` and
   refuses, in one line, a backend whose arrays do not come back as float64.
 
+Overflow: every M + D that network_enclosure checks (``_Model.check_range``) is kept per
+box; a box where one may reach the format's largest value gets D = inf (no bound: it is
+split), as ``enclose(marks=)`` does.
+
 Generic over the op set: ``OPS`` maps a layer kind to its function (params, z, d_z, fm) ->
 (z, d_z) (agreement.md's op interface), and ``program(net)`` lists a network's layers as
-(kind, params); a new layer (LayerNorm, GELU) is one entry in OPS and one in ``program``.
+(kind, params); a new layer (LayerNorm, GELU, the scale, the causal mask) is one entry in
+OPS and one in ``program``. Today OPS has the embedding (+ bias), positional encodings,
+attention with Q/K/V/O biases, the ReLU feed-forward and the readout (+ bias); a network
+with another op is refused in one line (the NumPy path certifies it). The feed-forward's D
+is network_enclosure's first form (its Jacobian form only lowers the reference's D).
 """
 
 from __future__ import annotations
@@ -229,11 +237,37 @@ def _up(x):
   return up(x * _WIDEN)
 
 
-def _dot_dev(fm, w_abs, d_x, m_x, b_abs, terms: int):
-  a = (m_x + d_x).max(axis=-1, keepdims=True)
-  s = (m_x + d_x) @ w_abs.T + b_abs
-  return _up(d_x @ w_abs.T + fm.kappa(terms) * s
-             + (terms + 1) * fm.tiny * (a + float(w_abs.max()) + 2))
+class _KModel:
+  """network_enclosure._Model's constants, and the range checks of one trace: every M + D
+  that network_enclosure checks (``check_range``) is kept here, so that the kernel gives
+  D = inf to a box where one may reach the format's largest value, as enclose(marks=)."""
+
+  def __init__(self, fm):
+    self.fm = fm
+    self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
+    self.checks = []
+
+  def kappa(self, m):
+    return self.fm.kappa(m)
+
+  def kappa_pair(self, m):
+    return self.fm.kappa_pair(m)
+
+  def gamma(self, m):
+    return self.fm.gamma(m)
+
+  def check_range(self, m_plus_d):
+    jnp = _jnp()
+    b = m_plus_d.shape[0]
+    self.checks.append(jnp.max(jnp.reshape(m_plus_d, (b, -1)), axis=1))
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
+    a = (m_x + d_x).max(axis=-1, keepdims=True)
+    s = (m_x + d_x) @ w_abs.T + b_abs
+    out = _up(d_x @ w_abs.T + self.kappa(terms) * s
+              + (terms + 1) * self.tiny * (a + float(w_abs.max()) + 2))
+    self.check_range(_up(s + out))
+    return out
 
 
 def _dev_pairwise(fm, dq, mq, dk, mk):
@@ -243,7 +277,9 @@ def _dev_pairwise(fm, dq, mq, dk, mk):
   prop = jnp.einsum('...jm,...km->...jk', dq, mk) + jnp.einsum('...jm,...km->...jk', aq, dk)
   s = jnp.einsum('...jm,...km->...jk', aq, ak)
   big = jnp.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  return _up(prop + fm.kappa(m) * s + (m + 1) * fm.tiny * (2 * big + 2))
+  out = _up(prop + fm.kappa_pair(m) * s + (m + 1) * fm.tiny * (2 * big + 2))
+  fm.check_range(_up(s + out))
+  return out
 
 
 def _dev_mix(fm, dw, mw, dv, mv):
@@ -253,24 +289,43 @@ def _dev_mix(fm, dw, mw, dv, mv):
   prop = dw @ mv + aw @ dv
   s = aw @ av
   big = jnp.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  return _up(prop + fm.kappa(n) * s + (n + 1) * fm.tiny * (2 * big + 2))
+  out = _up(prop + fm.kappa_pair(n) * s + (n + 1) * fm.tiny * (2 * big + 2))
+  fm.check_range(_up(s + out))
+  return out
 
 
-def _dev_softmax(fm, ds, ms, w_hi):
+def _expm1_up(x):
+  """network_enclosure._expm1_up: e^x - 1 <= x + x^2 / (2 (1 - x/3)) below 1/2, the checked
+  exp minus 1 on [1/2, 50], inf above."""
+  jnp = _jnp()
+  small = jnp.minimum(x, 0.5)
+  series = _up(small + _up(small * small) / down(2 * down(1 - small / 3)))
+  big = jnp.clip(x, 0.5, 50.0)
+  via_exp = _up(_up(jnp.exp(big) * (1 + iv.EXP_SLACK)) - 1)
+  return jnp.where(x < 0.5, series, jnp.where(x <= 50, via_exp, jnp.inf))
+
+
+def _dev_softmax(fm, ds, s_lo, s_hi, w_hi):
+  """network_enclosure._dev_softmax_raw (per-entry max subtraction, constants without
+  cancellation)."""
   jnp = _jnp()
   n = ds.shape[-1]
   u = fm.u
+  c_u, gam, cap = network_enclosure.softmax_constants(fm.fm, n)
   delta = ds.max(axis=-1, keepdims=True)
-  t = 2 * (ms + ds).max(axis=-1, keepdims=True)
-  r1 = _up(jnp.expm1(_up(u * t)) * _WIDEN + 2 * u * rounding.EXP_ULPS
-           * _up(jnp.exp(_up(u * t))))
-  r2 = _up((1 + r1) * (1 + fm.gamma(n)) - 1)
-  denom = down(jnp.where(r2 < 1, 1 - r2, 1.0))
-  rho = jnp.where(r2 < 1, _up((1 + r1) * (1 + u) ** 2 / denom - 1), jnp.inf)
-  grow = _up(jnp.exp(_up(2 * delta)) * (1 + iv.EXP_SLACK))
-  shift = _up(jnp.expm1(_up(2 * delta)) * (1 + iv.EXP_SLACK) + 2.0 ** -60)
-  out = _up(w_hi * shift + rho * jnp.minimum(1.0, w_hi * grow) + 4 * n * fm.tiny)
-  return jnp.where(jnp.isnan(out), jnp.inf, jnp.minimum(out, _up(1 + rho)))
+  t = up(up(s_hi + ds).max(axis=-1, keepdims=True) - down(s_lo - ds))
+  ut = _up(u * jnp.maximum(t, 0.0))
+  r1 = _up(_expm1_up(ut) + 2 * u * rounding.EXP_ULPS * _up(1 + _expm1_up(ut)))
+  r2 = _up(r1 + gam + _up(r1 * gam))
+  grow = _up(1 + _expm1_up(_up(2 * delta)))
+  shift = _expm1_up(_up(2 * delta))
+  w_up = jnp.minimum(1.0, _up(w_hi * grow))
+  mixed = (w_up * r2).sum(axis=-1, keepdims=True)
+  big_r = jnp.minimum(_up(mixed + sum_error(mixed, n)), r2.max(axis=-1, keepdims=True))
+  denom = down(jnp.where(big_r < 1, 1 - big_r, 1.0))
+  rho = jnp.where(big_r < 1, _up(_up(r1 + c_u + _up(r1 * c_u) + big_r) / denom), jnp.inf)
+  out = _up(w_hi * shift + rho * w_up + 4 * n * fm.tiny)
+  return jnp.where(jnp.isnan(out), jnp.inf, jnp.minimum(out, cap))
 
 
 # ---------------------------------------------------------------------------
@@ -278,61 +333,73 @@ def _dev_softmax(fm, ds, ms, w_hi):
 # ---------------------------------------------------------------------------
 
 
-def _attention(params, z, d_z, fm):
+def _attention(p, z, d_z, fm):
+  """z + Attn(z) (network_enclosure._attention without scale and mask)."""
   jnp = _jnp()
-  w_q, b_q, w_k, w_v, w_o = params
-  h, m, width = w_q.shape
+  h, m, width = p['w_q'].shape
   heads, d_heads = [], []
   for i in range(h):
-    q = linear(z, w_q[i], b_q[i])
-    k = linear(z, w_k[i])
-    v = linear(z, w_v[i])
+    q = linear(z, p['w_q'][i], p['b_q'][i])
+    k = linear(z, p['w_k'][i], None if p['b_k'] is None else p['b_k'][i])
+    v = linear(z, p['w_v'][i], None if p['b_v'] is None else p['b_v'][i])
     s = pairwise(q, k)
     w = softmax(s)
     heads.append(mix(w, v))
     if fm is not None:
-      d_q = _dot_dev(fm, np.abs(w_q[i]), d_z, mag(z), np.abs(b_q[i]), width)
-      d_k = _dot_dev(fm, np.abs(w_k[i]), d_z, mag(z), 0.0, width)
-      d_v = _dot_dev(fm, np.abs(w_v[i]), d_z, mag(z), 0.0, width)
+      babs = lambda b: 0.0 if b is None else np.abs(b[i])   # noqa: E731
+      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width)
+      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width)
+      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width)
       d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k))
-      d_w = _dev_softmax(fm, d_s, mag(s), w[1])
+      d_w = _dev_softmax(fm, d_s, s[0], s[1], w[1])
       d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v)))
   out = z
   for i, o in enumerate(heads):
-    out = add(out, linear(o, w_o[i]))
+    out = add(out, linear(o, p['w_o'][i]))
+  b_o = p['b_o']
+  if b_o is not None:
+    out = add(out, (b_o, b_o, None, None))
   if fm is None:
     return out, None
+  w_o = p['w_o']
   prop = sum(d_heads[i] @ np.abs(w_o[i]).T for i in range(h))
   s = sum((mag(heads[i]) + d_heads[i]) @ np.abs(w_o[i]).T for i in range(h))
-  terms = h * m + 1
+  bo = 0.0 if b_o is None else np.abs(b_o)
+  terms = h * m + 1 + (b_o is not None)
   a = jnp.max(jnp.stack([(mag(heads[i]) + d_heads[i]).max() for i in range(h)]))
-  d_out = _up(d_z + prop + fm.kappa(terms) * (s + mag(z) + d_z)
-              + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + (mag(z) + d_z) + 2))
+  r_abs = mag(z) + d_z
+  d_out = _up(d_z + prop + fm.kappa(terms) * (s + r_abs + bo)
+              + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
+  fm.check_range(_up(s + r_abs + bo + d_out))
   return out, d_out
 
 
-def _feedforward(params, z, d_z, fm):
-  w_1, b_1, w_2, b_2 = params
+def _feedforward(p, z, d_z, fm):
+  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward's first form: its
+  Jacobian form only lowers D, so this D is at least the reference's)."""
+  w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
   r, width = w_1.shape
   pre = linear(z, w_1, b_1)
   act = relu(pre)
   out = add(z, linear(act, w_2, b_2))
   if fm is None:
     return out, None
-  d_act = _dot_dev(fm, np.abs(w_1), d_z, mag(z), np.abs(b_1), width)
+  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width)
   terms = r + 1
-  s = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + mag(z) + d_z
+  r_abs = mag(z) + d_z
+  s = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + r_abs
   a = (mag(act) + d_act).max(axis=-1, keepdims=True)
   d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
-              + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + mag(z) + d_z + 2))
+              + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
+  fm.check_range(_up(s + d_out))
   return out, d_out
 
 
 def _embed(params, z, d_z, fm):
-  (e, d) = params
+  e, eb, d = params
   if fm is not None:
-    d_z = _dot_dev(fm, np.abs(e), d_z, mag(z), 0.0, d)
-  return linear(z, e), d_z
+    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d)
+  return linear(z, e, eb), d_z
 
 
 def _pad(params, z, d_z, fm):
@@ -350,14 +417,15 @@ def _positional(params, z, d_z, fm):
   z = add(z, (pos, pos, None, None))
   if fm is not None:
     d_z = _up(d_z + fm.u * (mag(z) + d_z) + fm.tiny)
+    fm.check_range(_up(mag(z) + d_z))
   return z, d_z
 
 
 def _readout(params, z, d_z, fm):
-  (r, width) = params
+  r, rb, width = params
   if fm is not None:
-    d_z = _dot_dev(fm, np.abs(r), d_z, mag(z), 0.0, width)
-  return linear(z, r), d_z
+    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width)
+  return linear(z, r, rb), d_z
 
 
 def _first(params, z, d_z, fm):
@@ -366,27 +434,54 @@ def _first(params, z, d_z, fm):
   return (z[0][..., :d], z[1][..., :d]) + t, None if d_z is None else d_z[..., :d]
 
 
+def _block_end(params, z, d_z, fm):
+  if fm is not None:
+    fm.check_range(_up(mag(z) + d_z))
+  return z, d_z
+
+
 #: Layer kind -> op(params, z, d_z, fm) -> (z, d_z).
 OPS = {'embed': _embed, 'pad': _pad, 'positional': _positional, 'attention': _attention,
-       'feedforward': _feedforward, 'readout': _readout, 'first': _first}
+       'feedforward': _feedforward, 'block_end': _block_end, 'readout': _readout,
+       'first': _first}
+
+
+def _f64(a):
+  return None if a is None else np.asarray(a, np.float64)
 
 
 def program(net) -> list:
-  """The network's layers as (kind, params), in network_enclosure.enclose's order."""
+  """The network's layers as (kind, params), in network_enclosure.enclose's order; a layer
+  the kernel has no op for is refused in one line (ValueError)."""
+  def lacks(what):
+    raise ValueError(f'the box kernel has no op for {what} yet (box_kernel.OPS); the NumPy '
+                     'path certifies it.')
   out = []
   if net.embed is not None:
-    out.append(('embed', (np.asarray(net.embed, np.float64), net.d)))
+    out.append(('embed', (_f64(net.embed), _f64(net.embed_bias), net.d)))
   elif net.D > net.d:
     out.append(('pad', (net.D - net.d,)))
   if net.positional is not None:
-    out.append(('positional', (np.asarray(net.positional, np.float64),)))
-  for blk in net.blocks:
-    if blk.attention is not None:
-      out.append(('attention', tuple(np.asarray(a, np.float64) for a in blk.attention)))
-    if blk.ff is not None:
-      out.append(('feedforward', tuple(np.asarray(a, np.float64) for a in blk.ff)))
+    out.append(('positional', (_f64(net.positional),)))
+  for i, blk in enumerate(net.blocks):
+    if blk.ln_attn is not None or blk.ln_ff is not None:
+      lacks(f'LayerNorm (block {i})')
+    a, f = blk.attention, blk.ff
+    if a is not None:
+      if a.causal or a.scale != 1.0:
+        lacks(f'the causal mask or the attention scale (block {i})')
+      out.append(('attention', {k: _f64(getattr(a, k)) for k in
+                                ('w_q', 'b_q', 'w_k', 'b_k', 'w_v', 'b_v', 'w_o', 'b_o')}))
+    if f is not None:
+      if f.activation != 'relu':
+        lacks(f'{f.activation} (block {i})')
+      out.append(('feedforward', {k: _f64(getattr(f, k)) for k in
+                                  ('w_1', 'b_1', 'w_2', 'b_2')}))
+    out.append(('block_end', ()))
+  if net.final_ln is not None:
+    lacks('the final LayerNorm')
   if net.readout is not None:
-    out.append(('readout', (np.asarray(net.readout, np.float64), net.D)))
+    out.append(('readout', (_f64(net.readout), _f64(net.readout_bias), net.D)))
   else:
     out.append(('first', (net.d,)))
   return out
@@ -394,7 +489,7 @@ def program(net) -> list:
 
 def _check_weights(layers) -> None:
   for kind, params in layers:
-    for a in params:
+    for a in (params.values() if isinstance(params, dict) else params):
       if isinstance(a, np.ndarray):
         sub = (a != 0) & (np.abs(a) < _TINY)
         if np.any(sub):
@@ -414,7 +509,7 @@ class BoxKernel:
     import jax
     self.layers = program(net)
     _check_weights(self.layers)
-    self.fm = None if model is None else network_enclosure._Model(model)
+    self.model = model
     self.batch = int(batch)
     with jax.enable_x64(True):
       check_exp()
@@ -425,6 +520,9 @@ class BoxKernel:
     for kind, params in self.layers:
       z, d_z = OPS[kind](params, z, d_z, fm)
     return z, d_z
+
+  def _fm(self):
+    return None if self.model is None else _KModel(network_enclosure._Model(self.model))
 
   def _run_point(self, c):
     z, _ = self._layers((c, c, None, None), None, None)
@@ -437,10 +535,14 @@ class BoxKernel:
     eye = jnp.eye(p, dtype=lo.dtype).reshape((n, d, p))
     t = jnp.broadcast_to(eye, (b, n, d, p))
     d_z = None
-    fm = self.fm
+    fm = self._fm()
     if fm is not None:
       d_z = _up(fm.u * mag((lo, hi)) + fm.tiny)
+      fm.check_range(_up(mag((lo, hi)) + d_z))
     z, d_z = self._layers((lo, hi, t, t), d_z, fm)
+    if fm is not None:         # a box where some M + D may reach the largest value: no bound
+      worst = jnp.max(jnp.stack(fm.checks), axis=0)
+      d_z = jnp.where((worst < fm.limit)[:, None, None], d_z, jnp.inf)
     return z, d_z
 
   def enclose(self, lo: np.ndarray, hi: np.ndarray):
@@ -474,7 +576,7 @@ class BoxKernel:
     scales = [max(_scale(cat[k]), _scale(cat[k + 1])) for k in (0, 2, 4)]
     lows = [_widen_down(cat[k], sc, FINAL_WIDEN) for k, sc in zip((0, 2, 4), scales)]
     highs = [_widen_up(cat[k], sc, FINAL_WIDEN) for k, sc in zip((1, 3, 5), scales)]
-    dev = None if self.fm is None else \
+    dev = None if self.model is None else \
         _widen_up(np.concatenate([o[6] for o in outs]), 0.0, DEV_WIDEN)
     return (lows[0], highs[0]), iv.Interval(lows[1], highs[1], lows[2], highs[2]), dev
 

@@ -233,9 +233,11 @@ def exp(a: Interval) -> Interval:
   return out
 
 
-def softmax(s: Interval) -> Interval:
+def softmax(s: Interval, causal: bool = False) -> Interval:
   """softmax over the last value axis, w_k = 1 / sum_l exp(s_l - s_k) (the l = k term is
   exactly 1, which keeps the enclosure tight); tangent dw_k = w_k (ds_k - sum_l w_l ds_l).
+  ``causal``: s [..., j, k] are scores of query j, and keys k > j are left out: their
+  weight and its tangent are exactly 0 (structure, not an interval).
   Saturating: where exp(s_l - s_k) overflows, the sum's upper end is +inf (w_k's lower end
   0) and its lower end is at least its largest term, capped at the largest float (w_k's
   upper end ~ 1e-308): a score row of any spread gets finite bounds, never inf - inf."""
@@ -247,10 +249,16 @@ def softmax(s: Interval) -> Interval:
   with np.errstate(over='ignore', invalid='ignore'):   # saturation: an exp past the float
     ehi = np.where(eye, 1.0, _exp_up(dhi))              # range is +inf above (w_k -> 0) and
     elo = np.where(eye, 1.0, np.minimum(_exp_down(dlo), _MAX))   # the largest float below
+    if causal:               # [j, k, l]: keys l > j never enter query j's sum
+      keep = ~np.triu(np.ones((n, n), bool), 1)
+      ehi = np.where(keep[:, None, :], ehi, 0.0)
+      elo = np.where(keep[:, None, :], elo, 0.0)
     shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
     esum = elo.sum(axis=-1)
     slo = np.where(np.isfinite(esum), down(esum - sum_error(esum, n)), elo.max(axis=-1))
   w = Interval(np.clip(down(1.0 / shi), 0.0, 1.0), np.clip(up(1.0 / slo), 0.0, 1.0))
+  if causal:
+    w = Interval(np.where(keep, w.lo, 0.0), np.where(keep, w.hi, 0.0))
   if not s.has_tangent:
     return w
   ds = Interval(s.tlo, s.thi)                                     # [..., n, P]
@@ -259,6 +267,9 @@ def softmax(s: Interval) -> Interval:
   centred = sub(ds, Interval(inner.lo[..., None, :], inner.hi[..., None, :]))
   dw = mul(wt, centred)
   w.tlo, w.thi = dw.lo, dw.hi
+  if causal:
+    w.tlo = np.where(keep[..., None], w.tlo, 0.0)
+    w.thi = np.where(keep[..., None], w.thi, 0.0)
   return w
 
 
@@ -302,3 +313,146 @@ def check_numpy_exp(points: int = 2000, seed: int = 0) -> float:
     raise ValueError(f"NumPy's exp is off by {worst:.3g} relative (more than the "
                      f'certifier allows, {EXP_SLACK:.3g}); the intervals would not enclose.')
   return worst
+
+
+# -- GELU ---------------------------------------------------------------------------------
+#
+# Both forms g (erf: x Phi(x); tanh: 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3)))) have one
+# critical point x0 (a global minimum g(x0) = GMIN; g decreasing before, increasing after)
+# and g' has two (c1 < 0 < c2: g' decreasing on (-inf, c1], increasing on [c1, c2],
+# decreasing on [c2, inf); erf form: c = -+sqrt 2 exactly, g'' = phi (2 - x^2)). The
+# constants below are mpmath's (40 digits) rounded outward, each point inside a window
+# [lo, hi]; an interval that meets a window takes the extreme value there. So over [a, b]:
+#   g:  [g(a), g(b)] right of x0's window, [g(b), g(a)] left of it, else
+#       [GMIN, max(g(a), g(b))];
+#   g': the hull of g'(a), g'(b), and DMIN / DMAX where [a, b] meets c1's / c2's window.
+# g and g' are evaluated in float64 (math.erfc, np.exp: stable forms x Phi(x) =
+# x erfc(-x / sqrt 2) / 2 and x / (1 + exp(-2 y))) and widened by GELU_SLACK relative plus
+# 2^-1000 (1 + |x|) absolute for g, GELU_SLACK absolute for g' (tests: against mpmath).
+# LIPSCHITZ >= sup |g'| for both forms (max(|DMIN|, DMAX) = 1.12899...).
+
+GELU_SLACK = 2.0 ** -36
+GELU_LIPSCHITZ = 1.129
+_SQRT_2_PI = math.sqrt(2 / math.pi)
+_GELU = {
+    # x0 window, GMIN, c1 window, DMIN, c2 window, DMAX
+    'gelu': ((-0.7519, -0.7517), -0.1699712076, (-1.41422, -1.41420), -0.1289041453,
+             (1.41420, 1.41422), 1.1289041453),
+    'gelu_tanh': ((-0.7526, -0.7523), -0.1700407507, (-1.4186, -1.4184), -0.1289930688,
+                  (1.4184, 1.4186), 1.1289930688),
+}
+_ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def gelu_value(x, form: str):
+  """g(x) in float64 (a close value, not a bound: widen by GELU_SLACK)."""
+  x = np.asarray(x, np.float64)
+  if form == 'gelu':
+    return x * (0.5 * _ERFC(-x / math.sqrt(2)))
+  y = _SQRT_2_PI * (np.clip(x, -1e6, 1e6) + 0.044715 * np.clip(x, -1e6, 1e6) ** 3)
+  with np.errstate(over='ignore'):
+    return x / (1 + np.exp(-2 * y))
+
+
+def gelu_slope(x, form: str):
+  """g'(x) in float64 (a close value, within GELU_SLACK absolute)."""
+  x = np.clip(np.asarray(x, np.float64), -60.0, 60.0)
+  if form == 'gelu':
+    return 0.5 * _ERFC(-x / math.sqrt(2)) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+  y = _SQRT_2_PI * (x + 0.044715 * x ** 3)
+  e = np.exp(-2 * np.abs(y))                    # <= 1: no overflow
+  sig = np.where(y >= 0, 1 / (1 + e), e / (1 + e))        # 1 / (1 + exp(-2 y))
+  sech2 = 4 * e / (1 + e) ** 2                            # 1 - tanh(y)^2
+  return sig + 0.5 * x * _SQRT_2_PI * (1 + 3 * 0.044715 * x * x) * sech2
+
+
+def _gelu_bounds(x, form, side):
+  v = gelu_value(x, form)
+  slack = np.abs(v) * GELU_SLACK + 2.0 ** -1000 * (1 + np.abs(x))
+  return down(v - slack) if side < 0 else up(v + slack)
+
+
+def gelu(a: Interval, form: str) -> Interval:
+  """GELU (``form`` 'gelu' or 'gelu_tanh') elementwise, with tangent g'(x) dx (above)."""
+  (x0_lo, x0_hi), gmin, (c1_lo, c1_hi), dmin, (c2_lo, c2_hi), dmax = _GELU[form]
+  g_lo_dn, g_lo_up = _gelu_bounds(a.lo, form, -1), _gelu_bounds(a.lo, form, 1)
+  g_hi_dn, g_hi_up = _gelu_bounds(a.hi, form, -1), _gelu_bounds(a.hi, form, 1)
+  right, left = a.lo >= x0_hi, a.hi <= x0_lo
+  lo = np.where(right, g_lo_dn, np.where(left, g_hi_dn, gmin))
+  hi = np.where(right, g_hi_up, np.where(left, g_lo_up, np.maximum(g_lo_up, g_hi_up)))
+  out = Interval(lo, hi)
+  if a.has_tangent:
+    sa, sb = gelu_slope(a.lo, form), gelu_slope(a.hi, form)
+    d_lo = down(np.minimum(sa, sb) - GELU_SLACK)
+    d_hi = up(np.maximum(sa, sb) + GELU_SLACK)
+    d_lo = np.where((a.lo <= c1_hi) & (a.hi >= c1_lo), dmin, d_lo)
+    d_hi = np.where((a.lo <= c2_hi) & (a.hi >= c2_lo), dmax, d_hi)
+    out.tlo, out.thi = _mul_bounds(a.tlo, a.thi, d_lo[..., None], d_hi[..., None])
+  return out
+
+
+# -- LayerNorm ----------------------------------------------------------------------------
+#
+# y = gamma c / s + beta over the last axis (D entries), c = z - mu(z) = (D I - 1 1^T) z / D
+# (one linear map with integer weights, so z_i's two appearances do not widen it),
+# var = |c|^2 / D, s = sqrt(var + eps) >= sqrt(eps). r = c / s from the corners of c and
+# [s_lo, s_hi], intersected with |r_i| <= sqrt(D - 1) (sum c = 0 gives D c_i^2 <= (D - 1)
+# |c|^2, and |c|^2 / (D s^2) < 1). Tangent, from ds = (c . dc) / (D s):
+#     dy_i = (gamma_i / s) (dc_i - r_i (r . dc) / D)        (the DESIGN.md Jacobian)
+
+
+def _div_positive(a: Interval, c: float) -> Interval:
+  """a / c for an exact float c > 0 (each division correctly rounded, then one ulp out)."""
+  out = Interval(down(a.lo / c), up(a.hi / c))
+  if a.has_tangent:
+    out.tlo, out.thi = down(a.tlo / c), up(a.thi / c)
+  return out
+
+
+def centred(a: Interval) -> Interval:
+  """c = a - mean(a) over the last value axis, as (D I - 1 1^T) a / D."""
+  width = a.lo.shape[-1]
+  return _div_positive(linear(a, width * np.eye(width) - np.ones((width, width))), width)
+
+
+def variance_bounds(c_lo, c_hi, z_lo=None, z_hi=None):
+  """[var_lo, var_hi] of |c|^2 / D for c in the box [c_lo, c_hi] (last axis D) and, given
+  the box [z_lo, z_hi] of z itself (c = z - mu(z)), var >= (max_i z_i - min_j z_j)^2 / (2 D)
+  too (|c|^2 >= c_i^2 + c_j^2 >= (z_i - z_j)^2 / 2): the gap survives where c's box meets 0."""
+  sq = square(Interval(c_lo, c_hi))
+  width = c_lo.shape[-1]
+  s_lo, s_hi = sq.lo.sum(axis=-1), sq.hi.sum(axis=-1)
+  v_lo = np.maximum(down(down(s_lo - sum_error(s_lo, width)) / width), 0.0)
+  if z_lo is not None:
+    gap = np.maximum(down(z_lo.max(axis=-1) - z_hi.min(axis=-1)), 0.0)
+    v_lo = np.maximum(v_lo, down(down(gap * gap) / (2 * width)))
+  v_hi = up(up(s_hi + sum_error(s_hi, width)) / width)
+  return v_lo, v_hi
+
+
+def layer_norm(a: Interval, gamma, beta, eps: float):
+  """(LN(a) as an Interval with tangents, r = c / s as an Interval, [s_lo, s_hi]) over the
+  last value axis (above)."""
+  gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
+  width = a.lo.shape[-1]
+  c = centred(a)
+  v_lo, v_hi = variance_bounds(c.lo, c.hi, a.lo, a.hi)
+  s_lo = down(np.sqrt(down(v_lo + eps)))[..., None]
+  s_hi = up(np.sqrt(up(v_hi + eps)))[..., None]
+  corners = np.stack([c.lo / s_lo, c.lo / s_hi, c.hi / s_lo, c.hi / s_hi])
+  bound = up(math.sqrt(width - 1)) if width > 1 else 0.0
+  r = Interval(np.maximum(down(corners.min(axis=0)), -bound),
+               np.minimum(up(corners.max(axis=0)), bound))
+  y = add(mul(r, point(gamma)), point(beta))
+  if a.has_tangent:
+    dc = Interval(c.tlo, c.thi)                                      # [..., D, P]
+    r_t = Interval(r.lo[..., None], r.hi[..., None])
+    inner = sum_axis(mul(r_t, dc), -2)                               # [..., P]
+    proj = mul(r_t, Interval(inner.lo[..., None, :], inner.hi[..., None, :]))
+    t = sub(dc, Interval(down(proj.lo / width), up(proj.hi / width)))
+    g_lo = np.minimum(gamma / s_lo, gamma / s_hi)
+    g_hi = np.maximum(gamma / s_lo, gamma / s_hi)
+    factor = Interval(down(g_lo)[..., None], up(g_hi)[..., None])
+    dy = mul(factor, t)
+    y.tlo, y.thi = dy.lo, dy.hi
+  return y, r, (s_lo[..., 0], s_hi[..., 0])

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from fractions import Fraction
 
@@ -51,6 +50,7 @@ from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.networks import network_dict
+from transformer_ua.networks import source_check
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import distances
@@ -107,7 +107,10 @@ class NetworkCertificate:
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
-      run = f'for g run in {rounding.MATMUL_MODELS[self.arithmetic].describe()}'
+      model = rounding.MATMUL_MODELS[self.arithmetic]
+      if model.operand_rel > 0:                  # the weights reduced exactly (Evaluator)
+        model = model.with_weights_reduced()
+      run = f'for g run in {model.describe()}'
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
@@ -130,7 +133,8 @@ class NetworkCertificate:
 
   def check_network(self, g, *, d: int | None = None) -> None:
     """ValueError (one line) unless ``g`` is the network this certificate is about."""
-    net = as_net(g, d=self.d if d is None else d, n=self.n)
+    net, _ = source_check.read_network(g, d=self.d if d is None else d, n=self.n,
+                                       arithmetic=self.arithmetic)
     got = network_dict.params_hash(net)
     if got != self.params_hash:
       raise ValueError(f'this certificate is for g {self.params_hash[:19]}; the network given '
@@ -143,33 +147,16 @@ def _float_up(x: Fraction) -> float:
   return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
 
 
-def as_net(g, *, d: int, n: int) -> network_dict.Net:
-  """g as a ``network_dict.Net``: a Net, a dict, a (modules.Network, params) pair, or the
-  path of an ONNX file (``flat_onnx.read``); one ValueError line otherwise."""
-  if isinstance(g, (str, os.PathLike)):
-    path = os.fspath(g)
-    if not os.path.isfile(path):
-      raise ValueError(f'g={path!r} is not a file; give a network dict, a (Network, params) '
-                       'pair or an ONNX file.')
-    from transformer_ua.networks import flat_onnx   # the ONNX reader is only needed for files
-    return network_dict.check(flat_onnx.read(path), d=d, n=n)
-  if isinstance(g, tuple) and len(g) == 2 and hasattr(g[0], 'segments'):
-    net = network_dict.from_network(g[0], g[1], d=d)
-    return network_dict.check(net, d=d, n=n)
-  if isinstance(g, (dict, network_dict.Net)):
-    return network_dict.check(g, d=d, n=n)
-  raise ValueError(f'g is a {type(g).__name__}; give a network dict (network_dict.py), a '
-                   '(modules.Network, params) pair, or the path of an ONNX file.')
-
-
 def _check_epsilon(epsilon) -> Fraction | None:
   if epsilon is None:
     return None
-  if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, Fraction)) or \
+  if isinstance(epsilon, (bool, np.bool_)) or \
+      not isinstance(epsilon, (int, float, Fraction, np.integer, np.floating)) or \
       not math.isfinite(float(epsilon)) or epsilon <= 0:
     raise ValueError(f'epsilon={epsilon!r}; it must be a positive finite number (or None: '
                      'the best bound the budget reaches).')
-  return Fraction(epsilon)
+  return Fraction(epsilon) if isinstance(epsilon, (int, Fraction)) else \
+      Fraction(float(epsilon))
 
 
 def _check_positive_int(name: str, value) -> int:
@@ -200,14 +187,20 @@ class Evaluator:
     self.net = net
     self.fside = fside
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-    self.kernel = None        # a box_kernel.BoxKernel once ``use_kernel`` is called
+    self.nets = (net,)
+    if self.model is not None and self.model.operand_rel > 0:
+      self.nets = reduced_networks(net, self.model)
+      self.model = self.model.with_weights_reduced()
+    self.kernels = None       # box_kernel.BoxKernel per net once ``use_kernel`` is called
 
   def use_kernel(self) -> None:
     """g's enclosures from the jit kernel (box_kernel.py) from now on; ValueError (one
-    line) where it cannot run soundly here (no x64, XLA's exp off, a subnormal weight)."""
-    if self.kernel is None:
+    line) where it cannot run soundly here (no x64, XLA's exp off, a subnormal weight, an
+    op it lacks, a magnitude that may overflow somewhere on the cube)."""
+    if self.kernels is None:
       from transformer_ua.certify import box_kernel   # jax only when asked
-      self.kernel = box_kernel.kernel_for(self.net, self.model, batch=BATCH)
+      self.kernels = tuple(box_kernel.kernel_for(net, self.model, batch=BATCH)
+                           for net in self.nets)
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
     """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B, K] (the K =
@@ -218,15 +211,30 @@ class Evaluator:
     return tuple(np.concatenate([o[k] for o in outs]) for k in range(4))
 
   def _batch(self, lo, hi):
+    """The worse of the networks' bounds (each reduction of the weights: ``nets``)."""
+    outs = [self._batch_net(i, net, lo, hi) for i, net in enumerate(self.nets)]
+    e = np.maximum.reduce([o[0] for o in outs])
+    dev = np.maximum.reduce([o[1] for o in outs])
+    centre = np.maximum.reduce([o[3] for o in outs])
+    return e, dev, outs[0][2], centre
+
+  def _batch_net(self, index, net, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
     r = (hi - lo) / 2
     b, n, d = lo.shape
-    if self.kernel is not None:
-      (c_lo, c_hi), g_b, dev = self.kernel.enclose(lo, hi)
+    if self.kernels is not None:
+      (c_lo, c_hi), g_b, dev = self.kernels[index].enclose(lo, hi)
       g_c = iv.Interval(c_lo, c_hi)
+      if dev is not None and not np.isfinite(dev).all():   # as the marks below
+        bad = ~np.isfinite(dev).all(axis=(1, 2))
+        network_enclosure.enclose(net, iv.point(c[bad]), self.model)
     else:
-      g_c, _ = network_enclosure.enclose(self.net, iv.point(c), None)
-      g_b, dev = network_enclosure.enclose(self.net, iv.box(lo, hi), self.model)
+      g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
+      marks = []
+      g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model, marks=marks)
+      if marks:    # a box that may overflow has no bound; at its centre point, a refusal
+        bad = ~np.isfinite(dev).all(axis=(1, 2))
+        network_enclosure.enclose(net, iv.point(c[bad]), self.model)
     rq = r.reshape(b, 1, 1, n * d)
     fs = self.fside
     if fs.form is not None:
@@ -237,9 +245,9 @@ class Evaluator:
       mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)))
       natural = iv.sub(f_b, g_b).mag()
     else:
-      f_c = np.asarray(fs.call(c), np.float64)
+      f_c = np.asarray(_guarded('f', fs.call, c), np.float64)
       if fs.modulus is not None:
-        wiggle = np.asarray(fs.modulus(c, r), np.float64)
+        wiggle = np.asarray(_guarded('the modulus', fs.modulus, c, r), np.float64)
       else:
         wiggle = iv.up(fs.lipschitz * r.reshape(b, -1).max(axis=1))[:, None, None] * \
             np.ones_like(c)
@@ -261,6 +269,30 @@ class Evaluator:
     split = np.lexsort((-r.reshape(b, -1), -score), axis=-1)[:, :SPLIT_CANDIDATES]
     centre = np.where(np.isnan(e_c), np.inf, e_c) + dev
     return e, dev, split, centre
+
+
+def reduced_networks(net: network_dict.Net, model: rounding.MatmulModel) -> tuple:
+  """The network with every matmul weight (embed, W_Q, W_K, W_V, W_O, W_1, W_2, readout)
+  reduced to ``model``'s operand format exactly, by round to nearest and by truncation
+  (``MatmulModel.reduce_operand``): the two networks a runtime of either mode multiplies
+  with. Biases and positional encodings are added in the storage format, unreduced."""
+  def red(a, mode):
+    return None if a is None else model.reduce_operand(a.astype(np.float32),
+                                                       mode).astype(np.float64)
+  out = []
+  for mode in ('nearest', 'truncate'):
+    blocks = []
+    for b in net.blocks:
+      a, f = b.attention, b.ff
+      att = None if a is None else dataclasses.replace(
+          a, w_q=red(a.w_q, mode), w_k=red(a.w_k, mode), w_v=red(a.w_v, mode),
+          w_o=red(a.w_o, mode))
+      ff = None if f is None else dataclasses.replace(f, w_1=red(f.w_1, mode),
+                                                      w_2=red(f.w_2, mode))
+      blocks.append(dataclasses.replace(b, attention=att, ff=ff))
+    out.append(dataclasses.replace(net, embed=red(net.embed, mode), blocks=tuple(blocks),
+                                   readout=red(net.readout, mode)))
+  return tuple(out)
 
 
 def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
@@ -374,7 +406,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       [batch, n, d] -> [batch, n, d] with ``lipschitz=`` (|f(X)_jk - f(Y)_jk| <= L max|X-Y|)
       or ``modulus=`` (modulus(centres [B, n, d], radii [B, n, d]) -> [B, n, d] bounds on
       sup over the box centre +- radii of |f(X) - f(centre)|, entrywise).
-    g: a ``network_dict.Net`` or dict, a (modules.Network, params) pair, or an ONNX path.
+    g: anything ``source_check.read_network`` reads (a dict, an ONNX path, a torch or
+      Flax module, (modules.Network, params)), checked against its source.
     d, n: token width and number of tokens.
     p: 1 <= p < inf, or math.inf.
     arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16' (rounding.py).
@@ -414,8 +447,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       not math.isfinite(probe_minutes) or probe_minutes < 0):
     raise ValueError(f'probe_minutes={probe_minutes!r}; it must be a number of minutes >= 0 '
                      '(or None: no probe).')
-  target = targets_lib.get_target(f, d=d, n=n)
-  net = as_net(g, d=d, n=n)
+  target = _guarded('f', targets_lib.get_target, f, d=d, n=n)
+  net, source = source_check.read_network(g, d=d, n=n, arithmetic=arithmetic)
   form = target_enclosures.interval_form(target)
   if form is not None:
     if lipschitz is not None or modulus is not None:
@@ -423,7 +456,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     fside = _FSide(form, None, None, None)
     f_side = 'closed-form interval extension'
   else:
-    fside, f_side = _callable_side(target, d, n, lipschitz, modulus)
+    fside, f_side = _guarded('f', _callable_side, target, d, n, lipschitz, modulus)
   runtime_text = _runtime_text(runtime, arithmetic)
   if box_kernel not in (None, True, False):
     raise ValueError(f'box_kernel={box_kernel!r}; it must be True, False or None (automatic).')
@@ -435,6 +468,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     if form is None:
       raise ValueError('workers= and state_dir= need a built-in target (a callable does not '
                        'travel to other processes); run a callable in this process.')
+  if arithmetic != 'exact':
+    rounding.MATMUL_MODELS[arithmetic].check_weights(net.arrays())
   run_net = net if arithmetic == 'exact' else network_dict.cast(
       net, rounding.MATMUL_MODELS[arithmetic].dtype)
   symmetric = bool(target.permutation_equivariant and form is not None
@@ -564,8 +599,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   if stopped == 'budget':
     stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
-  model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  assumptions = _assumptions(model)
+  assumptions = _assumptions(evaluator.model) + tuple(
+      network_enclosure.assumptions(net, evaluator.model)) + (f'g: {source}',)
   if kernel_from is not None:
     import jax
     assumptions += (f"box kernel (jax.jit on {jax.default_backend()}) from round "
@@ -627,9 +662,25 @@ def _assumptions(model) -> tuple:
   return tuple(out)
 
 
+def _guarded(what: str, fn, *args, **kwargs):
+  """fn(*args, **kwargs), with any exception other than a ValueError raised from the
+  caller's ``what`` (f or its modulus) turned into one ValueError line."""
+  try:
+    return fn(*args, **kwargs)
+  except ValueError:
+    raise
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'{what} raised {type(err).__name__} ({err}) on points of [0,1]^(n x d)'
+                     f'; {what} must be defined on the whole cube.') from None
+
+
 def _runtime_text(runtime, arithmetic: str) -> str:
   if runtime is None:
     return 'not probed (certify.check_runtime measures these assumptions on a runtime)'
+  if not hasattr(runtime, 'ok_for'):
+    raise ValueError(f'runtime={runtime!r} is a {type(runtime).__name__}; give the report '
+                     f'of a probe: runtime=certify.check_runtime({runtime!r}, '
+                     f'arithmetic={arithmetic!r}) (a RuntimeReport), or None.')
   ok, why = runtime.ok_for(arithmetic)
   if not ok:
     raise ValueError(f'the probed runtime does not meet the {arithmetic} model: {why}.')
@@ -659,9 +710,9 @@ def _refute_modulus(target, modulus, d, n):
                  np.ones_like(c))
   try:
     bound = np.asarray(modulus(c, r), np.float64)
-  except (TypeError, ValueError) as err:
-    raise ValueError(f'modulus(centres, radii) failed: {err}; it must map [B, n, d] arrays '
-                     'to [B, n, d] bounds.') from None
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'modulus(centres, radii) failed: {type(err).__name__} ({err}); it '
+                     'must map [B, n, d] arrays to [B, n, d] bounds.') from None
   if bound.shape != c.shape or not np.all(np.isfinite(bound)) or np.any(bound < 0):
     raise ValueError('modulus(centres, radii) must return finite bounds >= 0 of shape '
                      '[B, n, d].')
@@ -701,7 +752,11 @@ def _evaluate(evaluator: Evaluator, lo, hi, workers, spec, round_index: int):
 
 def _pick(contrib: np.ndarray, p: float, target_p: float | None) -> np.ndarray:
   """The boxes to bisect: the largest shares, until they hold half the sum (p < inf), or
-  every box above the goal (p = inf); at least 1, at most MAX_SPLIT."""
+  every box above the goal (p = inf); at least 1, at most MAX_SPLIT. Boxes without a
+  finite bound (a LayerNorm whose variance may reach 0 there) go first, all of them."""
+  unbounded = np.flatnonzero(~np.isfinite(contrib))
+  if len(unbounded):
+    return unbounded[:MAX_SPLIT]
   order = np.argsort(-contrib)
   if math.isinf(p):
     goal = target_p if target_p is not None else 0.5 * contrib.max()

@@ -125,6 +125,7 @@ class JaxRuntime:
     self._matmul = jax.jit(jnp.matmul)
     device = jax.devices()[0]
     precision = jax.config.jax_default_matmul_precision
+    self.x64 = bool(jax.config.jax_enable_x64)
     self.name = (f'jax {jax.__version__} {device.platform} ({device.device_kind}), x64 '
                  f'{"on" if jax.config.jax_enable_x64 else "off"}, default matmul precision '
                  f'{precision or "DEFAULT"}')
@@ -270,6 +271,7 @@ class RuntimeReport:
   softmax_rows: float
   operand_bits: int
   matmul_ratios: dict
+  note: str = ''
 
   def matmul_mode(self) -> str:
     """'IEEE binary64' | 'IEEE binary32' | 'TF32-like' | 'bfloat16-like' | 'operands to b bits'."""
@@ -331,7 +333,7 @@ class RuntimeReport:
             f'1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
             f'{self.matmul_mode()} ({self.operand_bits} operand bits kept, error at '
             f'{_up(ratio)} of the {self.arithmetic} bound); reference {self.reference}; '
-            f'{self.ok_for(self.arithmetic).reason}')
+            f'{self.ok_for(self.arithmetic).reason}' + (f'; {self.note}' if self.note else ''))
 
 
 # -- (a) exp -------------------------------------------------------------------
@@ -540,11 +542,26 @@ def _measure_matmul(runtime, dtype: str, rng, seen: set) -> dict:
 # -- the probe -----------------------------------------------------------------
 
 
-def check_runtime(runtime='jax', *, arithmetic: str = 'float64',
+def check_runtime(runtime='jax', *, arithmetic: str | None = None,
                   samples: int = 10 ** 6) -> RuntimeReport:
   """Measure exp, softmax and matmuls of ``runtime`` in the storage format of
   ``arithmetic`` (module docstring): a ``RuntimeReport`` whose ``line()`` a certificate
-  prints and whose ``ok_for(arithmetic)`` says whether its assumptions hold."""
+  prints and whose ``ok_for(arithmetic)`` says whether its assumptions hold. ``arithmetic``
+  None: what the runtime computes, 'float64' for JAX with x64 on and for the others,
+  'float32' for JAX with x64 off (the report says that float64 needs x64); 'float64' asked
+  of JAX with x64 off is refused in one line."""
+  rt = as_runtime(runtime) if arithmetic is None or isinstance(arithmetic, str) else None
+  x64_off = isinstance(rt, JaxRuntime) and not rt.x64
+  note = ''
+  if arithmetic is None:
+    arithmetic = 'float32' if x64_off else 'float64'
+    note = ("float64 needs JAX's x64 (jax.config.update('jax_enable_x64', True))"
+            if x64_off else '')
+  elif x64_off and arithmetic in rounding.MATMUL_MODELS and \
+      rounding.MATMUL_MODELS[arithmetic].dtype == 'float64':
+    raise ValueError(f'arithmetic={arithmetic!r} on JAX with x64 off: JAX computes binary32 '
+                     "there; switch x64 on (jax.config.update('jax_enable_x64', True)) or "
+                     "probe arithmetic='float32' (the default, None, picks it).")
   if not isinstance(arithmetic, str) or arithmetic not in rounding.MATMUL_MODELS:
     raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
                      f'{", ".join(map(repr, rounding.MATMUL_MODELS))} (exact arithmetic runs '
@@ -553,7 +570,6 @@ def check_runtime(runtime='jax', *, arithmetic: str = 'float64',
       samples < MIN_SAMPLES:
     raise ValueError(f'samples={samples!r}; allowed: an integer >= {MIN_SAMPLES} (exp '
                      'arguments; the certificates quote 10^6).')
-  rt = as_runtime(runtime)
   dtype = rounding.MATMUL_MODELS[arithmetic].dtype
   rng = np.random.default_rng(0)
   seen = set()
@@ -563,4 +579,5 @@ def check_runtime(runtime='jax', *, arithmetic: str = 'float64',
   ratios = _measure_matmul(rt, dtype, rng, seen)
   return RuntimeReport(runtime=_name(rt), arithmetic=arithmetic, dtype=dtype,
                        dtypes_seen=tuple(sorted(seen)), softmax_equal_ulps=equal,
-                       softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios, **exp)
+                       softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios,
+                       note=note, **exp)

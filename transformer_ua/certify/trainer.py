@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from transformer_ua import layers, modules, outputs, provenance, rounding
+from transformer_ua import decimal_text, layers, modules, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
 from transformer_ua.networks import flat_onnx, network_dict
 from transformer_ua.targets import distances
@@ -164,6 +164,19 @@ class TrainedCertificate:
   seed: int
   trials: list
   seconds: float
+
+  def __repr__(self) -> str:
+    """One line: the verdict, the size, the total (rounded up) and g's hash; ``line()``
+    holds the whole certificate."""
+    if self.certificate is None:
+      return (f'TrainedCertificate(no certificate, epsilon={self.epsilon:g} not reached, '
+              f'{len(self.trials)} trials, {self.seconds:.0f} s)')
+    total = math.nextafter(float(self.certificate.total), math.inf)   # >= the rational
+    return (f'TrainedCertificate(epsilon={self.epsilon:g}, reached={self.reached}, '
+            f'arithmetic={self.arithmetic!r}, p={self.p:g}, params={self.net.count_params()}, '
+            f'total <= {decimal_text.bound_text(total, 4)}, '
+            f'g={self.certificate.params_hash[:19]}, {len(self.trials)} trials, '
+            f'{self.seconds:.0f} s)')
 
   def line(self) -> str:
     if self.certificate is None:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import bisect
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 from flint import arb, fmpq
@@ -280,44 +279,23 @@ class WideFeedForward:
     return out
 
 
-class WideBallNetwork:
+class WideBallNetwork(ball.BallNetwork):
   """A network of blocks (softmax attention, wide ReLU feed-forward), exact params,
-  ready for ball evaluation; build and evaluate inside ``ball.precision(bits)``.
-
-  Args:
-    segments: ``layers.Segment``s of kind 'block' (softmax, ReLU, lam folded: 1.0).
-    params: exact params pytree ('segment_<i>': {'attention', 'feedforward'}).
-    positional: add ``params['E']`` [n, d] first.
+  ready for ball evaluation; build and evaluate inside ``ball.precision(bits)``. As
+  ``ball.BallNetwork`` (its arguments, ``forward``, ``enclose``), with each feed-forward
+  layer its own ``WideFeedForward`` stage.
   """
 
-  def __init__(self, segments: Sequence, params: dict, positional: bool = False):
-    self.e = [[ball.to_arb(v) for v in row] for row in np.asarray(params['E'])] \
-        if positional else None
-    self.stages = []
-    for i, seg in enumerate(segments):
-      if seg.kind != 'block' or seg.normalizer != 'softmax' or seg.activation != 'relu' \
-          or seg.lam != 1.0:
-        raise ValueError(f'segment {i} is a {seg.kind} ({seg.normalizer}, {seg.activation}); '
-                         'ball evaluation takes realized blocks (softmax, ReLU, lam folded).')
-      p = params[f'segment_{i}']
-      for layer in range(seg.depth):
-        att = ball._Layer({k: np.asarray(v)[layer]  # pylint: disable=protected-access
-                           for k, v in p['attention'].items()})
-        if att.groups:
-          self.stages.append(att)
-        self.stages.append(WideFeedForward({k: np.asarray(v)[layer]
-                                            for k, v in p['feedforward'].items()}))
+  @staticmethod
+  def make_stages(layers) -> list:
+    """ball._Layer (attention, where it has heads) and WideFeedForward, in order."""
+    stages = []
+    for att, ff in layers:
+      if att.groups:
+        stages.append(att)
+      stages.append(WideFeedForward(ff))
+    return stages
 
   @property
   def feedforwards(self) -> list:
     return [s for s in self.stages if isinstance(s, WideFeedForward)]
-
-  def forward(self, z):
-    """Encloses the network's output on the box ``z`` (n lists of d arbs)."""
-    if self.e is not None:
-      z = [[v + e for v, e in zip(row, erow)] for row, erow in zip(z, self.e)]
-    rep = list(range(len(z)))
-    for stage in self.stages:
-      rep = ball._equal_tokens(z, rep)  # pylint: disable=protected-access
-      z = stage(z, rep)
-    return z

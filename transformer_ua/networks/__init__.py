@@ -5,4 +5,5 @@
     export_onnx.py     the project's realized networks as ONNX files
     saved_network.py   a certified network with its certificate in one file (save, load,
                        recheck), hashes checked on load
+    exact_json.py      JSON in which every number reads back exact (saved_network's manifest)
 """

@@ -97,6 +97,20 @@ def _check_options(dtype: str, form: str, batch) -> None:
     raise ValueError("form='single' has no batch axis; leave batch=None.")
 
 
+def _version_2(net) -> str:
+  """The first version-2 option of ``net`` (module docstring of network_dict), or ''."""
+  if net.embed_bias is not None or net.readout_bias is not None or net.final_ln is not None:
+    return 'an embed or readout bias or a final LayerNorm'
+  for i, b in enumerate(net.blocks):
+    a = b.attention
+    if a is not None and (a.b_k is not None or a.b_v is not None or a.b_o is not None
+                          or a.scale != 1.0 or a.causal):
+      return f'attention biases, a scale or a mask in block {i}'
+    if b.norm is not None or (b.ff is not None and b.ff.activation != 'relu'):
+      return f'a LayerNorm or a GELU in block {i}'
+  return ''
+
+
 def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int | None = None,
              doc: str = '') -> onnx.ModelProto:
   """The flat ONNX model of ``net`` (a ``network_dict.Net`` or dict; module docstring).
@@ -111,6 +125,9 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   """
   _check_options(dtype, form, batch)
   net = network_dict.check(net) if not isinstance(net, network_dict.Net) else net
+  if _version_2(net):
+    raise ValueError(f'the flat layout writes version-1 networks; this one has '
+                     f'{_version_2(net)}.')
   if net.n is None:
     raise ValueError('the network has no token count n (no positional encodings); check it '
                      'with network_dict.check(net, n=...) first.')
@@ -145,7 +162,8 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   for b, blk in enumerate(net.blocks):
     p = f'blocks.{b}.'
     if blk.attention is not None:
-      w_q, b_q, w_k, w_v, w_o = blk.attention
+      a = blk.attention
+      w_q, b_q, w_k, w_v, w_o = a.w_q, a.b_q, a.w_k, a.w_v, a.w_o
       update = None
       for i in range(blk.heads):
         h = f'.{i}'
@@ -160,7 +178,7 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
         update = u if update is None else op('Add', [update, u], p + 'heads_to' + h)
       z = op('Add', [z, update], p + 'z_attention')
     if blk.ff is not None:
-      w_1, b_1, w_2, b_2 = blk.ff
+      w_1, b_1, w_2, b_2 = blk.ff.w_1, blk.ff.b_1, blk.ff.w_2, blk.ff.b_2
       pre = op('Add', [op('MatMul', [z, const(p + 'W1', w_1.T)], p + 'zw1'),
                        const(p + 'b1', b_1)], p + 'pre')
       hidden = op('Relu', [pre], p + 'hidden')

@@ -5,10 +5,12 @@ resolution N = 1/delta with cube interiors shrunk by m delta per side,
 
     d_p(f, g) <= T1(N) + T2(N) + T3(N; m, tol)
 
-    T1 = d_p(f, f_bar)       known before building (``_f_term``): per cube (``f_term``)
-                             up to F_TERM_CLASSES classes, else the global modulus
+    T1 = d_p(f, f_bar)       known before building (``term_estimates``): per cube
+                             (``f_term``) up to ``term_estimates.F_TERM_CLASSES``
+                             classes, else the global modulus
     T2 = d_p(f_bar, g_bar)   0 without a bad set; the paper's map: f_bar's mass on the
-                             bad set, estimated in float64 before building (``_t2_estimate``)
+                             bad set, estimated in float64 before building
+                             (``term_estimates.t2_estimate``)
     T3 = d_p(g_bar, g)       <= (nd s_I^p F + sum_ji s_W^p (1 - F))^{1/p},  F = (1 - 2m)^{nd},
                              s_W <= b_i - a_i by the output clamp, s_I <= tol (the plan)
 
@@ -26,9 +28,9 @@ margin and the bits is only logarithmic. E.g. token_times_mean, d = 1, n = 3, p 
 epsilon = 0.05, with the exact per-cube f-term: T1(8) = 0.0473 would leave 0.0027 for T3;
 T1(9) = 0.0421 leaves 0.0079, and N = 9 is chosen (``f_term.bound``). N_c is found by doubling and
 bisection on N (T1 and T2 decrease in N). T1 is the per-cube bound up to the last N whose
-grid has ``F_TERM_CLASSES`` cube classes and the looser global one past it, so the doubling
-always tries that last N: it never jumps over the per-cube range into the global bound,
-whose N can be several times larger. A refusal past that range names the
+grid has ``term_estimates.F_TERM_CLASSES`` cube classes and the looser global one past it,
+so the doubling always tries that last N: it never jumps over the per-cube range into the
+global bound, whose N can be several times larger. A refusal past that range names the
 global bound and the N the per-cube bound would need (extrapolated as 1/N).
 
 Size and time before building. Every construction gives its size at N in closed form
@@ -86,21 +88,15 @@ import numpy as np
 from transformer_ua import decimal_text
 from transformer_ua import rounding
 from transformer_ua.targets import bounds as target_bounds
-from transformer_ua.targets import callable_checks, distances
+from transformer_ua.targets import callable_checks
 from transformer_ua.targets import functions as targets_lib
-from transformer_ua.yun import grid, search_arguments
-from transformer_ua.yun.bounds import bad_set
-from transformer_ua.yun.bounds import certificate, f_term
-from transformer_ua.yun.grid import Grid
+from transformer_ua.yun import grid, search_arguments, term_estimates
+from transformer_ua.yun.bounds import certificate
 from transformer_ua.yun.variants import registry
 
 #: The f-term (with the bad-set estimate) may take at most this share of epsilon: the
 #: rest, at least a tenth of epsilon, is the realization's (module doc).
 F_TERM_SHARE = Fraction(9, 10)
-#: Cube classes up to which the search computes the per-cube f-term (``_f_term``; about
-#: 1 s for 10^4 classes of token_times_mean, 10 s for attention_map); past it, the global
-#: modulus (which is looser, so a cap below the doubling's reach would overshoot N).
-F_TERM_CLASSES = 100_000
 #: Share of what is left after T1 and T2 that goes to the interiors (the rest goes to
 #: the windows).
 INTERIOR_SHARE = Fraction(1, 2)
@@ -116,9 +112,6 @@ DEFAULT_MAX_LAYERS = 100_000
 #: Cube-interior margin (fraction of delta) without the output clamp (its windows are
 #: then bounded by the enclosure of g over the whole cube, not by the clamp).
 UNCLAMPED_MARGIN = Fraction(1, 2 ** 20)
-#: The bad-set estimate enumerates grids of at most this many cells; past it, it is
-#: extrapolated by the bad set's measure (``_t2_estimate``).
-BAD_SET_CELLS = 200_000
 #: Supported d and n (checked before any arithmetic).
 MAX_D, MAX_N = 16, 1024
 #: The arithmetic ``approximate`` certifies by default: the network as IEEE binary64 runtimes
@@ -146,116 +139,6 @@ def check_construction(construction):
                      'parameters whose certificate holds) or one of '
                      f'{", ".join(repr(c) for c in registry.VARIANTS)}.')
   return registry.VARIANTS[construction]
-
-
-# ---------------------------------------------------------------------------
-# The terms before building.
-# ---------------------------------------------------------------------------
-
-
-def _cube_classes(target, *, d: int, n: int, resolution: int, positional: bool) -> int:
-  """The cube classes the per-cube f-term evaluates at N: every cube (Theorem 3, or f not
-  permutation equivariant) or every multiset of cells."""
-  if positional or not target.permutation_equivariant:
-    return resolution ** (d * n)
-  return math.comb(resolution ** d + n - 1, n)
-
-
-def _per_cube_limit(target, *, d: int, n: int, positional: bool) -> int:
-  """The largest N whose grid has at most ``F_TERM_CLASSES`` cube classes (>= 1)."""
-  count = lambda N: _cube_classes(target, d=d, n=n, resolution=N,  # noqa: E731
-                                  positional=positional)
-  lo, hi = 1, 2
-  while count(hi) <= F_TERM_CLASSES:
-    lo, hi = hi, hi * 2
-  while hi - lo > 1:
-    mid = (lo + hi) // 2
-    lo, hi = (mid, hi) if count(mid) <= F_TERM_CLASSES else (lo, mid)
-  return lo
-
-
-def _f_term(cache: dict, target, lip: Fraction | None, *, d: int, n: int, resolution: int,
-            p: float, positional: bool, modulus=None) -> float:
-  """T1 = d_p(f, f_bar) at N before building: the per-cube bound (``f_term.bound``: exact
-  integrals for polynomial built-ins, arb enclosures, a caller's modulus: the same the
-  certificate computes) where the grid has at most ``F_TERM_CLASSES`` cube classes, else
-  the global modulus (``certificate.f_fbar_bound``; none without ``lip``: infinite). The
-  table's rounding (~1e-16) is added by the certificate."""
-  key = (resolution, positional)
-  if key not in cache:
-    classes = _cube_classes(target, d=d, n=n, resolution=resolution, positional=positional)
-    glob = math.inf if lip is None else certificate.f_fbar_bound(
-        lip, Grid(d, n, resolution), p=p)['bound']
-    cache[key] = glob if classes > F_TERM_CLASSES else min(glob, f_term.bound(
-        target, d=d, n=n, resolution=resolution, p=p, positional=positional,
-        lipschitz=lip, modulus=modulus).bound)
-  return cache[key]
-
-
-def _bad_fraction(d: int, n: int, N: int) -> float:  # pylint: disable=invalid-name
-  """Measure of the bad set (a repeated column): 1 - prod_{i<n} (1 - i / N^d)."""
-  m = N ** d
-  if m < n:
-    return 1.0
-  return -math.expm1(sum(math.log1p(-i / m) for i in range(n)))
-
-
-def _t2_estimate(cache: dict, target, d: int, n: int, N: int, p: float) -> float:  # pylint: disable=invalid-name
-  """d_p(f_bar, g_bar) of the paper's map before building: f_bar's mass on the bad set
-  (float64 sum over the grid, ``bad_set.dp_on_bad_set``) up to ``BAD_SET_CELLS``
-  cells; past it, the value at the largest such N' scaled by (bad measure at N / at
-  N')^{1/p} (with no such N': the bad measure times nd max |f|^p on a probe, to the
-  1/p). For the search only: the certificate computes the exact term."""
-  if 2 ** (d * n) > BAD_SET_CELLS:   # no grid small enough: |f_bar| <= max |f| there
-    x = np.random.default_rng(0).random((256, n, d))
-    amax = float(np.max(np.abs(np.asarray(target(x), np.float64))))
-    return (_bad_fraction(d, n, N) * n * d) ** (1 / p) * amax
-  base = N
-  while base > 2 and base ** (d * n) > BAD_SET_CELLS:
-    base = max(2, int(BAD_SET_CELLS ** (1 / (d * n))))
-  if base not in cache:
-    cache[base] = bad_set.dp_on_bad_set(target, Grid(d, n, base), p=p)
-  if base == N:
-    return cache[base]
-  return cache[base] * (_bad_fraction(d, n, N) / _bad_fraction(d, n, base)) ** (1 / p)
-
-
-def _margin_for(budget: float, *, d: int, n: int, p: float, spread) -> Fraction | None:
-  """Largest power-of-two margin m whose window term, with |g - g_bar| <= spread_i (the
-  clamp's range), is <= budget: (n sum_i spread_i^p (1 - (1 - 2m)^{nd}))^{1/p} (float64,
-  for the search; None if none down to ``certificate.MIN_MARGIN``). In logarithms, so
-  that a huge p or spread does not overflow: log n + log sum_i spread_i^p + log window
-  <= p log budget."""
-  logs = [p * math.log(float(s)) for s in spread if float(s) > 0]
-  if any(not math.isfinite(v) for v in logs) or not budget > 0:
-    return None
-  if not logs:
-    return certificate.MAX_MARGIN       # g_bar's range is a point: no window term
-  top = max(logs)
-  log_mass = math.log(n) + top + math.log(sum(math.exp(v - top) for v in logs))
-  m = certificate.MAX_MARGIN
-  while m >= certificate.MIN_MARGIN:
-    window = -math.expm1(d * n * math.log1p(-2 * float(m)))
-    if log_mass + math.log(window) <= p * math.log(budget):
-      return m
-    m /= 2
-  return None
-
-
-def _spread(target, d: int, n: int) -> list:
-  """An upper bound on b_i - a_i (the clamp's range) before building: the range of f on
-  a probe batch and 0, widened by a half (the exact range is the built net's). A
-  non-finite value, or a range past float64, is refused in one line."""
-  x = np.random.default_rng(0).random((256, n, d))
-  y = targets_lib.evaluate(target, x).reshape(-1, d)
-  lo, hi = np.minimum(y.min(0), 0.0), np.maximum(y.max(0), 0.0)
-  with np.errstate(over='ignore'):
-    out = [float(1.5 * (b - a)) for a, b in zip(lo, hi)]
-  if not all(math.isfinite(v) for v in out):
-    raise ValueError(f'target {target.name!r} ranges over [{float(lo.min()):.3g}, '
-                     f'{float(hi.max()):.3g}] on 256 probe points, past what float64 can '
-                     'hold as a clamp range; rescale f.')
-  return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,23 +176,24 @@ class _Search:
   def __init__(self, target, lip, *, epsilon, d, n, p, clamp, modulus=None):
     self.target, self.lip, self.epsilon, self.modulus = target, lip, epsilon, modulus
     self.d, self.n, self.p, self.clamp = d, n, p, clamp
-    self.spread = _spread(target, d, n) if clamp else None
+    self.spread = term_estimates.clamp_spread(target, d, n) if clamp else None
     self.bad_cache, self.f_cache = {}, {}
 
   def split(self, c, N: int):  # pylint: disable=invalid-name
     """(f_term, bad_set, margin, tolerance) at N, or None when N has too little slack."""
-    t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=N,
-                 p=self.p, positional=not c.equivariant, modulus=self.modulus)
+    t1 = term_estimates.f_term_estimate(
+        self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=N, p=self.p,
+        positional=not c.equivariant, modulus=self.modulus)
     if t1 > float(F_TERM_SHARE) * self.epsilon:
       return None
-    t2 = _t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
+    t2 = term_estimates.t2_estimate(self.bad_cache, self.target, self.d, self.n, N, self.p) \
         if c.has_bad_set else 0.0
     left = self.epsilon - t1 - t2
     if t1 + t2 > float(F_TERM_SHARE) * self.epsilon:
       return None
     if self.clamp:
-      margin = _margin_for(left * float(1 - INTERIOR_SHARE), d=self.d, n=self.n, p=self.p,
-                           spread=self.spread)
+      margin = term_estimates.margin_for(left * float(1 - INTERIOR_SHARE), d=self.d,
+                                         n=self.n, p=self.p, spread=self.spread)
       if margin is None:
         return None
     else:
@@ -319,12 +203,13 @@ class _Search:
 
   def per_cube_limit(self, c) -> int:
     """The largest N at which the f-term is the per-cube bound (past it, the looser global
-    Lipschitz bound: ``_f_term``)."""
-    return _per_cube_limit(self.target, d=self.d, n=self.n, positional=not c.equivariant)
+    Lipschitz bound: ``term_estimates.f_term_estimate``)."""
+    return term_estimates.per_cube_limit(self.target, d=self.d, n=self.n,
+                                         positional=not c.equivariant)
 
   def f_term_method(self, c, N: int) -> str:  # pylint: disable=invalid-name
     return 'per cube' if N <= self.per_cube_limit(c) else \
-        f'global Lipschitz bound (past {F_TERM_CLASSES:,} cube classes)'
+        f'global Lipschitz bound (past {term_estimates.F_TERM_CLASSES:,} cube classes)'
 
   def resolution(self, c) -> int | None:
     """N_c: the smallest N >= 2 with slack (doubling, then bisection); None if no
@@ -353,8 +238,9 @@ class _Search:
     cap = self.per_cube_limit(c)
     if cap < 2:
       return None
-    t1 = _f_term(self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=cap,
-                 p=self.p, positional=not c.equivariant, modulus=self.modulus)
+    t1 = term_estimates.f_term_estimate(
+        self.f_cache, self.target, self.lip, d=self.d, n=self.n, resolution=cap, p=self.p,
+        positional=not c.equivariant, modulus=self.modulus)
     if not math.isfinite(t1):
       return None
     return max(cap + 1, math.ceil(cap * t1 / (float(F_TERM_SHARE) * self.epsilon)))
@@ -376,8 +262,8 @@ class _Search:
     building is an estimate); the planned one if the exact range leaves none."""
     a, b = net.output_range()
     left = self.epsilon - cand.f_term - cand.bad_set
-    m = _margin_for(left * float(1 - INTERIOR_SHARE), d=self.d, n=self.n, p=self.p,
-                    spread=[float(hi - lo) for lo, hi in zip(a, b)])
+    m = term_estimates.margin_for(left * float(1 - INTERIOR_SHARE), d=self.d, n=self.n,
+                                  p=self.p, spread=[float(hi - lo) for lo, hi in zip(a, b)])
     return m if m is not None else cand.margin
 
 
@@ -529,8 +415,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
     raise ValueError(f'arithmetic={arithmetic!r}: no registered construction for '
                      f'{"Theorem 3" if positional else "Theorem 2"} has a {arithmetic} '
                      "certificate; use arithmetic='exact'.")
-  if clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
-                          spread=search.spread) is None:     # no N can help: say so now
+  if clamp and term_estimates.margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
+                                         spread=search.spread) is None:   # no N can help
     raise ValueError(f'epsilon={epsilon:g}: for every construction '
                      f'({", ".join(c.name for c in pool)}) the ramp windows alone exceed '
                      f'epsilon at the smallest margin 2^-28 (p={search_arguments.p_text(p)}, clamp range up '
@@ -543,8 +429,8 @@ def approximate(f, epsilon: float, *, d: int, n: int, p: float = 2.0, lipschitz=
   for c in pool:
     N = search.resolution(c)  # pylint: disable=invalid-name
     if N is None:
-      windows = clamp and _margin_for(epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p,
-                                      spread=search.spread) is None
+      windows = clamp and term_estimates.margin_for(
+          epsilon * float(1 - INTERIOR_SHARE), d=d, n=n, p=p, spread=search.spread) is None
       skipped.append(f'{c.name}: ' + (
           'the ramp windows alone exceed epsilon at the smallest margin 2^-28'
           if windows else 'no N <= 2^62 leaves a tenth of epsilon after d_p(f, f_bar)'

@@ -89,12 +89,7 @@ def apply_certified(g, x, bits: int | None = None, check_plan: bool = True):
   check_exact(g)
   x = check_points(g.source, x)
   bits = resolve_bits(g, bits, check_plan)
-  bn = ball_network(g, bits)
-  mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-  with ball.precision(bits):
-    for b in range(x.shape[0]):
-      mid[b], rad[b] = ball.mid_rad(bn.forward(ball.points(x[b])))
-  return mid, rad
+  return ball_network(g, bits).enclose(x, bits)
 
 
 def cube_half_width(N: int, margin: Fraction) -> arb:

@@ -156,12 +156,7 @@ class OneLayerRealized(grid.OfSource):
     src = self.source
     x = _checked_input(x, src.n, src.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
-    bn = self.ball_network(bits)
-    mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-    with ball.precision(bits):
-      for b in range(x.shape[0]):
-        mid[b], rad[b] = ball.mid_rad(bn.forward(ball.points(x[b])))
-    return mid, rad
+    return self.ball_network(bits).enclose(x, bits)
 
   def _check_exact(self):
     if self.dtype != 'exact':

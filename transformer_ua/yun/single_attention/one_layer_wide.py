@@ -472,12 +472,7 @@ class WideRealized(grid.OfSource):
     self._check_exact()
     x = _checked_input(x, self.n, self.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
-    bn = self.ball_network(bits)
-    mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-    with ball.precision(bits):
-      for b in range(x.shape[0]):
-        mid[b], rad[b] = ball.mid_rad(bn.forward(ball.points(x[b])))
-    return mid, rad
+    return self.ball_network(bits).enclose(x, bits)
 
   def apply(self, x) -> np.ndarray:
     """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX

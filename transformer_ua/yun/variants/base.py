@@ -249,3 +249,22 @@ class MultisetContexts:
 
   def class_decoder(self):
     return contextual_ties.make_class_codec(self.grid)['decode']
+
+
+class EveryCubeContexts:
+  """Value-map classes that are every cube of the grid (Theorem 3's variants: the
+  positional encoding makes each cube its own context, f need not be equivariant):
+  N^(dn) classes, decoded by ``grid.decode_grid``; no bad set, g_bar = f_bar on every
+  cube by construction."""
+
+  theorem: ClassVar[str] = 'Theorem 3'
+  positional: ClassVar[bool] = True
+  equivariant: ClassVar[bool] = False
+  exact_by_construction: ClassVar[bool] = True
+  classes_label: ClassVar[str] = 'N^(dn)'
+
+  def num_classes(self) -> int:
+    return self.N ** (self.d * self.n)
+
+  def class_decoder(self):
+    return lambda rank: grid.decode_grid(rank, self.grid)

@@ -5,28 +5,20 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-
-from transformer_ua.yun import grid
-from transformer_ua.yun.stages import contextual, quantize
-
+from transformer_ua.yun.stages import contextual, contextual_positional, quantize
+from transformer_ua.yun.variants.base import EveryCubeContexts
 from transformer_ua.yun.variants.staged import StagedVariant
-from transformer_ua.yun.stages import contextual_positional
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class Positional(StagedVariant):
+class Positional(EveryCubeContexts, StagedVariant):
   """Theorem 3 (Appendix G): E makes every grid point its own context."""
 
   name: ClassVar[str] = 'positional'
   summary: ClassVar[str] = 'Theorem 3 (positional encoding E; n N^d + 1 attention layers)'
   COST: ClassVar[tuple] = (10.0, 19e-3, 7.6e-6)
-  theorem: ClassVar[str] = 'Theorem 3'
   label: ClassVar[str] = 'Theorem 3 (positional)'
-  positional: ClassVar[bool] = True
-  equivariant: ClassVar[bool] = False
-  exact_by_construction: ClassVar[bool] = True
   closed_form_interval: ClassVar[bool] = False
-  classes_label: ClassVar[str] = 'N^(dn)'
 
   def quantization_int_params(self, scale: int) -> dict:
     """Appendix G.1's bins at ``scale`` (E is not scaled: it is added before g_q)."""
@@ -52,8 +44,3 @@ class Positional(StagedVariant):
   def attention_layers(self) -> int:
     return self.n * self.grid.cells + 1
 
-  def num_classes(self) -> int:
-    return self.N ** (self.d * self.n)
-
-  def class_decoder(self):
-    return lambda rank: grid.decode_grid(rank, self.grid)

@@ -11,32 +11,20 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from transformer_ua.yun import grid
 from transformer_ua.yun.single_attention import integer_ids
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.base import EveryCubeContexts, Variant
 from transformer_ua.yun.variants.integer_ids import integer_ids_seconds
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class PositionalIntegerIds(Variant):
+class PositionalIntegerIds(EveryCubeContexts, Variant):
   """Theorem 3 with integer ids (module docstring)."""
 
   name: ClassVar[str] = 'positional_integer_ids'
   summary: ClassVar[str] = ('Theorem 3 with integer ids: positional digits summed by one head, '
                             'a staircase value map; exact, binary64 and binary32 certificates')
-  theorem: ClassVar[str] = 'Theorem 3'
   label: ClassVar[str] = 'Theorem 3, integer ids'
-  positional: ClassVar[bool] = True
-  equivariant: ClassVar[bool] = False
-  exact_by_construction: ClassVar[bool] = True
-  classes_label: ClassVar[str] = 'N^(dn)'
   arithmetics: ClassVar[tuple] = ('exact', 'float64', 'float32')
-
-  def num_classes(self) -> int:
-    return self.N ** (self.d * self.n)
-
-  def class_decoder(self):
-    return lambda rank: grid.decode_grid(rank, self.grid)
 
   def size(self) -> dict:
     return integer_ids.predicted_size(self.d, self.n, self.N, positional=True)

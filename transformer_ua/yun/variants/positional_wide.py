@@ -12,31 +12,19 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from transformer_ua.yun import grid
 from transformer_ua.yun.single_attention import one_layer_wide
-from transformer_ua.yun.variants.base import Variant
+from transformer_ua.yun.variants.base import EveryCubeContexts, Variant
 from transformer_ua.yun.variants.one_layer_wide import wide_seconds
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
-class PositionalWide(Variant):
+class PositionalWide(EveryCubeContexts, Variant):
   """Theorem 3 with one softmax attention layer, shallow and wide (module docstring)."""
 
   name: ClassVar[str] = 'positional_wide'
   summary: ClassVar[str] = ('Theorem 3 shallow and wide: positional E, one softmax attention '
                             'layer, one bump feed-forward layer, the clamp')
-  theorem: ClassVar[str] = 'Theorem 3'
   label: ClassVar[str] = 'Theorem 3, one softmax attention layer, shallow and wide'
-  positional: ClassVar[bool] = True
-  equivariant: ClassVar[bool] = False
-  exact_by_construction: ClassVar[bool] = True
-  classes_label: ClassVar[str] = 'N^(dn)'
-
-  def num_classes(self) -> int:
-    return self.N ** (self.d * self.n)
-
-  def class_decoder(self):
-    return lambda rank: grid.decode_grid(rank, self.grid)
 
   def size(self) -> dict:
     return one_layer_wide.predicted_size(self.d, self.n, self.N, positional=True)
