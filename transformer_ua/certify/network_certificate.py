@@ -65,6 +65,9 @@ MAX_SPLIT = 32768
 #: Coordinates tried per bisected box (the largest mean-value terms): both halves of each
 #: are evaluated and the split whose children's contributions sum lowest is kept.
 SPLIT_CANDIDATES = 1
+#: The automatic box kernel (on an accelerator only: ``_kernel_backend``) starts at the first
+#: round with this many new boxes (its compilation, ~10-30 s, pays only on long runs).
+KERNEL_MIN_BOXES = 50_000
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
 REFUTATION_POINTS = 4096
 
@@ -188,6 +191,16 @@ class Evaluator:
     if self.model is not None and self.model.operand_rel > 0:
       self.nets = reduced_networks(net, self.model)
       self.model = self.model.with_weights_reduced()
+    self.kernels = None       # box_kernel.BoxKernel per net once ``use_kernel`` is called
+
+  def use_kernel(self) -> None:
+    """g's enclosures from the jit kernel (box_kernel.py) from now on; ValueError (one
+    line) where it cannot run soundly here (no x64, XLA's exp off, a subnormal weight, an
+    op it lacks, a magnitude that may overflow somewhere on the cube)."""
+    if self.kernels is None:
+      from transformer_ua.certify import box_kernel   # jax only when asked
+      self.kernels = tuple(box_kernel.kernel_for(net, self.model, batch=BATCH)
+                           for net in self.nets)
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
     """(E [B, n, d] upper bounds of sup_B |f - fl(g)|, D [B, n, d], split [B, K] (the K =
@@ -199,22 +212,29 @@ class Evaluator:
 
   def _batch(self, lo, hi):
     """The worse of the networks' bounds (each reduction of the weights: ``nets``)."""
-    outs = [self._batch_net(net, lo, hi) for net in self.nets]
+    outs = [self._batch_net(i, net, lo, hi) for i, net in enumerate(self.nets)]
     e = np.maximum.reduce([o[0] for o in outs])
     dev = np.maximum.reduce([o[1] for o in outs])
     centre = np.maximum.reduce([o[3] for o in outs])
     return e, dev, outs[0][2], centre
 
-  def _batch_net(self, net, lo, hi):
+  def _batch_net(self, index, net, lo, hi):
     c = (lo + hi) / 2                      # exact: dyadic boxes
     r = (hi - lo) / 2
     b, n, d = lo.shape
-    g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
-    marks = []
-    g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model, marks=marks)
-    if marks:      # a box that may overflow has no bound; at its centre point, a refusal
-      bad = ~np.isfinite(dev).all(axis=(1, 2))
-      network_enclosure.enclose(net, iv.point(c[bad]), self.model)
+    if self.kernels is not None:
+      (c_lo, c_hi), g_b, dev = self.kernels[index].enclose(lo, hi)
+      g_c = iv.Interval(c_lo, c_hi)
+      if dev is not None and not np.isfinite(dev).all():   # as the marks below
+        bad = ~np.isfinite(dev).all(axis=(1, 2))
+        network_enclosure.enclose(net, iv.point(c[bad]), self.model)
+    else:
+      g_c, _ = network_enclosure.enclose(net, iv.point(c), None)
+      marks = []
+      g_b, dev = network_enclosure.enclose(net, iv.box(lo, hi), self.model, marks=marks)
+      if marks:    # a box that may overflow has no bound; at its centre point, a refusal
+        bad = ~np.isfinite(dev).all(axis=(1, 2))
+        network_enclosure.enclose(net, iv.point(c[bad]), self.model)
     rq = r.reshape(b, 1, 1, n * d)
     fs = self.fside
     if fs.form is not None:
@@ -242,8 +262,11 @@ class Evaluator:
       e = iv.up(e + dev)
     else:
       dev = np.zeros_like(e)
-    score = (jac * rq).sum(axis=(1, 2)) + 1e-300 * r.reshape(b, -1)   # ties: the widest
-    split = np.argsort(-score, axis=1, kind='stable')[:, :SPLIT_CANDIDATES]
+    # the score rounded to float32 (24 bits), ties to the widest, then the first: the NumPy
+    # path and the kernel (whose bounds differ in the last bits) split the same boxes alike
+    with np.errstate(over='ignore'):
+      score = (jac * rq).sum(axis=(1, 2)).astype(np.float32)
+    split = np.lexsort((-r.reshape(b, -1), -score), axis=-1)[:, :SPLIT_CANDIDATES]
     centre = np.where(np.isnan(e_c), np.inf, e_c) + dev
     return e, dev, split, centre
 
@@ -377,8 +400,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                     epsilon=None, max_minutes: float = 10.0, lipschitz=None, modulus=None,
                     workers=None, state_dir: str | None = None, progress: bool | None = None,
                     runtime=None, max_boxes: int | None = None,
-                    max_rounds: int | None = None,
-                    probe_minutes: float | None = None) -> NetworkCertificate:
+                    max_rounds: int | None = None, probe_minutes: float | None = None,
+                    box_kernel: bool | None = None) -> NetworkCertificate:
   """Proves d_p(f, fl(g)) <= total over [0,1]^{n x d} (module docstring).
 
   Args:
@@ -407,6 +430,10 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       for a fit) are a probe: when the cost model (cost_model.py) projects more than
       ``max_minutes`` to reach epsilon, the run is refused in one line with the projection
       (None: no probe; a run not reaching epsilon prints the projection in its line).
+    box_kernel: g's enclosures from the jit kernel (box_kernel.py) instead of NumPy: True
+      from the first round, False never, None from the first round of KERNEL_MIN_BOXES
+      new boxes on (a box count: the same boxes in every run), falling back to NumPy where
+      the kernel cannot run soundly; in this process only (not with workers=).
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
@@ -434,7 +461,13 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   else:
     fside, f_side = _guarded('f', _callable_side, target, d, n, lipschitz, modulus)
   runtime_text = _runtime_text(runtime, arithmetic)
+  if box_kernel not in (None, True, False):
+    raise ValueError(f'box_kernel={box_kernel!r}; it must be True, False or None (automatic).')
+  if box_kernel and (workers is not None or state_dir is not None):
+    raise ValueError('box_kernel=True runs in this process; it does not go with workers= or '
+                     'state_dir= (their chunks are evaluated by NumPy).')
   if workers is not None or state_dir is not None:
+    box_kernel = False
     if form is None:
       raise ValueError('workers= and state_dir= need a built-in target (a callable does not '
                        'travel to other processes); run a callable in this process.')
@@ -447,6 +480,10 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   mult = math.factorial(n) if symmetric else 1
   evaluator = Evaluator(run_net, fside, arithmetic)
   iv.check_numpy_exp()
+  kernel_from = None             # the round from which the kernel evaluated the boxes
+  if box_kernel:
+    evaluator.use_kernel()
+    kernel_from = 1
   lo, hi = _initial_boxes(n, d, symmetric)
   start = time.perf_counter()
   per_box = 0.0
@@ -516,6 +553,14 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     # the next round's time: a child costs about what a box cost this round
     if time.perf_counter() + per_box * int(alive.sum()) > deadline:
       break
+    if box_kernel is None and kernel_from is None and int(alive.sum()) >= KERNEL_MIN_BOXES:
+      box_kernel = _kernel_backend()
+      if box_kernel:
+        try:
+          evaluator.use_kernel()
+          kernel_from = rounds + 1
+        except ValueError:
+          box_kernel = False                       # NumPy stays: it needs nothing more
     t0 = time.perf_counter()
     ce, cdev, csplit, ccentre, executed = _evaluate(evaluator, c_lo[alive], c_hi[alive],
                                                     workers_obj, spec, rounds)
@@ -559,6 +604,12 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   worst = np.argsort(-contrib)[:64]
   assumptions = _assumptions(evaluator.model) + tuple(
       network_enclosure.assumptions(net, evaluator.model)) + (f'g: {source}',)
+  if kernel_from is not None:
+    import jax
+    assumptions += (f"box kernel (jax.jit on {jax.default_backend()}) from round "
+                    f"{kernel_from}: XLA's exp and expm1 within 2^{int(math.log2(iv.EXP_SLACK))}"
+                    ' (checked against mpmath), outward steps of 2^-1021 for flushed '
+                    'subnormals',)
   return NetworkCertificate(
       total=total, p=p, arithmetic=arithmetic, epsilon=eps, reached=reached, d=d, n=n,
       target=target.name, f_side=f_side, params_hash=network_dict.params_hash(net),
@@ -569,6 +620,17 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       executed='; '.join(sorted(set(executed_all))), history=tuple(history),
       projection=None if eps is None or reached else cost_model.project(history, float(eps), p),
       worst_centres=(lo[worst] + hi[worst]) / 2)
+
+
+def _kernel_backend() -> bool:
+  """Whether the automatic kernel is used: jax is there and its backend is an accelerator
+  (on 2 CPU cores the kernel measured 0.7-1.6x NumPy's boxes/s after 17-23 s of compiling:
+  benchmarks/certify_kernel.py)."""
+  try:
+    import jax
+  except ImportError:
+    return False
+  return jax.default_backend() != 'cpu'
 
 
 def _float_total(total_p: float, p: float) -> float:

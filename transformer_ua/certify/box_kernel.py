@@ -1,0 +1,649 @@
+r"""The box kernel: network_enclosure's per-box enclosure compiled with jax.jit over batches.
+
+For a batch of boxes [B, n, d] it returns what ``network_enclosure.enclose`` returns, as
+NumPy arrays: g(c) at the centres (point intervals), g over the box with its interval
+Jacobian (tangents [B, n, d, n d]), and the float deviation D >= |fl(g) - g|. The math is
+network_enclosure's and intervals.py's, op for op; the NumPy path stays the reference and
+the tests check that these bounds contain it.
+
+Outward rounding under XLA. Every bound is moved outward after each rounded operation, as
+in intervals.py, but with a step that survives what XLA does to floats:
+
+    up(x)   = max(nextafter(x, +inf), x + 2^-1021)
+    down(x) = min(nextafter(x, -inf), x - 2^-1021)
+
+* Flush to zero (XLA's CPU runtime flushes subnormal results and reads subnormal inputs as
+  0): a flushed result is off by < 2^-1022, which the 2^-1021 covers; an output of up()
+  that is subnormal only arises where the true value is negative, so reading it as 0 still
+  bounds it (down() symmetrically). Sums get (k + 1) 2^-1021 per k terms (each product or
+  partial sum may flush). Weights that are subnormal would be read as 0: refused.
+* FMA contraction (GPU): a contracted a b + c has one rounding instead of two; every
+  bound here is taken after a single operation or over a sum with the any-order bound
+  gamma_k sum |terms| (intervals.sum_error), which holds for FMA-based sums as well.
+* XLA's exp (and expm1, used by the softmax's deviation) are not NumPy's: ``check_exp``
+  measures them on the backend against mpmath (60 digits) and refuses when off by more than
+  intervals.EXP_SLACK (relative), the widening every exp gets.
+* float64 is required (jax's x64): the kernel runs under ``jax.enable_x64(True)`` and
+  refuses, in one line, a backend whose arrays do not come back as float64.
+
+Overflow: every M + D that network_enclosure checks (``_Model.check_range``) is kept per
+box; a box where one may reach the format's largest value gets D = inf (no bound: it is
+split), as ``enclose(marks=)`` does.
+
+Generic over the op set: ``OPS`` maps a layer kind to its function (params, z, d_z, fm) ->
+(z, d_z) (agreement.md's op interface), and ``program(net)`` lists a network's layers as
+(kind, params); a new layer (LayerNorm, GELU, the scale, the causal mask) is one entry in
+OPS and one in ``program``. Today OPS has the embedding (+ bias), positional encodings,
+attention with Q/K/V/O biases, the ReLU feed-forward and the readout (+ bias); a network
+with another op is refused in one line (the NumPy path certifies it). The feed-forward's D
+is network_enclosure's first form (its Jacobian form only lowers the reference's D).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from transformer_ua.certify import intervals as iv
+from transformer_ua.certify import network_enclosure
+from transformer_ua import rounding
+
+#: The absolute step of up/down (twice the smallest normal: covers a flushed subnormal).
+STEP = 2.0 ** -1021
+_TINY = 2.0 ** -1022
+_U = 2.0 ** -53
+_WIDEN = 1 + 2.0 ** -40
+_MAX = float(np.finfo(np.float64).max)
+#: The kernel's values and tangents are widened by this much of their largest magnitude at
+#: the end, its deviation by DEV_WIDEN of itself (``enclose``).
+FINAL_WIDEN = 2.0 ** -40
+DEV_WIDEN = 2.0 ** -30
+
+
+def _jnp():
+  import jax.numpy as jnp   # jax only when the kernel is used
+  return jnp
+
+
+# ---------------------------------------------------------------------------
+# Interval primitives (intervals.py's, in jnp). An interval is a tuple (lo, hi, tlo, thi),
+# tlo/thi None without tangents.
+# ---------------------------------------------------------------------------
+
+
+def up(x):
+  jnp = _jnp()
+  return jnp.maximum(jnp.nextafter(x, jnp.inf), x + STEP)
+
+
+def down(x):
+  jnp = _jnp()
+  return jnp.minimum(jnp.nextafter(x, -jnp.inf), x - STEP)
+
+
+def sum_error(abs_sum, terms: int):
+  """intervals.sum_error with a flush-to-zero term (k + 1) 2^-1021 per sum of k terms."""
+  k = terms + 1
+  gamma = k * _U / (1 - k * _U)
+  return up(abs_sum * (gamma * (1 + 2.0 ** -30)) + (k + 1) * STEP)
+
+
+def _mul_bounds(alo, ahi, blo, bhi):
+  jnp = _jnp()
+  c = jnp.stack(jnp.broadcast_arrays(alo * blo, alo * bhi, ahi * blo, ahi * bhi))
+  return down(c.min(axis=0)), up(c.max(axis=0))
+
+
+def mag(a):
+  jnp = _jnp()
+  return jnp.maximum(jnp.abs(a[0]), jnp.abs(a[1]))
+
+
+def add(a, b):
+  jnp = _jnp()
+  lo, hi = down(a[0] + b[0]), up(a[1] + b[1])
+  if a[2] is not None and b[2] is not None:
+    return lo, hi, down(a[2] + b[2]), up(a[3] + b[3])
+  src = a if a[2] is not None else b
+  if src[2] is None:
+    return lo, hi, None, None
+  full = lo.shape + src[2].shape[-1:]
+  return lo, hi, jnp.broadcast_to(src[2], full), jnp.broadcast_to(src[3], full)
+
+
+def mul(a, b):
+  jnp = _jnp()
+  lo, hi = _mul_bounds(a[0], a[1], b[0], b[1])
+  parts = []
+  if a[2] is not None:
+    parts.append(_mul_bounds(a[2], a[3], b[0][..., None], b[1][..., None]))
+  if b[2] is not None:
+    parts.append(_mul_bounds(a[0][..., None], a[1][..., None], b[2], b[3]))
+  if not parts:
+    return lo, hi, None, None
+  tlo, thi = parts[0]
+  if len(parts) == 2:
+    tlo, thi = down(tlo + parts[1][0]), up(thi + parts[1][1])
+  full = lo.shape + tlo.shape[-1:]
+  return lo, hi, jnp.broadcast_to(tlo, full), jnp.broadcast_to(thi, full)
+
+
+def sub(a, b):
+  return add(a, (-b[1], -b[0], None if b[2] is None else -b[3],
+                 None if b[2] is None else -b[2]))
+
+
+def sum_axis(a, axis: int):
+  jnp = _jnp()
+  k = a[0].shape[axis]
+  err = sum_error(mag(a).sum(axis=axis), k)
+  lo, hi = down(a[0].sum(axis=axis) - err), up(a[1].sum(axis=axis) + err)
+  if a[2] is None:
+    return lo, hi, None, None
+  t = axis - 1
+  terr = sum_error(jnp.maximum(jnp.abs(a[2]), jnp.abs(a[3])).sum(axis=t), k)
+  return lo, hi, down(a[2].sum(axis=t) - terr), up(a[3].sum(axis=t) + terr)
+
+
+def linear(a, w: np.ndarray, b: np.ndarray | None = None):
+  """a @ w^T + b on the last value axis (w [r, D], b [r]: exact floats, no subnormals)."""
+  jnp = _jnp()
+  w = np.asarray(w, np.float64)
+  wp, wn, wa = jnp.asarray(np.maximum(w, 0)), jnp.asarray(np.minimum(w, 0)), np.abs(w)
+  k = w.shape[1] + (b is not None)
+  lo = a[0] @ wp.T + a[1] @ wn.T
+  hi = a[1] @ wp.T + a[0] @ wn.T
+  absum = mag(a) @ jnp.asarray(wa.T)
+  if b is not None:
+    lo, hi, absum = lo + b, hi + b, absum + np.abs(b)
+  err = sum_error(absum, 2 * k)
+  if a[2] is None:
+    return down(lo - err), up(hi + err), None, None
+  tl, th = jnp.swapaxes(a[2], -1, -2), jnp.swapaxes(a[3], -1, -2)
+  tlo = jnp.swapaxes(tl @ wp.T + th @ wn.T, -1, -2)
+  thi = jnp.swapaxes(th @ wp.T + tl @ wn.T, -1, -2)
+  tabs = jnp.swapaxes(jnp.maximum(jnp.abs(tl), jnp.abs(th)) @ jnp.asarray(wa.T), -1, -2)
+  terr = sum_error(tabs, 2 * w.shape[1])
+  return down(lo - err), up(hi + err), down(tlo - terr), up(thi + terr)
+
+
+def relu(a):
+  jnp = _jnp()
+  lo, hi = jnp.maximum(a[0], 0.0), jnp.maximum(a[1], 0.0)
+  if a[2] is None:
+    return lo, hi, None, None
+  on, off = (a[0] >= 0)[..., None], (a[1] <= 0)[..., None]
+  tlo = jnp.where(off, 0.0, jnp.where(on, a[2], jnp.minimum(a[2], 0.0)))
+  thi = jnp.where(off, 0.0, jnp.where(on, a[3], jnp.maximum(a[3], 0.0)))
+  return lo, hi, tlo, thi
+
+
+def _exp_down(x):
+  jnp = _jnp()
+  return jnp.maximum(down(jnp.exp(x) * (1 - iv.EXP_SLACK)), 0.0)
+
+
+def _exp_up(x):
+  jnp = _jnp()
+  return up(jnp.exp(x) * (1 + iv.EXP_SLACK))
+
+
+def softmax(s):
+  """intervals.softmax (saturating) over the last value axis."""
+  jnp = _jnp()
+  n = s[0].shape[-1]
+  eye = jnp.eye(n, dtype=bool)
+  dhi = up(s[1][..., None, :] - s[0][..., :, None])
+  dlo = down(s[0][..., None, :] - s[1][..., :, None])
+  ehi = jnp.where(eye, 1.0, _exp_up(dhi))
+  elo = jnp.where(eye, 1.0, jnp.minimum(_exp_down(dlo), _MAX))
+  shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
+  esum = elo.sum(axis=-1)
+  slo = jnp.where(jnp.isfinite(esum), down(esum - sum_error(esum, n)), elo.max(axis=-1))
+  w = (jnp.clip(down(1.0 / shi), 0.0, 1.0), jnp.clip(up(1.0 / slo), 0.0, 1.0), None, None)
+  if s[2] is None:
+    return w
+  ds = (s[2], s[3], None, None)
+  wt = (w[0][..., None], w[1][..., None], None, None)
+  inner = sum_axis(mul(wt, ds), -2)
+  centred = sub(ds, (inner[0][..., None, :], inner[1][..., None, :], None, None))
+  dw = mul(wt, centred)
+  return w[0], w[1], dw[0], dw[1]
+
+
+def expand(a, axis: int):
+  jnp = _jnp()
+  lo, hi = jnp.expand_dims(a[0], axis), jnp.expand_dims(a[1], axis)
+  if a[2] is None:
+    return lo, hi, None, None
+  return lo, hi, jnp.expand_dims(a[2], axis - 1), jnp.expand_dims(a[3], axis - 1)
+
+
+def pairwise(a, b):
+  return sum_axis(mul(expand(a, -2), expand(b, -3)), -1)
+
+
+def mix(w, v):
+  return sum_axis(mul(expand(w, -1), expand(v, -3)), -2)
+
+
+# ---------------------------------------------------------------------------
+# The float deviation (network_enclosure's formulas, in jnp).
+# ---------------------------------------------------------------------------
+
+
+def _up(x):
+  return up(x * _WIDEN)
+
+
+class _KModel:
+  """network_enclosure._Model's constants, and the range checks of one trace: every M + D
+  that network_enclosure checks (``check_range``) is kept here, so that the kernel gives
+  D = inf to a box where one may reach the format's largest value, as enclose(marks=)."""
+
+  def __init__(self, fm):
+    self.fm = fm
+    self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
+    self.checks = []
+
+  def kappa(self, m):
+    return self.fm.kappa(m)
+
+  def kappa_pair(self, m):
+    return self.fm.kappa_pair(m)
+
+  def gamma(self, m):
+    return self.fm.gamma(m)
+
+  def check_range(self, m_plus_d):
+    jnp = _jnp()
+    b = m_plus_d.shape[0]
+    self.checks.append(jnp.max(jnp.reshape(m_plus_d, (b, -1)), axis=1))
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
+    a = (m_x + d_x).max(axis=-1, keepdims=True)
+    s = (m_x + d_x) @ w_abs.T + b_abs
+    out = _up(d_x @ w_abs.T + self.kappa(terms) * s
+              + (terms + 1) * self.tiny * (a + float(w_abs.max()) + 2))
+    self.check_range(_up(s + out))
+    return out
+
+
+def _dev_pairwise(fm, dq, mq, dk, mk):
+  jnp = _jnp()
+  m = dq.shape[-1]
+  aq, ak = mq + dq, mk + dk
+  prop = jnp.einsum('...jm,...km->...jk', dq, mk) + jnp.einsum('...jm,...km->...jk', aq, dk)
+  s = jnp.einsum('...jm,...km->...jk', aq, ak)
+  big = jnp.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
+  out = _up(prop + fm.kappa_pair(m) * s + (m + 1) * fm.tiny * (2 * big + 2))
+  fm.check_range(_up(s + out))
+  return out
+
+
+def _dev_mix(fm, dw, mw, dv, mv):
+  jnp = _jnp()
+  n = dw.shape[-1]
+  aw, av = mw + dw, mv + dv
+  prop = dw @ mv + aw @ dv
+  s = aw @ av
+  big = jnp.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
+  out = _up(prop + fm.kappa_pair(n) * s + (n + 1) * fm.tiny * (2 * big + 2))
+  fm.check_range(_up(s + out))
+  return out
+
+
+def _expm1_up(x):
+  """network_enclosure._expm1_up: e^x - 1 <= x + x^2 / (2 (1 - x/3)) below 1/2, the checked
+  exp minus 1 on [1/2, 50], inf above."""
+  jnp = _jnp()
+  small = jnp.minimum(x, 0.5)
+  series = _up(small + _up(small * small) / down(2 * down(1 - small / 3)))
+  big = jnp.clip(x, 0.5, 50.0)
+  via_exp = _up(_up(jnp.exp(big) * (1 + iv.EXP_SLACK)) - 1)
+  return jnp.where(x < 0.5, series, jnp.where(x <= 50, via_exp, jnp.inf))
+
+
+def _dev_softmax(fm, ds, s_lo, s_hi, w_hi):
+  """network_enclosure._dev_softmax_raw (per-entry max subtraction, constants without
+  cancellation)."""
+  jnp = _jnp()
+  n = ds.shape[-1]
+  u = fm.u
+  c_u, gam, cap = network_enclosure.softmax_constants(fm.fm, n)
+  delta = ds.max(axis=-1, keepdims=True)
+  t = up(up(s_hi + ds).max(axis=-1, keepdims=True) - down(s_lo - ds))
+  ut = _up(u * jnp.maximum(t, 0.0))
+  r1 = _up(_expm1_up(ut) + 2 * u * rounding.EXP_ULPS * _up(1 + _expm1_up(ut)))
+  r2 = _up(r1 + gam + _up(r1 * gam))
+  grow = _up(1 + _expm1_up(_up(2 * delta)))
+  shift = _expm1_up(_up(2 * delta))
+  w_up = jnp.minimum(1.0, _up(w_hi * grow))
+  mixed = (w_up * r2).sum(axis=-1, keepdims=True)
+  big_r = jnp.minimum(_up(mixed + sum_error(mixed, n)), r2.max(axis=-1, keepdims=True))
+  denom = down(jnp.where(big_r < 1, 1 - big_r, 1.0))
+  rho = jnp.where(big_r < 1, _up(_up(r1 + c_u + _up(r1 * c_u) + big_r) / denom), jnp.inf)
+  out = _up(w_hi * shift + rho * w_up + 4 * n * fm.tiny)
+  return jnp.where(jnp.isnan(out), jnp.inf, jnp.minimum(out, cap))
+
+
+# ---------------------------------------------------------------------------
+# The op table and a network's program.
+# ---------------------------------------------------------------------------
+
+
+def _attention(p, z, d_z, fm):
+  """z + Attn(z) (network_enclosure._attention without scale and mask)."""
+  jnp = _jnp()
+  h, m, width = p['w_q'].shape
+  heads, d_heads = [], []
+  for i in range(h):
+    q = linear(z, p['w_q'][i], p['b_q'][i])
+    k = linear(z, p['w_k'][i], None if p['b_k'] is None else p['b_k'][i])
+    v = linear(z, p['w_v'][i], None if p['b_v'] is None else p['b_v'][i])
+    s = pairwise(q, k)
+    w = softmax(s)
+    heads.append(mix(w, v))
+    if fm is not None:
+      babs = lambda b: 0.0 if b is None else np.abs(b[i])   # noqa: E731
+      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width)
+      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width)
+      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width)
+      d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k))
+      d_w = _dev_softmax(fm, d_s, s[0], s[1], w[1])
+      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v)))
+  out = z
+  for i, o in enumerate(heads):
+    out = add(out, linear(o, p['w_o'][i]))
+  b_o = p['b_o']
+  if b_o is not None:
+    out = add(out, (b_o, b_o, None, None))
+  if fm is None:
+    return out, None
+  w_o = p['w_o']
+  prop = sum(d_heads[i] @ np.abs(w_o[i]).T for i in range(h))
+  s = sum((mag(heads[i]) + d_heads[i]) @ np.abs(w_o[i]).T for i in range(h))
+  bo = 0.0 if b_o is None else np.abs(b_o)
+  terms = h * m + 1 + (b_o is not None)
+  a = jnp.max(jnp.stack([(mag(heads[i]) + d_heads[i]).max() for i in range(h)]))
+  r_abs = mag(z) + d_z
+  d_out = _up(d_z + prop + fm.kappa(terms) * (s + r_abs + bo)
+              + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
+  fm.check_range(_up(s + r_abs + bo + d_out))
+  return out, d_out
+
+
+def _feedforward(p, z, d_z, fm):
+  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward's first form: its
+  Jacobian form only lowers D, so this D is at least the reference's)."""
+  w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
+  r, width = w_1.shape
+  pre = linear(z, w_1, b_1)
+  act = relu(pre)
+  out = add(z, linear(act, w_2, b_2))
+  if fm is None:
+    return out, None
+  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width)
+  terms = r + 1
+  r_abs = mag(z) + d_z
+  s = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + r_abs
+  a = (mag(act) + d_act).max(axis=-1, keepdims=True)
+  d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
+              + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
+  fm.check_range(_up(s + d_out))
+  return out, d_out
+
+
+def _embed(params, z, d_z, fm):
+  e, eb, d = params
+  if fm is not None:
+    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d)
+  return linear(z, e, eb), d_z
+
+
+def _pad(params, z, d_z, fm):
+  jnp = _jnp()
+  (extra,) = params
+  pad = [(0, 0)] * (z[0].ndim - 1) + [(0, extra)]
+  tpad = pad + [(0, 0)]
+  t = (None, None) if z[2] is None else (jnp.pad(z[2], tpad), jnp.pad(z[3], tpad))
+  return (jnp.pad(z[0], pad), jnp.pad(z[1], pad)) + t, \
+      None if d_z is None else jnp.pad(d_z, pad)
+
+
+def _positional(params, z, d_z, fm):
+  (pos,) = params
+  z = add(z, (pos, pos, None, None))
+  if fm is not None:
+    d_z = _up(d_z + fm.u * (mag(z) + d_z) + fm.tiny)
+    fm.check_range(_up(mag(z) + d_z))
+  return z, d_z
+
+
+def _readout(params, z, d_z, fm):
+  r, rb, width = params
+  if fm is not None:
+    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width)
+  return linear(z, r, rb), d_z
+
+
+def _first(params, z, d_z, fm):
+  (d,) = params
+  t = (None, None) if z[2] is None else (z[2][..., :d, :], z[3][..., :d, :])
+  return (z[0][..., :d], z[1][..., :d]) + t, None if d_z is None else d_z[..., :d]
+
+
+def _block_end(params, z, d_z, fm):
+  if fm is not None:
+    fm.check_range(_up(mag(z) + d_z))
+  return z, d_z
+
+
+#: Layer kind -> op(params, z, d_z, fm) -> (z, d_z).
+OPS = {'embed': _embed, 'pad': _pad, 'positional': _positional, 'attention': _attention,
+       'feedforward': _feedforward, 'block_end': _block_end, 'readout': _readout,
+       'first': _first}
+
+
+def _f64(a):
+  return None if a is None else np.asarray(a, np.float64)
+
+
+def program(net) -> list:
+  """The network's layers as (kind, params), in network_enclosure.enclose's order; a layer
+  the kernel has no op for is refused in one line (ValueError)."""
+  def lacks(what):
+    raise ValueError(f'the box kernel has no op for {what} yet (box_kernel.OPS); the NumPy '
+                     'path certifies it.')
+  out = []
+  if net.embed is not None:
+    out.append(('embed', (_f64(net.embed), _f64(net.embed_bias), net.d)))
+  elif net.D > net.d:
+    out.append(('pad', (net.D - net.d,)))
+  if net.positional is not None:
+    out.append(('positional', (_f64(net.positional),)))
+  for i, blk in enumerate(net.blocks):
+    if blk.ln_attn is not None or blk.ln_ff is not None:
+      lacks(f'LayerNorm (block {i})')
+    a, f = blk.attention, blk.ff
+    if a is not None:
+      if a.causal or a.scale != 1.0:
+        lacks(f'the causal mask or the attention scale (block {i})')
+      out.append(('attention', {k: _f64(getattr(a, k)) for k in
+                                ('w_q', 'b_q', 'w_k', 'b_k', 'w_v', 'b_v', 'w_o', 'b_o')}))
+    if f is not None:
+      if f.activation != 'relu':
+        lacks(f'{f.activation} (block {i})')
+      out.append(('feedforward', {k: _f64(getattr(f, k)) for k in
+                                  ('w_1', 'b_1', 'w_2', 'b_2')}))
+    out.append(('block_end', ()))
+  if net.final_ln is not None:
+    lacks('the final LayerNorm')
+  if net.readout is not None:
+    out.append(('readout', (_f64(net.readout), _f64(net.readout_bias), net.D)))
+  else:
+    out.append(('first', (net.d,)))
+  return out
+
+
+def _check_weights(layers) -> None:
+  for kind, params in layers:
+    for a in (params.values() if isinstance(params, dict) else params):
+      if isinstance(a, np.ndarray):
+        sub = (a != 0) & (np.abs(a) < _TINY)
+        if np.any(sub):
+          raise ValueError(f'the box kernel refuses a {kind} weight that is subnormal '
+                           f'({a[sub].ravel()[0]:.3g}): XLA reads it as 0; use the NumPy path.')
+
+
+# ---------------------------------------------------------------------------
+# The kernel.
+# ---------------------------------------------------------------------------
+
+
+class BoxKernel:
+  """jit-compiled ``network_enclosure.enclose`` of one network and rounding model."""
+
+  def __init__(self, net, model: rounding.MatmulModel | None, *, batch: int = 2048):
+    import jax
+    self.layers = program(net)
+    _check_weights(self.layers)
+    self.model = model
+    self.batch = int(batch)
+    with jax.enable_x64(True):
+      check_exp()
+      self._point = jax.jit(self._run_point)
+      self._box = jax.jit(self._run_box)
+
+  def _layers(self, z, d_z, fm):
+    for kind, params in self.layers:
+      z, d_z = OPS[kind](params, z, d_z, fm)
+    return z, d_z
+
+  def _fm(self):
+    return None if self.model is None else _KModel(network_enclosure._Model(self.model))
+
+  def _run_point(self, c):
+    z, _ = self._layers((c, c, None, None), None, None)
+    return z[0], z[1]
+
+  def _run_box(self, lo, hi):
+    jnp = _jnp()
+    b, n, d = lo.shape
+    p = n * d
+    eye = jnp.eye(p, dtype=lo.dtype).reshape((n, d, p))
+    t = jnp.broadcast_to(eye, (b, n, d, p))
+    d_z = None
+    fm = self._fm()
+    if fm is not None:
+      d_z = _up(fm.u * mag((lo, hi)) + fm.tiny)
+      fm.check_range(_up(mag((lo, hi)) + d_z))
+    z, d_z = self._layers((lo, hi, t, t), d_z, fm)
+    if fm is not None:         # a box where some M + D may reach the largest value: no bound
+      worst = jnp.max(jnp.stack(fm.checks), axis=0)
+      d_z = jnp.where((worst < fm.limit)[:, None, None], d_z, jnp.inf)
+    return z, d_z
+
+  def enclose(self, lo: np.ndarray, hi: np.ndarray):
+    """(g(c) as (lo, hi), g over the box as an intervals.Interval with tangents, D or None)
+    for boxes [B, n, d] (dyadic: the centres are exact)."""
+    import jax
+    lo = np.asarray(lo, np.float64)
+    hi = np.asarray(hi, np.float64)
+    outs = []
+    with jax.enable_x64(True):
+      for i in range(0, len(lo), self.batch):
+        l, h = lo[i:i + self.batch], hi[i:i + self.batch]
+        m = len(l)
+        if m < self.batch:                     # pad to the compiled shape
+          l = np.concatenate([l, np.repeat(l[-1:], self.batch - m, axis=0)])
+          h = np.concatenate([h, np.repeat(h[-1:], self.batch - m, axis=0)])
+        c = (l + h) / 2
+        pc = self._point(c)
+        z, dev = self._box(l, h)
+        got = [np.asarray(x)[:m] for x in (*pc, *z)] + \
+            [None if dev is None else np.asarray(dev)[:m]]
+        if got[0].dtype != np.float64:
+          raise ValueError(f'the box kernel needs float64 (jax x64); this backend returned '
+                           f'{got[0].dtype}: use the NumPy path.')
+        outs.append(got)
+    cat = [np.concatenate([o[k] for o in outs]) for k in range(6)]
+    # XLA sums in another order than NumPy's BLAS: the two sound bounds differ in the last
+    # bits (relative to the sums' magnitudes, not to a cancelled result); widened by
+    # FINAL_WIDEN of the array's largest magnitude (and the deviation by DEV_WIDEN of
+    # itself), the kernel's contain the reference's (tested), at a negligible cost.
+    scales = [max(_scale(cat[k]), _scale(cat[k + 1])) for k in (0, 2, 4)]
+    lows = [_widen_down(cat[k], sc, FINAL_WIDEN) for k, sc in zip((0, 2, 4), scales)]
+    highs = [_widen_up(cat[k], sc, FINAL_WIDEN) for k, sc in zip((1, 3, 5), scales)]
+    dev = None if self.model is None else \
+        _widen_up(np.concatenate([o[6] for o in outs]), 0.0, DEV_WIDEN)
+    return (lows[0], highs[0]), iv.Interval(lows[1], highs[1], lows[2], highs[2]), dev
+
+
+def _scale(x) -> float:
+  finite = np.abs(x[np.isfinite(x)])
+  return float(finite.max()) if finite.size else 0.0
+
+
+def _widen_up(x, scale: float, rel: float):
+  """x + (|x| + scale) rel, rounded up (NumPy, after the kernel)."""
+  with np.errstate(invalid='ignore', over='ignore'):
+    return iv.up(x + (np.abs(x) + scale) * rel + STEP)
+
+
+def _widen_down(x, scale: float, rel: float):
+  with np.errstate(invalid='ignore', over='ignore'):
+    return iv.down(x - (np.abs(x) + scale) * rel - STEP)
+
+
+_KERNELS: dict = {}
+
+
+def kernel_for(net, model: rounding.MatmulModel | None, *, batch: int = 2048) -> BoxKernel:
+  """A BoxKernel, compiled once per (network, rounding model, batch) in this process."""
+  from transformer_ua.networks import network_dict
+  key = (network_dict.params_hash(net), None if model is None else model.name, int(batch))
+  if key not in _KERNELS:
+    _KERNELS[key] = BoxKernel(net, model, batch=batch)
+  return _KERNELS[key]
+
+
+_EXP_CHECKED: dict = {}
+
+
+def check_exp(points: int = 2000, seed: int = 0) -> float:
+  """XLA's exp and expm1 (jit, on the default backend, float64) against mpmath (60 digits)
+  on [-745, 50] and small arguments: the largest relative error; ValueError (one line) if
+  above intervals.EXP_SLACK. Cached per backend."""
+  import jax
+  import jax.numpy as jnp
+  import mpmath
+  backend = jax.default_backend()
+  if backend in _EXP_CHECKED:
+    return _EXP_CHECKED[backend]
+  rng = np.random.default_rng(seed)
+  x = np.concatenate([-np.logspace(-12, math.log10(745), points // 2),
+                      rng.uniform(-40, 50, points - points // 2)])
+  small = np.concatenate([np.logspace(-20, 1, 200), -np.logspace(-20, 1, 200)])
+  with jax.enable_x64(True):
+    got = np.asarray(jax.jit(jnp.exp)(jnp.asarray(x)))
+    got_m1 = np.asarray(jax.jit(jnp.expm1)(jnp.asarray(small)))
+  if got.dtype != np.float64:
+    raise ValueError(f'the box kernel needs float64 (jax x64); the {backend} backend gave '
+                     f'{got.dtype}: use the NumPy path.')
+  worst = 0.0
+  with mpmath.workdps(60):
+    for xi, gi in zip(x, got):
+      ref = mpmath.exp(mpmath.mpf(float(xi)))
+      if ref < mpmath.mpf(2) ** -1000:
+        continue
+      worst = max(worst, float(abs(mpmath.mpf(float(gi)) - ref) / ref))
+    for xi, gi in zip(small, got_m1):
+      ref = mpmath.expm1(mpmath.mpf(float(xi)))
+      worst = max(worst, float(abs(mpmath.mpf(float(gi)) - ref) / abs(ref)))
+  if worst > iv.EXP_SLACK:
+    raise ValueError(f"XLA's exp on {backend} is off by {worst:.3g} relative (more than the "
+                     f'certifier allows, {iv.EXP_SLACK:.3g}); use the NumPy path.')
+  _EXP_CHECKED[backend] = worst
+  return worst
