@@ -89,10 +89,7 @@ class NetworkCertificate:
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
-      model = rounding.MATMUL_MODELS[self.arithmetic]
-      if model.operand_rel > 0:                  # the weights reduced exactly (Evaluator)
-        model = model.with_weights_reduced()
-      run = f'for g run in {model.describe()}'
+      run = f'for g run in {self.assumptions[0].split("; no reassociation")[0]}'
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
@@ -178,13 +175,17 @@ class _FSide:
 class Evaluator:
   """E_B [B, n, d] and the split coordinate of each box, for one (f, g, arithmetic)."""
 
-  def __init__(self, net: network_dict.Net, fside: _FSide, arithmetic: str):
+  def __init__(self, net: network_dict.Net, fside: _FSide, arithmetic: str,
+               operand_mode: str | None = None):
     self.net = net
     self.fside = fside
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
     self.nets = (net,)
     if self.model is not None and self.model.operand_rel > 0:
       self.nets = reduced_networks(net, self.model)
+      if operand_mode == 'nearest':          # the probe measured it: one network, v / 2
+        self.nets = self.nets[:1]
+        self.model = self.model.with_nearest_operands()
       self.model = self.model.with_weights_reduced()
 
   def evaluate(self, lo: np.ndarray, hi: np.ndarray):
@@ -260,13 +261,14 @@ def reduced_networks(net: network_dict.Net, model: rounding.MatmulModel) -> tupl
   return tuple(out)
 
 
-def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
+def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str,
+                    operand_mode: str | None = None):
   """(net, an Evaluator) for a built-in target: the executor's build (module-level, so it
   pickles), and the per-box bound for a benchmark."""
   net = network_dict.check(net_dict, d=d, n=n)
   target = targets_lib.get_target(target_name, d=d, n=n)
   fside = _FSide(target_enclosures.interval_form(target), None, None, None)
-  return net, Evaluator(net, fside, arithmetic)
+  return net, Evaluator(net, fside, arithmetic, operand_mode)
 
 
 def _evaluate_span(obj, start: int, stop: int):
@@ -278,8 +280,8 @@ def _evaluate_span(obj, start: int, stop: int):
           'split': split.tolist()}
 
 
-def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
-  return build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
+def _build_round(net_dict, d, n, target_name, arithmetic, operand_mode, lo, hi):
+  return build_evaluator(net_dict, d, n, target_name, arithmetic, operand_mode), lo, hi
 
 
 # ---------------------------------------------------------------------------
@@ -417,7 +419,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   symmetric = bool(target.permutation_equivariant and form is not None
                    and net.permutation_equivariant)
   mult = math.factorial(n) if symmetric else 1
-  evaluator = Evaluator(run_net, fside, arithmetic)
+  operand_mode = getattr(runtime, 'operand_rounding', None)     # 'nearest' where probed
+  evaluator = Evaluator(run_net, fside, arithmetic, operand_mode)
   iv.check_numpy_exp()
   lo, hi = _initial_boxes(n, d, symmetric)
   start = time.perf_counter()
@@ -440,7 +443,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   workers_obj = None
   if workers is not None or state_dir is not None:
     workers_obj = executor_lib.as_workers(workers, state_dir=state_dir)
-  spec = (run_net.as_dict(), d, n, target.name, arithmetic)
+  spec = (run_net.as_dict(), d, n, target.name, arithmetic, operand_mode)
   e, dev, split, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
   contrib = _contributions(e, lo, hi, p, mult)
   target_p = None if eps is None else (float(eps) if math.isinf(p) else float(eps) ** p)
