@@ -329,12 +329,13 @@ def _contributions(e, lo, hi, p: float, mult: int) -> np.ndarray:
   return iv.up(s * vol * mult)
 
 
-def _total(contrib: np.ndarray, p: float) -> Fraction:
+def _total(contrib: np.ndarray, p: float, cause: str = '') -> Fraction:
   """An exact rational >= (sum contrib)^(1/p) (max for p = inf); ValueError (one line) when
-  a box's bound overflowed."""
+  a box's bound overflowed (``cause``: ``_nonfinite_cause``'s phrase)."""
   if not np.all(np.isfinite(contrib)):
-    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} boxes have no finite bound (the '
-                     "network's values overflow float64 intervals there); no certificate.")
+    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} boxes have no finite bound ('
+                     f'{cause or "the network" + chr(39) + "s values overflow float64 intervals"}'
+                     ' there); no certificate.')
   if math.isinf(p):
     return Fraction(float(contrib.max()))
   s = Fraction(float(np.nextafter(math.fsum(contrib.tolist()), np.inf)))
@@ -347,6 +348,29 @@ def _total(contrib: np.ndarray, p: float) -> Fraction:
     guess += step
     step *= 2
   return guess
+
+
+def _nonfinite_cause(evaluator: 'Evaluator', lo, hi) -> str:
+  """What is not finite on the first box of lo/hi (lowprec): the certifier's float64
+  interval of g's values, its interval Jacobian (the mean-value form's; the interval
+  softmax's derivative meets inf - inf where scores differ by more than float64 holds), f's
+  interval, or the float deviation D."""
+  with np.errstate(all='ignore'):
+    for net in evaluator.nets:
+      g_b, dev = network_enclosure.enclose(net, iv.box(lo[:1], hi[:1]), evaluator.model)
+      if not (np.all(np.isfinite(g_b.lo)) and np.all(np.isfinite(g_b.hi))):
+        return "the certifier's float64 interval of g's values overflows"
+      if g_b.has_tangent and not (np.all(np.isfinite(g_b.tlo)) and np.all(np.isfinite(g_b.thi))):
+        return ("the certifier's float64 interval Jacobian of g overflows or turns NaN "
+                "(g's values stay finite; scores this large leave the interval softmax's "
+                'derivative without a bound)')
+      if dev is not None and not np.all(np.isfinite(dev)):
+        return "the float deviation bound D of g's run is not finite"
+    if evaluator.fside.form is not None:
+      f_b = evaluator.fside.form(iv.box(lo[:1], hi[:1]))
+      if not (np.all(np.isfinite(f_b.lo)) and np.all(np.isfinite(f_b.hi))):
+        return "f's float64 interval overflows"
+  return "the network's values overflow float64 intervals"
 
 
 def _pow_ge(q: Fraction, pi: Fraction, s: Fraction, p: float) -> bool:
@@ -485,7 +509,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     split = np.concatenate([split[keep_mask], csplit])
     contrib = np.concatenate([contrib[keep_mask], _contributions(ce, c_lo, c_hi, p, mult)])
     rounds += 1
-  total = _total(contrib, p)
+  bad = ~np.isfinite(contrib)
+  total = _total(contrib, p, _nonfinite_cause(evaluator, lo[bad], hi[bad]) if bad.any() else '')
   if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
     stopped = 'epsilon reached' if reached else f'budget of {max_minutes:g} min spent'
