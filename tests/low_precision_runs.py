@@ -27,9 +27,22 @@ def _round32(s, accumulate):
 
 
 def dot(a, b, *, order='forward', accumulate='nearest', bias=None):
-  """sum_i a[..., i] b[i, :] (+ bias) in float32: a [..., K] and b [K, N] already reduced."""
+  """sum_i a[..., i] b[i, :] (+ bias) in float32: a [..., K] and b [K, N] already reduced.
+  ``accumulate`` 'block:k:e': the hardware accumulator of tensor_core_models.block_dot
+  (blocks of k, e alignment bits; the bias as the starting accumulator)."""
   a = np.asarray(a, np.float64)
   b = np.asarray(b, np.float64)
+  if accumulate.startswith('block:'):
+    import tensor_core_models   # noqa: PLC0415 -- a sibling helper of the tests
+    _, k, e = accumulate.split(':')
+    lead = a.shape[:-1]
+    flat = a.reshape(-1, a.shape[-1])
+    c = 0.0 if bias is None else np.asarray(bias, np.float64)
+    cols = []
+    for j in range(b.shape[1]):
+      cj = c if np.ndim(c) == 0 else c[j]
+      cols.append(tensor_core_models.block_dot(flat, b[:, j], int(k), int(e), c=cj))
+    return np.stack(cols, axis=-1).reshape(lead + (b.shape[1],)).astype(np.float32)
   acc = np.zeros(a.shape[:-1] + b.shape[1:], np.float32)
   idx = range(a.shape[-1]) if order == 'forward' else range(a.shape[-1] - 1, -1, -1)
   for i in idx:
@@ -81,7 +94,9 @@ def run(net, x, arithmetic: str, *, mode='nearest', order='forward', accumulate=
 
 def ways(arithmetic: str):
   """Every (mode, order, accumulate) the model covers that this emulation offers."""
-  modes = ('nearest',) if rounding.MATMUL_MODELS[arithmetic].operand_rel == 0 else (
-      'nearest', 'truncate')
+  model = rounding.MATMUL_MODELS[arithmetic]
+  modes = ('nearest',) if model.operand_rel == 0 else ('nearest', 'truncate')
+  if model.block:                                # the hardware model's own accumulator
+    return [(m, 'forward', f'block:{model.block}:{model.align_bits}') for m in modes]
   accs = ('nearest',) if arithmetic in ('float32', 'float64') else ('nearest', 'toward_zero')
   return [(m, o, a) for m in modes for o in ('forward', 'reverse') for a in accs]

@@ -38,14 +38,18 @@ def random_net(seed, d=1, n=3, width=3, heads=1, m=2, r=6, blocks=2):
 
 
 def _variants(net, arithmetic):
-  model = rounding.MATMUL_MODELS[arithmetic]
+  nearest_only = arithmetic.endswith(':nearest')       # the probe measured the mode
+  model = rounding.MATMUL_MODELS[arithmetic.split(':')[0]]
   if model.operand_rel == 0:
     return model, {'nearest': net}
   nets = reduced_networks(net, model)
+  if nearest_only:
+    return model.with_nearest_operands().with_weights_reduced(), {'nearest': nets[0]}
   return model.with_weights_reduced(), {'nearest': nets[0], 'truncate': nets[1]}
 
 
-@pytest.mark.parametrize('arithmetic', ARITHMETICS)
+@pytest.mark.parametrize('arithmetic', ARITHMETICS + ('tf32:nearest', 'bfloat16:nearest',
+                                                      'tf32-a100', 'tf32-h100:nearest'))
 @pytest.mark.parametrize('seed', [0, 1, 2])
 def test_deviation_bounds_every_emulated_run(arithmetic, seed):
   net = random_net(seed)
@@ -56,10 +60,10 @@ def test_deviation_bounds_every_emulated_run(arithmetic, seed):
   for mode, variant in variants.items():
     _, dev = network_enclosure.enclose(variant, iv.point(x), model)
     exact = network_dict.apply(variant, x, np.float64)
-    for way in low_precision_runs.ways(arithmetic):
+    for way in low_precision_runs.ways(arithmetic.split(':')[0]):
       if way[0] != mode:
         continue
-      y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
+      y = low_precision_runs.run(net, x, arithmetic.split(':')[0], mode=way[0], order=way[1],
                                  accumulate=way[2])
       err = np.abs(y - exact)
       assert np.all(err <= dev + 1e-12 * (1 + np.abs(exact))), (way, float(np.max(err - dev)))

@@ -152,3 +152,15 @@ def test_a_box_whose_bound_reaches_the_limit_is_split_not_refused():
                          epsilon=1e3, max_minutes=0.5)
   assert cert.reached
   assert math.isfinite(float(cert.total))
+
+
+def test_a_jacobian_that_overflows_the_certifier_is_named_as_such():
+  """W_Q = W_K = 1e154: scores up to 1e308 stay finite in the float64 run (no overflow to
+  refuse), but the interval softmax's derivative does not: the line says so instead of
+  'the network's values overflow float64 intervals'."""
+  big = np.array([[[1e154]]])
+  net = {'blocks': [{'W_Q': big, 'W_K': big, 'W_V': np.ones((1, 1, 1)),
+                     'W_O': np.ones((1, 1, 1))}]}
+  with pytest.raises(ValueError, match='interval Jacobian of g overflows') as err:
+    certify_network('prefix_mean', net, d=1, n=2, arithmetic='float64', max_minutes=0.05)
+  assert '\n' not in str(err.value) and 'values overflow' not in str(err.value)

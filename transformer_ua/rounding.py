@@ -48,6 +48,29 @@ so that, with S = sum_i |a_i b_i| + |c| and A, B the largest |a_i|, |b_i|,
                                          DEFAULT precision on TPUs): operands to 7 explicit
                                          bits, rounded or truncated; accumulation as TF32's
 
+Hardware models (**), from Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores"
+(arXiv 2512.07004), as this module reads them: TF32 operands (either reduction, v as
+above), products exact (11 x 11 bits fit binary32), the k = ``block`` products of a step
+and the accumulator c aligned to the largest of them, each significand cut (truncated,
+no sticky bit) below 2^(E + 1 - 24 - e) where 2^E <= the largest magnitude and e =
+``align_bits``, the aligned terms summed exactly, and the sum normalized and truncated to
+binary32 (|RZ(y) - y| < 2^-23 |y|):
+
+  'tf32-a100'  k = 4, e = 1       'tf32-h100'  k = 8, e = 2   (H100 / H200)
+
+A step with T = |c| + sum |x_i| then errs by at most beta T, beta = k 2^(-23-e) + 2^-23 (1 +
+k 2^(-23-e)) (the largest term loses nothing, each other loses under 2^(E+1-24-e) <= 2^(-23-e)
+T), and its result is at most (1 + beta) T; over nb = ceil(m / k) steps, and any split of
+the steps into partial accumulators that IEEE binary32 additions (round to nearest) then
+combine with the bias,
+
+    |y^ - y| <= ((1 + v)^r (1 + beta)^nb (1 + gamma_{nb+1}(2^-24)) - 1) S + (m + 1) tau (...)
+
+(r = 2 reduced operands, 1 when the weights are exact), in place of (*)'s factor. The
+emulation that tests it is tests/tensor_core_models.py; no GPU ran here, and K&M's own
+test vectors are not committed (their MATLAB models were not at hand), so the models rest
+on the paper's description as summarized in issue 71.
+
 Overflow. The model above holds only while no result overflows: each value z^ of the run,
 each operand (before and after its reduction) and each partial sum of a dot product must
 have magnitude at most the format's largest finite number (``Format.max_finite``; for
@@ -199,7 +222,8 @@ def dot_error(fmt: Format, terms: int, abs_sum: Fraction) -> Fraction:
 
 
 #: The arithmetics ``certify_network`` covers: exact, and each ``MATMUL_MODELS`` entry.
-NETWORK_ARITHMETICS = ('exact', 'float64', 'float32', 'tf32', 'bfloat16')
+NETWORK_ARITHMETICS = ('exact', 'float64', 'float32', 'tf32', 'bfloat16', 'tf32-a100',
+                       'tf32-h100')
 
 #: exp's assumed accuracy (ulp of the result) on the arguments a softmax gives it.
 EXP_ULPS = 4
@@ -220,15 +244,38 @@ class MatmulModel:
   accum_u: Fraction
   operand_bits: int        # significand bits an operand keeps (implicit bit included)
   weights_exact: bool = False   # the weights were reduced to the operand format already
+  block: int = 0           # hardware models (**): products per fused block, 0: none
+  align_bits: int = 0      # extra alignment bits beyond the accumulator's 24
+  hardware: str = ''       # the hardware the model describes, named in the line
+  operand_mode: str = ''   # 'nearest' where the runtime probe measured it, '' either mode
 
   def kappa(self, m: int, reduced: int = 2) -> Fraction:
     """kappa_m of (*): the relative bound of an m-term dot product plus a bias, with
     ``reduced`` (0, 1 or 2) of the two operands of each product reduced by v."""
+    if self.block:
+      return (1 + self.operand_rel) ** reduced * self.block_growth(m) - 1
     k = m + 1
     mu = k * self.accum_u
     if mu >= 1:
       raise ValueError(f'a {m}-term dot product has no error bound in {self.name}.')
     return (1 + self.operand_rel) ** reduced * (1 + mu / (1 - mu)) - 1
+
+  def block_growth(self, m: int) -> Fraction:
+    """(1 + beta)^nb (1 + gamma_{nb+1}(2^-24)), nb = ceil(m / block): the accumulation
+    factor of the hardware models (**), exact."""
+    nb = -(-m // self.block)
+    p = self.storage.precision
+    align = self.block * Fraction(1, 2 ** (p - 1 + self.align_bits))
+    beta = align + Fraction(1, 2 ** (p - 1)) * (1 + align)
+    mu = (nb + 1) * self.storage.u
+    if mu >= 1:
+      raise ValueError(f'a {m}-term dot product has no error bound in {self.name}.')
+    return (1 + beta) ** nb * (1 + mu / (1 - mu))
+
+  def with_nearest_operands(self) -> 'MatmulModel':
+    """This model for a runtime that rounds operands to nearest (the probe's
+    ``operand_rounding``): |fl_op(x) - x| <= v/2 |x| (half a unit of the last kept bit)."""
+    return dataclasses.replace(self, operand_rel=self.operand_rel / 2, operand_mode='nearest')
 
   def with_weights_reduced(self) -> 'MatmulModel':
     """This model for a network whose weights are already numbers of the operand format
@@ -257,6 +304,29 @@ class MatmulModel:
   def dtype(self) -> str:
     return self.storage.dtype
 
+  def emulate_matmul(self, a, b, mode: str = 'nearest'):
+    """a [M, K] @ b [K, N] as the hardware model (**) computes it, exactly (NumPy): operands
+    reduced by ``mode``, products exact, blocks of ``block`` aligned with the accumulator and
+    truncated, block sums truncated to binary32, accumulated left to right. ValueError for
+    a model without blocks (it allows many results, not one)."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    if not self.block:
+      raise ValueError(f'{self.name} is not a hardware model: it has no single result.')
+    ra = self.reduce_operand(np.asarray(a, np.float32), mode).astype(np.float64)
+    rb = self.reduce_operand(np.asarray(b, np.float32), mode).astype(np.float64)
+    prods = ra[:, :, None] * rb[None, :, :]                  # [M, K, N], exact
+    acc = np.zeros((ra.shape[0], rb.shape[1]))
+    p = self.storage.precision
+    for start in range(0, ra.shape[1], self.block):
+      terms = np.concatenate([acc[:, None, :], prods[:, start:start + self.block, :]], axis=1)
+      big = np.abs(terms).max(axis=1, keepdims=True)
+      _, e = np.frexp(np.where(big > 0, big, 1.0))
+      grid = np.ldexp(1.0, e - p - self.align_bits)          # 2^(E + 1 - 24 - e_align)
+      total = (np.trunc(terms / grid) * grid).sum(axis=1)     # exact: few bits
+      m, ex = np.frexp(total)
+      acc = np.where(total == 0, 0.0, np.ldexp(np.trunc(np.ldexp(m, p)), ex - p))
+    return acc.astype(np.float32)
+
   def check_weights(self, named_arrays) -> None:
     """ValueError (one line) unless every weight of ``named_arrays`` ((name, array) pairs of
     the network as given) stays finite when stored in the storage format and is at most
@@ -282,12 +352,22 @@ class MatmulModel:
   def describe(self) -> str:
     if self.operand_rel == 0:
       return self.storage.describe()
-    weights = ('weights reduced to the operand format exactly, by round to nearest and by '
-               'truncation (one mode throughout; both certified, the worse counted), '
-               'activations ' if self.weights_exact else '')
+    both = self.operand_mode != 'nearest'
+    weights = ('weights reduced to the operand format exactly, ' + (
+        'by round to nearest and by truncation (one mode throughout; both certified, the '
+        'worse counted), ' if both else 'by round to nearest, ') + 'activations '
+        if self.weights_exact else '')
+    how = ('rounded or truncated' if both
+           else 'rounded to nearest, as the runtime probe measured')
+    accumulation = ('float32 accumulation in any order, faithful rounding' if not self.block
+                    else f'exact products accumulated in fused blocks of {self.block} with the '
+                    f'accumulator, aligned with {self.align_bits} extra bit'
+                    f'{"s" if self.align_bits > 1 else ""} and truncated (no sticky bit), '
+                    'the block sums truncated to binary32, partial sums combined in IEEE '
+                    f'binary32: the model of {self.hardware}')
     return (f'{self.name} matmuls ({weights}operands to {self.operand_bits - 1} explicit '
-            f'bits, rounded or truncated; float32 accumulation in any order, faithful '
-            f'rounding), other operations in IEEE binary32, round to nearest')
+            f'bits, {how}; {accumulation}), other operations in IEEE binary32, round to '
+            'nearest')
 
   def reduce_operand(self, x, mode: str = 'nearest'):
     """Exact NumPy emulation of the operand reduction: float32 ``x`` to
@@ -320,6 +400,13 @@ MATMUL_MODELS = {
                         Fraction(1, 2 ** 23), 11),
     'bfloat16': MatmulModel('bfloat16', FORMATS['float32'], Fraction(1, 2 ** 7),
                             Fraction(1, 2 ** 23), 8),
+    'tf32-a100': MatmulModel('tf32-a100', FORMATS['float32'], Fraction(1, 2 ** 10),
+                             Fraction(1, 2 ** 23), 11, block=4, align_bits=1,
+                             hardware='NVIDIA A100 tensor cores (Khattak & Mikaitis 2025)'),
+    'tf32-h100': MatmulModel('tf32-h100', FORMATS['float32'], Fraction(1, 2 ** 10),
+                             Fraction(1, 2 ** 23), 11, block=8, align_bits=2,
+                             hardware='NVIDIA H100/H200 tensor cores (Khattak & Mikaitis '
+                             '2025)'),
 }
 
 

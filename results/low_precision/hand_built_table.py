@@ -2,12 +2,16 @@
 
   PYTHONPATH=$PWD python results/low_precision/hand_built_table.py --minutes 2 --out X.json
 
-certify_network('token_times_mean', hand_built_product_network(20), d=1, n=3, p=2) in
-float32, tf32 and bfloat16 under a budget of --minutes each, and the measured d_2 of NumPy
-emulations of each arithmetic on --points uniform points: every matmul operand reduced to
-the operand format (round to nearest and truncation), float32 accumulation in two orders
-(forward and reverse sequential sums), the softmax and the residual additions in float32.
-f is exact (float64 at the exact points). Prints and writes one JSON record.
+certify_network('token_times_mean', hand_built_product_network(20), d=1, n=3, p=2) under a
+budget of --minutes per row, and the measured d_2 of emulated runs (tests/low_precision_runs
+.py: every matmul operand reduced to the operand format, by round to nearest and by
+truncation where the row allows both, float32 accumulation forward and reverse, rounded to
+nearest or toward zero where the model allows it, or the hardware accumulator of
+tests/tensor_core_models.py; the softmax and the residual additions in float32) on --points
+uniform points, f exact. The rows 'probed nearest' pass certify_network the runtime
+probe's report of an emulated H100 runtime (TF32 operands rounded to nearest, blocks of 8,
+2 alignment bits), whose operand rounding the probe reads as 'nearest'. Prints and writes
+one JSON record.
 """
 
 import argparse
@@ -15,53 +19,46 @@ import json
 import math
 import os
 import subprocess
+import sys
 import time
 
 import numpy as np
 
-from transformer_ua import rounding
-from transformer_ua.certify import certify_network, hand_built
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', '..', 'tests'))
+import low_precision_runs  # noqa: E402
+import tensor_core_models  # noqa: E402
 
-ARITHMETICS = ('float32', 'tf32', 'bfloat16')
+from transformer_ua import rounding  # noqa: E402
+from transformer_ua.certify import certify_network, hand_built  # noqa: E402
+from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime  # noqa: E402
+
+# (row label, arithmetic, probed, the emulated ways: (mode, order, accumulate))
+ROWS = (
+    ('float32', 'float32', False, [('nearest', o, 'nearest') for o in ('forward', 'reverse')]),
+    ('tf32', 'tf32', False, None),
+    ('bfloat16', 'bfloat16', False, None),
+    ('tf32, probed nearest', 'tf32', True,
+     [('nearest', o, a) for o in ('forward', 'reverse') for a in ('nearest', 'toward_zero')]),
+    ('tf32-a100', 'tf32-a100', False,
+     [(m, 'forward', 'block:4:1') for m in ('nearest', 'truncate')]),
+    ('tf32-h100, probed nearest', 'tf32-h100', True, [('nearest', 'forward', 'block:8:2')]),
+)
 
 
-def _dot(a, b, order):
-  """sum_i a[..., i] b[i, ...] in float32 one term at a time (a [..., K], b [K, N])."""
-  acc = np.zeros(a.shape[:-1] + b.shape[1:], np.float32)
-  idx = range(a.shape[-1]) if order == 'forward' else range(a.shape[-1] - 1, -1, -1)
-  for i in idx:
-    acc = (acc + (a[..., i, None] * b[i]).astype(np.float32)).astype(np.float32)
-  return acc
+class EmulatedH100(NumpyRuntime):
+  """TF32 operands rounded to nearest, tensor_core_models.block_dot(8, 2)."""
 
+  name = 'NumPy emulation of the H100 TF32 model (blocks of 8, 2 alignment bits)'
 
-def emulate(net, x, arithmetic, mode, order):
-  model = rounding.MATMUL_MODELS[arithmetic]
-  red = (lambda v: model.reduce_operand(np.asarray(v, np.float32), mode))   # noqa: E731
-  f32 = (lambda v: np.asarray(v, np.float32))                              # noqa: E731
-  mm = (lambda a, w: _dot(red(a), red(w).T, order))                       # noqa: E731 a @ w^T
-  z = f32(x)
-  z = mm(z, net.embed) if net.embed is not None else np.pad(
-      z, [(0, 0), (0, 0), (0, net.D - net.d)])
-  if net.positional is not None:
-    z = f32(z + f32(net.positional))
-  for blk in net.blocks:
-    if blk.attention is not None:
-      w_q, b_q, w_k, w_v, w_o = blk.attention
-      out = z
-      for i in range(w_q.shape[0]):
-        q = f32(mm(z, w_q[i]) + f32(b_q[i]))
-        k, v = mm(z, w_k[i]), mm(z, w_v[i])
-        s = np.stack([_dot(red(q[b]), red(k[b]).T, order) for b in range(len(q))])
-        e = np.exp(f32(s - s.max(axis=-1, keepdims=True)))
-        w = f32(e / f32(e.sum(axis=-1, keepdims=True)))
-        o = np.stack([_dot(red(w[b]), red(v[b]), order) for b in range(len(q))])
-        out = f32(out + mm(o, w_o[i]))
-      z = out
-    if blk.ff is not None:
-      w_1, b_1, w_2, b_2 = blk.ff
-      act = np.maximum(f32(mm(z, w_1) + f32(b_1)), np.float32(0))
-      z = f32(z + f32(mm(act, w_2) + f32(b_2)))
-  return z @ net.readout.T if net.readout is not None else z[..., :net.d]
+  def matmul(self, a, b):
+    tf32 = rounding.MATMUL_MODELS['tf32']
+    ra = tf32.reduce_operand(a.astype(np.float32), 'nearest').astype(np.float64)
+    rb = tf32.reduce_operand(b.astype(np.float32), 'nearest').astype(np.float64)
+    prods = ra[:, None, :] * rb.T[None, :, :]
+    m, n, k = prods.shape
+    flat = tensor_core_models.block_dot(prods.reshape(m * n, k), np.ones(k), 8, 2)
+    return flat.reshape(m, n).astype(a.dtype)
 
 
 def main():
@@ -77,28 +74,35 @@ def main():
   x = rng.random((args.points, 3, 1))
   f = x * x.mean(axis=1, keepdims=True)
   rev = subprocess.run(['git', 'rev-parse', '--short=10', 'HEAD'], capture_output=True,
-                       text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-  record = {'revision': rev, 'loadavg_start': open('/proc/loadavg').read().split()[:3],
+                       text=True, cwd=HERE).stdout.strip()
+  dirty = subprocess.run(['git', 'status', '--porcelain', '--untracked-files=no'],
+                         capture_output=True, text=True, cwd=HERE).stdout.strip()
+  record = {'revision': rev + (' (uncommitted changes)' if dirty else ''),
+            'loadavg_start': open('/proc/loadavg').read().split()[:3],
             'units': args.units, 'minutes': args.minutes, 'points': args.points,
             'exact_d2': math.sqrt(float(hb.l2_error_squared)), 'rows': []}
-  for arithmetic in ARITHMETICS:
+  report = check_runtime(EmulatedH100(), arithmetic='float32', samples=10000)
+  record['probe'] = report.line()
+  for label, arithmetic, probed, ways in ROWS:
     t0 = time.perf_counter()
     cert = certify_network('token_times_mean', net, d=1, n=3, p=2, arithmetic=arithmetic,
-                           max_minutes=args.minutes)
+                           max_minutes=args.minutes, runtime=report if probed else None)
     seconds = time.perf_counter() - t0
+    if ways is None:
+      ways = low_precision_runs.ways(arithmetic)
     measured = {}
-    modes = ('nearest',) if arithmetic == 'float32' else ('nearest', 'truncate')
-    for mode in modes:
-      for order in ('forward', 'reverse'):
-        y = emulate(net, x, arithmetic, mode, order).astype(np.float64)
-        measured[f'{mode}/{order}'] = math.sqrt(float(np.mean(np.sum((y - f) ** 2,
-                                                                     axis=(1, 2)))))
+    for mode, order, acc in ways:
+      y = low_precision_runs.run(net, x, 'tf32' if arithmetic.startswith('tf32') else
+                                 arithmetic, mode=mode, order=order, accumulate=acc)
+      measured[f'{mode}/{order}/{acc}'] = math.sqrt(float(np.mean(np.sum((y - f) ** 2,
+                                                                          axis=(1, 2)))))
     worst = max(measured.values())
-    row = {'arithmetic': arithmetic, 'total': float(cert.total), 'seconds': round(seconds, 1),
-           'boxes': cert.boxes, 'rounds': cert.rounds, 'float_sup': cert.float_sup,
-           'measured_d2': measured, 'ratio': float(cert.total) / worst}
+    row = {'row': label, 'arithmetic': arithmetic, 'total': float(cert.total),
+           'seconds': round(seconds, 1), 'boxes': cert.boxes, 'rounds': cert.rounds,
+           'float_sup': cert.float_sup, 'measured_d2': measured, 'ratio': float(cert.total) / worst,
+           'model': cert.assumptions[0]}
     record['rows'].append(row)
-    print(json.dumps(row), flush=True)
+    print(json.dumps({k: v for k, v in row.items() if k != 'model'}), flush=True)
   record['loadavg_end'] = open('/proc/loadavg').read().split()[:3]
   if args.out:
     with open(args.out, 'w', encoding='utf-8') as fh:

@@ -16,9 +16,9 @@ certificate's real inputs); only fl(g) sees X rounded to the run's format. The s
 is an estimate (its CLT 99% upper end is reported beside it), the sampled sup a true lower
 bound of the sup.
 
-'tf32' and 'bfloat16' certificates are checked by running float32 here (a CPU runs IEEE
-binary32): the record says so; on an accelerator, run ``jax_apply`` at the default
-precision to exercise the reduced one.
+'tf32', 'bfloat16', 'tf32-a100' and 'tf32-h100' certificates are checked by running float32
+here (a CPU runs IEEE binary32): the record says so; on an accelerator, run ``jax_apply`` at
+the default precision to exercise the reduced one.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import tempfile
 
 import numpy as np
 
+from transformer_ua import rounding
 from transformer_ua.networks import network_dict
 from transformer_ua.targets import functions as targets_lib
 
@@ -145,7 +146,8 @@ def check(f, g, certificate, *, points: int = 20000, seed: int = 0) -> dict:
   net = network_dict.check(g if not isinstance(g, network_dict.Net) else g, d=d, n=n)
   certificate.check_network(net)
   target = targets_lib.get_target(f, d=d, n=n)
-  dtype = 'float64' if certificate.arithmetic in ('float64', 'exact') else 'float32'
+  dtype = ('float64' if certificate.arithmetic == 'exact'
+           else rounding.MATMUL_MODELS[certificate.arithmetic].dtype)
   run_net = net if dtype == 'float64' else network_dict.cast(net, np.float32)
   rng = np.random.default_rng(seed)
   x = rng.random((points, n, d))

@@ -107,10 +107,7 @@ class NetworkCertificate:
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
-      model = rounding.MATMUL_MODELS[self.arithmetic]
-      if model.operand_rel > 0:                  # the weights reduced exactly (Evaluator)
-        model = model.with_weights_reduced()
-      run = f'for g run in {model.describe()}'
+      run = f'for g run in {self.assumptions[0].split("; no reassociation")[0]}'
     goal = ''
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
@@ -183,13 +180,17 @@ class _FSide:
 class Evaluator:
   """E_B [B, n, d] and the split coordinate of each box, for one (f, g, arithmetic)."""
 
-  def __init__(self, net: network_dict.Net, fside: _FSide, arithmetic: str):
+  def __init__(self, net: network_dict.Net, fside: _FSide, arithmetic: str,
+               operand_mode: str | None = None):
     self.net = net
     self.fside = fside
     self.model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
     self.nets = (net,)
     if self.model is not None and self.model.operand_rel > 0:
       self.nets = reduced_networks(net, self.model)
+      if operand_mode == 'nearest':          # the probe measured it: one network, v / 2
+        self.nets = self.nets[:1]
+        self.model = self.model.with_nearest_operands()
       self.model = self.model.with_weights_reduced()
     self.kernels = None       # box_kernel.BoxKernel per net once ``use_kernel`` is called
 
@@ -295,13 +296,14 @@ def reduced_networks(net: network_dict.Net, model: rounding.MatmulModel) -> tupl
   return tuple(out)
 
 
-def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str):
+def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic: str,
+                    operand_mode: str | None = None):
   """(net, an Evaluator) for a built-in target: the executor's build (module-level, so it
   pickles), and the per-box bound for a benchmark."""
   net = network_dict.check(net_dict, d=d, n=n)
   target = targets_lib.get_target(target_name, d=d, n=n)
   fside = _FSide(target_enclosures.interval_form(target), None, None, None)
-  return net, Evaluator(net, fside, arithmetic)
+  return net, Evaluator(net, fside, arithmetic, operand_mode)
 
 
 def _evaluate_span(obj, start: int, stop: int):
@@ -313,8 +315,8 @@ def _evaluate_span(obj, start: int, stop: int):
           'split': split.tolist(), 'centre': centre.reshape(len(e), -1).tolist()}
 
 
-def _build_round(net_dict, d, n, target_name, arithmetic, lo, hi):
-  return build_evaluator(net_dict, d, n, target_name, arithmetic), lo, hi
+def _build_round(net_dict, d, n, target_name, arithmetic, operand_mode, lo, hi):
+  return build_evaluator(net_dict, d, n, target_name, arithmetic, operand_mode), lo, hi
 
 
 # ---------------------------------------------------------------------------
@@ -358,15 +360,13 @@ def _contributions(e, vol, p: float, mult: int) -> np.ndarray:
   return iv.up(iv.up(s * vol) * mult)
 
 
-def _total(contrib: np.ndarray, p: float) -> Fraction:
+def _total(contrib: np.ndarray, p: float, cause: str = '') -> Fraction:
   """An exact rational >= (sum contrib)^(1/p) (max for p = inf); ValueError (one line) when
-  a box's bound overflowed."""
+  a box's bound overflowed (``cause``: ``_nonfinite_cause``'s phrase)."""
   if not np.all(np.isfinite(contrib)):
-    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} of {len(contrib):,} boxes still '
-                     'have no finite bound when the run stopped (the interval values or the '
-                     'float deviation are unbounded there, as for LayerNorm over a wide box); '
-                     'no certificate: give a larger budget (max_minutes=, max_rounds=, '
-                     'max_boxes=).')
+    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} of {len(contrib):,} boxes have no '
+                     f'finite bound when the run stopped ({cause or "no finite bound"} there); '
+                     'no certificate.')
   if math.isinf(p):
     return Fraction(float(contrib.max()))
   s = Fraction(float(np.nextafter(math.fsum(contrib.tolist()), np.inf)))
@@ -379,6 +379,35 @@ def _total(contrib: np.ndarray, p: float) -> Fraction:
     guess += step
     step *= 2
   return guess
+
+
+def _nonfinite_cause(evaluator: 'Evaluator', lo, hi) -> str:
+  """What is not finite on the first box of lo/hi (lowprec): the certifier's float64
+  interval of g's values, its interval Jacobian (the mean-value form's; the interval
+  softmax's derivative meets inf - inf where scores differ by more than float64 holds), f's
+  interval, or the float deviation D."""
+  with np.errstate(all='ignore'):
+    for net in evaluator.nets:
+      marks = []
+      g_b, dev = network_enclosure.enclose(net, iv.box(lo[:1], hi[:1]), evaluator.model,
+                                           marks=marks)
+      if marks:
+        return ("the float deviation bound D of g's run reaches the format's range on these "
+                'boxes, though not at their centres: splitting them further (a larger '
+                'budget: max_minutes=, max_rounds=, max_boxes=) may bound them')
+      if not (np.all(np.isfinite(g_b.lo)) and np.all(np.isfinite(g_b.hi))):
+        return "the certifier's float64 interval of g's values overflows"
+      if g_b.has_tangent and not (np.all(np.isfinite(g_b.tlo)) and np.all(np.isfinite(g_b.thi))):
+        return ("the certifier's float64 interval Jacobian of g overflows or turns NaN "
+                "(g's values stay finite; scores this large leave the interval softmax's "
+                'derivative without a bound)')
+      if dev is not None and not np.all(np.isfinite(dev)):
+        return "the float deviation bound D of g's run is not finite"
+    if evaluator.fside.form is not None:
+      f_b = evaluator.fside.form(iv.box(lo[:1], hi[:1]))
+      if not (np.all(np.isfinite(f_b.lo)) and np.all(np.isfinite(f_b.hi))):
+        return "f's float64 interval overflows"
+  return "the network's values overflow float64 intervals"
 
 
 def _pow_ge(q: Fraction, pi: Fraction, s: Fraction, p: float) -> bool:
@@ -478,7 +507,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   symmetric = bool(target.permutation_equivariant and form is not None
                    and net.permutation_equivariant)
   mult = math.factorial(n) if symmetric else 1
-  evaluator = Evaluator(run_net, fside, arithmetic)
+  operand_mode = getattr(runtime, 'operand_rounding', None)     # 'nearest' where probed
+  evaluator = Evaluator(run_net, fside, arithmetic, operand_mode)
   iv.check_numpy_exp()
   kernel_from = None             # the round from which the kernel evaluated the boxes
   if box_kernel:
@@ -503,7 +533,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   workers_obj = None
   if workers is not None or state_dir is not None:
     workers_obj = executor_lib.as_workers(workers, state_dir=state_dir)
-  spec = (run_net.as_dict(), d, n, target.name, arithmetic)
+  spec = (run_net.as_dict(), d, n, target.name, arithmetic, operand_mode)
   e, dev, split, centre, executed = _evaluate(evaluator, lo, hi, workers_obj, spec, 0)
   vol = _volumes(lo, hi, symmetric)
   contrib = _contributions(e, vol, p, mult)
@@ -592,7 +622,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     rounds += 1
   if bar is not None:
     bar.close()
-  total = _total(contrib, p)
+  bad = ~np.isfinite(contrib)
+  total = _total(contrib, p, _nonfinite_cause(evaluator, lo[bad], hi[bad]) if bad.any() else '')
   if eps is not None:              # decided on the exact total, not the float loop's sum
     reached = total <= eps
     if reached:

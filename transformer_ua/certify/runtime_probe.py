@@ -50,6 +50,24 @@ subnormal spacing below tau):
             |y^ - y| / (kappa_m S + (m+1) tau (A+B+2)).
         y is math.fsum of error-free products (Dekker's two-product), and its own
         rounding, 2^-52 |y|, is added to the error.
+      - Accumulator sums (issue 71: random operands sit far from the worst case, and the
+        crafted ones meet only zeros). Rows [1, t, t, ..., t] and [t, ..., t, 1] of K = 8,
+        64 and 256 terms against ones, t = c 2^-k for c in {3, 15} and k from p - 4 to
+        p + 3: every addend non-zero, each just below a half or a whole unit of some
+        accumulator width, so that an accumulator that truncates where the model says
+        nearest, one shorter than the format, one that rounds only non-zero addends, and a
+        blocked one with too few alignment bits each lose t at every addition (up to about
+        1.5 times the bound); the operands are numbers of every operand format, so the
+        bound is (*) without its operand factor (1 + v)^2, gamma_{K+1}(u_acc) S (or the
+        hardware model's); their largest ratio is ``accumulator_ratios``.
+      - The operand rounding: 1 + 2^-11 + 2^-12 (and its negative) against 1 comes back
+        1 + 2^-10 under round to nearest and 1 under truncation to TF32's 10 bits (for
+        bfloat16, 1 + 2^-8 + 2^-9 and 7 bits): ``operand_rounding`` is 'nearest',
+        'truncate', 'none' (IEEE: the operand is kept) or 'other'.
+      - The hardware models (**): the runtime's matmul against the model's exact emulation
+        (``MatmulModel.emulate_matmul``) on the random and accumulator operands;
+        ``hardware_match`` is the fraction of entries equal to the bit. A hardware model
+        is ok only at 1: its bound covers that accumulator, not any other.
       - For binary64, every result must come back a binary64 array. JAX with x64 off
         returns binary32.
 
@@ -272,6 +290,9 @@ class RuntimeReport:
   operand_bits: int
   matmul_ratios: dict
   note: str = ''
+  accumulator_ratios: dict = dataclasses.field(default_factory=dict)
+  operand_rounding: str = 'none'
+  hardware_match: dict = dataclasses.field(default_factory=dict)
 
   def matmul_mode(self) -> str:
     """'IEEE binary64' | 'IEEE binary32' | 'TF32-like' | 'bfloat16-like' | 'operands to b bits'."""
@@ -312,7 +333,19 @@ class RuntimeReport:
                  f'({self.matmul_mode()}), {arithmetic} needs {needed}')
     ratio = self.matmul_ratios[arithmetic]
     if not ratio <= 1:
-      out.append(f'matmul error at {_up(ratio)} times the {arithmetic} bound')
+      out.append(f'matmul error at {_up(ratio)} times the {arithmetic} bound on random '
+                 'operands')
+    worst = self.accumulator_ratios.get(arithmetic, 0.0)
+    if not worst <= 1:
+      out.append(f'accumulator sums at {_up(worst)} times the {arithmetic} bound of their '
+                 '(exact) operands: the accumulator truncates, is shorter than the format, '
+                 'or aligns with too few bits')
+    if model.block:
+      match = self.hardware_match.get(arithmetic, 0.0)
+      if match < 1:
+        out.append(f'matmuls differ from the {model.hardware} model on '
+                   f'{_up(100 * (1 - match))}% of the probe entries (its bound covers that '
+                   'accumulator only)')
     return out
 
   def ok_for(self, arithmetic: str) -> Verdict:
@@ -332,7 +365,11 @@ class RuntimeReport:
             f'{flush}; softmax of n equal scores within {_up(self.softmax_equal_ulps)} ulp of '
             f'1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
             f'{self.matmul_mode()} ({self.operand_bits} operand bits kept, error at '
-            f'{_up(ratio)} of the {self.arithmetic} bound); reference {self.reference}; '
+            f'{_up(ratio)} of the {self.arithmetic} bound, accumulator sums at '
+            f'{_up(self.accumulator_ratios.get(self.arithmetic, 0.0))}; operand rounding '
+            f'{self.operand_rounding}; hardware models matched: '
+            f'{", ".join(f"{k} {_up(100 * v)}%" for k, v in self.hardware_match.items()) or "none"}'
+            f'); reference {self.reference}; '
             f'{self.ok_for(self.arithmetic).reason}' + (f'; {self.note}' if self.note else ''))
 
 
@@ -506,6 +543,77 @@ def _operand_bits(runtime, dtype: str, seen: set) -> int:
   return min(lost) - 1 if lost else full
 
 
+def _accumulator_operands(dtype: str) -> list:
+  """(a, b) pairs of the accumulator sums (module docstring, (c)): a = ones [2, K], b [K, N]
+  with columns [1, t, ..., t] and [t, ..., t, 1]."""
+  p = rounding.FORMATS[dtype].precision
+  ts = [c * 2.0 ** -k for c in (3.0, 15.0) for k in range(p - 4, p + 4)]
+  out = []
+  for k_terms in (8, 64, 256):
+    cols = []
+    for t in ts:
+      col = np.full(k_terms, t)
+      col[0] = 1.0
+      cols.append(col)
+      cols.append(col[::-1].copy())
+    b = np.stack(cols, axis=1).astype(dtype)
+    out.append((np.ones((2, k_terms), dtype), b))
+    out.append((b.T.copy(), np.ones((k_terms, 2), dtype)))
+  return out
+
+
+def _operand_rounding(runtime, dtype: str, seen: set) -> str:
+  """'nearest' | 'truncate' | 'none' | 'other': how a matmul reduces 1 + 2^-(b+1) +
+  2^-(b+2) (b = 10, TF32, unless 7, bfloat16, is what the operand bits say)."""
+  bits = _operand_bits(runtime, dtype, seen)
+  if bits >= rounding.FORMATS[dtype].precision - 1:
+    return 'none'
+  x = 1.0 + 2.0 ** -(bits + 1) + 2.0 ** -(bits + 2)
+  a = np.array([[x], [-x]], dtype)
+  got = _result(runtime.matmul(a, np.ones((1, 1), dtype)), (2, 1), 'matmul', seen)
+  got = got[:, 0].astype(np.float64) * np.array([1.0, -1.0])
+  if np.all(got == 1.0 + 2.0 ** -bits):
+    return 'nearest'
+  if np.all(got == 1.0):
+    return 'truncate'
+  return 'other'
+
+
+def _hardware_match(runtime, dtype: str, rng, seen: set, mode: str) -> dict:
+  """Model name -> fraction of matmul entries equal to the model's emulation."""
+  models = {k: v for k, v in rounding.MATMUL_MODELS.items() if v.block and v.dtype == dtype}
+  if not models:
+    return {}
+  pairs = _accumulator_operands(dtype)
+  for m, k, n in ((8, 64, 8), (4, 256, 4)):
+    pairs.append(((rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.uniform(-8, 8, (m, k))
+                   ).astype(dtype),
+                  (rng.choice([-1.0, 1.0], (k, n)) * 2.0 ** rng.uniform(-8, 8, (k, n))
+                   ).astype(dtype)))
+  got = [_result(runtime.matmul(a, b), (a.shape[0], b.shape[1]), 'matmul', seen)
+         for a, b in pairs]
+  out = {}
+  modes = ('nearest', 'truncate') if mode not in ('nearest', 'truncate') else (mode,)
+  for name, model in models.items():
+    best = 0.0
+    for md in modes:
+      same = sum(int(np.sum(model.emulate_matmul(a, b, md) == g.astype(np.float32)))
+                 for (a, b), g in zip(pairs, got))
+      best = max(best, same / sum(g.size for g in got))
+    out[name] = best
+  return out
+
+
+def _exact_error(got: float, a_row, b_col) -> float:
+  """|got - sum_i a_i b_i| exactly (Fractions), rounded up to a float; inf if not finite."""
+  if not math.isfinite(got):
+    return math.inf
+  diff = abs(Fraction(float(got)) - sum(Fraction(float(x)) * Fraction(float(y))
+                                        for x, y in zip(a_row, b_col)))
+  f = float(diff)
+  return f if Fraction(f) >= diff else float(np.nextafter(f, np.inf))
+
+
 def _two_product(a, b):
   """p, e with p + e = a b exactly (Dekker; binary64, no overflow or underflow)."""
   p = a * b
@@ -516,27 +624,44 @@ def _two_product(a, b):
   return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def _measure_matmul(runtime, dtype: str, rng, seen: set) -> dict:
-  """Model name -> largest |y^ - y| / (kappa_m S + (m+1) tau (A+B+2)) on random operands."""
+def _measure_matmul(runtime, dtype: str, rng, seen: set):
+  """(model name -> largest |y^ - y| / (kappa_m S + (m+1) tau (A+B+2)) on random operands
+  and the accumulator sums, the same on the accumulator sums alone)."""
   models = {k: v for k, v in rounding.MATMUL_MODELS.items() if v.dtype == dtype}
   ratios = dict.fromkeys(models, 0.0)
+  pairs = []
   for m, k, n in RANDOM_SHAPES:
-    a = (rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.uniform(-8, 8, (m, k))).astype(dtype)
-    b = (rng.choice([-1.0, 1.0], (k, n)) * 2.0 ** rng.uniform(-8, 8, (k, n))).astype(dtype)
+    pairs.append(((rng.choice([-1.0, 1.0], (m, k)) * 2.0 ** rng.uniform(-8, 8, (m, k))
+                   ).astype(dtype),
+                  (rng.choice([-1.0, 1.0], (k, n)) * 2.0 ** rng.uniform(-8, 8, (k, n))
+                   ).astype(dtype)))
+  crafted = _accumulator_operands(dtype)
+  accumulator = dict.fromkeys(models, 0.0)
+  for index, (a, b) in enumerate(pairs + crafted):
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
     got = _result(runtime.matmul(a, b), (m, n), 'matmul', seen).astype(np.float64)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     p, e = _two_product(a64[:, :, None], b64[None, :, :])
     exact = np.array([[math.fsum(np.concatenate([p[i, :, j], e[i, :, j]]))
                        for j in range(n)] for i in range(m)])
     err = (np.abs(got - exact) + 2.0 ** -52 * np.abs(exact)) * (1 + 2.0 ** -50)
+    if index >= len(pairs):                  # the accumulator sums: exact in Fractions
+      err = np.array([[_exact_error(got[i, j], a64[i], b64[:, j]) for j in range(n)]
+                      for i in range(m)])
     err = np.where(np.isfinite(err), err, np.inf)
     s = np.abs(a64) @ np.abs(b64)
     big_a = np.abs(a64).max(axis=1)[:, None]
     big_b = np.abs(b64).max(axis=0)[None, :]
     for name, model in models.items():
-      bound = float(model.kappa(k)) * s + (k + 1) * float(model.tiny) * (big_a + big_b + 2)
-      ratios[name] = max(ratios[name], float(np.max(err / bound)))
-  return ratios
+      crafted_sum = index >= len(pairs)      # operands exact in every operand format: the
+      kappa = model.kappa(k, 0 if crafted_sum else 2)       # model promises its sum alone
+      bound = float(kappa) * s + (k + 1) * float(model.tiny) * (big_a + big_b + 2)
+      ratio = float(np.max(err / bound))
+      if crafted_sum:
+        accumulator[name] = max(accumulator[name], ratio)
+      else:
+        ratios[name] = max(ratios[name], ratio)
+  return ratios, accumulator
 
 
 # -- the probe -----------------------------------------------------------------
@@ -576,8 +701,11 @@ def check_runtime(runtime='jax', *, arithmetic: str | None = None,
   exp = _measure_exp(rt, dtype, int(samples), rng, seen)
   equal, rows = _measure_softmax(rt, dtype, rng, seen)
   bits = _operand_bits(rt, dtype, seen)
-  ratios = _measure_matmul(rt, dtype, rng, seen)
+  ratios, accumulator = _measure_matmul(rt, dtype, rng, seen)
+  operand_rounding = _operand_rounding(rt, dtype, seen)
+  match = _hardware_match(rt, dtype, rng, seen, operand_rounding)
   return RuntimeReport(runtime=_name(rt), arithmetic=arithmetic, dtype=dtype,
                        dtypes_seen=tuple(sorted(seen)), softmax_equal_ulps=equal,
                        softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios,
-                       note=note, **exp)
+                       note=note, accumulator_ratios=accumulator,
+                       operand_rounding=operand_rounding, hardware_match=match, **exp)

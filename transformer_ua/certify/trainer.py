@@ -85,7 +85,8 @@ CHECK_SEED = 12345
 BUDGET_REFUSAL = 'above max_minutes'
 #: Storage dtype of each arithmetic (the weights a runtime holds) and its bits.
 STORAGE = {'exact': (np.float64, 53), 'float64': (np.float64, 53), 'float32': (np.float32, 24),
-           'tf32': (np.float32, 24), 'bfloat16': (np.float32, 24)}
+           'tf32': (np.float32, 24), 'bfloat16': (np.float32, 24),
+           'tf32-a100': (np.float32, 24), 'tf32-h100': (np.float32, 24)}
 
 
 @dataclasses.dataclass(frozen=True)
