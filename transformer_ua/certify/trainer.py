@@ -480,6 +480,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
   """
   prov = provenance.record(command)
   kwargs = {k: c[k] for k in _TRAINING_FIELDS}
+  if c.get('lipschitz') is not None:                     # a callable target states its L
+    kwargs['lipschitz'] = c.lipschitz
   result = train_and_certify(c.target, c.epsilon, d=c.d, n=c.n, p=c.p,
                              arithmetic=c.arithmetic, shapes=tuple(map(tuple, c.shapes)),
                              progress=progress, **kwargs)
@@ -491,7 +493,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
     runs = independent_check.check(target, result.net, result.certificate,
                                    points=CHECK_POINTS, seed=c.seed + 1)
     row = {
-        'target': c.target, 'd': c.d, 'n': c.n, 'p': result.p, 'epsilon': result.epsilon,
+        'target': c.target if isinstance(c.target, str) else target.name,
+        'd': c.d, 'n': c.n, 'p': result.p, 'epsilon': result.epsilon,
         'arithmetic': result.arithmetic, 'reached': result.reached,
         'parameters': result.net.count_params(),
         'nonzero_parameters': result.net.count_nonzero(), 'bits_per_parameter': bits,
