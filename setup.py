@@ -33,12 +33,18 @@ EXPORT = [
     'onnx>=1.16',
     'onnxruntime>=1.18',
 ]
+# Networks from PyTorch (torch.onnx.export, both exporters) for the certifier
+# (transformer_ua/networks/). torch is pinned: an unpinned torch resolves to a CUDA build of
+# several GB; 2.13.0 is the release these machines hold as a CPU build. The default (dynamo)
+# exporter needs onnxscript.
+TORCH = ['torch==2.13.0', 'onnxscript>=0.7,<0.8']
 # The binaries: the main job writes its certified network as ONNX and runs it in
-# onnxruntime; the size law checks every float row in onnxruntime.
+# onnxruntime; the size law checks every float row in onnxruntime; the certifier reads
+# torch modules (certify_torch_encoder.py trains them).
 EXPERIMENTS = [
     'tokenizers>=0.20',
     'tensorboardX>=2.6',
-] + EXPORT
+] + EXPORT + TORCH
 NOTEBOOKS = [
     'nbclient>=0.10',
     'nbformat>=5.10',
@@ -49,10 +55,6 @@ NOTEBOOKS = [
 COLAB = NOTEBOOKS + EXPERIMENTS + ['nbconvert>=7.0']
 # Certification on a Dask cluster (--dask_scheduler; docs/performance.md).
 CLUSTER = ['dask[distributed]>=2024.1']
-# Networks from PyTorch (torch.onnx.export, both exporters) for the certifier
-# (transformer_ua/networks/). torch is pinned: an unpinned torch resolves to a CUDA build of
-# several GB; 2.13.0 is the CPU build. The default (dynamo) exporter needs onnxscript.
-TORCH = ['torch==2.13.0', 'onnxscript>=0.7,<0.8']
 IMPORTERS = TORCH + EXPORT
 TEST = [
     'pytest>=8.0',

@@ -250,9 +250,9 @@ def _certified(result, kind: str, g, max_minutes):
     if g is None:
       raise ValueError('a NetworkCertificate holds the params_hash of its network, not the '
                        'network: pass it as save(certificate, path, g=g).')
-    from transformer_ua.certify import network_certificate  # lazy
+    from transformer_ua.networks import source_check   # lazy: torch / flax on demand
     cert = result
-    net = network_certificate.as_net(g, d=cert.d, n=cert.n)
+    net, _ = source_check.read_network(g, d=cert.d, n=cert.n, arithmetic=cert.arithmetic)
     training = None
   else:
     if result.certificate is None:
