@@ -10,13 +10,13 @@ from transformer_ua.networks import network_dict
 
 
 def random_net(seed, *, norm='post', activation='gelu', causal=True, d=1, n=3, width=4, h=2,
-               m=2, r=5, blocks=1, scale=0.5, positional=True, final_ln=True):
+               m=2, r=5, blocks=1, scale=0.5, positional=True, final_ln=True, eps=1e-5):
   """An untrained net with every option (weights N(0, scale^2))."""
   rng = np.random.default_rng(seed)
   g = lambda *s: rng.normal(0, scale, s)  # noqa: E731
 
   def ln():
-    return {'gamma': rng.uniform(0.5, 1.5, width), 'beta': g(width), 'eps': 1e-5}
+    return {'gamma': rng.uniform(0.5, 1.5, width), 'beta': g(width), 'eps': eps}
 
   out = {'embed': g(width, d) * 3, 'embed_bias': g(width), 'blocks': [],
          'readout': g(d, width), 'readout_bias': g(d)}

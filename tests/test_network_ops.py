@@ -2,8 +2,9 @@
 GELU, pre/post norm): interval values against dense samples of ``network_dict.apply``,
 interval Jacobians against finite differences and mpmath, float deviations against emulated
 float32 runtimes (LayerNorm two-pass, one-pass, Welford and torch's x rstd - mu rstd; GELU
-by erf, erfc and tanh with their results moved by up to the assumed ulps; every sum,
-biases included, in a random order), and certificates against dense-sampled errors."""
+by erf, erfc and tanh with their results moved by up to the assumed ulps; the scale after
+the scores, on q, or split as fl(sqrt c) on q and k; every sum, biases included, in a
+random order). Certificates: tests/test_network_ops_certify.py."""
 
 from __future__ import annotations
 
@@ -318,8 +319,14 @@ def emulate32(net, x, rng, ln_kind, variant):
       q = _dot32(z, a.w_q[i], a.b_q[i], rng)
       k = _dot32(z, a.w_k[i], None if a.b_k is None else a.b_k[i], rng)
       v = _dot32(z, a.w_v[i], None if a.b_v is None else a.b_v[i], rng)
+      where = rng.integers(3) if a.scale != 1.0 else -1  # after, on q, sqrt on q and k
+      if where == 1:
+        q = q * dt(a.scale)
+      elif where == 2:
+        t = dt(math.sqrt(a.scale))
+        q, k = q * t, k * t
       s = _seq_sum((q[..., :, None, :] * k[..., None, :, :]).astype(dt), rng)
-      if a.scale != 1.0:
+      if where == 0:
         s = s * dt(a.scale)
       if a.causal:
         s = np.where(np.triu(np.ones((n, n), bool), 1), dt(-np.inf), s)
@@ -380,7 +387,8 @@ def test_assumptions_only_for_ops_present():
       {k: v for k, v in b.items() if k != 'scale'} for b in plain.as_dict()['blocks']]),
       d=1, n=3)
   assert ne.assumptions(plain, F32) == []
-  assert ne.assumptions(random_net(12), None) == []
+  exact = ne.assumptions(random_net(12), None)
+  assert len(exact) == 1 and exact[0].startswith('certifier: GELU bounds from math.erfc')
   full = ne.assumptions(random_net(12), F32)
   assert rounding.SQRT_DIV_ASSUMPTION in full and rounding.ERF_ASSUMPTION in full
 
@@ -390,4 +398,13 @@ def test_bad_input_through_certify_network_one_line():
   g['blocks'][0]['activation'] = 'silu'
   with pytest.raises(ValueError, match=r"blocks\[0\]\.activation is 'silu'") as e:
     nc.certify_network('token_times_mean', g, d=1, n=3)
+  assert '\n' not in str(e.value)
+
+
+def test_gelu_evaluation_check_passes_and_catches_a_bad_erfc(monkeypatch):
+  assert iv.check_gelu_evaluation(points=400, seed=5) < 0.5
+  good = iv.gelu_value
+  monkeypatch.setattr(iv, 'gelu_value', lambda x, form: good(x, form) * (1 + 2.0 ** -30))
+  with pytest.raises(ValueError, match='GELU evaluation .* off by') as e:
+    iv.check_gelu_evaluation()
   assert '\n' not in str(e.value)

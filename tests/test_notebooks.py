@@ -24,7 +24,8 @@ COLABS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 NOTEBOOKS = sorted(glob.glob(os.path.join(COLABS, '*.ipynb')))
 FIGURES = os.path.join(COLABS, 'figures')
 EXPECTED = ('01_contextual_mapping', '02_target_to_transformer', '03_positional_encodings',
-            '04_fang_exact_polynomials', '05_mixing_layers', '06_certify_any_network')
+            '04_fang_exact_polynomials', '05_mixing_layers', '06_certify_any_network',
+            '07_certify_a_torch_network')
 #: Notebooks whose run exceeds ~1 minute on 2 shared cores (training, realization
 #: sweeps): executed only with --runslow. The others run in CI.
 SLOW = ('02_target_to_transformer', '05_mixing_layers')

@@ -137,7 +137,8 @@ def test_a_box_whose_bound_reaches_the_limit_is_split_not_refused():
   near 0 in the box) gives an unbounded D there, though no point overflows. The box is
   marked (D = inf), the certifier splits it, and the network is certified; a refusal needs
   an overflow at a box's centre point."""
-  net = random_net(1, scale=0.5, causal=False, activation='relu')
+  net = random_net(0, scale=0.2, width=3, causal=False, activation='relu', final_ln=False,
+                   positional=False)
   model = rounding.MATMUL_MODELS['float32']
   root = iv.box(np.zeros((1, 3, 1)), np.ones((1, 3, 1)))
   marks = []
@@ -148,5 +149,6 @@ def test_a_box_whose_bound_reaches_the_limit_is_split_not_refused():
   _, dev_c = network_enclosure.enclose(net, iv.point(np.full((1, 3, 1), 0.5)), model)
   assert np.isfinite(dev_c).all()                          # the centre is fine
   cert = certify_network('token_times_mean', net.as_dict(), d=1, n=3, arithmetic='float32',
-                         max_rounds=4)
+                         epsilon=1e3, max_minutes=0.5)
+  assert cert.reached
   assert math.isfinite(float(cert.total))

@@ -10,19 +10,18 @@ hand.
 """
 
 import glob
-import hashlib
-import io
 import json
 import math
 import os
-import zipfile
 
 import numpy as np
 import pytest
 
 from transformer_ua import certify
 from transformer_ua.certify import hand_built, network_certificate, trainer
-from transformer_ua.networks import exact_json, flat_onnx, network_dict, saved_network
+from transformer_ua.networks import flat_onnx, network_dict, saved_network
+
+import saved_file_helpers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: Every committed saved network (version 1, written by the approximation job).
@@ -187,25 +186,11 @@ def test_the_layout_keeps_every_leaf_and_names_arrays_by_place():
   assert np.array_equal(back['embed'], tree['embed'])
 
 
-def _rewrite(path, edit):
-  with zipfile.ZipFile(path) as z:
-    files = {n: z.read(n) for n in z.namelist()}
-  edit(files)
-  with zipfile.ZipFile(path, 'w') as z:
-    for n, b in files.items():
-      z.writestr(n, b)
-
-
-def _npy(arr) -> bytes:
-  buf = io.BytesIO()
-  np.save(buf, arr)
-  return buf.getvalue()
-
-
 def test_an_array_outside_the_layout_or_a_missing_one_is_refused(product, tmp_path):
   hb, cert = product
   path = saved_network.save(cert, tmp_path / 'g.npz', g=hb.net)
-  _rewrite(path, lambda files: files.__setitem__('params/extra.npy', _npy(np.zeros(2))))
+  saved_file_helpers.rewrite(path, lambda files: files.__setitem__(
+      'params/extra.npy', saved_file_helpers.npy(np.zeros(2))))
   with pytest.raises(ValueError, match='arrays its layout does not name') as e:
     saved_network.load(path)
   assert '\n' not in str(e.value)
@@ -214,10 +199,27 @@ def test_an_array_outside_the_layout_or_a_missing_one_is_refused(product, tmp_pa
 
   def drop(files):            # the array gone, the manifest's own hash redone
     del files['params/blocks.0.W_1.npy']
-    m = json.loads(np.load(io.BytesIO(files['manifest.npy'])).tobytes().decode())
-    body = {k: v for k, v in m.items() if k != 'content_sha256'}
-    m['content_sha256'] = 'sha256:' + hashlib.sha256(exact_json.canonical(body)).hexdigest()
-    files['manifest.npy'] = _npy(np.frombuffer(json.dumps(m).encode(), np.uint8))
-  _rewrite(path, drop)
+    saved_file_helpers.set_manifest(files, saved_file_helpers.manifest(files), rehash=True)
+  saved_file_helpers.rewrite(path, drop)
   with pytest.raises(ValueError, match='names params/blocks.0.W_1, which the archive lacks'):
     saved_network.load(path)
+
+
+def test_recheck_stops_at_the_saved_rounds_where_the_certifier_takes_max_rounds(
+    product, tmp_path, monkeypatch):
+  """Where certify_network takes max_rounds= (not yet in this tree), the recheck passes the
+  saved round count: a stand-in with that keyword records what it is given and certifies
+  as the real one does."""
+  hb, cert = product
+  loaded = saved_network.load(saved_network.save(cert, tmp_path / 'g.npz', g=hb.net))
+  real, seen = network_certificate.certify_network, {}
+
+  def with_max_rounds(f, g, *, max_rounds, **kwargs):
+    seen.update(kwargs, max_rounds=max_rounds)
+    return real(f, g, **kwargs)
+  monkeypatch.setattr(network_certificate, 'certify_network', with_max_rounds)
+  again = saved_network.recheck(loaded)
+  assert seen['max_rounds'] == cert.rounds and again['stop'].startswith('max_rounds=')
+  assert seen['epsilon'] == cert.epsilon and seen['arithmetic'] == 'float32'
+  assert seen['p'] == 2 and (seen['d'], seen['n']) == (1, 2)
+  assert again['same_total']

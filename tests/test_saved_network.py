@@ -9,13 +9,14 @@ its exact params, its Certificate), the bytes of the file edited by hand, and
 import io
 from fractions import Fraction
 import json
-import zipfile
 
 import numpy as np
 import pytest
 
 from transformer_ua import yun
 from transformer_ua.networks import exact_json, network_dict, saved_network
+
+import saved_file_helpers
 
 pytestmark = pytest.mark.filterwarnings(
     'ignore::transformer_ua.yun.realization.plan.FloatRealizationWarning')
@@ -84,38 +85,14 @@ def test_exact_numbers_round_trip_as_strings():
   assert saved_network._exact_arrays(strings)['segment_0/feedforward/b_1'][0] == big  # pylint: disable=protected-access
 
 
-def _rewrite(path, edit):
-  """The archive at path with edit(files) applied (files: name -> bytes), rewritten."""
-  with zipfile.ZipFile(path) as z:
-    files = {n: z.read(n) for n in z.namelist()}
-  edit(files)
-  with zipfile.ZipFile(path, 'w') as z:
-    for n, b in files.items():
-      z.writestr(n, b)
-
-
-def _npy(arr) -> bytes:
-  buf = io.BytesIO()
-  np.save(buf, arr)
-  return buf.getvalue()
-
-
-def _manifest(files) -> dict:
-  return json.loads(np.load(io.BytesIO(files['manifest.npy'])).tobytes().decode())
-
-
-def _set_manifest(files, manifest):
-  files['manifest.npy'] = _npy(np.frombuffer(json.dumps(manifest).encode(), np.uint8))
-
-
 def test_a_changed_weight_is_refused(float64_result, tmp_path):
   path = saved_network.save(float64_result, tmp_path / 'g.npz')
 
   def weight(files):
     a = np.load(io.BytesIO(files['params/blocks.0.W_1.npy'])).copy()
     a.flat[0] = np.nextafter(a.flat[0], np.inf)      # one ulp
-    files['params/blocks.0.W_1.npy'] = _npy(a)
-  _rewrite(path, weight)
+    files['params/blocks.0.W_1.npy'] = saved_file_helpers.npy(a)
+  saved_file_helpers.rewrite(path, weight)
   with pytest.raises(ValueError, match='was changed after saving: its parameters hash') as e:
     saved_network.load(path)
   assert '\n' not in str(e.value)
@@ -128,10 +105,10 @@ def test_a_changed_certificate_or_exact_string_is_refused(float64_result, tmp_pa
     path = saved_network.save(float64_result, tmp_path / f'{what}.npz')
 
     def change(files, edit=edit):
-      m = _manifest(files)
+      m = saved_file_helpers.manifest(files)
       edit(m)
-      _set_manifest(files, m)
-    _rewrite(path, change)
+      saved_file_helpers.set_manifest(files, m)
+    saved_file_helpers.rewrite(path, change)
     with pytest.raises(ValueError, match='was changed after saving') as e:
       saved_network.load(path)
     assert '\n' not in str(e.value)
@@ -142,13 +119,10 @@ def test_a_changed_exact_string_with_its_manifest_hash_redone_is_still_refused(
   path = saved_network.save(float64_result, tmp_path / 'g.npz')
 
   def change(files):
-    m = _manifest(files)
+    m = saved_file_helpers.manifest(files)
     next(iter(m['exact_params'].values()))['values'][0] = '7'
-    body = {k: v for k, v in m.items() if k != 'content_sha256'}
-    m['content_sha256'] = 'sha256:' + __import__('hashlib').sha256(
-        exact_json.canonical(body)).hexdigest()
-    _set_manifest(files, m)
-  _rewrite(path, change)
+    saved_file_helpers.set_manifest(files, m, rehash=True)
+  saved_file_helpers.rewrite(path, change)
   with pytest.raises(ValueError, match='exact parameters do not match'):
     saved_network.load(path)
 
@@ -163,10 +137,10 @@ def test_truncated_foreign_and_other_version_files_get_one_line(float64_result, 
     assert '\n' not in str(e.value)
 
   def version(files):
-    m = _manifest(files)
+    m = saved_file_helpers.manifest(files)
     m['format_version'] = 99
-    _set_manifest(files, m)
-  _rewrite(path, version)
+    saved_file_helpers.set_manifest(files, m)
+  saved_file_helpers.rewrite(path, version)
   with pytest.raises(ValueError, match='format version 99; this transformer_ua reads versions 1, 2'):
     saved_network.load(path)
   np.savez(tmp_path / 'other.npz', a=np.zeros(3))

@@ -18,7 +18,15 @@ run if it is off by more (the certificate's line names this).
 
 Tangent rules (the chain rule on intervals): d(x + y) = dx + dy; d(x y) = dx y + x dy;
 d ReLU(x) = dx * [0, 1] where lo < 0 < hi (the hull with 0), dx where lo >= 0, 0 where
-hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2.
+hi <= 0; d exp(x) = exp(x) dx; d(1/x) = -dx / x^2; d GELU(x) = [g'(x) over the
+interval] dx; LayerNorm and the causal softmax as below (``layer_norm``, ``softmax``).
+
+The stock-layer ops: ``gelu`` (both forms, monotone pieces around the minimum and g''s
+inflection points, constants from mpmath), ``centred`` / ``variance_bounds`` /
+``layer_norm`` (LayerNorm as one function of the token vector), and ``softmax(causal=True)``
+(masked weights exactly 0). sqrt and division are IEEE operations, correctly rounded: one
+outward step encloses them; ``math.erfc`` (GELU's float64 evaluation) is widened by
+``GELU_SLACK`` (checked against mpmath by the tests).
 """
 
 from __future__ import annotations
@@ -328,7 +336,8 @@ def check_numpy_exp(points: int = 2000, seed: int = 0) -> float:
 #   g': the hull of g'(a), g'(b), and DMIN / DMAX where [a, b] meets c1's / c2's window.
 # g and g' are evaluated in float64 (math.erfc, np.exp: stable forms x Phi(x) =
 # x erfc(-x / sqrt 2) / 2 and x / (1 + exp(-2 y))) and widened by GELU_SLACK relative plus
-# 2^-1000 (1 + |x|) absolute for g, GELU_SLACK absolute for g' (tests: against mpmath).
+# 2^-1000 (1 + |x|) absolute for g, GELU_SLACK absolute for g' (``check_gelu_evaluation``
+# measures this against mpmath once per process, before the first GELU enclosure).
 # LIPSCHITZ >= sup |g'| for both forms (max(|DMIN|, DMAX) = 1.12899...).
 
 GELU_SLACK = 2.0 ** -36
@@ -372,8 +381,43 @@ def _gelu_bounds(x, form, side):
   return down(v - slack) if side < 0 else up(v + slack)
 
 
+_GELU_CHECKED = []
+
+
+def check_gelu_evaluation(points: int = 120, seed: int = 0) -> float:
+  """``gelu_value`` and ``gelu_slope`` (both forms) against mpmath (40 digits) on arguments
+  in [-40, 40]: returns the largest error in units of the slack; ValueError if above 1
+  (the certifier's GELU intervals would not enclose). Run once per process by ``gelu``."""
+  import mpmath
+  rng = np.random.default_rng(seed)
+  x = np.concatenate([rng.normal(0, 3, points // 2), rng.uniform(-40, 40, points // 2)])
+  worst = 0.0
+  with mpmath.workdps(40):
+    k, c = mpmath.sqrt(2 / mpmath.pi), mpmath.mpf('0.044715')
+    for form in ('gelu', 'gelu_tanh'):
+      v, s = gelu_value(x, form), gelu_slope(x, form)
+      for xi, vi, si in zip(x, v, s):
+        t = mpmath.mpf(float(xi))
+        if form == 'gelu':
+          ref, dref = t * mpmath.ncdf(t), mpmath.ncdf(t) + t * mpmath.npdf(t)
+        else:
+          y = k * (t + c * t ** 3)
+          sig = 1 / (1 + mpmath.exp(-2 * y))
+          ref = t * sig
+          dref = sig + 2 * t * k * (1 + 3 * c * t * t) * sig * (1 - sig)
+        tol = abs(ref) * GELU_SLACK + 2.0 ** -1000 * (1 + abs(t))
+        worst = max(worst, float(abs(mpmath.mpf(float(vi)) - ref) / tol),
+                    float(abs(mpmath.mpf(float(si)) - dref) / GELU_SLACK))
+  if worst > 1:
+    raise ValueError(f"the float64 GELU evaluation (math.erfc, NumPy exp) is off by {worst:.3g} "
+                     'times the certifier\'s slack; the GELU intervals would not enclose.')
+  return worst
+
+
 def gelu(a: Interval, form: str) -> Interval:
   """GELU (``form`` 'gelu' or 'gelu_tanh') elementwise, with tangent g'(x) dx (above)."""
+  if not _GELU_CHECKED:
+    _GELU_CHECKED.append(check_gelu_evaluation())
   (x0_lo, x0_hi), gmin, (c1_lo, c1_hi), dmin, (c2_lo, c2_hi), dmax = _GELU[form]
   g_lo_dn, g_lo_up = _gelu_bounds(a.lo, form, -1), _gelu_bounds(a.lo, form, 1)
   g_hi_dn, g_hi_up = _gelu_bounds(a.hi, form, -1), _gelu_bounds(a.hi, form, 1)

@@ -362,8 +362,11 @@ def _total(contrib: np.ndarray, p: float) -> Fraction:
   """An exact rational >= (sum contrib)^(1/p) (max for p = inf); ValueError (one line) when
   a box's bound overflowed."""
   if not np.all(np.isfinite(contrib)):
-    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} boxes have no finite bound (the '
-                     "network's values overflow float64 intervals there); no certificate.")
+    raise ValueError(f'{int(np.sum(~np.isfinite(contrib)))} of {len(contrib):,} boxes still '
+                     'have no finite bound when the run stopped (the interval values or the '
+                     'float deviation are unbounded there, as for LayerNorm over a wide box); '
+                     'no certificate: give a larger budget (max_minutes=, max_rounds=, '
+                     'max_boxes=).')
   if math.isinf(p):
     return Fraction(float(contrib.max()))
   s = Fraction(float(np.nextafter(math.fsum(contrib.tolist()), np.inf)))

@@ -23,6 +23,11 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                                             + kappa_m sum_m (M_q + D_q)(M_k + D_k) + ...
   scale        s' = fl(c s^), c the stored float (one rounding, after the dot product):
                D_s' = |c| D_s + u |c| (M_s + D_s) + tau
+               or c on q before the dot product (q' = fl(c q^): D_q' by the same formula,
+               M_q' = |c| M_q, then the scores' D), or t = fl(sqrt |c|) on q and on k (as
+               torch's exporters split it: t = sqrt|c| (1 + delta), |delta| <= u, so
+               D_q' = t D_q + (2u + u^2) t (M_q + D_q) + tau, likewise k): D is the largest
+               of the three (the split form is for c > 0, as exporters write it).
   causal mask  keys k > j: weight exactly 0 in g and in fl(g) (exp(-inf) = 0, or a large
                negative whose exp is 0); their scores enter no bound below
   softmax      w = softmax(s), computed as e_k = exp(fl(s^_k - max)), w_k = e_k / sum_l e_l
@@ -189,24 +194,30 @@ class _Model:
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
   """What the ops of ``net`` assume of the runtime beyond the matmul and exp models (none
-  in exact arithmetic): printed in the certificate's line."""
-  if model is None:
-    return []
-  out = []
+  in exact arithmetic), and of the certifier's own float64 GELU (``intervals.
+  check_gelu_evaluation`` runs before the first GELU enclosure): printed in the line."""
   blocks = net.blocks
+  acts = {b.ff.activation for b in blocks if b.ff is not None}
+  own = []
+  if acts & {'gelu', 'gelu_tanh'}:
+    own.append(f'certifier: GELU bounds from math.erfc and NumPy exp in float64 widened by '
+               f'2^{int(math.log2(iv.GELU_SLACK))} (checked against mpmath)')
+  if model is None:
+    return own
+  out = []
   if any(b.attention is not None and b.attention.causal for b in blocks):
     out.append('causal mask: masked keys get weight exactly 0 (an additive -inf, or a '
                'negative whose exp is 0)')
   if any(b.attention is not None and b.attention.scale != 1.0 for b in blocks):
-    out.append('the attention scale one multiplication of the scores after the dot product')
+    out.append('the attention scale c one multiplication of the scores after the dot '
+               'product, or of q before it, or fl(sqrt c) on q and on k')
   if net.final_ln is not None or any(b.norm is not None for b in blocks):
     out.append(rounding.SQRT_DIV_ASSUMPTION)
-  acts = {b.ff.activation for b in blocks if b.ff is not None}
   if 'gelu' in acts:
     out.append(rounding.ERF_ASSUMPTION)
   if 'gelu_tanh' in acts:
     out.append(rounding.TANH_ASSUMPTION)
-  return out
+  return out + own
 
 
 def _dev_pairwise(model: _Model, dq, mq, dk, mk):
@@ -289,6 +300,21 @@ def _dev_scale(fm: _Model, c: float, d_s, m_s):
   """D of fl(c s^) (module docstring)."""
   c = abs(c)
   return _up(c * d_s + fm.u * c * (m_s + d_s) + fm.tiny)
+
+
+def _dev_scaled_scores(fm: _Model, c: float, d_s, m_s, d_q, m_q, d_k, m_k):
+  """D of the scaled scores wherever the runtime puts the scale (module docstring): the
+  largest of c after the dot product, c on q before it, and fl(sqrt c) on q and on k."""
+  after = _dev_scale(fm, c, d_s, m_s)
+  a = abs(c)
+  d_q1 = _dev_scale(fm, c, d_q, m_q)
+  before = _dev_pairwise(fm, d_q1, _up(a * m_q), d_k, m_k)
+  r = _up(math.sqrt(a) * _WIDEN)
+  rel = _up(2 * fm.u + fm.u * fm.u)
+  d_q2 = _up(r * d_q + rel * r * (m_q + d_q) + fm.tiny)
+  d_k2 = _up(r * d_k + rel * r * (m_k + d_k) + fm.tiny)
+  split = _dev_pairwise(fm, d_q2, _up(r * m_q), d_k2, _up(r * m_k))
+  return np.maximum(after, np.maximum(before, split))
 
 
 def _dev_gelu(fm: _Model, form: str, d_x, m_x):
@@ -465,7 +491,7 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model |
       d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width, f'head {i} W_V z + b_V')
       d_s = _dev_pairwise(fm, d_q, q.mag(), d_k, k.mag())
       if p.scale != 1.0:
-        d_s = _dev_scale(fm, p.scale, d_s, s.mag())
+        d_s = _dev_scaled_scores(fm, p.scale, d_s, s.mag(), d_q, q.mag(), d_k, k.mag())
       # masked entries keep their (zeroed) scores: the per-entry max-subtraction bound only
       # grows with more entries, and their weights are exactly 0
       d_w = _dev_softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)

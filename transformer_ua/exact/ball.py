@@ -492,9 +492,8 @@ class _FeedForwardRun:
 
 
 def realized_layers(segments: Sequence, params: dict):
-  """(attention ``_Layer``, feed-forward params {W_1, b_1, W_2, b_2}) of every layer of
-  realized blocks (softmax, ReLU, lam folded: 1.0), in order; ValueError (one line) for
-  any other segment."""
+  """(attention ``_Layer``, feed-forward params) of each layer of realized blocks (softmax,
+  ReLU, lam folded: 1.0), in order; ValueError (one line) for any other segment."""
   for i, seg in enumerate(segments):
     if seg.kind != 'block' or seg.normalizer != 'softmax' or seg.activation != 'relu' \
         or seg.lam != 1.0:
@@ -507,11 +506,10 @@ def realized_layers(segments: Sequence, params: dict):
 
 
 class BallNetwork:
-  """A realized network (block segments, exact params) ready for ball evaluation.
-
-  Build and evaluate inside ``precision(bits)`` (params are rounded to ``bits`` once).
-  Consecutive feed-forward layers run as one ``_FeedForwardRun``; ``stages`` makes the
-  stages from ``realized_layers`` (``wide_ball.WideBallNetwork`` makes its own).
+  """A realized network (block segments, exact params) ready for ball evaluation, built
+  and evaluated inside ``precision(bits)`` (params rounded to ``bits`` once); consecutive
+  feed-forward layers run as one ``_FeedForwardRun`` (``make_stages``, which
+  ``wide_ball.WideBallNetwork`` replaces).
 
   Args:
     segments: ``layers.Segment``s of kind 'block' (softmax, ReLU), as ``realize`` makes.
@@ -521,24 +519,19 @@ class BallNetwork:
 
   def __init__(self, segments: Sequence, params: dict, positional: bool = False):
     self.stages = self.make_stages(realized_layers(segments, params))
-    self.e = None
-    if positional:
-      self.e = [[to_arb(v) for v in row] for row in np.asarray(params['E'])]
+    self.e = [[to_arb(v) for v in row] for row in np.asarray(params['E'])] \
+        if positional else None
 
   @staticmethod
   def make_stages(layers) -> list:
     """_Layer (attention, where it has heads) and _FeedForwardRun, in order."""
     stages, run = [], []
     for att, ff in layers:
-      if att.groups:
-        if run:
-          stages.append(_FeedForwardRun(run))
-          run = []
-        stages.append(att)
+      if att.groups:                       # an attention layer ends the run before it
+        stages += ([_FeedForwardRun(run)] if run else []) + [att]
+        run = []
       run.append(_FeedForward(ff))
-    if run:
-      stages.append(_FeedForwardRun(run))
-    return stages
+    return stages + ([_FeedForwardRun(run)] if run else [])
 
   def forward(self, z):
     """Encloses the network's output on the box ``z`` (n lists of d arbs)."""
@@ -549,16 +542,6 @@ class BallNetwork:
       rep = _equal_tokens(z, rep)
       z = stage(z, rep)
     return z
-
-  def enclose(self, x, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mid, rad) float64 [batch, n, d]: the network's exact value at each point of x
-    [batch, n, d] lies in [mid - rad, mid + rad] (``forward`` at ``bits``, the precision
-    the network was built at)."""
-    mid, rad = np.zeros(x.shape), np.zeros(x.shape)
-    with precision(bits):
-      for b in range(x.shape[0]):
-        mid[b], rad[b] = mid_rad(self.forward(points(x[b])))
-    return mid, rad
 
 
 def _equal_tokens(z, rep):

@@ -282,7 +282,7 @@ class WideFeedForward:
 class WideBallNetwork(ball.BallNetwork):
   """A network of blocks (softmax attention, wide ReLU feed-forward), exact params,
   ready for ball evaluation; build and evaluate inside ``ball.precision(bits)``. As
-  ``ball.BallNetwork`` (its arguments, ``forward``, ``enclose``), with each feed-forward
+  ``ball.BallNetwork`` (its arguments and ``forward``), with each feed-forward
   layer its own ``WideFeedForward`` stage.
   """
 

@@ -83,8 +83,11 @@ _TENSOR_TYPES = {'float64': TensorProto.DOUBLE, 'float32': TensorProto.FLOAT}
 def _check_args(g, path, batch, dtype, layout, overwrite=False) -> str:
   """Refuses bad arguments in one line before anything is built. Returns the path."""
   if not isinstance(g, REALIZATIONS):
+    hint = (' (a network dict or network_dict.Net: write it with flat_onnx.write)'
+            if isinstance(g, (dict, network_dict.Net)) else '')
     raise ValueError(f'export_onnx needs a realized g (an approximator\'s realize(): '
-                     f'{", ".join(r.__name__ for r in REALIZATIONS)}), got {type(g).__name__}.')
+                     f'{", ".join(r.__name__ for r in REALIZATIONS)}), got '
+                     f'{type(g).__name__}{hint}.')
   if layout not in LAYOUTS:
     raise ValueError(f'layout={layout!r}; allowed: {LAYOUTS}.')
   if dtype not in EXPORT_DTYPES:

@@ -1,35 +1,49 @@
 r"""Any standard Transformer (``network_dict.Net``) as a flat ONNX graph, and back.
 
-The flat layout writes every block out with standard operators only (MatMul, Add, Relu,
-Softmax, Transpose; Pad / Slice where the residual stream is wider than the tokens), one
-head at a time in the 2-d form the neural-network verifiers read (Marabou 2.0 parses it;
-no Scan, no Reshape, no head-batched 4-d MatMul). PyTorch (onnx2torch), onnxruntime and
-the verifiers load it as it is. Token-major, Z [B, n, D] (``form='single'``: Z [n, D]):
+The flat layout writes every block out with standard operators only (MatMul, Add, Mul,
+Relu, Erf, Tanh, LayerNormalization (opset 17), Softmax, Transpose; Pad / Slice where the
+residual stream is wider than the tokens), one head at a time in the 2-d form the
+neural-network verifiers read (Marabou 2.0 parses the version-1 subset; no Scan, no Reshape,
+no head-batched 4-d MatMul). PyTorch (onnx2torch), onnxruntime and the verifiers load it as
+it is. Token-major, Z [B, n, D] (``form='single'``: Z [n, D]):
 
-    Z_0 = X embed^T                     (MatMul; without embed: Pad X with D - d zeros,
+    Z_0 = X embed^T (+ embed_bias)      (MatMul, Add; without embed: Pad X with D - d zeros,
                                          in the 'single' form a MatMul by [I_d 0])
     Z_0 <- Z_0 + E                      (Add; positional only)
     per block, per head i (q, k, v [B, n, m]):
-      q_i = Z Wq_i + bq_i,  k_i = Z Wk_i,  v_i = Z Wv_i         Wq_i = W_Q^i^T [D, m]
-      u_i = Softmax_keys(q_i k_i^T) v_i Wo_i                     Wo_i = W_O^i^T [m, D]
-      Z <- Z + (u_0 + u_1 + ... + u_{h-1})                       (Attn)
-      Z <- Z + (Relu(Z W1 + b1) W2 + b2)                         (FF; W1 = W_1^T, W2 = W_2^T)
-    Y = Z readout^T                     (MatMul; without readout: Slice the first d, in
+      q_i = Z Wq_i + bq_i,  k_i = Z Wk_i (+ bk_i),  v_i = Z Wv_i (+ bv_i)   Wq_i = W_Q^i^T
+      s_i = q_i k_i^T (* scale) (+ mask)      (Mul by [scale]; Add of [n, n] 0 / -inf)
+      u_i = Softmax_keys(s_i) v_i Wo_i                           Wo_i = W_O^i^T [m, D]
+      Attn = (u_0 + u_1 + ... + u_{h-1}) (+ bo)
+      FF = act(Z W1 + b1) W2 + b2, act = Relu, or GELU written out:
+        erf form   Mul(Mul(x, 0.5), Add(Erf(Mul(x, 1/sqrt 2)), 1))
+        tanh form  Mul(Mul(x, 0.5), Add(Tanh(Mul(Add(x, Mul(x x x, 0.044715)),
+                                                 sqrt(2/pi))), 1))
+      no norm / post: Z <- Z + Attn(Z) (then LayerNormalization ln_attn), the same for FF;
+      pre:            Z <- Z + Attn(LayerNormalization(Z)), the same for FF
+    Z <- LayerNormalization(Z)          (final_ln only)
+    Y = Z readout^T (+ readout_bias)    (MatMul, Add; without readout: Slice the first d, in
                                          the 'single' form a MatMul by [I_d 0]^T)
 
-The initializers are named after the dict format (``blocks.<i>.Wq.<head>``, ...), in the
-file's dtype (float64 or float32: a float32 file holds the network ``network_dict.cast``
-gives). The model's metadata carries ``layout`` = 'flat', ``dtype``, ``form`` and
-``params_hash`` (``network_dict.params_hash`` of the network the file holds).
+The initializers are named after the dict format (``blocks.<i>.Wq.<head>``,
+``blocks.<i>.ln_attn.gamma``, ...; the shared constants ``const.*``), in the file's dtype
+(float64 or float32: a float32 file holds the network ``network_dict.cast`` gives). A
+LayerNormalization holds eps as an ONNX float attribute, i.e. rounded to binary32: the file's
+network has that eps (``_eps_float32``). The model's metadata carries ``layout`` = 'flat',
+``dtype``, ``form`` and ``params_hash`` (``network_dict.params_hash`` of the network the
+file holds). onnxruntime has no float64 Erf kernel: a float64 file with an erf-form GELU is
+valid ONNX that onnx.reference runs but onnxruntime refuses.
 
 ``read`` is the inverse: it refuses an operator outside the class in one line that names it
-(LayerNormalization, Gelu, Erf, Scan, ...), collects the parameters by name, writes the
-graph again from them and requires the file's graph to be that graph node for node, and
-checks the stored hash. So a file ``read`` accepts computes exactly the ``Net`` it returns.
+(Gelu, Sigmoid, Scan, ...), collects the parameters by name (the activation from the Erf or
+Tanh node, eps and the norm placement from the LayerNormalization nodes), writes the graph
+again from them and requires the file's graph to be that graph node for node, and checks the
+stored hash. So a file ``read`` accepts computes exactly the ``Net`` it returns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 
@@ -49,7 +63,8 @@ DTYPES = ('float64', 'float32')
 #: 'batched': X [batch, n, d]; 'single': X [n, d], one input (the form verifiers read).
 FORMS = ('batched', 'single')
 #: The operators the flat layout uses; ``read`` refuses any other.
-OPERATORS = ('MatMul', 'Add', 'Relu', 'Softmax', 'Transpose', 'Pad', 'Slice', 'Identity')
+OPERATORS = ('MatMul', 'Add', 'Mul', 'Relu', 'Erf', 'Tanh', 'LayerNormalization', 'Softmax',
+             'Transpose', 'Pad', 'Slice', 'Identity')
 #: Operators of other architectures, named in ``read``'s refusal.
 _OTHER_OPERATORS = {
     'LayerNormalization': 'LayerNorm', 'ReduceMean': 'a normalization (LayerNorm)',
@@ -97,20 +112,6 @@ def _check_options(dtype: str, form: str, batch) -> None:
     raise ValueError("form='single' has no batch axis; leave batch=None.")
 
 
-def _version_2(net) -> str:
-  """The first version-2 option of ``net`` (module docstring of network_dict), or ''."""
-  if net.embed_bias is not None or net.readout_bias is not None or net.final_ln is not None:
-    return 'an embed or readout bias or a final LayerNorm'
-  for i, b in enumerate(net.blocks):
-    a = b.attention
-    if a is not None and (a.b_k is not None or a.b_v is not None or a.b_o is not None
-                          or a.scale != 1.0 or a.causal):
-      return f'attention biases, a scale or a mask in block {i}'
-    if b.norm is not None or (b.ff is not None and b.ff.activation != 'relu'):
-      return f'a LayerNorm or a GELU in block {i}'
-  return ''
-
-
 def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int | None = None,
              doc: str = '') -> onnx.ModelProto:
   """The flat ONNX model of ``net`` (a ``network_dict.Net`` or dict; module docstring).
@@ -125,9 +126,6 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   """
   _check_options(dtype, form, batch)
   net = network_dict.check(net) if not isinstance(net, network_dict.Net) else net
-  if _version_2(net):
-    raise ValueError(f'the flat layout writes version-1 networks; this one has '
-                     f'{_version_2(net)}.')
   if net.n is None:
     raise ValueError('the network has no token count n (no positional encodings); check it '
                      'with network_dict.check(net, n=...) first.')
@@ -152,6 +150,8 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
   z = 'X'
   if net.embed is not None:
     z = op('MatMul', [z, const('embed', net.embed.T)], 'Z_embed')
+    if net.embed_bias is not None:
+      z = op('Add', [z, const('embed_bias', net.embed_bias)], 'Z_embed_bias')
   elif net.D > net.d and form == 'single':   # Marabou 2.0 has no Pad: X [I_d 0]
     z = op('MatMul', [z, const('pad_matrix', np.eye(net.d, net.D))], 'Z_pad')
   elif net.D > net.d:
@@ -159,34 +159,91 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
     z = op('Pad', [z, index('pads', pads)], 'Z_pad', mode='constant')
   if net.positional is not None:
     z = op('Add', [z, const('E', net.positional)], 'Z_positional')
+  shared = set()
+
+  def shared_const(name, value):
+    if name not in shared:
+      shared.add(name)
+      const(name, value)
+    return name
+
+  def layer_norm(x, ln, prefix, out):
+    return op('LayerNormalization', [x, const(prefix + 'gamma', ln.gamma),
+                                     const(prefix + 'beta', ln.beta)], out, axis=-1,
+              epsilon=float(ln.eps))
+
+  def activation(x, kind, p):
+    if kind == 'relu':
+      return op('Relu', [x], p + 'hidden')
+    half = shared_const('const.half', 0.5)
+    one = shared_const('const.one', 1.0)
+    if kind == 'gelu':               # 0.5 x (1 + erf(x / sqrt 2))
+      t = op('Mul', [x, shared_const('const.inv_sqrt2', 1 / np.sqrt(2))], p + 'erf_arg')
+      inner = op('Erf', [t], p + 'erf')
+    else:                            # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      cube = op('Mul', [op('Mul', [x, x], p + 'square'), x], p + 'cube')
+      poly = op('Add', [x, op('Mul', [cube, shared_const('const.tanh_c', 0.044715)],
+                              p + 'cube_c')], p + 'poly')
+      t = op('Mul', [poly, shared_const('const.tanh_k', np.sqrt(2 / np.pi))], p + 'tanh_arg')
+      inner = op('Tanh', [t], p + 'tanh')
+    return op('Mul', [op('Mul', [x, half], p + 'half_x'),
+                      op('Add', [inner, one], p + 'one_plus')], p + 'hidden')
+
+  def attention(a, z, p):
+    update = None
+    for i in range(a.heads):
+      h = f'.{i}'
+      q = op('Add', [op('MatMul', [z, const(p + 'Wq' + h, a.w_q[i].T)], p + 'zwq' + h),
+                     const(p + 'bq' + h, a.b_q[i])], p + 'q' + h)
+      k = op('MatMul', [z, const(p + 'Wk' + h, a.w_k[i].T)], p + 'k' + h)
+      if a.b_k is not None:
+        k = op('Add', [k, const(p + 'bk' + h, a.b_k[i])], p + 'k_bias' + h)
+      v = op('MatMul', [z, const(p + 'Wv' + h, a.w_v[i].T)], p + 'v' + h)
+      if a.b_v is not None:
+        v = op('Add', [v, const(p + 'bv' + h, a.b_v[i])], p + 'v_bias' + h)
+      s = op('MatMul', [q, op('Transpose', [k], p + 'k_t' + h, perm=t_last)], p + 's' + h)
+      if a.scale != 1.0:
+        s = op('Mul', [s, shared_const(p + 'scale', a.scale)], p + 's_scaled' + h)
+      if a.causal:                   # keys k > j: -inf, weight exactly 0
+        s = op('Add', [s, shared_const(p + 'mask', np.where(
+            np.triu(np.ones((net.n, net.n), bool), 1), -np.inf, 0.0))], p + 's_masked' + h)
+      w = op('Softmax', [s], p + 'a' + h, axis=-1)
+      u = op('MatMul', [op('MatMul', [w, v], p + 'mixed' + h), const(p + 'Wo' + h, a.w_o[i].T)],
+             p + 'u' + h)
+      update = u if update is None else op('Add', [update, u], p + 'heads_to' + h)
+    if a.b_o is not None:
+      update = op('Add', [update, const(p + 'bo', a.b_o)], p + 'attention_bias')
+    return update
+
+  def feedforward(f, z, p):
+    pre = op('Add', [op('MatMul', [z, const(p + 'W1', f.w_1.T)], p + 'zw1'),
+                     const(p + 'b1', f.b_1)], p + 'pre')
+    hidden = activation(pre, f.activation, p)
+    return op('Add', [op('MatMul', [hidden, const(p + 'W2', f.w_2.T)], p + 'hw2'),
+                      const(p + 'b2', f.b_2)], p + 'ff')
+
   for b, blk in enumerate(net.blocks):
     p = f'blocks.{b}.'
-    if blk.attention is not None:
-      a = blk.attention
-      w_q, b_q, w_k, w_v, w_o = a.w_q, a.b_q, a.w_k, a.w_v, a.w_o
-      update = None
-      for i in range(blk.heads):
-        h = f'.{i}'
-        q = op('Add', [op('MatMul', [z, const(p + 'Wq' + h, w_q[i].T)], p + 'zwq' + h),
-                       const(p + 'bq' + h, b_q[i])], p + 'q' + h)
-        k = op('MatMul', [z, const(p + 'Wk' + h, w_k[i].T)], p + 'k' + h)
-        v = op('MatMul', [z, const(p + 'Wv' + h, w_v[i].T)], p + 'v' + h)
-        s = op('MatMul', [q, op('Transpose', [k], p + 'k_t' + h, perm=t_last)], p + 's' + h)
-        a = op('Softmax', [s], p + 'a' + h, axis=-1)
-        u = op('MatMul', [op('MatMul', [a, v], p + 'mixed' + h), const(p + 'Wo' + h, w_o[i].T)],
-               p + 'u' + h)
-        update = u if update is None else op('Add', [update, u], p + 'heads_to' + h)
-      z = op('Add', [z, update], p + 'z_attention')
-    if blk.ff is not None:
-      w_1, b_1, w_2, b_2 = blk.ff.w_1, blk.ff.b_1, blk.ff.w_2, blk.ff.b_2
-      pre = op('Add', [op('MatMul', [z, const(p + 'W1', w_1.T)], p + 'zw1'),
-                       const(p + 'b1', b_1)], p + 'pre')
-      hidden = op('Relu', [pre], p + 'hidden')
-      ff = op('Add', [op('MatMul', [hidden, const(p + 'W2', w_2.T)], p + 'hw2'),
-                      const(p + 'b2', b_2)], p + 'ff')
-      z = op('Add', [z, ff], p + 'z_feedforward')
+    for part, ln, fn, name in ((blk.attention, blk.ln_attn, attention, 'attention'),
+                               (blk.ff, blk.ln_ff, feedforward, 'feedforward')):
+      if part is None:
+        continue
+      lname = 'ln_attn' if name == 'attention' else 'ln_ff'
+      if blk.norm == 'pre' and ln is not None:
+        u = layer_norm(z, ln, p + lname + '.', p + lname)
+        z = op('Add', [z, fn(part, u, p)], p + 'z_' + name)
+      else:
+        z = op('Add', [z, fn(part, z, p)], p + 'z_' + name)
+        if ln is not None:
+          z = layer_norm(z, ln, p + lname + '.', p + lname)
+  if net.final_ln is not None:
+    z = layer_norm(z, net.final_ln, 'final_ln.', 'Z_final_ln')
   if net.readout is not None:
-    op('MatMul', [z, const('readout', net.readout.T)], 'Y')
+    if net.readout_bias is not None:
+      z = op('MatMul', [z, const('readout', net.readout.T)], 'Z_readout')
+      op('Add', [z, const('readout_bias', net.readout_bias)], 'Y')
+    else:
+      op('MatMul', [z, const('readout', net.readout.T)], 'Y')
   elif net.D > net.d and form == 'single':   # and no Slice: Z [I_d 0]^T
     op('MatMul', [z, const('slice_matrix', np.eye(net.d, net.D).T)], 'Y')
   elif net.D > net.d:
@@ -203,10 +260,21 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
                             doc_string=doc or 'A standard Transformer: softmax attention, '
                             'ReLU feed-forward, residuals (transformer_ua.networks.flat_onnx).')
   stored = net if dtype == 'float64' else network_dict.cast(net, dt)
+  stored = _eps_float32(stored)
   helper.set_model_props(model, {'layout': 'flat', 'dtype': dtype, 'form': form,
                                  'params_hash': network_dict.params_hash(stored)})
   onnx.checker.check_model(model, full_check=True)
   return model
+
+
+def _eps_float32(net):
+  """``net`` with each LayerNorm's eps rounded to float32: the file's LayerNormalization
+  holds eps as an ONNX float attribute (binary32), so that is the network the file computes."""
+  def ln(x):
+    return None if x is None else dataclasses.replace(x, eps=float(np.float32(x.eps)))
+  blocks = tuple(dataclasses.replace(b, ln_attn=ln(b.ln_attn), ln_ff=ln(b.ln_ff))
+                 for b in net.blocks)
+  return dataclasses.replace(net, blocks=blocks, final_ln=ln(net.final_ln))
 
 
 def write(net, path, *, dtype: str = 'float64', form: str = 'batched',
@@ -290,6 +358,26 @@ def read(path) -> network_dict.Net:
     as_dict['positional'] = arr['E']
   if 'readout' in arr:
     as_dict['readout'] = arr['readout'].T
+  for name in ('embed_bias', 'readout_bias'):
+    if name in arr:
+      as_dict[name] = arr[name]
+  nodes = {x.name: x for x in g.node}
+
+  def ln_of(params, name):
+    node = nodes.get(name)
+    if node is None or node.op_type != 'LayerNormalization':
+      raise ValueError(f'the file has LayerNorm parameters but no LayerNormalization node '
+                       f'{name!r}.')
+    eps = [a.f for a in node.attribute if a.name == 'epsilon']
+    try:
+      return {'gamma': params['gamma'], 'beta': params['beta'],
+              'eps': float(eps[0]) if eps else 1e-5}, node
+    except KeyError as e:
+      raise ValueError(f'LayerNorm {name!r} has no {e} parameter.') from None
+
+  if 'final_ln.gamma' in arr:
+    as_dict['final_ln'], _ = ln_of({'gamma': arr['final_ln.gamma'],
+                                    'beta': arr.get('final_ln.beta')}, 'Z_final_ln')
   for name, a in arr.items():
     parts = name.split('.')
     if parts[0] != 'blocks':
@@ -313,17 +401,40 @@ def read(path) -> network_dict.Net:
         blk['W_K'] = np.stack([w['Wk', str(i)].T for i in heads])
         blk['W_V'] = np.stack([w['Wv', str(i)].T for i in heads])
         blk['W_O'] = np.stack([w['Wo', str(i)].T for i in heads])
+        for key, name in (('bk', 'b_K'), ('bv', 'b_V')):
+          if (key, '0') in w:
+            blk[name] = np.stack([w[key, str(i)] for i in heads])
       except (KeyError, ValueError) as e:
         raise ValueError(f'block {b} has an incomplete or ragged set of head parameters '
                          f'({e}).') from None
+      if ('bo',) in w:
+        blk['b_O'] = w[('bo',)]
+      if ('scale',) in w:
+        blk['scale'] = float(np.asarray(w[('scale',)]).reshape(-1)[0])
+      if ('mask',) in w:
+        blk['mask'] = 'causal'
     if ('W1',) in w:
       try:
         blk.update(W_1=w[('W1',)].T, b_1=w[('b1',)], W_2=w[('W2',)].T, b_2=w[('b2',)])
       except KeyError as e:
         raise ValueError(f'block {b} has an incomplete feed-forward set (no {e}).') from None
+      p = f'blocks.{b}.'
+      if p + 'erf' in nodes:
+        blk['activation'] = 'gelu'
+      elif p + 'tanh' in nodes:
+        blk['activation'] = 'gelu_tanh'
+    for lname, after in (('ln_attn', 'z_attention'), ('ln_ff', 'z_feedforward')):
+      if (lname, 'gamma') in w:
+        blk[lname], node = ln_of({'gamma': w[(lname, 'gamma')], 'beta': w.get((lname, 'beta'))},
+                                 f'blocks.{b}.{lname}')
+        blk['norm'] = 'post' if node.input[0] == f'blocks.{b}.{after}' else 'pre'
     as_dict['blocks'].append(blk)
   if not as_dict['blocks']:
-    raise ValueError('the file holds no blocks (no initializers named blocks.<i>.*).')
+    first = g.node[0] if len(g.node) else None
+    where = (f'; its first node is {first.op_type} {first.name or first.output[0]!r}' if first
+             is not None else '')
+    raise ValueError(f'the file holds no blocks (no initializers named blocks.<i>.*){where}: '
+                     'it was not written by flat_onnx.write.')
   net = network_dict.check(as_dict, d=d, n=n)
   again = to_model(net, dtype=dtype, form=form, batch=batch)
   want = [_node_key(x) for x in again.graph.node]

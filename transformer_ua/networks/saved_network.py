@@ -47,16 +47,16 @@ the arrays under their ``Net.arrays`` names, no layout) still load.
 
 It reports both totals ('total', 'saved_total', 'same_total', and 'confirmed' = total <=
 saved_total: the new proof covers the saved claim) and refuses in one line when the saved
-total is below the recomputed one by more than RECHECK_RTOL (relative): the same boxes
-certified on another machine differ by the ulps of exp and of a summation order, far below
-it; a larger gap is another certificate (another f, g or setting, or a shorter run).
+total is below the recomputed one by more than RECHECK_RTOL (relative). The allowance is
+for the same boxes certified on another machine (its libm exp, its BLAS summation order),
+taken to move a total by a few ulps, far below 2^-30 (assumed, not measured); a larger gap
+is another certificate (another f, g or setting, or a shorter run).
 
 An npz rather than an orbax checkpoint: one file a colleague can be sent, NumPy's own
 format; the exact rationals (60-94 bits) that no float array holds sit beside it as strings.
 
-Imports run one way: ``certify`` and ``yun`` import ``networks``, so this module imports
-neither at module level; the functions that need a certificate's class or a certifier
-import it inside (lazy, marked).
+Imports run one way (``certify`` and ``yun`` import ``networks``): this module imports them
+only inside the functions that need a certificate's class or a certifier (lazy, marked).
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def _certified(result, kind: str, g, max_minutes):
                 'line': result.line()}
   cert.check_network(net)                  # one line unless g is the network certified
   if max_minutes is not None and (isinstance(max_minutes, bool) or not isinstance(
-      max_minutes, (int, float)) or not max_minutes > 0):
+      max_minutes, (int, float)) or not 0 < max_minutes < math.inf):
     raise ValueError(f'max_minutes={max_minutes!r}; it must be a positive number of minutes '
                      '(the budget the certificate was run with), or None.')
   from transformer_ua.targets import functions as targets_lib  # lazy
@@ -274,7 +274,7 @@ def _certified(result, kind: str, g, max_minutes):
       'exact_hash': None, 'exact_params': None, 'arithmetic': cert.arithmetic,
       'epsilon': exact_json.encode(cert.epsilon), 'assumptions': list(cert.assumptions),
       'certificate': exact_json.encode({f.name: getattr(cert, f.name)
-                              for f in dataclasses.fields(cert)}),
+                                        for f in dataclasses.fields(cert)}),
       'rebuild': exact_json.encode({
           'target': cert.target, 'builtin': builtin, 'd': cert.d, 'n': cert.n, 'p': cert.p,
           'arithmetic': cert.arithmetic, 'epsilon': cert.epsilon,

@@ -144,7 +144,7 @@ def _read_file(path: str, *, d, n, arithmetic):
     meta = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
   except Exception:  # noqa: BLE001 -- onnx_import says why in one line
     meta = {}
-  if meta.get('layout') == 'flat':
+  if 'layout' in meta:                     # the project's own files (flat; scan is refused)
     from transformer_ua.networks import flat_onnx   # noqa: PLC0415
     net = network_dict.check(flat_onnx.read(path), d=d, n=n, arithmetic=arithmetic)
     return net, (f'g read from the flat ONNX file {os.path.basename(path)} (node for node, its '

@@ -156,7 +156,7 @@ class OneLayerRealized(grid.OfSource):
     src = self.source
     x = _checked_input(x, src.n, src.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
-    return self.ball_network(bits).enclose(x, bits)
+    return certified_eval.enclose_points(self.ball_network(bits), x, bits)
 
   def _check_exact(self):
     if self.dtype != 'exact':

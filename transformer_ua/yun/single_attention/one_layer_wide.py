@@ -472,7 +472,7 @@ class WideRealized(grid.OfSource):
     self._check_exact()
     x = _checked_input(x, self.n, self.d)
     bits = self.bits() if bits is None else ball.check_bits(bits)
-    return self.ball_network(bits).enclose(x, bits)
+    return certified_eval.enclose_points(self.ball_network(bits), x, bits)
 
   def apply(self, x) -> np.ndarray:
     """g(X) [batch, n, d] float64: the certified midpoint ('exact') or the float64 JAX
