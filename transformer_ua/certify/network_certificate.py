@@ -97,9 +97,11 @@ class NetworkCertificate:
   assumptions: tuple
   runtime: str
   executed: str
-  history: tuple = dataclasses.field(repr=False, compare=False)  # (boxes, s, total, floor)
-  projection: object = dataclasses.field(repr=False, compare=False)   # cost_model.Projection
   worst_centres: np.ndarray = dataclasses.field(repr=False, compare=False)
+  #: per round (boxes, seconds, total, floor), the cost model's input (cost_model.py)
+  history: tuple = dataclasses.field(default=(), repr=False, compare=False)
+  #: the cost model's projection to epsilon when it was not reached ('' otherwise)
+  projection: str = dataclasses.field(default='', repr=False, compare=False)
 
   def line(self) -> str:
     p = 'inf' if math.isinf(self.p) else f'{self.p:g}'
@@ -115,8 +117,8 @@ class NetworkCertificate:
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
               ('reached' if self.reached else f'NOT reached ({self.stopped}; ' +
-                                                  (self.projection.text() if self.projection
-                                                   else 'too few rounds for a projection') +
+                                                  (self.projection or
+                                                   'too few rounds for a projection') +
                                                   ')'))
     elif self.stopped.startswith('max_'):
       goal = f'; stopped: {self.stopped}'
@@ -619,8 +621,15 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       float_sup=float(dev.max()) if len(dev) else 0.0, stopped=stopped,
       assumptions=assumptions, runtime=runtime_text,
       executed='; '.join(sorted(set(executed_all))), history=tuple(history),
-      projection=None if eps is None or reached else cost_model.project(history, float(eps), p),
+      projection=_projection_text(history, eps, reached, p),
       worst_centres=(lo[worst] + hi[worst]) / 2)
+
+
+def _projection_text(history, eps, reached, p) -> str:
+  if eps is None or reached:
+    return ''
+  proj = cost_model.project(history, float(eps), p)
+  return '' if proj is None else proj.text()
 
 
 def _kernel_backend() -> bool:
