@@ -35,8 +35,7 @@ Generic over the op set: ``OPS`` maps a layer kind to its function (params, z, d
 (kind, params); a new layer (LayerNorm, GELU, the scale, the causal mask) is one entry in
 OPS and one in ``program``. Today OPS has the embedding (+ bias), positional encodings,
 attention with Q/K/V/O biases, the ReLU feed-forward and the readout (+ bias); a network
-with another op is refused in one line (the NumPy path certifies it). The feed-forward's D
-is network_enclosure's first form (its Jacobian form only lowers the reference's D).
+with another op is refused in one line (the NumPy path certifies it).
 """
 
 from __future__ import annotations
@@ -375,8 +374,8 @@ def _attention(p, z, d_z, fm):
 
 
 def _feedforward(p, z, d_z, fm):
-  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward's first form: its
-  Jacobian form only lowers D, so this D is at least the reference's)."""
+  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward: the smaller of its two
+  forms of D)."""
   w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
   r, width = w_1.shape
   pre = linear(z, w_1, b_1)
@@ -391,8 +390,48 @@ def _feedforward(p, z, d_z, fm):
   a = (mag(act) + d_act).max(axis=-1, keepdims=True)
   d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
+  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act)
+  if jac is not None:
+    d_out = _jnp().minimum(d_out, jac)
   fm.check_range(_up(s + d_out))
   return out, d_out
+
+
+def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
+  """network_enclosure._dev_ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
+  where the reference does not use it (r D^2 > FF_JACOBIAN_SIZE, weights not exact)."""
+  jnp = _jnp()
+  w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
+  r, width = w_1.shape
+  model = fm.fm.model
+  if r * width * width > network_enclosure.FF_JACOBIAN_SIZE or not (
+      model.weights_exact or model.operand_rel == 0):
+    return None
+  v = network_enclosure._f(model.operand_rel)
+  acc = network_enclosure._f(model.kappa(width, 0))
+  mz = _up(mag(z) + d_z)
+  delta = _up(d_z + v * mz + fm.tiny)
+  s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
+                                                   + float(np.abs(w_1).max()) + 2))
+  spread = _up(delta @ np.abs(w_1).T + local1)
+  p_lo = (down(pre[0] - spread) > 0).astype(jnp.float64)
+  p_hi = (up(pre[1] + spread) > 0).astype(jnp.float64)
+  c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)
+  cp, cn = np.maximum(c, 0), np.minimum(c, 0)
+  eye = np.eye(width).reshape(-1)
+  j_lo = eye + p_lo @ cp + p_hi @ cn
+  j_hi = eye + p_hi @ cp + p_lo @ cn
+  slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))
+  j_mag = _up(jnp.maximum(jnp.abs(j_lo), jnp.abs(j_hi)) + slack)
+  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
+  prop = jnp.einsum('...ij,...j->...i', j_mag, delta)
+  terms = r + 1
+  s2 = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + mag(z) + d_z
+  a2 = (mag(act) + d_act).max(axis=-1, keepdims=True)
+  local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
+                                                               + mag(z) + d_z + 2))
+  return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _embed(params, z, d_z, fm):
