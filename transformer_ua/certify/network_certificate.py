@@ -634,8 +634,8 @@ def _projection_text(history, eps, reached, p) -> str:
 
 def _kernel_backend() -> bool:
   """Whether the automatic kernel can be used: jax is importable (on 2 loaded CPU cores the
-  kernel measured 1.3-2.6x NumPy's boxes/s on 8,192 boxes after 10-20 s of compiling:
-  benchmarks/certify_kernel.py; a round of 50,000 boxes takes NumPy 20-60 s there)."""
+  kernel measured 1.0-2.6x NumPy's boxes/s on 8,192 boxes after 10-27 s of compiling, two
+  runs of benchmarks/certify_kernel.py; a round of 50,000 boxes takes NumPy 15-60 s there)."""
   try:
     import jax  # noqa: F401
   except ImportError:
