@@ -102,7 +102,9 @@ def test_projection_within_a_factor_of_a_finished_run():
   assert not early.reached and 'projection: about' in early.line()
   finished = nc.certify_network('token_times_mean', hb.net, epsilon=eps, **args)
   assert finished.reached
-  ratio = early.projection.boxes / finished.boxes
+  proj = cost_model.project(early.history, eps, 2)
+  assert proj.text() == early.projection and proj.text() in early.line()
+  ratio = proj.boxes / finished.boxes
   assert 1 / PROJECTION_FACTOR <= ratio <= PROJECTION_FACTOR, ratio
 
 

@@ -6,25 +6,8 @@ Jacobian (tangents [B, n, d, n d]), and the float deviation D >= |fl(g) - g|. Th
 network_enclosure's and intervals.py's, op for op; the NumPy path stays the reference and
 the tests check that these bounds contain it.
 
-Outward rounding under XLA. Every bound is moved outward after each rounded operation, as
-in intervals.py, but with a step that survives what XLA does to floats:
-
-    up(x)   = max(nextafter(x, +inf), x + 2^-1021)
-    down(x) = min(nextafter(x, -inf), x - 2^-1021)
-
-* Flush to zero (XLA's CPU runtime flushes subnormal results and reads subnormal inputs as
-  0): a flushed result is off by < 2^-1022, which the 2^-1021 covers; an output of up()
-  that is subnormal only arises where the true value is negative, so reading it as 0 still
-  bounds it (down() symmetrically). Sums get (k + 1) 2^-1021 per k terms (each product or
-  partial sum may flush). Weights that are subnormal would be read as 0: refused.
-* FMA contraction (GPU): a contracted a b + c has one rounding instead of two; every
-  bound here is taken after a single operation or over a sum with the any-order bound
-  gamma_k sum |terms| (intervals.sum_error), which holds for FMA-based sums as well.
-* XLA's exp (and expm1, used by the softmax's deviation) are not NumPy's: ``check_exp``
-  measures them on the backend against mpmath (60 digits) and refuses when off by more than
-  intervals.EXP_SLACK (relative), the widening every exp gets.
-* float64 is required (jax's x64): the kernel runs under ``jax.enable_x64(True)`` and
-  refuses, in one line, a backend whose arrays do not come back as float64.
+Outward rounding under XLA (flush to zero, FMA contraction, XLA's exp, x64): the interval
+primitives of jax_intervals.py, whose docstring gives the argument.
 
 Overflow: every M + D that network_enclosure checks (``_Model.check_range``) is kept per
 box; a box where one may reach the format's largest value gets D = inf (no bound: it is
@@ -35,197 +18,25 @@ Generic over the op set: ``OPS`` maps a layer kind to its function (params, z, d
 (kind, params); a new layer (LayerNorm, GELU, the scale, the causal mask) is one entry in
 OPS and one in ``program``. Today OPS has the embedding (+ bias), positional encodings,
 attention with Q/K/V/O biases, the ReLU feed-forward and the readout (+ bias); a network
-with another op is refused in one line (the NumPy path certifies it). The feed-forward's D
-is network_enclosure's first form (its Jacobian form only lowers the reference's D).
+with another op is refused in one line (the NumPy path certifies it).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure
-from transformer_ua import rounding
+from transformer_ua.certify.jax_intervals import (
+    SMALLEST_NORMAL, STEP, add, check_exp, down, jnp_module, linear, mag, mix, pairwise, relu,
+    softmax, sum_error, up)
 
-#: The absolute step of up/down (twice the smallest normal: covers a flushed subnormal).
-STEP = 2.0 ** -1021
-_TINY = 2.0 ** -1022
-_U = 2.0 ** -53
 _WIDEN = 1 + 2.0 ** -40
-_MAX = float(np.finfo(np.float64).max)
 #: The kernel's values and tangents are widened by this much of their largest magnitude at
 #: the end, its deviation by DEV_WIDEN of itself (``enclose``).
 FINAL_WIDEN = 2.0 ** -40
 DEV_WIDEN = 2.0 ** -30
-
-
-def _jnp():
-  import jax.numpy as jnp   # jax only when the kernel is used
-  return jnp
-
-
-# ---------------------------------------------------------------------------
-# Interval primitives (intervals.py's, in jnp). An interval is a tuple (lo, hi, tlo, thi),
-# tlo/thi None without tangents.
-# ---------------------------------------------------------------------------
-
-
-def up(x):
-  jnp = _jnp()
-  return jnp.maximum(jnp.nextafter(x, jnp.inf), x + STEP)
-
-
-def down(x):
-  jnp = _jnp()
-  return jnp.minimum(jnp.nextafter(x, -jnp.inf), x - STEP)
-
-
-def sum_error(abs_sum, terms: int):
-  """intervals.sum_error with a flush-to-zero term (k + 1) 2^-1021 per sum of k terms."""
-  k = terms + 1
-  gamma = k * _U / (1 - k * _U)
-  return up(abs_sum * (gamma * (1 + 2.0 ** -30)) + (k + 1) * STEP)
-
-
-def _mul_bounds(alo, ahi, blo, bhi):
-  jnp = _jnp()
-  c = jnp.stack(jnp.broadcast_arrays(alo * blo, alo * bhi, ahi * blo, ahi * bhi))
-  return down(c.min(axis=0)), up(c.max(axis=0))
-
-
-def mag(a):
-  jnp = _jnp()
-  return jnp.maximum(jnp.abs(a[0]), jnp.abs(a[1]))
-
-
-def add(a, b):
-  jnp = _jnp()
-  lo, hi = down(a[0] + b[0]), up(a[1] + b[1])
-  if a[2] is not None and b[2] is not None:
-    return lo, hi, down(a[2] + b[2]), up(a[3] + b[3])
-  src = a if a[2] is not None else b
-  if src[2] is None:
-    return lo, hi, None, None
-  full = lo.shape + src[2].shape[-1:]
-  return lo, hi, jnp.broadcast_to(src[2], full), jnp.broadcast_to(src[3], full)
-
-
-def mul(a, b):
-  jnp = _jnp()
-  lo, hi = _mul_bounds(a[0], a[1], b[0], b[1])
-  parts = []
-  if a[2] is not None:
-    parts.append(_mul_bounds(a[2], a[3], b[0][..., None], b[1][..., None]))
-  if b[2] is not None:
-    parts.append(_mul_bounds(a[0][..., None], a[1][..., None], b[2], b[3]))
-  if not parts:
-    return lo, hi, None, None
-  tlo, thi = parts[0]
-  if len(parts) == 2:
-    tlo, thi = down(tlo + parts[1][0]), up(thi + parts[1][1])
-  full = lo.shape + tlo.shape[-1:]
-  return lo, hi, jnp.broadcast_to(tlo, full), jnp.broadcast_to(thi, full)
-
-
-def sub(a, b):
-  return add(a, (-b[1], -b[0], None if b[2] is None else -b[3],
-                 None if b[2] is None else -b[2]))
-
-
-def sum_axis(a, axis: int):
-  jnp = _jnp()
-  k = a[0].shape[axis]
-  err = sum_error(mag(a).sum(axis=axis), k)
-  lo, hi = down(a[0].sum(axis=axis) - err), up(a[1].sum(axis=axis) + err)
-  if a[2] is None:
-    return lo, hi, None, None
-  t = axis - 1
-  terr = sum_error(jnp.maximum(jnp.abs(a[2]), jnp.abs(a[3])).sum(axis=t), k)
-  return lo, hi, down(a[2].sum(axis=t) - terr), up(a[3].sum(axis=t) + terr)
-
-
-def linear(a, w: np.ndarray, b: np.ndarray | None = None):
-  """a @ w^T + b on the last value axis (w [r, D], b [r]: exact floats, no subnormals)."""
-  jnp = _jnp()
-  w = np.asarray(w, np.float64)
-  wp, wn, wa = jnp.asarray(np.maximum(w, 0)), jnp.asarray(np.minimum(w, 0)), np.abs(w)
-  k = w.shape[1] + (b is not None)
-  lo = a[0] @ wp.T + a[1] @ wn.T
-  hi = a[1] @ wp.T + a[0] @ wn.T
-  absum = mag(a) @ jnp.asarray(wa.T)
-  if b is not None:
-    lo, hi, absum = lo + b, hi + b, absum + np.abs(b)
-  err = sum_error(absum, 2 * k)
-  if a[2] is None:
-    return down(lo - err), up(hi + err), None, None
-  tl, th = jnp.swapaxes(a[2], -1, -2), jnp.swapaxes(a[3], -1, -2)
-  tlo = jnp.swapaxes(tl @ wp.T + th @ wn.T, -1, -2)
-  thi = jnp.swapaxes(th @ wp.T + tl @ wn.T, -1, -2)
-  tabs = jnp.swapaxes(jnp.maximum(jnp.abs(tl), jnp.abs(th)) @ jnp.asarray(wa.T), -1, -2)
-  terr = sum_error(tabs, 2 * w.shape[1])
-  return down(lo - err), up(hi + err), down(tlo - terr), up(thi + terr)
-
-
-def relu(a):
-  jnp = _jnp()
-  lo, hi = jnp.maximum(a[0], 0.0), jnp.maximum(a[1], 0.0)
-  if a[2] is None:
-    return lo, hi, None, None
-  on, off = (a[0] >= 0)[..., None], (a[1] <= 0)[..., None]
-  tlo = jnp.where(off, 0.0, jnp.where(on, a[2], jnp.minimum(a[2], 0.0)))
-  thi = jnp.where(off, 0.0, jnp.where(on, a[3], jnp.maximum(a[3], 0.0)))
-  return lo, hi, tlo, thi
-
-
-def _exp_down(x):
-  jnp = _jnp()
-  return jnp.maximum(down(jnp.exp(x) * (1 - iv.EXP_SLACK)), 0.0)
-
-
-def _exp_up(x):
-  jnp = _jnp()
-  return up(jnp.exp(x) * (1 + iv.EXP_SLACK))
-
-
-def softmax(s):
-  """intervals.softmax (saturating) over the last value axis."""
-  jnp = _jnp()
-  n = s[0].shape[-1]
-  eye = jnp.eye(n, dtype=bool)
-  dhi = up(s[1][..., None, :] - s[0][..., :, None])
-  dlo = down(s[0][..., None, :] - s[1][..., :, None])
-  ehi = jnp.where(eye, 1.0, _exp_up(dhi))
-  elo = jnp.where(eye, 1.0, jnp.minimum(_exp_down(dlo), _MAX))
-  shi = up(ehi.sum(axis=-1) + sum_error(ehi.sum(axis=-1), n))
-  esum = elo.sum(axis=-1)
-  slo = jnp.where(jnp.isfinite(esum), down(esum - sum_error(esum, n)), elo.max(axis=-1))
-  w = (jnp.clip(down(1.0 / shi), 0.0, 1.0), jnp.clip(up(1.0 / slo), 0.0, 1.0), None, None)
-  if s[2] is None:
-    return w
-  ds = (s[2], s[3], None, None)
-  wt = (w[0][..., None], w[1][..., None], None, None)
-  inner = sum_axis(mul(wt, ds), -2)
-  centred = sub(ds, (inner[0][..., None, :], inner[1][..., None, :], None, None))
-  dw = mul(wt, centred)
-  return w[0], w[1], dw[0], dw[1]
-
-
-def expand(a, axis: int):
-  jnp = _jnp()
-  lo, hi = jnp.expand_dims(a[0], axis), jnp.expand_dims(a[1], axis)
-  if a[2] is None:
-    return lo, hi, None, None
-  return lo, hi, jnp.expand_dims(a[2], axis - 1), jnp.expand_dims(a[3], axis - 1)
-
-
-def pairwise(a, b):
-  return sum_axis(mul(expand(a, -2), expand(b, -3)), -1)
-
-
-def mix(w, v):
-  return sum_axis(mul(expand(w, -1), expand(v, -3)), -2)
 
 
 # ---------------------------------------------------------------------------
@@ -257,7 +68,7 @@ class _KModel:
     return self.fm.gamma(m)
 
   def check_range(self, m_plus_d):
-    jnp = _jnp()
+    jnp = jnp_module()
     b = m_plus_d.shape[0]
     self.checks.append(jnp.max(jnp.reshape(m_plus_d, (b, -1)), axis=1))
 
@@ -271,7 +82,7 @@ class _KModel:
 
 
 def _dev_pairwise(fm, dq, mq, dk, mk):
-  jnp = _jnp()
+  jnp = jnp_module()
   m = dq.shape[-1]
   aq, ak = mq + dq, mk + dk
   prop = jnp.einsum('...jm,...km->...jk', dq, mk) + jnp.einsum('...jm,...km->...jk', aq, dk)
@@ -283,7 +94,7 @@ def _dev_pairwise(fm, dq, mq, dk, mk):
 
 
 def _dev_mix(fm, dw, mw, dv, mv):
-  jnp = _jnp()
+  jnp = jnp_module()
   n = dw.shape[-1]
   aw, av = mw + dw, mv + dv
   prop = dw @ mv + aw @ dv
@@ -297,7 +108,7 @@ def _dev_mix(fm, dw, mw, dv, mv):
 def _expm1_up(x):
   """network_enclosure._expm1_up: e^x - 1 <= x + x^2 / (2 (1 - x/3)) below 1/2, the checked
   exp minus 1 on [1/2, 50], inf above."""
-  jnp = _jnp()
+  jnp = jnp_module()
   small = jnp.minimum(x, 0.5)
   series = _up(small + _up(small * small) / down(2 * down(1 - small / 3)))
   big = jnp.clip(x, 0.5, 50.0)
@@ -308,7 +119,7 @@ def _expm1_up(x):
 def _dev_softmax(fm, ds, s_lo, s_hi, w_hi):
   """network_enclosure._dev_softmax_raw (per-entry max subtraction, constants without
   cancellation)."""
-  jnp = _jnp()
+  jnp = jnp_module()
   n = ds.shape[-1]
   u = fm.u
   c_u, gam, cap = network_enclosure.softmax_constants(fm.fm, n)
@@ -335,7 +146,7 @@ def _dev_softmax(fm, ds, s_lo, s_hi, w_hi):
 
 def _attention(p, z, d_z, fm):
   """z + Attn(z) (network_enclosure._attention without scale and mask)."""
-  jnp = _jnp()
+  jnp = jnp_module()
   h, m, width = p['w_q'].shape
   heads, d_heads = [], []
   for i in range(h):
@@ -375,8 +186,8 @@ def _attention(p, z, d_z, fm):
 
 
 def _feedforward(p, z, d_z, fm):
-  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward's first form: its
-  Jacobian form only lowers D, so this D is at least the reference's)."""
+  """z + W_2 ReLU(W_1 z + b_1) + b_2 (network_enclosure._feedforward: the smaller of its two
+  forms of D)."""
   w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
   r, width = w_1.shape
   pre = linear(z, w_1, b_1)
@@ -391,8 +202,48 @@ def _feedforward(p, z, d_z, fm):
   a = (mag(act) + d_act).max(axis=-1, keepdims=True)
   d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
+  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act)
+  if jac is not None:
+    d_out = jnp_module().minimum(d_out, jac)
   fm.check_range(_up(s + d_out))
   return out, d_out
+
+
+def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
+  """network_enclosure._dev_ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
+  where the reference does not use it (r D^2 > FF_JACOBIAN_SIZE, weights not exact)."""
+  jnp = jnp_module()
+  w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
+  r, width = w_1.shape
+  model = fm.fm.model
+  if r * width * width > network_enclosure.FF_JACOBIAN_SIZE or not (
+      model.weights_exact or model.operand_rel == 0):
+    return None
+  v = network_enclosure._f(model.operand_rel)
+  acc = network_enclosure._f(model.kappa(width, 0))
+  mz = _up(mag(z) + d_z)
+  delta = _up(d_z + v * mz + fm.tiny)
+  s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
+                                                   + float(np.abs(w_1).max()) + 2))
+  spread = _up(delta @ np.abs(w_1).T + local1)
+  p_lo = (down(pre[0] - spread) > 0).astype(jnp.float64)
+  p_hi = (up(pre[1] + spread) > 0).astype(jnp.float64)
+  c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)
+  cp, cn = np.maximum(c, 0), np.minimum(c, 0)
+  eye = np.eye(width).reshape(-1)
+  j_lo = eye + p_lo @ cp + p_hi @ cn
+  j_hi = eye + p_hi @ cp + p_lo @ cn
+  slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))
+  j_mag = _up(jnp.maximum(jnp.abs(j_lo), jnp.abs(j_hi)) + slack)
+  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
+  prop = jnp.einsum('...ij,...j->...i', j_mag, delta)
+  terms = r + 1
+  s2 = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + mag(z) + d_z
+  a2 = (mag(act) + d_act).max(axis=-1, keepdims=True)
+  local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
+                                                               + mag(z) + d_z + 2))
+  return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _embed(params, z, d_z, fm):
@@ -403,7 +254,7 @@ def _embed(params, z, d_z, fm):
 
 
 def _pad(params, z, d_z, fm):
-  jnp = _jnp()
+  jnp = jnp_module()
   (extra,) = params
   pad = [(0, 0)] * (z[0].ndim - 1) + [(0, extra)]
   tpad = pad + [(0, 0)]
@@ -491,7 +342,7 @@ def _check_weights(layers) -> None:
   for kind, params in layers:
     for a in (params.values() if isinstance(params, dict) else params):
       if isinstance(a, np.ndarray):
-        sub = (a != 0) & (np.abs(a) < _TINY)
+        sub = (a != 0) & (np.abs(a) < SMALLEST_NORMAL)
         if np.any(sub):
           raise ValueError(f'the box kernel refuses a {kind} weight that is subnormal '
                            f'({a[sub].ravel()[0]:.3g}): XLA reads it as 0; use the NumPy path.')
@@ -529,7 +380,7 @@ class BoxKernel:
     return z[0], z[1]
 
   def _run_box(self, lo, hi):
-    jnp = _jnp()
+    jnp = jnp_module()
     b, n, d = lo.shape
     p = n * d
     eye = jnp.eye(p, dtype=lo.dtype).reshape((n, d, p))
@@ -609,41 +460,3 @@ def kernel_for(net, model: rounding.MatmulModel | None, *, batch: int = 2048) ->
   return _KERNELS[key]
 
 
-_EXP_CHECKED: dict = {}
-
-
-def check_exp(points: int = 2000, seed: int = 0) -> float:
-  """XLA's exp and expm1 (jit, on the default backend, float64) against mpmath (60 digits)
-  on [-745, 50] and small arguments: the largest relative error; ValueError (one line) if
-  above intervals.EXP_SLACK. Cached per backend."""
-  import jax
-  import jax.numpy as jnp
-  import mpmath
-  backend = jax.default_backend()
-  if backend in _EXP_CHECKED:
-    return _EXP_CHECKED[backend]
-  rng = np.random.default_rng(seed)
-  x = np.concatenate([-np.logspace(-12, math.log10(745), points // 2),
-                      rng.uniform(-40, 50, points - points // 2)])
-  small = np.concatenate([np.logspace(-20, 1, 200), -np.logspace(-20, 1, 200)])
-  with jax.enable_x64(True):
-    got = np.asarray(jax.jit(jnp.exp)(jnp.asarray(x)))
-    got_m1 = np.asarray(jax.jit(jnp.expm1)(jnp.asarray(small)))
-  if got.dtype != np.float64:
-    raise ValueError(f'the box kernel needs float64 (jax x64); the {backend} backend gave '
-                     f'{got.dtype}: use the NumPy path.')
-  worst = 0.0
-  with mpmath.workdps(60):
-    for xi, gi in zip(x, got):
-      ref = mpmath.exp(mpmath.mpf(float(xi)))
-      if ref < mpmath.mpf(2) ** -1000:
-        continue
-      worst = max(worst, float(abs(mpmath.mpf(float(gi)) - ref) / ref))
-    for xi, gi in zip(small, got_m1):
-      ref = mpmath.expm1(mpmath.mpf(float(xi)))
-      worst = max(worst, float(abs(mpmath.mpf(float(gi)) - ref) / abs(ref)))
-  if worst > iv.EXP_SLACK:
-    raise ValueError(f"XLA's exp on {backend} is off by {worst:.3g} relative (more than the "
-                     f'certifier allows, {iv.EXP_SLACK:.3g}); use the NumPy path.')
-  _EXP_CHECKED[backend] = worst
-  return worst

@@ -65,8 +65,8 @@ MAX_SPLIT = 32768
 #: Coordinates tried per bisected box (the largest mean-value terms): both halves of each
 #: are evaluated and the split whose children's contributions sum lowest is kept.
 SPLIT_CANDIDATES = 1
-#: The automatic box kernel (on an accelerator only: ``_kernel_backend``) starts at the first
-#: round with this many new boxes (its compilation, ~10-30 s, pays only on long runs).
+#: The automatic box kernel starts at the first round with this many new boxes (its
+#: compilation, 10-20 s on 2 loaded cores, pays only on long runs: ``_kernel_backend``).
 KERNEL_MIN_BOXES = 50_000
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
 REFUTATION_POINTS = 4096
@@ -97,9 +97,11 @@ class NetworkCertificate:
   assumptions: tuple
   runtime: str
   executed: str
-  history: tuple = dataclasses.field(repr=False, compare=False)  # (boxes, s, total, floor)
-  projection: object = dataclasses.field(repr=False, compare=False)   # cost_model.Projection
   worst_centres: np.ndarray = dataclasses.field(repr=False, compare=False)
+  #: per round (boxes, seconds, total, floor), the cost model's input (cost_model.py)
+  history: tuple = dataclasses.field(default=(), repr=False, compare=False)
+  #: the cost model's projection to epsilon when it was not reached ('' otherwise)
+  projection: str = dataclasses.field(default='', repr=False, compare=False)
 
   def line(self) -> str:
     p = 'inf' if math.isinf(self.p) else f'{self.p:g}'
@@ -112,8 +114,8 @@ class NetworkCertificate:
     if self.epsilon is not None:
       goal = (f'; epsilon {float(self.epsilon):g} ' +
               ('reached' if self.reached else f'NOT reached ({self.stopped}; ' +
-                                                  (self.projection.text() if self.projection
-                                                   else 'too few rounds for a projection') +
+                                                  (self.projection or
+                                                   'too few rounds for a projection') +
                                                   ')'))
     elif self.stopped.startswith('max_'):
       goal = f'; stopped: {self.stopped}'
@@ -461,8 +463,9 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       (None: no probe; a run not reaching epsilon prints the projection in its line).
     box_kernel: g's enclosures from the jit kernel (box_kernel.py) instead of NumPy: True
       from the first round, False never, None from the first round of KERNEL_MIN_BOXES
-      new boxes on (a box count: the same boxes in every run), falling back to NumPy where
-      the kernel cannot run soundly; in this process only (not with workers=).
+      new boxes on (a box count: the same rounds in every run), falling back to NumPy
+      where the kernel cannot run soundly or lacks an op; in this process only (not with
+      workers=).
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
@@ -649,19 +652,26 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       float_sup=float(dev.max()) if len(dev) else 0.0, stopped=stopped,
       assumptions=assumptions, runtime=runtime_text,
       executed='; '.join(sorted(set(executed_all))), history=tuple(history),
-      projection=None if eps is None or reached else cost_model.project(history, float(eps), p),
+      projection=_projection_text(history, eps, reached, p),
       worst_centres=(lo[worst] + hi[worst]) / 2)
 
 
+def _projection_text(history, eps, reached, p) -> str:
+  if eps is None or reached:
+    return ''
+  proj = cost_model.project(history, float(eps), p)
+  return '' if proj is None else proj.text()
+
+
 def _kernel_backend() -> bool:
-  """Whether the automatic kernel is used: jax is there and its backend is an accelerator
-  (on 2 CPU cores the kernel measured 0.7-1.6x NumPy's boxes/s after 17-23 s of compiling:
-  benchmarks/certify_kernel.py)."""
+  """Whether the automatic kernel can be used: jax is importable (on 2 loaded CPU cores the
+  kernel measured 1.0-2.6x NumPy's boxes/s on 8,192 boxes after 10-27 s of compiling, two
+  runs of benchmarks/certify_kernel.py; a round of 50,000 boxes takes NumPy 15-60 s there)."""
   try:
-    import jax
+    import jax  # noqa: F401
   except ImportError:
     return False
-  return jax.default_backend() != 'cpu'
+  return True
 
 
 def _float_total(total_p: float, p: float) -> float:
