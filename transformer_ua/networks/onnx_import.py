@@ -49,9 +49,12 @@ writes below opset 18 and converts down to 17 only when asked for 17):
              chains, the scale as Shape Slice Cast Sqrt Div Cast Sqrt (folded), the causal
              mask as Expand Trilu Equal Where (folded), LayerNormalization or ReduceMean Sub
              Pow ReduceMean Add Sqrt Div Mul Add. nn.MultiheadAttention alone: the same
-             attention skeleton. The legacy exporter exports the layer in eval mode in torch
-             2.13 (the fast path is not taken while tracing); train mode with dropout 0 gives
-             the same graph.
+             attention skeleton. In torch 2.13 the legacy exporter writes a lone
+             TransformerEncoderLayer in eval mode, but fails on nn.TransformerEncoder in eval
+             mode (its fast path, aten::_transformer_encoder_layer_fwd, has no ONNX
+             export): torch_import turns the fast path off while exporting
+             (torch.backends.mha.set_fastpath_enabled(False)); train mode with dropout 0
+             gives the same graph.
 
 Fold nothing the runtime does not fold. Weights are read as the file stores them (float32
 values are exact in float64); biases, LayerNorm gains and the scale stay where they are

@@ -106,13 +106,13 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
   wide = arithmetic in (None, 'exact', 'float64')
   if isinstance(g, (dict, network_dict.Net)):
     net = network_dict.check(g, d=d, n=n, arithmetic=arithmetic)
-    return net, 'g given as a network dict (no source to compare with: certified as given)'
+    return net, 'given as a network dict (no source to compare with: certified as given)'
   if isinstance(g, (str, os.PathLike)):
     return _read_file(os.fspath(g), d=d, n=n, arithmetic=arithmetic)
   if isinstance(g, tuple) and len(g) == 2 and hasattr(g[0], 'segments'):
     net = network_dict.check(network_dict.from_network(g[0], g[1], d=d), d=d, n=n,
                              arithmetic=arithmetic)
-    return net, ("g given as the project's modules.Network with its params (read by "
+    return net, ("given as the project's modules.Network with its params (read by "
                  'network_dict.from_network; no source comparison)')
   if _is_torch_module(g):
     from transformer_ua.networks import torch_import   # noqa: PLC0415 -- torch on demand
@@ -147,7 +147,7 @@ def _read_file(path: str, *, d, n, arithmetic):
   if 'layout' in meta:                     # the project's own files (flat; scan is refused)
     from transformer_ua.networks import flat_onnx   # noqa: PLC0415
     net = network_dict.check(flat_onnx.read(path), d=d, n=n, arithmetic=arithmetic)
-    return net, (f'g read from the flat ONNX file {os.path.basename(path)} (node for node, its '
+    return net, (f'read from the flat ONNX file {os.path.basename(path)} (node for node, its '
                  'params_hash checked)')
   from transformer_ua.networks import onnx_import   # noqa: PLC0415
   raw, text = onnx_import.read(path, d=d, n=n)
@@ -156,7 +156,7 @@ def _read_file(path: str, *, d, n, arithmetic):
   check = compare(net, lambda x: np.concatenate(
       [session.run(None, {name: x[i:i + 1].astype(dtype)})[0] for i in range(len(x))]),
                   dtype=dtype, what=f'onnxruntime on {os.path.basename(path)}')
-  return net, f'g read from the {text}; {check}'
+  return net, f'read from the {text}; {check}'
 
 
 def _session(path):
