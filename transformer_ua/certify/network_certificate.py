@@ -402,7 +402,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     g: a ``network_dict.Net`` or dict, a (modules.Network, params) pair, or an ONNX path.
     d, n: token width and number of tokens.
     p: 1 <= p < inf, or math.inf.
-    arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16' (rounding.py).
+    arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16', or a hardware model
+      'tf32-a100', 'tf32-h100' (rounding.NETWORK_ARITHMETICS; rounding.py).
     epsilon: refine until total <= epsilon (or the budget ends); None: best in budget.
     max_minutes: the time budget (the estimate is checked against it before starting).
     workers: None (this process), an int (local processes) or an Executor: rounds are
@@ -411,7 +412,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     state_dir: keep each round's chunks (resumable; built-in targets only).
     progress: print one line per round.
     runtime: a ``runtime_probe.RuntimeReport`` of the runtime g will run on: refused if
-      it does not meet this arithmetic's assumptions, named in the line.
+      it does not meet this arithmetic's assumptions, named in the line; where it measured
+      operands rounded to nearest, the TF32 / bfloat16 models use v / 2.
   """
   d = _check_positive_int('d', d)
   n = _check_positive_int('n', n)
