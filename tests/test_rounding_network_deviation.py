@@ -98,3 +98,26 @@ def test_the_certificate_is_above_every_emulated_run(arithmetic):
                                accumulate=way[2])
     d2 = math.sqrt(float(np.mean(np.sum((y - f) ** 2, axis=(1, 2)))))
     assert d2 <= float(cert.total), way
+
+
+@pytest.mark.parametrize('arithmetic', ['tf32', 'bfloat16', 'tf32-h100'])
+def test_the_operand_reduction_passes_through_w2_w1_even_where_the_jacobian_cancels(arithmetic):
+  """z' = z - ReLU(z + 1): I + W_2 W_1 = 0, yet TF32 reduces z before W_1 (not the residual
+  z), so fl(g) - g carries W_2 W_1 rho = -rho: D must hold it."""
+  net = network_dict.cast(network_dict.check(
+      {'blocks': [{'W_1': np.array([[1.0]]), 'b_1': np.array([1.0]),
+                   'W_2': np.array([[-1.0]]), 'b_2': np.array([0.0])}]}, d=1, n=1),
+      np.float32)
+  x = np.random.default_rng(8).random((256, 1, 1))
+  model, variants = _variants(net, arithmetic)
+  seen = 0.0
+  for mode, variant in variants.items():
+    _, dev = network_enclosure.enclose(variant, iv.point(x), model)
+    exact = network_dict.apply(variant, x, np.float64)
+    for way in low_precision_runs.ways(arithmetic):
+      if way[0] == mode:
+        y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
+                                   accumulate=way[2])
+        assert np.all(np.abs(y - exact) <= dev)
+        seen = max(seen, float(np.max(np.abs(y - exact))))
+  assert seen > 2.0 ** -14                  # the reduction's error is there to be covered

@@ -2,7 +2,8 @@ r"""Certificates for ANY standard Transformer: d_p(f, fl(g)) over the whole cube
 
 Given a target f and a network g of Yun et al.'s class (``network_dict``: softmax attention,
 ReLU feed-forward, residuals, optional embedding, positional encoding and readout), and an
-arithmetic (``rounding.MATMUL_MODELS``: float64, float32, TF32, bfloat16, or exact), the
+arithmetic (``rounding.MATMUL_MODELS``: float64, float32, TF32, bfloat16, the A100 / H100 TF32
+hardware models, or exact), the
 certifier proves
 
     d_p(f, fl(g))^p = int_[0,1]^{n x d} sum_jk |f(X)_jk - fl(g)(X)_jk|^p dX

@@ -444,7 +444,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       Flax module, (modules.Network, params)), checked against its source.
     d, n: token width and number of tokens.
     p: 1 <= p < inf, or math.inf.
-    arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16' (rounding.py).
+    arithmetic: 'exact', 'float64', 'float32', 'tf32', 'bfloat16', or a hardware model
+      'tf32-a100', 'tf32-h100' (rounding.NETWORK_ARITHMETICS; rounding.py).
     epsilon: refine until total <= epsilon (or the budget ends); None: best in budget.
     max_minutes: the time budget (the estimate is checked against it before starting).
     workers: None (this process), an int (local processes) or an Executor: rounds are
@@ -454,7 +455,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     progress: a tqdm bar (boxes, rounds, the current total rounded up); None: on a terminal
       only, True: also on a file or pipe (plain lines, ``outputs.progress``), False: off.
     runtime: a ``runtime_probe.RuntimeReport`` of the runtime g will run on: refused if
-      it does not meet this arithmetic's assumptions, named in the line.
+      it does not meet this arithmetic's assumptions, named in the line; where it measured
+      operands rounded to nearest, the TF32 / bfloat16 models use v / 2.
     max_boxes: stop before a round that would leave more boxes than this (None: no limit).
     max_rounds: stop after this many rounds (None: no limit).
     probe_minutes: with ``epsilon``, the first rounds (this many minutes, and enough rounds

@@ -48,7 +48,11 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
   residual     z' = r + sum_i W_O^i o^i + b_O: one dot product of h m terms with r (and b_O)
                as bias terms (any grouping of heads, bias and residual: at most h m + 2
                roundings per term); z' = r + W_2 act(W_1 z + b_1) + b_2 likewise. r = z
-               (no norm, post-LN) or the block's input beside LN(z) (pre-LN).
+               (no norm, post-LN) or the block's input beside LN(z) (pre-LN). For ReLU with
+               r = z also, and the smaller is kept (``_dev_ff_jacobian``), through the
+               layer's interval Jacobian: |I + W_2 [Theta] W_1| (D_z + v (M_z + D_z))
+               + |W_2| L_1 + L_2 (Theta the ReLUs' difference quotients in [0, 1]; L_1, L_2
+               the sums' own roundings).
   ReLU         exact and 1-Lipschitz: D passes unchanged.
   GELU         D' = L D + R, L = 1.129 >= sup |g'| (both forms), and R the rounding at the
                computed input w (|w| <= A), from the assumptions of rounding.py:
@@ -96,6 +100,13 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                          and a product, then the gain: three roundings in any order)
                  R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
                gamma_k is the storage format's k u / (1 - k u).
+  weights      for the TF32 / bfloat16 models the certifier runs g with its weights reduced
+               to the operand format exactly (network_certificate.reduced_networks), so a
+               weight times an activation has one reduced operand (kappa with (1 + v), not
+               (1 + v)^2); scores and the mix keep two (``kappa_pair``).
+  overflow     every value's M + D and every sum's S + D must stay below the format's
+               largest finite number (``_Model.check_range``, rounding.py 'Overflow'):
+               else one ValueError line names the layer and the operation.
 
 Every D is computed in float64 and widened by 2^-40 (relative) and one ulp per step, so it
 stays an upper bound of the exact expression (the constants 0.6, 0.23, 8 carry the margins
@@ -522,15 +533,17 @@ FF_JACOBIAN_SIZE = 2 ** 16
 
 def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
   """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
-  The operand reduction of z (|fl_op(z^) - z^| <= v |z^|, one function of the value, so the
-  same in every row of W_1) joins delta = fl_op(z^) - z, |delta| <= D_z + v (M_z + D_z);
-  eps, the first sum's accumulation rounding, is |eps| <= L_1 = gamma_{m+1}(u_acc) S_1 + ...
-  (the weights being exact numbers of the operand format, the products of operands are
-  exact or rounded inside gamma); then
-      z'^ - z' = (I + W_2 Theta W_1) delta + W_2 Theta eps + (rounding of the second sum),
+  With delta = z^ - z (|delta| <= D_z), rho = fl_op(z^) - z^ the operand reduction of z
+  (|rho| <= v |z^|: one function of the value, so the same in every row of W_1; the
+  residual z^ itself is added unreduced) and eps the first sum's accumulation rounding
+  (|eps| <= L_1 = gamma_{m+1}(u_acc) S_1 + ...: the weights being exact numbers of the
+  operand format, the products of operands are exact or rounded inside gamma),
+      z'^ - z' = (I + W_2 Theta W_1) delta + W_2 Theta W_1 rho + W_2 Theta eps + (rounding
+                 of the second sum),
   Theta = diag(theta_r), theta_r in [0, 1] (a ReLU's difference quotient), 1 where the
-  pre-activation's range widened by |W_1| |delta| + L_1 is > 0, 0 where it is <= 0:
-      D' = |I + W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2,
+  pre-activation's range widened by |W_1| (|delta| + |rho|) + L_1 is > 0, 0 where it is
+  <= 0:
+      D' = |I + W_2 [Theta] W_1| D_z + |W_2 [Theta] W_1| v (M_z + D_z) + |W_2| L_1 + L_2,
   (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
   keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
   takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
@@ -543,7 +556,8 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
   v = _f(model.operand_rel)
   acc = _f(model.kappa(width, 0))
   mz = _up(z.mag() + d_z)
-  delta = _up(d_z + v * mz + fm.tiny)
+  rho = _up(v * mz + fm.tiny)
+  delta = _up(d_z + rho)
   s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
   local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
                                                    + np.abs(w_1).max() + 2))
@@ -553,12 +567,14 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
   c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)         # [r, D*D]: W_2[i,r] W_1[r,j]
   cp, cn = np.maximum(c, 0), np.minimum(c, 0)
   eye = np.eye(width).reshape(-1)
-  j_lo = eye + p_lo @ cp + p_hi @ cn
-  j_hi = eye + p_hi @ cp + p_lo @ cn
+  a_lo = p_lo @ cp + p_hi @ cn                                      # W_2 [Theta] W_1
+  a_hi = p_hi @ cp + p_lo @ cn
   slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))                      # the float sums' error
-  j_mag = _up(np.maximum(np.abs(j_lo), np.abs(j_hi)) + slack)
-  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
-  prop = np.einsum('...ij,...j->...i', j_mag, delta)
+  j_mag = _up(np.maximum(np.abs(eye + a_lo), np.abs(eye + a_hi)) + slack)
+  a_mag = _up(np.maximum(np.abs(a_lo), np.abs(a_hi)) + slack)
+  shape = j_mag.shape[:-1] + (width, width)
+  prop = _up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+             + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
   s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
   a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
