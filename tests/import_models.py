@@ -115,11 +115,13 @@ for _exp, _dyn, _opset in (('dynamo', True, 20), ('legacy', False, 17)):
   FIXTURES[f'hand_relu_mul_nobias_{_exp}{_opset}'] = (
       HandBlock, dict(scale_mode='mul', bias=False), _dyn, _opset)
 #: decomposed GELU (erf) at the dynamo exporter's opset 17; decomposed LayerNorm and GELU
-#: (erf and tanh) at the legacy exporter's opset 16.
+#: (erf and tanh) at the legacy exporter's opset 16; opset 13 (the legacy exporter cannot
+#: write nn.MultiheadAttention's scaled_dot_product_attention below 14: a hand-written block).
 FIXTURES['stock_post_gelu_dynamo17'] = (Stock, dict(r=16, activation='gelu'), True, 17)
 FIXTURES['stock_pre_gelu_legacy16'] = (Stock, dict(r=16, norm_first=True, activation='gelu'),
                                        False, 16)
 FIXTURES['hand_gelu_tanh_legacy16'] = (HandBlock, dict(activation='gelu_tanh'), False, 16)
+FIXTURES['hand_gelu_legacy13'] = (HandBlock, dict(activation='gelu'), False, 13)   # no SDPA at 13
 FIXTURES['stock_post_gelu_causal_legacy16'] = (
     Stock, dict(r=16, activation='gelu', causal=True), False, 16)
 

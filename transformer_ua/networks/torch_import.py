@@ -5,7 +5,10 @@ r"""A ``torch.nn.Module`` as a v2 network dict: exported by ``torch.onnx.export`
 
 The module is exported exactly as a user would export it (the default dynamo exporter, or
 ``dynamo=False`` for the TorchScript one), so what is certified is what the export file holds;
-``source_check`` then compares the dict with the module itself on points of the cube.
+``source_check`` then compares the dict with the module itself on points of the cube. The
+MHA fast path is turned off while exporting (torch.backends.mha.set_fastpath_enabled(False):
+nn.TransformerEncoder's fused eval kernel has no ONNX export in the TorchScript exporter),
+then restored; the module's train/eval mode is restored too.
 
 Layouts. X is batch-first, [1, n, d]. A module whose top level is an
 ``nn.TransformerEncoderLayer``, ``nn.TransformerEncoder`` or ``nn.MultiheadAttention`` with
