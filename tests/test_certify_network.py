@@ -274,15 +274,18 @@ def test_workers_and_state_dir_resume(tmp_path):
   assert 'resumed' in again.line()
 
 
-def test_docs_example_runs():
-  """docs/certify.md's Python example runs as written."""
+@pytest.mark.parametrize('index', [0, 1, 2])
+def test_docs_example_runs(index, tmp_path, monkeypatch):
+  """docs/certify.md's Python examples run as written (the dict, the torch export, the Flax
+  module), each in a fresh directory."""
   import os
   import re
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs',
                       'certify.md')
-  blocks = re.findall(r'```python\n(.*?)```', open(path).read(), flags=re.S)
-  assert blocks
-  exec(compile(blocks[0], 'docs/certify.md', 'exec'), {})   # noqa: S102
+  blocks = re.findall(r'^```python\n(.*?)^```', open(path).read(), flags=re.S | re.M)
+  assert len(blocks) == 3
+  monkeypatch.chdir(tmp_path)
+  exec(compile(blocks[index], f'docs/certify.md example {index}', 'exec'), {})   # noqa: S102
 
 
 @pytest.mark.parametrize('units,p', [(4, 2), (4, 'inf'), (8, 'inf')])
