@@ -140,7 +140,7 @@ def test_an_onnxruntime_session_or_module_is_probed_on_its_providers():
   for runtime in (session, onnxruntime):
     report = check_runtime(runtime, arithmetic='float32', samples=SAMPLES)
     assert report.runtime.startswith('onnxruntime') and 'CPUExecutionProvider' in report.runtime
-    assert report.ok_for('float32')
+    assert report.ok_for('float32', functions=('erf',))     # its tanh: ..._gelu.py
 
 
 # -- planted faults --------------------------------------------------------------
