@@ -92,7 +92,7 @@ class HalfReciprocal(NumpyRuntime):
 def test_onnxruntime_cpu_meets_the_assumptions(arithmetic):
   report = check_runtime('onnxruntime', arithmetic=arithmetic)
   assert report.samples == 10 ** 6
-  assert report.ok_for(arithmetic), report.line()
+  assert report.ok_for(arithmetic, functions=()), report.line()  # its tanh: test_..._gelu.py
   assert report.matmul_mode() == f'IEEE {rounding.FORMATS[arithmetic].name}'
   assert report.exp_ulps <= rounding.EXP_ULPS and report.softmax_equal_ulps <= 1
 
@@ -100,7 +100,7 @@ def test_onnxruntime_cpu_meets_the_assumptions(arithmetic):
 def test_jax_cpu_as_configured_meets_the_assumptions():
   with jax.enable_x64(True):
     report = check_runtime('jax', arithmetic='float64')
-  assert report.ok_for('float64'), report.line()
+  assert report.ok_for('float64', functions=('erf',)), report.line()  # tanh: ..._gelu.py
   assert 'x64 on' in report.runtime and report.dtypes_seen == ('float64',)
   with jax.enable_x64(False):
     report = check_runtime('jax', arithmetic='float32')
@@ -140,7 +140,7 @@ def test_an_onnxruntime_session_or_module_is_probed_on_its_providers():
   for runtime in (session, onnxruntime):
     report = check_runtime(runtime, arithmetic='float32', samples=SAMPLES)
     assert report.runtime.startswith('onnxruntime') and 'CPUExecutionProvider' in report.runtime
-    assert report.ok_for('float32')
+    assert report.ok_for('float32', functions=('erf',))     # its tanh: ..._gelu.py
 
 
 # -- planted faults --------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_the_reference_exp_agrees_with_mpmath():
   t = runtime_probe._exp_arguments('float64', 3000, np.random.default_rng(3))
   y = np.exp(t)
   by_long = runtime_probe._exp_errors_longdouble(t, y, fmt)
-  by_mp = runtime_probe._exp_errors_mpmath(t, y, fmt)
+  by_mp = runtime_probe._errors_mpmath(t, y, fmt)
   assert np.max(np.abs(by_long[0] - by_mp[0])) < 2.0 ** -9
   assert np.array_equal(by_long[2], by_mp[2]) and np.array_equal(by_long[3], by_mp[3])
 
@@ -286,7 +286,8 @@ def test_certify_network_refuses_a_faulty_runtime_and_prints_a_good_one():
     certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
                     epsilon=10, max_minutes=1, runtime=bad)
   assert '\n' not in str(err.value)
-  good = check_runtime('onnxruntime', arithmetic='float32', samples=SAMPLES)
+  good = check_runtime('numpy', arithmetic='float32', samples=SAMPLES)   # onnxruntime's tanh
+  # is off by 28 ulp at tau (tests/test_runtime_probe_gelu.py): refused for every network
   cert = certify_network('token_times_mean', _tiny_net(), d=1, n=3, arithmetic='float32',
                          epsilon=10, max_minutes=1, runtime=good)
   assert cert.reached and good.line() in cert.line()

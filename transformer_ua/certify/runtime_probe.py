@@ -1,6 +1,6 @@
 r"""The runtime probe: measure, on the runtime at hand, what a float certificate assumes.
 
-A network certificate covers fl(g) under ``rounding``'s models. Three of their premises are
+A network certificate covers fl(g) under ``rounding``'s models. Four of their premises are
 properties of the runtime that runs g, not of IEEE 754. ``check_runtime`` measures them in
 the storage format of the arithmetic (binary64 for 'float64', binary32 for 'float32',
 'tf32' and 'bfloat16'), with p its significand bits, u = 2^-p, tau its smallest normal and
@@ -71,13 +71,36 @@ subnormal spacing below tau):
       - For binary64, every result must come back a binary64 array. JAX with x64 off
         returns binary32.
 
+  (d) erf and tanh, the library functions of GELU's two forms (issue 69):
+      0.5 x (1 + erf(x / sqrt 2)) and 0.5 x (1 + tanh(c (x + 0.044715 x^3))),
+      c = sqrt(2/pi). ``rounding.ERF_ASSUMPTION`` and ``TANH_ASSUMPTION`` assume, for
+      f = erf with F = ERF_ULPS and f = tanh with F = TANH_ULPS, on every argument z,
+
+          |f^(z) - f(z)| <= F ulp(|f(z)|)     where |f(z)| >= tau
+          |f^(z) - f(z)| <= tau               where |f(z)| <  tau.
+
+      There are GELU_SAMPLES arguments of each, with x uniform on [-GELU_X, GELU_X]:
+          erf:  a quarter z = fl(x / sqrt 2) (what the erf form evaluates), a quarter
+                uniform on +-[2, 6] (erf rounds to 1 from z ~ 3.9 in binary32, ~ 5.9 in
+                binary64), a half |z| log-uniform on [1e-20, 10] with random signs;
+          tanh: a quarter z = fl(c (x + 0.044715 x^3)) in the format (|z| <= 44), a
+                quarter uniform on +-[2, 20] (tanh rounds to 1 from z ~ 9.0 / ~ 19.1),
+                a half |z| log-uniform on [1e-20, 45] with random signs;
+      plus 0, +-tau, +-tau/4 (a subnormal: a runtime may flush it), +-1 and +-GELU_X. The
+      reference is mpmath at 113 bits (below 2^-59 ulp of binary64). A runtime without the
+      method, or whose method raises NotImplementedError (onnxruntime has no binary64 Erf
+      kernel), is reported 'not measured' with the reason, and not refused for it: the
+      certificate of a network with that GELU then prints the assumption unchecked.
+
 A runtime is any object with three methods on NumPy arrays, each returning a NumPy array
 or something np.asarray takes: ``exp(x)``, ``softmax(s)`` (over the last axis) and
-``matmul(a, b)`` (2-D); it may also have a ``name``. These are such runtimes:
+``matmul(a, b)`` (2-D); it may also have ``erf(x)``, ``tanh(x)`` and a ``name``. These are
+such runtimes:
   * ``JaxRuntime``: JAX as configured (x64, default matmul precision, backend), jitted;
-  * ``OnnxRuntime``: tiny Exp, Softmax and MatMul graphs in InferenceSessions on the
-    given providers and session options (those of a session, when one is given);
-  * ``NumpyRuntime``: the operations of ``network_dict.apply``.
+  * ``OnnxRuntime``: tiny Exp, Softmax, MatMul, Erf and Tanh graphs in InferenceSessions on
+    the given providers and session options (those of a session, when one is given);
+  * ``NumpyRuntime``: the operations of ``network_dict.apply`` (its erf is Python's
+    math.erf, the C library's binary64 erf, rounded to the format).
 The tests plant faults into subclasses of NumpyRuntime.
 """
 
@@ -108,6 +131,11 @@ MIN_SAMPLES = 1000
 #: Subsample measured with mpmath where np.longdouble is no wider than binary64.
 MPMATH_SUBSAMPLE = 20000
 
+#: Arguments of erf and of tanh (module docstring, (d)): mpmath measures each.
+GELU_SAMPLES = 4000
+#: The GELU inputs x whose erf and tanh arguments are probed: |x| <= GELU_X.
+GELU_X = 10.0
+
 _MP_BITS = 113
 
 
@@ -130,10 +158,19 @@ class NumpyRuntime:
   def matmul(self, a, b):
     return np.matmul(a, b)
 
+  def erf(self, x):
+    """Python's math.erf (the C library's binary64 erf), rounded to x's dtype, as
+    ``network_dict.gelu`` computes it."""
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
+
+  def tanh(self, x):
+    return np.tanh(x)
+
 
 class JaxRuntime:
   """JAX as the caller configured it (x64, ``jax_default_matmul_precision``, backend):
-  jitted jnp.exp, jax.nn.softmax (what ``layers.softmax_mix`` runs) and jnp.matmul."""
+  jitted jnp.exp, jax.nn.softmax (what ``layers.softmax_mix`` runs), jnp.matmul,
+  jax.scipy.special.erf and jnp.tanh."""
 
   def __init__(self):
     import jax                     # pylint: disable=import-outside-toplevel
@@ -141,6 +178,8 @@ class JaxRuntime:
     self._exp = jax.jit(jnp.exp)
     self._softmax = jax.jit(lambda s: jax.nn.softmax(s, axis=-1))
     self._matmul = jax.jit(jnp.matmul)
+    self._erf = jax.jit(jax.scipy.special.erf)
+    self._tanh = jax.jit(jnp.tanh)
     device = jax.devices()[0]
     precision = jax.config.jax_default_matmul_precision
     self.x64 = bool(jax.config.jax_enable_x64)
@@ -157,11 +196,18 @@ class JaxRuntime:
   def matmul(self, a, b):
     return np.asarray(self._matmul(a, b))
 
+  def erf(self, x):
+    return np.asarray(self._erf(x))
+
+  def tanh(self, x):
+    return np.asarray(self._tanh(x))
+
 
 class OnnxRuntime:
   """onnxruntime on ``providers`` (default CPU; names or (name, options) pairs) with
-  ``session_options`` (default None): one-node Exp, Softmax (axis -1) and MatMul graphs,
-  built with onnx.helper, one InferenceSession per op and dtype."""
+  ``session_options`` (default None): one-node Exp, Softmax (axis -1), MatMul, Erf and Tanh
+  graphs, built with onnx.helper, one InferenceSession per op and dtype; an op without a
+  kernel for the dtype raises NotImplementedError (Erf in float64 on the CPU provider)."""
 
   def __init__(self, providers=None, session_options=None):
     import onnxruntime             # pylint: disable=import-outside-toplevel
@@ -182,7 +228,8 @@ class OnnxRuntime:
       if dtype.name not in types:
         raise ValueError(f'OnnxRuntime runs float32 and float64 arrays, not {dtype.name}.')
       ty = types[dtype.name]
-      inputs = {'Exp': ['x'], 'Softmax': ['s'], 'MatMul': ['a', 'b']}[op]
+      inputs = {'Exp': ['x'], 'Softmax': ['s'], 'MatMul': ['a', 'b'], 'Erf': ['x'],
+                'Tanh': ['x']}[op]
       attrs = {'axis': -1} if op == 'Softmax' else {}
       graph = helper.make_graph(
           [helper.make_node(op, inputs, ['y'], **attrs)], f'probe_{op}',
@@ -190,9 +237,14 @@ class OnnxRuntime:
           [helper.make_tensor_value_info('y', ty, None)])
       model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)],
                                 ir_version=8)
-      self._sessions[key] = self._ort.InferenceSession(
-          model.SerializeToString(), sess_options=self.session_options,
-          providers=self.providers)
+      try:
+        self._sessions[key] = self._ort.InferenceSession(
+            model.SerializeToString(), sess_options=self.session_options,
+            providers=self.providers)
+      except Exception as err:  # noqa: BLE001 -- onnxruntime's own NotImplemented class
+        if 'NOT_IMPLEMENTED' not in str(err):
+          raise
+        raise NotImplementedError(f'{self.name} has no {dtype.name} {op} kernel') from None
     return self._sessions[key]
 
   def exp(self, x):
@@ -203,6 +255,12 @@ class OnnxRuntime:
 
   def matmul(self, a, b):
     return self._session('MatMul', a.dtype).run(None, {'a': a, 'b': b})[0]
+
+  def erf(self, x):
+    return self._session('Erf', x.dtype).run(None, {'x': x})[0]
+
+  def tanh(self, x):
+    return self._session('Tanh', x.dtype).run(None, {'x': x})[0]
 
 
 def as_runtime(runtime):
@@ -273,7 +331,11 @@ class RuntimeReport:
   subnormal result came back 0; softmax_equal_ulps: largest |w - 1/n| / ulp(1/n);
   softmax_rows: the largest fraction of the random-row bound used; operand_bits: the
   explicit significand bits matmul operands keep; matmul_ratios: model name -> largest
-  error / bound (*) on random operands; dtypes_seen: the dtypes results came back in."""
+  error / bound (*) on random operands; dtypes_seen: the dtypes results came back in;
+  erf_ulps, tanh_ulps: largest error in ulp where |f(z)| >= tau (module docstring, (d)), at
+  ``erf_worst_x``, ``tanh_worst_x``, None where not measured (``gelu_unmeasured`` says
+  why); gelu_underflow: largest error of both in units of tau where |f(z)| < tau;
+  gelu_samples: the arguments of each. The defaults are a report from before (d)."""
 
   runtime: str
   arithmetic: str
@@ -293,6 +355,13 @@ class RuntimeReport:
   accumulator_ratios: dict = dataclasses.field(default_factory=dict)
   operand_rounding: str = 'none'
   hardware_match: dict = dataclasses.field(default_factory=dict)
+  erf_ulps: float | None = None
+  erf_worst_x: float = math.nan
+  tanh_ulps: float | None = None
+  tanh_worst_x: float = math.nan
+  gelu_underflow: float = 0.0
+  gelu_samples: int = 0
+  gelu_unmeasured: str = 'erf and tanh not measured'
 
   def matmul_mode(self) -> str:
     """'IEEE binary64' | 'IEEE binary32' | 'TF32-like' | 'bfloat16-like' | 'operands to b bits'."""
@@ -302,11 +371,16 @@ class RuntimeReport:
     names = {10: 'TF32-like', 7: 'bfloat16-like'}
     return names.get(self.operand_bits, f'operands to {self.operand_bits} explicit bits')
 
-  def faults(self, arithmetic: str) -> list:
-    """Each way the runtime breaks the assumptions of ``arithmetic``, one phrase each."""
+  def faults(self, arithmetic: str, functions=('erf', 'tanh')) -> list:
+    """Each way the runtime breaks the assumptions of ``arithmetic``, one phrase each; erf
+    and tanh count where named in ``functions`` (a network without that GELU form does not
+    assume them), and count only where measured."""
     if arithmetic not in rounding.MATMUL_MODELS:
       raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
                        f'{", ".join(map(repr, rounding.MATMUL_MODELS))}.')
+    if isinstance(functions, str) or not set(functions) <= {'erf', 'tanh'}:
+      raise ValueError(f'functions={functions!r}; allowed: a tuple of \'erf\' and '
+                       "'tanh' (the GELU forms' functions the network uses), or ().")
     model = rounding.MATMUL_MODELS[arithmetic]
     if model.dtype != self.dtype:
       return [f'measured in {self.dtype}, not {model.dtype}: run '
@@ -321,6 +395,14 @@ class RuntimeReport:
                  f'<= {rounding.EXP_ULPS})')
     if not self.exp_underflow <= 1:
       out.append(f'exp below tau off by {_up(self.exp_underflow)} tau (assumed <= tau)')
+    for name, ulps, x, assumed in (('erf', self.erf_ulps, self.erf_worst_x, rounding.ERF_ULPS),
+                                   ('tanh', self.tanh_ulps, self.tanh_worst_x,
+                                    rounding.TANH_ULPS)):
+      if name in functions and ulps is not None and not ulps <= assumed:
+        out.append(f'{name} off by {_up(ulps)} ulp at x = {x!r} (assumed <= {assumed})')
+    if functions and not self.gelu_underflow <= 1:
+      out.append(f'erf or tanh below tau off by {_up(self.gelu_underflow)} tau (assumed <= '
+                 'tau)')
     if not self.softmax_equal_ulps <= rounding.SOFTMAX_ULPS:
       out.append(f'softmax of n equal scores off by {_up(self.softmax_equal_ulps)} ulp of 1/n '
                  f'(assumed <= {rounding.SOFTMAX_ULPS})')
@@ -348,12 +430,14 @@ class RuntimeReport:
                    'accumulator only)')
     return out
 
-  def ok_for(self, arithmetic: str) -> Verdict:
-    """Verdict(ok, reason): ok iff no ``faults(arithmetic)``."""
-    faults = self.faults(arithmetic)
+  def ok_for(self, arithmetic: str, functions=('erf', 'tanh')) -> Verdict:
+    """Verdict(ok, reason): ok iff no ``faults(arithmetic, functions)``."""
+    faults = self.faults(arithmetic, functions)
     if faults:
       return Verdict(False, f'not ok for {arithmetic}: ' + '; '.join(faults))
-    return Verdict(True, f'ok for {arithmetic}: exp, softmax and matmuls within its model')
+    checked = [f for f in functions if getattr(self, f'{f}_ulps') is not None]
+    return Verdict(True, f'ok for {arithmetic}: exp, softmax and matmuls within its model'
+                   + (f', {" and ".join(checked)} within the assumed ulp' if checked else ''))
 
   def line(self) -> str:
     """One line: what was measured and the verdict for ``arithmetic``."""
@@ -362,8 +446,8 @@ class RuntimeReport:
     return (f'runtime probe [{self.runtime}; {self.dtype}]: exp <= {_up(self.exp_ulps)} ulp '
             f'(assumed {rounding.EXP_ULPS}) on {self.samples:,} args in '
             f'[-{EXP_RANGE[self.dtype]:g}, 0], below tau <= {_up(self.exp_underflow)} tau'
-            f'{flush}; softmax of n equal scores within {_up(self.softmax_equal_ulps)} ulp of '
-            f'1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
+            f'{flush}; {self._gelu_text()}; softmax of n equal scores within '
+            f'{_up(self.softmax_equal_ulps)} ulp of 1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
             f'{self.matmul_mode()} ({self.operand_bits} operand bits kept, error at '
             f'{_up(ratio)} of the {self.arithmetic} bound, accumulator sums at '
             f'{_up(self.accumulator_ratios.get(self.arithmetic, 0.0))}; operand rounding '
@@ -371,6 +455,20 @@ class RuntimeReport:
             f'{", ".join(f"{k} {_up(100 * v)}%" for k, v in self.hardware_match.items()) or "none"}'
             f'); reference {self.reference}; '
             f'{self.ok_for(self.arithmetic).reason}' + (f'; {self.note}' if self.note else ''))
+
+
+  def _gelu_text(self) -> str:
+    parts = [f'{name} <= {_up(ulps)} ulp (assumed {assumed})'
+             for name, ulps, assumed in (('erf', self.erf_ulps, rounding.ERF_ULPS),
+                                         ('tanh', self.tanh_ulps, rounding.TANH_ULPS))
+             if ulps is not None]
+    text = ''
+    if parts:
+      text = (f'{", ".join(parts)} on {self.gelu_samples:,} args each (GELU |x| <= '
+              f'{GELU_X:g}, small, saturating), below tau <= {_up(self.gelu_underflow)} tau')
+    if self.gelu_unmeasured:
+      text += (', ' if text else '') + self.gelu_unmeasured
+    return text
 
 
 # -- (a) exp -------------------------------------------------------------------
@@ -408,8 +506,9 @@ def _exp_errors_longdouble(t, y, fmt: rounding.Format):
           (y == 0) & (ref >= smallest))
 
 
-def _exp_errors_mpmath(t, y, fmt: rounding.Format):
-  """The same four arrays as ``_exp_errors_longdouble``, exp t in mpmath at 113 bits."""
+def _errors_mpmath(t, y, fmt: rounding.Format, function: str = 'exp'):
+  """The same four arrays as ``_exp_errors_longdouble`` for mpmath's ``function`` (exp, erf,
+  tanh) at 113 bits, with |f(t)| in place of exp t."""
   import mpmath                    # pylint: disable=import-outside-toplevel
   tau = mpmath.mpf(fmt.tiny.numerator) / fmt.tiny.denominator
   floor = math.floor(math.log2(fmt.tiny)) - fmt.precision + 1
@@ -417,13 +516,13 @@ def _exp_errors_mpmath(t, y, fmt: rounding.Format):
   ulps, taus, normal, flushed = [], [], [], []
   with mpmath.workprec(_MP_BITS):
     for ti, yi in zip(t.tolist(), y.tolist()):
-      ref = mpmath.exp(mpmath.mpf(ti))
+      ref = getattr(mpmath, function)(mpmath.mpf(ti))
       err = abs(mpmath.mpf(yi) - ref) if math.isfinite(yi) else mpmath.inf
       _, e = mpmath.frexp(ref)
       ulps.append(float(err / mpmath.ldexp(1, max(e - fmt.precision, floor))))
       taus.append(float(err / tau))
-      normal.append(ref >= tau)
-      flushed.append(yi == 0 and ref >= smallest)
+      normal.append(abs(ref) >= tau)
+      flushed.append(yi == 0 and abs(ref) >= smallest)
   return np.array(ulps), np.array(taus), np.array(normal), np.array(flushed)
 
 
@@ -436,7 +535,7 @@ def _measure_exp(runtime, dtype: str, samples: int, rng, seen: set):
   t = _exp_arguments(dtype, samples, rng)
   if dtype == 'float64' and not _longdouble_is_wide():
     t = t[np.unique(np.linspace(0, len(t) - 1, MPMATH_SUBSAMPLE).astype(int))]   # every part
-    errors, reference = _exp_errors_mpmath, f'mpmath {_MP_BITS} bits on {len(t):,} args'
+    errors, reference = _errors_mpmath, f'mpmath {_MP_BITS} bits on {len(t):,} args'
   else:
     errors = _exp_errors_longdouble
     reference = 'np.longdouble exp' if dtype == 'float64' else 'binary64 exp'
@@ -456,6 +555,56 @@ def _result(value, shape, op: str, seen: set) -> np.ndarray:
     raise ValueError(f'the runtime\'s {op} returned shape {arr.shape}, expected {tuple(shape)}.')
   seen.add(arr.dtype.name)
   return arr
+
+
+# -- (d) erf and tanh ----------------------------------------------------------
+
+
+def _gelu_arguments(function: str, dtype: str, rng) -> np.ndarray:
+  """The GELU_SAMPLES arguments of ``function`` (module docstring, (d)), in ``dtype``."""
+  dt = np.dtype(dtype).type
+  tiny = float(np.finfo(dtype).tiny)
+  special = np.array([0.0, tiny, -tiny, tiny / 4, -tiny / 4, 1.0, -1.0, GELU_X, -GELU_X])
+  quarter = (GELU_SAMPLES - len(special)) // 4
+  rest = GELU_SAMPLES - len(special) - 2 * quarter
+  x = rng.uniform(-GELU_X, GELU_X, quarter).astype(dtype)
+  if function == 'erf':
+    gelu = x / dt(math.sqrt(2))
+    band, top = (2.0, 6.0), 10.0
+  else:
+    gelu = dt(math.sqrt(2 / math.pi)) * (x + dt(0.044715) * x * x * x)
+    band, top = (2.0, 20.0), 45.0
+  signs = rng.choice([-1.0, 1.0], quarter + rest)
+  return np.concatenate([special.astype(dtype), gelu,
+                         (signs[:quarter] * rng.uniform(*band, quarter)).astype(dtype),
+                         (signs[quarter:] * 10.0 ** rng.uniform(-20.0, math.log10(top), rest)
+                          ).astype(dtype)])
+
+
+def _measure_gelu(runtime, dtype: str, rng, seen: set) -> dict:
+  """The erf and tanh fields of a RuntimeReport (module docstring, (d))."""
+  fmt = rounding.FORMATS[dtype]
+  out, unmeasured, under = {}, [], 0.0
+  for function in ('erf', 'tanh'):
+    z = _gelu_arguments(function, dtype, rng)
+    method = getattr(runtime, function, None)
+    if not callable(method):
+      unmeasured.append(f'{function} not measured (the runtime has no {function} method)')
+      continue
+    try:
+      value = method(z)
+    except NotImplementedError as err:
+      unmeasured.append(f'{function} not measured ({err})')
+      continue
+    y = _result(value, z.shape, function, seen)
+    ulps, taus, normal, _ = _errors_mpmath(z, y, fmt, function)
+    worst = int(np.argmax(np.where(normal, ulps, -1.0)))
+    out[f'{function}_ulps'] = float(ulps[worst])
+    out[f'{function}_worst_x'] = float(z[worst])
+    if np.any(~normal):
+      under = max(under, float(taus[~normal].max()))
+  return dict(out, gelu_underflow=under, gelu_samples=GELU_SAMPLES,
+              gelu_unmeasured='; '.join(unmeasured))
 
 
 # -- (b) softmax ---------------------------------------------------------------
@@ -669,7 +818,7 @@ def _measure_matmul(runtime, dtype: str, rng, seen: set):
 
 def check_runtime(runtime='jax', *, arithmetic: str | None = None,
                   samples: int = 10 ** 6) -> RuntimeReport:
-  """Measure exp, softmax and matmuls of ``runtime`` in the storage format of
+  """Measure exp, erf, tanh, softmax and matmuls of ``runtime`` in the storage format of
   ``arithmetic`` (module docstring): a ``RuntimeReport`` whose ``line()`` a certificate
   prints and whose ``ok_for(arithmetic)`` says whether its assumptions hold. ``arithmetic``
   None: what the runtime computes, 'float64' for JAX with x64 on and for the others,
@@ -704,8 +853,10 @@ def check_runtime(runtime='jax', *, arithmetic: str | None = None,
   ratios, accumulator = _measure_matmul(rt, dtype, rng, seen)
   operand_rounding = _operand_rounding(rt, dtype, seen)
   match = _hardware_match(rt, dtype, rng, seen, operand_rounding)
+  gelu = _measure_gelu(rt, dtype, np.random.default_rng(1), seen)
   return RuntimeReport(runtime=_name(rt), arithmetic=arithmetic, dtype=dtype,
                        dtypes_seen=tuple(sorted(seen)), softmax_equal_ulps=equal,
                        softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios,
                        note=note, accumulator_ratios=accumulator,
-                       operand_rounding=operand_rounding, hardware_match=match, **exp)
+                       operand_rounding=operand_rounding, hardware_match=match, **exp,
+                       **gelu)
