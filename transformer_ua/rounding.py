@@ -427,8 +427,8 @@ def check_network_arithmetic(arithmetic) -> str:
 #   sqrt, division     correctly rounded IEEE 754 operations: |fl(op) - op| <= u |op| + tau
 #                      (a reciprocal square root is a sqrt and a division, or a reciprocal
 #                      and a product: each its own correctly rounded operation)
-#   erf, tanh          within ERF_ULPS / TANH_ULPS ulp of the true value (ulp(y) <= 2 u |y|),
-#                      or tau absolute where the result is below tau; on every argument
+#   erf, tanh          |f^ - f| <= 2 F u |f| + tau with F = ERF_ULPS / TANH_ULPS (F ulp, an
+#                      ulp being at most 2 u |f|, plus tau absolute), on every argument
 #
 # ``certify.runtime_probe`` measures erf and tanh against mpmath on the runtime at hand.
 
@@ -443,8 +443,9 @@ SQRT_DIV_ASSUMPTION = ('LayerNorm: sqrt and division each one correctly rounded 
                        "Welford's recurrence, sums in any order")
 #: Printed where a certificate's network has an erf-form GELU.
 ERF_ASSUMPTION = (f'GELU x Phi(x) as 0.5 x (1 + erf(x / sqrt 2)) or 0.5 x erfc(-x / sqrt 2), '
-                  f'erf and erfc within {ERF_ULPS} ulp on every argument (or tau below tau)')
+                  f'erf and erfc within {2 * ERF_ULPS} u |erf| + tau ({ERF_ULPS} ulp) on every '
+                  'argument')
 #: Printed where a certificate's network has a tanh-form GELU.
 TANH_ASSUMPTION = (f'GELU 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with its constants '
-                   f'rounded to the format, tanh within {TANH_ULPS} ulp on every argument (or '
-                   'tau below tau)')
+                   f'rounded to the format, tanh within {2 * TANH_ULPS} u |tanh| + tau '
+                   f'({TANH_ULPS} ulp) on every argument')
