@@ -22,7 +22,9 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
     network_enclosure.py   g over a batch of boxes: value, Jacobian, float deviation D
     target_enclosures.py   f's side: the built-ins' interval extensions, a callable's modulus
     network_certificate.py branch and bound over boxes, the L_p sum, the certificate
+    runtimes.py            what runs g's operations: NumPy, JAX, onnxruntime
     runtime_probe.py       what a runtime does, measured against what the certificate assumes
+    runtime_report.py      the probe's report: faults, verdict, the certificate's line
     trainer.py, hand_built.py   networks to certify: trained ones, and a hand-built reference
 
 Networks come in and go out through ``transformer_ua.networks`` (the dict, flat ONNX, save

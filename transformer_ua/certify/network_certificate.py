@@ -454,7 +454,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     state_dir: keep each round's chunks (resumable; built-in targets only).
     progress: a tqdm bar (boxes, rounds, the current total rounded up); None: on a terminal
       only, True: also on a file or pipe (plain lines, ``outputs.progress``), False: off.
-    runtime: a ``runtime_probe.RuntimeReport`` of the runtime g will run on: refused if
+    runtime: a ``runtime_report.RuntimeReport`` of the runtime g will run on: refused if
       it does not meet this arithmetic's assumptions, named in the line; where it measured
       operands rounded to nearest, the TF32 / bfloat16 models use v / 2.
     max_boxes: stop before a round that would leave more boxes than this (None: no limit).
