@@ -7,7 +7,7 @@ sup_B |f - g| is on each box, against the same bound built from auto_LiRPA's out
 For each k in --boxes_per_axis the grid of k^(n d) boxes over [0,1]^(n x d) is made. At
 most --max_boxes of its boxes are used, a seeded sample. On each box B:
 
-    certifier  E_B: ``network_certificate``'s per-box bound for the exact g
+    certifier  E_B: ``box_bound``'s per-box bound for the exact g
                (arithmetic='exact'), min(mean-value form, natural interval form)
     CROWN      [g_lo, g_hi] from auto_LiRPA's compute_bounds(method=) on a torch copy of g
                (float64), joined with f's interval enclosure [f_lo, f_hi] over B
@@ -57,7 +57,7 @@ from absl import flags
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.certify import hand_built, network_certificate, target_enclosures
+from transformer_ua.certify import box_bound, hand_built, network_certificate, target_enclosures
 from transformer_ua.certify import intervals as iv
 from transformer_ua.networks import network_dict
 from transformer_ua.targets import functions as targets_lib
@@ -217,7 +217,7 @@ def lirpa_bounds(lirpa, module, lo, hi, method: str):
 def bench_grid(k, net, target, lirpa, status: str, module, methods, rng) -> dict:
   n, d = net.n, net.d
   lo, hi = grid_boxes(k, n, d, FLAGS.max_boxes, rng)
-  _, evaluator = network_certificate.build_evaluator(
+  _, evaluator = box_bound.build_evaluator(
       net.as_dict(), d, n, FLAGS.target, 'exact')
   evaluator.evaluate(lo[:2], hi[:2])                      # warm-up
   t0 = time.perf_counter()

@@ -95,15 +95,16 @@ def test_subnormal_weight_refused_and_exp_checked():
 def test_certify_network_with_the_kernel_same_boxes_and_total():
   """box_kernel=True and False split the same boxes (the split score is rounded to 24 bits)
   and agree on the total to 1e-9; the line names the kernel."""
+  from transformer_ua.certify import box_bound
   from transformer_ua.certify import network_certificate as nc
   net = tiny_net(0, positional=True, readout=True)
   args = dict(d=1, n=3, p=2, arithmetic='float32', max_rounds=5, progress=False)
   a = nc.certify_network('token_times_mean', net, box_kernel=False, **args)
-  nc.BATCH, old = 128, nc.BATCH              # the kernel compiled above (batch 128)
+  box_bound.BATCH, old = 128, box_bound.BATCH              # the kernel compiled above (batch 128)
   try:
     b = nc.certify_network('token_times_mean', net, box_kernel=True, **args)
   finally:
-    nc.BATCH = old
+    box_bound.BATCH = old
   assert [h[0] for h in a.history] == [h[0] for h in b.history]
   assert b.total >= a.total and float(b.total) <= float(a.total) * (1 + 1e-9)
   assert 'box kernel (jax.jit on cpu) from round 1' in b.line()

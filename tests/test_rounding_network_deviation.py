@@ -19,7 +19,7 @@ from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import certify_network  # noqa: E402
 from transformer_ua.certify import intervals as iv  # noqa: E402
 from transformer_ua.certify import network_enclosure  # noqa: E402
-from transformer_ua.certify.network_certificate import reduced_networks  # noqa: E402
+from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
 from transformer_ua.networks import network_dict  # noqa: E402
 
 ARITHMETICS = ('float32', 'tf32', 'bfloat16')

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from transformer_ua.certify import box_bound, box_sums
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import sorted_volume
 from transformer_ua.networks import network_dict
@@ -118,11 +119,11 @@ def test_sorted_total_between_dense_samples_and_the_symmetric_total(n):
                             max_rounds=4, progress=False)
   assert cert.symmetric
   assert float(cert.total) ** 2 >= sampled
-  _, ev = nc.build_evaluator(net.as_dict(), 1, n, 'token_times_mean', 'exact')
-  lo, hi = nc._initial_boxes(n, 1, True)
+  _, ev = box_bound.build_evaluator(net.as_dict(), 1, n, 'token_times_mean', 'exact')
+  lo, hi = box_sums.initial_boxes(n, 1, True)
   e = ev.evaluate(lo, hi)[0]
   mult = math.factorial(n)
-  exact = nc._contributions(e, nc._volumes(lo, hi, True), 2, mult)
-  whole = nc._contributions(e, nc._volumes(lo, hi, False), 2, mult)
+  exact = box_sums.contributions(e, box_sums.volumes(lo, hi, True), 2, mult)
+  whole = box_sums.contributions(e, box_sums.volumes(lo, hi, False), 2, mult)
   assert np.all(exact <= whole) and exact.sum() < whole.sum()
   assert exact.sum() >= sampled
