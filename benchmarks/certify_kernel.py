@@ -34,7 +34,7 @@ from absl import flags
 from transformer_ua import outputs, provenance, rounding
 from transformer_ua.certify import hand_built
 from transformer_ua.certify import box_bound, box_sums, network_certificate
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 JSON_NAME = 'certify_kernel.json'
 LOG_NAME = provenance.BENCHMARK_LOG
@@ -88,7 +88,7 @@ def timed(fn, repeats: int):
 def bench_case(name: str, net, n: int, log) -> dict:
   rng = np.random.default_rng(0)
   lo, hi = boxes_for(n, FLAGS.boxes, rng)
-  run_net = net if FLAGS.arithmetic == 'exact' else network_dict.cast(
+  run_net = net if FLAGS.arithmetic == 'exact' else network_apply.cast(
       net, rounding.MATMUL_MODELS[FLAGS.arithmetic].dtype)
   _, ev = box_bound.build_evaluator(run_net.as_dict(), 1, n, 'token_times_mean',
                                               FLAGS.arithmetic)

@@ -19,7 +19,7 @@ import pytest
 from transformer_ua.certify import box_bound, box_sums
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import sorted_volume
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 
 def cell_count_volume(a, b) -> Fraction:
@@ -112,7 +112,7 @@ def test_sorted_total_between_dense_samples_and_the_symmetric_total(n):
   net = small_net()
   rng = np.random.default_rng(0)
   x = rng.random((100_000, n, 1))
-  err = network_dict.apply(net, x) - x * x.mean(axis=1, keepdims=True)
+  err = network_apply.apply(net, x) - x * x.mean(axis=1, keepdims=True)
   sq = (err ** 2).sum(axis=(1, 2))
   sampled = sq.mean() + 5 * sq.std() / math.sqrt(len(sq))      # ~ a 1 - 3e-7 upper end
   cert = nc.certify_network('token_times_mean', net, d=1, n=n, p=2, arithmetic='exact',

@@ -49,7 +49,7 @@ from transformer_ua.certify import box_bound, box_sums, cost_model
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 from transformer_ua.networks import source_check
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
@@ -240,7 +240,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                        'travel to other processes); run a callable in this process.')
   if arithmetic != 'exact':
     rounding.MATMUL_MODELS[arithmetic].check_weights(net.arrays())
-  run_net = net if arithmetic == 'exact' else network_dict.cast(
+  run_net = net if arithmetic == 'exact' else network_apply.cast(
       net, rounding.MATMUL_MODELS[arithmetic].dtype)
   symmetric = bool(target.permutation_equivariant and form is not None
                    and net.permutation_equivariant)

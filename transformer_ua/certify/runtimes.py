@@ -14,7 +14,7 @@ are such runtimes:
   * ``JaxRuntime``: JAX as configured (x64, default matmul precision, backend), jitted;
   * ``OnnxRuntime``: tiny Exp, Softmax, MatMul, Erf and Tanh graphs in InferenceSessions on
     the given providers and session options (those of a session, when one is given);
-  * ``NumpyRuntime``: the operations of ``network_dict.apply`` (its erf is Python's
+  * ``NumpyRuntime``: the operations of ``network_apply.apply`` (its erf is Python's
     math.erf, the C library's binary64 erf, rounded to the format).
 ``as_runtime`` turns a name, the onnxruntime module, an InferenceSession or such an object
 into a runtime; ``runtime_name`` is what a report calls it. The tests plant faults into
@@ -29,7 +29,7 @@ import numpy as np
 
 
 class NumpyRuntime:
-  """The operations of ``network_dict.apply``: np.exp, max subtraction and a division by
+  """The operations of ``network_apply.apply``: np.exp, max subtraction and a division by
   the sum, np.matmul."""
 
   name = f'numpy {np.__version__}'
@@ -46,7 +46,7 @@ class NumpyRuntime:
 
   def erf(self, x):
     """Python's math.erf (the C library's binary64 erf), rounded to x's dtype, as
-    ``network_dict.gelu`` computes it."""
+    ``network_apply.gelu`` computes it."""
     return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
 
   def tanh(self, x):
