@@ -345,8 +345,7 @@ class SavedNetwork:
 
   def apply(self, x) -> np.ndarray:
     """g(X) in NumPy in the certificate's storage format (float64 for 'exact' and
-    'float64', float32 otherwise): a reference run (``network_apply.apply``), not the
-    certified evaluation."""
+    'float64', float32 otherwise): a reference run (network_apply), not the certified one."""
     dt = np.float64 if self.arithmetic in ('exact', 'float64') else np.float32
     return network_apply.apply(self.net, x, dt).astype(np.float64)
 
