@@ -19,7 +19,8 @@ under a key that lives outside the state directory (``state_key_path``: the file
 ``$TRANSFORMER_UA_STATE_KEY``, else ~/.cache/transformer_ua/state_key, 32 random bytes made
 on first use, mode 0600). A chunk whose MAC does not verify (edited, unsigned, or written
 under another key) is refused in one line, so a resumed state cannot lower a total
-unnoticed by whoever cannot read the key; the re-run sample above still runs.
+unnoticed by whoever cannot read the key; the executor's re-run sample (``executor.recheck``)
+still runs.
 """
 
 from __future__ import annotations

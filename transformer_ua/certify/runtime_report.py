@@ -59,7 +59,7 @@ def _up(x: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeReport:
-  """What ``check_runtime`` measured (module docstring, (a)-(c)), in ``dtype``.
+  """What ``check_runtime`` measured (runtime_probe's docstring, (a)-(c)), in ``dtype``.
 
   exp_ulps: largest error in ulp where exp(t) >= tau, at ``exp_worst_t``;
   exp_underflow: largest error in units of tau where exp(t) < tau; exp_flushes: a
@@ -67,7 +67,7 @@ class RuntimeReport:
   softmax_rows: the largest fraction of the random-row bound used; operand_bits: the
   explicit significand bits matmul operands keep; matmul_ratios: model name -> largest
   error / bound (*) on random operands; dtypes_seen: the dtypes results came back in;
-  erf_ulps, tanh_ulps: largest error in ulp where |f(z)| >= tau (module docstring, (d)), at
+  erf_ulps, tanh_ulps: largest error in ulp where |f(z)| >= tau (runtime_probe's (d)), at
   ``erf_worst_x``, ``tanh_worst_x``, None where not measured (``gelu_unmeasured`` says
   why); gelu_underflow: largest error of both in units of tau where |f(z)| < tau;
   gelu_samples: the arguments of each. The defaults are a report from before (d)."""
