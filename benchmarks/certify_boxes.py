@@ -7,7 +7,7 @@ sup_B |f - g| is on each box, against the same bound built from auto_LiRPA's out
 For each k in --boxes_per_axis the grid of k^(n d) boxes over [0,1]^(n x d) is made. At
 most --max_boxes of its boxes are used, a seeded sample. On each box B:
 
-    certifier  E_B: ``network_certificate``'s per-box bound for the exact g
+    certifier  E_B: ``box_bound``'s per-box bound for the exact g
                (arithmetic='exact'), min(mean-value form, natural interval form)
     CROWN      [g_lo, g_hi] from auto_LiRPA's compute_bounds(method=) on a torch copy of g
                (float64), joined with f's interval enclosure [f_lo, f_hi] over B
@@ -57,9 +57,9 @@ from absl import flags
 import numpy as np
 
 from transformer_ua import outputs, provenance
-from transformer_ua.certify import hand_built, network_certificate, target_enclosures
+from transformer_ua.certify import box_bound, hand_built, network_certificate, target_enclosures
 from transformer_ua.certify import intervals as iv
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 from transformer_ua.targets import functions as targets_lib
 
 JSON_NAME = 'certify_boxes_{network}.json'   # one file per --network
@@ -113,7 +113,7 @@ def torch_module(net: network_dict.Net):
     return torch.nn.Parameter(torch.tensor(np.asarray(a, np.float64)), requires_grad=False)
 
   class TorchNet(torch.nn.Module):
-    """network_dict.apply in torch (its docstring's equations)."""
+    """network_apply.apply in torch (its docstring's equations)."""
 
     def __init__(self):
       super().__init__()
@@ -183,7 +183,7 @@ def sampled_lower(target, net, lo, hi, count: int, rng) -> np.ndarray:
   """max over ``count`` uniform points of each box of |f - g| [B, n, d]."""
   pts = lo[:, None] + (hi - lo)[:, None] * rng.random((len(lo), count) + lo.shape[1:])
   flat = pts.reshape((-1,) + lo.shape[1:])
-  err = np.abs(np.asarray(target(flat), np.float64) - network_dict.apply(net, flat))
+  err = np.abs(np.asarray(target(flat), np.float64) - network_apply.apply(net, flat))
   return err.reshape(pts.shape).max(axis=1)
 
 
@@ -217,7 +217,7 @@ def lirpa_bounds(lirpa, module, lo, hi, method: str):
 def bench_grid(k, net, target, lirpa, status: str, module, methods, rng) -> dict:
   n, d = net.n, net.d
   lo, hi = grid_boxes(k, n, d, FLAGS.max_boxes, rng)
-  _, evaluator = network_certificate.build_evaluator(
+  _, evaluator = box_bound.build_evaluator(
       net.as_dict(), d, n, FLAGS.target, 'exact')
   evaluator.evaluate(lo[:2], hi[:2])                      # warm-up
   t0 = time.perf_counter()
@@ -295,8 +295,8 @@ def main(argv):
     import torch  # pylint: disable=import-outside-toplevel
     x = np.random.default_rng(FLAGS.seed).random((8, FLAGS.n, FLAGS.d))
     gap = float(np.max(np.abs(module(torch.tensor(x)).detach().numpy()
-                              - network_dict.apply(net, x))))
-    print(f'torch copy of g: max |torch - network_dict.apply| = {gap:.3g} on 8 points')
+                              - network_apply.apply(net, x))))
+    print(f'torch copy of g: max |torch - network_apply.apply| = {gap:.3g} on 8 points')
   rng = np.random.default_rng(FLAGS.seed)
   rows = []
   for k in ks:

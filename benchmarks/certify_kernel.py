@@ -2,7 +2,7 @@ r"""Boxes per second of the per-box bound: NumPy (network_enclosure) against the
 
 What it measures: for each case (a network at (d=1, n)), one set of boxes (the sorted
 region's initial partition, then random dyadic bisections until --boxes boxes), evaluated in
-the same run by ``network_certificate.Evaluator`` (E_B, D, split, centre value: what a round
+the same run by ``box_bound.Evaluator`` (E_B, D, split, centre value: what a round
 of certify_network computes) on the NumPy path and with the kernel (box_kernel.py):
 
     numpy_boxes_per_s, kernel_boxes_per_s   (best of --repeats, after one warm-up call)
@@ -31,10 +31,10 @@ import time
 import numpy as np
 from absl import flags
 
-from transformer_ua import outputs, provenance
+from transformer_ua import outputs, provenance, rounding
 from transformer_ua.certify import hand_built
-from transformer_ua.certify import network_certificate
-from transformer_ua.networks import network_dict
+from transformer_ua.certify import box_bound, box_sums, network_certificate
+from transformer_ua.networks import network_apply, network_dict
 
 JSON_NAME = 'certify_kernel.json'
 LOG_NAME = provenance.BENCHMARK_LOG
@@ -61,11 +61,11 @@ def random_net(seed: int, n: int):
 
 
 def boxes_for(n: int, count: int, rng):
-  lo, hi = network_certificate._initial_boxes(n, 1, True)
+  lo, hi = box_sums.initial_boxes(n, 1, True)
   while len(lo) < count:
     pick = rng.integers(len(lo), size=min(len(lo), count - len(lo)))
     axis = rng.integers(n, size=len(pick))
-    c_lo, c_hi = network_certificate._bisect(lo[pick], hi[pick], axis)
+    c_lo, c_hi = box_sums.bisect(lo[pick], hi[pick], axis)
     keep = np.ones(len(lo), bool)
     keep[pick] = False
     lo, hi = np.concatenate([lo[keep], c_lo]), np.concatenate([hi[keep], c_hi])
@@ -88,9 +88,9 @@ def timed(fn, repeats: int):
 def bench_case(name: str, net, n: int, log) -> dict:
   rng = np.random.default_rng(0)
   lo, hi = boxes_for(n, FLAGS.boxes, rng)
-  run_net = net if FLAGS.arithmetic == 'exact' else network_dict.cast(
-      net, network_certificate.rounding.MATMUL_MODELS[FLAGS.arithmetic].dtype)
-  _, ev = network_certificate.build_evaluator(run_net.as_dict(), 1, n, 'token_times_mean',
+  run_net = net if FLAGS.arithmetic == 'exact' else network_apply.cast(
+      net, rounding.MATMUL_MODELS[FLAGS.arithmetic].dtype)
+  _, ev = box_bound.build_evaluator(run_net.as_dict(), 1, n, 'token_times_mean',
                                               FLAGS.arithmetic)
   numpy_s, ref = timed(lambda: ev.evaluate(lo, hi), FLAGS.repeats)
   t0 = time.perf_counter()

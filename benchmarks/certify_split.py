@@ -2,7 +2,7 @@ r"""Split by measured gain against the mean-value split, total vs boxes and vs s
 
 What it measures: the hand-built token_times_mean network (certify/hand_built.py) at (d=1,
 n) for each n is certified to epsilon = factor x its closed-form d_2 (float32, p=2) with
-``network_certificate.SPLIT_CANDIDATES`` = K for each K (1: the largest mean-value term;
+``box_bound.SPLIT_CANDIDATES`` = K for each K (1: the largest mean-value term;
 K > 1: both halves along the K largest terms evaluated, the lowest pair kept). Each row:
 boxes, rounds and seconds to epsilon, and the total interpolated (log-log) at fixed box
 counts and at fixed seconds from the run's record.
@@ -26,7 +26,7 @@ from absl import flags
 
 from transformer_ua import outputs, provenance
 from transformer_ua.certify import hand_built
-from transformer_ua.certify import network_certificate
+from transformer_ua.certify import box_bound, network_certificate
 
 JSON_NAME = 'certify_split.json'
 LOG_NAME = provenance.BENCHMARK_LOG
@@ -55,7 +55,7 @@ def main(argv):
     hb = hand_built.hand_built_product_network(FLAGS.units, n=n)
     eps = FLAGS.factor * math.sqrt(hb.l2_error_squared)
     for k in ks:
-      network_certificate.SPLIT_CANDIDATES = k
+      box_bound.SPLIT_CANDIDATES = k
       cert = network_certificate.certify_network(
           'token_times_mean', hb.net, d=1, n=n, p=2, arithmetic='float32', epsilon=eps,
           max_minutes=20.0, progress=False)
@@ -64,7 +64,7 @@ def main(argv):
                    'history': [list(h) for h in cert.history]})
       print(f'n={n} K={k}: {cert.boxes:,} boxes, {cert.rounds} rounds, {cert.seconds:.1f} s '
             f'to {eps:.4g}', flush=True)
-  network_certificate.SPLIT_CANDIDATES = 1
+  box_bound.SPLIT_CANDIDATES = 1
   for r in rows:
     h = np.array(r['history'])
     marks = [int(h[-1, 0] * q) for q in (0.1, 0.5)]

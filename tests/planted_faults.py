@@ -38,7 +38,7 @@ import numpy as np
 
 import runtime_orders
 from transformer_ua import decimal_text
-from transformer_ua import executor, rounding
+from transformer_ua import executor, executor_state, rounding
 from transformer_ua.networks import export_onnx
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import functions as targets
@@ -635,7 +635,8 @@ class FirstSpansSample:
 
 
 def _no_identity(monkeypatch):
-  monkeypatch.setattr(executor._State, '_refuse_unless_same',  # pylint: disable=protected-access
+  monkeypatch.setattr(executor_state.State,  # pylint: disable=protected-access
+                      '_refuse_unless_same',
                       lambda self, stored, path: None)
   monkeypatch.setattr(executor.random, 'SystemRandom', FirstSpansSample)
 
@@ -676,11 +677,11 @@ def _no_structure_check(monkeypatch):
 
 def _no_recheck_no_mac(monkeypatch):
   monkeypatch.setattr(executor, 'recheck', lambda *a, **k: 0)
-  monkeypatch.setattr(executor.hmac, 'compare_digest', lambda a, b: True)
+  monkeypatch.setattr(executor_state.hmac, 'compare_digest', lambda a, b: True)
 
 
 REVERTS = [
-    ("the state chunks' HMAC-SHA256 (executor._State.load) and their re-run "
+    ("the state chunks' HMAC-SHA256 (executor_state.State.load) and their re-run "
      '(executor.recheck)', _no_recheck_no_mac, 'edited state file: every chunk worst = 0'),
     ('re-run of chunks from a state or an executor (executor.recheck)',
      lambda mp: mp.setattr(executor, 'recheck', lambda *a, **k: 0),

@@ -20,7 +20,7 @@ from transformer_ua.certify import box_kernel
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import jax_intervals
 from transformer_ua.certify import network_enclosure
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 
 def tiny_net(seed, *, n=3, positional=False, readout=False, blocks=1, h=1):
@@ -56,7 +56,7 @@ CASES = [(0, 'float32', dict(positional=True, readout=True)), (2, 'exact', dict(
 def test_kernel_contains_the_reference_and_the_samples(seed, arithmetic, kw):
   net = tiny_net(seed, **kw)
   model = None if arithmetic == 'exact' else rounding.MATMUL_MODELS[arithmetic]
-  run_net = net if model is None else network_dict.cast(net, model.dtype)
+  run_net = net if model is None else network_apply.cast(net, model.dtype)
   rng = np.random.default_rng(seed + 100)
   lo, hi = dyadic_boxes(rng, 200, 3)
   kernel = box_kernel.kernel_for(run_net, model, batch=128)    # 2 batches, one padded
@@ -73,12 +73,12 @@ def test_kernel_contains_the_reference_and_the_samples(seed, arithmetic, kw):
     assert np.all(dev >= ref_dev) and np.all(dev <= ref_dev * (1 + 1e-8) + 1e-300)
   # samples: the exact g (float64 apply; its own rounding is far below these widths)
   x = lo[:, None] + (hi - lo)[:, None] * rng.random((len(lo), 16, 3, 1))
-  y = network_dict.apply(run_net, x.reshape(-1, 3, 1)).reshape(len(lo), 16, 3, 1)
+  y = network_apply.apply(run_net, x.reshape(-1, 3, 1)).reshape(len(lo), 16, 3, 1)
   assert np.all(y >= g.lo[:, None] - 1e-12) and np.all(y <= g.hi[:, None] + 1e-12)
   if arithmetic == 'float32':      # the float32 run of g within D of the float64 run
     x = x[:, 0]
-    y32 = network_dict.apply(run_net, x.astype(np.float32), np.float32).astype(np.float64)
-    y64 = network_dict.apply(run_net, x.astype(np.float32).astype(np.float64))
+    y32 = network_apply.apply(run_net, x.astype(np.float32), np.float32).astype(np.float64)
+    y64 = network_apply.apply(run_net, x.astype(np.float32).astype(np.float64))
     assert np.all(np.abs(y32 - y64) <= dev)
 
 
@@ -95,15 +95,16 @@ def test_subnormal_weight_refused_and_exp_checked():
 def test_certify_network_with_the_kernel_same_boxes_and_total():
   """box_kernel=True and False split the same boxes (the split score is rounded to 24 bits)
   and agree on the total to 1e-9; the line names the kernel."""
+  from transformer_ua.certify import box_bound
   from transformer_ua.certify import network_certificate as nc
   net = tiny_net(0, positional=True, readout=True)
   args = dict(d=1, n=3, p=2, arithmetic='float32', max_rounds=5, progress=False)
   a = nc.certify_network('token_times_mean', net, box_kernel=False, **args)
-  nc.BATCH, old = 128, nc.BATCH              # the kernel compiled above (batch 128)
+  box_bound.BATCH, old = 128, box_bound.BATCH              # the kernel compiled above (batch 128)
   try:
     b = nc.certify_network('token_times_mean', net, box_kernel=True, **args)
   finally:
-    nc.BATCH = old
+    box_bound.BATCH = old
   assert [h[0] for h in a.history] == [h[0] for h in b.history]
   assert b.total >= a.total and float(b.total) <= float(a.total) * (1 + 1e-9)
   assert 'box kernel (jax.jit on cpu) from round 1' in b.line()

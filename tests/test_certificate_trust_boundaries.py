@@ -11,13 +11,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from transformer_ua import executor
+from transformer_ua import executor, executor_state
 from transformer_ua.certify import certify_network, hand_built, independent_check
 
 
 @pytest.fixture(autouse=True)
 def _key_outside(tmp_path, monkeypatch):
-  monkeypatch.setenv(executor.STATE_KEY_ENV, str(tmp_path / 'keys' / 'state_key'))
+  monkeypatch.setenv(executor_state.STATE_KEY_ENV, str(tmp_path / 'keys' / 'state_key'))
 
 
 @pytest.fixture(scope='module')
@@ -82,14 +82,14 @@ def test_an_edited_resumed_chunk_is_refused(net, tmp_path):
 def test_a_chunk_signed_under_another_key_is_refused(net, tmp_path, monkeypatch):
   state = str(tmp_path / 'state')
   _cert(net, state_dir=state)
-  monkeypatch.setenv(executor.STATE_KEY_ENV, str(tmp_path / 'other_key'))
+  monkeypatch.setenv(executor_state.STATE_KEY_ENV, str(tmp_path / 'other_key'))
   with pytest.raises(ValueError, match='does not carry a valid signature'):
     _cert(net, state_dir=state)
 
 
 def test_a_key_inside_the_state_directory_is_refused(net, tmp_path, monkeypatch):
   state = tmp_path / 'state'
-  monkeypatch.setenv(executor.STATE_KEY_ENV, str(state / 'key'))
+  monkeypatch.setenv(executor_state.STATE_KEY_ENV, str(state / 'key'))
   with pytest.raises(ValueError, match='lies inside the state directory'):
     _cert(net, state_dir=str(state))
 

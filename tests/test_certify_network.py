@@ -19,7 +19,7 @@ from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import network_enclosure
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 
 def random_net(seed: int, *, d=1, n=3, D=3, h=2, m=2, r=6, blocks=1, scale=1.0,
@@ -118,7 +118,7 @@ def emulate(net, x, dtype, order='forward', seed=0, reduce=None):
 
 def reference(net, x):
   """g(x) in np.longdouble (far more precise than the deviations checked)."""
-  return network_dict.apply(net, np.asarray(x, np.longdouble), dtype=np.longdouble)
+  return network_apply.apply(net, np.asarray(x, np.longdouble), dtype=np.longdouble)
 
 
 def _boxes(rng, count, n, d, width):
@@ -135,7 +135,7 @@ def test_float_deviation_covers_emulated_runtimes(arithmetic, dtype, reduce_mode
   model = rounding.MATMUL_MODELS[arithmetic]
   reduce = None if reduce_mode is None else (
       lambda a: model.reduce_operand(np.asarray(a, np.float32), reduce_mode).astype(dtype))
-  net = network_dict.cast(random_net(3, scale=0.8), model.dtype)
+  net = network_apply.cast(random_net(3, scale=0.8), model.dtype)
   rng = np.random.default_rng(1)
   lo, hi = _boxes(rng, 24, 3, 1, 0.05)
   _, dev = network_enclosure.enclose(net, iv.box(lo, hi), model)
@@ -152,7 +152,7 @@ def test_deviation_bound_fails_when_tf32_is_not_modelled():
   float32 D (so the test above can fail, and the TF32 model is needed)."""
   model32 = rounding.MATMUL_MODELS['float32']
   tf32 = rounding.MATMUL_MODELS['tf32']
-  net = network_dict.cast(random_net(3, scale=0.8), np.float32)
+  net = network_apply.cast(random_net(3, scale=0.8), np.float32)
   rng = np.random.default_rng(1)
   lo, hi = _boxes(rng, 24, 3, 1, 0.05)
   _, dev = network_enclosure.enclose(net, iv.box(lo, hi), model32)
@@ -172,7 +172,7 @@ def test_sup_certificate_is_above_dense_samples(seed, positional):
   rng = np.random.default_rng(seed + 10)
   x = rng.random((20000, 3, 1))
   f = x * x.mean(axis=1, keepdims=True)
-  err = np.abs(network_dict.apply(network_dict.cast(net, np.float32), x.astype(np.float32),
+  err = np.abs(network_apply.apply(network_apply.cast(net, np.float32), x.astype(np.float32),
                                   np.float32) - f)
   cert_inf = nc.certify_network('token_times_mean', net, d=1, n=3, p='inf',
                                 arithmetic='float32', max_minutes=0.08)
@@ -189,7 +189,7 @@ def test_callable_target_with_lipschitz_is_sound_and_first_order():
   cert = nc.certify_network(f, net, d=1, n=3, p='inf', arithmetic='float64', lipschitz=1.5,
                             max_minutes=0.3)
   x = np.random.default_rng(0).random((20000, 3, 1))
-  err = np.abs(network_dict.apply(net, x) - f(x)).max()
+  err = np.abs(network_apply.apply(net, x) - f(x)).max()
   assert float(cert.total) >= err
   assert 'first order' in cert.line() and not cert.symmetric
 
@@ -370,7 +370,7 @@ def test_wide_score_spread_is_certified_not_refused():
   s = np.einsum('bhjm,bhkm->bhjk', q, k)
   assert np.ptp(s, axis=-1).max() > 709                # the spread that overflowed exp
   net = network_dict.check(net, d=1, n=3)
-  err = np.abs(network_dict.apply(net, x) - x * x.mean(axis=1, keepdims=True)).max()
+  err = np.abs(network_apply.apply(net, x) - x * x.mean(axis=1, keepdims=True)).max()
   cert = nc.certify_network('token_times_mean', net, d=1, n=3, p='inf', arithmetic='float64',
                             max_rounds=3, progress=False)
   assert math.isfinite(float(cert.total)) and float(cert.total) >= err

@@ -1,4 +1,4 @@
-"""Split by measured gain (network_certificate.SPLIT_CANDIDATES > 1): from the same boxes, the
+"""Split by measured gain (box_bound.SPLIT_CANDIDATES > 1): from the same boxes, the
 children kept are never worse than the mean-value choice's, and the total stays above the
 network's closed-form error (certify/hand_built.py)."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from transformer_ua.certify import hand_built
+from transformer_ua.certify import box_bound, hand_built
 from transformer_ua.certify import network_certificate as nc
 
 
@@ -18,7 +18,7 @@ def test_measured_split_no_worse_after_one_round_and_sound(monkeypatch, p):
   true = math.sqrt(hb.l2_error_squared) if p == 2 else float(hb.sup_error)
   args = dict(d=1, n=3, p=p, arithmetic='float64', max_minutes=2.0, progress=False)
   one = nc.certify_network('token_times_mean', hb.net, max_rounds=2, **args)
-  monkeypatch.setattr(nc, 'SPLIT_CANDIDATES', 3)
+  monkeypatch.setattr(box_bound, 'SPLIT_CANDIDATES', 3)
   three = nc.certify_network('token_times_mean', hb.net, max_rounds=2, **args)
   # round 2 bisects the same boxes (round 1 is the same partition); the mean-value axis is
   # one of the 3 candidates, so the measured choice's children sum (or max) no higher

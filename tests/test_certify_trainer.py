@@ -19,7 +19,7 @@ import pytest
 
 from transformer_ua import layers
 from transformer_ua.certify import hand_built, trainer
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, network_apply, network_dict, project_import
 from transformer_ua.targets import functions as targets
 
 
@@ -36,7 +36,7 @@ class _StandIn:
 def _stand_in(calls, never_reach=False, overhead=1.0):
   def certify(f, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz):
     x = np.random.default_rng(7).random((4000, n, d))
-    e = np.sum((network_dict.apply(net, x) - f(x)) ** 2, axis=(1, 2))
+    e = np.sum((network_apply.apply(net, x) - f(x)) ** 2, axis=(1, 2))
     total = overhead * float(np.mean(e) ** 0.5)
     calls.append((net, total, arithmetic))
     return _StandIn(total, not never_reach and total <= epsilon, x[np.argsort(e)[-8:]])
@@ -66,7 +66,7 @@ def test_ladder_order_and_parameter_counts():
   c = ladder[-1]
   with jax.enable_x64(True):
     params = c.network().init(jax.random.PRNGKey(0), jnp.zeros((1, 3, 1)))['params']
-  assert network_dict.from_network(c.network(), params, d=1).count_params() == c.num_params()
+  assert project_import.from_network(c.network(), params, d=1).count_params() == c.num_params()
   assert trainer.candidates(1, 32, shapes=((2, 1),)) == [
       trainer.Candidate(2, 1, 1, 2, r) for r in (8, 16, 32)]
 
@@ -84,7 +84,7 @@ def test_training_lowers_the_sampled_error():
       trained, done, _ = trainer.train(network, params, x, f(x), steps=steps, lr=1e-2,
                                        batch=256, seed=0, deadline=math.inf)
       assert done == steps
-      net = network_dict.from_network(network, trained, d=1)
+      net = project_import.from_network(network, trained, d=1)
       errors.append(trainer.sampled_dp(f, net, check, np.float64, 2.0))
   assert errors[1] < errors[0] / 2
   assert not jax.config.jax_enable_x64       # x64 only inside the context
@@ -99,7 +99,7 @@ def test_search_returns_the_first_certified_and_records_seeds():
   assert [t.seed for t in got.trials] == list(range(5, 5 + len(got.trials)))
   # the network returned is the one certified, in both forms
   assert network_dict.params_hash(got.net) == network_dict.params_hash(calls[-1][0])
-  again = network_dict.check(network_dict.from_network(got.network, got.params, d=1), d=1,
+  again = network_dict.check(project_import.from_network(got.network, got.params, d=1), d=1,
                              n=3)
   assert network_dict.params_hash(again) == network_dict.params_hash(got.net)
   assert not jax.config.jax_enable_x64
@@ -174,14 +174,14 @@ def test_hand_built_closed_forms_against_sampling(units, n):
   assert hb.net.count_params() == 9 + 5 * units + 2
   f = targets.get_target('token_times_mean', d=1, n=n)
   x = np.random.default_rng(units).random((200000, n, 1))
-  err = network_dict.apply(hb.net, x) - f(x)
+  err = network_apply.apply(hb.net, x) - f(x)
   s = np.sum(err ** 2, axis=(1, 2))
   se = np.std(s) / math.sqrt(len(s))
   assert abs(np.mean(s) - float(hb.l2_error_squared)) <= 4 * se      # the exact d_2^2
   assert np.max(np.abs(err)) <= float(hb.sup_error) * (1 + 1e-9)
   # attained (module doc): all tokens at the midpoint of a piece
   t = np.full((1, n, 1), h / 2)
-  assert abs(network_dict.apply(hb.net, t) - f(t)).max() == pytest.approx(h * h / 4,
+  assert abs(network_apply.apply(hb.net, t) - f(t)).max() == pytest.approx(h * h / 4,
                                                                           rel=1e-9)
 
 
@@ -193,7 +193,7 @@ def test_hand_built_by_hand_for_two_pieces():
   u, w = (0.3 + m) / 2, (0.3 - m + 1) / 2
   q = lambda t: t / 2 + max(t - 0.5, 0)                    # noqa: E731
   want = 0.3 + q(u) - q(w) - u + 0.25
-  assert network_dict.apply(hb.net, x)[0, 0, 0] == pytest.approx(want, abs=1e-15)
+  assert network_apply.apply(hb.net, x)[0, 0, 0] == pytest.approx(want, abs=1e-15)
   assert want == pytest.approx(0.3 * m + (q(u) - u * u) - (q(w) - w * w), abs=1e-15)
 
 

@@ -1,7 +1,7 @@
 """flat_onnx and export_onnx(layout=...): the flat graph runs the network it was written from.
 
 Oracles: the Scan layout (written by other code, the Scan bodies of ``export_onnx``), JAX
-(``g.apply``), ``network_dict.apply`` (NumPy einsums) and a hand-built dict.
+(``g.apply``), ``network_apply.apply`` (NumPy einsums) and a hand-built dict.
 
 Measured (AMD EPYC, onnxruntime 1.2x CPU): the integer-id networks' flat files are
 bit-identical to the Scan files and to JAX in float64 and float32. The deep, one-layer and
@@ -23,7 +23,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from transformer_ua import yun
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, network_apply, network_dict, project_import
 from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.yun.grid import Grid
 from transformer_ua.yun.single_attention import one_layer_wide
@@ -141,11 +141,11 @@ def test_random_dict_network_round_trips_and_runs(form, dtype, tmp_path):
   path = flat_onnx.write(net, tmp_path / 'g.onnx', dtype=dtype, form=form)
   onnx.checker.check_model(onnx.load(path), full_check=True)
   back = flat_onnx.read(path)
-  stored = net if dtype == 'float64' else network_dict.cast(net, np.float32)
+  stored = net if dtype == 'float64' else network_apply.cast(net, np.float32)
   assert network_dict.params_hash(back) == network_dict.params_hash(stored)
   assert flat_onnx.dtype_of(path) == dtype
   x = np.random.default_rng(4).random((16, 4, 3)).astype(dtype)
-  want = network_dict.apply(stored, x, np.dtype(dtype))
+  want = network_apply.apply(stored, x, np.dtype(dtype))
   got = _run(path, x) if form == 'batched' else _run_each(path, x)
   tol = 1e-12 if dtype == 'float64' else 5e-5
   assert np.max(np.abs(want)) > 1.0
@@ -157,19 +157,19 @@ def test_realized_round_trip_keeps_the_hash(integer_ids, tmp_path):
   for fmt, g in gs.items():
     path = export_onnx(g, tmp_path / f'{fmt}.onnx', layout='flat')
     assert (network_dict.params_hash(flat_onnx.read(path))
-            == network_dict.params_hash(network_dict.from_realized(g)))
+            == network_dict.params_hash(project_import.from_realized(g)))
 
 
 def test_from_realized_is_what_jax_runs(integer_ids):
   grid, gs = integer_ids
   g = gs['float64']
-  net = network_dict.from_realized(g)
+  net = project_import.from_realized(g)
   assert (net.d, net.n, net.D) == (grid.d, grid.n, g.model_width)
   assert len(net.blocks) == g.depth() and net.embed is None and net.readout is None
   x = np.random.default_rng(5).random((50, grid.n, grid.d))
-  np.testing.assert_allclose(network_dict.apply(net, x), g.apply(x), rtol=0, atol=1e-9)
+  np.testing.assert_allclose(network_apply.apply(net, x), g.apply(x), rtol=0, atol=1e-9)
   with pytest.raises(ValueError, match='has no'):
-    network_dict.from_realized(object())
+    project_import.from_realized(object())
 
 
 # -- refusals ----------------------------------------------------------------
@@ -262,7 +262,7 @@ def test_export_bad_layout_path_and_existing_file_write_nothing(tmp_path):
   for kwargs, match in ((dict(dtype='float16'), 'dtype='), (dict(form='3d'), 'form='),
                         (dict(form='single', batch=2), 'no batch axis')):
     with pytest.raises(ValueError, match=match):
-      flat_onnx.write(network_dict.from_realized(g), tmp_path / 'b.onnx', **kwargs)
+      flat_onnx.write(project_import.from_realized(g), tmp_path / 'b.onnx', **kwargs)
   assert sorted(p.name for p in tmp_path.iterdir()) == ['g.onnx']
 
 
@@ -297,7 +297,7 @@ def test_single_form_has_no_pad_or_slice_and_runs_the_same(integer_ids, tmp_path
   """The verifiers' form (X [n, d]): padding and the first d as MatMuls by [I 0], exact."""
   grid, gs = integer_ids
   g = gs['float64']
-  net = network_dict.from_realized(g)
+  net = project_import.from_realized(g)
   single = flat_onnx.write(net, tmp_path / 'single.onnx', form='single')
   ops = {n.op_type for n in onnx.load(str(single)).graph.node}
   assert not ops & {'Pad', 'Slice'} and ops <= set(flat_onnx.OPERATORS)

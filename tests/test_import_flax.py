@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua.networks import flax_import, network_dict, source_check
+from transformer_ua.networks import flax_import, network_apply, network_dict, source_check
 
 ACT = {'gelu': nn.gelu, 'relu': nn.relu, 'gelu_erf': lambda t: nn.gelu(t, approximate=False)}
 
@@ -57,7 +57,7 @@ def test_block_read_and_checked_against_the_apply(pre, act, causal):
   assert b.heads == 2 and b.attention.b_k is not None and b.attention.b_o is not None
   assert (net.final_ln is not None) == pre and b.attention.scale == 0.5
   want = np.asarray(m.apply(v, jnp.asarray(X, jnp.float32)), np.float64)
-  assert np.abs(network_dict.apply(net, X, np.float32) - want).max() < 2e-6
+  assert np.abs(network_apply.apply(net, X, np.float32) - want).max() < 2e-6
 
 
 def test_float64_under_x64():
@@ -67,7 +67,7 @@ def test_float64_under_x64():
     net, text = source_check.read_network((m, v), d=1, n=3, arithmetic='float64')
     assert 'in float64' in text
     want = np.asarray(m.apply(v, jnp.asarray(X)))
-  assert np.abs(network_dict.apply(net, X) - want).max() < 1e-9
+  assert np.abs(network_apply.apply(net, X) - want).max() < 1e-9
 
 
 def test_dropped_bias_caught_by_the_apply():

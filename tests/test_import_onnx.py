@@ -12,7 +12,7 @@ import torch
 from onnx import helper, numpy_helper
 
 import import_models
-from transformer_ua.networks import network_dict, onnx_import, source_check
+from transformer_ua.networks import network_apply, network_dict, onnx_import, source_check
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures', 'imports')
 
@@ -45,9 +45,9 @@ def test_fixture_equals_onnxruntime_and_torch(name):
   raw, text = onnx_import.read(fixture(name), d=1, n=3)
   net = network_dict.check(raw, d=1, n=3)
   assert '\n' not in text and 'opset' in text
-  got32 = network_dict.apply(net, X, np.float32).astype(np.float64)
+  got32 = network_apply.apply(net, X, np.float32).astype(np.float64)
   assert np.abs(got32 - ort(fixture(name), X)).max() < 2e-6
-  got64 = network_dict.apply(net, X, np.float64)
+  got64 = network_apply.apply(net, X, np.float64)
   assert np.abs(got64 - torch_run(import_models.build(name), X)).max() < 1e-6
 
 
@@ -236,7 +236,7 @@ def test_dynamic_shapes_must_be_fixed(tmp_path):
     onnx_import.read(path, d=1)
   assert '\n' not in str(err.value)
   raw, _ = onnx_import.read(path, d=1, n=3)            # n given: the dimension is fixed
-  assert np.abs(network_dict.apply(network_dict.check(raw, d=1, n=3), X, np.float32)
+  assert np.abs(network_apply.apply(network_dict.check(raw, d=1, n=3), X, np.float32)
                 - ort(path, X)).max() < 2e-6
   with pytest.raises(ValueError, match='does not run') as err:   # traced for n=3 only
     onnx_import.read(path, d=1, n=4)

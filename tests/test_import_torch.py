@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import import_models
-from transformer_ua.networks import network_dict, source_check, torch_import
+from transformer_ua.networks import network_apply, network_dict, source_check, torch_import
 
 
 def torch_run(module, x, dtype=torch.float64):
@@ -28,7 +28,7 @@ def test_read_network_from_a_module_both_exporters(dynamo):
   assert ('dynamo)' in text) == dynamo and ('dynamo=False' in text) != dynamo
   net = network_dict.check(raw, d=1, n=3)
   assert net.blocks[0].norm == 'pre' and net.blocks[0].attention.causal
-  assert np.abs(network_dict.apply(net, X) - torch_run(model, X, torch.float32)).max() < 1e-6
+  assert np.abs(network_apply.apply(net, X) - torch_run(model, X, torch.float32)).max() < 1e-6
 
 
 def test_read_network_checks_against_the_module_in_both_dtypes():
@@ -37,7 +37,7 @@ def test_read_network_checks_against_the_module_in_both_dtypes():
     net, text = source_check.read_network(model, d=1, n=3, arithmetic=arithmetic)
     assert f'torch module HandBlock on 1024 points in {dtype}' in text and '\n' not in text
     want = torch_run(import_models.HandBlock(activation='gelu', scale_mode='div'), X)
-    assert np.abs(network_dict.apply(net, X) - want).max() < 1e-12
+    assert np.abs(network_apply.apply(net, X) - want).max() < 1e-12
 
 
 def test_batch_first_false_is_transposed():
@@ -49,7 +49,7 @@ def test_batch_first_false_is_transposed():
   assert 'batch_first=False transposed' in text
   x = np.random.default_rng(0).random((16, 3, 2))
   want = torch_run(layer, x.transpose(1, 0, 2)).transpose(1, 0, 2)
-  assert np.abs(network_dict.apply(net, x) - want).max() < 1e-9
+  assert np.abs(network_apply.apply(net, x) - want).max() < 1e-9
 
 
 def test_multihead_attention_in_a_custom_residual_module():
@@ -66,7 +66,7 @@ def test_multihead_attention_in_a_custom_residual_module():
   model = Residual()
   net = network_dict.check(torch_import.read(model, d=1, n=3, dynamo=False)[0], d=1, n=3)
   assert net.blocks[0].ff is None and net.blocks[0].heads == 2
-  assert np.abs(network_dict.apply(net, X) - torch_run(model, X, torch.float32)).max() < 1e-6
+  assert np.abs(network_apply.apply(net, X) - torch_run(model, X, torch.float32)).max() < 1e-6
 
 
 def test_batch_first_false_inside_a_custom_module_refused():

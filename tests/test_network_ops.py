@@ -1,5 +1,5 @@
 """Soundness of the stock-layer ops of the enclosure (biases, scale, causal mask, LayerNorm,
-GELU, pre/post norm): interval values against dense samples of ``network_dict.apply``,
+GELU, pre/post norm): interval values against dense samples of ``network_apply.apply``,
 interval Jacobians against finite differences and mpmath, float deviations against emulated
 float32 runtimes (LayerNorm two-pass, one-pass, Welford and torch's x rstd - mu rstd; GELU
 by erf, erfc and tanh with their results moved by up to the assumed ulps; the scale after
@@ -19,7 +19,7 @@ from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import network_enclosure as ne
 from network_ops_helpers import boxes, random_net
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 F32 = rounding.MATMUL_MODELS['float32']
 K_TANH = math.sqrt(2 / math.pi)
@@ -81,10 +81,10 @@ def test_gelu_interval_contains_samples_and_derivatives(form):
   out = iv.gelu(x, form)
   t = rng.random((64, 1))
   pts = lo + t * (hi - lo)
-  vals = network_dict.gelu(pts, form)
+  vals = network_apply.gelu(pts, form)
   assert np.all(vals >= out.lo) and np.all(vals <= out.hi)
   h = 1e-6
-  fd = (network_dict.gelu(pts + h, form) - network_dict.gelu(pts - h, form)) / (2 * h)
+  fd = (network_apply.gelu(pts + h, form) - network_apply.gelu(pts - h, form)) / (2 * h)
   assert np.all(fd >= out.tlo[:, 0] - 1e-8) and np.all(fd <= out.thi[:, 0] + 1e-8)
   straddle = (lo < -0.7519) & (hi > -0.7517)
   assert np.all(out.lo[straddle] < -0.1699)
@@ -108,13 +108,13 @@ def test_layer_norm_interval_contains_samples_and_finite_differences():
   ln = network_dict.LayerNorm(gamma, beta, eps)
   xs = rng.uniform(-1, 1, (50, 1, p)) * 0.01
   z = centre[None] + np.einsum('wp,sbp->sbw', jac, xs)
-  vals = network_dict.layer_norm(z, ln)
+  vals = network_apply.layer_norm(z, ln)
   assert np.all(vals >= y.lo) and np.all(vals <= y.hi)
   assert np.all(s_lo >= math.sqrt(eps) * (1 - 1e-15))
   h = 1e-7
   for q in range(p):
     step = jac[:, q] * h
-    fd = (network_dict.layer_norm(z + step, ln) - network_dict.layer_norm(z - step, ln)) / (2 * h)
+    fd = (network_apply.layer_norm(z + step, ln) - network_apply.layer_norm(z - step, ln)) / (2 * h)
     tol = 1e-5 * (1 + np.abs(fd))
     assert np.all(fd >= y.tlo[None, ..., q] - tol) and np.all(fd <= y.thi[None, ..., q] + tol)
 
@@ -134,14 +134,14 @@ def test_network_interval_contains_samples_and_finite_differences(norm, activati
   z, _ = ne.enclose(net, iv.box(lo, hi), None)
   t = rng.random((300, 1, 3, 1))
   x = lo[None] + t * (hi - lo)[None]
-  vals = network_dict.apply(net, x.reshape(-1, 3, 1)).reshape(x.shape)
+  vals = network_apply.apply(net, x.reshape(-1, 3, 1)).reshape(x.shape)
   assert np.all(vals >= z.lo) and np.all(vals <= z.hi)
   h = 1e-6
   pts = x[:20].reshape(-1, 3, 1)
   for q in range(3):
     e = np.zeros((3, 1))
     e[q, 0] = h
-    fd = ((network_dict.apply(net, pts + e) - network_dict.apply(net, pts - e)) / (2 * h))
+    fd = ((network_apply.apply(net, pts + e) - network_apply.apply(net, pts - e)) / (2 * h))
     fd = fd.reshape(20, 6, 3, 1)
     tol = 1e-5 * (1 + np.abs(fd))
     assert np.all(fd >= z.tlo[None, ..., q] - tol) and np.all(fd <= z.thi[None, ..., q] + tol)
@@ -253,7 +253,7 @@ def test_layer_norm_deviation_covers_float32_variants(kind, offset):
   rad = rng.exponential(0.01, (30, 1, width))
   lo, hi = centre - rad, centre + rad
   d_z = np.full(lo.shape, 1e-6) + 2 * fm.u * np.maximum(np.abs(lo), np.abs(hi))
-  ln = network_dict.cast(network_dict.check(
+  ln = network_apply.cast(network_dict.check(
       {'blocks': [{'W_1': np.ones((1, width)), 'b_1': [0], 'W_2': np.ones((width, 1)),
                    'b_2': np.zeros(width), 'ln_ff': {'gamma': rng.uniform(0.5, 2, width),
                                                      'beta': rng.normal(0, 1, width),
@@ -361,7 +361,7 @@ def emulate32(net, x, rng, ln_kind, variant):
     ('pre', 'gelu_tanh', True, 'one_pass', 1), ('pre', 'relu', True, 'welford', 0),
     (None, 'gelu_tanh', True, 'two_pass', 0)])
 def test_network_deviation_covers_emulated_float32(norm, activation, causal, ln_kind, variant):
-  net = network_dict.cast(random_net(8, norm=norm, activation=activation, causal=causal,
+  net = network_apply.cast(random_net(8, norm=norm, activation=activation, causal=causal,
                                      scale=0.4), np.float32)
   rng = np.random.default_rng(9)
   lo, hi = boxes(rng, 8, 3, 1, 1e-3)
@@ -371,7 +371,7 @@ def test_network_deviation_covers_emulated_float32(norm, activation, causal, ln_
   for _ in range(6):
     x = lo + rng.random(lo.shape) * (hi - lo)
     got = emulate32(net, x, rng, ln_kind, variant).astype(np.float64)
-    ref = network_dict.apply(net, x)
+    ref = network_apply.apply(net, x)
     err = np.abs(got - ref)
     assert np.all(err <= dev)
     worst = max(worst, float((err / dev).max()))

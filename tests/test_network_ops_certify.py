@@ -1,5 +1,5 @@
 """Float32 certificates of untrained networks with every stock-layer op (large errors)
-against the dense-sampled d_2 of their float32 run (``network_dict.apply`` in float32); the
+against the dense-sampled d_2 of their float32 run (``network_apply.apply`` in float32); the
 line names the ops' assumptions; a causal net gets no n! reduction."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from network_ops_helpers import random_net
 from transformer_ua import rounding
 from transformer_ua.certify import network_certificate as nc
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply
 
 
 @pytest.mark.parametrize('norm,activation', [('post', 'gelu'), ('pre', 'gelu'),
@@ -26,7 +26,7 @@ def test_certificate_is_above_dense_sampled_error(norm, activation):
                    positional=False, scale=0.4, eps=1e-2)
   x = np.random.default_rng(11).random((20000, 3, 1))
   f = x * x.mean(axis=1, keepdims=True)
-  err = np.abs(network_dict.apply(network_dict.cast(net, np.float32), x.astype(np.float32),
+  err = np.abs(network_apply.apply(network_apply.cast(net, np.float32), x.astype(np.float32),
                                   np.float32) - f)
   cert = nc.certify_network('token_times_mean', net, d=1, n=3, p=2, arithmetic='float32',
                             max_minutes=5, max_rounds=2)

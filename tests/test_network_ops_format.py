@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -113,7 +113,7 @@ def test_round_trips(norm):
 
 
 def test_cast_rounds_scale_and_eps():
-  net = network_dict.cast(network_dict.check(v2_dict(3)), np.float32)
+  net = network_apply.cast(network_dict.check(v2_dict(3)), np.float32)
   a = net.blocks[0].attention
   assert a.scale == float(np.float32(1 / math.sqrt(2)))
   assert net.final_ln.eps == float(np.float32(1e-6))
@@ -230,7 +230,7 @@ def test_apply_matches_scalar_reference(norm, activation, causal):
   net = network_dict.check(g)
   x = np.random.default_rng(1).random((4, 3, 1))
   want = np.stack([_scalar_reference(g, xi) for xi in x])
-  got = network_dict.apply(net, x)
+  got = network_apply.apply(net, x)
   assert np.max(np.abs(got - want)) < 1e-12
-  got32 = network_dict.apply(network_dict.cast(net, np.float32), x, np.float32)
+  got32 = network_apply.apply(network_apply.cast(net, np.float32), x, np.float32)
   assert got32.dtype == np.float32 and np.max(np.abs(got32 - want)) < 1e-4

@@ -1,6 +1,6 @@
 """The stock-layer ops in the flat ONNX layout (LayerNormalization-17, Erf, Tanh, Mul, an
 additive -inf mask) and in the independent check's JAX program: onnxruntime and JAX on the
-written network equal ``network_dict.apply``; ``read`` returns the network under its hash;
+written network equal ``network_apply.apply``; ``read`` returns the network under its hash;
 a mask removed or an activation swapped after writing is refused in one line."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from network_ops_helpers import random_net
 from transformer_ua.certify import independent_check
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, network_apply, network_dict
 
 CONFIGS = [('post', 'gelu', True), ('pre', 'gelu_tanh', True), ('pre', 'relu', False),
            (None, 'gelu_tanh', False)]
@@ -25,10 +25,10 @@ def test_onnxruntime_on_the_written_file_equals_apply(tmp_path, norm, activation
   net = random_net(20, norm=norm, activation=activation, causal=causal, blocks=2)
   path = flat_onnx.write(net, tmp_path / 'g.onnx', dtype=dtype)
   back = flat_onnx.read(path)
-  want = net if dtype == 'float64' else network_dict.cast(net, np.float32)
+  want = net if dtype == 'float64' else network_apply.cast(net, np.float32)
   assert network_dict.params_hash(back) == network_dict.params_hash(flat_onnx._eps_float32(want))
   x = np.random.default_rng(21).random((64, 3, 1))
-  ref = network_dict.apply(back, x.astype(dtype), np.dtype(dtype).type).astype(np.float64)
+  ref = network_apply.apply(back, x.astype(dtype), np.dtype(dtype).type).astype(np.float64)
   if dtype == 'float64' and activation == 'gelu':
     # onnxruntime has no float64 Erf kernel: onnx's reference evaluator runs the file
     from onnx.reference import ReferenceEvaluator
@@ -47,7 +47,7 @@ def test_jax_apply_equals_apply_for_every_op():
   for norm, activation, causal in CONFIGS:
     net = random_net(23, norm=norm, activation=activation, causal=causal, blocks=2)
     got = independent_check.jax_apply(net, x, 'float64')
-    assert np.max(np.abs(got - network_dict.apply(net, x))) < 1e-12
+    assert np.max(np.abs(got - network_apply.apply(net, x))) < 1e-12
 
 
 def _edited(path, edit, tmp_path):

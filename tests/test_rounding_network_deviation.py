@@ -19,8 +19,8 @@ from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import certify_network  # noqa: E402
 from transformer_ua.certify import intervals as iv  # noqa: E402
 from transformer_ua.certify import network_enclosure  # noqa: E402
-from transformer_ua.certify.network_certificate import reduced_networks  # noqa: E402
-from transformer_ua.networks import network_dict  # noqa: E402
+from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
+from transformer_ua.networks import network_apply, network_dict  # noqa: E402
 
 ARITHMETICS = ('float32', 'tf32', 'bfloat16')
 
@@ -34,7 +34,7 @@ def random_net(seed, d=1, n=3, width=3, heads=1, m=2, r=6, blocks=2):
                  'W_V': g(heads, m, width), 'W_O': g(heads, width, m),
                  'W_1': g(r, width), 'b_1': g(r), 'W_2': g(width, r), 'b_2': g(width)})
   net = {'embed': g(width, d), 'blocks': blks, 'readout': g(d, width)}
-  return network_dict.cast(network_dict.check(net, d=d, n=n), np.float32)
+  return network_apply.cast(network_dict.check(net, d=d, n=n), np.float32)
 
 
 def _variants(net, arithmetic):
@@ -59,7 +59,7 @@ def test_deviation_bounds_every_emulated_run(arithmetic, seed):
   worst = 0.0
   for mode, variant in variants.items():
     _, dev = network_enclosure.enclose(variant, iv.point(x), model)
-    exact = network_dict.apply(variant, x, np.float64)
+    exact = network_apply.apply(variant, x, np.float64)
     for way in low_precision_runs.ways(arithmetic.split(':')[0]):
       if way[0] != mode:
         continue
@@ -104,7 +104,7 @@ def test_the_certificate_is_above_every_emulated_run(arithmetic):
 def test_the_operand_reduction_passes_through_w2_w1_even_where_the_jacobian_cancels(arithmetic):
   """z' = z - ReLU(z + 1): I + W_2 W_1 = 0, yet TF32 reduces z before W_1 (not the residual
   z), so fl(g) - g carries W_2 W_1 rho = -rho: D must hold it."""
-  net = network_dict.cast(network_dict.check(
+  net = network_apply.cast(network_dict.check(
       {'blocks': [{'W_1': np.array([[1.0]]), 'b_1': np.array([1.0]),
                    'W_2': np.array([[-1.0]]), 'b_2': np.array([0.0])}]}, d=1, n=1),
       np.float32)
@@ -113,7 +113,7 @@ def test_the_operand_reduction_passes_through_w2_w1_even_where_the_jacobian_canc
   seen = 0.0
   for mode, variant in variants.items():
     _, dev = network_enclosure.enclose(variant, iv.point(x), model)
-    exact = network_dict.apply(variant, x, np.float64)
+    exact = network_apply.apply(variant, x, np.float64)
     for way in low_precision_runs.ways(arithmetic):
       if way[0] == mode:
         y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],

@@ -16,9 +16,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from transformer_ua import rounding
-from transformer_ua.certify import runtime_probe
+from transformer_ua.certify import runtime_probe, runtimes
 from transformer_ua.certify.network_certificate import certify_network
-from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime
+from transformer_ua.certify.runtime_probe import check_runtime
+from transformer_ua.certify.runtimes import NumpyRuntime
 
 SAMPLES = 20000
 
@@ -133,7 +134,7 @@ def test_an_onnxruntime_session_or_module_is_probed_on_its_providers():
   options.add_session_config_entry('mlas.enable_gemm_fastmath_arm64_bfloat16', '1')
   session = onnxruntime.InferenceSession(model.SerializeToString(), sess_options=options,
                                          providers=['CPUExecutionProvider'])
-  adapter = runtime_probe.as_runtime(session)        # the session's options travel along
+  adapter = runtimes.as_runtime(session)        # the session's options travel along
   assert adapter.session_options.get_session_config_entry(
       'mlas.enable_gemm_fastmath_arm64_bfloat16') == '1'
   assert adapter.providers == [('CPUExecutionProvider', {})]

@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tensor_core_models as tcm  # noqa: E402
 
 from transformer_ua import rounding  # noqa: E402
-from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime  # noqa: E402
+from transformer_ua.certify.runtime_probe import check_runtime  # noqa: E402
+from transformer_ua.certify.runtimes import NumpyRuntime  # noqa: E402
 
 SAMPLES = 2000
 

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from transformer_ua import rounding
-from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime
+from transformer_ua.certify.runtime_probe import check_runtime
+from transformer_ua.certify.runtimes import NumpyRuntime
 
 SAMPLES = 20000
 

@@ -19,7 +19,7 @@ import pytest
 
 from transformer_ua import certify
 from transformer_ua.certify import hand_built, network_certificate, trainer
-from transformer_ua.networks import flat_onnx, network_dict, saved_network
+from transformer_ua.networks import flat_onnx, network_apply, network_dict, saved_network
 
 import saved_file_helpers
 
@@ -62,7 +62,7 @@ def test_a_network_certificate_round_trips_exactly(product, tmp_path):
   assert loaded.line() == cert.line() and '\n' not in loaded.line()
   assert loaded.arithmetic == 'float32' and loaded.epsilon == cert.epsilon
   x = np.random.default_rng(0).random((20, 2, 1))
-  assert np.array_equal(loaded.apply(x), network_dict.apply(want, x, np.float32))
+  assert np.array_equal(loaded.apply(x), network_apply.apply(want, x, np.float32))
 
 
 def test_recheck_of_a_network_certificate_reproduces_its_total(product, tmp_path):

@@ -1,7 +1,7 @@
 """saved_network: save then load round-trips exactly; changed, truncated and foreign files
 get one line each; a loaded certificate re-checks.
 
-Oracles: the Approximation saved (its parameters through ``network_dict.from_realized``,
+Oracles: the Approximation saved (its parameters through ``project_import.from_realized``,
 its exact params, its Certificate), the bytes of the file edited by hand, and
 ``yun.certify_lp`` re-run on the rebuilt network.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import yun
-from transformer_ua.networks import exact_json, network_dict, saved_network
+from transformer_ua.networks import exact_json, network_dict, project_import, saved_network
 
 import saved_file_helpers
 
@@ -44,7 +44,7 @@ def test_save_then_load_round_trips_exactly(which, request, tmp_path):
   res = request.getfixturevalue(which)
   path = saved_network.save(res, tmp_path / 'g.npz')
   loaded = saved_network.load(path)
-  net = network_dict.from_realized(res.g)
+  net = project_import.from_realized(res.g)
   assert loaded.params_hash == network_dict.params_hash(net)
   for (a_name, a), (b_name, b) in zip(loaded.net.arrays(), net.arrays(), strict=True):
     assert a_name == b_name and np.array_equal(a, b)

@@ -16,9 +16,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from transformer_ua.certify import box_bound, box_sums
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import sorted_volume
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 
 def cell_count_volume(a, b) -> Fraction:
@@ -111,18 +112,18 @@ def test_sorted_total_between_dense_samples_and_the_symmetric_total(n):
   net = small_net()
   rng = np.random.default_rng(0)
   x = rng.random((100_000, n, 1))
-  err = network_dict.apply(net, x) - x * x.mean(axis=1, keepdims=True)
+  err = network_apply.apply(net, x) - x * x.mean(axis=1, keepdims=True)
   sq = (err ** 2).sum(axis=(1, 2))
   sampled = sq.mean() + 5 * sq.std() / math.sqrt(len(sq))      # ~ a 1 - 3e-7 upper end
   cert = nc.certify_network('token_times_mean', net, d=1, n=n, p=2, arithmetic='exact',
                             max_rounds=4, progress=False)
   assert cert.symmetric
   assert float(cert.total) ** 2 >= sampled
-  _, ev = nc.build_evaluator(net.as_dict(), 1, n, 'token_times_mean', 'exact')
-  lo, hi = nc._initial_boxes(n, 1, True)
+  _, ev = box_bound.build_evaluator(net.as_dict(), 1, n, 'token_times_mean', 'exact')
+  lo, hi = box_sums.initial_boxes(n, 1, True)
   e = ev.evaluate(lo, hi)[0]
   mult = math.factorial(n)
-  exact = nc._contributions(e, nc._volumes(lo, hi, True), 2, mult)
-  whole = nc._contributions(e, nc._volumes(lo, hi, False), 2, mult)
+  exact = box_sums.contributions(e, box_sums.volumes(lo, hi, True), 2, mult)
+  whole = box_sums.contributions(e, box_sums.volumes(lo, hi, False), 2, mult)
   assert np.all(exact <= whole) and exact.sum() < whole.sum()
   assert exact.sum() >= sampled

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import decimal_text
-from transformer_ua import executor
+from transformer_ua import executor, executor_state
 from transformer_ua.targets import bounds as target_bounds
 from transformer_ua.targets import callable_checks
 from transformer_ua.targets import functions as targets
@@ -100,11 +100,11 @@ def test_the_line_says_how_many_chunks_were_resumed_and_rechecked(honest, tmp_pa
   again = certificate.certify_lp(net, g, margin=MARGIN,
                                  workers=executor.Workers(1, state_dir=tmp_path))
   assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
-      f'{executor.state_key_path()}), 3 of them re-run here and equal' in str(again)
+      f'{executor_state.state_key_path()}), 3 of them re-run here and equal' in str(again)
   full = certificate.certify_lp(net, g, margin=MARGIN,
                                 workers=executor.Workers(1, state_dir=tmp_path, recheck=1))
   assert '7 of 7 chunks resumed from a state directory (each HMAC-SHA256 signed, key ' \
-      f'{executor.state_key_path()}), 7 of them re-run here' in str(full)
+      f'{executor_state.state_key_path()}), 7 of them re-run here' in str(full)
 
 
 def test_state_identity_names_the_code_and_the_whole_work(honest, tmp_path):

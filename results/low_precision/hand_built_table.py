@@ -31,7 +31,8 @@ import tensor_core_models  # noqa: E402
 
 from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import certify_network, hand_built  # noqa: E402
-from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime  # noqa: E402
+from transformer_ua.certify.runtime_probe import check_runtime  # noqa: E402
+from transformer_ua.certify.runtimes import NumpyRuntime  # noqa: E402
 
 # (row label, arithmetic, probed, the emulated ways: (mode, order, accumulate))
 ROWS = (

@@ -11,7 +11,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', '..', 'tests'))
 from test_runtime_probe_accumulators import Blocked, Sequential  # noqa: E402
 
-from transformer_ua.certify.runtime_probe import NumpyRuntime, check_runtime  # noqa: E402
+from transformer_ua.certify.runtime_probe import check_runtime  # noqa: E402
+from transformer_ua.certify.runtimes import NumpyRuntime  # noqa: E402
 
 NAMES = ('float32', 'tf32', 'bfloat16', 'tf32-a100', 'tf32-h100')
 RUNTIMES = [NumpyRuntime(), Sequential(24, 'truncate'), Sequential(22, 'nearest'),

@@ -21,8 +21,12 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
     intervals.py           outward-rounded interval arithmetic with tangents (forward mode)
     network_enclosure.py   g over a batch of boxes: value, Jacobian, float deviation D
     target_enclosures.py   f's side: the built-ins' interval extensions, a callable's modulus
-    network_certificate.py branch and bound over boxes, the L_p sum, the certificate
+    box_bound.py           E_B >= sup_B |f - fl(g)| for a round of boxes (the Evaluator)
+    box_sums.py            the boxes, their volumes, the exact L_p total, bisection
+    network_certificate.py branch and bound over boxes, the certificate
+    runtimes.py            what runs g's operations: NumPy, JAX, onnxruntime
     runtime_probe.py       what a runtime does, measured against what the certificate assumes
+    runtime_report.py      the probe's report: faults, verdict, the certificate's line
     trainer.py, hand_built.py   networks to certify: trained ones, and a hand-built reference
 
 Networks come in and go out through ``transformer_ua.networks`` (the dict, flat ONNX, save

@@ -30,7 +30,7 @@ import tempfile
 import numpy as np
 
 from transformer_ua import rounding
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 from transformer_ua.targets import functions as targets_lib
 
 #: Points per JAX / onnxruntime call.
@@ -148,7 +148,7 @@ def check(f, g, certificate, *, points: int = 20000, seed: int = 0) -> dict:
   target = targets_lib.get_target(f, d=d, n=n)
   dtype = ('float64' if certificate.arithmetic == 'exact'
            else rounding.MATMUL_MODELS[certificate.arithmetic].dtype)
-  run_net = net if dtype == 'float64' else network_dict.cast(net, np.float32)
+  run_net = net if dtype == 'float64' else network_apply.cast(net, np.float32)
   rng = np.random.default_rng(seed)
   x = rng.random((points, n, d))
   extra = np.asarray(certificate.worst_centres, np.float64)

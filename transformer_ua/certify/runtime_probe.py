@@ -94,30 +94,23 @@ subnormal spacing below tau):
       kernel), is reported 'not measured' with the reason, and not refused for it: the
       certificate of a network with that GELU then prints the assumption unchecked.
 
-A runtime is any object with three methods on NumPy arrays, each returning a NumPy array
-or something np.asarray takes: ``exp(x)``, ``softmax(s)`` (over the last axis) and
-``matmul(a, b)`` (2-D); it may also have ``erf(x)``, ``tanh(x)`` and a ``name``. These are
-such runtimes:
-  * ``JaxRuntime``: JAX as configured (x64, default matmul precision, backend), jitted;
-  * ``OnnxRuntime``: tiny Exp, Softmax, MatMul, Erf and Tanh graphs in InferenceSessions on
-    the given providers and session options (those of a session, when one is given);
-  * ``NumpyRuntime``: the operations of ``network_dict.apply`` (its erf is Python's
-    math.erf, the C library's binary64 erf, rounded to the format).
-The tests plant faults into subclasses of NumpyRuntime.
+A runtime is what ``certify.runtimes`` says: exp, softmax and matmul on NumPy arrays,
+optionally erf, tanh and a name; ``check_runtime`` takes any of them, or what
+``runtimes.as_runtime`` turns into one. The tests plant faults into subclasses of
+``runtimes.NumpyRuntime``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from fractions import Fraction
 
 import numpy as np
 
 from transformer_ua import rounding
+from transformer_ua.certify.runtime_report import EXP_RANGE, GELU_X, RuntimeReport
+from transformer_ua.certify.runtimes import JaxRuntime, as_runtime, runtime_name
 
-#: exp is probed on [-T, 0]: below -T its result rounds to 0 in the format.
-EXP_RANGE = {'float64': 745.0, 'float32': 104.0}
 #: The widest spread of a random softmax row: every exp(s_j - max) stays normal.
 SOFTMAX_SPREAD = {'float64': 700.0, 'float32': 80.0}
 #: Score values of the equal-score softmax rows.
@@ -135,342 +128,8 @@ MPMATH_SUBSAMPLE = 20000
 
 #: Arguments of erf and of tanh (module docstring, (d)): mpmath measures each.
 GELU_SAMPLES = 4000
-#: The GELU inputs x whose erf and tanh arguments are probed: |x| <= GELU_X.
-GELU_X = 10.0
 
 _MP_BITS = 113
-
-
-# -- runtimes ------------------------------------------------------------------
-
-
-class NumpyRuntime:
-  """The operations of ``network_dict.apply``: np.exp, max subtraction and a division by
-  the sum, np.matmul."""
-
-  name = f'numpy {np.__version__}'
-
-  def exp(self, x):
-    return np.exp(x)
-
-  def softmax(self, s):
-    e = self.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-  def matmul(self, a, b):
-    return np.matmul(a, b)
-
-  def erf(self, x):
-    """Python's math.erf (the C library's binary64 erf), rounded to x's dtype, as
-    ``network_dict.gelu`` computes it."""
-    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64)).astype(x.dtype)
-
-  def tanh(self, x):
-    return np.tanh(x)
-
-
-class JaxRuntime:
-  """JAX as the caller configured it (x64, ``jax_default_matmul_precision``, backend):
-  jitted jnp.exp, jax.nn.softmax (what ``layers.softmax_mix`` runs), jnp.matmul,
-  jax.scipy.special.erf and jnp.tanh."""
-
-  def __init__(self):
-    import jax                     # pylint: disable=import-outside-toplevel
-    import jax.numpy as jnp        # pylint: disable=import-outside-toplevel
-    self._exp = jax.jit(jnp.exp)
-    self._softmax = jax.jit(lambda s: jax.nn.softmax(s, axis=-1))
-    self._matmul = jax.jit(jnp.matmul)
-    self._erf = jax.jit(jax.scipy.special.erf)
-    self._tanh = jax.jit(jnp.tanh)
-    device = jax.devices()[0]
-    precision = jax.config.jax_default_matmul_precision
-    self.x64 = bool(jax.config.jax_enable_x64)
-    self.name = (f'jax {jax.__version__} {device.platform} ({device.device_kind}), x64 '
-                 f'{"on" if jax.config.jax_enable_x64 else "off"}, default matmul precision '
-                 f'{precision or "DEFAULT"}')
-
-  def exp(self, x):
-    return np.asarray(self._exp(x))
-
-  def softmax(self, s):
-    return np.asarray(self._softmax(s))
-
-  def matmul(self, a, b):
-    return np.asarray(self._matmul(a, b))
-
-  def erf(self, x):
-    return np.asarray(self._erf(x))
-
-  def tanh(self, x):
-    return np.asarray(self._tanh(x))
-
-
-class OnnxRuntime:
-  """onnxruntime on ``providers`` (default CPU; names or (name, options) pairs) with
-  ``session_options`` (default None): one-node Exp, Softmax (axis -1), MatMul, Erf and Tanh
-  graphs, built with onnx.helper, one InferenceSession per op and dtype; an op without a
-  kernel for the dtype raises NotImplementedError (Erf in float64 on the CPU provider)."""
-
-  def __init__(self, providers=None, session_options=None):
-    import onnxruntime             # pylint: disable=import-outside-toplevel
-    self._ort = onnxruntime
-    self.providers = list(providers or ['CPUExecutionProvider'])
-    self.session_options = session_options
-    self._sessions = {}
-    first = self.providers[0]
-    self.name = f'onnxruntime {onnxruntime.__version__} ' + \
-        (first if isinstance(first, str) else first[0])
-
-  def _session(self, op: str, dtype):
-    from onnx import TensorProto, helper   # pylint: disable=import-outside-toplevel
-    dtype = np.dtype(dtype)
-    key = (op, dtype.name)
-    if key not in self._sessions:
-      types = {'float32': TensorProto.FLOAT, 'float64': TensorProto.DOUBLE}
-      if dtype.name not in types:
-        raise ValueError(f'OnnxRuntime runs float32 and float64 arrays, not {dtype.name}.')
-      ty = types[dtype.name]
-      inputs = {'Exp': ['x'], 'Softmax': ['s'], 'MatMul': ['a', 'b'], 'Erf': ['x'],
-                'Tanh': ['x']}[op]
-      attrs = {'axis': -1} if op == 'Softmax' else {}
-      graph = helper.make_graph(
-          [helper.make_node(op, inputs, ['y'], **attrs)], f'probe_{op}',
-          [helper.make_tensor_value_info(name, ty, None) for name in inputs],
-          [helper.make_tensor_value_info('y', ty, None)])
-      model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)],
-                                ir_version=8)
-      try:
-        self._sessions[key] = self._ort.InferenceSession(
-            model.SerializeToString(), sess_options=self.session_options,
-            providers=self.providers)
-      except Exception as err:  # noqa: BLE001 -- onnxruntime's own NotImplemented class
-        if 'NOT_IMPLEMENTED' not in str(err):
-          raise
-        raise NotImplementedError(f'{self.name} has no {dtype.name} {op} kernel') from None
-    return self._sessions[key]
-
-  def exp(self, x):
-    return self._session('Exp', x.dtype).run(None, {'x': x})[0]
-
-  def softmax(self, s):
-    return self._session('Softmax', s.dtype).run(None, {'s': s})[0]
-
-  def matmul(self, a, b):
-    return self._session('MatMul', a.dtype).run(None, {'a': a, 'b': b})[0]
-
-  def erf(self, x):
-    return self._session('Erf', x.dtype).run(None, {'x': x})[0]
-
-  def tanh(self, x):
-    return self._session('Tanh', x.dtype).run(None, {'x': x})[0]
-
-
-def as_runtime(runtime):
-  """'jax' | 'onnxruntime' | 'numpy' | the onnxruntime module | an InferenceSession (its
-  providers, provider options and session options: a CUDA session's TF32 setting, a CPU
-  session's fast-math GEMM) | an object with exp, softmax and matmul -> a runtime; else
-  ValueError."""
-  if isinstance(runtime, str):
-    makers = {'jax': JaxRuntime, 'onnxruntime': OnnxRuntime, 'numpy': NumpyRuntime}
-    if runtime not in makers:
-      raise ValueError(f'runtime={runtime!r}; allowed: {", ".join(map(repr, makers))}, the '
-                       'onnxruntime module, an onnxruntime.InferenceSession, or an object with '
-                       'exp, softmax and matmul methods on NumPy arrays.')
-    return makers[runtime]()
-  if getattr(runtime, '__name__', None) == 'onnxruntime':
-    return OnnxRuntime()
-  if callable(getattr(runtime, 'get_providers', None)) and callable(getattr(runtime, 'run',
-                                                                            None)):
-    options = runtime.get_provider_options()
-    return OnnxRuntime([(p, options.get(p, {})) for p in runtime.get_providers()],
-                       runtime.get_session_options())
-  missing = [m for m in ('exp', 'softmax', 'matmul') if not callable(getattr(runtime, m, None))]
-  if missing:
-    raise ValueError(f'runtime {type(runtime).__name__} has no {", ".join(missing)} method; '
-                     "allowed: 'jax', 'onnxruntime', 'numpy', the onnxruntime module, an "
-                     'InferenceSession, or an object with exp, softmax and matmul methods.')
-  return runtime
-
-
-def _name(runtime) -> str:
-  return str(getattr(runtime, 'name', type(runtime).__name__))
-
-
-# -- the report ----------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-  """Whether a certificate's arithmetic may be trusted on the probed runtime, and why;
-  ``bool(verdict)`` is ``verdict.ok``, and ``ok, reason = verdict`` unpacks it."""
-
-  ok: bool
-  reason: str
-
-  def __bool__(self) -> bool:
-    return self.ok
-
-  def __iter__(self):
-    return iter((self.ok, self.reason))
-
-
-def _up(x: float) -> str:
-  """x rounded up to 3 significant digits (measured maxima print upward)."""
-  if not math.isfinite(x):
-    return str(x)
-  if x <= 0:
-    return '0'
-  scale = 10.0 ** (math.floor(math.log10(x)) - 2)
-  return f'{math.ceil(x / scale - 1e-9) * scale:.3g}'
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeReport:
-  """What ``check_runtime`` measured (module docstring, (a)-(c)), in ``dtype``.
-
-  exp_ulps: largest error in ulp where exp(t) >= tau, at ``exp_worst_t``;
-  exp_underflow: largest error in units of tau where exp(t) < tau; exp_flushes: a
-  subnormal result came back 0; softmax_equal_ulps: largest |w - 1/n| / ulp(1/n);
-  softmax_rows: the largest fraction of the random-row bound used; operand_bits: the
-  explicit significand bits matmul operands keep; matmul_ratios: model name -> largest
-  error / bound (*) on random operands; dtypes_seen: the dtypes results came back in;
-  erf_ulps, tanh_ulps: largest error in ulp where |f(z)| >= tau (module docstring, (d)), at
-  ``erf_worst_x``, ``tanh_worst_x``, None where not measured (``gelu_unmeasured`` says
-  why); gelu_underflow: largest error of both in units of tau where |f(z)| < tau;
-  gelu_samples: the arguments of each. The defaults are a report from before (d)."""
-
-  runtime: str
-  arithmetic: str
-  dtype: str
-  samples: int
-  reference: str
-  dtypes_seen: tuple
-  exp_ulps: float
-  exp_worst_t: float
-  exp_underflow: float
-  exp_flushes: bool
-  softmax_equal_ulps: float
-  softmax_rows: float
-  operand_bits: int
-  matmul_ratios: dict
-  note: str = ''
-  accumulator_ratios: dict = dataclasses.field(default_factory=dict)
-  operand_rounding: str = 'none'
-  hardware_match: dict = dataclasses.field(default_factory=dict)
-  erf_ulps: float | None = None
-  erf_worst_x: float = math.nan
-  tanh_ulps: float | None = None
-  tanh_worst_x: float = math.nan
-  gelu_underflow: float = 0.0
-  gelu_samples: int = 0
-  gelu_unmeasured: str = 'erf and tanh not measured'
-
-  def matmul_mode(self) -> str:
-    """'IEEE binary64' | 'IEEE binary32' | 'TF32-like' | 'bfloat16-like' | 'operands to b bits'."""
-    full = rounding.FORMATS[self.dtype].precision - 1
-    if self.operand_bits >= full:
-      return f'IEEE {rounding.FORMATS[self.dtype].name}'
-    names = {10: 'TF32-like', 7: 'bfloat16-like'}
-    return names.get(self.operand_bits, f'operands to {self.operand_bits} explicit bits')
-
-  def faults(self, arithmetic: str, functions=('erf', 'tanh')) -> list:
-    """Each way the runtime breaks the assumptions of ``arithmetic``, one phrase each; erf
-    and tanh count where named in ``functions`` (a network without that GELU form does not
-    assume them), and count only where measured."""
-    if arithmetic not in rounding.MATMUL_MODELS:
-      raise ValueError(f'arithmetic={arithmetic!r}; allowed: '
-                       f'{", ".join(map(repr, rounding.MATMUL_MODELS))}.')
-    if isinstance(functions, str) or not set(functions) <= {'erf', 'tanh'}:
-      raise ValueError(f'functions={functions!r}; allowed: a tuple of \'erf\' and '
-                       "'tanh' (the GELU forms' functions the network uses), or ().")
-    model = rounding.MATMUL_MODELS[arithmetic]
-    if model.dtype != self.dtype:
-      return [f'measured in {self.dtype}, not {model.dtype}: run '
-              f'check_runtime(arithmetic={arithmetic!r})']
-    out = []
-    other = [d for d in self.dtypes_seen if d != self.dtype]
-    if other:
-      out.append(f'{self.dtype} arrays came back as {", ".join(other)}'
-                 + (' (JAX x64 off?)' if self.dtype == 'float64' else ''))
-    if not self.exp_ulps <= rounding.EXP_ULPS:
-      out.append(f'exp off by {_up(self.exp_ulps)} ulp at t = {self.exp_worst_t!r} (assumed '
-                 f'<= {rounding.EXP_ULPS})')
-    if not self.exp_underflow <= 1:
-      out.append(f'exp below tau off by {_up(self.exp_underflow)} tau (assumed <= tau)')
-    for name, ulps, x, assumed in (('erf', self.erf_ulps, self.erf_worst_x, rounding.ERF_ULPS),
-                                   ('tanh', self.tanh_ulps, self.tanh_worst_x,
-                                    rounding.TANH_ULPS)):
-      if name in functions and ulps is not None and not ulps <= assumed:
-        out.append(f'{name} off by {_up(ulps)} ulp at x = {x!r} (assumed <= {assumed})')
-    if functions and not self.gelu_underflow <= 1:
-      out.append(f'erf or tanh below tau off by {_up(self.gelu_underflow)} tau (assumed <= '
-                 'tau)')
-    if not self.softmax_equal_ulps <= rounding.SOFTMAX_ULPS:
-      out.append(f'softmax of n equal scores off by {_up(self.softmax_equal_ulps)} ulp of 1/n '
-                 f'(assumed <= {rounding.SOFTMAX_ULPS})')
-    if not self.softmax_rows <= 1:
-      out.append(f'softmax of random rows at {_up(self.softmax_rows)} times the bound of '
-                 'its model')
-    needed = model.operand_bits - 1
-    if self.operand_bits < needed:
-      out.append(f'matmul operands keep {self.operand_bits} explicit bits '
-                 f'({self.matmul_mode()}), {arithmetic} needs {needed}')
-    ratio = self.matmul_ratios[arithmetic]
-    if not ratio <= 1:
-      out.append(f'matmul error at {_up(ratio)} times the {arithmetic} bound on random '
-                 'operands')
-    worst = self.accumulator_ratios.get(arithmetic, 0.0)
-    if not worst <= 1:
-      out.append(f'accumulator sums at {_up(worst)} times the {arithmetic} bound of their '
-                 '(exact) operands: the accumulator truncates, is shorter than the format, '
-                 'or aligns with too few bits')
-    if model.block:
-      match = self.hardware_match.get(arithmetic, 0.0)
-      if match < 1:
-        out.append(f'matmuls differ from the {model.hardware} model on '
-                   f'{_up(100 * (1 - match))}% of the probe entries (its bound covers that '
-                   'accumulator only)')
-    return out
-
-  def ok_for(self, arithmetic: str, functions=('erf', 'tanh')) -> Verdict:
-    """Verdict(ok, reason): ok iff no ``faults(arithmetic, functions)``."""
-    faults = self.faults(arithmetic, functions)
-    if faults:
-      return Verdict(False, f'not ok for {arithmetic}: ' + '; '.join(faults))
-    checked = [f for f in functions if getattr(self, f'{f}_ulps') is not None]
-    return Verdict(True, f'ok for {arithmetic}: exp, softmax and matmuls within its model'
-                   + (f', {" and ".join(checked)} within the assumed ulp' if checked else ''))
-
-  def line(self) -> str:
-    """One line: what was measured and the verdict for ``arithmetic``."""
-    flush = ', flushes subnormals to 0' if self.exp_flushes else ''
-    ratio = self.matmul_ratios[self.arithmetic]
-    return (f'runtime probe [{self.runtime}; {self.dtype}]: exp <= {_up(self.exp_ulps)} ulp '
-            f'(assumed {rounding.EXP_ULPS}) on {self.samples:,} args in '
-            f'[-{EXP_RANGE[self.dtype]:g}, 0], below tau <= {_up(self.exp_underflow)} tau'
-            f'{flush}; {self._gelu_text()}; softmax of n equal scores within '
-            f'{_up(self.softmax_equal_ulps)} ulp of 1/n, random rows at {_up(self.softmax_rows)} of the bound; matmul '
-            f'{self.matmul_mode()} ({self.operand_bits} operand bits kept, error at '
-            f'{_up(ratio)} of the {self.arithmetic} bound, accumulator sums at '
-            f'{_up(self.accumulator_ratios.get(self.arithmetic, 0.0))}; operand rounding '
-            f'{self.operand_rounding}; hardware models matched: '
-            f'{", ".join(f"{k} {_up(100 * v)}%" for k, v in self.hardware_match.items()) or "none"}'
-            f'); reference {self.reference}; '
-            f'{self.ok_for(self.arithmetic).reason}' + (f'; {self.note}' if self.note else ''))
-
-
-  def _gelu_text(self) -> str:
-    parts = [f'{name} <= {_up(ulps)} ulp (assumed {assumed})'
-             for name, ulps, assumed in (('erf', self.erf_ulps, rounding.ERF_ULPS),
-                                         ('tanh', self.tanh_ulps, rounding.TANH_ULPS))
-             if ulps is not None]
-    text = ''
-    if parts:
-      text = (f'{", ".join(parts)} on {self.gelu_samples:,} args each (GELU |x| <= '
-              f'{GELU_X:g}, small, saturating), below tau <= {_up(self.gelu_underflow)} tau')
-    if self.gelu_unmeasured:
-      text += (', ' if text else '') + self.gelu_unmeasured
-    return text
 
 
 # -- (a) exp -------------------------------------------------------------------
@@ -875,7 +534,7 @@ def check_runtime(runtime='jax', *, arithmetic: str | None = None,
   operand_rounding = _operand_rounding(rt, dtype, seen)
   match = _hardware_match(rt, dtype, rng, seen, operand_rounding)
   gelu = _measure_gelu(rt, dtype, np.random.default_rng(1), seen)
-  return RuntimeReport(runtime=_name(rt), arithmetic=arithmetic, dtype=dtype,
+  return RuntimeReport(runtime=runtime_name(rt), arithmetic=arithmetic, dtype=dtype,
                        dtypes_seen=tuple(sorted(seen)), softmax_equal_ulps=equal,
                        softmax_rows=rows, operand_bits=bits, matmul_ratios=ratios,
                        note=note, accumulator_ratios=accumulator,

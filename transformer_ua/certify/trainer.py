@@ -31,7 +31,7 @@ uniform points of the cube with f's values, Adam with a cosine-decayed learning 
 
     (1/B) sum_b sum_ji (g(X_b)_ji - f(X_b)_ji)^2          (an estimate of d_2(f, g)^2).
 
-A candidate whose sampled d_p (2 10^4 uniform points, ``network_dict.apply`` in the
+A candidate whose sampled d_p (2 10^4 uniform points, ``network_apply.apply`` in the
 certified arithmetic's storage dtype) is above margin x epsilon is not certified (its
 certificate, an upper bound of the true d_p, could not be below epsilon by the margin the
 certificate's overhead needs); it is recorded as such. The margin starts at
@@ -68,7 +68,7 @@ import optax
 
 from transformer_ua import decimal_text, layers, modules, outputs, provenance, rounding
 from transformer_ua.certify import independent_check, network_certificate
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, network_apply, network_dict, project_import
 from transformer_ua.targets import distances
 from transformer_ua.targets import functions as targets_lib
 
@@ -298,8 +298,8 @@ def train(network: modules.Network, params, x, y, *, steps: int, lr: float, batc
 
 def sampled_dp(target, net: network_dict.Net, x: np.ndarray, dtype, p: float) -> float:
   """d_p(f, g) sampled on the points x [P, n, d]: (mean_b sum_ji |g - f|^p)^(1/p), g run
-  by ``network_dict.apply`` in ``dtype``; p = inf: max_b max_ji |g - f|."""
-  err = np.abs(network_dict.apply(net, x, dtype).astype(np.float64) - target(x))
+  by ``network_apply.apply`` in ``dtype``; p = inf: max_b max_ji |g - f|."""
+  err = np.abs(network_apply.apply(net, x, dtype).astype(np.float64) - target(x))
   if math.isinf(p):
     return float(np.max(err))
   return float(np.mean(np.sum(err ** p, axis=(1, 2))) ** (1 / p))
@@ -318,7 +318,7 @@ def _stored(network: modules.Network, params, d: int, n: int, dtype):
   a ``dtype`` runtime stores, as the project's params and as a ``Net`` for n tokens (the
   n the certificate's identity hash is taken with)."""
   params = jax.tree_util.tree_map(lambda a: np.asarray(a, dtype).astype(np.float64), params)
-  return params, network_dict.check(network_dict.from_network(network, params, d=d), d=d,
+  return params, network_dict.check(project_import.from_network(network, params, d=d), d=d,
                                     n=n)
 
 

@@ -8,7 +8,7 @@ PyTorch through onnx2torch, a verifier) can run and cross-check ``g.apply``. Two
 
   'flat'  every block written out with standard operators (MatMul, Add, Relu, Softmax,
           Transpose; Pad / Slice for a wider residual stream), per head in 2-d:
-          ``flat_onnx`` of ``network_dict.from_realized(g)`` (its docstring has the graph);
+          ``flat_onnx`` of ``project_import.from_realized(g)`` (its docstring has the graph);
   'scan'  one ONNX ``Scan`` per segment, below: the file does not grow with depth, but
           onnx2torch and the verifiers cannot read Scan.
 
@@ -53,7 +53,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, network_dict, project_import
 from transformer_ua.yun.approximator import Realized
 from transformer_ua.yun.single_attention.integer_ids_realized import IntegerIdsRealized
 from transformer_ua.yun.single_attention.one_layer_realized import OneLayerRealized
@@ -172,7 +172,7 @@ def export_onnx(g, path, *, layout: str = 'auto', batch: int | None = None,
       returns, deep or wide).
     path: the .onnx file to write (its directory must exist and be writable).
     layout: 'scan' (one Scan per segment, module docstring), 'flat' (standard operators
-      only, ``flat_onnx`` of ``network_dict.from_realized(g)``) or 'auto' (flat when g has
+      only, ``flat_onnx`` of ``project_import.from_realized(g)``) or 'auto' (flat when g has
       at most ``AUTO_FLAT_BLOCKS`` blocks, else scan).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension.
     dtype: 'float64' or 'float32': input X, weights and output; None: the format g's
@@ -192,7 +192,7 @@ def export_onnx(g, path, *, layout: str = 'auto', batch: int | None = None,
   props = {'lam': repr(g.lam), 'epsilon': repr(g.epsilon), 'realized_dtype': g.dtype,
            'positional': str(g.positional), 'n': str(g.n), 'd': str(g.d), 'blocks': str(blocks)}
   if layout == 'flat' or (layout == 'auto' and blocks <= AUTO_FLAT_BLOCKS):
-    return flat_onnx.write(network_dict.from_realized(g), path, dtype=dtype, batch=batch,
+    return flat_onnx.write(project_import.from_realized(g), path, dtype=dtype, batch=batch,
                            overwrite=True, props=props,
                            doc='Yun et al. 2020 Lemma 6 realization g: softmax attention + '
                            'ReLU blocks (flat layout).')

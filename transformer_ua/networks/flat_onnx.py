@@ -27,7 +27,7 @@ it is. Token-major, Z [B, n, D] (``form='single'``: Z [n, D]):
 
 The initializers are named after the dict format (``blocks.<i>.Wq.<head>``,
 ``blocks.<i>.ln_attn.gamma``, ...; the shared constants ``const.*``), in the file's dtype
-(float64 or float32: a float32 file holds the network ``network_dict.cast`` gives). A
+(float64 or float32: a float32 file holds the network ``network_apply.cast`` gives). A
 LayerNormalization holds eps as an ONNX float attribute, i.e. rounded to binary32: the file's
 network has that eps (``_eps_float32``). The model's metadata carries ``layout`` = 'flat',
 ``dtype``, ``form`` and ``params_hash`` (``network_dict.params_hash`` of the network the
@@ -52,7 +52,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import outputs
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 #: ONNX opset (Softmax-13 over one axis, Pad/Slice with tensor inputs) and the IR version
 #: of that opset, so that runtimes older than the installed ``onnx`` package load the file.
@@ -118,7 +118,7 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
 
   Args:
     net: the network; its token count n must be known (positional, or a Net checked with n).
-    dtype: 'float64' or 'float32' (weights rounded to nearest, ``network_dict.cast``).
+    dtype: 'float64' or 'float32' (weights rounded to nearest, ``network_apply.cast``).
     form: 'batched' (X [batch, n, d]) or 'single' (X [n, d]).
     batch: fixed batch size, or None for a symbolic ``batch`` dimension ('batched' only).
     doc: the model's doc string.
@@ -259,7 +259,7 @@ def to_model(net, *, dtype: str = 'float64', form: str = 'batched', batch: int |
                             producer_name='transformer_ua', ir_version=IR_VERSION,
                             doc_string=doc or 'A standard Transformer: softmax attention, '
                             'ReLU feed-forward, residuals (transformer_ua.networks.flat_onnx).')
-  stored = net if dtype == 'float64' else network_dict.cast(net, dt)
+  stored = net if dtype == 'float64' else network_apply.cast(net, dt)
   stored = _eps_float32(stored)
   helper.set_model_props(model, {'layout': 'flat', 'dtype': dtype, 'form': form,
                                  'params_hash': network_dict.params_hash(stored)})

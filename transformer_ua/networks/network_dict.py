@@ -42,11 +42,11 @@ and so is anything else (an unknown key, activation or mask, a LayerNorm without
 in one line naming the key and where it sits.
 
 ``check`` turns a dict into a ``Net`` (float64 arrays; b_Q filled with zeros, other absent
-biases None) or refuses it in one line; ``from_network`` reads the project's
-``modules.Network`` with its params; ``params_hash`` is the identity certificates and saved
+biases None) or refuses it in one line (``project_import`` reads the project's own networks
+into one); ``params_hash`` is the identity certificates and saved
 files carry (a default, absent value enters it nowhere, so version-1 hashes are unchanged);
-``from_flat`` rebuilds a dict from ``Net.arrays`` and ``Net.settings``; ``apply`` evaluates
-in NumPy (float64 or float32, a reference, not a certified evaluation).
+``from_flat`` rebuilds a dict from ``Net.arrays`` and ``Net.settings``; ``network_apply.apply``
+evaluates a Net in NumPy (a reference, not a certified evaluation).
 """
 
 from __future__ import annotations
@@ -548,40 +548,6 @@ def from_flat(arrays: dict, settings: dict | None = None) -> dict:
   return out
 
 
-def from_network(network, params, *, d: int | None = None) -> Net:
-  """The project's ``modules.Network`` with its params as a ``Net`` (softmax attention and
-  ReLU feed-forward only; a segment's softmax scale lam is folded into W_Q and b_Q).
-
-  ``d``: the token width, needed when the network pads its input (``embed_width``)."""
-  blocks = []
-  for i, seg in enumerate(network.segments):
-    p = params[f'segment_{i}']
-    if seg.has_attention and seg.normalizer != 'softmax':
-      raise ValueError(f'segment {i} uses {seg.normalizer} attention; only softmax attention '
-                       'can be certified as a standard Transformer.')
-    if seg.has_feedforward and seg.activation != 'relu':
-      raise ValueError(f'segment {i} uses the {seg.activation} activation; only ReLU '
-                       'feed-forward layers can be certified.')
-    for layer in range(seg.depth):
-      blk = {}
-      if seg.has_attention:
-        a = {k: np.asarray(v[layer], np.float64) for k, v in p['attention'].items()}
-        blk.update(W_Q=a['W_Q'] * seg.lam, b_Q=a['b_Q'] * seg.lam, W_K=a['W_K'],
-                   W_V=a['W_V'], W_O=a['W_O'])
-      if seg.has_feedforward:
-        blk.update({k: np.asarray(v[layer], np.float64) for k, v in p['feedforward'].items()})
-      blocks.append(blk)
-  out = {'blocks': blocks}
-  if network.positional:
-    out['positional'] = np.asarray(params['E'], np.float64)
-  width = np.shape(blocks[0].get('W_Q', blocks[0].get('W_1')))[-1]
-  if network.embed_width is None:
-    d = width
-  elif d is None:
-    raise ValueError('this Network pads its input to embed_width; pass d= (the token width).')
-  return check(out, d=d)
-
-
 def params_hash(net: Net) -> str:
   """sha256 over the architecture line and every parameter (name, shape, float64 bytes,
   little-endian, in ``Net.arrays`` order): the identity of g. The version-2 options enter
@@ -593,136 +559,3 @@ def params_hash(net: Net) -> str:
   return 'sha256:' + h.hexdigest()
 
 
-def cast(net: Net, dtype) -> Net:
-  """The same network with every parameter (the scales and eps too) rounded to ``dtype``
-  (round to nearest) and held as float64 again: the real network a ``dtype`` runtime
-  stores."""
-  def c(a):
-    return None if a is None else np.asarray(a, dtype).astype(np.float64)
-
-  def s(x):
-    return float(np.asarray(x, dtype))
-
-  def ln(x):
-    return None if x is None else LayerNorm(c(x.gamma), c(x.beta), s(x.eps))
-
-  blocks = []
-  for b in net.blocks:
-    att = None if b.attention is None else dataclasses.replace(
-        b.attention, **{f: c(getattr(b.attention, f)) for _, f in Attention.ARRAYS},
-        scale=s(b.attention.scale))
-    ff = None if b.ff is None else dataclasses.replace(
-        b.ff, **{f: c(getattr(b.ff, f)) for _, f in FeedForward.ARRAYS})
-    blocks.append(Block(att, ff, ln(b.ln_attn), ln(b.ln_ff), b.norm))
-  return dataclasses.replace(net, embed=c(net.embed), positional=c(net.positional),
-                             blocks=tuple(blocks), readout=c(net.readout),
-                             embed_bias=c(net.embed_bias), final_ln=ln(net.final_ln),
-                             readout_bias=c(net.readout_bias))
-
-
-_ERF = np.vectorize(math.erf, otypes=[np.float64])
-_GELU_TANH_C = math.sqrt(2 / math.pi)
-
-
-def gelu(x, form: str = 'gelu') -> np.ndarray:
-  """GELU in x's dtype: 'gelu' 0.5 x (1 + erf(x / sqrt 2)) (erf by ``math.erf`` in float64,
-  rounded to x's dtype), 'gelu_tanh' 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-  x = np.asarray(x)
-  dt = x.dtype
-  half, one = dt.type(0.5), dt.type(1)
-  if form == 'gelu':
-    e = _ERF(x.astype(np.float64) / math.sqrt(2)).astype(dt)
-    return half * x * (one + e)
-  inner = dt.type(_GELU_TANH_C) * (x + dt.type(0.044715) * x * x * x)
-  return half * x * (one + np.tanh(inner))
-
-
-def layer_norm(z, ln: LayerNorm) -> np.ndarray:
-  """LN over the last axis in z's dtype (two-pass mean and biased variance)."""
-  dt = z.dtype
-  mu = z.mean(axis=-1, keepdims=True)
-  c = z - mu
-  var = (c * c).mean(axis=-1, keepdims=True)
-  return c / np.sqrt(var + dt.type(ln.eps)) * ln.gamma.astype(dt) + ln.beta.astype(dt)
-
-
-def _activation(x, act: str):
-  return np.maximum(x, 0) if act == 'relu' else gelu(x, act)
-
-
-def _attention(a: Attention, z, dtype):
-  w_q, b_q, w_k, w_v, w_o = (x.astype(dtype) for x in (a.w_q, a.b_q, a.w_k, a.w_v, a.w_o))
-  q = np.einsum('bnD,hmD->bhnm', z, w_q) + b_q[None, :, None, :]
-  k = np.einsum('bnD,hmD->bhnm', z, w_k)
-  v = np.einsum('bnD,hmD->bhnm', z, w_v)
-  if a.b_k is not None:
-    k = k + a.b_k.astype(dtype)[None, :, None, :]
-  if a.b_v is not None:
-    v = v + a.b_v.astype(dtype)[None, :, None, :]
-  s = np.einsum('bhjm,bhkm->bhjk', q, k)
-  if a.scale != 1.0:
-    s = s * dtype(a.scale)
-  if a.causal:
-    n = s.shape[-1]
-    s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
-  s = s - s.max(axis=-1, keepdims=True)
-  e = np.exp(s)
-  w = e / e.sum(axis=-1, keepdims=True)
-  out = np.einsum('bhjm,hDm->bjD', np.einsum('bhjk,bhkm->bhjm', w, v), w_o)
-  return out if a.b_o is None else out + a.b_o.astype(dtype)
-
-
-def _feedforward(f: FeedForward, z, dtype):
-  w_1, b_1, w_2, b_2 = (x.astype(dtype) for x in (f.w_1, f.b_1, f.w_2, f.b_2))
-  return _activation(z @ w_1.T + b_1, f.activation) @ w_2.T + b_2
-
-
-def apply(net: Net, x, dtype=np.float64) -> np.ndarray:
-  """g(X) in NumPy, every operation in ``dtype``: x [batch, n, d] -> [batch, n, d]."""
-  dtype = np.dtype(dtype).type
-  x = np.asarray(x, dtype)
-  z = (x @ net.embed.T.astype(dtype) if net.embed is not None
-       else np.pad(x, [(0, 0), (0, 0), (0, net.D - net.d)]))
-  if net.embed_bias is not None:
-    z = z + net.embed_bias.astype(dtype)
-  if net.positional is not None:
-    z = z + net.positional.astype(dtype)
-
-  def norm(z, ln):
-    return z if ln is None else layer_norm(z, ln)
-
-  for b in net.blocks:
-    for part, ln, fn in ((b.attention, b.ln_attn, _attention), (b.ff, b.ln_ff, _feedforward)):
-      if part is None:
-        continue
-      if b.norm == 'pre':
-        z = z + fn(part, norm(z, ln), dtype)
-      else:
-        z = norm(z + fn(part, z, dtype), ln)
-  if net.final_ln is not None:
-    z = layer_norm(z, net.final_ln)
-  if net.readout is None:
-    return z[..., :net.d]
-  y = z @ net.readout.T.astype(dtype)
-  return y if net.readout_bias is None else y + net.readout_bias.astype(dtype)
-
-
-def from_realized(g) -> Net:
-  """The project's realized network g (any approximator's ``realize``: ``segments``,
-  ``params``, ``positional``, ``n``, ``d`` and, for a residual stream wider than the tokens,
-  ``model_width``) as a ``Net``: the float64 numbers of its params (exact rationals rounded
-  to nearest), each segment's softmax scale folded into W_Q and b_Q (``from_network``).
-  Duck-typed: this module imports nothing of ``yun``."""
-  for name in ('segments', 'params', 'positional', 'n', 'd'):
-    if not hasattr(g, name):
-      raise ValueError(f'from_realized needs a realized network (segments, params, '
-                       f'positional, n, d); {type(g).__name__} has no {name!r}.')
-  width = getattr(g, 'model_width', None)
-
-  class _Shape:  # what from_network reads of a modules.Network
-    segments = tuple(g.segments)
-    positional = bool(g.positional)
-    embed_width = width if width is not None and width > g.d else None
-
-  params = {k: (v if k != 'E' else np.asarray(v, np.float64)) for k, v in g.params.items()}
-  return check(from_network(_Shape, params, d=g.d).as_dict(), d=g.d, n=g.n)

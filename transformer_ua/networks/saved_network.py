@@ -74,7 +74,8 @@ from fractions import Fraction
 import numpy as np
 
 from transformer_ua import decimal_text, outputs, provenance
-from transformer_ua.networks import exact_json, flat_onnx, network_dict
+from transformer_ua.networks import exact_json, flat_onnx, network_apply, network_dict
+from transformer_ua.networks import project_import
 
 # pylint: disable=import-outside-toplevel  -- the lazy imports of certify and yun (docstring)
 
@@ -222,7 +223,7 @@ def _kind(result) -> str:
 def _approximation(result):
   """(net, d, n, manifest entries) of what ``yun.approximate`` returns."""
   g, spec, cert = result.g, result.net, result.certificate
-  net = network_dict.from_realized(g)
+  net = project_import.from_realized(g)
   exact = _exact_strings(g)
   last = result.attempts[-1] if result.attempts else {}
   target = spec.target
@@ -344,10 +345,9 @@ class SavedNetwork:
 
   def apply(self, x) -> np.ndarray:
     """g(X) in NumPy in the certificate's storage format (float64 for 'exact' and
-    'float64', float32 otherwise): a reference run (``network_dict.apply``), not the
-    certified evaluation."""
+    'float64', float32 otherwise): a reference run (network_apply), not the certified one."""
     dt = np.float64 if self.arithmetic in ('exact', 'float64') else np.float32
-    return network_dict.apply(self.net, x, dt).astype(np.float64)
+    return network_apply.apply(self.net, x, dt).astype(np.float64)
 
   def line(self) -> str:
     if self.kind == 'network_certificate':
@@ -556,7 +556,7 @@ def _recheck_approximation(loaded: SavedNetwork, f, modulus, workers):
                                  else {}))
   kwargs = {} if r['tolerance'] is None else {'tolerance': r['tolerance']}
   g = net.realize(margin=r['margin'], dtype='exact', clamp=r['clamp'], **kwargs)
-  got = network_dict.params_hash(network_dict.from_realized(g))
+  got = network_dict.params_hash(project_import.from_realized(g))
   exact = _exact_hash(_exact_strings(g))
   if got != loaded.params_hash or exact != loaded.exact_hash:
     raise ValueError(f'the network rebuilt from the file ({got}) is not the saved one '

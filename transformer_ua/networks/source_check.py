@@ -4,14 +4,14 @@ r"""Any network a user hands over, as a checked ``network_dict.Net``, compared w
 
     g                                    read by                     compared with
     network_dict.Net or dict             network_dict.check          nothing (no source)
-    (modules.Network, params)            network_dict.from_network   nothing (read directly)
+    (modules.Network, params)            project_import.from_network   nothing (read directly)
     path of a flat-layout .onnx          flat_onnx.read              nothing (node for node,
                                                                      its params_hash checked)
     path of any other .onnx              onnx_import.read            onnxruntime on the file
     torch.nn.Module                      torch_import.read           the module in torch
     (flax.linen.Module, variables)       flax_import.read            module.apply
 
-The comparison runs the import (``network_dict.apply``) and the source on POINTS = 1024
+The comparison runs the import (``network_apply.apply``) and the source on POINTS = 1024
 points of the cube [0,1]^{n x d} (seeded uniform, plus the all-0 and all-1 corners), both in
 the same dtype, and refuses in one line giving the largest difference when, at some point
 and entry,
@@ -36,7 +36,7 @@ import os
 
 import numpy as np
 
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict, project_import
 
 #: Points of the cube the import is compared with its source on.
 POINTS = 1024
@@ -59,7 +59,7 @@ def _float_bound(net: network_dict.Net, x: np.ndarray) -> np.ndarray | None:
     from transformer_ua import rounding                     # noqa: PLC0415 -- networks/ does
     from transformer_ua.certify import intervals as iv      # noqa: PLC0415 -- not import
     from transformer_ua.certify import network_enclosure    # noqa: PLC0415 -- certify/ at top
-    run = network_dict.cast(net, np.float32)
+    run = network_apply.cast(net, np.float32)
     _, dev = network_enclosure.enclose(run, iv.point(x), rounding.MATMUL_MODELS['float32'])
   except Exception:  # noqa: BLE001 -- any failure falls back to the documented tolerance
     return None
@@ -70,11 +70,11 @@ def _float_bound(net: network_dict.Net, x: np.ndarray) -> np.ndarray | None:
 
 def compare(net: network_dict.Net, source, *, dtype: str, what: str) -> str:
   """ValueError in one line unless ``source(x [B, n, d]) -> [B, n, d]`` (run in ``dtype``)
-  matches ``network_dict.apply(net, x, dtype)`` within the tolerance (module docstring);
+  matches ``network_apply.apply(net, x, dtype)`` within the tolerance (module docstring);
   returns the text for the certificate's line."""
   x = points(net.n, net.d)
   want = np.asarray(source(x.astype(dtype)), np.float64)
-  got = np.asarray(network_dict.apply(net, x, np.dtype(dtype)), np.float64)
+  got = np.asarray(network_apply.apply(net, x, np.dtype(dtype)), np.float64)
   if want.shape != got.shape:
     raise ValueError(f'{what} gives outputs of shape {list(want.shape[1:])}; the import gives '
                      f'{list(got.shape[1:])}.')
@@ -110,10 +110,10 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
   if isinstance(g, (str, os.PathLike)):
     return _read_file(os.fspath(g), d=d, n=n, arithmetic=arithmetic)
   if isinstance(g, tuple) and len(g) == 2 and hasattr(g[0], 'segments'):
-    net = network_dict.check(network_dict.from_network(g[0], g[1], d=d), d=d, n=n,
+    net = network_dict.check(project_import.from_network(g[0], g[1], d=d), d=d, n=n,
                              arithmetic=arithmetic)
     return net, ("given as the project's modules.Network with its params (read by "
-                 'network_dict.from_network; no source comparison)')
+                 'project_import.from_network; no source comparison)')
   if _is_torch_module(g):
     from transformer_ua.networks import torch_import   # noqa: PLC0415 -- torch on demand
     dtype = 'float64' if wide else 'float32'

@@ -62,7 +62,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from transformer_ua import oracle, outputs, provenance
 from transformer_ua.exact import ball
-from transformer_ua.networks import flat_onnx, network_dict
+from transformer_ua.networks import flat_onnx, project_import
 from transformer_ua.networks.export_onnx import export_onnx
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.grid import Grid
@@ -453,7 +453,7 @@ def check_flat(net, g, cert, out_dir: str, *, cells=None, tau: float = 1e-6,
   g_bar = np.asarray(net.apply(((cells + 0.5) / N)[None])[0], np.float64)
   slack = float(cert.interior_sup) + tau
   out_lo, out_hi = g_bar - slack, g_bar + slack
-  flat_onnx.write(network_dict.from_realized(g), paths['g_flat.onnx'], form='single',
+  flat_onnx.write(project_import.from_realized(g), paths['g_flat.onnx'], form='single',
                   overwrite=True)
   with outputs.atomic_open(paths['property.vnnlib']) as f:
     f.write(vnnlib_property(lo, hi, out_lo, out_hi))
