@@ -39,6 +39,7 @@ import numpy as np
 from absl import flags
 
 from transformer_ua import outputs, provenance
+from transformer_ua.decimal_text import bound_text
 
 JSON_NAME = 'certify_stock_encoder.json'
 MD_NAME = 'certify_stock_encoder.md'
@@ -135,7 +136,8 @@ def _one(variant: str, workdir: str) -> dict:
   return {'variant': variant, 'params': cert.params, 'steps': steps,
           'train_seconds': round(train_s, 1), 'last_batch_d2': last,
           's_onnxruntime': s_ort, 's_torch': s_torch, 'epsilon': eps,
-          'total': float(cert.total), 'reached': bool(cert.reached), 'boxes': cert.boxes,
+          'total': float(cert.total), 'total_text': bound_text(cert.total, 4),
+          'reached': bool(cert.reached), 'boxes': cert.boxes,
           'rounds': cert.rounds, 'seconds': round(cert.seconds, 1),
           'float_sup': cert.float_sup, 'worst_centre_max_sq_error_ort': worst_sq,
           'line': cert.line()}
@@ -156,13 +158,21 @@ def main(argv):
       row = _one(v, workdir)
       rows.append(row)
       print(json.dumps({k: row[k] for k in row if k != 'line'}), flush=True)
+      _write(out_dir, prov, load_start, rows)     # after each variant: a partial record
+  print(_write(out_dir, prov, load_start, rows))
+
+
+def _write(out_dir, prov, load_start, rows) -> str:
   load_end = _loadavg()
+  done = len(rows) == len(FLAGS.variants)
   result = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': load_end,
-            'rows': rows}
+            'complete': done, 'rows': rows}
   outputs.atomic_json(os.path.join(out_dir, JSON_NAME), result, indent=1, default=str)
-  lines = [f'# Stock torch encoder layers certified from their ONNX files (float32, p=2)', '',
+  lines = ['# Stock torch encoder layers certified from their ONNX files (float32, p=2)', '',
            f'command: `{prov["command"]}`  ', f'revision: {prov["git_revision"]}  ',
-           f'/proc/loadavg at start: {load_start}; at end: {load_end} (2 shared cores)', '',
+           f'/proc/loadavg at start: {load_start}; at the last row: {load_end} (2 shared '
+           'cores, other work running: timings are under load)' +
+           ('' if done else f'  \npartial: {len(rows)} of {len(FLAGS.variants)} variants'), '',
            '| variant | params | steps (s) | s onnxruntime | s torch | epsilon | certified '
            'total | reached | boxes | seconds |', '|' + '---|' * 10]
   for r in rows:
@@ -173,12 +183,13 @@ def main(argv):
       continue
     lines.append(f'| {r["variant"]} | {r["params"]} | {r["steps"]} ({r["train_seconds"]}) | '
                  f'{r["s_onnxruntime"]:.4g} | {r["s_torch"]:.4g} | {r["epsilon"]:.4g} | '
-                 f'{r["total"]:.4g} | {r["reached"]} | {r["boxes"]:,} | {r["seconds"]} |')
+                 f'{r["total_text"]} | {r["reached"]} | {r["boxes"]:,} | {r["seconds"]} |')
   lines += ['', 'Lines:', '']
   lines += [f'* {r["variant"]}: {r.get("line", r.get("refused"))}' for r in rows]
+  text = '\n'.join(lines) + '\n'
   with outputs.atomic_open(os.path.join(out_dir, MD_NAME)) as fh:
-    fh.write('\n'.join(lines) + '\n')
-  print('\n'.join(lines))
+    fh.write(text)
+  return text
 
 
 if __name__ == '__main__':
