@@ -369,7 +369,7 @@ def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z)
 
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None, *,
-            marks: list | None = None):
+            marks: list | None = None, mean_value: bool = True):
   """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None).
 
   A value whose M + D may reach the format's largest finite number (``_Model.check_range``)
@@ -382,12 +382,12 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
   (``_MeanValue``): the centre runs through the same ops beside the box (no tangents, no D).
   The variance's lower bound, and with it 1/s in LN's value, Jacobian and D, is what this
   tightens. Networks without a LayerNorm keep the plain enclosure, op for op what
-  box_kernel.py computes (its tests compare the two)."""
+  box_kernel.py computes (its tests compare the two); mean_value=False skips it."""
   fm = None if model is None else _Model(model)
   if fm is not None and marks is not None:
     fm.per_box = np.zeros(x.lo.shape[0], bool)
   has_ln = net.final_ln is not None or any(b.norm is not None for b in net.blocks)
-  mv = _MeanValue(x) if x.has_tangent and has_ln else None
+  mv = _MeanValue(x) if x.has_tangent and has_ln and mean_value else None
   z, d_z = _embed(net, x, fm)
   zc = _embed(net, mv.centre, None)[0] if mv else None
   for i, blk in enumerate(net.blocks):
