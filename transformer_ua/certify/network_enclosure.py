@@ -97,6 +97,16 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                  R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
                gamma_k is the storage format's k u / (1 - k u).
 
+Mean-value intersection (networks with a LayerNorm, given tangents): the box's midpoint c
+runs through the same ops (no tangents, no D), and after every layer (and LN's input and
+output) the box's value interval is intersected with
+               z(c) + [-S, S],  S_i = sum_q max(|tlo_iq|, |thi_iq|) rho_q,  rho_q >= |X_q - c_q|
+(the mean value theorem on the segment c -> X inside the box: z_i(X) - z_i(c) =
+dz_i/dX(xi) (X - c), the tangents enclosing dz/dX, Clarke's gradient at ReLU kinks
+included). Natural interval arithmetic loses the correlation of a token's entries, so its
+var_lo -> 0 and 1/s -> 1/sqrt(eps); the intersection keeps var_lo near the true variance,
+and every use of s_w, M_z and the LN Jacobian's factor gamma / s above gets it.
+
 Every D is computed in float64 and widened by 2^-40 (relative) and one ulp per step, so it
 stays an upper bound of the exact expression (the constants 0.6, 0.23, 8 carry the margins
 of the derivations above).
