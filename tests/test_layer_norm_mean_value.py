@@ -64,7 +64,8 @@ def _stock_export(tmp_path, norm_first, activation):
   return path
 
 
-@pytest.mark.parametrize('norm_first,activation', [(False, 'relu'), (True, 'gelu')])
+@pytest.mark.parametrize('norm_first,activation', [(False, 'relu'), (True, 'gelu'),
+                                                   (True, 'relu')])
 def test_deviation_covers_onnxruntime_on_stock_layers(tmp_path, norm_first, activation):
   ort = pytest.importorskip('onnxruntime')
   from transformer_ua.networks import onnx_import   # noqa: PLC0415 -- onnx on demand

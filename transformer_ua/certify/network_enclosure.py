@@ -583,7 +583,8 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model |
 FF_JACOBIAN_SIZE = 2 ** 16
 
 
-def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
+def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act,
+                     res=None):
   """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
   The operand reduction of z (|fl_op(z^) - z^| <= v |z^|, one function of the value, so the
   same in every row of W_1) joins delta = fl_op(z^) - z, |delta| <= D_z + v (M_z + D_z);
@@ -596,7 +597,10 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
       D' = |I + W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2,
   (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
   keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
-  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
+  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact.
+  Pre-LN, z' = r + W_2 ReLU(W_1 z + b_1) + b_2 with z = LN(r) and ``res`` = (r, D_r): the
+  same with I dropped and D_r added, D' = D_r + |W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2
+  (r^ - r and z^ - z bounded apart; r's magnitude in L_2 in place of z's)."""
   w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
   r, width = w_1.shape
   model = fm.model
@@ -615,7 +619,7 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
   p_hi = (iv.up(pre.hi + spread) > 0).astype(np.float64)            # theta_r may be > 0
   c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)         # [r, D*D]: W_2[i,r] W_1[r,j]
   cp, cn = np.maximum(c, 0), np.minimum(c, 0)
-  eye = np.eye(width).reshape(-1)
+  eye = np.eye(width).reshape(-1) if res is None else 0.0
   j_lo = eye + p_lo @ cp + p_hi @ cn
   j_hi = eye + p_hi @ cp + p_lo @ cn
   slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))                      # the float sums' error
@@ -623,11 +627,13 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
   j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
   prop = np.einsum('...ij,...j->...i', j_mag, delta)
   terms = r + 1
-  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
+  r_abs = _up(z.mag() + d_z) if res is None else _up(res[0].mag() + res[1])
+  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + r_abs
   a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
   local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
-                                                               + z.mag() + d_z + 2))
-  return _up(prop + local1 @ np.abs(w_2).T + local2)
+                                                               + r_abs + 2))
+  out = _up(prop + local1 @ np.abs(w_2).T + local2)
+  return out if res is None else _up(out + res[1])
 
 
 def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Model | None,
@@ -649,7 +655,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Mod
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
     d_out = _up(d_res + d_act @ np.abs(p.w_2).T + fm.kappa(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
-    if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
-      d_out = np.minimum(d_out, _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act))
+    if p.activation == 'relu':                     # the Jacobian form
+      d_out = np.minimum(d_out, _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act,
+                                                 None if res is z else (res, d_res)))
     fm.check_range(_up(s + d_out), 'the residual z + W_2 act(W_1 z + b_1) + b_2')
   return out, d_out
