@@ -329,19 +329,16 @@ def _dev_scaled_scores(fm: _Model, c: float, d_s, m_s, d_q, m_q, d_k, m_k):
 
 def _dev_gelu(fm: _Model, form: str, d_x, m_x):
   """D of the computed GELU at the computed input (module docstring)."""
-  return _up(iv.GELU_LIPSCHITZ * d_x + _gelu_rounding(fm, form, _up(m_x + d_x)))
-
-
-def _gelu_rounding(fm: _Model, form: str, a):
-  """R of the module docstring's GELU: |fl(GELU)(w) - GELU(w)| for |w| <= a."""
   u, tau = fm.u, fm.tiny
+  a = _up(m_x + d_x)
   if form == 'gelu':
     rel = _up(2 * rounding.ERF_ULPS * u)
   else:
     rel = _up(rounding.TANH_ULPS * u + 0.23 * fm.gamma(7))
   lead = _up((1 + u) ** 2 * _WIDEN)
   extra = 0.6 * u if form == 'gelu' else 0.0
-  return _up(lead * (rel * a + extra) + (2 * u + u * u) * a + 2 * (a + 4) * tau)
+  r = _up(lead * (rel * a + extra) + (2 * u + u * u) * a + 2 * (a + 4) * tau)
+  return _up(iv.GELU_LIPSCHITZ * d_x + r)
 
 
 def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z):
@@ -586,8 +583,7 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: _Model |
 FF_JACOBIAN_SIZE = 2 ** 16
 
 
-def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act,
-                     res=None):
+def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
   """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
   The operand reduction of z (|fl_op(z^) - z^| <= v |z^|, one function of the value, so the
   same in every row of W_1) joins delta = fl_op(z^) - z, |delta| <= D_z + v (M_z + D_z);
@@ -600,13 +596,7 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
       D' = |I + W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2,
   (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
   keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
-  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact.
-  GELU: theta_r = g'(xi_r) (xi_r between pre and pre^) in the slope bounds of g over pre's
-  interval widened by |W_1| |delta| + L_1 (intervals.gelu's tangent), and the GELU's own
-  rounding R (``_gelu_rounding``) joins eps: |W_2| (max |theta| L_1 + R) in place of
-  |W_2| L_1. Pre-LN, z' = r + W_2 act(W_1 z + b_1) + b_2 with z = LN(r) and ``res`` = (r, D_r): the
-  same with I dropped and D_r added, D' = D_r + |W_2 [Theta] W_1| |delta| + |W_2| L_1 + L_2
-  (r^ - r and z^ - z bounded apart; r's magnitude in L_2 in place of z's)."""
+  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
   w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
   r, width = w_1.shape
   model = fm.model
@@ -621,36 +611,23 @@ def _dev_ff_jacobian(fm: _Model, params, pre: iv.Interval, z: iv.Interval, d_z, 
   local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
                                                    + np.abs(w_1).max() + 2))
   spread = _up(delta @ np.abs(w_1).T + local1)
-  if params.activation == 'relu':
-    p_lo = (iv.down(pre.lo - spread) > 0).astype(np.float64)        # theta_r = 1 surely
-    p_hi = (iv.up(pre.hi + spread) > 0).astype(np.float64)          # theta_r may be > 0
-    theta = p_hi
-    local_act = local1
-  else:      # theta_r = g'(xi), xi between pre and pre^: g' over the widened interval
-    one = np.ones(pre.lo.shape + (1,))
-    slope = iv.gelu(iv.Interval(iv.down(pre.lo - spread), iv.up(pre.hi + spread), one, one),
-                    params.activation)
-    p_lo, p_hi = slope.tlo[..., 0], slope.thi[..., 0]
-    theta = np.maximum(np.abs(p_lo), np.abs(p_hi))
-    local_act = _up(theta * local1 + _gelu_rounding(fm, params.activation,
-                                                    _up(pre.mag() + spread)))
+  p_lo = (iv.down(pre.lo - spread) > 0).astype(np.float64)          # theta_r = 1 surely
+  p_hi = (iv.up(pre.hi + spread) > 0).astype(np.float64)            # theta_r may be > 0
   c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)         # [r, D*D]: W_2[i,r] W_1[r,j]
   cp, cn = np.maximum(c, 0), np.minimum(c, 0)
-  eye = np.eye(width).reshape(-1) if res is None else 0.0
+  eye = np.eye(width).reshape(-1)
   j_lo = eye + p_lo @ cp + p_hi @ cn
   j_hi = eye + p_hi @ cp + p_lo @ cn
-  slack = 2.0 ** -40 * (1 + theta @ np.abs(c))                     # the float sums' error
+  slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))                      # the float sums' error
   j_mag = _up(np.maximum(np.abs(j_lo), np.abs(j_hi)) + slack)
   j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
   prop = np.einsum('...ij,...j->...i', j_mag, delta)
   terms = r + 1
-  r_abs = _up(z.mag() + d_z) if res is None else _up(res[0].mag() + res[1])
-  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + r_abs
+  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
   a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
   local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
-                                                               + r_abs + 2))
-  out = _up(prop + local_act @ np.abs(w_2).T + local2)
-  return out if res is None else _up(out + res[1])
+                                                               + z.mag() + d_z + 2))
+  return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Model | None,
@@ -672,7 +649,7 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: _Mod
     a = (act.mag() + d_act).max(axis=-1, keepdims=True)
     d_out = _up(d_res + d_act @ np.abs(p.w_2).T + fm.kappa(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
-    d_out = np.minimum(d_out, _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act,   # Jacobian form
-                                               None if res is z else (res, d_res)))
+    if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
+      d_out = np.minimum(d_out, _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act))
     fm.check_range(_up(s + d_out), 'the residual z + W_2 act(W_1 z + b_1) + b_2')
   return out, d_out
