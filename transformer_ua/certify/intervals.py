@@ -450,6 +450,8 @@ def gelu(a: Interval, form: str) -> Interval:
 # [s_lo, s_hi], intersected with |r_i| <= sqrt(D - 1) (sum c = 0 gives D c_i^2 <= (D - 1)
 # |c|^2, and |c|^2 / (D s^2) < 1). Tangent, from ds = (c . dc) / (D s):
 #     dy_i = (gamma_i / s) (dc_i - r_i (r . dc) / D)        (the DESIGN.md Jacobian)
+# and, as a second enclosure of the same bracket intersected with it, the interval matrix
+#     (I - 1 1^T / D - r r^T / D) dz   (r r^T's diagonal by ``square``; dz enters once).
 
 
 def _div_positive(a: Interval, c: float) -> Interval:
@@ -481,6 +483,33 @@ def variance_bounds(c_lo, c_hi, z_lo=None, z_hi=None):
   return v_lo, v_hi
 
 
+def _ln_bracket_times(r: Interval, a: Interval, width: int) -> Interval:
+  """(I - 1 1^T / D - r r^T / D) da, an interval matrix times a's tangents [..., D, P] (r r^T's
+  diagonal by ``square``), as an Interval of the product [..., D, P]: the same product as
+  dc - r (r . dc) / D, each tangent entry entering once, so the two are intersected."""
+  ri = Interval(r.lo[..., :, None], r.hi[..., :, None])
+  rj = Interval(r.lo[..., None, :], r.hi[..., None, :])
+  q_lo, q_hi = _mul_bounds(ri.lo, ri.hi, rj.lo, rj.hi)
+  sq = square(r)
+  eye = np.eye(width, dtype=bool)
+  q_lo = np.where(eye, sq.lo[..., :, None], q_lo)
+  q_hi = np.where(eye, sq.hi[..., :, None], q_hi)
+  base = np.eye(width) - 1.0 / width                       # exact for D a power of two
+  m_lo = down(down(base) - up(q_hi / width))
+  m_hi = up(up(base) - down(q_lo / width))
+  p_lo, p_hi = _mul_bounds(m_lo[..., None], m_hi[..., None], a.tlo[..., None, :, :],
+                           a.thi[..., None, :, :])             # [..., D_i, D_j, P]
+  err = sum_error(np.maximum(np.abs(p_lo), np.abs(p_hi)).sum(axis=-2), width)
+  return Interval(down(p_lo.sum(axis=-2) - err), up(p_hi.sum(axis=-2) + err))
+
+
+def _intersect(t: Interval, other: Interval) -> Interval:
+  """The intersection of two enclosures of the same values (no tangents)."""
+  lo, hi = np.maximum(t.lo, other.lo), np.minimum(t.hi, other.hi)
+  bad = ~(lo <= hi)
+  return Interval(np.where(bad, t.lo, lo), np.where(bad, t.hi, hi))
+
+
 def layer_norm(a: Interval, gamma, beta, eps: float):
   """(LN(a) as an Interval with tangents, r = c / s as an Interval, [s_lo, s_hi]) over the
   last value axis (above)."""
@@ -501,6 +530,7 @@ def layer_norm(a: Interval, gamma, beta, eps: float):
     inner = sum_axis(mul(r_t, dc), -2)                               # [..., P]
     proj = mul(r_t, Interval(inner.lo[..., None, :], inner.hi[..., None, :]))
     t = sub(dc, Interval(down(proj.lo / width), up(proj.hi / width)))
+    t = _intersect(t, _ln_bracket_times(r, a, width))
     g_lo = np.minimum(gamma / s_lo, gamma / s_hi)
     g_hi = np.maximum(gamma / s_lo, gamma / s_hi)
     factor = Interval(down(g_lo)[..., None], up(g_hi)[..., None])

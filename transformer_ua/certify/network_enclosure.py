@@ -108,6 +108,16 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                largest finite number (``_Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
 
+Mean-value intersection (networks with a LayerNorm, given tangents): the box's midpoint c
+runs through the same ops (no tangents, no D), and after every layer (and LN's input and
+output) the box's value interval is intersected with
+               z(c) + [-S, S],  S_i = sum_q max(|tlo_iq|, |thi_iq|) rho_q,  rho_q >= |X_q - c_q|
+(the mean value theorem on the segment c -> X inside the box: z_i(X) - z_i(c) =
+dz_i/dX(xi) (X - c), the tangents enclosing dz/dX, Clarke's gradient at ReLU kinks
+included). Natural interval arithmetic loses the correlation of a token's entries, so its
+var_lo -> 0 and 1/s -> 1/sqrt(eps); the intersection keeps var_lo near the true variance,
+and every use of s_w, M_z and the LN Jacobian's factor gamma / s above gets it.
+
 Every D is computed in float64 and widened by 2^-40 (relative) and one ulp per step, so it
 stays an upper bound of the exact expression (the constants 0.6, 0.23, 8 carry the margins
 of the derivations above).
@@ -380,16 +390,103 @@ def _dev_layer_norm(fm: _Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z)
 
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None, *,
-            marks: list | None = None):
+            marks: list | None = None, mean_value: bool = True):
   """(g(x) as an Interval [B, n, d] with x's tangents, D [B, n, d] or None).
 
   A value whose M + D may reach the format's largest finite number (``_Model.check_range``)
   is refused in one line; given a list ``marks``, its box gets D = inf instead (no bound
   there: the certifier splits it) and the first such box's refusal line is appended to
-  ``marks``."""
+  ``marks``.
+
+  Given tangents and a network with a LayerNorm, every layer's value is also intersected
+  with its mean-value form z(X) in z(c) + [dz/dX] (X - c), c a point of the box
+  (``_MeanValue``): the centre runs through the same ops beside the box (no tangents, no D).
+  The variance's lower bound, and with it 1/s in LN's value, Jacobian and D, is what this
+  tightens. Networks without a LayerNorm keep the plain enclosure, op for op what
+  box_kernel.py computes (its tests compare the two); mean_value=False skips it."""
   fm = None if model is None else _Model(model)
   if fm is not None and marks is not None:
     fm.per_box = np.zeros(x.lo.shape[0], bool)
+  has_ln = net.final_ln is not None or any(b.norm is not None for b in net.blocks)
+  mv = _MeanValue(x) if x.has_tangent and has_ln and mean_value else None
+  z, d_z = _embed(net, x, fm)
+  zc = _embed(net, mv.centre, None)[0] if mv else None
+  for i, blk in enumerate(net.blocks):
+    for part, ln, op, name in ((blk.attention, blk.ln_attn, _attention, 'attention'),
+                               (blk.ff, blk.ln_ff, _feedforward, 'feed-forward')):
+      if part is None:
+        continue
+      if fm is not None:
+        fm.layer = f'block {i} {name}'
+      if blk.norm == 'pre' and ln is not None:
+        u_z, d_u = _layer_norm(ln, z, d_z, fm)
+        u_c = _layer_norm(ln, zc, None, None)[0] if mv else None
+        u_z = mv.tighten(u_z, u_c) if mv else u_z
+        z, d_z = op(part, u_z, d_u, fm, residual=(z, d_z))
+        zc = op(part, u_c, None, None, residual=(zc, None))[0] if mv else None
+      else:
+        z, d_z = op(part, z, d_z, fm, residual=(z, d_z))
+        zc = op(part, zc, None, None, residual=(zc, None))[0] if mv else None
+        if ln is not None:
+          z = mv.tighten(z, zc) if mv else z
+          z, d_z = _layer_norm(ln, z, d_z, fm)
+          zc = _layer_norm(ln, zc, None, None)[0] if mv else None
+      z = mv.tighten(z, zc) if mv else z
+    if fm is not None:
+      fm.check_range(_up(z.mag() + d_z), 'its output z')
+  if net.final_ln is not None:
+    if fm is not None:
+      fm.layer = 'the final LayerNorm'
+    z, d_z = _layer_norm(net.final_ln, z, d_z, fm)
+    if mv:
+      z = mv.tighten(z, _layer_norm(net.final_ln, zc, None, None)[0])
+  if net.readout is not None:
+    r, rb = net.readout, net.readout_bias
+    if fm is not None:
+      fm.layer = 'the readout'
+      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
+                   'Z readout^T + readout_bias')
+    z = iv.linear(z, r, rb)
+  else:
+    z = z.take(np.arange(net.d), axis=-1)
+    if d_z is not None:
+      d_z = d_z[..., :net.d]
+  if fm is not None and fm.per_box is not None and fm.per_box.any():
+    d_z = np.where(fm.per_box[:, None, None], np.inf, d_z)
+    marks.append(fm.first)
+  return z, d_z
+
+
+class _MeanValue:
+  """The mean-value form of a layer's value over the box [lo, hi] of x [B, n, d]: with c
+  the box's midpoint (in the box: float midpoints are) and rho_q >= |X_q - c_q|,
+      z_i(X) - z_i(c) = sum_q dz_i/dX_q (xi) (X_q - c_q)  in  [-S_i, S_i],
+      S_i = sum_q max(|tlo_iq|, |thi_iq|) rho_q
+  (the mean value theorem on the segment from c to X, inside the box; the tangents enclose
+  dz/dX over the whole box, Clarke's generalized gradient at ReLU kinks included, as the
+  certifier's own mean-value form uses them). ``tighten`` intersects z's interval with
+  [z(c)_lo - S, z(c)_hi + S]; the tangents stay."""
+
+  def __init__(self, x: iv.Interval):
+    c = (x.lo + x.hi) / 2
+    c = np.minimum(np.maximum(c, x.lo), x.hi)
+    self.centre = iv.point(c)
+    rho = np.maximum(iv.up(c - x.lo), iv.up(x.hi - c))
+    self.rho = rho.reshape(rho.shape[0], -1) if rho.ndim >= 2 else rho
+
+  def tighten(self, z: iv.Interval, zc: iv.Interval) -> iv.Interval:
+    rho = self.rho.reshape(self.rho.shape[:1] + (1,) * (z.lo.ndim - 1) + self.rho.shape[1:])
+    spread = _up((z.tmag() * rho).sum(axis=-1))
+    lo = np.maximum(z.lo, iv.down(zc.lo - spread))
+    hi = np.minimum(z.hi, iv.up(zc.hi + spread))
+    bad = ~(lo <= hi)          # cannot happen for enclosures; NaN-safe: keep the natural one
+    lo, hi = np.where(bad, z.lo, lo), np.where(bad, z.hi, hi)
+    return iv.Interval(lo, hi, z.tlo, z.thi)
+
+
+def _embed(net: network_dict.Net, x: iv.Interval, fm: _Model | None):
+  """(Z_0, its D): the input's rounding, the embedding (+ bias) or zero padding, and the
+  positional encoding."""
   z = x
   d_z = None
   if fm is not None:
@@ -416,40 +513,6 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
       d_z = _up(d_z + fm.u * (z.mag() + d_z) + fm.tiny)
       fm.layer = 'the positional encoding'
       fm.check_range(_up(z.mag() + d_z), 'Z_0 + E')
-  for i, blk in enumerate(net.blocks):
-    for part, ln, op, name in ((blk.attention, blk.ln_attn, _attention, 'attention'),
-                               (blk.ff, blk.ln_ff, _feedforward, 'feed-forward')):
-      if part is None:
-        continue
-      if fm is not None:
-        fm.layer = f'block {i} {name}'
-      if blk.norm == 'pre' and ln is not None:
-        u_z, d_u = _layer_norm(ln, z, d_z, fm)
-        z, d_z = op(part, u_z, d_u, fm, residual=(z, d_z))
-      else:
-        z, d_z = op(part, z, d_z, fm, residual=(z, d_z))
-        if ln is not None:
-          z, d_z = _layer_norm(ln, z, d_z, fm)
-    if fm is not None:
-      fm.check_range(_up(z.mag() + d_z), 'its output z')
-  if net.final_ln is not None:
-    if fm is not None:
-      fm.layer = 'the final LayerNorm'
-    z, d_z = _layer_norm(net.final_ln, z, d_z, fm)
-  if net.readout is not None:
-    r, rb = net.readout, net.readout_bias
-    if fm is not None:
-      fm.layer = 'the readout'
-      d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
-                   'Z readout^T + readout_bias')
-    z = iv.linear(z, r, rb)
-  else:
-    z = z.take(np.arange(net.d), axis=-1)
-    if d_z is not None:
-      d_z = d_z[..., :net.d]
-  if fm is not None and fm.per_box is not None and fm.per_box.any():
-    d_z = np.where(fm.per_box[:, None, None], np.inf, d_z)
-    marks.append(fm.first)
   return z, d_z
 
 
