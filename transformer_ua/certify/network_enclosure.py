@@ -101,7 +101,7 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                  R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
                gamma_k is the storage format's k u / (1 - k u).
   weights      for the TF32 / bfloat16 models the certifier runs g with its weights reduced
-               to the operand format exactly (network_certificate.reduced_networks), so a
+               to the operand format exactly (box_bound.reduced_networks), so a
                weight times an activation has one reduced operand (kappa with (1 + v), not
                (1 + v)^2); scores and the mix keep two (``kappa_pair``).
   overflow     every value's M + D and every sum's S + D must stay below the format's
