@@ -18,7 +18,7 @@ import os
 
 from absl import app, flags
 
-from transformer_ua import cli, provenance
+from transformer_ua import binary_interrupts, cli, provenance
 from transformer_ua.studies import torch_encoder
 
 FLAGS = flags.FLAGS
@@ -41,7 +41,7 @@ def main(argv):
              'or choose another directory.')
   cli.output_dir(FLAGS.output_dir, '--output_dir', overwrite=FLAGS.overwrite,
                  writes=('model.onnx', 'certificate.txt', 'record.json'))
-  prov = provenance.record(cli.own_command())
+  prov = provenance.record(binary_interrupts.own_command())
   try:
     row = torch_encoder.run(FLAGS.variant, output_dir=FLAGS.output_dir,
                             train_seconds=FLAGS.train_seconds, max_minutes=FLAGS.max_minutes,

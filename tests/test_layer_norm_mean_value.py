@@ -1,6 +1,6 @@
 """The mean-value intersection of network_enclosure.enclose (networks with a LayerNorm) and
 the interval-matrix form of LayerNorm's Jacobian (intervals.layer_norm), on boxes wide
-enough that they change the bounds: values against dense samples of network_dict.apply,
+enough that they change the bounds: values against dense samples of network_apply.apply,
 tangents against finite differences, and the float deviation D against onnxruntime itself
 running torch.onnx.export files of stock encoder layers (its LayerNormalization kernel is
 one-pass: mean and mean of squares in one loop, in float32)."""
@@ -14,7 +14,7 @@ from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_enclosure as ne
 from network_ops_helpers import boxes, random_net
-from transformer_ua.networks import network_dict
+from transformer_ua.networks import network_apply, network_dict
 
 F32 = rounding.MATMUL_MODELS['float32']
 
@@ -27,7 +27,7 @@ def test_tightened_enclosure_contains_samples_and_finite_differences(norm, activ
   lo, hi = boxes(rng, 6, 3, 1, 0.1)
   z, _ = ne.enclose(net, iv.box(lo, hi), None)
   x = lo[None] + rng.random((400, 1, 3, 1)) * (hi - lo)[None]
-  vals = network_dict.apply(net, x.reshape(-1, 3, 1)).reshape(x.shape)
+  vals = network_apply.apply(net, x.reshape(-1, 3, 1)).reshape(x.shape)
   assert np.all(vals >= z.lo) and np.all(vals <= z.hi)
   # the plain enclosure (no intersection) is never tighter
   plain = ne.enclose(net, iv.box(lo, hi), None, mean_value=False)[0]
@@ -37,7 +37,7 @@ def test_tightened_enclosure_contains_samples_and_finite_differences(norm, activ
   for q in range(3):
     e = np.zeros((3, 1))
     e[q, 0] = h
-    fd = ((network_dict.apply(net, pts + e) - network_dict.apply(net, pts - e)) / (2 * h))
+    fd = ((network_apply.apply(net, pts + e) - network_apply.apply(net, pts - e)) / (2 * h))
     fd = fd.reshape(20, 6, 3, 1)
     tol = 1e-5 * (1 + np.abs(fd))
     assert np.all(fd >= z.tlo[None, ..., q] - tol) and np.all(fd <= z.thi[None, ..., q] + tol)
@@ -83,7 +83,7 @@ def test_deviation_covers_onnxruntime_on_stock_layers(tmp_path, norm_first, acti
   for b in range(len(lo)):
     x = (lo[b] + rng.random((100, 3, 1)) * (hi[b] - lo[b])).astype(np.float32)
     got = np.concatenate([session.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))])
-    err = np.abs(got.astype(np.float64) - network_dict.apply(net, x.astype(np.float64)))
+    err = np.abs(got.astype(np.float64) - network_apply.apply(net, x.astype(np.float64)))
     assert np.all(err <= dev[b])
     worst = max(worst, float((err / dev[b]).max()))
   assert worst > 1e-6          # onnxruntime's rounding is seen: the check is not vacuous

@@ -121,7 +121,7 @@ def error_decomposition(net, g=None, *, p: float = 2.0,
           f'terms with g measure {g.dtype} rounding, not Lemma 6; '
           + "use dtype='exact' and yun.certify_lp.")
   variant = net.variant
-  enumerable = net.resolution ** (net.d * net.n) <= distances.MAX_EXACT_CELLS
+  enumerable = net.resolution ** (net.d * net.n) <= bad_set.MAX_EXACT_CELLS
   if variant.exact_by_construction:     # Theorem 3: g_bar = f_bar on every cube
     exact = ExactTerms(bad_set_measure=0.0, dp_f_bar_g_bar=0.0)
   elif enumerable and variant.has_bad_set:   # Theorem 2: f_bar's mass on the bad set
@@ -183,12 +183,12 @@ def dp_f_bar_g_bar_on_grid(net, *, p: float = 2.0, chunk: int = 65536) -> float:
   """``(N^{-dn} sum_L ||f_bar(C_L) - g_bar(C_L)||_p^p)^{1/p}`` over every cube S_L of the
   grid, g_bar evaluated by the network at the cube centres (both are constant on each
   cube): d_p(f_bar, g_bar) exactly up to the float64 sum. Refuses grids over
-  ``distances.MAX_EXACT_CELLS``."""
+  ``bad_set.MAX_EXACT_CELLS``."""
   p = distances.check_p(p)
   cells = net.resolution ** (net.d * net.n)
-  if cells > distances.MAX_EXACT_CELLS:
+  if cells > bad_set.MAX_EXACT_CELLS:
     raise ValueError(f'the grid has {cells} cells; exact enumeration is limited to '
-                     f'{distances.MAX_EXACT_CELLS}.')
+                     f'{bad_set.MAX_EXACT_CELLS}.')
   total = 0.0
   for start in range(0, cells, chunk):
     k = decode_grid(np.arange(start, min(cells, start + chunk), dtype=np.int64),
