@@ -1,4 +1,5 @@
-"""Random untrained networks with every stock-layer op, for the network-ops tests."""
+"""Random untrained networks for the certifier's tests: with every stock-layer op
+(``random_net``), and a small v1 block (``small_relu_net``)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,17 @@ def random_net(seed, *, norm='post', activation='gelu', causal=True, d=1, n=3, w
 def boxes(rng, count, n, d, width):
   lo = rng.uniform(0, 1 - width, (count, n, d))
   return lo, lo + width
+
+
+def small_relu_net(seed: int, scale: float):
+  """One attention head (m = 2, with b_Q) and 4 ReLUs at D = 3, d = 1, n = 3: weights
+  N(0, scale^2), W_O and W_2 halved."""
+  rng = np.random.default_rng(seed)
+  h, m, D, r = 1, 2, 3, 4
+  return network_dict.check({'blocks': [{
+      'W_Q': rng.normal(size=(h, m, D)) * scale, 'b_Q': rng.normal(size=(h, m)) * scale,
+      'W_K': rng.normal(size=(h, m, D)) * scale, 'W_V': rng.normal(size=(h, m, D)) * scale,
+      'W_O': rng.normal(size=(h, D, m)) * scale / 2,
+      'W_1': rng.normal(size=(r, D)) * scale, 'b_1': rng.normal(size=r) * scale,
+      'W_2': rng.normal(size=(D, r)) * scale / 2, 'b_2': rng.normal(size=D) * scale}]},
+      d=1, n=3)

@@ -12,18 +12,11 @@ import pytest
 from transformer_ua.certify import cost_model
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.networks import network_dict
+from network_ops_helpers import small_relu_net
 
 
-def small_net(seed: int = 7, scale: float = 0.3):
-  rng = np.random.default_rng(seed)
-  h, m, D, r = 1, 2, 3, 4
-  return network_dict.check({'blocks': [{
-      'W_Q': rng.normal(size=(h, m, D)) * scale, 'b_Q': rng.normal(size=(h, m)) * scale,
-      'W_K': rng.normal(size=(h, m, D)) * scale, 'W_V': rng.normal(size=(h, m, D)) * scale,
-      'W_O': rng.normal(size=(h, D, m)) * scale / 2,
-      'W_1': rng.normal(size=(r, D)) * scale, 'b_1': rng.normal(size=r) * scale,
-      'W_2': rng.normal(size=(D, r)) * scale / 2, 'b_2': rng.normal(size=D) * scale}]},
-      d=1, n=3)
+def small_net():
+  return small_relu_net(seed=7, scale=0.3)
 
 
 def run(net, **kwargs):

@@ -20,6 +20,7 @@ from transformer_ua.certify import box_bound, box_sums
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import sorted_volume
 from transformer_ua.networks import network_apply, network_dict
+from network_ops_helpers import small_relu_net
 
 
 def cell_count_volume(a, b) -> Fraction:
@@ -93,16 +94,8 @@ def test_volumes_up_with_more_coordinates_and_the_filter():
     assert sorted_volume.meets_sorted(lo[i:i + 1], hi[i:i + 1])[0] == (exact > 0)
 
 
-def small_net(seed=4, scale=0.4):
-  rng = np.random.default_rng(seed)
-  h, m, D, r = 1, 2, 3, 4
-  return network_dict.check({'blocks': [{
-      'W_Q': rng.normal(size=(h, m, D)) * scale, 'b_Q': rng.normal(size=(h, m)) * scale,
-      'W_K': rng.normal(size=(h, m, D)) * scale, 'W_V': rng.normal(size=(h, m, D)) * scale,
-      'W_O': rng.normal(size=(h, D, m)) * scale / 2,
-      'W_1': rng.normal(size=(r, D)) * scale, 'b_1': rng.normal(size=r) * scale,
-      'W_2': rng.normal(size=(D, r)) * scale / 2, 'b_2': rng.normal(size=D) * scale}]},
-      d=1, n=3)
+def small_net():
+  return small_relu_net(seed=4, scale=0.4)
 
 
 @pytest.mark.parametrize('n', [3, 4])
