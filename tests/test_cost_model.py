@@ -11,7 +11,6 @@ import pytest
 
 from transformer_ua.certify import cost_model
 from transformer_ua.certify import network_certificate as nc
-from transformer_ua.networks import network_dict
 from network_ops_helpers import small_relu_net
 
 

@@ -19,7 +19,7 @@ import pytest
 from transformer_ua.certify import box_bound, box_sums
 from transformer_ua.certify import network_certificate as nc
 from transformer_ua.certify import sorted_volume
-from transformer_ua.networks import network_apply, network_dict
+from transformer_ua.networks import network_apply
 from network_ops_helpers import small_relu_net
 
 
