@@ -56,8 +56,10 @@ from transformer_ua.targets import callable_checks
 from transformer_ua.targets import distances
 from transformer_ua.targets import functions as targets_lib
 
-#: The automatic box kernel starts at the first round with this many new boxes (its
-#: compilation, 10-20 s on 2 loaded cores, pays only on long runs: ``_kernel_backend``).
+#: The automatic box kernel starts at the first round with this many new boxes: its
+#: compilation, 10-27 s on 2 loaded CPU cores, pays only on long runs (it measured 1.0-2.6x
+#: NumPy's boxes/s on 8,192 boxes, benchmarks/certify_kernel.py; a round of 50,000 boxes
+#: takes NumPy 15-60 s there).
 KERNEL_MIN_BOXES = 50_000
 #: Sampled pairs used to refute a caller's lipschitz= / modulus=.
 REFUTATION_POINTS = 4096
@@ -323,13 +325,11 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     if time.perf_counter() + per_box * int(alive.sum()) > deadline:
       break
     if box_kernel is None and kernel_from is None and int(alive.sum()) >= KERNEL_MIN_BOXES:
-      box_kernel = _kernel_backend()
-      if box_kernel:
-        try:
-          evaluator.use_kernel()
-          kernel_from = rounds + 1
-        except ValueError:
-          box_kernel = False                       # NumPy stays: it needs nothing more
+      try:                                         # jax is a core requirement
+        evaluator.use_kernel()
+        box_kernel, kernel_from = True, rounds + 1
+      except ValueError:
+        box_kernel = False                         # NumPy stays: it needs nothing more
     t0 = time.perf_counter()
     ce, cdev, csplit, ccentre, executed = box_bound.evaluate_round(
         evaluator, c_lo[alive], c_hi[alive], workers_obj, spec, rounds)
@@ -398,17 +398,6 @@ def _projection_text(history, eps, reached, p) -> str:
     return ''
   proj = cost_model.project(history, float(eps), p)
   return '' if proj is None else proj.text()
-
-
-def _kernel_backend() -> bool:
-  """Whether the automatic kernel can be used: jax is importable (on 2 loaded CPU cores the
-  kernel measured 1.0-2.6x NumPy's boxes/s on 8,192 boxes after 10-27 s of compiling, two
-  runs of benchmarks/certify_kernel.py; a round of 50,000 boxes takes NumPy 15-60 s there)."""
-  try:
-    import jax  # noqa: F401
-  except ImportError:
-    return False
-  return True
 
 
 def _progress_bar(progress, max_rounds):
