@@ -1,4 +1,4 @@
-"""Certified total against emulated runs for the hand-built product network (issue 71).
+"""Certified total against emulated runs for the hand-built product network.
 
   PYTHONPATH=$PWD python results/low_precision/hand_built_table.py --minutes 2 --out X.json
 

@@ -1,5 +1,5 @@
 """The runtime probe's verdicts on the planted accumulators of
-tests/test_runtime_probe_accumulators.py (issue 71), as a Markdown table.
+tests/test_runtime_probe_accumulators.py, as a Markdown table.
 
   PYTHONPATH=$PWD python results/low_precision/probe_planted_table.py > X.md
 """
