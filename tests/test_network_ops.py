@@ -17,6 +17,7 @@ import pytest
 from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import network_certificate as nc
+from transformer_ua.certify import float_deviation
 from transformer_ua.certify import network_enclosure as ne
 from network_ops_helpers import boxes, random_net
 from transformer_ua.networks import network_apply, network_dict
@@ -248,7 +249,7 @@ def test_layer_norm_deviation_covers_float32_variants(kind, offset):
   LN(z); offset 30 makes the one-pass variance cancel."""
   rng = np.random.default_rng(6)
   width = 6
-  fm = ne._Model(F32)
+  fm = float_deviation.Model(F32)
   centre = offset + rng.normal(0, 1, (30, 1, width))
   rad = rng.exponential(0.01, (30, 1, width))
   lo, hi = centre - rad, centre + rad
@@ -259,7 +260,7 @@ def test_layer_norm_deviation_covers_float32_variants(kind, offset):
                                                      'beta': rng.normal(0, 1, width),
                                                      'eps': 1e-5}, 'norm': 'post'}]},
       d=1), np.float32).blocks[0].ln_ff
-  bound = ne._dev_layer_norm(fm, ln, iv.Interval(lo, hi), d_z)
+  bound = float_deviation.layer_norm(fm, ln, iv.Interval(lo, hi), d_z)
   assert np.all(np.isfinite(bound))
   worst = 0.0
   for _ in range(20):
@@ -276,12 +277,12 @@ def test_layer_norm_deviation_covers_float32_variants(kind, offset):
                                           ('gelu_tanh', 0), ('gelu_tanh', 1)])
 def test_gelu_deviation_covers_float32_with_perturbed_ulps(form, variant):
   rng = np.random.default_rng(7)
-  fm = ne._Model(F32)
+  fm = float_deviation.Model(F32)
   x = np.concatenate([rng.normal(0, 3, 4000), rng.uniform(-12, 12, 2000)])
   d_x = np.abs(x) * rng.uniform(0, 1e-6, x.shape) + 1e-9
   w = _f32(x + rng.uniform(-0.4, 0.4, x.shape) * d_x)
   ok = np.abs(w - x) <= d_x
-  bound = ne._dev_gelu(fm, form, d_x, np.abs(x))
+  bound = float_deviation.gelu(fm, form, d_x, np.abs(x))
   with mpmath.workdps(30):
     ref = np.array([float(_mp_gelu(xi, form)) for xi in x])   # float64 of the 30-digit value
   err = np.abs(_gelu32(w, form, rng, variant).astype(np.float64) - ref)
@@ -386,10 +387,10 @@ def test_assumptions_only_for_ops_present():
   plain = network_dict.check(dict(plain.as_dict(), blocks=[
       {k: v for k, v in b.items() if k != 'scale'} for b in plain.as_dict()['blocks']]),
       d=1, n=3)
-  assert ne.assumptions(plain, F32) == []
-  exact = ne.assumptions(random_net(12), None)
+  assert float_deviation.assumptions(plain, F32) == []
+  exact = float_deviation.assumptions(random_net(12), None)
   assert len(exact) == 1 and exact[0].startswith('certifier: GELU bounds from math.erfc')
-  full = ne.assumptions(random_net(12), F32)
+  full = float_deviation.assumptions(random_net(12), F32)
   assert rounding.SQRT_DIV_ASSUMPTION in full and rounding.ERF_ASSUMPTION in full
 
 

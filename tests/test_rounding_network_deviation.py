@@ -18,6 +18,7 @@ import low_precision_runs  # noqa: E402
 from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import certify_network  # noqa: E402
 from transformer_ua.certify import intervals as iv  # noqa: E402
+from transformer_ua.certify import float_deviation  # noqa: E402
 from transformer_ua.certify import network_enclosure  # noqa: E402
 from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
 from transformer_ua.networks import network_apply, network_dict  # noqa: E402
@@ -79,7 +80,7 @@ def test_the_jacobian_form_keeps_the_cancellation_of_w2_w1():
   net = network_dict.check({'blocks': [{'W_1': w_1, 'b_1': np.array([1.0, 1.0]),
                                         'W_2': w_2, 'b_2': np.zeros(2)}]}, d=2, n=1)
   x = np.full((1, 1, 2), 0.5)
-  fm = network_enclosure._Model(rounding.MATMUL_MODELS['float32'])
+  fm = float_deviation.Model(rounding.MATMUL_MODELS['float32'])
   z = iv.point(x)
   d_z = np.full((1, 1, 2), 1e-3)
   _, d_out = network_enclosure._feedforward(net.blocks[0].ff, z, d_z, fm, residual=(z, d_z))

@@ -14,6 +14,7 @@ from transformer_ua import rounding
 from transformer_ua.certify import certify_network
 from transformer_ua.certify import hand_built
 from transformer_ua.certify import intervals as iv
+from transformer_ua.certify import float_deviation
 from transformer_ua.certify import network_enclosure
 from network_ops_helpers import random_net
 
@@ -124,7 +125,7 @@ def test_a_weight_that_overflows_when_stored_is_named():
 
 
 def test_check_range_refuses_nan_and_the_limit_itself():
-  fm = network_enclosure._Model(rounding.MATMUL_MODELS['float32'])
+  fm = float_deviation.Model(rounding.MATMUL_MODELS['float32'])
   limit = float(np.finfo(np.float32).max)
   fm.check_range(np.array([np.nextafter(limit, 0)]), 'ok')
   for bad in (limit, np.inf, np.nan):

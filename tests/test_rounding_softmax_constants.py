@@ -1,5 +1,5 @@
 """Issue 71, hole 4: the softmax term rho and its kin round up. Each constant of
-network_enclosure's softmax deviation is compared with the exact formula (mpmath at 60
+float_deviation's softmax deviation is compared with the exact formula (mpmath at 60
 digits, Fractions), and the deviation bound with float32 / float64 softmax runs (NumPy, by
 division and by reciprocal, sums in two orders) against the exact softmax."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from transformer_ua import rounding
-from transformer_ua.certify import network_enclosure as ne
+from transformer_ua.certify import float_deviation
 
 mpmath.mp.dps = 60
 
@@ -22,20 +22,20 @@ def _mp(x):
 def test_expm1_up_is_an_upper_bound_and_tight():
   xs = [0.0, 2.0 ** -1074, 2.0 ** -60, 2.0 ** -53, 2.0 ** -24, 1e-9, 1e-4, 0.01, 0.3, 0.4999,
         0.5, 0.75, 0.999, 1.0, 3.0, 20.0, 49.9, 50.0]
-  got = ne._expm1_up(np.array(xs))
+  got = float_deviation.expm1_up(np.array(xs))
   for x, g in zip(xs, got):
     exact = mpmath.expm1(_mp(x))
     assert _mp(g) >= exact, x
     assert _mp(g) <= exact * (1 + mpmath.mpf(2) ** -8) + mpmath.mpf(2) ** -1070, x
-  assert np.isinf(ne._expm1_up(np.array([51.0]))[0])
+  assert np.isinf(float_deviation.expm1_up(np.array([51.0]))[0])
 
 
 @pytest.mark.parametrize('name', ['float64', 'float32'])
 @pytest.mark.parametrize('n', [1, 2, 3, 17, 1000])
 def test_softmax_constants_round_up(name, n):
   model = rounding.MATMUL_MODELS[name]
-  fm = ne._Model(model)
-  c_u, gam, cap = ne.softmax_constants(fm, n)
+  fm = float_deviation.Model(model)
+  c_u, gam, cap = float_deviation.softmax_constants(fm, n)
   u = model.u
   assert Fraction(c_u) >= (1 + u) ** 2 - 1
   assert Fraction(gam) >= Fraction(n) * u / (1 - n * u)
@@ -68,7 +68,7 @@ def _formula(model, ds, s_lo, s_hi, w_hi):
 @pytest.mark.parametrize('name', ['float64', 'float32', 'tf32', 'bfloat16'])
 def test_softmax_deviation_is_never_below_its_formula(name):
   model = rounding.MATMUL_MODELS[name]
-  fm = ne._Model(model)
+  fm = float_deviation.Model(model)
   rng = np.random.default_rng(7)
   cases = [(np.zeros(3), np.zeros(3), np.zeros(3), np.ones(3))]   # the (1 + u)^2 case
   for _ in range(40):
@@ -79,7 +79,7 @@ def test_softmax_deviation_is_never_below_its_formula(name):
     w_hi = rng.uniform(0, 1, n)
     cases.append((ds, lo, hi, w_hi))
   for ds, lo, hi, w_hi in cases:
-    got = ne._dev_softmax(fm, ds[None], lo[None], hi[None], w_hi[None])[0]
+    got = float_deviation.softmax(fm, ds[None], lo[None], hi[None], w_hi[None])[0]
     want = _formula(model, ds, lo, hi, w_hi)
     for g, w in zip(got, want):
       assert _mp(g) >= w
@@ -101,7 +101,7 @@ def _softmax_runs(s, dtype):
 def test_softmax_deviation_covers_float_runs(name, dtype):
   """Scores given exactly in the format (D_s = 0): every run's |w^ - softmax(s)| is below
   the bound, on scores that spread by up to 1e4 (large arguments, large t_k u)."""
-  fm = ne._Model(rounding.MATMUL_MODELS[name])
+  fm = float_deviation.Model(rounding.MATMUL_MODELS[name])
   rng = np.random.default_rng(3)
   for trial in range(200):
     n = int(rng.integers(2, 9))
@@ -110,7 +110,7 @@ def test_softmax_deviation_covers_float_runs(name, dtype):
     exact = [mpmath.exp(_mp(v)) for v in s]
     tot = sum(exact)
     w = np.array([float(e / tot) for e in exact])
-    bound = ne._dev_softmax(fm, np.zeros((1, n)), s[None], s[None],
+    bound = float_deviation.softmax(fm, np.zeros((1, n)), s[None], s[None],
                             np.minimum(1, w * (1 + 1e-12))[None])[0]
     for run in _softmax_runs(s, dtype):
       err = np.abs(run.astype(np.float64) - w)

@@ -78,7 +78,7 @@ have magnitude at most the format's largest finite number (``Format.max_finite``
 nearest carries the largest binary32 numbers up to inf). A faithful rounding of a value
 below a finite number F of the format is at most F, so it suffices that the bounds
 M + D of every value and S + D of every partial sum (S = sum |terms|) stay below that
-limit; the certifier refuses a network where one does not (``network_enclosure``).
+limit; the certifier refuses a network where one does not (``certify.float_deviation``).
 
 Everything that is not a matmul (residual additions, the softmax's max subtraction, exp,
 sum and division) runs in the storage format (binary64 for 'float64', binary32 for the
@@ -422,7 +422,7 @@ def check_network_arithmetic(arithmetic) -> str:
 #
 # LayerNorm and GELU add four library operations to the softmax's exp. What the network
 # certificate assumes of each, in the storage format (u its unit roundoff, tau its smallest
-# normal; ``certify.network_enclosure`` derives its bounds from exactly these):
+# normal; ``certify.float_deviation`` derives its bounds from exactly these):
 #
 #   sqrt, division     correctly rounded IEEE 754 operations: |fl(op) - op| <= u |op| + tau
 #                      (a reciprocal square root is a sqrt and a division, or a reciprocal

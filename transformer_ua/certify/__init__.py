@@ -20,6 +20,7 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
 
     intervals.py           outward-rounded interval arithmetic with tangents (forward mode)
     network_enclosure.py   g over a batch of boxes: value, Jacobian, float deviation D
+    float_deviation.py     fl(g) - g op by op: the rounding terms of D, the overflow check
     target_enclosures.py   f's side: the built-ins' interval extensions, a callable's modulus
     box_bound.py           E_B >= sup_B |f - fl(g)| for a round of boxes (the Evaluator)
     box_sums.py            the boxes, their volumes, the exact L_p total, bisection

@@ -9,7 +9,7 @@ the tests check that these bounds contain it.
 Outward rounding under XLA (flush to zero, FMA contraction, XLA's exp, x64): the interval
 primitives of jax_intervals.py, whose docstring gives the argument.
 
-Overflow: every M + D that network_enclosure checks (``_Model.check_range``) is kept per
+Overflow: every M + D that network_enclosure checks (``float_deviation.Model.check_range``) is kept per
 box; a box where one may reach the format's largest value gets D = inf (no bound: it is
 split), as ``enclose(marks=)`` does.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
-from transformer_ua.certify import network_enclosure
+from transformer_ua.certify import float_deviation
 from transformer_ua.certify.jax_intervals import (
     SMALLEST_NORMAL, STEP, add, check_exp, down, jnp_module, linear, mag, mix, pairwise, relu,
     softmax, sum_error, up)
@@ -49,7 +49,7 @@ def _up(x):
 
 
 class _KModel:
-  """network_enclosure._Model's constants, and the range checks of one trace: every M + D
+  """float_deviation.Model's constants, and the range checks of one trace: every M + D
   that network_enclosure checks (``check_range``) is kept here, so that the kernel gives
   D = inf to a box where one may reach the format's largest value, as enclose(marks=)."""
 
@@ -106,7 +106,7 @@ def _dev_mix(fm, dw, mw, dv, mv):
 
 
 def _expm1_up(x):
-  """network_enclosure._expm1_up: e^x - 1 <= x + x^2 / (2 (1 - x/3)) below 1/2, the checked
+  """float_deviation.expm1_up: e^x - 1 <= x + x^2 / (2 (1 - x/3)) below 1/2, the checked
   exp minus 1 on [1/2, 50], inf above."""
   jnp = jnp_module()
   small = jnp.minimum(x, 0.5)
@@ -117,12 +117,12 @@ def _expm1_up(x):
 
 
 def _dev_softmax(fm, ds, s_lo, s_hi, w_hi):
-  """network_enclosure._dev_softmax_raw (per-entry max subtraction, constants without
+  """float_deviation._softmax_raw (per-entry max subtraction, constants without
   cancellation)."""
   jnp = jnp_module()
   n = ds.shape[-1]
   u = fm.u
-  c_u, gam, cap = network_enclosure.softmax_constants(fm.fm, n)
+  c_u, gam, cap = float_deviation.softmax_constants(fm.fm, n)
   delta = ds.max(axis=-1, keepdims=True)
   t = up(up(s_hi + ds).max(axis=-1, keepdims=True) - down(s_lo - ds))
   ut = _up(u * jnp.maximum(t, 0.0))
@@ -210,17 +210,17 @@ def _feedforward(p, z, d_z, fm):
 
 
 def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
-  """network_enclosure._dev_ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
+  """float_deviation.ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
   where the reference does not use it (r D^2 > FF_JACOBIAN_SIZE, weights not exact)."""
   jnp = jnp_module()
   w_1, b_1, w_2, b_2 = p['w_1'], p['b_1'], p['w_2'], p['b_2']
   r, width = w_1.shape
   model = fm.fm.model
-  if r * width * width > network_enclosure.FF_JACOBIAN_SIZE or not (
+  if r * width * width > float_deviation.FF_JACOBIAN_SIZE or not (
       model.weights_exact or model.operand_rel == 0):
     return None
-  v = network_enclosure._f(model.operand_rel)
-  acc = network_enclosure._f(model.kappa(width, 0))
+  v = float_deviation.float_up(model.operand_rel)
+  acc = float_deviation.float_up(model.kappa(width, 0))
   mz = _up(mag(z) + d_z)
   delta = _up(d_z + v * mz + fm.tiny)
   s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
@@ -373,7 +373,7 @@ class BoxKernel:
     return z, d_z
 
   def _fm(self):
-    return None if self.model is None else _KModel(network_enclosure._Model(self.model))
+    return None if self.model is None else _KModel(float_deviation.Model(self.model))
 
   def _run_point(self, c):
     z, _ = self._layers((c, c, None, None), None, None)

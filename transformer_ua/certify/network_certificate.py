@@ -47,7 +47,7 @@ from transformer_ua import executor as executor_lib
 from transformer_ua import rounding
 from transformer_ua.certify import box_bound, box_sums, cost_model
 from transformer_ua.certify import intervals as iv
-from transformer_ua.certify import network_enclosure, sorted_volume, target_enclosures
+from transformer_ua.certify import float_deviation, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.networks import network_apply, network_dict
 from transformer_ua.networks import source_check
@@ -374,7 +374,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   assumptions = _assumptions(evaluator.model) + tuple(
-      network_enclosure.assumptions(net, evaluator.model)) + (f'g: {source}',)
+      float_deviation.assumptions(net, evaluator.model)) + (f'g: {source}',)
   if kernel_from is not None:
     import jax
     assumptions += (f"box kernel (jax.jit on {jax.default_backend()}) from round "
