@@ -70,21 +70,35 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                    is a symmetric matrix with eigenvalues 0, 1 - |r|^2 / D and 1: row i has
                    2-norm <= 1; s_w = sqrt(var_lo(w box) + eps), the box widened by D_z),
                and R the rounding of fl(LN)(w) - LN(w), A_m = max_i A_i, C_i >= |c_i(w)|:
-                 D_mu  = gamma_{2D+8} A_m + (2D + 8) tau          (sum then / D or * fl(1/D);
-                         Welford's m_k = m_{k-1} + (w_k - m_{k-1}) / k: errors
-                         <= sum_k (u A + 4.01 u A / k) <= (D + 4.01 (1 + ln D)) u A)
+                 (``layer_norm_moments``; S1, S2 the means of A_i, A_i^2 over the token,
+                 M_mu >= |mu|, V >= var(w), c = gamma_{2D+8}, A' = A_m (1 + c) >= every
+                 computed running mean, fl(x) = x (1 + delta) with |delta| <= u throughout)
+                 D_mu  = max(D_sum, D_wel) + (2D + 8) tau, the mean's error:
+                         D_sum = gamma_{D+1} S1 (a sum in any order, then / D or * fl(1/D));
+                         D_wel = gamma_1 A' (D + 1) / 2 + gamma_3 (S1 + A') (Welford's
+                         m_k = m_{k-1} + fl(w_k - m_{k-1}) / k with the step's error eps_k:
+                         e_k = m^_k - mu_k = (1 - 1/k) e_{k-1} + eps_k, so e_D = sum_k eps_k
+                         k / D, |eps_k| <= gamma_1 |m^_k| + gamma_3 |w_k - m^_{k-1}| / k;
+                         |e_k| <= c A_m by induction)
                  E_c   = (1 + u) D_mu + u (1 + u)(A_i + A_m + D_mu) + u C_i + 2 tau
                          (c_i = w_i - mu computed, or w_i rstd - mu rstd as torch's CPU
                          kernel does: both give (w_i - mu^)(1 + e) + w_i e' - mu^ e'')
-                 E_var = (1 + 16 (D + 4) u)(4 A_m D_mu + 2 D_mu^2 + 4 gamma_{D+6} A_m^2)
-                         + (8D + 16) tau (A_m + 1)
-                         (to first order in u, the factor in front covering the second-order
-                         terms: two-pass, c^ = fl(w - mu^), |c| <= 2 A_m: E_c' (4 A_m + E_c')
-                         + gamma_{D+2} (2 A_m + E_c')^2, E_c' = D_mu + u (2 A_m + D_mu):
-                         4 A_m D_mu + D_mu^2 + (4D + 16) u A_m^2; one-pass E[w^2] - mu^2:
-                         gamma_{D+1} A_m^2 + D_mu (2 A_m + D_mu) + 3u A_m^2, by magnitudes (it
-                         cancels); Welford, M2 = sum_k (w_k - m_{k-1})(w_k - m_k) with the
-                         computed m's: 4 A_m D_mu + D_mu^2 + (3 + (D - 1) + 1) 4u A_m^2)
+                 E_var = max(E_two, E_one, E_wel) + (8D + 16) tau (A_m + 1), the variance's:
+                         E_two = gamma_{D+4} (V + D_mu^2) + D_mu^2   (two-pass: c^_i =
+                           (c_i - e)(1 + a_i) and sum_i c_i = 0, so sum (c_i - e)^2 =
+                           D var + D e^2: the mean's error enters at second order only);
+                         E_one = (1 + u)(gamma_{D+2} S2 + (2 M_mu + D_sum) D_sum
+                           + u (M_mu + D_sum)^2) + u V   (one-pass fl(fl(E[w^2]) - fl(mu^2)):
+                           it cancels, so by magnitudes);
+                         E_wel = B (gamma_1 A' (D + 1) + 2 gamma_3 (S1 + A'))
+                           + gamma_1 A' (S1 + A_m) + 4 gamma_3 A'^2 (1 + ln D) / D + (c A_m)^2
+                           + gamma_{D+4} (V + 2 c A_m (S1 + A_m) + (c A_m)^2),  B = M_mu + A_m
+                           (Welford, M2 = sum_k fl(w_k - m^_{k-1}) fl(w_k - m^_k): with
+                           d'_k = w_k - mu_{k-1}, sum_k d'_k (w_k - mu_k) = D var exactly and
+                           the first-order error is -2 sum_j j eps_j (mu_D - mu_j)
+                           - sum_k eps_k d'_k, since sum_{k>j} d'_k / k = mu_D - mu_j; the
+                           second order sum_k e_{k-1} e_k; then the sum's and the division's
+                           roundings on sum |d_k c_k| <= D V + 2 c A_m D (S1 + A_m) + ...)
                  rho_v = E_var / (var_lo(w box) + eps)        (var^ + eps in
                          (var + eps)(1 +- rho_v); a clamp of var^ at 0 only shrinks the error)
                  rho_s = max(sqrt(1 + rho_v)(1 + u)^2 - 1, 1 - sqrt(1 - rho_v)(1 - u)^2)
@@ -337,26 +351,56 @@ def gelu(fm: Model, form: str, d_x, m_x):
   return up(iv.GELU_LIPSCHITZ * d_x + r)
 
 
+def layer_norm_moments(fm: Model, a, wbox: iv.Interval, v_hi):
+  """(D_mu, E_var) per token [..., 1]: |mu^ - mu| and |var^ - var| for the mean and the
+  variance as a runtime computes them at the computed input w (|w_i| <= a_i, w in wbox,
+  var(w) <= v_hi), the largest over the three algorithms of the module docstring."""
+  u, tau = fm.u, fm.tiny
+  width = a.shape[-1]
+  a_m = a.max(axis=-1, keepdims=True)
+  s1 = up(a.sum(axis=-1, keepdims=True) / width)
+  s2 = up((a * a).sum(axis=-1, keepdims=True) / width)
+  m_mu = up(np.maximum(np.abs(wbox.lo.sum(axis=-1, keepdims=True)),
+                       np.abs(wbox.hi.sum(axis=-1, keepdims=True))) / width)
+  m_mu = np.minimum(m_mu, s1)
+  v = np.minimum(v_hi, s2)
+  g1, g3 = fm.gamma(1), fm.gamma(3)
+  c = fm.gamma(2 * width + 8)
+  a_run = up(a_m * (1 + c))                            # >= every computed running mean
+  under = (2 * width + 8) * tau
+  d_sum = up(fm.gamma(width + 1) * s1 + under)
+  d_wel = up(g1 * a_run * (width + 1) / 2 + g3 * (s1 + a_run) + under)
+  d_mu = np.maximum(d_sum, d_wel)
+  e_two = up(fm.gamma(width + 4) * (v + d_mu * d_mu) + d_mu * d_mu)
+  e_one = up((1 + u) * (fm.gamma(width + 2) * s2 + (2 * m_mu + d_sum) * d_sum
+                        + u * up(m_mu + d_sum) ** 2) + u * v)
+  spread = up(m_mu + a_m)                              # >= |mu_D - mu_j|
+  harmonic = up(1 + math.log(width)) if width > 1 else 1.0
+  ca = up(c * a_m)
+  e_wel = up(spread * (g1 * a_run * (width + 1) + 2 * g3 * (s1 + a_run))
+             + g1 * a_run * (s1 + a_m) + g3 * 4 * a_run * a_run * harmonic / width + ca * ca
+             + fm.gamma(width + 4) * (v + 2 * ca * (s1 + a_m) + ca * ca))
+  e_var = up(np.maximum(e_two, np.maximum(e_one, e_wel)) + (8 * width + 16) * tau * (a_m + 1))
+  return d_mu, e_var
+
+
 def layer_norm(fm: Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z):
   """D of the computed LayerNorm (module docstring), z [..., D]."""
   u, tau = fm.u, fm.tiny
   width = z.lo.shape[-1]
   gamma, beta, eps = np.abs(ln.gamma), np.abs(ln.beta), ln.eps
   a = up(z.mag() + d_z)
-  a_m = a.max(axis=-1, keepdims=True)
   wbox = iv.Interval(iv.down(z.lo - d_z), iv.up(z.hi + d_z))
   c_w = iv.centred(wbox)
-  v_lo, _ = iv.variance_bounds(c_w.lo, c_w.hi, wbox.lo, wbox.hi)
+  v_lo, v_hi = iv.variance_bounds(c_w.lo, c_w.hi, wbox.lo, wbox.hi)
   v_lo = v_lo[..., None]
   s_w = iv.down(np.sqrt(iv.down(v_lo + eps)))
   big_c = c_w.mag()
   prop = up(gamma * up(np.sqrt(up((d_z * d_z).sum(axis=-1, keepdims=True)) * WIDEN))
-             / s_w)
-  d_mu = up(fm.gamma(2 * width + 8) * a_m + (2 * width + 8) * tau)
+            / s_w)
+  d_mu, e_var = layer_norm_moments(fm, a, wbox, v_hi[..., None])
+  a_m = a.max(axis=-1, keepdims=True)
   e_c = up((1 + u) * d_mu + u * (1 + u) * (a + a_m + d_mu) + u * big_c + 2 * tau)
-  e_var = up(up(1 + 16 * (width + 4) * u)
-              * (4 * a_m * d_mu + 2 * d_mu * d_mu + 4 * fm.gamma(width + 6) * a_m * a_m)
-              + (8 * width + 16) * tau * (a_m + 1))
   rho_v = up(e_var / iv.down(v_lo + eps))
   ok = rho_v < 1
   safe = np.where(ok, rho_v, 0.0)
