@@ -276,23 +276,6 @@ def test_auto_is_scan_above_the_depth_rule(tmp_path, monkeypatch):
   assert 'Scan' in ops(export_onnx(g, tmp_path / 'b.onnx'))
 
 
-# -- PyTorch -------------------------------------------------------------------
-
-
-def test_flat_file_runs_in_pytorch_bit_identical_to_jax(integer_ids, tmp_path):
-  torch = pytest.importorskip('torch')
-  onnx2torch = pytest.importorskip('onnx2torch')
-  grid, gs = integer_ids
-  x = _points(np.random.default_rng(7), grid, 500)
-  for fmt, g in gs.items():
-    path = export_onnx(g, tmp_path / f'{fmt}.onnx', layout='flat')
-    module = onnx2torch.convert(onnx.load(str(path)))
-    with torch.no_grad():
-      y = module(torch.from_numpy(x.astype(fmt))).numpy()
-    assert y.dtype == np.dtype(fmt)
-    assert np.array_equal(y.astype(np.float64), g.apply(x.astype(fmt))), fmt
-
-
 def test_single_form_has_no_pad_or_slice_and_runs_the_same(integer_ids, tmp_path):
   """The verifiers' form (X [n, d]): padding and the first d as MatMuls by [I 0], exact."""
   grid, gs = integer_ids
