@@ -4,6 +4,10 @@ Flax apply, the trainer's search over them, and bad input in one line."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -116,3 +120,15 @@ def test_train_and_certify_returns_a_stock_candidate_through_the_flax_route():
   # the returned Net is the one certified, its weights float32 numbers
   assert network_dict.params_hash(result.net) == network_dict.params_hash(seen[-1][0])
   assert all(np.array_equal(a, np.asarray(a, np.float32)) for _, a in result.net.arrays())
+
+
+def test_flax_block_benchmark_bad_flag_is_one_line(tmp_path):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+      [sys.executable, os.path.join(root, 'benchmarks', 'certify_flax_block.py'),
+       f'--output_dir={tmp_path}/out', '--train_seconds=500'], capture_output=True, text=True,
+      env=dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS='cpu'), timeout=120, check=False)
+  lines = [x for x in proc.stderr.splitlines() if x.strip()]
+  assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
+  assert 'train_seconds' in lines[0] and len(lines) <= 2, proc.stderr
+  assert not os.path.exists(tmp_path / 'out')
