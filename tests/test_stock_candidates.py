@@ -132,3 +132,19 @@ def test_flax_block_benchmark_bad_flag_is_one_line(tmp_path):
   assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
   assert 'train_seconds' in lines[0] and len(lines) <= 2, proc.stderr
   assert not os.path.exists(tmp_path / 'out')
+
+
+def test_float64_storage_reads_the_float64_network():
+  """A float64 arithmetic keeps the trained float64 weights: read under x64, the Net equals
+  the float64 Flax apply (the certificate's context is x64 for it, none for float32)."""
+  c = stock_candidates.StockCandidate('pre', 'gelu', 8, 1)
+  with jax.enable_x64(True):
+    params = c.init(2, 3, 1)
+  _, net, (module, variables) = c.stored(params, 1, 3, np.float64)
+  with c.certify_context(np.float64):
+    assert jax.config.jax_enable_x64
+    want = np.asarray(module.apply(variables, jnp.asarray(X, jnp.float64)))
+  assert want.dtype == np.float64
+  assert np.abs(network_apply.apply(net, X) - want).max() < 1e-12
+  with c.certify_context(np.float32):
+    assert not jax.config.jax_enable_x64
