@@ -134,9 +134,9 @@ def write(rows_dir: str, size_law_json: str, output_dir: str, *, command: str | 
   trained = trained_rows(rows_dir)
   if not trained:
     raise ValueError(f'no certified trained row (record.json with a row) under {rows_dir}.')
+  prov = provenance.record(command)         # before the figure: the tree as it was asked
   figure(trained, construction_rows(size_law_json),
          os.path.join(output_dir, 'trained_size_law.png'))
-  prov = provenance.record(command)
   text = ('# Trained networks on the size law\n\n' + provenance.markdown_header(prov, 'report command')
           + '\n' + table(trained)
           + '\nEach row: the smallest trained network whose `certify_network` certificate '
