@@ -221,7 +221,10 @@ def _binary(*args):
 def test_binary_refuses_an_existing_directory_and_bad_config_in_one_line(tmp_path):
   for args, fragment in (((f'--output_dir={tmp_path}',), 'exists; pass --overwrite'),
                          ((f'--output_dir={tmp_path}/new', '--config.epsilon=0'),
-                          'epsilon=0')):
+                          'epsilon=0'),
+                         ((f'--output_dir={tmp_path}/new',
+                           "--config.architectures=('ladder','stock_swish')"),
+                          'architectures=')):
     proc = _binary(*args)
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
@@ -231,7 +234,8 @@ def test_binary_refuses_an_existing_directory_and_bad_config_in_one_line(tmp_pat
 
 def test_binary_help_lists_the_config_fields():
   proc = _binary('--help')
-  for field in ('sample_fraction', 'refine_radius', 'certify_minutes', 'max_width'):
+  for field in ('sample_fraction', 'refine_radius', 'certify_minutes', 'max_width',
+                'architectures'):
     assert field in proc.stdout
 
 

@@ -23,6 +23,10 @@ Fields (``--config.<field>=value``):
   max_minutes      the budget for training and certifying every candidate
   seed             candidate i of the ladder trains from seed + i (pool and init)
   shapes           the (depth, heads) pairs of the ladder; m = 1, D = d + heads
+  architectures    what is tried (certify.stock_candidates.ARCHITECTURES): 'ladder' and
+                   the stock blocks 'stock_post_relu', 'stock_post_gelu', 'stock_pre_relu',
+                   'stock_pre_gelu' (D = 8, h = 2, LayerNorm, biases), e.g.
+                   --config.architectures="('ladder','stock_post_relu')"
   max_width        the cap of the FF width r (r = 8, 16, ..., max_width)
   steps, lr        Adam steps per candidate and the initial rate (cosine decay)
   batch, pool      minibatch size, and uniform points in the training pool
@@ -55,6 +59,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_minutes = 20.0
   c.seed = 0
   c.shapes = trainer.SHAPES
+  c.architectures = ('ladder',)
   c.max_width = 64
   # the training of one candidate and the refinement (trainer.train_and_certify's defaults)
   c.steps = 6000

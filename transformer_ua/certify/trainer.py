@@ -19,6 +19,12 @@ hand-built product network: x, then the mean). The ladder is
 and every A of the ladder is tried in increasing parameter count (ties: in ladder order),
 so the first certified A is the smallest of the ladder: start small (L = 1, h = 1, m = 1,
 D = d + 1, r = 8), double r up to the cap, add heads and depth where they are cheaper.
+``architectures`` names what is tried: 'ladder' (this ladder, the default) and any of the
+stock encoder blocks of ``stock_candidates`` (post-LN / pre-LN x relu / gelu, D = 8, h = 2,
+biases and LayerNorms, r = 8, ..., max_width), all in one increasing parameter count (ties:
+the ladder first, then the names' order). A stock candidate trains the same way (its own
+init, flax's), and is certified from its (Flax module, variables) pair, which
+``certify_network`` reads through ``flax_import`` and checks against the Flax apply.
 
 Training one candidate (``train``), in float64 (jax x64 inside a context, never set for
 the caller): parameters from ``seed`` (the candidate's seed is seed + its index in the
@@ -54,6 +60,7 @@ certified total (or, with no certificate at all, none).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import numbers
@@ -67,7 +74,7 @@ import numpy as np
 import optax
 
 from transformer_ua import decimal_text, layers, modules, outputs, provenance, rounding
-from transformer_ua.certify import independent_check, network_certificate
+from transformer_ua.certify import independent_check, network_certificate, stock_candidates
 from transformer_ua.networks import flat_onnx, network_apply, network_dict, project_import
 from transformer_ua.targets import distances
 from transformer_ua.targets import functions as targets_lib
@@ -113,16 +120,30 @@ class Candidate:
     return (f'L={self.depth} h={self.heads} m={self.head_size} D={self.embed_width} '
             f'r={self.width}')
 
+  def init(self, seed: int, n: int, d: int):
+    return init_params(self.network(), seed, n, d)
 
-def candidates(d: int, max_width: int, shapes=SHAPES) -> list[Candidate]:
-  """The ladder (module doc) in the order it is tried: increasing parameter count, ties in
-  ladder order (``shapes``, then r = FIRST_WIDTH, 2 FIRST_WIDTH, ..., <= max_width)."""
+  def stored(self, params, d: int, n: int, dtype):
+    """(params, Net, g): the rounded weights, their Net, and g = the Net (``_stored``)."""
+    params, net = _stored(self.network(), params, d, n, dtype)
+    return params, net, net
+
+  def certify_context(self, dtype):
+    return contextlib.nullcontext()
+
+
+def candidates(d: int, max_width: int, shapes=SHAPES, architectures=('ladder',)) -> list:
+  """The candidates (module doc) in the order they are tried: increasing parameter count,
+  ties in ladder order (``shapes``, then r = FIRST_WIDTH, 2 FIRST_WIDTH, ..., <= max_width),
+  then the stock candidates of ``architectures`` in their order."""
+  architectures = stock_candidates.check_architectures(architectures)
   ladder = []
-  for depth, heads in shapes:
+  for depth, heads in (shapes if 'ladder' in architectures else ()):
     r = FIRST_WIDTH
     while r <= max_width:
       ladder.append(Candidate(depth, heads, 1, d + heads, r))
       r *= 2
+  ladder += stock_candidates.candidates(d, max_width, architectures, FIRST_WIDTH)
   return sorted(ladder, key=lambda c: c.num_params())   # stable: ties keep ladder order
 
 
@@ -152,10 +173,11 @@ class Trial:
 @dataclasses.dataclass
 class TrainedCertificate:
   """The result: the network (a ``network_dict.Net``, and the project's ``modules.Network``
-  with its params), its certificate, whether epsilon was reached, and every trial."""
+  or a stock candidate's Flax module, with its params), its certificate, whether epsilon
+  was reached, and every trial."""
 
   net: network_dict.Net | None
-  network: modules.Network | None
+  network: object | None
   params: dict | None
   certificate: object | None
   reached: bool
@@ -322,16 +344,18 @@ def _stored(network: modules.Network, params, d: int, n: int, dtype):
                                     n=n)
 
 
-def _certify(target, net, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier):
-  """The certificate of ``net`` (``certifier``, default ``certify_network``)."""
+def _certify(target, g, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier):
+  """The certificate of g, a ``Net`` or a stock candidate's (module, variables) pair
+  (``certifier``, default ``certify_network``)."""
   certifier = certifier or network_certificate.certify_network
-  return certifier(target, net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
+  return certifier(target, g, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
                    max_minutes=max_minutes, lipschitz=lipschitz)
 
 
 def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                       max_minutes: float = 20, seed: int = 0, lipschitz=None,
-                      max_width: int = 64, shapes=SHAPES, steps: int = 6000, lr: float = 1e-2,
+                      max_width: int = 64, shapes=SHAPES, architectures=('ladder',),
+                      steps: int = 6000, lr: float = 1e-2,
                       batch: int = 2048, pool: int = 65536, sample_fraction: float = 0.5,
                       refine_within: float = 2.0, refine_rounds: int = 2, refine_points: int = 8192,
                       refine_radius: float = 1 / 32, refine_steps: int = 2000,
@@ -350,6 +374,9 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     lipschitz: passed to the certifier (a callable target needs it).
     max_width: the cap of the FF width r.
     shapes: the (depth, heads) pairs of the ladder (default ``SHAPES``).
+    architectures: names of ``stock_candidates.ARCHITECTURES``: 'ladder' (the default,
+      alone) and the stock blocks 'stock_post_relu', 'stock_post_gelu', 'stock_pre_relu',
+      'stock_pre_gelu' (module doc).
     steps, lr, batch, pool: the training of one candidate (module doc).
     sample_fraction: a candidate is certified only when its sampled d_p is at most
       margin * epsilon; the margin starts here and is learned (module doc).
@@ -372,7 +399,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
   check_x = np.random.default_rng(CHECK_SEED).random((CHECK_POINTS, n, d))
   trials, best = [], None
   margin = sample_fraction
-  for index, cand in enumerate(candidates(d, max_width, _check_shapes(shapes))):
+  for index, cand in enumerate(candidates(d, max_width, _check_shapes(shapes), architectures)):
     if time.monotonic() >= deadline:
       say('budget spent; stopping the search.')
       break
@@ -383,10 +410,10 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     y = target(x)
     network = cand.network()
     with jax.enable_x64(True):
-      params = init_params(network, run_seed, n, d)
+      params = cand.init(run_seed, n, d)
       params, done, loss = train(network, params, x, y, steps=steps, lr=lr, batch=batch,
                                  seed=run_seed, deadline=deadline)
-    params, net = _stored(network, params, d, n, dtype)
+    params, net, g = cand.stored(params, d, n, dtype)
     dp = sampled_dp(target, net, check_x, dtype, p)
     say(f'[{cand.label()}: {cand.num_params()} params, seed {run_seed}] {done} steps, '
         f'train rms {math.sqrt(loss):.3g}, sampled d_p {dp:.3g}')
@@ -399,9 +426,10 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
         note = 'budget spent before its certificate'
         break
       try:
-        cert = _certify(target, net, d=d, n=n, p=p, arithmetic=arithmetic,
-                        epsilon=epsilon, max_minutes=min(certify_minutes, left),
-                        lipschitz=lipschitz, certifier=certifier)
+        with cand.certify_context(dtype):
+          cert = _certify(target, g, d=d, n=n, p=p, arithmetic=arithmetic,
+                          epsilon=epsilon, max_minutes=min(certify_minutes, left),
+                          lipschitz=lipschitz, certifier=certifier)
       except ValueError as e:
         if BUDGET_REFUSAL not in str(e):
           raise
@@ -425,7 +453,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
         params, more, loss = train(network, params, x, y, steps=refine_steps, lr=lr / 10,
                                    batch=batch, seed=run_seed * 1000 + rounds,
                                    deadline=deadline)
-      params, net = _stored(network, params, d, n, dtype)
+      params, net, g = cand.stored(params, d, n, dtype)
       done += more
       dp = sampled_dp(target, net, check_x, dtype, p)
       say(f'  refined near {len(cert.worst_centres)} worst boxes: {more} steps, sampled '
@@ -460,6 +488,7 @@ def validate(c) -> None:
   """The config's arguments checked as ``train_and_certify`` checks them (one line)."""
   _check_args(c.target, c.epsilon, c.d, c.n, c.p, c.arithmetic, c.max_minutes, c.max_width)
   _check_shapes(c.shapes)
+  stock_candidates.check_architectures(c.get('architectures', ('ladder',)))
 
 
 def run(c, output_dir: str, *, command: str | None = None, progress=print) -> dict:
@@ -484,6 +513,7 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
     kwargs['lipschitz'] = c.lipschitz
   result = train_and_certify(c.target, c.epsilon, d=c.d, n=c.n, p=c.p,
                              arithmetic=c.arithmetic, shapes=tuple(map(tuple, c.shapes)),
+                             architectures=tuple(c.get('architectures', ('ladder',))),
                              progress=progress, **kwargs)
   target = targets_lib.get_target(c.target, d=c.d, n=c.n)
   dtype, bits = STORAGE[result.arithmetic]
@@ -503,7 +533,9 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
         'sampled_dp_numpy': sampled_dp(target, result.net, x, dtype, result.p),
         'independent_check': runs,
         'params_hash': result.certificate.params_hash,
-        'architecture': result.net.architecture()}
+        'architecture': result.net.architecture(),
+        'family': (f'stock_{result.network.norm}_{result.network.activation}'
+                   if isinstance(result.network, stock_candidates.StockBlock) else 'ladder')}
     arrays = {name: np.asarray(a, np.float64) for name, a in result.net.arrays()}
     with outputs.atomic_open(os.path.join(output_dir, 'network.npz'), 'wb') as f:
       np.savez(f, **arrays)
@@ -519,8 +551,8 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
     load_after = float('nan')
   record = {'row': row, 'line': line, 'seconds': round(result.seconds, 1),
             'seed': result.seed, 'trials': [t.row() for t in result.trials],
-            'search_rule': 'candidates(d, max_width, shapes) in increasing parameter count '
-                           '(certify.trainer module doc)',
+            'search_rule': 'candidates(d, max_width, shapes, architectures) in increasing '
+                           'parameter count (certify.trainer module doc)',
             'config': c.to_dict(), 'provenance': prov,
             'load_average_1min_at_end': load_after}
   outputs.atomic_json(os.path.join(output_dir, 'record.json'), record, indent=1,

@@ -191,8 +191,10 @@ class PointwiseMatch:
             cs, ts = [c for c in f if isinstance(c, float)], [c for c in f if not
                                                               isinstance(c, float)]
             dtype = np.float32 if self.g.dtype == 'float32' else np.float64
-            if len(ts) == 1 and ts[0] is x and float(np.prod(cs)) == -float(dtype(
-                1 / math.sqrt(2))):
+            # 1/sqrt 2 in the format: rounded once (jax's float64 constant, sqrt(0.5)) or
+            # from the float64 quotient 1 / sqrt(2) (one ulp below in float64)
+            if len(ts) == 1 and ts[0] is x and float(np.prod(cs)) in (
+                -float(dtype(math.sqrt(0.5))), -float(dtype(1 / math.sqrt(2)))):
               self.notes.append(f'GELU at {h.name!r} as 0.5 x erfc(-x/sqrt2) read as the '
                                 "dict's gelu (erf form; the runtime evaluates erfc, which "
                                 'the erf ulp assumption must cover)')

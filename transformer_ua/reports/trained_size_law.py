@@ -6,7 +6,9 @@ constructions, each the smallest it could certify) and the records of
 ``experiments/train_and_certify.py`` (one ``record.json`` per trained row: the smallest
 trained network whose ``certify_network`` certificate reached epsilon). For each target
 (f, d, n) and arithmetic the figure plots parameters against the certified epsilon, one
-marker per certified row, log-log; the table gives each row's parameters, non-zero
+marker per certified row, log-log (the smallest reached per epsilon; the ladder's rows and
+the stock encoder blocks' (``family`` 'stock_*', certify/stock_candidates.py) as two
+lines); the table gives each row's parameters, non-zero
 parameters, bits, certified total and sampled d_2.
 
 Parameters are counted the same way on both sides (every weight entry, zeros included);
@@ -47,6 +49,12 @@ def trained_rows(rows_dir: str) -> list[dict]:
   return out
 
 
+def is_stock(row: dict) -> bool:
+  """Whether a trained row is a stock encoder block (``family`` 'stock_*'; rows written
+  before the stock candidates have no family: the ladder)."""
+  return str(row.get('family', 'ladder')).startswith('stock')
+
+
 def construction_rows(size_law_json: str) -> list[dict]:
   with open(size_law_json) as f:
     rows = json.load(f)['rows']
@@ -69,18 +77,19 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
         xs = sorted(best)
         ax.plot(xs, [best[x] for x in xs], marker + '--', alpha=0.6,
                 label=f'construction, {arithmetic}')
-      reached = {}
-      for r in trained:         # the smallest certified (reached) network per epsilon
-        if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic) and \
-            r.get('reached'):
-          reached[r['epsilon']] = min(r['parameters'],
-                                      reached.get(r['epsilon'], r['parameters']))
-      tr = sorted(reached.items())
-      if tr:                  # float64 and float32 rows often coincide: thick and hollow
-        ax.plot([e for e, _ in tr], [p for _, p in tr], marker + '-',
-                lw=3.5 if arithmetic == 'float64' else 1.5,
-                mfc='none' if arithmetic == 'float32' else None, ms=9,
-                label=f'trained, {arithmetic}')
+      for stock in (False, True):   # the ladder's line, and the stock blocks' beside it
+        reached = {}
+        for r in trained:         # the smallest certified (reached) network per epsilon
+          if (r['target'], r['d'], r['n'], r['arithmetic']) == (t, d, n, arithmetic) and \
+              r.get('reached') and is_stock(r) == stock:
+            reached[r['epsilon']] = min(r['parameters'],
+                                        reached.get(r['epsilon'], r['parameters']))
+        tr = sorted(reached.items())
+        if tr:                # float64 and float32 rows often coincide: thick and hollow
+          ax.plot([e for e, _ in tr], [p for _, p in tr], ('D' if stock else marker) + '-',
+                  lw=3.5 if arithmetic == 'float64' else 1.5,
+                  mfc='none' if arithmetic == 'float32' else None, ms=9,
+                  label=f'trained{" stock block" if stock else ""}, {arithmetic}')
     ax.set_xscale('log')
     ax.set_yscale('log')
     ticks = (0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.005)
@@ -98,9 +107,9 @@ def figure(trained: list[dict], constructions: list[dict], path: str) -> None:
 
 def table(trained: list[dict]) -> str:
   """One markdown row per trained certificate."""
-  lines = ['| target | d | n | arithmetic | epsilon | reached | parameters | non-zero | bits | '
-           'certified d_2 | sampled d_2 (JAX) | sampled d_2 (onnxruntime) | seconds | '
-           'revision | load | record |', '|' + '---|' * 16]
+  lines = ['| target | d | n | arithmetic | family | epsilon | reached | parameters | '
+           'non-zero | bits | certified d_2 | sampled d_2 (JAX) | sampled d_2 (onnxruntime) | '
+           'seconds | revision | load | record |', '|' + '---|' * 17]
   for r in sorted(trained, key=lambda r: (r['target'], r['d'], r['arithmetic'],
                                           -r['epsilon'])):
     runs = r.get('independent_check', {})
@@ -109,7 +118,8 @@ def table(trained: list[dict]) -> str:
       return f"{row['d_p']:.4g}" if 'd_p' in row else row.get('skipped', '-')
     prov = r['provenance']
     lines.append(
-        f"| {r['target']} | {r['d']} | {r['n']} | {r['arithmetic']} | {r['epsilon']:g} | "
+        f"| {r['target']} | {r['d']} | {r['n']} | {r['arithmetic']} | "
+        f"{r.get('family', 'ladder')} | {r['epsilon']:g} | "
         f"{'yes' if r.get('reached') else '**no** (best total)'} | {r['parameters']:,} | {r['nonzero_parameters']:,} | "
         f"{r['parameters'] * r['bits_per_parameter']:,} | {bound_text(r['certified_total'], 4)} | "
         f"{dp('jax')} | {dp('onnxruntime')} | {r['seconds']:.0f} | "
@@ -124,9 +134,9 @@ def write(rows_dir: str, size_law_json: str, output_dir: str, *, command: str | 
   trained = trained_rows(rows_dir)
   if not trained:
     raise ValueError(f'no certified trained row (record.json with a row) under {rows_dir}.')
+  prov = provenance.record(command)         # before the figure: the tree as it was asked
   figure(trained, construction_rows(size_law_json),
          os.path.join(output_dir, 'trained_size_law.png'))
-  prov = provenance.record(command)
   text = ('# Trained networks on the size law\n\n' + provenance.markdown_header(prov, 'report command')
           + '\n' + table(trained)
           + '\nEach row: the smallest trained network whose `certify_network` certificate '
