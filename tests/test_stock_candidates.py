@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_ua import layers
+from transformer_ua import layers, rounding
 from transformer_ua.certify import stock_candidates, trainer
 from transformer_ua.networks import network_apply, network_dict, source_check
 from transformer_ua.studies import flax_block
@@ -148,3 +148,61 @@ def test_float64_storage_reads_the_float64_network():
   assert np.abs(network_apply.apply(net, X) - want).max() < 1e-12
   with c.certify_context(np.float32):
     assert not jax.config.jax_enable_x64
+
+
+@pytest.mark.parametrize('arithmetic', ['tf32', 'bfloat16'])
+def test_operand_reduction_equals_the_rounding_models_emulation(arithmetic):
+  """reduce_operand (frexp, round half to even) against rounding.py's bit-level emulation
+  of the same reduction, on float32 numbers including ties, subnormal-free extremes and 0."""
+  model = rounding.MATMUL_MODELS[arithmetic]
+  rng = np.random.default_rng(11)
+  x = np.concatenate([rng.normal(0, 1, 4000), rng.normal(0, 1e4, 1000), [0.0, 1.0, -2.5]])
+  x = x.astype(np.float32)
+  ties = (np.float32(1) + np.float32(2.0 ** -model.operand_bits) * np.arange(1, 9, 2))
+  x = np.concatenate([x, ties.astype(np.float32), -ties.astype(np.float32)])
+  with jax.enable_x64(True):
+    got = np.asarray(stock_candidates.reduce_operand(jnp.asarray(x, jnp.float64),
+                                                    model.operand_bits))
+  assert np.array_equal(got, model.reduce_operand(x).astype(np.float64))
+
+
+def test_operand_reduced_block_trains_straight_through():
+  """The training block's forward is the plain block's with every matmul operand reduced
+  (it differs from the plain forward, by about the operand rounding), its gradient is
+  finite and equal in structure, and the parameters are the same tree."""
+  cand = stock_candidates.StockCandidate('pre', 'gelu', 8, 1)
+  x = np.random.default_rng(2).random((16, 3, 1))
+  with jax.enable_x64(True):
+    params = cand.init(0, 3, 1)
+    plain = cand.network().apply({'params': params}, x)
+    reduced = cand.training_network(8).apply({'params': params}, x)
+    grads = jax.grad(lambda p: jnp.sum(cand.training_network(8).apply({'params': p}, x)))(
+        params)
+  gap = float(np.max(np.abs(np.asarray(plain) - np.asarray(reduced))))
+  assert 1e-5 < gap < 0.5
+  assert jax.tree_util.tree_structure(grads) == jax.tree_util.tree_structure(params)
+  assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree_util.tree_leaves(grads))
+  assert cand.training_network(None) == cand.network()
+
+
+@pytest.mark.parametrize('arithmetic, bits', [('bfloat16', 8), ('tf32', 11), ('float32', None)])
+def test_search_trains_stock_blocks_with_the_arithmetics_operands(monkeypatch, arithmetic, bits):
+  """train_and_certify hands ``train`` the operand-reduced block for TF32 / bfloat16 and the
+  plain one otherwise; what it certifies is the plain block (its stand-in sees it)."""
+  trained, certified = [], []
+  real_train = trainer.train
+
+  def spy(network, *args, **kwargs):
+    trained.append(network.operand_bits)
+    return real_train(network, *args, **kwargs)
+
+  def certify(f, g, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz):
+    certified.append(g[0].operand_bits)
+    return _StandIn(1.0, False, np.full((1, n, d), 0.5))
+
+  monkeypatch.setattr(trainer, 'train', spy)
+  trainer.train_and_certify('token_times_mean', 0.2, d=1, n=3, arithmetic=arithmetic,
+                            max_minutes=1, architectures=('stock_post_relu',), max_width=8,
+                            steps=20, batch=64, pool=256, refine_rounds=0, certifier=certify,
+                            sample_fraction=100.0)
+  assert trained == [bits] and certified == [None]

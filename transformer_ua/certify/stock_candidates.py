@@ -31,12 +31,25 @@ apply): the ``Net`` the trainer samples, and the ``(module, variables)`` pair th
 ``certify_network`` is given, which reads it again and checks it against the Flax apply
 (``source_check``). A float64 arithmetic reads and certifies under ``jax.enable_x64`` so
 that the source runs in float64 (``certify_context``).
+
+Low-precision training (``operand_dot_general``): for a TF32 or bfloat16 certificate the
+block trains with every matmul's operands reduced to the operand format's p significand
+bits (p = 11, 8; round to nearest, ties to even), straight-through:
+
+    x~ = x + stop_gradient(rnd_p(x) - x),   rnd_p(x) = round(m 2^p) 2^(e - p),  x = m 2^e,
+                                            1/2 <= |m| < 1
+
+in the Dense layers, the Q/K/V and output projections, the scores and the mix (Flax's
+``dot_general`` hooks), so the loss sees the operand rounding while the gradient is the
+float64 one. The block read and certified is the plain one (``operand`` None): the
+runtime's reduction is the rounding model's to bound, not part of g.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 
 import flax.linen as nn
 import jax
@@ -67,15 +80,24 @@ class StockBlock(nn.Module):
   width: int = 32
   norm: str = 'post'
   activation: str = 'relu'
+  operand_bits: int | None = None      # training only: operands reduced (module docstring)
 
   @nn.compact
   def __call__(self, x):
     act = ACTIVATIONS[self.activation]
-    z = nn.Dense(self.d_model)(x)
-    attn = nn.MultiHeadDotProductAttention(num_heads=self.heads)
+    if self.operand_bits is None:
+      dense = nn.Dense
+      attn = nn.MultiHeadDotProductAttention(num_heads=self.heads)
+    else:
+      dg = operand_dot_general(self.operand_bits)
+      dense = functools.partial(nn.Dense, dot_general=dg)
+      attn = nn.MultiHeadDotProductAttention(
+          num_heads=self.heads, qkv_dot_general=dg, out_dot_general=dg,
+          attention_fn=functools.partial(nn.dot_product_attention, einsum_dot_general=dg))
+    z = dense(self.d_model)(x)
 
     def ff(t):
-      return nn.Dense(self.d_model)(act(nn.Dense(self.width)(t)))
+      return dense(self.d_model)(act(dense(self.width)(t)))
     if self.norm == 'pre':
       z = z + attn(nn.LayerNorm()(z))
       z = z + ff(nn.LayerNorm()(z))
@@ -83,6 +105,25 @@ class StockBlock(nn.Module):
       z = nn.LayerNorm()(z + attn(z))
       z = nn.LayerNorm()(z + ff(z))
     return nn.Dense(self.d)(z)
+
+
+def reduce_operand(x, bits: int):
+  """x rounded to ``bits`` significand bits, to nearest with ties to even (zero kept)."""
+  m, e = jnp.frexp(x)
+  return jnp.ldexp(jnp.round(m * 2.0 ** bits), e - bits)
+
+
+def operand_dot_general(bits: int):
+  """A ``lax.dot_general`` whose operands are reduced to ``bits`` significand bits in the
+  forward pass and pass the gradient unchanged (straight-through)."""
+  def ste(a):
+    return a + jax.lax.stop_gradient(reduce_operand(a, bits) - a)
+
+  def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                  **kwargs):
+    return jax.lax.dot_general(ste(lhs), ste(rhs), dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type, **kwargs)
+  return dot_general
 
 
 def check_architectures(architectures) -> tuple:
@@ -113,6 +154,12 @@ class StockCandidate:
   def network(self) -> StockBlock:
     return StockBlock(self.d, self.d_model, self.heads, self.width, self.norm,
                       self.activation)
+
+  def training_network(self, operand_bits: int | None) -> StockBlock:
+    """The block as it trains: with its matmul operands reduced to ``operand_bits``
+    significand bits, straight-through (module docstring), or plain (None)."""
+    return StockBlock(self.d, self.d_model, self.heads, self.width, self.norm,
+                      self.activation, operand_bits)
 
   def num_params(self) -> int:
     D, h, r, d = self.d_model, self.heads, self.width, self.d

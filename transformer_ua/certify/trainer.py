@@ -50,7 +50,10 @@ pool, train ``refine_steps`` more steps at a tenth of the learning rate, and cer
 again.
 
 For a float32 (tf32, bfloat16) certificate the trained weights are rounded to float32
-first: the network certified, returned and saved is the one a float32 runtime stores.
+first: the network certified, returned and saved is the one a float32 runtime stores. For a
+TF32 or bfloat16 certificate a stock candidate trains with its matmul operands reduced to
+the operand format, straight-through (``stock_candidates.operand_dot_general``); the ladder
+trains in float64 for every arithmetic.
 
 Everything is stopped by the budget ``max_minutes`` (training and certificates together):
 each certificate gets at most ``certify_minutes`` and what is left. The result says
@@ -122,6 +125,12 @@ class Candidate:
 
   def init(self, seed: int, n: int, d: int):
     return init_params(self.network(), seed, n, d)
+
+  def training_network(self, operand_bits: int | None) -> modules.Network:
+    """The ladder trains in float64 whatever the arithmetic (``operand_bits`` unused: the
+    operand-reduced training is the stock blocks', module doc)."""
+    del operand_bits
+    return self.network()
 
   def stored(self, params, d: int, n: int, dtype):
     """(params, Net, g): the rounded weights, their Net, and g = the Net (``_stored``)."""
@@ -394,6 +403,8 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
       f, epsilon, d, n, p, arithmetic, max_minutes, max_width)
   say = progress or (lambda line: None)
   dtype, _ = STORAGE[arithmetic]
+  model = rounding.MATMUL_MODELS.get(arithmetic)
+  operand_bits = model.operand_bits if model is not None and model.operand_rel else None
   start = time.monotonic()
   deadline = start + 60 * max_minutes
   check_x = np.random.default_rng(CHECK_SEED).random((CHECK_POINTS, n, d))
@@ -408,7 +419,7 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     rng = np.random.default_rng(run_seed)
     x = rng.random((pool, n, d))
     y = target(x)
-    network = cand.network()
+    network = cand.training_network(operand_bits)
     with jax.enable_x64(True):
       params = cand.init(run_seed, n, d)
       params, done, loss = train(network, params, x, y, steps=steps, lr=lr, batch=batch,
