@@ -187,13 +187,37 @@ class Model:
   def gamma(self, m: int) -> float:
     return float_up(self.model.storage.gamma(m))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product'):
+  @property
+  def split(self) -> bool:
+    """True where the weights are exact numbers of a reduced operand format: each
+    activation's reduction is then bounded per entry (``rho``, rounding.py (***)) and the
+    sums carry the accumulation alone (``kappa_acc``)."""
+    return self.model.weights_exact and self.model.operand_rel > 0
+
+  def kappa_acc(self, m: int) -> float:
+    """The sum's own factor: kappa_m with no reduced operand where ``split``, else
+    ``kappa`` (which then covers the reductions)."""
+    return float_up(self.model.kappa(m, 0)) if self.split else self.kappa(m)
+
+  def rho(self, lo, hi, d=0.0):
+    """Per entry, >= |fl_op(y) - y| for every computed value y within ``d`` of [lo, hi]
+    (rounding.py (***)); 0 unless ``split``."""
+    if not self.split:
+      return 0.0
+    return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product', *,
+          x: iv.Interval | None = None):
     """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
-    names it in an overflow refusal."""
+    names it in an overflow refusal. Where ``split``, x's reduction is bounded per entry
+    from its interval ``x`` (or its magnitude) and the sum carries the accumulation alone
+    (rounding.py (***))."""
+    if self.split:           # |fl_op(x^) - x| <= D + rho, |fl_op(x^)| <= M + D + rho
+      d_x = up(d_x + (self.rho(-m_x, m_x, d_x) if x is None else self.rho(x.lo, x.hi, d_x)))
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    out = up(d_x @ w_abs.T + self.kappa(terms) * s
-              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    out = up(d_x @ w_abs.T + self.kappa_acc(terms) * s
+             + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
     self.check_range(up(s + out), what)
     return out
 
@@ -226,26 +250,38 @@ def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> li
   return out + own
 
 
-def pairwise(model: Model, dq, mq, dk, mk):
-  """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]."""
+def pairwise(model: Model, dq, mq, dk, mk, rq=None, rk=None):
+  """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]; rq, rk
+  the operands' per-entry reductions where ``model.split`` (rounding.py (***); None: from
+  the magnitudes)."""
   m = dq.shape[-1]
+  if model.split:
+    rq = model.rho(-mq, mq, dq) if rq is None else rq
+    rk = model.rho(-mk, mk, dk) if rk is None else rk
+    dq, dk = up(dq + rq), up(dk + rk)
   aq, ak = mq + dq, mk + dk
-  prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
+  prop = np.einsum('...jm,...km->...jk', dq, ak) + np.einsum('...jm,...km->...jk', mq, dk)
   s = np.einsum('...jm,...km->...jk', aq, ak)
   big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  out = up(prop + model.kappa_pair(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  kappa = model.kappa_acc(m) if model.split else model.kappa_pair(m)
+  out = up(prop + kappa * s + (m + 1) * model.tiny * (2 * big + 2))
   model.check_range(up(s + out), 'the scores q_j . k_k')
   return out
 
 
-def mix(model: Model, dw, mw, dv, mv):
-  """D of o_jm = sum_k w_jk v_km [..., j, m]."""
+def mix(model: Model, dw, mw, dv, mv, rw=None, rv=None):
+  """D of o_jm = sum_k w_jk v_km [..., j, m]; rw, rv as ``pairwise``'s rq, rk."""
   n = dw.shape[-1]
+  if model.split:
+    rw = model.rho(-mw, mw, dw) if rw is None else rw
+    rv = model.rho(-mv, mv, dv) if rv is None else rv
+    dw, dv = up(dw + rw), up(dv + rv)
   aw, av = mw + dw, mv + dv
-  prop = dw @ mv + aw @ dv
+  prop = dw @ av + mw @ dv
   s = aw @ av
   big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  out = up(prop + model.kappa_pair(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  kappa = model.kappa_acc(n) if model.split else model.kappa_pair(n)
+  out = up(prop + kappa * s + (n + 1) * model.tiny * (2 * big + 2))
   model.check_range(up(s + out), 'the mix sum_k w_jk v_k')
   return out
 
@@ -403,9 +439,9 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   v = float_up(model.operand_rel)
   acc = float_up(model.kappa(width, 0))
   mz = up(z.mag() + d_z)
-  rho = up(v * mz + fm.tiny)
+  rho = fm.rho(z.lo, z.hi, d_z) if fm.split else up(v * mz + fm.tiny)
   delta = up(d_z + rho)
-  s1 = up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  s1 = up(mz + rho) @ np.abs(w_1).T + np.abs(b_1)
   local1 = up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
                                                    + np.abs(w_1).max() + 2))
   spread = up(delta @ np.abs(w_1).T + local1)
@@ -423,8 +459,12 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   prop = up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
              + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
-  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
-  a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
-  local2 = up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
-                                                               + z.mag() + d_z + 2))
+  r_act = fm.rho(act.lo, act.hi, d_act) if fm.split else 0.0      # act's own reduction
+  own = up((act.mag() + d_act + r_act) @ np.abs(w_2).T)
+  s2 = own + np.abs(b_2) + z.mag() + d_z
+  a2 = (act.mag() + d_act + r_act).max(axis=-1, keepdims=True)
+  local2 = up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
+      a2 + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+  if fm.split:
+    local2 = up(local2 + up(r_act @ np.abs(w_2).T))
   return up(prop + local1 @ np.abs(w_2).T + local2)
