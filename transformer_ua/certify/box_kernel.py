@@ -57,6 +57,7 @@ class _KModel:
     self.fm = fm
     self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
     self.checks = []
+    self.operands = None
 
   def kappa(self, m):
     return self.fm.kappa(m)
@@ -85,9 +86,25 @@ class _KModel:
     b = m_plus_d.shape[0]
     self.checks.append(jnp.max(jnp.reshape(m_plus_d, (b, -1)), axis=1))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, x=None):
+  def operand_outputs(self, w, b, res, d_res, d_out):
+    """float_deviation.Model.operand_outputs."""
     if self.split:
-      d_x = _up(d_x + (self.rho(-m_x, m_x, d_x) if x is None else self.rho(x[0], x[1], d_x)))
+      exact_zero = (res[0] == 0) & (res[1] == 0) & (d_res == 0)
+      self.operands = (float_deviation.operand_rows(w, b) & exact_zero, d_out)
+
+  def rho_of(self, z, d_z):
+    """float_deviation.Model.rho_of."""
+    rho = self.rho(z[0], z[1], d_z)
+    mark, self.operands = self.operands, None
+    if mark is not None and mark[1] is d_z and self.split:
+      rho = jnp_module().where(mark[0], self.tiny, rho)
+    return rho
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, x=None, rho=None):
+    if self.split:
+      if rho is None:
+        rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x[0], x[1], d_x)
+      d_x = _up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
     out = _up(d_x @ w_abs.T + self.kappa_acc(terms) * s
@@ -179,14 +196,17 @@ def _attention(p, z, d_z, fm):
     heads.append(mix(w, v))
     if fm is not None:
       babs = lambda b: 0.0 if b is None else np.abs(b[i])   # noqa: E731
-      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width, z)
-      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width, z)
-      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width, z)
+      r_z = fm.rho_of(z, d_z) if i == 0 else r_z
+      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width, rho=r_z)
+      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width, rho=r_z)
+      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width, rho=r_z)
       d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k), fm.rho(q[0], q[1], d_q),
                           fm.rho(k[0], k[1], d_k))
       d_w = _dev_softmax(fm, d_s, s[0], s[1], w[1])
-      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), fm.rho(w[0], w[1], d_w),
-                              fm.rho(v[0], v[1], d_v)))
+      r_v = jnp.where(float_deviation.operand_rows(p['w_v'][i], None if p['b_v'] is None
+                                                    else p['b_v'][i]),
+                      fm.tiny, fm.rho(v[0], v[1], d_v))
+      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), fm.rho(w[0], w[1], d_w), r_v))
   out = z
   for i, o in enumerate(heads):
     out = add(out, linear(o, p['w_o'][i]))
@@ -206,6 +226,7 @@ def _attention(p, z, d_z, fm):
   d_out = _up(d_z + prop + fm.kappa_acc(terms) * (s + r_abs + bo)
               + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
   fm.check_range(_up(s + r_abs + bo + d_out))
+  fm.operand_outputs(np.concatenate(list(w_o), axis=-1), b_o, z, d_z, d_out)
   return out, d_out
 
 
@@ -219,7 +240,8 @@ def _feedforward(p, z, d_z, fm):
   out = add(z, linear(act, w_2, b_2))
   if fm is None:
     return out, None
-  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width, z)
+  r_z = fm.rho_of(z, d_z)
+  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width, rho=r_z)
   terms = r + 1
   r_abs = mag(z) + d_z
   d_op = _up(d_act + fm.rho(act[0], act[1], d_act))
@@ -227,14 +249,14 @@ def _feedforward(p, z, d_z, fm):
   a = (mag(act) + d_op).max(axis=-1, keepdims=True)
   d_out = _up(d_z + d_op @ np.abs(w_2).T + fm.kappa_acc(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
-  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act)
+  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z)
   if jac is not None:
     d_out = jnp_module().minimum(d_out, jac)
   fm.check_range(_up(s + d_out))
   return out, d_out
 
 
-def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
+def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, rho_z=None):
   """float_deviation.ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
   where the reference does not use it (r D^2 > FF_JACOBIAN_SIZE, weights not exact)."""
   jnp = jnp_module()
@@ -247,7 +269,10 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
   v = float_deviation.float_up(model.operand_rel)
   acc = float_deviation.float_up(model.kappa(width, 0))
   mz = _up(mag(z) + d_z)
-  rho = fm.rho(z[0], z[1], d_z) if fm.split else _up(v * mz + fm.tiny)
+  if fm.split:
+    rho = fm.rho(z[0], z[1], d_z) if rho_z is None else rho_z
+  else:
+    rho = _up(v * mz + fm.tiny)
   delta = _up(d_z + rho)
   s1 = _up(mz + rho) @ np.abs(w_1).T + np.abs(b_1)
   local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
@@ -258,12 +283,16 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
   c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)
   cp, cn = np.maximum(c, 0), np.minimum(c, 0)
   eye = np.eye(width).reshape(-1)
-  j_lo = eye + p_lo @ cp + p_hi @ cn
-  j_hi = eye + p_hi @ cp + p_lo @ cn
+  a_lo = p_lo @ cp + p_hi @ cn                                      # W_2 [Theta] W_1
+  a_hi = p_hi @ cp + p_lo @ cn
   slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))
-  j_mag = _up(jnp.maximum(jnp.abs(j_lo), jnp.abs(j_hi)) + slack)
-  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
-  prop = jnp.einsum('...ij,...j->...i', j_mag, delta)
+  j_mag = _up(jnp.maximum(jnp.abs(eye + a_lo), jnp.abs(eye + a_hi)) + slack)
+  a_mag = _up(jnp.maximum(jnp.abs(a_lo), jnp.abs(a_hi)) + slack)
+  shape = j_mag.shape[:-1] + (width, width)
+  # the reduction rho goes through W_2 [Theta] W_1 alone (the residual is not reduced):
+  # |I + A| (D + rho) would miss it where |I + A| < |A|
+  prop = _up(jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+             + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
   r_act = fm.rho(act[0], act[1], d_act) if fm.split else 0.0
   own = _up((mag(act) + d_act + r_act) @ np.abs(w_2).T)

@@ -144,6 +144,9 @@ class Model:
     self.layer = 'the input'                     # where check_range reports (enclose sets it)
     self.per_box = None      # [B] bool when boxes are marked instead of refused (enclose)
     self.first = None        # the refusal line of the first marked box
+    # (mask, D): the entries of the value whose deviation is this very D object that are
+    # numbers of the operand format (``operand_outputs``), for the next op's reduction
+    self.operands = None
 
   def check_range(self, m_plus_d, where: str) -> None:
     """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
@@ -206,20 +209,56 @@ class Model:
       return 0.0
     return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
 
+  def operand_outputs(self, w, b, res_lo, res_hi, d_res, d_out) -> None:
+    """Marks the entries of z' = r + W o + b (W [width, k] the heads' W_O side by side)
+    that are numbers of the operand format (``operand_rows``, with r = 0 exactly there), for
+    ``rho_of`` to read back with the same D object ``d_out``; only where ``split``."""
+    if not self.split:
+      return
+    exact_zero = (res_lo == 0) & (res_hi == 0) & (d_res == 0)
+    self.operands = (operand_rows(w, b) & exact_zero, d_out)
+
+  def rho_of(self, z: iv.Interval, d_z):
+    """``rho`` of a layer's input z, tau where ``operand_outputs`` marked z's entries (the
+    mark is read only with the very D it was made for, then dropped)."""
+    rho = self.rho(z.lo, z.hi, d_z)
+    mark, self.operands = self.operands, None
+    if mark is not None and mark[1] is d_z and self.split:
+      rho = np.where(mark[0], self.tiny, rho)
+    return rho
+
   def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product', *,
-          x: iv.Interval | None = None):
+          x: iv.Interval | None = None, rho=None):
     """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
     names it in an overflow refusal. Where ``split``, x's reduction is bounded per entry
     from its interval ``x`` (or its magnitude) and the sum carries the accumulation alone
-    (rounding.py (***))."""
+    (rounding.py (***)), or ``rho`` given."""
     if self.split:           # |fl_op(x^) - x| <= D + rho, |fl_op(x^)| <= M + D + rho
-      d_x = up(d_x + (self.rho(-m_x, m_x, d_x) if x is None else self.rho(x.lo, x.hi, d_x)))
+      if rho is None:
+        rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x.lo, x.hi, d_x)
+      d_x = up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
     out = up(d_x @ w_abs.T + self.kappa_acc(terms) * s
              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
     self.check_range(up(s + out), what)
     return out
+
+
+def operand_rows(w, b) -> np.ndarray:
+  """[rows] bool: row r of y = W x + b has one non-zero weight, +-2^k, and no bias (b None or
+  b_r = 0). Where the weights are exact numbers of the operand format, such a y^ is then
+  w_r fl_op(x^) exactly (a power of 2 times an operand, zeros added: every faithful or
+  truncating sum returns it), itself a number of the operand format (or within tau below
+  the normal range), so reducing it again errs by at most tau (rounding.py (***))."""
+  w = np.asarray(w, np.float64)
+  nonzero = w != 0
+  one = nonzero.sum(axis=-1) == 1
+  mant, _ = np.frexp(np.abs(w).max(axis=-1))
+  out = one & (mant == 0.5)
+  if b is not None:
+    out &= np.asarray(b, np.float64) == 0
+  return out
 
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
@@ -414,7 +453,8 @@ def layer_norm(fm: Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z):
 FF_JACOBIAN_SIZE = 2 ** 16
 
 
-def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
+def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act,
+                rho_z=None):
   """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
   With delta = z^ - z (|delta| <= D_z), rho = fl_op(z^) - z^ the operand reduction of z
   (|rho| <= v |z^|: one function of the value, so the same in every row of W_1; the
@@ -439,7 +479,10 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   v = float_up(model.operand_rel)
   acc = float_up(model.kappa(width, 0))
   mz = up(z.mag() + d_z)
-  rho = fm.rho(z.lo, z.hi, d_z) if fm.split else up(v * mz + fm.tiny)
+  if fm.split:
+    rho = fm.rho(z.lo, z.hi, d_z) if rho_z is None else rho_z
+  else:
+    rho = up(v * mz + fm.tiny)
   delta = up(d_z + rho)
   s1 = up(mz + rho) @ np.abs(w_1).T + np.abs(b_1)
   local1 = up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)

@@ -203,12 +203,13 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     o = iv.mix(w, v)                                         # [B, n, m]
     heads.append(o)
     if fm is not None:
+      r_z = fm.rho_of(z, d_z) if i == 0 else r_z             # z's reduction, per entry
       d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width,
-                   f'head {i} W_Q z + b_Q', x=z)
+                   f'head {i} W_Q z + b_Q', rho=r_z)
       d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width,
-                   f'head {i} W_K z + b_K', x=z)
+                   f'head {i} W_K z + b_K', rho=r_z)
       d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width,
-                   f'head {i} W_V z + b_V', x=z)
+                   f'head {i} W_V z + b_V', rho=r_z)
       d_s = fd.pairwise(fm, d_q, q.mag(), d_k, k.mag(), fm.rho(q.lo, q.hi, d_q),
                         fm.rho(k.lo, k.hi, d_k))
       if p.scale != 1.0:
@@ -216,8 +217,9 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
       # masked entries keep their (zeroed) scores: the per-entry max-subtraction bound only
       # grows with more entries, and their weights are exactly 0
       d_w = fd.softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)
-      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), fm.rho(w.lo, w.hi, d_w),
-                            fm.rho(v.lo, v.hi, d_v)))
+      r_v = np.where(fd.operand_rows(p.w_v[i], bias(p.b_v, i)), fm.tiny,
+                     fm.rho(v.lo, v.hi, d_v))               # v^ already an operand there
+      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), fm.rho(w.lo, w.hi, d_w), r_v))
   res, d_res = residual
   out = res
   for i, o in enumerate(heads):
@@ -238,6 +240,8 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     d_out = fd.up(d_res + prop + fm.kappa_acc(terms) * (s + r_abs + b_o)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
     fm.check_range(fd.up(s + r_abs + b_o + d_out), 'the residual z + sum_i W_O^i o^i + b_O')
+    fm.operand_outputs(np.concatenate(list(p.w_o), axis=-1), p.b_o, res.lo, res.hi, d_res,
+                       d_out)
   return out, d_out
 
 
@@ -252,7 +256,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
   out = iv.add(res, iv.linear(act, p.w_2, p.b_2))
   d_out = None
   if fm is not None:
-    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', x=z)
+    r_z = fm.rho_of(z, d_z)                                  # z's reduction, per entry
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z)
     d_act = d_pre if p.activation == 'relu' else fd.gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
     r_abs = res.mag() + d_res
@@ -262,6 +267,6 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
     d_out = fd.up(d_res + d_op @ np.abs(p.w_2).T + fm.kappa_acc(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
     if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
-      d_out = np.minimum(d_out, fd.ff_jacobian(fm, p, pre, z, d_z, act, d_act))
+      d_out = np.minimum(d_out, fd.ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z))
     fm.check_range(fd.up(s + d_out), 'the residual z + W_2 act(W_1 z + b_1) + b_2')
   return out, d_out
