@@ -96,9 +96,18 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                  R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
                gamma_k is the storage format's k u / (1 - k u).
   weights      for the TF32 / bfloat16 models the certifier runs g with its weights reduced
-               to the operand format exactly (box_bound.reduced_networks), so a
-               weight times an activation has one reduced operand (kappa with (1 + v), not
-               (1 + v)^2); scores and the mix keep two (``kappa_pair``).
+               to the operand format exactly (box_bound.reduced_networks), and every
+               reduced activation a^ (of every dot product, the scores and the mix) carries
+               its own per-entry rho (``Model.rho``, rounding.py (***): the binade of its
+               computed range, or the one value both ends reduce to), the sums their
+               accumulation alone (``kappa_acc``), the residual and the bias unreduced:
+                 D_y = |W| (D_z + rho_z) + kappa^acc (|W| (A_z + rho_z) + |b|) + ...
+                 D_s = sum (D_q + rho_q)(A_k + rho_k) + M_q (D_k + rho_k)
+                       + kappa^acc sum (A_q + rho_q)(A_k + rho_k) + ...
+               A value that is already a number of the operand format is reduced within
+               tau: v = 2^k z_j (``operand_rows``: one power-of-2 weight, no bias), and
+               z'_i = 0 + W_O o with such a row and an exactly zero residual entry
+               (``Model.operand_outputs``, read by the next op's ``rho_of``).
   overflow     every value's M + D and every sum's S + D must stay below the format's
                largest finite number (``Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
