@@ -43,11 +43,15 @@ def test_numpy_and_onnxruntime_float32_graphs_are_covered():
   ok = runtime_graph.check_graph(lambda x: network_apply.apply(net, x, np.float32), net,
                                  'float32', points=256)
   assert ok.ok and 0 < ok.ratios['nearest'] <= 1, ok.line()
-  sess = ort.InferenceSession(flat_onnx.to_model(net, dtype='float32').SerializeToString(),
-                              providers=['CPUExecutionProvider'])
-  rep = runtime_graph.check_graph(lambda x: sess.run(None, {'X': x})[0], net, 'float32',
-                                  points=256)
-  assert rep.ok, rep.line()
+  model = flat_onnx.to_model(net, dtype='float32').SerializeToString()
+  for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = level
+    sess = ort.InferenceSession(model, opts, providers=['CPUExecutionProvider'])
+    rep = runtime_graph.check_graph(lambda x, s=sess: s.run(None, {'X': x})[0], net,
+                                    'float32', points=256)
+    assert rep.ok, (level, rep.line())
   assert '\n' not in rep.line() and 'float32' in rep.line()
 
 
