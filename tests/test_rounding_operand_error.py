@@ -184,3 +184,16 @@ def test_the_kernel_contains_the_reference_with_exact_weights():
   _, _, dev = box_kernel.kernel_for(cancel, model, batch=128).enclose(lo1, hi1)
   _, ref = network_enclosure.enclose(cancel, iv.box(lo1, hi1), model)
   assert np.all(dev >= ref) and np.all(ref >= 2.0 ** -8 * 2.0 ** np.floor(np.log2(hi1)))
+
+
+def test_a_kernel_is_cached_per_model_not_per_name():
+  """kernel_for keys on the whole model: the conservative tf32 model and the probed nearest
+  one (same name, half the operand bound) never share a compiled kernel (jit is lazy: no
+  compile here)."""
+  from transformer_ua.certify import box_kernel
+  net = network_apply.cast(hand_built.hand_built_product_network(20).net, np.float32)
+  both = rounding.MATMUL_MODELS['tf32'].with_weights_reduced()
+  nearest = rounding.MATMUL_MODELS['tf32'].with_nearest_operands().with_weights_reduced()
+  a = box_kernel.kernel_for(net, nearest, batch=64)
+  b = box_kernel.kernel_for(net, both, batch=64)
+  assert a is not b and b.model == both and box_kernel.kernel_for(net, both, batch=64) is b

@@ -511,9 +511,10 @@ _KERNELS: dict = {}
 
 
 def kernel_for(net, model: rounding.MatmulModel | None, *, batch: int = 2048) -> BoxKernel:
-  """A BoxKernel, compiled once per (network, rounding model, batch) in this process."""
+  """A BoxKernel, compiled once per (network, rounding model, batch) in this process: the
+  whole model is the key (its operand mode and exact weights change D, not its name)."""
   from transformer_ua.networks import network_dict
-  key = (network_dict.params_hash(net), None if model is None else model.name, int(batch))
+  key = (network_dict.params_hash(net), model, int(batch))
   if key not in _KERNELS:
     _KERNELS[key] = BoxKernel(net, model, batch=batch)
   return _KERNELS[key]
