@@ -197,3 +197,17 @@ def test_a_kernel_is_cached_per_model_not_per_name():
   a = box_kernel.kernel_for(net, nearest, batch=64)
   b = box_kernel.kernel_for(net, both, batch=64)
   assert a is not b and b.model == both and box_kernel.kernel_for(net, both, batch=64) is b
+
+
+def test_one_network_where_both_reductions_agree_keeps_both_activation_modes():
+  """The hand-built weights are TF32 numbers: the evaluator keeps one network, but its model
+  still allows truncated activations (v = 2^-10), unlike a probed nearest runtime."""
+  from transformer_ua.certify import box_bound
+  net = network_apply.cast(hand_built.hand_built_product_network(20).net, np.float32)
+  fside = box_bound.FSide(None, None, 1.0, None)
+  ev = box_bound.Evaluator(net, fside, 'tf32')
+  assert len(ev.nets) == 1 and ev.model.operand_rel == rounding.MATMUL_MODELS['tf32'].operand_rel
+  assert ev.model.operand_mode == '' and ev.model.weights_exact
+  probed = box_bound.Evaluator(net, fside, 'tf32', 'nearest')
+  assert probed.model.operand_rel == ev.model.operand_rel / 2
+  assert len(box_bound.Evaluator(net, fside, 'bfloat16').nets) == 2

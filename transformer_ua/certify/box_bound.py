@@ -62,10 +62,12 @@ class Evaluator:
     self.nets = (net,)
     if self.model is not None and self.model.operand_rel > 0:
       self.nets = reduced_networks(net, self.model)
-      if operand_mode == 'nearest' or (      # the probe measured it: one network, v / 2
-          network_dict.params_hash(self.nets[0]) == network_dict.params_hash(self.nets[1])):
-        self.nets = self.nets[:1]            # (or both reductions give the same weights)
+      if operand_mode == 'nearest':          # the probe measured it: one network, v / 2
+        self.nets = self.nets[:1]
         self.model = self.model.with_nearest_operands()
+      elif network_dict.params_hash(self.nets[0]) == network_dict.params_hash(self.nets[1]):
+        self.nets = self.nets[:1]            # both reductions give the same weights; the
+                                             # activations keep either mode (v)
       self.model = self.model.with_weights_reduced()
     self.kernels = None       # box_kernel.BoxKernel per net once ``use_kernel`` is called
 
