@@ -48,6 +48,25 @@ so that, with S = sum_i |a_i b_i| + |c| and A, B the largest |a_i|, |b_i|,
                                          DEFAULT precision on TPUs): operands to 7 explicit
                                          bits, rounded or truncated; accumulation as TF32's
 
+Per-entry operand reduction (***). Where the weights are exact numbers of the operand format
+(``with_weights_reduced``), the certifier splits (*) into the activation's own reduction
+rho and the accumulation alone: with a^ the computed activation, fl_op(a^) = a^ + r,
+|r| <= rho, and exact weights w,
+
+    |y^ - y| <= sum_i |w_i| (D_i + rho_i) + kappa_m^acc (sum_i |w_i| (A_i + rho_i) + |c|)
+                + (m + 1) tau (...),      kappa_m^acc = kappa_m with no reduced operand,
+
+(the bias or residual c is added, never reduced), and for a product of two activations
+(scores, mix) |a~ b~ - a b| <= (D_a + rho_a)(A_b + rho_b) + M_a (D_b + rho_b). rho is
+per entry, from the computed value's range [lo, hi]: a number y of magnitude in
+[2^e, 2^(e+1)) loses under one unit of its last kept bit, 2^(e + 1 - p_op), when truncated
+and at most half of it when rounded, so |r| <= v 2^floor(log2 max|y|) + tau
+(``operand_ulp_error``: up to 2x below v |y|; for a value in [1/2, 1) in bfloat16 rounded
+to nearest, 2^-9 absolute); and where both ends of [lo, hi] reduce to one r in every mode
+allowed (the reductions are monotone), every y between does too and |r| <= max(|r - lo|,
+|r - hi|) (``operand_error``: 0 for an exactly representable point such as the scores of a
+head with W_Q = W_K = 0, |fl_op(1/3) - 1/3| for its uniform weights).
+
 Hardware models (**), from Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores"
 (arXiv 2512.07004), as this module reads them: TF32 operands (either reduction, v as
 above), products exact (11 x 11 bits fit binary32), the k = ``block`` products of a step
@@ -326,6 +345,70 @@ class MatmulModel:
       m, ex = np.frexp(total)
       acc = np.where(total == 0, 0.0, np.ldexp(np.trunc(np.ldexp(m, p)), ex - p))
     return acc.astype(np.float32)
+
+  def operand_ulp_error(self, a, xp=None):
+    """Per entry, a float64 upper bound of |fl_op(y) - y| over the storage-format numbers y
+    with |y| <= a, for every operand reduction the model allows ((***) in the module
+    docstring): v 2^floor(log2 a) + tau, 0 for the IEEE models. ``xp`` the array module
+    (NumPy by default, jax.numpy in the box kernel); every step is exact (powers of 2)."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    xp = np if xp is None else xp
+    a = xp.abs(xp.asarray(a, xp.float64))
+    if self.operand_rel == 0:
+      return xp.zeros_like(a)
+    finite = xp.isfinite(a)
+    _, e = xp.frexp(xp.where(finite & (a > 0), a, 1.0))
+    binade = xp.where(a > 0, xp.ldexp(xp.ones_like(a), e - 1), 0.0)     # 2^floor(log2 a)
+    return xp.where(finite, float(self.operand_rel) * binade + float(self.storage.tiny),
+                    xp.inf)
+
+  def operand_error(self, lo, hi, xp=None):
+    """Per entry, a float64 upper bound of |fl_op(y) - y| over the storage-format numbers y
+    in [lo, hi] (a computed value's range), for every operand reduction the model allows:
+    where one reduced value r serves all of [lo, hi] in every allowed mode (the reductions
+    are monotone, so it is enough that both ends, taken inward to the storage format and
+    normal or zero, reduce to r), max(|r - lo|, |r - hi|) + tau; elsewhere, and never above
+    it, ``operand_ulp_error(max(|lo|, |hi|))``. 0 for the IEEE models. ``xp`` as there."""
+    import contextlib
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    xp = np if xp is None else xp
+    lo = xp.asarray(lo, xp.float64)
+    hi = xp.asarray(hi, xp.float64)
+    ulp = self.operand_ulp_error(xp.maximum(xp.abs(lo), xp.abs(hi)), xp)
+    if self.operand_rel == 0:
+      return ulp
+    f32 = xp.float32 if self.dtype == 'float32' else xp.float64
+    quiet = np.errstate(over='ignore', invalid='ignore') if xp is np else \
+        contextlib.nullcontext()
+    with quiet:
+      l32 = lo.astype(f32)
+      l32 = xp.where(l32.astype(xp.float64) < lo, xp.nextafter(l32, f32(np.inf)), l32)
+      h32 = hi.astype(f32)
+      h32 = xp.where(h32.astype(xp.float64) > hi, xp.nextafter(h32, f32(-np.inf)), h32)
+      l64, h64 = l32.astype(xp.float64), h32.astype(xp.float64)
+      normal = float(self.storage.tiny)
+      ok = xp.isfinite(l64) & xp.isfinite(h64) & (l64 <= h64)
+      for end in (l64, h64):
+        ok = ok & ((end == 0) | (xp.abs(end) >= normal))
+      exact = xp.zeros_like(l64)
+      modes = ('nearest',) if self.operand_mode == 'nearest' else ('nearest', 'truncate')
+      for mode in modes:
+        r_lo, r_hi = self._reduce_f(l64, mode, xp), self._reduce_f(h64, mode, xp)
+        ok = ok & (r_lo == r_hi)
+        exact = xp.maximum(exact, xp.maximum(xp.abs(r_lo - l64), xp.abs(r_lo - h64)))
+    exact = xp.nextafter(exact + normal, np.inf)
+    return xp.where(ok, xp.minimum(exact, ulp), ulp)
+
+  def _reduce_f(self, y, mode: str, xp=None):
+    """``reduce_operand`` of normal (or zero) float64 copies of storage numbers, through
+    frexp: y = m 2^e, m in [1/2, 1), kept to ``operand_bits`` bits (trunc, or rint: ties to
+    even), exact. Agrees with ``reduce_operand`` on every normal number (tested)."""
+    import numpy as np  # local: this module stays importable without NumPy's cost
+    xp = np if xp is None else xp
+    m, e = xp.frexp(y)
+    scaled = xp.ldexp(m, xp.full_like(e, self.operand_bits))
+    kept = xp.trunc(scaled) if mode == 'truncate' else xp.rint(scaled)
+    return xp.ldexp(kept, e - self.operand_bits)
 
   def check_weights(self, named_arrays) -> None:
     """ValueError (one line) unless every weight of ``named_arrays`` ((name, array) pairs of

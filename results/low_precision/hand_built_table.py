@@ -1,6 +1,7 @@
 """Certified total against emulated runs for the hand-built product network.
 
-  PYTHONPATH=$PWD python results/low_precision/hand_built_table.py --minutes 2 --out X.json
+  PYTHONPATH=$PWD python results/low_precision/hand_built_table.py --minutes 2 --out X.json \
+      [--rows float32 'tf32, probed nearest']
 
 certify_network('token_times_mean', hand_built_product_network(20), d=1, n=3, p=2) under a
 budget of --minutes per row, and the measured d_2 of emulated runs (tests/low_precision_runs
@@ -68,7 +69,11 @@ def main():
   ap.add_argument('--points', type=int, default=20000)
   ap.add_argument('--units', type=int, default=20)
   ap.add_argument('--out', default=None)
+  ap.add_argument('--rows', nargs='*', default=None, help='row labels to run (default all)')
   args = ap.parse_args()
+  unknown = set(args.rows or ()) - {r[0] for r in ROWS}
+  if unknown:
+    ap.error(f'unknown rows {sorted(unknown)}; allowed: {[r[0] for r in ROWS]}')
   hb = hand_built.hand_built_product_network(args.units, n=3)
   net = hb.net
   rng = np.random.default_rng(0)
@@ -85,6 +90,8 @@ def main():
   report = check_runtime(EmulatedH100(), arithmetic='float32', samples=10000)
   record['probe'] = report.line()
   for label, arithmetic, probed, ways in ROWS:
+    if args.rows is not None and label not in args.rows:
+      continue
     t0 = time.perf_counter()
     cert = certify_network('token_times_mean', net, d=1, n=3, p=2, arithmetic=arithmetic,
                            max_minutes=args.minutes, runtime=report if probed else None)

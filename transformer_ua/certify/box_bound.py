@@ -65,6 +65,9 @@ class Evaluator:
       if operand_mode == 'nearest':          # the probe measured it: one network, v / 2
         self.nets = self.nets[:1]
         self.model = self.model.with_nearest_operands()
+      elif network_dict.params_hash(self.nets[0]) == network_dict.params_hash(self.nets[1]):
+        self.nets = self.nets[:1]            # both reductions give the same weights; the
+                                             # activations keep either mode (v)
       self.model = self.model.with_weights_reduced()
     self.kernels = None       # box_kernel.BoxKernel per net once ``use_kernel`` is called
 

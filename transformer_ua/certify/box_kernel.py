@@ -57,12 +57,26 @@ class _KModel:
     self.fm = fm
     self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
     self.checks = []
+    self.operands = None
 
   def kappa(self, m):
     return self.fm.kappa(m)
 
   def kappa_pair(self, m):
     return self.fm.kappa_pair(m)
+
+  @property
+  def split(self):
+    return self.fm.split
+
+  def kappa_acc(self, m):
+    return self.fm.kappa_acc(m)
+
+  def rho(self, lo, hi, d):
+    """float_deviation.Model.rho in jnp (the same rounding.MatmulModel.operand_error)."""
+    if not self.split:
+      return 0.0
+    return self.fm.model.operand_error(down(lo - d), up(hi + d), jnp_module())
 
   def gamma(self, m):
     return self.fm.gamma(m)
@@ -72,35 +86,59 @@ class _KModel:
     b = m_plus_d.shape[0]
     self.checks.append(jnp.max(jnp.reshape(m_plus_d, (b, -1)), axis=1))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int):
+  def operand_outputs(self, w, b, res, d_res, d_out):
+    """float_deviation.Model.operand_outputs."""
+    if self.split:
+      exact_zero = (res[0] == 0) & (res[1] == 0) & (d_res == 0)
+      self.operands = (float_deviation.operand_rows(w, b) & exact_zero, d_out)
+
+  def rho_of(self, z, d_z):
+    """float_deviation.Model.rho_of."""
+    rho = self.rho(z[0], z[1], d_z)
+    mark, self.operands = self.operands, None
+    if mark is not None and mark[1] is d_z and self.split:
+      rho = jnp_module().where(mark[0], self.tiny, rho)
+    return rho
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, x=None, rho=None):
+    if self.split:
+      if rho is None:
+        rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x[0], x[1], d_x)
+      d_x = _up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    out = _up(d_x @ w_abs.T + self.kappa(terms) * s
+    out = _up(d_x @ w_abs.T + self.kappa_acc(terms) * s
               + (terms + 1) * self.tiny * (a + float(w_abs.max()) + 2))
     self.check_range(_up(s + out))
     return out
 
 
-def _dev_pairwise(fm, dq, mq, dk, mk):
+def _dev_pairwise(fm, dq, mq, dk, mk, rq=0.0, rk=0.0):
   jnp = jnp_module()
   m = dq.shape[-1]
+  if fm.split:
+    dq, dk = _up(dq + rq), _up(dk + rk)
   aq, ak = mq + dq, mk + dk
-  prop = jnp.einsum('...jm,...km->...jk', dq, mk) + jnp.einsum('...jm,...km->...jk', aq, dk)
+  prop = jnp.einsum('...jm,...km->...jk', dq, ak) + jnp.einsum('...jm,...km->...jk', mq, dk)
   s = jnp.einsum('...jm,...km->...jk', aq, ak)
   big = jnp.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  out = _up(prop + fm.kappa_pair(m) * s + (m + 1) * fm.tiny * (2 * big + 2))
+  kappa = fm.kappa_acc(m) if fm.split else fm.kappa_pair(m)
+  out = _up(prop + kappa * s + (m + 1) * fm.tiny * (2 * big + 2))
   fm.check_range(_up(s + out))
   return out
 
 
-def _dev_mix(fm, dw, mw, dv, mv):
+def _dev_mix(fm, dw, mw, dv, mv, rw=0.0, rv=0.0):
   jnp = jnp_module()
   n = dw.shape[-1]
+  if fm.split:
+    dw, dv = _up(dw + rw), _up(dv + rv)
   aw, av = mw + dw, mv + dv
-  prop = dw @ mv + aw @ dv
+  prop = dw @ av + mw @ dv
   s = aw @ av
   big = jnp.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  out = _up(prop + fm.kappa_pair(n) * s + (n + 1) * fm.tiny * (2 * big + 2))
+  kappa = fm.kappa_acc(n) if fm.split else fm.kappa_pair(n)
+  out = _up(prop + kappa * s + (n + 1) * fm.tiny * (2 * big + 2))
   fm.check_range(_up(s + out))
   return out
 
@@ -158,12 +196,17 @@ def _attention(p, z, d_z, fm):
     heads.append(mix(w, v))
     if fm is not None:
       babs = lambda b: 0.0 if b is None else np.abs(b[i])   # noqa: E731
-      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width)
-      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width)
-      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width)
-      d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k))
+      r_z = fm.rho_of(z, d_z) if i == 0 else r_z
+      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width, rho=r_z)
+      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width, rho=r_z)
+      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width, rho=r_z)
+      d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k), fm.rho(q[0], q[1], d_q),
+                          fm.rho(k[0], k[1], d_k))
       d_w = _dev_softmax(fm, d_s, s[0], s[1], w[1])
-      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v)))
+      r_v = jnp.where(float_deviation.operand_rows(p['w_v'][i], None if p['b_v'] is None
+                                                    else p['b_v'][i]),
+                      fm.tiny, fm.rho(v[0], v[1], d_v))
+      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), fm.rho(w[0], w[1], d_w), r_v))
   out = z
   for i, o in enumerate(heads):
     out = add(out, linear(o, p['w_o'][i]))
@@ -173,15 +216,17 @@ def _attention(p, z, d_z, fm):
   if fm is None:
     return out, None
   w_o = p['w_o']
-  prop = sum(d_heads[i] @ np.abs(w_o[i]).T for i in range(h))
-  s = sum((mag(heads[i]) + d_heads[i]) @ np.abs(w_o[i]).T for i in range(h))
+  d_ops = [_up(d_heads[i] + fm.rho(heads[i][0], heads[i][1], d_heads[i])) for i in range(h)]
+  prop = sum(d_ops[i] @ np.abs(w_o[i]).T for i in range(h))
+  s = sum((mag(heads[i]) + d_ops[i]) @ np.abs(w_o[i]).T for i in range(h))
   bo = 0.0 if b_o is None else np.abs(b_o)
   terms = h * m + 1 + (b_o is not None)
-  a = jnp.max(jnp.stack([(mag(heads[i]) + d_heads[i]).max() for i in range(h)]))
+  a = jnp.max(jnp.stack([(mag(heads[i]) + d_ops[i]).max() for i in range(h)]))
   r_abs = mag(z) + d_z
-  d_out = _up(d_z + prop + fm.kappa(terms) * (s + r_abs + bo)
+  d_out = _up(d_z + prop + fm.kappa_acc(terms) * (s + r_abs + bo)
               + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
   fm.check_range(_up(s + r_abs + bo + d_out))
+  fm.operand_outputs(np.concatenate(list(w_o), axis=-1), b_o, z, d_z, d_out)
   return out, d_out
 
 
@@ -195,21 +240,23 @@ def _feedforward(p, z, d_z, fm):
   out = add(z, linear(act, w_2, b_2))
   if fm is None:
     return out, None
-  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width)
+  r_z = fm.rho_of(z, d_z)
+  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width, rho=r_z)
   terms = r + 1
   r_abs = mag(z) + d_z
-  s = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + r_abs
-  a = (mag(act) + d_act).max(axis=-1, keepdims=True)
-  d_out = _up(d_z + d_act @ np.abs(w_2).T + fm.kappa(terms) * s
+  d_op = _up(d_act + fm.rho(act[0], act[1], d_act))
+  s = (mag(act) + d_op) @ np.abs(w_2).T + np.abs(b_2) + r_abs
+  a = (mag(act) + d_op).max(axis=-1, keepdims=True)
+  d_out = _up(d_z + d_op @ np.abs(w_2).T + fm.kappa_acc(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
-  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act)
+  jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z)
   if jac is not None:
     d_out = jnp_module().minimum(d_out, jac)
   fm.check_range(_up(s + d_out))
   return out, d_out
 
 
-def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
+def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, rho_z=None):
   """float_deviation.ff_jacobian (the FF's D through |I + W_2 [Theta] W_1|), or None
   where the reference does not use it (r D^2 > FF_JACOBIAN_SIZE, weights not exact)."""
   jnp = jnp_module()
@@ -222,8 +269,12 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
   v = float_deviation.float_up(model.operand_rel)
   acc = float_deviation.float_up(model.kappa(width, 0))
   mz = _up(mag(z) + d_z)
-  delta = _up(d_z + v * mz + fm.tiny)
-  s1 = _up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  if fm.split:
+    rho = fm.rho(z[0], z[1], d_z) if rho_z is None else rho_z
+  else:
+    rho = _up(v * mz + fm.tiny)
+  delta = _up(d_z + rho)
+  s1 = _up(mz + rho) @ np.abs(w_1).T + np.abs(b_1)
   local1 = _up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
                                                    + float(np.abs(w_1).max()) + 2))
   spread = _up(delta @ np.abs(w_1).T + local1)
@@ -232,24 +283,32 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act):
   c = (w_2.T[:, :, None] * w_1[:, None, :]).reshape(r, -1)
   cp, cn = np.maximum(c, 0), np.minimum(c, 0)
   eye = np.eye(width).reshape(-1)
-  j_lo = eye + p_lo @ cp + p_hi @ cn
-  j_hi = eye + p_hi @ cp + p_lo @ cn
+  a_lo = p_lo @ cp + p_hi @ cn                                      # W_2 [Theta] W_1
+  a_hi = p_hi @ cp + p_lo @ cn
   slack = 2.0 ** -40 * (1 + p_hi @ np.abs(c))
-  j_mag = _up(jnp.maximum(jnp.abs(j_lo), jnp.abs(j_hi)) + slack)
-  j_mag = j_mag.reshape(j_mag.shape[:-1] + (width, width))
-  prop = jnp.einsum('...ij,...j->...i', j_mag, delta)
+  j_mag = _up(jnp.maximum(jnp.abs(eye + a_lo), jnp.abs(eye + a_hi)) + slack)
+  a_mag = _up(jnp.maximum(jnp.abs(a_lo), jnp.abs(a_hi)) + slack)
+  shape = j_mag.shape[:-1] + (width, width)
+  # the reduction rho goes through W_2 [Theta] W_1 alone (the residual is not reduced):
+  # |I + A| (D + rho) would miss it where |I + A| < |A|
+  prop = _up(jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+             + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
-  s2 = (mag(act) + d_act) @ np.abs(w_2).T + np.abs(b_2) + mag(z) + d_z
-  a2 = (mag(act) + d_act).max(axis=-1, keepdims=True)
-  local2 = _up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
-                                                               + mag(z) + d_z + 2))
+  r_act = fm.rho(act[0], act[1], d_act) if fm.split else 0.0
+  own = _up((mag(act) + d_act + r_act) @ np.abs(w_2).T)
+  s2 = own + np.abs(b_2) + mag(z) + d_z
+  a2 = (mag(act) + d_act + r_act).max(axis=-1, keepdims=True)
+  local2 = _up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
+      a2 + float(np.abs(w_2).max()) + mag(z) + d_z + 2))
+  if fm.split:
+    local2 = _up(local2 + _up(r_act @ np.abs(w_2).T))
   return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _embed(params, z, d_z, fm):
   e, eb, d = params
   if fm is not None:
-    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d)
+    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d, z)
   return linear(z, e, eb), d_z
 
 
@@ -275,7 +334,7 @@ def _positional(params, z, d_z, fm):
 def _readout(params, z, d_z, fm):
   r, rb, width = params
   if fm is not None:
-    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width)
+    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width, z)
   return linear(z, r, rb), d_z
 
 
@@ -452,9 +511,10 @@ _KERNELS: dict = {}
 
 
 def kernel_for(net, model: rounding.MatmulModel | None, *, batch: int = 2048) -> BoxKernel:
-  """A BoxKernel, compiled once per (network, rounding model, batch) in this process."""
+  """A BoxKernel, compiled once per (network, rounding model, batch) in this process: the
+  whole model is the key (its operand mode and exact weights change D, not its name)."""
   from transformer_ua.networks import network_dict
-  key = (network_dict.params_hash(net), None if model is None else model.name, int(batch))
+  key = (network_dict.params_hash(net), model, int(batch))
   if key not in _KERNELS:
     _KERNELS[key] = BoxKernel(net, model, batch=batch)
   return _KERNELS[key]

@@ -110,9 +110,18 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                  R     = (1 + u) T_i + u (|gamma_i| R_i + |beta_i|) + 4 tau   (+ beta, or FMA)
                gamma_k is the storage format's k u / (1 - k u).
   weights      for the TF32 / bfloat16 models the certifier runs g with its weights reduced
-               to the operand format exactly (box_bound.reduced_networks), so a
-               weight times an activation has one reduced operand (kappa with (1 + v), not
-               (1 + v)^2); scores and the mix keep two (``kappa_pair``).
+               to the operand format exactly (box_bound.reduced_networks), and every
+               reduced activation a^ (of every dot product, the scores and the mix) carries
+               its own per-entry rho (``Model.rho``, rounding.py (***): the binade of its
+               computed range, or the one value both ends reduce to), the sums their
+               accumulation alone (``kappa_acc``), the residual and the bias unreduced:
+                 D_y = |W| (D_z + rho_z) + kappa^acc (|W| (A_z + rho_z) + |b|) + ...
+                 D_s = sum (D_q + rho_q)(A_k + rho_k) + M_q (D_k + rho_k)
+                       + kappa^acc sum (A_q + rho_q)(A_k + rho_k) + ...
+               A value that is already a number of the operand format is reduced within
+               tau: v = 2^k z_j (``operand_rows``: one power-of-2 weight, no bias), and
+               z'_i = 0 + W_O o with such a row and an exactly zero residual entry
+               (``Model.operand_outputs``, read by the next op's ``rho_of``).
   overflow     every value's M + D and every sum's S + D must stay below the format's
                largest finite number (``Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
@@ -158,6 +167,9 @@ class Model:
     self.layer = 'the input'                     # where check_range reports (enclose sets it)
     self.per_box = None      # [B] bool when boxes are marked instead of refused (enclose)
     self.first = None        # the refusal line of the first marked box
+    # (mask, D): the entries of the value whose deviation is this very D object that are
+    # numbers of the operand format (``operand_outputs``), for the next op's reduction
+    self.operands = None
 
   def check_range(self, m_plus_d, where: str) -> None:
     """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
@@ -201,15 +213,75 @@ class Model:
   def gamma(self, m: int) -> float:
     return float_up(self.model.storage.gamma(m))
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product'):
+  @property
+  def split(self) -> bool:
+    """True where the weights are exact numbers of a reduced operand format: each
+    activation's reduction is then bounded per entry (``rho``, rounding.py (***)) and the
+    sums carry the accumulation alone (``kappa_acc``)."""
+    return self.model.weights_exact and self.model.operand_rel > 0
+
+  def kappa_acc(self, m: int) -> float:
+    """The sum's own factor: kappa_m with no reduced operand where ``split``, else
+    ``kappa`` (which then covers the reductions)."""
+    return float_up(self.model.kappa(m, 0)) if self.split else self.kappa(m)
+
+  def rho(self, lo, hi, d=0.0):
+    """Per entry, >= |fl_op(y) - y| for every computed value y within ``d`` of [lo, hi]
+    (rounding.py (***)); 0 unless ``split``."""
+    if not self.split:
+      return 0.0
+    return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
+
+  def operand_outputs(self, w, b, res_lo, res_hi, d_res, d_out) -> None:
+    """Marks the entries of z' = r + W o + b (W [width, k] the heads' W_O side by side)
+    that are numbers of the operand format (``operand_rows``, with r = 0 exactly there), for
+    ``rho_of`` to read back with the same D object ``d_out``; only where ``split``."""
+    if not self.split:
+      return
+    exact_zero = (res_lo == 0) & (res_hi == 0) & (d_res == 0)
+    self.operands = (operand_rows(w, b) & exact_zero, d_out)
+
+  def rho_of(self, z: iv.Interval, d_z):
+    """``rho`` of a layer's input z, tau where ``operand_outputs`` marked z's entries (the
+    mark is read only with the very D it was made for, then dropped)."""
+    rho = self.rho(z.lo, z.hi, d_z)
+    mark, self.operands = self.operands, None
+    if mark is not None and mark[1] is d_z and self.split:
+      rho = np.where(mark[0], self.tiny, rho)
+    return rho
+
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product', *,
+          x: iv.Interval | None = None, rho=None):
     """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
-    names it in an overflow refusal."""
+    names it in an overflow refusal. Where ``split``, x's reduction is bounded per entry
+    from its interval ``x`` (or its magnitude) and the sum carries the accumulation alone
+    (rounding.py (***)), or ``rho`` given."""
+    if self.split:           # |fl_op(x^) - x| <= D + rho, |fl_op(x^)| <= M + D + rho
+      if rho is None:
+        rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x.lo, x.hi, d_x)
+      d_x = up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    out = up(d_x @ w_abs.T + self.kappa(terms) * s
-              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
+    out = up(d_x @ w_abs.T + self.kappa_acc(terms) * s
+             + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
     self.check_range(up(s + out), what)
     return out
+
+
+def operand_rows(w, b) -> np.ndarray:
+  """[rows] bool: row r of y = W x + b has one non-zero weight, +-2^k, and no bias (b None or
+  b_r = 0). Where the weights are exact numbers of the operand format, such a y^ is then
+  w_r fl_op(x^) exactly (a power of 2 times an operand, zeros added: every faithful or
+  truncating sum returns it), itself a number of the operand format (or within tau below
+  the normal range), so reducing it again errs by at most tau (rounding.py (***))."""
+  w = np.asarray(w, np.float64)
+  nonzero = w != 0
+  one = nonzero.sum(axis=-1) == 1
+  mant, _ = np.frexp(np.abs(w).max(axis=-1))
+  out = one & (mant == 0.5)
+  if b is not None:
+    out &= np.asarray(b, np.float64) == 0
+  return out
 
 
 def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> list:
@@ -240,26 +312,38 @@ def assumptions(net: network_dict.Net, model: rounding.MatmulModel | None) -> li
   return out + own
 
 
-def pairwise(model: Model, dq, mq, dk, mk):
-  """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]."""
+def pairwise(model: Model, dq, mq, dk, mk, rq=None, rk=None):
+  """D of c_jk = sum_m a_jm b_km (a, b computed with D's, magnitudes M) [..., j, k]; rq, rk
+  the operands' per-entry reductions where ``model.split`` (rounding.py (***); None: from
+  the magnitudes)."""
   m = dq.shape[-1]
+  if model.split:
+    rq = model.rho(-mq, mq, dq) if rq is None else rq
+    rk = model.rho(-mk, mk, dk) if rk is None else rk
+    dq, dk = up(dq + rq), up(dk + rk)
   aq, ak = mq + dq, mk + dk
-  prop = np.einsum('...jm,...km->...jk', dq, mk) + np.einsum('...jm,...km->...jk', aq, dk)
+  prop = np.einsum('...jm,...km->...jk', dq, ak) + np.einsum('...jm,...km->...jk', mq, dk)
   s = np.einsum('...jm,...km->...jk', aq, ak)
   big = np.maximum(aq.max(axis=-1)[..., :, None], ak.max(axis=-1)[..., None, :])
-  out = up(prop + model.kappa_pair(m) * s + (m + 1) * model.tiny * (2 * big + 2))
+  kappa = model.kappa_acc(m) if model.split else model.kappa_pair(m)
+  out = up(prop + kappa * s + (m + 1) * model.tiny * (2 * big + 2))
   model.check_range(up(s + out), 'the scores q_j . k_k')
   return out
 
 
-def mix(model: Model, dw, mw, dv, mv):
-  """D of o_jm = sum_k w_jk v_km [..., j, m]."""
+def mix(model: Model, dw, mw, dv, mv, rw=None, rv=None):
+  """D of o_jm = sum_k w_jk v_km [..., j, m]; rw, rv as ``pairwise``'s rq, rk."""
   n = dw.shape[-1]
+  if model.split:
+    rw = model.rho(-mw, mw, dw) if rw is None else rw
+    rv = model.rho(-mv, mv, dv) if rv is None else rv
+    dw, dv = up(dw + rw), up(dv + rv)
   aw, av = mw + dw, mv + dv
-  prop = dw @ mv + aw @ dv
+  prop = dw @ av + mw @ dv
   s = aw @ av
   big = np.maximum(aw.max(axis=-1)[..., :, None], av.max(axis=-2)[..., None, :])
-  out = up(prop + model.kappa_pair(n) * s + (n + 1) * model.tiny * (2 * big + 2))
+  kappa = model.kappa_acc(n) if model.split else model.kappa_pair(n)
+  out = up(prop + kappa * s + (n + 1) * model.tiny * (2 * big + 2))
   model.check_range(up(s + out), 'the mix sum_k w_jk v_k')
   return out
 
@@ -422,7 +506,8 @@ def layer_norm(fm: Model, ln: network_dict.LayerNorm, z: iv.Interval, d_z):
 FF_JACOBIAN_SIZE = 2 ** 16
 
 
-def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act):
+def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d_act,
+                rho_z=None):
   """D of z' = z + W_2 ReLU(W_1 z + b_1) + b_2 through the layer's Jacobian (lowprec).
   With delta = z^ - z (|delta| <= D_z), rho = fl_op(z^) - z^ the operand reduction of z
   (|rho| <= v |z^|: one function of the value, so the same in every row of W_1; the
@@ -447,9 +532,12 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   v = float_up(model.operand_rel)
   acc = float_up(model.kappa(width, 0))
   mz = up(z.mag() + d_z)
-  rho = up(v * mz + fm.tiny)
+  if fm.split:
+    rho = fm.rho(z.lo, z.hi, d_z) if rho_z is None else rho_z
+  else:
+    rho = up(v * mz + fm.tiny)
   delta = up(d_z + rho)
-  s1 = up(mz * (1 + v) + fm.tiny) @ np.abs(w_1).T + np.abs(b_1)
+  s1 = up(mz + rho) @ np.abs(w_1).T + np.abs(b_1)
   local1 = up(acc * s1 + (width + 1) * fm.tiny * (mz.max(axis=-1, keepdims=True)
                                                    + np.abs(w_1).max() + 2))
   spread = up(delta @ np.abs(w_1).T + local1)
@@ -467,8 +555,12 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   prop = up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
              + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
-  s2 = (act.mag() + d_act) @ np.abs(w_2).T + np.abs(b_2) + z.mag() + d_z
-  a2 = (act.mag() + d_act).max(axis=-1, keepdims=True)
-  local2 = up(fm.kappa(terms) * s2 + (terms + 2) * fm.tiny * (a2 + float(np.abs(w_2).max())
-                                                               + z.mag() + d_z + 2))
+  r_act = fm.rho(act.lo, act.hi, d_act) if fm.split else 0.0      # act's own reduction
+  own = up((act.mag() + d_act + r_act) @ np.abs(w_2).T)
+  s2 = own + np.abs(b_2) + z.mag() + d_z
+  a2 = (act.mag() + d_act + r_act).max(axis=-1, keepdims=True)
+  local2 = up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
+      a2 + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
+  if fm.split:
+    local2 = up(local2 + up(r_act @ np.abs(w_2).T))
   return up(prop + local1 @ np.abs(w_2).T + local2)

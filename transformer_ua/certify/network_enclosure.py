@@ -89,7 +89,7 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     if fm is not None:
       fm.layer = 'the readout'
       d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
-                   'Z readout^T + readout_bias')
+                   'Z readout^T + readout_bias', x=z)
     z = iv.linear(z, r, rb)
   else:
     z = z.take(np.arange(net.d), axis=-1)
@@ -141,7 +141,7 @@ def _embed(net: network_dict.Net, x: iv.Interval, fm: fd.Model | None):
     if fm is not None:
       fm.layer = 'the embedding'
       d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d,
-                   'X embed^T + embed_bias')
+                   'X embed^T + embed_bias', x=x)
     z = iv.linear(z, e, eb)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
@@ -203,17 +203,23 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     o = iv.mix(w, v)                                         # [B, n, m]
     heads.append(o)
     if fm is not None:
+      r_z = fm.rho_of(z, d_z) if i == 0 else r_z             # z's reduction, per entry
       d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width,
-                   f'head {i} W_Q z + b_Q')
-      d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width, f'head {i} W_K z + b_K')
-      d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width, f'head {i} W_V z + b_V')
-      d_s = fd.pairwise(fm, d_q, q.mag(), d_k, k.mag())
+                   f'head {i} W_Q z + b_Q', rho=r_z)
+      d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width,
+                   f'head {i} W_K z + b_K', rho=r_z)
+      d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width,
+                   f'head {i} W_V z + b_V', rho=r_z)
+      d_s = fd.pairwise(fm, d_q, q.mag(), d_k, k.mag(), fm.rho(q.lo, q.hi, d_q),
+                        fm.rho(k.lo, k.hi, d_k))
       if p.scale != 1.0:
         d_s = fd.scaled_scores(fm, p.scale, d_s, s.mag(), d_q, q.mag(), d_k, k.mag())
       # masked entries keep their (zeroed) scores: the per-entry max-subtraction bound only
       # grows with more entries, and their weights are exactly 0
       d_w = fd.softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)
-      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag()))
+      r_v = np.where(fd.operand_rows(p.w_v[i], bias(p.b_v, i)), fm.tiny,
+                     fm.rho(v.lo, v.hi, d_v))               # v^ already an operand there
+      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), fm.rho(w.lo, w.hi, d_w), r_v))
   res, d_res = residual
   out = res
   for i, o in enumerate(heads):
@@ -222,15 +228,20 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     out = iv.add(out, iv.point(p.b_o))
   d_out = None
   if fm is not None:
-    prop = sum(d_heads[i] @ np.abs(p.w_o[i]).T for i in range(h))
-    s = sum((heads[i].mag() + d_heads[i]) @ np.abs(p.w_o[i]).T for i in range(h))
+    # o^i's reduction per entry (rounding.py (***)) where the weights are exact
+    d_ops = [fd.up(d_heads[i] + fm.rho(heads[i].lo, heads[i].hi, d_heads[i]))
+             for i in range(h)]
+    prop = sum(d_ops[i] @ np.abs(p.w_o[i]).T for i in range(h))
+    s = sum((heads[i].mag() + d_ops[i]) @ np.abs(p.w_o[i]).T for i in range(h))
     b_o = 0.0 if p.b_o is None else np.abs(p.b_o)
     terms = h * m + 1 + (p.b_o is not None)
-    a = max(float((heads[i].mag() + d_heads[i]).max()) for i in range(h))
+    a = max(float((heads[i].mag() + d_ops[i]).max()) for i in range(h))
     r_abs = res.mag() + d_res
-    d_out = fd.up(d_res + prop + fm.kappa(terms) * (s + r_abs + b_o)
+    d_out = fd.up(d_res + prop + fm.kappa_acc(terms) * (s + r_abs + b_o)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
     fm.check_range(fd.up(s + r_abs + b_o + d_out), 'the residual z + sum_i W_O^i o^i + b_O')
+    fm.operand_outputs(np.concatenate(list(p.w_o), axis=-1), p.b_o, res.lo, res.hi, d_res,
+                       d_out)
   return out, d_out
 
 
@@ -245,15 +256,17 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
   out = iv.add(res, iv.linear(act, p.w_2, p.b_2))
   d_out = None
   if fm is not None:
-    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1')
+    r_z = fm.rho_of(z, d_z)                                  # z's reduction, per entry
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z)
     d_act = d_pre if p.activation == 'relu' else fd.gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
     r_abs = res.mag() + d_res
-    s = (act.mag() + d_act) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
-    a = (act.mag() + d_act).max(axis=-1, keepdims=True)
-    d_out = fd.up(d_res + d_act @ np.abs(p.w_2).T + fm.kappa(terms) * s
+    d_op = fd.up(d_act + fm.rho(act.lo, act.hi, d_act))    # act's reduction, rounding.py (***)
+    s = (act.mag() + d_op) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
+    a = (act.mag() + d_op).max(axis=-1, keepdims=True)
+    d_out = fd.up(d_res + d_op @ np.abs(p.w_2).T + fm.kappa_acc(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
     if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
-      d_out = np.minimum(d_out, fd.ff_jacobian(fm, p, pre, z, d_z, act, d_act))
+      d_out = np.minimum(d_out, fd.ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z))
     fm.check_range(fd.up(s + d_out), 'the residual z + W_2 act(W_1 z + b_1) + b_2')
   return out, d_out
