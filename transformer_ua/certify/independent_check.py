@@ -17,8 +17,16 @@ is an estimate (its CLT 99% upper end is reported beside it), the sampled sup a 
 bound of the sup.
 
 'tf32', 'bfloat16', 'tf32-a100' and 'tf32-h100' certificates are checked by running float32
-here (a CPU runs IEEE binary32): the record says so; on an accelerator, run ``jax_apply`` at
-the default precision to exercise the reduced one.
+here (a CPU runs IEEE binary32), and by JAX with the low-precision matmuls emulated
+(``jax_apply(operand=(p, mode))``): every operand of every matmul and einsum (weights and
+activations, the softmax weights included) reduced to p significand bits (11 for TF32, 8 for
+bfloat16), to nearest with ties to even and by truncation, then multiplied and summed in
+float32,
+
+    rnd_p(x) = R(m 2^p) 2^(e - p),  x = m 2^e, 1/2 <= |m| < 1,  R = round-half-even or trunc;
+
+the tensor-core models' block accumulation is not emulated (float32 sums instead). On an
+accelerator, run ``jax_apply`` at the default precision to exercise the hardware's own.
 """
 
 from __future__ import annotations
@@ -38,12 +46,27 @@ CHUNK = 4096
 
 
 def jax_apply(net: network_dict.Net, x: np.ndarray, dtype: str = 'float64',
-              precision: str = 'highest') -> np.ndarray:
+              precision: str = 'highest', operand: tuple | None = None) -> np.ndarray:
   """fl(g)(x) by JAX in ``dtype`` (x64 switched on for float64 inside this call only):
   jnp einsums, ``jax.nn.softmax`` (a causal mask as -inf), ``jax.nn.gelu``, and LayerNorm
-  as mean / variance / ``lax.rsqrt``."""
+  as mean / variance / ``lax.rsqrt``; ``operand`` = (bits, 'nearest' | 'truncate') reduces
+  every matmul operand first (module docstring)."""
   import jax
   import jax.numpy as jnp
+
+  def red(a):
+    if operand is None:
+      return a
+    bits, mode = operand
+    m, e = jnp.frexp(a)
+    r = jnp.round(m * 2.0 ** bits) if mode == 'nearest' else jnp.trunc(m * 2.0 ** bits)
+    return jnp.ldexp(r, e - bits).astype(a.dtype)
+
+  def ein(spec, a, b):
+    return jnp.einsum(spec, red(a), red(b))
+
+  def mm(a, b):
+    return red(a) @ red(b)
 
   def norm(z, ln):
     if ln is None:
@@ -56,33 +79,32 @@ def jax_apply(net: network_dict.Net, x: np.ndarray, dtype: str = 'float64',
   def attn(a, z, spec):
     w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o = a
     scale, causal = spec
-    q = jnp.einsum('bnD,hmD->bhnm', z, w_q) + b_q[None, :, None, :]
-    k = jnp.einsum('bnD,hmD->bhnm', z, w_k)
-    v = jnp.einsum('bnD,hmD->bhnm', z, w_v)
+    q = ein('bnD,hmD->bhnm', z, w_q) + b_q[None, :, None, :]
+    k = ein('bnD,hmD->bhnm', z, w_k)
+    v = ein('bnD,hmD->bhnm', z, w_v)
     k = k if b_k is None else k + b_k[None, :, None, :]
     v = v if b_v is None else v + b_v[None, :, None, :]
-    s = jnp.einsum('bhjm,bhkm->bhjk', q, k)
+    s = ein('bhjm,bhkm->bhjk', q, k)
     s = s if scale == 1.0 else s * scale
     if causal:
       n = s.shape[-1]
       s = jnp.where(jnp.triu(jnp.ones((n, n), bool), 1), -jnp.inf, s)
-    out = jnp.einsum('bhjm,hDm->bjD', jnp.einsum('bhjk,bhkm->bhjm',
-                                                 jax.nn.softmax(s, axis=-1), v), w_o)
+    out = ein('bhjm,hDm->bjD', ein('bhjk,bhkm->bhjm', jax.nn.softmax(s, axis=-1), v), w_o)
     return out if b_o is None else out + b_o
 
   def ffn(f, z, act):
     w_1, b_1, w_2, b_2 = f
-    pre = z @ w_1.T + b_1
+    pre = mm(z, w_1.T) + b_1
     hid = (jax.nn.relu(pre) if act == 'relu'
            else jax.nn.gelu(pre, approximate=act == 'gelu_tanh'))
-    return hid @ w_2.T + b_2
+    return mm(hid, w_2.T) + b_2
 
   specs = tuple(((None if b.attention is None else (b.attention.scale, b.attention.causal)),
                  (None if b.ff is None else b.ff.activation), b.norm) for b in net.blocks)
 
   def run(params, z):
     e, e_b, pos, blocks, final_ln, readout, r_b = params
-    h = (z @ e.T) if e is not None else jnp.pad(z, [(0, 0), (0, 0), (0, net.D - net.d)])
+    h = mm(z, e.T) if e is not None else jnp.pad(z, [(0, 0), (0, 0), (0, net.D - net.d)])
     h = h if e_b is None else h + e_b
     if pos is not None:
       h = h + pos
@@ -94,7 +116,7 @@ def jax_apply(net: network_dict.Net, x: np.ndarray, dtype: str = 'float64',
     h = norm(h, final_ln)
     if readout is None:
       return h[..., :net.d]
-    y = h @ readout.T
+    y = mm(h, readout.T)
     return y if r_b is None else y + r_b
 
   with jax.enable_x64(dtype == 'float64'), jax.default_matmul_precision(precision):
@@ -156,8 +178,15 @@ def check(f, g, certificate, *, points: int = 20000, seed: int = 0) -> dict:
   fx = target(both)                    # f at the exact X; fl(g) rounds X itself
   total = float(certificate.total)
   out = {}
-  for name, fn in (('jax', lambda z: jax_apply(run_net, z, dtype)),
-                   ('onnxruntime', lambda z: onnxruntime_apply(run_net, z, dtype))):
+  runs = [('jax', lambda z: jax_apply(run_net, z, dtype)),
+          ('onnxruntime', lambda z: onnxruntime_apply(run_net, z, dtype))]
+  model = rounding.MATMUL_MODELS.get(certificate.arithmetic)
+  if model is not None and model.operand_rel:
+    for mode in ('nearest', 'truncate'):
+      runs.append((f'jax {certificate.arithmetic} emulated ({mode})',
+                   lambda z, mode=mode: jax_apply(run_net, z, dtype,
+                                                  operand=(model.operand_bits, mode))))
+  for name, fn in runs:
     y = fn(both)
     if y is None:
       out[name] = {'skipped': 'no flat ONNX writer in this checkout'}
