@@ -4,6 +4,7 @@ import os
 import tempfile
 
 import hypothesis
+import pytest
 
 # One on-disk XLA compilation cache per test session, shared by the xdist workers and
 # the binaries' subprocesses (they inherit the environment): the many identical
@@ -35,10 +36,20 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-  import pytest
   if config.getoption('--runslow'):
     return
   skip = pytest.mark.skip(reason='slow: run with --runslow')
   for item in items:
     if 'slow' in item.keywords:
       item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+  """A test that leaves JAX's x64 switched differently than it found it fails here: x64 is
+  process-wide, and under xdist the next test on the worker would run in the wrong mode."""
+  before = bool(jax.config.jax_enable_x64)
+  yield
+  after = bool(jax.config.jax_enable_x64)
+  assert after == before, (f'{item.nodeid} left jax_enable_x64 {after} (it found it {before});'
+                           ' use `with jax.enable_x64(...)`')

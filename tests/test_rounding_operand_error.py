@@ -104,14 +104,14 @@ def test_the_interval_bound_holds_on_every_float32_of_the_interval(model):
 
 def test_the_jnp_version_is_the_numpy_one():
   import jax
-  jax.config.update('jax_enable_x64', True)
   import jax.numpy as jnp
   rng = np.random.default_rng(3)
   x = rng.standard_normal(20_000) * np.exp(rng.uniform(-10, 10, 20_000))
   lo, hi = np.sort([x, x * (1 + 1e-4 * rng.random(x.shape))], axis=0)
-  for model in ALL:
-    got = jax.jit(lambda a, b, m=model: m.operand_error(a, b, jnp))(lo, hi)
-    assert np.array_equal(np.asarray(got), model.operand_error(lo, hi))
+  with jax.enable_x64(True):
+    for model in ALL:
+      got = jax.jit(lambda a, b, m=model: m.operand_error(a, b, jnp))(lo, hi)
+      assert np.array_equal(np.asarray(got), model.operand_error(lo, hi))
 
 
 def test_operand_rows():

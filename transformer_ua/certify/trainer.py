@@ -507,7 +507,9 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
 
       network.npz      the network-dict arrays under their ``Net.arrays`` names
                        (``blocks.0.W_Q``, ...), float64 (float32 values for a float32
-                       certificate)
+                       certificate); with the row's ``settings`` (``Net.settings``: scale,
+                       mask, activation, norm, LayerNorm eps) ``network_dict.from_flat``
+                       rebuilds the net
       network.onnx     the same network as a flat ONNX graph (``flat_onnx.write``) in
                        the certified storage dtype, with its params_hash in the metadata
       certificate.txt  the certificate's line (or why there is none)
@@ -545,6 +547,7 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
         'independent_check': runs,
         'params_hash': result.certificate.params_hash,
         'architecture': result.net.architecture(),
+        'settings': result.net.settings(),
         'family': (f'stock_{result.network.norm}_{result.network.activation}'
                    if isinstance(result.network, stock_candidates.StockBlock) else 'ladder')}
     arrays = {name: np.asarray(a, np.float64) for name, a in result.net.arrays()}
