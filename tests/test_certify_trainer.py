@@ -304,3 +304,17 @@ def test_init_spreads_the_kinks_over_the_cube_and_starts_attention_near_uniform(
   highest = -np.sum(np.minimum(w_1, 0), axis=-1)
   assert np.all(lowest <= b_1) and np.all(b_1 <= highest)
   assert np.std(b_1) > 0.05                      # not all through one point
+
+
+def test_unset_steps_lr_batch_take_each_candidates_recipe_and_are_recorded():
+  """steps/lr/batch unset: the ladder trains 6000 steps at 1e-2 with batch 2048, a stock
+  block 40000 steps at 3e-3 with batch 256; a value given replaces the recipe's (here only
+  the batch). The budget stops the training early; the recipe is recorded as given."""
+  args = dict(d=1, n=3, max_width=8, pool=1024, refine_rounds=0, sample_fraction=1.0,
+              max_minutes=0.01, certifier=_stand_in([]))
+  ladder = trainer.train_and_certify('token_times_mean', 0.2, shapes=((1, 1),), **args)
+  assert ladder.trials[0].row()['recipe'] == {'steps': 6000, 'lr': 0.01, 'batch': 2048}
+  stock = trainer.train_and_certify('token_times_mean', 0.2, architectures=('stock_post_relu',),
+                                    batch=64, **args)
+  assert stock.trials[0].row()['recipe'] == {'steps': 40000, 'lr': 0.003, 'batch': 64}
+  assert stock.trials[0].steps < 40000

@@ -28,8 +28,11 @@ Fields (``--config.<field>=value``):
                    'stock_pre_gelu' (D = 8, h = 2, LayerNorm, biases), e.g.
                    --config.architectures="('ladder','stock_post_relu')"
   max_width        the cap of the FF width r (r = 8, 16, ..., max_width)
-  steps, lr        Adam steps per candidate and the initial rate (cosine decay)
-  batch, pool      minibatch size, and uniform points in the training pool
+  steps, lr        Adam steps per candidate and the initial rate (cosine decay); unset,
+                   each candidate's recipe: the ladder 6000 steps at 1e-2, batch 2048; a
+                   stock block 40000 steps at 3e-3, batch 256 (Candidate.RECIPE,
+                   StockCandidate.RECIPE)
+  batch, pool      minibatch size (unset: the recipe's), and uniform points in the pool
   sample_fraction  a candidate is certified only if its sampled d_p <= margin x epsilon;
                    the margin starts here and drops to sampled / total after a
                    certificate that misses epsilon (the overhead seen, learned)
@@ -62,9 +65,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.architectures = ('ladder',)
   c.max_width = 64
   # the training of one candidate and the refinement (trainer.train_and_certify's defaults)
-  c.steps = 6000
-  c.lr = 1e-2
-  c.batch = 2048
+  c.steps = config_dict.placeholder(int)      # unset: each candidate's own RECIPE
+  c.lr = config_dict.placeholder(float)
+  c.batch = config_dict.placeholder(int)
   c.pool = 65536
   c.sample_fraction = 0.5
   c.refine_within = 2.0

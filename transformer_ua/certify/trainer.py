@@ -109,6 +109,10 @@ class Candidate:
   embed_width: int
   width: int
 
+  #: The training recipe (steps, lr, batch) a ladder candidate gets unless the caller gives
+  #: its own (``train_and_certify``'s steps=, lr=, batch=).
+  RECIPE = (6000, 1e-2, 2048)
+
   def network(self) -> modules.Network:
     seg = layers.Segment('block', self.depth, num_heads=self.heads, head_size=self.head_size,
                          normalizer='softmax', width=self.width)
@@ -163,6 +167,7 @@ class Trial:
   candidate: Candidate
   seed: int
   steps: int
+  recipe: tuple        # (steps, lr, batch) it was trained with
   train_rms: float
   sampled_dp: float
   certified_total: float | None
@@ -173,7 +178,8 @@ class Trial:
 
   def row(self) -> dict:
     return {'architecture': self.candidate.label(), 'params': self.candidate.num_params(),
-            'seed': self.seed, 'steps': self.steps, 'train_rms': self.train_rms,
+            'seed': self.seed, 'steps': self.steps,
+            'recipe': dict(zip(('steps', 'lr', 'batch'), self.recipe)), 'train_rms': self.train_rms,
             'sampled_dp': self.sampled_dp, 'certified_total': self.certified_total,
             'reached': self.reached, 'refine_rounds': self.rounds,
             'seconds': round(self.seconds, 1), 'note': self.note}
@@ -364,8 +370,9 @@ def _certify(target, g, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz,
 def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                       max_minutes: float = 20, seed: int = 0, lipschitz=None,
                       max_width: int = 64, shapes=SHAPES, architectures=('ladder',),
-                      steps: int = 6000, lr: float = 1e-2,
-                      batch: int = 2048, pool: int = 65536, sample_fraction: float = 0.5,
+                      steps: int | None = None, lr: float | None = None,
+                      batch: int | None = None, pool: int = 65536,
+                      sample_fraction: float = 0.5,
                       refine_within: float = 2.0, refine_rounds: int = 2, refine_points: int = 8192,
                       refine_radius: float = 1 / 32, refine_steps: int = 2000,
                       certify_minutes: float = 5, certifier: Callable | None = None,
@@ -386,7 +393,9 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     architectures: names of ``stock_candidates.ARCHITECTURES``: 'ladder' (the default,
       alone) and the stock blocks 'stock_post_relu', 'stock_post_gelu', 'stock_pre_relu',
       'stock_pre_gelu' (module doc).
-    steps, lr, batch, pool: the training of one candidate (module doc).
+    steps, lr, batch, pool: the training of one candidate (module doc); steps, lr or batch
+      None: each candidate's own ``RECIPE`` (the ladder's Candidate.RECIPE = (6000, 1e-2,
+      2048); a stock block's StockCandidate.RECIPE = (40000, 3e-3, 256)).
     sample_fraction: a candidate is certified only when its sampled d_p is at most
       margin * epsilon; the margin starts here and is learned (module doc).
     refine_within: refine only a candidate whose total is at most this times epsilon.
@@ -420,9 +429,11 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     x = rng.random((pool, n, d))
     y = target(x)
     network = cand.training_network(operand_bits)
+    c_steps, c_lr, c_batch = (own if given is None else given
+                              for own, given in zip(cand.RECIPE, (steps, lr, batch)))
     with jax.enable_x64(True):
       params = cand.init(run_seed, n, d)
-      params, done, loss = train(network, params, x, y, steps=steps, lr=lr, batch=batch,
+      params, done, loss = train(network, params, x, y, steps=c_steps, lr=c_lr, batch=c_batch,
                                  seed=run_seed, deadline=deadline)
     params, net, g = cand.stored(params, d, n, dtype)
     dp = sampled_dp(target, net, check_x, dtype, p)
@@ -461,16 +472,16 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
       x = np.concatenate([x, extra])
       y = np.concatenate([y, target(extra)])
       with jax.enable_x64(True):
-        params, more, loss = train(network, params, x, y, steps=refine_steps, lr=lr / 10,
-                                   batch=batch, seed=run_seed * 1000 + rounds,
+        params, more, loss = train(network, params, x, y, steps=refine_steps, lr=c_lr / 10,
+                                   batch=c_batch, seed=run_seed * 1000 + rounds,
                                    deadline=deadline)
       params, net, g = cand.stored(params, d, n, dtype)
       done += more
       dp = sampled_dp(target, net, check_x, dtype, p)
       say(f'  refined near {len(cert.worst_centres)} worst boxes: {more} steps, sampled '
           f'd_p {dp:.3g}')
-    trials.append(Trial(cand, run_seed, done, math.sqrt(loss), dp, total, reached, rounds,
-                        time.monotonic() - t0, note))
+    trials.append(Trial(cand, run_seed, done, (c_steps, c_lr, c_batch), math.sqrt(loss), dp,
+                        total, reached, rounds, time.monotonic() - t0, note))
     if reached:
       break
   seconds = time.monotonic() - start
