@@ -121,3 +121,45 @@ def test_a_wrong_jacobian_is_refuted_by_central_differences():
 ])
 def test_bad_arguments_one_line(kwargs, match):
   _refusal(match, **kwargs)
+
+
+def test_the_trainer_certifies_with_the_second_order_bound():
+  """train_and_certify passes jacobian= and hessian= to certify_network: the certificate of
+  its candidate is second order (the training is short; only the path is tested)."""
+  from transformer_ua.certify import trainer
+  got = trainer.train_and_certify(
+      product, 0.5, d=1, n=3, jacobian=product_jacobian, hessian=2, max_width=8,
+      shapes=((1, 1),), sample_fraction=1e9, steps=150, batch=256, pool=2048,
+      refine_rounds=0, certify_minutes=0.05, max_minutes=1)
+  assert got.certificate is not None and 'second order' in got.certificate.line()
+
+
+MODULE_SOURCE = """
+import numpy as np
+
+
+def square_mean(x):
+    return x * np.mean(x, axis=-2, keepdims=True)
+"""
+
+
+@pytest.mark.parametrize('flags,fragment', [
+    (('--config.hessian=2',), 'for a callable target'),
+    (('--config.target=second_order_flags:square_mean', '--config.hessian=2',
+      '--config.jacobian=second_order_flags:missing'), "has no 'missing'"),
+])
+def test_the_binary_refuses_bad_second_order_flags_in_one_line(tmp_path, flags, fragment):
+  import os
+  import subprocess
+  import sys
+  (tmp_path / 'second_order_flags.py').write_text(MODULE_SOURCE)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+      [sys.executable, os.path.join(root, 'experiments', 'train_and_certify.py'), *flags,
+       f'--output_dir={tmp_path / "out"}'],
+      capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+      env=dict(os.environ, PYTHONPATH=root, JAX_PLATFORMS='cpu'))
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert proc.returncode != 0 and 'Traceback' not in proc.stderr, proc.stderr
+  assert lines[0].startswith('error: ') and fragment in lines[0], proc.stderr
+  assert not (tmp_path / 'out').exists()
