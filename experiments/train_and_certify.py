@@ -4,7 +4,8 @@ epsilon (``certify.trainer.train_and_certify``; its module doc states the search
     python experiments/train_and_certify.py --output_dir=runs/train_and_certify \
         [--config=experiments/configs/train_and_certify.py] [--config.epsilon=0.01] \
         [--config.arithmetic=float32] [--config.target=module:function \
-        --config.lipschitz=L] [--overwrite]
+        --config.lipschitz=L | --config.jacobian=module:function --config.hessian=H]]
+        [--overwrite]
 
 Writes into --output_dir: network.npz (the network-dict arrays), network.onnx (the same
 network as a flat ONNX graph), certificate.txt (the certificate's line) and record.json
@@ -55,10 +56,18 @@ def main(argv):
   config = CONFIG.value
   target = cli.function_flag('config.target', config.target)
   if target is not config.target:             # a callable: the config holds it from here
-    if config.lipschitz is None:
+    if config.lipschitz is None and config.hessian is None:
       cli.fail(f'--config.target={config.target} is a callable; give --config.lipschitz=L '
-               'with |f(X)_ij - f(Y)_ij| <= L max|X - Y| (it cannot be guessed from samples).')
-    config = ml_collections.ConfigDict(dict(config.to_dict(), target=target))
+               'with |f(X)_ij - f(Y)_ij| <= L max|X - Y| (it cannot be guessed from samples), '
+               'or --config.jacobian=module:function with --config.hessian=H.')
+    jacobian = cli.function_flag('config.jacobian', config.jacobian)
+    if isinstance(jacobian, str):
+      cli.fail(f'--config.jacobian={jacobian}: expected module:function.')
+    config = ml_collections.ConfigDict(dict(config.to_dict(), target=target,
+                                            jacobian=jacobian))
+  elif config.jacobian is not None or config.hessian is not None:
+    cli.fail(f'--config.jacobian and --config.hessian are for a callable target; '
+             f'{config.target!r} is a built-in with a closed-form interval extension.')
   try:
     trainer.validate(config)
   except ValueError as e:

@@ -204,7 +204,7 @@ def test_one_network_where_both_reductions_agree_keeps_both_activation_modes():
   still allows truncated activations (v = 2^-10), unlike a probed nearest runtime."""
   from transformer_ua.certify import box_bound
   net = network_apply.cast(hand_built.hand_built_product_network(20).net, np.float32)
-  fside = box_bound.FSide(None, None, 1.0, None)
+  fside = box_bound.FSide(None, None)
   ev = box_bound.Evaluator(net, fside, 'tf32')
   assert len(ev.nets) == 1 and ev.model.operand_rel == rounding.MATMUL_MODELS['tf32'].operand_rel
   assert ev.model.operand_mode == '' and ev.model.weights_exact

@@ -14,7 +14,12 @@ Fields (``--config.<field>=value``):
                    or module:function, a callable [batch, n, d] -> [batch, n, d] (the
                    module on sys.path or in the working directory; ``cli.function_flag``)
   lipschitz        a callable target's L: |f(X)_ij - f(Y)_ij| <= L max|X - Y| (required
-                   for one; for a built-in, at least its proved constant, or unset)
+                   for one, unless jacobian and hessian are given; for a built-in, at
+                   least its proved constant, or unset)
+  jacobian         a callable target's J_f as module:function, X [B, n, d] -> [B, n, d,
+                   n, d] (entry [b, j, k, l, m] = d f(X)_jk / d X_lm), with
+  hessian          its H: |f(X) - f(c) - J_f(c)(X - c)| <= H/2 max|X - c|^2 entrywise
+                   (second order; certify_network's jacobian= and hessian=)
   d, n             token width and number of tokens
   p                the exponent of d_p (>= 1; inf for the sup norm)
   epsilon          the d_p(f, fl(g)) to certify (> 0)
@@ -54,6 +59,8 @@ def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.target = 'token_times_mean'
   c.lipschitz = config_dict.placeholder(float)
+  c.jacobian = config_dict.placeholder(str)
+  c.hessian = config_dict.placeholder(float)
   c.d = 1
   c.n = 3
   c.p = 2.0

@@ -21,7 +21,9 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
     intervals.py           outward-rounded interval arithmetic with tangents (forward mode)
     network_enclosure.py   g over a batch of boxes: value, Jacobian, float deviation D
     float_deviation.py     fl(g) - g op by op: the rounding terms of D, the overflow check
-    target_enclosures.py   f's side: the built-ins' interval extensions, a callable's modulus
+    target_enclosures.py   f's side: the built-ins' interval extensions
+    callable_enclosures.py a callable f's side: first order (L, modulus) or second order
+                           (the caller's jacobian and H: J_e = J_f(c) - J_g(B))
     box_bound.py           E_B >= sup_B |f - fl(g)| for a round of boxes (the Evaluator)
     box_sums.py            the boxes, their volumes, the exact L_p total, bisection
     network_certificate.py branch and bound over boxes, the certificate

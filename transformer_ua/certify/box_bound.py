@@ -6,8 +6,10 @@ For a box B with centre c and half-widths r (dyadic: c and r exact), ``Evaluator
 
 with e = f - g, J_e(B) = J_f(B) - J_g(B) the interval Jacobian (mean-value form) and
 D_B >= sup_B |fl(g) - g| the float deviation (network_enclosure.py, or the jit kernel of
-box_kernel.py). A callable f (no interval form) has sup_B |f - f(c)| from its Lipschitz
-constant, L max_q r_q, or the caller's modulus, and J_e = -J_g. Where the arithmetic reduces
+box_kernel.py). A callable f (no interval form) has its enclosure around the centre from
+callable_enclosures.py: first order, sup_B |f - f(c)| <= L max_q r_q or the caller's
+modulus, added to both forms, with J_e = -J_g; or second order, f(X) in f(c) + J_f(c)(X - c)
++- H/2 max_q r_q^2, with J_e = J_f(c) - J_g(B) and the remainder added. Where the arithmetic reduces
 matmul operands (TF32, bfloat16), g is bounded for both reductions of its weights (round to
 nearest and truncation: ``reduced_networks``) and E_B is the worse. Each box also gets its
 SPLIT_CANDIDATES coordinates q with the largest sum_jk max|J_e(B)_jk,q| r_q (the split) and
@@ -43,12 +45,11 @@ SPLIT_CANDIDATES = 1
 
 @dataclasses.dataclass
 class FSide:
-  """f's side: an interval form (built-in) or a callable with its modulus."""
+  """f's side: an interval form (built-in), or a callable's ``local`` enclosure around the
+  box centre (callable_enclosures.FirstOrder or SecondOrder: ``around(c, r)``)."""
 
   form: object
-  call: object
-  lipschitz: float | None
-  modulus: object
+  local: object
 
 
 class Evaluator:
@@ -122,17 +123,16 @@ class Evaluator:
       jac = np.maximum(np.abs(f_b.tlo - g_b.thi), np.abs(f_b.thi - g_b.tlo))
       mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)))
       natural = iv.sub(f_b, g_b).mag()
-    else:
-      f_c = np.asarray(guarded('f', fs.call, c), np.float64)
-      if fs.modulus is not None:
-        wiggle = np.asarray(guarded('the modulus', fs.modulus, c, r), np.float64)
-      else:
-        wiggle = iv.up(fs.lipschitz * r.reshape(b, -1).max(axis=1))[:, None, None] * \
-            np.ones_like(c)
+    else:                  # f(X) in f(c) + J_f(c)(X - c) +- rem, |f(X) - f(c)| <= spread
+      f_c, jf_c, rem, spread = fs.local.around(c, r)
       e_c = np.maximum(np.abs(f_c - g_c.lo), np.abs(g_c.hi - f_c))
-      jac = g_b.tmag()
-      mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)) + wiggle)
-      natural = iv.up(np.maximum(np.abs(f_c - g_b.lo), np.abs(g_b.hi - f_c)) + wiggle)
+      if jf_c is None:     # first order: J_e = -J_g
+        jac = g_b.tmag()
+      else:                # second order: J_e in J_f(c) - J_g(B) (callable_enclosures.py)
+        jac = iv.up(np.maximum(np.abs(jf_c - g_b.tlo), np.abs(g_b.thi - jf_c)))
+        e_c = iv.up(e_c)
+      mv = iv.up(e_c + iv.up((jac * rq).sum(axis=-1) * (1 + 2.0 ** -40)) + rem)
+      natural = iv.up(np.maximum(np.abs(f_c - g_b.lo), np.abs(g_b.hi - f_c)) + spread)
     e = np.minimum(mv, natural)
     e = np.where(np.isnan(e), np.inf, e)     # an overflowed enclosure bounds nothing
     if dev is not None:
@@ -179,7 +179,7 @@ def build_evaluator(net_dict: dict, d: int, n: int, target_name: str, arithmetic
   pickles), and the per-box bound for a benchmark."""
   net = network_dict.check(net_dict, d=d, n=n)
   target = targets_lib.get_target(target_name, d=d, n=n)
-  fside = FSide(target_enclosures.interval_form(target), None, None, None)
+  fside = FSide(target_enclosures.interval_form(target), None)
   return net, Evaluator(net, fside, arithmetic, operand_mode)
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from transformer_ua import executor as executor_lib
 from transformer_ua import rounding
-from transformer_ua.certify import box_bound, box_sums, cost_model
+from transformer_ua.certify import box_bound, box_sums, callable_enclosures, cost_model
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import float_deviation, sorted_volume, target_enclosures
 from transformer_ua.decimal_text import bound_text
@@ -164,7 +164,7 @@ def _check_positive_int(name: str, value) -> int:
 
 def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                     epsilon=None, max_minutes: float = 10.0, lipschitz=None, modulus=None,
-                    workers=None, state_dir: str | None = None, progress: bool | None = None,
+                    jacobian=None, hessian=None, workers=None, state_dir: str | None = None, progress: bool | None = None,
                     runtime=None, max_boxes: int | None = None,
                     max_rounds: int | None = None, probe_minutes: float | None = None,
                     box_kernel: bool | None = None) -> NetworkCertificate:
@@ -174,7 +174,8 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     f: a built-in target name (closed-form interval extension) or a callable
       [batch, n, d] -> [batch, n, d] with ``lipschitz=`` (|f(X)_jk - f(Y)_jk| <= L max|X-Y|)
       or ``modulus=`` (modulus(centres [B, n, d], radii [B, n, d]) -> [B, n, d] bounds on
-      sup over the box centre +- radii of |f(X) - f(centre)|, entrywise).
+      sup over the box centre +- radii of |f(X) - f(centre)|, entrywise), both first
+      order; or with ``jacobian=`` and ``hessian=`` (second order, callable_enclosures.py).
     g: anything ``source_check.read_network`` reads (a dict, an ONNX path, a torch or
       Flax module, (modules.Network, params)), checked against its source.
     d, n: token width and number of tokens.
@@ -183,6 +184,10 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       'tf32-a100', 'tf32-h100' (rounding.NETWORK_ARITHMETICS; rounding.py).
     epsilon: refine until total <= epsilon (or the budget ends); None: best in budget.
     max_minutes: the time budget (the estimate is checked against it before starting).
+    jacobian, hessian: a callable f's second-order bound: jacobian(X [B, n, d]) ->
+      [B, n, d, n, d] (entry [b, j, k, l, m] = d f(X)_jk / d X_lm) and H >= 0 with
+      |f(X) - f(c) - J_f(c)(X - c)| <= H/2 max|X - c|^2 entrywise; the jacobian is compared
+      with central differences, H refuted on sampled pairs, both named in the line.
     workers: None (this process), an int (local processes) or an Executor: rounds are
       dispatched through ``executor.map_spans`` (built-in targets only); remote and
       resumed chunks are re-checked there.
@@ -222,13 +227,18 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
   target = box_bound.guarded('f', targets_lib.get_target, f, d=d, n=n)
   net, source = source_check.read_network(g, d=d, n=n, arithmetic=arithmetic)
   form = target_enclosures.interval_form(target)
+  f_assumptions = ()
   if form is not None:
+    if jacobian is not None or hessian is not None:
+      raise ValueError(f'jacobian= and hessian= are for a callable target; {target.name!r} is '
+                       'a built-in with a closed-form interval extension: omit them.')
     if lipschitz is not None or modulus is not None:
       target_bounds.check_lipschitz(lipschitz, target, d, n) if lipschitz is not None else None
-    fside = box_bound.FSide(form, None, None, None)
+    fside = box_bound.FSide(form, None)
     f_side = 'closed-form interval extension'
   else:
-    fside, f_side = box_bound.guarded('f', _callable_side, target, d, n, lipschitz, modulus)
+    fside, f_side, f_assumptions = box_bound.guarded(
+        'f', _callable_side, target, d, n, lipschitz, modulus, jacobian, hessian)
   runtime_text = _runtime_text(runtime, arithmetic)
   if box_kernel not in (None, True, False):
     raise ValueError(f'box_kernel={box_kernel!r}; it must be True, False or None (automatic).')
@@ -374,7 +384,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
     stopped = f'budget of {max_minutes:g} min spent'
   worst = np.argsort(-contrib)[:64]
   assumptions = _assumptions(evaluator.model) + tuple(
-      float_deviation.assumptions(net, evaluator.model)) + (f'g: {source}',)
+      float_deviation.assumptions(net, evaluator.model)) + (f'g: {source}',) + f_assumptions
   if kernel_from is not None:
     import jax
     assumptions += (f"box kernel (jax.jit on {jax.default_backend()}) from round "
@@ -438,20 +448,35 @@ def _runtime_text(runtime, arithmetic: str) -> str:
   return runtime.line()
 
 
-def _callable_side(target, d, n, lipschitz, modulus):
-  if modulus is not None and lipschitz is not None:
-    raise ValueError('give lipschitz= or modulus=, not both.')
+def _callable_side(target, d, n, lipschitz, modulus, jacobian, hessian):
+  """(FSide, the f-side text, assumptions): the callable's enclosure decided once here,
+  first order (lipschitz= or modulus=) or second order (jacobian= and hessian=)."""
+  stated = [k for k, v in (('lipschitz=', lipschitz), ('modulus=', modulus),
+                           ('hessian=', hessian)) if v is not None]
+  if len(stated) > 1:
+    raise ValueError(f'give one of lipschitz=, modulus= or jacobian= with hessian=, not '
+                     f'{" and ".join(stated)}.')
+  if (jacobian is None) != (hessian is None):
+    raise ValueError('jacobian= and hessian= go together (the second-order bound |f(X) - f(c)'
+                     ' - J_f(c)(X - c)| <= H/2 max|X - c|^2 needs both); give both, or '
+                     'lipschitz=.')
+  if hessian is not None:
+    local, text, assumption = callable_enclosures.second_order(
+        target, jacobian, hessian, d=d, n=n, points=REFUTATION_POINTS)
+    return box_bound.FSide(None, local), text, (assumption,)
   if modulus is not None:
     if not callable(modulus):
       raise ValueError('modulus= must be a function (centres [B, n, d], radii [B, n, d]) -> '
                        '[B, n, d].')
     _refute_modulus(target, modulus, d, n)
-    return box_bound.FSide(None, target, None, modulus), 'callable, modulus given by the caller'
+    return (box_bound.FSide(None, callable_enclosures.FirstOrder(target, None, modulus)),
+            'callable, modulus given by the caller', ())
   lip = target_bounds.check_lipschitz(lipschitz, target, d, n)
   callable_checks.refute_lipschitz(target, lip, d=d, n=n)
   source = target_bounds.lipschitz_source(lip, target, d, n)
-  return (box_bound.FSide(None, target, float(iv.up(float(lip))), None),
-          f'callable, L = {callable_checks.show_constant(lip)} {source}, first order')
+  local = callable_enclosures.FirstOrder(target, float(iv.up(float(lip))))
+  return (box_bound.FSide(None, local),
+          f'callable, L = {callable_checks.show_constant(lip)} {source}, first order', ())
 
 
 def _refute_modulus(target, modulus, d, n):

@@ -19,7 +19,9 @@ returns there (float64), and over the box it moves by at most
                                                      radius; per-coordinate radii enter
                                                      through their maximum)
 
-a first-order bound (no cancellation with g's Jacobian), so callables need smaller boxes.
+a first-order bound (no cancellation with g's Jacobian), so callables need smaller boxes;
+or, with the caller's jacobian= and hessian= H, the second-order Taylor bound of
+callable_enclosures.py (which holds both callable forms).
 """
 
 from __future__ import annotations

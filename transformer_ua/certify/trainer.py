@@ -359,16 +359,19 @@ def _stored(network: modules.Network, params, d: int, n: int, dtype):
                                     n=n)
 
 
-def _certify(target, g, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier):
+def _certify(target, g, *, d, n, p, arithmetic, epsilon, max_minutes, lipschitz, certifier,
+             second_order=None):
   """The certificate of g, a ``Net`` or a stock candidate's (module, variables) pair
-  (``certifier``, default ``certify_network``)."""
+  (``certifier``, default ``certify_network``); ``second_order``: the caller's
+  {'jacobian': J, 'hessian': H}, passed only when given."""
   certifier = certifier or network_certificate.certify_network
   return certifier(target, g, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
-                   max_minutes=max_minutes, lipschitz=lipschitz)
+                   max_minutes=max_minutes, lipschitz=lipschitz, **(second_order or {}))
 
 
 def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'float64',
                       max_minutes: float = 20, seed: int = 0, lipschitz=None,
+                      jacobian=None, hessian=None,
                       max_width: int = 64, shapes=SHAPES, architectures=('ladder',),
                       steps: int | None = None, lr: float | None = None,
                       batch: int | None = None, pool: int = 65536,
@@ -387,7 +390,9 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
     arithmetic: the arithmetic g is certified in (``rounding.NETWORK_ARITHMETICS``).
     max_minutes: the budget for training and certifying all candidates.
     seed: candidate i of the ladder trains from seed + i (its pool and its init).
-    lipschitz: passed to the certifier (a callable target needs it).
+    lipschitz: passed to the certifier (a callable target needs it, or the next two).
+    jacobian, hessian: a callable target's second-order bound, passed to the certifier
+      (``certify_network``'s jacobian= and hessian=) when given.
     max_width: the cap of the FF width r.
     shapes: the (depth, heads) pairs of the ladder (default ``SHAPES``).
     architectures: names of ``stock_candidates.ARCHITECTURES``: 'ladder' (the default,
@@ -411,6 +416,8 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
   target, epsilon, d, n, p, arithmetic, max_minutes, max_width = _check_args(
       f, epsilon, d, n, p, arithmetic, max_minutes, max_width)
   say = progress or (lambda line: None)
+  second_order = None if jacobian is None and hessian is None else {
+      'jacobian': jacobian, 'hessian': hessian}
   dtype, _ = STORAGE[arithmetic]
   model = rounding.MATMUL_MODELS.get(arithmetic)
   operand_bits = model.operand_bits if model is not None and model.operand_rel else None
@@ -451,7 +458,8 @@ def train_and_certify(f, epsilon, *, d: int, n: int, p=2, arithmetic: str = 'flo
         with cand.certify_context(dtype):
           cert = _certify(target, g, d=d, n=n, p=p, arithmetic=arithmetic,
                           epsilon=epsilon, max_minutes=min(certify_minutes, left),
-                          lipschitz=lipschitz, certifier=certifier)
+                          lipschitz=lipschitz, certifier=certifier,
+                          second_order=second_order)
       except ValueError as e:
         if BUDGET_REFUSAL not in str(e):
           raise
@@ -535,6 +543,9 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
   kwargs = {k: c[k] for k in _TRAINING_FIELDS}
   if c.get('lipschitz') is not None:                     # a callable target states its L
     kwargs['lipschitz'] = c.lipschitz
+  for field in ('jacobian', 'hessian'):                  # or its second-order bound
+    if c.get(field) is not None:
+      kwargs[field] = c[field]
   result = train_and_certify(c.target, c.epsilon, d=c.d, n=c.n, p=c.p,
                              arithmetic=c.arithmetic, shapes=tuple(map(tuple, c.shapes)),
                              architectures=tuple(c.get('architectures', ('ladder',))),

@@ -23,6 +23,12 @@ centres, |f(C) - f(C')| > s_C + s_C' (the shared face point lies in both closed 
 ``check_modulus_on_grid``), and by sampled points, |f(X) - f(C_L)| > s_L (``refute_in_cubes``).
 Both refutations tolerate a relative 1e-12 of float rounding.
 
+A stated second-order bound (|f(X) - f(C) - J_f(C)(X - C)| <= H/2 max|X - C|^2, the
+caller's jacobian J_f and H): J_f is compared with central differences at JACOBIAN_POINTS
+points, within H h / 2 (what the bound allows) + JACOBIAN_RTOL (1 + |J|) + f's rounding
+(``check_jacobian``); H is refuted on sampled pairs (C, X) at distances 2^-s, s in
+{0, ..., 12}, half of them along corner directions (``refute_hessian``).
+
 f_bar's permutation equivariance (Theorem 2) is decided on every cube
 (``equivariance_failures``): f_bar(L tau) = f_bar(L) tau for every swap tau of
 neighbouring tokens. Differences at most ``ROUNDING_LEVEL`` max |f| come from float
@@ -320,3 +326,117 @@ def refute_in_cubes(target, k: np.ndarray, fv: np.ndarray, resolution: int, *,
       ratio = np.where(s > 0, dev / np.where(s > 0, s, 1), 0.0)
     out['largest_modulus_ratio'] = float(np.max(ratio)) if ratio.size else 0.0
   return out
+
+
+# ---------------------------------------------------------------------------
+# A stated second-order bound: the caller's jacobian= and hessian= H.
+# ---------------------------------------------------------------------------
+
+#: Points where the caller's jacobian is compared with central differences of f.
+JACOBIAN_POINTS = 256
+#: The central differences' step h (a power of 2).
+JACOBIAN_STEP = 2.0 ** -16
+#: The stated tolerance of the jacobian check: |FD - J| <= H h / 2 + JACOBIAN_RTOL (1 + |J|)
+#: + f's own rounding (2^-40 max(1, |f|) / h).
+JACOBIAN_RTOL = 1e-6
+
+
+def evaluate_jacobian(jacobian, x: np.ndarray) -> np.ndarray:
+  """J_f(X) [B, n, d, n d] from the caller's ``jacobian(X [B, n, d]) -> [B, n, d, n, d]``
+  (entry [b, j, k, l, m] = d f(X)_jk / d X_lm), checked: shape, finite, X unchanged; one
+  ValueError line otherwise."""
+  x = np.array(x, np.float64)
+  keep = x.copy()
+  b, n, d = x.shape
+  try:
+    out = np.asarray(jacobian(x), np.float64)
+  except Exception as err:  # noqa: BLE001 -- a caller's function may raise anything
+    raise ValueError(f'jacobian raised {type(err).__name__} ({err}) on points of '
+                     '[0,1]^(n x d); it must map X [B, n, d] to [B, n, d, n, d].') from None
+  if out.shape != (b, n, d, n, d):
+    raise ValueError(f'jacobian returned shape {out.shape} for X of shape {x.shape}; it must '
+                     f'return [B, n, d, n, d] = {(b, n, d, n, d)} (entry [b, j, k, l, m] = '
+                     'd f(X)_jk / d X_lm).')
+  if not np.all(np.isfinite(out)):
+    raise ValueError('jacobian returned a non-finite entry on points of [0,1]^(n x d).')
+  if not np.array_equal(x, keep):
+    raise ValueError('jacobian changed its input array in place; it must not mutate X.')
+  return out.reshape(b, n, d, n * d)
+
+
+def check_jacobian(target, jacobian, hessian, *, d: int, n: int,
+                   points: int = JACOBIAN_POINTS, seed: int = 0) -> None:
+  """Compares the caller's J_f with central differences at ``points`` points X of
+  [h, 1 - h]^{n x d}: under the stated bound (|rho(X, Y)| <= H/2 max|Y - X|^2),
+  f(X +- h e_q) = f(X) +- h J_f(X) e_q + rho_+-, so |(f(X + h e_q) - f(X - h e_q)) / 2h -
+  J_f(X)_q| <= H h / 2. Refuses, in one line naming the point and the entry, a gap above
+  H h / 2 + JACOBIAN_RTOL (1 + |J|) + 2^-40 max(1, |f|) / h (f's own rounding)."""
+  if not points:
+    return
+  rng = np.random.default_rng(seed)
+  h = JACOBIAN_STEP
+  m = n * d
+  x = h + (1 - 2 * h) * rng.random((points, n, d))
+  step = (np.eye(m) * h).reshape(m, n, d)
+  xp = (x[:, None] + step[None]).reshape(-1, n, d)
+  xm = (x[:, None] - step[None]).reshape(-1, n, d)
+  width = (xp - xm).reshape(points, m, m)[:, np.arange(m), np.arange(m)]   # the real 2h
+  fp = targets_lib.evaluate(target, xp).reshape(points, m, n, d)
+  fm = targets_lib.evaluate(target, xm).reshape(points, m, n, d)
+  fd = np.moveaxis((fp - fm) / width[:, :, None, None], 1, -1)          # [points, n, d, m]
+  jac = evaluate_jacobian(jacobian, x)
+  scale = np.moveaxis(np.maximum(1.0, np.maximum(np.abs(fp), np.abs(fm))), 1, -1)
+  allowed = float(hessian) * h / 2 + JACOBIAN_RTOL * (1 + np.abs(jac)) + \
+      2 * ROUNDING_SLACK * scale / h
+  gap = np.abs(fd - jac)
+  if np.any(gap > allowed):
+    b, j, k, q = np.unravel_index(int(np.argmax(gap - allowed)), gap.shape)
+    raise ValueError(f'jacobian is refuted by central differences of f: at X = '
+                     f'{_point_text(x[b])}, d f_({j},{k}) / d X_({q // d},{q % d}) is given as '
+                     f'{jac[b, j, k, q]:.6g} but (f(X + h e) - f(X - h e)) / 2h = '
+                     f'{fd[b, j, k, q]:.6g} (h = 2^-16), a gap of {gap[b, j, k, q]:.3g} above '
+                     f'the tolerance {allowed[b, j, k, q]:.3g} (H h / 2 + {JACOBIAN_RTOL:g} '
+                     '(1 + |J|) + rounding); jacobian(X)[b, j, k, l, m] must be d f(X)_jk / '
+                     'd X_lm.')
+
+
+def refute_hessian(target, jacobian, hessian, *, d: int, n: int,
+                   points: int = REFUTATION_POINTS, seed: int = 0) -> float:
+  """Refutes a stated H on ``points`` sampled pairs (C, X) of the cube, X = C + 2^-s v
+  clipped to [0, 1] (s uniform in {0, ..., 12}; v uniform in [-1, 1]^{nd} on half the pairs,
+  a random corner of it on the other half):
+
+      |f(X) - f(C) - J_f(C)(X - C)|_jk - slack  >  H/2 max|X - C|^2
+
+  refuses in one line naming the pair, the entry and the measured value; slack = 2^-40
+  (max(1, |f(X)|, |f(C)|) + sum_q |J_f(C)_q| |X_q - C_q|) is float rounding in f and in
+  the linear term. Returns the largest sampled ratio 2 (measured - slack) / max|X - C|^2,
+  a lower bound on f's H as evaluated (0 when no pair bends)."""
+  if not points:
+    return 0.0
+  rng = np.random.default_rng(seed)
+  c = rng.random((points, n, d))
+  v = rng.uniform(-1, 1, c.shape)
+  v[1::2] = np.sign(v[1::2])
+  x = np.clip(c + 2.0 ** -rng.integers(0, 13, (points, 1, 1)) * v, 0.0, 1.0)
+  dx = (x - c).reshape(points, 1, 1, n * d)
+  fx = targets_lib.evaluate(target, x)
+  fc = targets_lib.evaluate(target, c)
+  jac = evaluate_jacobian(jacobian, c)
+  rest = np.abs(fx - fc - (jac * dx).sum(axis=-1))
+  slack = ROUNDING_SLACK * (np.maximum(1.0, np.maximum(np.abs(fx), np.abs(fc))) +
+                            (np.abs(jac) * np.abs(dx)).sum(axis=-1))
+  dist = np.abs(dx).max(axis=(1, 2, 3))[:, None, None]
+  allowed = float(hessian) / 2 * dist ** 2 * np.ones_like(rest)
+  excess = rest - slack - allowed
+  with np.errstate(divide='ignore', invalid='ignore'):
+    ratio = np.where(dist > 0, 2 * np.maximum(rest - slack, 0) / np.where(dist > 0, dist, 1)
+                     ** 2, 0.0)
+  if np.any(excess > 0):                     # the pair with the largest ratio is named
+    b, j, k = np.unravel_index(int(np.argmax(np.where(excess > 0, ratio, -1.0))), excess.shape)
+    raise ValueError(f'hessian={show_constant(hessian)} is refuted: at C = {_point_text(c[b])}'
+                     f' and X = {_point_text(x[b])} (max-norm distance {dist[b, 0, 0]:.3g}), '
+                     f'|f(X) - f(C) - J_f(C)(X - C)| = {rest[b, j, k]:.6g} in entry ({j}, {k}), '
+                     f'above H/2 max|X - C|^2 = {allowed[b, j, k]:.6g}; pass hessian >= '
+                     f'{ratio[b, j, k]:.4g}.')
+  return float(ratio.max())
