@@ -100,3 +100,33 @@ def ways(arithmetic: str):
     return [(m, 'forward', f'block:{model.block}:{model.align_bits}') for m in modes]
   accs = ('nearest',) if arithmetic in ('float32', 'float64') else ('nearest', 'toward_zero')
   return [(m, o, a) for m in modes for o in ('forward', 'reverse') for a in accs]
+
+
+def residual_net():
+  """z' = z + W_2 ReLU(W_1 z + b_1) + b_2 with a small FF (d = 1, n = 2, float32): z' is
+  mostly the residual, so a runtime that reduces the residual errs far beyond D."""
+  from transformer_ua.networks import network_apply, network_dict  # noqa: PLC0415
+  return network_apply.cast(network_dict.check(
+      {'blocks': [{'W_1': np.array([[1.0]]), 'b_1': np.array([0.1]),
+                   'W_2': np.array([[2.0 ** -12]]), 'b_2': np.array([0.3])}]}, d=1, n=2),
+      np.float32)
+
+
+def fused_epilogue(net, arithmetic: str):
+  """A runtime of a one-block FF network (``residual_net``) whose second matmul takes
+  C = z + b_2 as its accumulator and reduces it to the operand format like an operand (a
+  bias-first fused epilogue the model forbids), every operand truncated, sums toward zero:
+  X [B, n, d] float32 -> its output (float64 array of float32 values)."""
+  model = rounding.MATMUL_MODELS[arithmetic]
+  ff = net.blocks[0].ff
+
+  def red(a):
+    return model.reduce_operand(np.asarray(a, np.float32), 'truncate').astype(np.float64)
+
+  def run_fused(x):
+    z = np.asarray(x, np.float32).astype(np.float64)
+    pre = dot(red(z), red(ff.w_1).T, accumulate='toward_zero', bias=ff.b_1)
+    act = np.maximum(pre.astype(np.float64), 0)
+    c = red((z + ff.b_2).astype(np.float32))
+    return dot(red(act), red(ff.w_2).T, accumulate='toward_zero', bias=c).astype(np.float64)
+  return run_fused

@@ -36,6 +36,7 @@ from fractions import Fraction
 import jax
 import numpy as np
 
+import low_precision_runs
 import runtime_orders
 from transformer_ua import decimal_text
 from transformer_ua import executor, executor_state, rounding
@@ -621,6 +622,46 @@ FLOAT_FAULTS = {
         'integer ids: a float64 g run with x64 off (float32)', _x64_off),
 }
 FAULTS.update(FLOAT_FAULTS)
+
+
+# -- the graph probe: a runtime that fuses across operations ----------------------------
+#
+# runtime_graph.check_graph runs the network's whole graph as a runtime runs it against the
+# certified D at adversarial points (the standalone probe of runtime_probe cannot see a
+# fused epilogue). The network: low_precision_runs.residual_net; the fault: its FF's second
+# matmul with the residual and bias folded into the accumulator and truncated to the operand
+# format with the operands (low_precision_runs.fused_epilogue). Caught when refused: the
+# report is not ok (some output leaves D under every weight reduction), while the honest
+# emulated run of the same model passes.
+
+
+def graph_fault(name: str, arithmetic: str):
+  def fault(tmp):
+    del tmp
+    from transformer_ua.certify import runtime_graph   # noqa: PLC0415
+    net = low_precision_runs.residual_net()
+    honest = runtime_graph.check_graph(
+        lambda x: low_precision_runs.run(net, x, arithmetic, mode='truncate',
+                                         accumulate='toward_zero'), net, arithmetic,
+        points=256)
+    rep = runtime_graph.check_graph(low_precision_runs.fused_epilogue(net, arithmetic), net,
+                                    arithmetic, points=256)
+    if rep.ok or not honest.ok:
+      return Outcome(name, False, f'NOT refused: {_short(rep.line())} (honest run: '
+                                  f'{_short(honest.line(), 80)})')
+    ratios = ', '.join(f'{m} {r:.3g}' for m, r in rep.ratios.items())
+    return Outcome(name, True, f'refused: {arithmetic} graph probe, max /run - g/ / D = '
+                               f'{ratios} (the honest emulated run: '
+                               f'{max(honest.ratios.values()):.2g})')
+  return fault
+
+
+GRAPH_FAULTS = {
+    f'{a} runtime: a fused FF epilogue (residual and bias reduced with the operands)':
+        graph_fault(f'{a} runtime: a fused FF epilogue (residual and bias reduced with the '
+                    'operands)', a)
+    for a in ('tf32', 'bfloat16')}
+FAULTS.update(GRAPH_FAULTS)
 
 
 # -- the checks, and a fault each lets through when reverted ------------------------

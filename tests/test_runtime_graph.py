@@ -13,7 +13,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import low_precision_runs  # noqa: E402
 
-from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import hand_built, runtime_graph  # noqa: E402
 from transformer_ua.networks import flat_onnx, network_apply, network_dict  # noqa: E402
 
@@ -21,14 +20,6 @@ from transformer_ua.networks import flat_onnx, network_apply, network_dict  # no
 def _hand_built():
   net = hand_built.hand_built_product_network(20).net
   return network_apply.cast(network_dict.check(net.as_dict(), d=1, n=3), np.float32)
-
-
-def _residual_net():
-  """z' = z + W_2 ReLU(W_1 z + b_1) + b_2 with a small FF: z' is mostly the residual."""
-  return network_apply.cast(network_dict.check(
-      {'blocks': [{'W_1': np.array([[1.0]]), 'b_1': np.array([0.1]),
-                   'W_2': np.array([[2.0 ** -12]]), 'b_2': np.array([0.3])}]}, d=1, n=2),
-      np.float32)
 
 
 def test_points_are_float32_in_the_cube_and_hit_the_edges():
@@ -66,41 +57,21 @@ def test_every_emulated_way_is_covered(arithmetic):
     assert rep.ok, (mode, order, acc, rep.line())
 
 
-def _fused_epilogue(net, arithmetic):
-  """The FF's second matmul with C = z + b_2 as its accumulator, reduced to the operand
-  format like an operand (a bias-first epilogue the model forbids), truncated."""
-  model = rounding.MATMUL_MODELS[arithmetic]
-  ff = net.blocks[0].ff
-
-  def red(a):
-    return model.reduce_operand(np.asarray(a, np.float32), 'truncate').astype(np.float64)
-
-  def run(x):
-    z = np.asarray(x, np.float32).astype(np.float64)
-    pre = low_precision_runs.dot(red(z), red(ff.w_1).T, accumulate='toward_zero',
-                                 bias=ff.b_1)
-    act = np.maximum(pre.astype(np.float64), 0)
-    c = red((z + ff.b_2).astype(np.float32))
-    return low_precision_runs.dot(red(act), red(ff.w_2).T, accumulate='toward_zero',
-                                  bias=c).astype(np.float64)
-  return run
-
-
 @pytest.mark.parametrize('arithmetic', ['tf32', 'bfloat16'])
 def test_a_planted_fused_epilogue_is_refused(arithmetic):
-  net = _residual_net()
+  net = low_precision_runs.residual_net()
   honest = runtime_graph.check_graph(
       lambda x: low_precision_runs.run(net, x, arithmetic, mode='truncate',
                                        accumulate='toward_zero'), net, arithmetic, points=256)
   assert honest.ok, honest.line()
-  rep = runtime_graph.check_graph(_fused_epilogue(net, arithmetic), net, arithmetic,
-                                  points=256)
+  rep = runtime_graph.check_graph(low_precision_runs.fused_epilogue(net, arithmetic), net,
+                                  arithmetic, points=256)
   assert not rep.ok and min(rep.ratios.values()) > 2, rep.line()
   assert 'NOT covered' in rep.line()
 
 
 def test_nan_outputs_and_bad_arguments_are_refused_in_one_line():
-  net = _residual_net()
+  net = low_precision_runs.residual_net()
   rep = runtime_graph.check_graph(lambda x: np.full(x.shape, np.nan), net, 'float32',
                                   points=16)
   assert not rep.ok

@@ -67,6 +67,19 @@ allowed (the reductions are monotone), every y between does too and |r| <= max(|
 |r - hi|) (``operand_error``: 0 for an exactly representable point such as the scores of a
 head with W_Q = W_K = 0, |fl_op(1/3) - 1/3| for its uniform weights).
 
+One-signed reductions of ReLU outputs (****). A truncation moves toward zero: for a
+computed ReLU output a^ >= 0, r = fl_op(a^) - a^ lies in [-rho^t, 0], rho^t its truncation
+bound; rounded to nearest, |r| <= rho^n (half a unit of the last kept bit). Where the
+activations a^_1..a^_r that one output of a matmul sums (one row of its operand) are reduced
+in ONE mode (all truncated, or all rounded to nearest: the operand row goes through one
+conversion; printed in the line), with W the (exact) weights of that output,
+
+    |sum_i W_i r_i| <= max(P, N, S),   P = sum_{W_i > 0} W_i rho^t_i,
+                                       N = sum_{W_i < 0} |W_i| rho^t_i,  S = sum_i |W_i| rho^n_i
+
+in place of sum_i |W_i| max(rho^t_i, rho^n_i) (``float_deviation.relu_reduction``): the
+reductions of the feed-forward's ReLU outputs cancel across W_2's signs.
+
 Hardware models (**), from Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores"
 (arXiv 2512.07004), as this module reads them: TF32 operands (either reduction, v as
 above), products exact (11 x 11 bits fit binary32), the k = ``block`` products of a step
@@ -266,7 +279,8 @@ class MatmulModel:
   block: int = 0           # hardware models (**): products per fused block, 0: none
   align_bits: int = 0      # extra alignment bits beyond the accumulator's 24
   hardware: str = ''       # the hardware the model describes, named in the line
-  operand_mode: str = ''   # 'nearest' where the runtime probe measured it, '' either mode
+  operand_mode: str = ''   # 'nearest' where the runtime probe measured it, '' either mode,
+                           # 'truncate' (``with_truncated_operands``: one mode's own bound)
 
   def kappa(self, m: int, reduced: int = 2) -> Fraction:
     """kappa_m of (*): the relative bound of an m-term dot product plus a bias, with
@@ -295,6 +309,12 @@ class MatmulModel:
     """This model for a runtime that rounds operands to nearest (the probe's
     ``operand_rounding``): |fl_op(x) - x| <= v/2 |x| (half a unit of the last kept bit)."""
     return dataclasses.replace(self, operand_rel=self.operand_rel / 2, operand_mode='nearest')
+
+  def with_truncated_operands(self) -> 'MatmulModel':
+    """This model with operands truncated (toward zero) only: |fl_op(x) - x| <= v |x| still,
+    and fl_op(x) - x <= 0 for x >= 0 (``operand_error`` then bounds that mode alone; the
+    certifier uses it beside ``with_nearest_operands`` for one-signed reductions, (****))."""
+    return dataclasses.replace(self, operand_mode='truncate')
 
   def with_weights_reduced(self) -> 'MatmulModel':
     """This model for a network whose weights are already numbers of the operand format
@@ -391,7 +411,8 @@ class MatmulModel:
       for end in (l64, h64):
         ok = ok & ((end == 0) | (xp.abs(end) >= normal))
       exact = xp.zeros_like(l64)
-      modes = ('nearest',) if self.operand_mode == 'nearest' else ('nearest', 'truncate')
+      modes = {'nearest': ('nearest',), 'truncate': ('truncate',)}.get(
+          self.operand_mode, ('nearest', 'truncate'))
       for mode in modes:
         r_lo, r_hi = self._reduce_f(l64, mode, xp), self._reduce_f(h64, mode, xp)
         ok = ok & (r_lo == r_hi)
@@ -440,8 +461,9 @@ class MatmulModel:
         'by round to nearest and by truncation (one mode throughout; both certified, the '
         'worse counted), ' if both else 'by round to nearest, ') + 'activations '
         if self.weights_exact else '')
-    how = ('rounded or truncated' if both
-           else 'rounded to nearest, as the runtime probe measured')
+    how = ('rounded or truncated' + (' (one mode within each row of ReLU outputs that a '
+                                     'matmul sums)' if self.weights_exact else '')
+           if both else 'rounded to nearest, as the runtime probe measured')
     accumulation = ('float32 accumulation in any order, faithful rounding' if not self.block
                     else f'exact products accumulated in fused blocks of {self.block} with the '
                     f'accumulator, aligned with {self.align_bits} extra bit'

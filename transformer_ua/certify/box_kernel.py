@@ -92,6 +92,13 @@ class _KModel:
       exact_zero = (res[0] == 0) & (res[1] == 0) & (d_res == 0)
       self.operands = (float_deviation.operand_rows(w, b) & exact_zero, d_out)
 
+  def relu_reduction(self, act_lo, act_hi, d_act, w):
+    """float_deviation.Model.relu_reduction in jnp."""
+    if not self.split:
+      return 0.0
+    return float_deviation.relu_reduction(self.fm.model, down(act_lo - d_act),
+                                          up(act_hi + d_act), w, _up, jnp_module())
+
   def rho_of(self, z, d_z):
     """float_deviation.Model.rho_of."""
     rho = self.rho(z[0], z[1], d_z)
@@ -247,7 +254,10 @@ def _feedforward(p, z, d_z, fm):
   d_op = _up(d_act + fm.rho(act[0], act[1], d_act))
   s = (mag(act) + d_op) @ np.abs(w_2).T + np.abs(b_2) + r_abs
   a = (mag(act) + d_op).max(axis=-1, keepdims=True)
-  d_out = _up(d_z + d_op @ np.abs(w_2).T + fm.kappa_acc(terms) * s
+  own = d_op @ np.abs(w_2).T
+  if fm.split:                        # act's reduction one-signed (rounding.py (****))
+    own = _up(d_act @ np.abs(w_2).T + fm.relu_reduction(act[0], act[1], d_act, w_2))
+  d_out = _up(d_z + own + fm.kappa_acc(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
   jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z)
   if jac is not None:
@@ -301,7 +311,7 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, rho_z=None):
   local2 = _up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
       a2 + float(np.abs(w_2).max()) + mag(z) + d_z + 2))
   if fm.split:
-    local2 = _up(local2 + _up(r_act @ np.abs(w_2).T))
+    local2 = _up(local2 + fm.relu_reduction(act[0], act[1], d_act, w_2))
   return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 

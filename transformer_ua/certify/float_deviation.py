@@ -121,7 +121,9 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                A value that is already a number of the operand format is reduced within
                tau: v = 2^k z_j (``operand_rows``: one power-of-2 weight, no bias), and
                z'_i = 0 + W_O o with such a row and an exactly zero residual entry
-               (``Model.operand_outputs``, read by the next op's ``rho_of``).
+               (``Model.operand_outputs``, read by the next op's ``rho_of``). The
+               ReLU outputs' reduction enters the feed-forward's W_2 sum one-signed
+               (rounding.py (****): a row in one mode): max(P, N, S) for sum |W_2| rho.
   overflow     every value's M + D and every sum's S + D must stay below the format's
                largest finite number (``Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
@@ -232,6 +234,14 @@ class Model:
       return 0.0
     return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
 
+  def relu_reduction(self, act_lo, act_hi, d_act, w):
+    """[..., rows] >= |sum_i W_ri (fl_op(a^_i) - a^_i)| for computed ReLU outputs a^ >= 0
+    within ``d_act`` of [act_lo, act_hi] (``relu_reduction``); 0 unless ``split``."""
+    if not self.split:
+      return 0.0
+    return relu_reduction(self.model, iv.down(np.asarray(act_lo) - d_act),
+                          iv.up(np.asarray(act_hi) + d_act), w, up, np)
+
   def operand_outputs(self, w, b, res_lo, res_hi, d_res, d_out) -> None:
     """Marks the entries of z' = r + W o + b (W [width, k] the heads' W_O side by side)
     that are numbers of the operand format (``operand_rows``, with r = 0 exactly there), for
@@ -266,6 +276,25 @@ class Model:
              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
     self.check_range(up(s + out), what)
     return out
+
+
+def relu_reduction(model: rounding.MatmulModel, lo, hi, w, up_fn, xp):
+  """[..., rows] >= |sum_i W_ri r_i|, r_i = fl_op(a^_i) - a^_i the reductions of computed
+  ReLU outputs a^_i >= 0 in [lo, hi] (the range widened by their D), W [rows, r] exact,
+  each row's activations reduced in one mode (rounding.py (****)): truncation puts r_i in
+  [-rho^t_i, 0], so the sum lies in [-P, N] (P, N the sums of W_ri rho^t_i over the positive
+  and the negative W_ri); nearest gives |sum| <= S = sum |W_ri| rho^n_i: max(P, N, S). Where
+  the model is nearest only (the probe's), S. ``up_fn`` rounds a float64 sum up, ``xp`` the
+  array module (NumPy, or jax.numpy in the box kernel)."""
+  w = np.asarray(w, np.float64)
+  near = model if model.operand_mode == 'nearest' else model.with_nearest_operands()
+  s = up_fn(near.operand_error(lo, hi, xp) @ np.abs(w).T)
+  if model.operand_mode == 'nearest':
+    return s
+  rho_t = model.with_truncated_operands().operand_error(lo, hi, xp)
+  pos = up_fn(rho_t @ np.maximum(w, 0.0).T)
+  neg = up_fn(rho_t @ np.maximum(-w, 0.0).T)
+  return xp.maximum(xp.maximum(pos, neg), s)
 
 
 def operand_rows(w, b) -> np.ndarray:
@@ -561,6 +590,6 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   a2 = (act.mag() + d_act + r_act).max(axis=-1, keepdims=True)
   local2 = up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
       a2 + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
-  if fm.split:
-    local2 = up(local2 + up(r_act @ np.abs(w_2).T))
+  if fm.split:                    # act's reduction, one-signed (rounding.py (****))
+    local2 = up(local2 + fm.relu_reduction(act.lo, act.hi, d_act, w_2))
   return up(prop + local1 @ np.abs(w_2).T + local2)

@@ -264,7 +264,11 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
     d_op = fd.up(d_act + fm.rho(act.lo, act.hi, d_act))    # act's reduction, rounding.py (***)
     s = (act.mag() + d_op) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
     a = (act.mag() + d_op).max(axis=-1, keepdims=True)
-    d_out = fd.up(d_res + d_op @ np.abs(p.w_2).T + fm.kappa_acc(terms) * s
+    if p.activation == 'relu' and fm.split:    # act's reduction one-signed (rounding.py (****))
+      own = fd.up(d_act @ np.abs(p.w_2).T + fm.relu_reduction(act.lo, act.hi, d_act, p.w_2))
+    else:
+      own = d_op @ np.abs(p.w_2).T
+    d_out = fd.up(d_res + own + fm.kappa_acc(terms) * s
                 + (terms + 2) * fm.tiny * (a + float(np.abs(p.w_2).max()) + r_abs + 2))
     if p.activation == 'relu' and res is z:        # the Jacobian form: z' = z + FF(z) only
       d_out = np.minimum(d_out, fd.ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z))
