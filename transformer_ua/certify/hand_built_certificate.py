@@ -11,7 +11,8 @@ independently (independent_check.check: fl(g) run by JAX and onnxruntime on ``po
 uniform points plus the certificate's worst-box centres). The record holds the certified
 total (rounded up to a float), boxes, rounds, seconds, reached, the cost model's projection
 (cost_model.py, as the certificate's NOT-reached line prints it), the closed-form d_2 (a
-lower bound of the total when g runs exactly; fl(g) moves it by at most sup |fl(g) - g|),
+lower bound of the total when g runs exactly; fl(g) moves d_p(f, .) by at most
+d_p(g, fl(g)) <= (n d)^(1/p) sup |fl(g) - g|, the triangle inequality on the unit cube),
 the sampled d_2 of each runtime, the 1-minute load at start and end, and the provenance.
 The job of benchmarks/certify_hand_built.py.
 """
