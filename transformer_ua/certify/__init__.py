@@ -31,6 +31,7 @@ D_B >= sup_B |fl(g) - g| from the rounding model propagated layer by layer. Modu
     runtime_probe.py       what a runtime does, measured against what the certificate assumes
     runtime_report.py      the probe's report: faults, verdict, the certificate's line
     trainer.py, hand_built.py   networks to certify: trained ones, and a hand-built reference
+    hand_built_certificate.py   the hand-built reference certified at (d, n), sampled beside it
 
 Networks come in and go out through ``transformer_ua.networks`` (the dict, flat ONNX, save
 and load); the targets f are ``transformer_ua.targets``, shared with Yun's construction.

@@ -1,30 +1,41 @@
-r"""A hand-built standard Transformer for token_times_mean (d = 1), with its error in closed form.
+r"""A hand-built standard Transformer for token_times_mean at any (d, n), its error in closed form.
 
-f(X)_j = x_j m, m = mean_k x_k. The network (``hand_built_product_network(units)``), D = 2:
+f(X)_{j,c} = x_{j,c} m_c, m_c = mean_k x_{k,c} (targets/functions.py: X * mean over tokens,
+entrywise). The network (``hand_built_product_network(units, n, d)``), D = 2d, written for
+one coordinate c (the d coordinates do not mix: every matrix below is block-diagonal over c):
 
-    pad:   z_j = (x_j, 0)
-    Attn:  one head, m = 1, W_Q = W_K = 0 (every score 0: the softmax is uniform, 1/n
-           exactly in real arithmetic), W_V = [1, 0], W_O = [0, 1]^T:  z_j = (x_j, m)
-    FF:    with u = (x + m)/2 in [0, 1], w = (x - m + 1)/2 in [0, 1] and
-           x m = u^2 - (w - 1/2)^2 = u^2 - w^2 + w - 1/4, the square t^2 on [0, 1] is
+    pad:   z_j = (x_j, 0)                               (x_j in R^d, then d zeros)
+    Attn:  one head of width d, W_Q = W_K = 0 (every score 0: the softmax is uniform, 1/n
+           exactly in real arithmetic), W_V = [I_d, 0], W_O = [0, I_d]^T:  z_j = (x_j, m)
+    FF:    with u = (x_c + m_c)/2 in [0, 1], w = (x_c - m_c + 1)/2 in [0, 1] and
+           x_c m_c = u^2 - (w - 1/2)^2 = u^2 - w^2 + w - 1/4, the square t^2 on [0, 1] is
            replaced by its piecewise-linear interpolation on k = units/2 pieces of width
            h = 1/k,
                q(t) = h relu(t) + 2h sum_{i=1}^{k-1} relu(t - i h),
-           and the residual keeps x, so the FF adds to the first coordinate
+           and the residual keeps x_c, so the FF adds to coordinate c
                q(u) - q(w) - u + 1/4       (x - u + 1/4 = w - 1/4; relu(u) = u on [0, 1])
-           with units = 2k ReLUs: k on u (rows [1/2, 1/2], biases -i h), k on w (rows
-           [1/2, -1/2], biases 1/2 - i h)
-    out:   the first coordinate: g(X)_j = x_j + q(u_j) - q(w_j) - u_j + 1/4.
+           with units = 2k ReLUs per coordinate (rows c units + i: k on u, rows [1/2, 1/2]
+           on (x_c, m_c), biases -i h; rows c units + k + i: k on w, rows [1/2, -1/2],
+           biases 1/2 - i h): d units ReLUs in all
+    out:   the first d coordinates: g(X)_{j,c} = x_{j,c} + q(u_{j,c}) - q(w_{j,c}) - u_{j,c} + 1/4.
 
-Its error, in real arithmetic: g_j - f_j = E(u_j) - E(w_j), where on a piece [t_i, t_i + h]
+Parameters: 4 d^2 (units + 2) + d units + 3 d (W_Q, W_K, W_V, W_O: 2 d^2 each; b_Q: d;
+W_1, W_2: 2 d^2 units each; b_1: d units; b_2: 2d). At d = 1 the arrays are those of the
+d = 1 network built before (same params_hash).
+
+Its error, in real arithmetic: g_{j,c} - f_{j,c} = E(u_{j,c}) - E(w_{j,c}), where on a piece [t_i, t_i + h]
 E(t) = q(t) - t^2 = (t - t_i)(t_i + h - t), 0 <= E <= h^2/4. Hence
 
     sup |g - f| = h^2/4                                       (units a multiple of 4)
 
 (below: |E(u) - E(w)| <= max(E(u), E(w)); attained at X = t 1 with t the midpoint of a
-piece: then m = x = t, u = t, E(u) = h^2/4, and w = 1/2 is a knot since k is even), and
+piece: then m = x = t, u = t, E(u) = h^2/4, and w = 1/2 is a knot since k is even), and,
+since entry (j, c) depends on column c of X only and the d columns of a uniform X are
+independent uniforms on [0, 1]^n (each integral over the other columns is 1),
 
-    d_2(f, g)^2 = n int_{[0,1]^n} (E(u_1) - E(w_1))^2 dX
+    d_2(f, g)^2 = sum_c int_{[0,1]^n} sum_j (E(u_{j,c}) - E(w_{j,c}))^2 dX_c
+                = d * (the d = 1 value),  exactly:
+    the d = 1 value = n int_{[0,1]^n} (E(u_1) - E(w_1))^2 dX
                 = n int_0^1 dx int ds phi_{n-1}(s) (E(u) - E(w))^2,   m = (x + s)/n,
 
 phi_{n-1} the Irwin-Hall density of a sum of n - 1 uniforms (a polynomial on each
@@ -50,13 +61,14 @@ from transformer_ua.networks import network_dict
 
 @dataclasses.dataclass(frozen=True)
 class HandBuilt:
-  """The network with its closed-form errors for n tokens (module doc)."""
+  """The network with its closed-form errors for n tokens of width d (module doc)."""
 
   net: network_dict.Net
-  units: int
+  units: int                   # ReLUs per coordinate (d units in all)
   n: int
-  sup_error: Fraction          # sup over the cube of max_j |g(X)_j - f(X)_j|
+  sup_error: Fraction          # sup over the cube of max_jc |g(X)_jc - f(X)_jc|
   l2_error_squared: Fraction   # d_2(f, g)^2, exactly
+  d: int = 1
 
   @property
   def l2_error(self) -> float:
@@ -65,36 +77,49 @@ class HandBuilt:
     return v if Fraction(v) ** 2 >= self.l2_error_squared else math.nextafter(v, math.inf)
 
 
-def hand_built_product_network(units: int, n: int = 3) -> HandBuilt:
-  """The hand-built network for token_times_mean (d = 1) with ``units`` ReLUs (module doc),
-  and its closed-form sup and L2 errors for n tokens.
+def _check_int(name: str, value, least: int) -> int:
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+    raise ValueError(f'{name}={value!r}; it must be an integer >= {least}.')
+  return int(value)
+
+
+def hand_built_product_network(units: int, n: int = 3, d: int = 1) -> HandBuilt:
+  """The hand-built network for token_times_mean on n tokens of width d with ``units``
+  ReLUs per coordinate (module doc), and its closed-form sup and L2 errors.
 
   Raises:
-    ValueError: units not a positive multiple of 4, or n < 2.
+    ValueError: units not a positive multiple of 4, n < 2 or d < 1.
   """
   if isinstance(units, bool) or not isinstance(units, (int, np.integer)) or units < 4 \
       or units % 4:
     raise ValueError(f'units={units!r}; it must be a positive multiple of 4 (k = units/2 '
                      'pieces per square, k even so that the sup error is h^2/4 exactly).')
-  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-    raise ValueError(f'n={n!r}; it must be an integer >= 2.')
+  n = _check_int('n', n, 2)
+  d = _check_int('d', d, 1)
+  units = int(units)
   k = units // 2
   h = Fraction(1, k)
-  w_1 = np.zeros((units, 2))
-  b_1 = np.zeros(units)
-  w_2 = np.zeros((2, units))
-  for i in range(k):
-    w_1[i] = [0.5, 0.5]                       # u - i h
-    b_1[i] = float(-i * h)
-    w_1[k + i] = [0.5, -0.5]                  # w - i h
-    b_1[k + i] = float(Fraction(1, 2) - i * h)
-    w_2[0, i] = float(h - 1) if i == 0 else float(2 * h)
-    w_2[0, k + i] = float(-h) if i == 0 else float(-2 * h)
-  block = {'W_Q': np.zeros((1, 1, 2)), 'b_Q': np.zeros((1, 1)), 'W_K': np.zeros((1, 1, 2)),
-           'W_V': np.array([[[1.0, 0.0]]]), 'W_O': np.array([[[0.0], [1.0]]]),
-           'W_1': w_1, 'b_1': b_1, 'W_2': w_2, 'b_2': np.array([0.25, 0.0])}
-  net = network_dict.check({'blocks': [block]}, d=1)
-  return HandBuilt(net, int(units), int(n), h * h / 4, l2_error_squared(k, n))
+  w_1 = np.zeros((d * units, 2 * d))
+  b_1 = np.zeros(d * units)
+  w_2 = np.zeros((2 * d, d * units))
+  for c in range(d):
+    row = c * units
+    for i in range(k):
+      w_1[row + i, [c, d + c]] = [0.5, 0.5]                # u - i h
+      b_1[row + i] = float(-i * h)
+      w_1[row + k + i, [c, d + c]] = [0.5, -0.5]           # w - i h
+      b_1[row + k + i] = float(Fraction(1, 2) - i * h)
+      w_2[c, row + i] = float(h - 1) if i == 0 else float(2 * h)
+      w_2[c, row + k + i] = float(-h) if i == 0 else float(-2 * h)
+  eye = np.eye(d)
+  block = {'W_Q': np.zeros((1, d, 2 * d)), 'b_Q': np.zeros((1, d)),
+           'W_K': np.zeros((1, d, 2 * d)),
+           'W_V': np.concatenate([eye, np.zeros((d, d))], axis=1)[None],
+           'W_O': np.concatenate([np.zeros((d, d)), eye], axis=0)[None],
+           'W_1': w_1, 'b_1': b_1, 'W_2': w_2,
+           'b_2': np.concatenate([np.full(d, 0.25), np.zeros(d)])}
+  net = network_dict.check({'blocks': [block]}, d=d)
+  return HandBuilt(net, units, n, h * h / 4, d * l2_error_squared(k, n), d)
 
 
 # ---------------------------------------------------------------------------
