@@ -9,6 +9,10 @@ projection when epsilon is not reached) and the record's Markdown row.
 
     python benchmarks/certify_hand_built.py --d=1 --n=8 --units=16 --epsilon=0.02 \
         --out=runs/benchmarks/certify_hand_built_d1_n8.json
+    python benchmarks/certify_hand_built.py --d=1 --n=8 --units=16 --epsilon=0.02 \
+        --max_boxes=40000 --dask_workers=2 --out=runs/benchmarks/dask_d1_n8.json
+    python benchmarks/certify_hand_built.py --d=1 --n=8 --units=16 --epsilon=0.02 \
+        --max_boxes=40000 --box_kernel=off --out=runs/benchmarks/local_d1_n8.json
 
 Writes the record as JSON to --out only (an existing file is refused before any work
 unless --overwrite). Timings are wall-clock on a shared machine: the load is recorded.
@@ -31,6 +35,11 @@ flags.DEFINE_float('epsilon', 0.02, 'the d_p the certificate is to reach')
 flags.DEFINE_float('max_minutes', 12.0, 'the certificate\'s time budget')
 flags.DEFINE_string('arithmetic', 'float32', 'the arithmetic g runs in')
 flags.DEFINE_integer('points', 20000, 'uniform points of the independent check')
+flags.DEFINE_integer('max_boxes', None, 'also stop the certificate at this many boxes')
+flags.DEFINE_integer('dask_workers', 0, 'run the rounds on a Dask LocalCluster of this many '
+                     'worker processes (0: this process)')
+flags.DEFINE_enum('box_kernel', 'auto', ['auto', 'on', 'off'], 'the jit box kernel: '
+                  'automatic, always, or never (NumPy, as the workers run)')
 flags.DEFINE_string('out', None, 'the JSON record to write')
 cli.define_overwrite()
 flags.mark_flag_as_required('out')
@@ -43,7 +52,9 @@ def main(argv):
   try:
     record = hand_built_certificate.certify_hand_built(
         FLAGS.d, FLAGS.n, FLAGS.units, FLAGS.epsilon, max_minutes=FLAGS.max_minutes,
-        arithmetic=FLAGS.arithmetic, p=2, points=FLAGS.points)
+        arithmetic=FLAGS.arithmetic, p=2, points=FLAGS.points, max_boxes=FLAGS.max_boxes,
+        dask_workers=FLAGS.dask_workers,
+        box_kernel={'auto': None, 'on': True, 'off': False}[FLAGS.box_kernel])
   except ValueError as e:
     raise cli.BadInput(str(e)) from None
   outputs.atomic_json(out, record, indent=1, default=str)

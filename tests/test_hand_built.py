@@ -106,3 +106,23 @@ def test_the_binary_refuses_an_existing_out_before_any_work(tmp_path):
                      check=False)
   assert r.returncode == 2 and 'already exists' in r.stderr and 'Traceback' not in r.stderr
   assert out.read_text() == '{}'
+
+
+def test_a_dask_run_gets_the_local_total_at_the_same_boxes():
+  """Through the executor on a Dask LocalCluster of 2 workers, stopped at max_boxes, the
+  certificate equals the in-process NumPy run's exactly (the same boxes, the same Fraction),
+  and the record says where it ran."""
+  args = dict(max_boxes=800, max_minutes=2, points=1000, box_kernel=False)
+  local = hand_built_certificate.certify_hand_built(1, 3, 8, 0.005, **args)
+  dask = hand_built_certificate.certify_hand_built(1, 3, 8, 0.005, dask_workers=2, **args)
+  assert not local['reached'] and local['rounds'] >= 2 and local['boxes'] <= 800
+  assert (dask['total_exact'], dask['boxes'], dask['rounds']) == (
+      local['total_exact'], local['boxes'], local['rounds'])
+  assert 'Dask LocalCluster of 2' in dask['where'] and local['where'] == 'this process'
+
+
+@pytest.mark.parametrize('bad', [-1, 1.5, True])
+def test_bad_dask_workers_is_one_line(bad):
+  with pytest.raises(ValueError, match='dask_workers=') as err:
+    hand_built_certificate.certify_hand_built(1, 3, 8, 0.1, dask_workers=bad)
+  assert '\n' not in str(err.value)

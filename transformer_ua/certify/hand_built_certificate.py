@@ -19,11 +19,12 @@ The job of benchmarks/certify_hand_built.py.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from fractions import Fraction
 
-from transformer_ua import provenance
+from transformer_ua import executor, provenance
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.certify import hand_built, independent_check, network_certificate
 
@@ -43,24 +44,50 @@ def _load() -> float:
 
 def certify_hand_built(d: int, n: int, units: int, epsilon: float, *,
                        max_minutes: float = 12.0, arithmetic: str = 'float32', p=2,
-                       points: int = 20000, seed: int = 0,
+                       points: int = 20000, seed: int = 0, max_boxes: int | None = None,
+                       dask_workers: int = 0, box_kernel: bool | None = None,
                        command: str | None = None) -> dict:
   """The record of the hand-built network certified at (d, n) against ``epsilon`` (module
-  doc). Bad input (units, n, d, epsilon, p, arithmetic, max_minutes) is refused in one line
-  by the functions it calls, before any work."""
+  doc). Bad input (units, n, d, epsilon, p, arithmetic, max_minutes, max_boxes) is refused
+  in one line by the functions it calls, before any work. ``max_boxes``: also stop there
+  (``certify_network``'s max_boxes=), so that two runs can be compared at the same boxes.
+  ``dask_workers`` > 0: the rounds run through the project's executor on a Dask
+  ``LocalCluster`` of that many worker processes (1 thread each; remote chunks re-run as
+  ``executor.Workers`` does by default), started here and closed after; 0: this process.
+  ``box_kernel``: ``certify_network``'s (None: automatic; False: NumPy throughout, the path
+  the workers run, for a comparison at the same boxes)."""
+  if not isinstance(dask_workers, int) or isinstance(dask_workers, bool) or dask_workers < 0:
+    raise ValueError(f'dask_workers={dask_workers!r}; give 0 (this process) or a number of '
+                     'Dask worker processes.')
   hb = hand_built.hand_built_product_network(units, n, d)
   prov = provenance.record(command)
-  load_start = _load()
-  cert = network_certificate.certify_network(
-      'token_times_mean', hb.net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
-      max_minutes=max_minutes, progress=False)
-  load_end = _load()
+  with contextlib.ExitStack() as stack:
+    workers, where = None, 'this process'
+    if dask_workers:
+      try:
+        import distributed  # noqa: PLC0415 -- the cluster extra, only when asked
+      except ImportError:
+        raise ValueError('dask_workers needs dask.distributed: pip install '
+                         "'transformer_ua[cluster]'.") from None
+      cluster = stack.enter_context(distributed.LocalCluster(
+          n_workers=dask_workers, threads_per_worker=1, processes=True,
+          dashboard_address=None))
+      client = stack.enter_context(distributed.Client(cluster))
+      workers = executor.Workers(executor=client.get_executor())
+      where = f'a Dask LocalCluster of {dask_workers} worker processes (1 thread each)'
+    load_start = _load()
+    cert = network_certificate.certify_network(
+        'token_times_mean', hb.net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
+        max_minutes=max_minutes, max_boxes=max_boxes, workers=workers, box_kernel=box_kernel,
+        progress=False)
+    load_end = _load()
   sampled = independent_check.check('token_times_mean', hb.net, cert, points=points,
                                     seed=seed)
   return {
       'd': d, 'n': n, 'units': hb.units, 'params': cert.params,
       'params_hash': cert.params_hash, 'arithmetic': cert.arithmetic, 'p': cert.p,
-      'epsilon': float(epsilon), 'max_minutes': max_minutes,
+      'epsilon': float(epsilon), 'max_minutes': max_minutes, 'max_boxes': max_boxes,
+      'where': where, 'box_kernel': box_kernel, 'total_exact': str(cert.total),
       'closed_form_sup': _up(hb.sup_error), 'closed_form_d2': hb.l2_error,
       'total': _up(cert.total), 'reached': bool(cert.reached), 'boxes': cert.boxes,
       'rounds': cert.rounds, 'seconds': cert.seconds, 'stopped': cert.stopped,
