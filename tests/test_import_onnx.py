@@ -233,6 +233,23 @@ def test_opset23_attention_refused(tmp_path):
   assert '\n' not in str(err.value)
 
 
+def test_concat_with_constants_refused_naming_the_class(tmp_path):
+  """A Concat of the network's tensor with a constant: one line naming the node and the
+  class (the class's text, not a placeholder)."""
+  from transformer_ua.networks.anchor_graph import CLASS
+  x = helper.make_tensor_value_info('X', onnx.TensorProto.FLOAT, [1, 3, 1])
+  y = helper.make_tensor_value_info('Y', onnx.TensorProto.FLOAT, [1, 3, 2])
+  pad = numpy_helper.from_array(np.zeros((1, 3, 1), np.float32), 'pad')
+  node = helper.make_node('Concat', ['X', 'pad'], ['Y'], name='cat0', axis=-1)
+  model = helper.make_model(helper.make_graph([node], 'c', [x], [y], [pad]),
+                            opset_imports=[helper.make_opsetid('', 17)])
+  path = str(tmp_path / 'c.onnx')
+  onnx.save(model, path)
+  with pytest.raises(ValueError, match="'cat0' \\(Concat\\)") as err:
+    onnx_import.read(path, d=1, n=3)
+  assert CLASS in str(err.value) and '{' not in str(err.value) and '\n' not in str(err.value)
+
+
 def test_dynamic_shapes_must_be_fixed(tmp_path):
   path = str(tmp_path / 'dyn.onnx')
   torch.onnx.export(import_models.Stock(r=8), (torch.rand(1, 3, 1),), path, dynamo=False,

@@ -181,7 +181,7 @@ class _OnnxGraph(AnchorGraph):
       if op == 'Concat':
         if not all(is_t):
           raise Refusal(f'node {name!r} (Concat) joins a tensor of the network with '
-                         'constants, outside {CLASS}.')
+                         f'constants, outside {CLASS}.')
         values = [self.tracked[i] for i in ins]
       else:
         if any(i in self.tracked for i in ins[1:] if i):
