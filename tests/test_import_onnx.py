@@ -51,6 +51,17 @@ def test_fixture_equals_onnxruntime_and_torch(name):
   assert np.abs(got64 - torch_run(import_models.build(name), X)).max() < 1e-6
 
 
+def test_fixtures_cover_opsets_13_to_20_by_both_exporters():
+  """The committed files span every opset of 13-20 (the dynamo exporter from 17 up), each
+  exporter at more than one."""
+  opsets = {(dyn, opset) for _, _, dyn, opset in import_models.FIXTURES.values()}
+  assert {o for _, o in opsets} == set(range(13, 21))
+  assert {o for dyn, o in opsets if dyn} == {17, 18, 19, 20}
+  assert {o for dyn, o in opsets if not dyn} == {13, 14, 15, 16, 17}
+  for name, (_, _, _, opset) in import_models.FIXTURES.items():
+    assert onnx.load(fixture(name), load_external_data=False).opset_import[0].version == opset
+
+
 def test_what_is_read():
   """The structure read matches the torch models: norm placement, activation, heads,
   causal mask, final LayerNorm, the decomposed forms named in the text."""
