@@ -229,8 +229,9 @@ def test_recheck_stops_at_the_saved_rounds_where_the_certifier_takes_max_rounds(
                                   'stock_post_gelu_causal_legacy16'])
 def test_a_torch_export_certificate_with_stock_ops_saves_loads_and_rechecks(name, tmp_path):
   """A certificate of a torch.onnx.export file (LayerNorm pre and post, GELU as the op and
-  decomposed, a causal mask; both exporters): saved with the file as its g, loaded (the network runs as
-  onnxruntime runs the file, within float32 rounding) and re-checked to the same total."""
+  decomposed, a causal mask; both exporters): saved with the file as its g, loaded (the
+  network runs as onnxruntime runs the file, within float32 rounding) and re-checked to the
+  same total."""
   import onnxruntime
   path = os.path.join(ROOT, 'tests', 'fixtures', 'imports', f'{name}.onnx')
   cert = certify.certify_network('token_times_mean', path, d=1, n=3, p=2,
