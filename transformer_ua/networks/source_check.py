@@ -127,7 +127,7 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
   if _is_torch_module(g):
     from transformer_ua.networks import torch_import   # noqa: PLC0415 -- torch on demand
     dtype = 'float64' if wide else 'float32'
-    module = _torch_copy(g, dtype)
+    module = _torch_copy(g, dtype, arithmetic)
     raw, text = torch_import.read(module, d=d, n=n)
     net = network_dict.check(raw, d=d, n=n, arithmetic=arithmetic)
     run = torch_import.runnable(module, torch_import.check_module(module))
@@ -195,13 +195,19 @@ def _is_flax_module(m) -> bool:
   return any(c.__module__.startswith('flax.linen') for c in type(m).__mro__)
 
 
-def _torch_copy(module, dtype):
+def _torch_copy(module, dtype, arithmetic):
+  """The module copied to ``dtype``; ValueError in one line, naming the tensor, for float16
+  weights, and for bfloat16 ones unless ``arithmetic`` is 'bfloat16' (network_dict's rule)."""
   import copy   # noqa: PLC0415
   import torch   # noqa: PLC0415
-  params = list(module.parameters())
-  if params and params[0].dtype == torch.float16:
-    raise ValueError('the torch module holds float16 weights; float16 weights are refused '
-                     '(they would be certified as another network): use float32 or float64.')
+  for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+    if t.dtype == torch.float16:
+      raise ValueError(f'the torch module holds float16 weights ({name!r}); float16 weights are '
+                       'refused (they would be certified as another network): use float32 or '
+                       'float64.')
+    if t.dtype == torch.bfloat16 and arithmetic != 'bfloat16':
+      raise ValueError(f'the torch module holds bfloat16 weights ({name!r}); bfloat16 weights '
+                       f"are accepted only with arithmetic='bfloat16' (got {arithmetic!r}).")
   out = copy.deepcopy(module)
   return out.double() if dtype == 'float64' else out.float()
 
