@@ -136,6 +136,7 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
     return net, f'{text}; {check}'
   if isinstance(g, tuple) and len(g) == 2 and _is_flax_module(g[0]):
     from transformer_ua.networks import flax_import    # noqa: PLC0415 -- flax on demand
+    _flax_bfloat16(g[1], arithmetic)
     raw, text, source, dtype = flax_import.read(g[0], g[1], d=d, n=n, wide=wide)
     net = network_dict.check(raw, d=d, n=n, arithmetic=arithmetic)
     check = compare(net, source, dtype=dtype, what=f'the Flax apply of {type(g[0]).__name__}')
@@ -193,6 +194,17 @@ def _is_torch_module(g) -> bool:
 
 def _is_flax_module(m) -> bool:
   return any(c.__module__.startswith('flax.linen') for c in type(m).__mro__)
+
+
+def _flax_bfloat16(variables, arithmetic):
+  """ValueError in one line, naming the leaf, for bfloat16 variables unless ``arithmetic`` is
+  'bfloat16' (network_dict's rule; flax_import would read them upcast)."""
+  import jax   # noqa: PLC0415
+  for path, leaf in jax.tree_util.tree_flatten_with_path(variables)[0]:
+    if np.asarray(leaf).dtype.name == 'bfloat16' and arithmetic != 'bfloat16':
+      raise ValueError(f'the Flax variables hold bfloat16 weights ({jax.tree_util.keystr(path)}'
+                       f"); bfloat16 weights are accepted only with arithmetic='bfloat16' (got "
+                       f'{arithmetic!r}).')
 
 
 def _torch_copy(module, dtype, arithmetic):
