@@ -22,7 +22,8 @@ certificate's line.
 
 Writes certify_stock_encoder.json and certify_stock_encoder.md into --output_dir (refused
 if they exist, unless --overwrite), with the command, revision and /proc/loadavg at start
-and end. Timings are wall-clock on a shared machine.
+and end. Timings are wall-clock on a shared machine. ``markdown(result)`` is the md of the
+JSON's dict alone (the md can be rebuilt from a committed JSON without a run).
 """
 
 from __future__ import annotations
@@ -163,33 +164,41 @@ def main(argv):
 
 
 def _write(out_dir, prov, load_start, rows) -> str:
-  load_end = _loadavg()
-  done = len(rows) == len(FLAGS.variants)
-  result = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': load_end,
-            'complete': done, 'rows': rows}
+  result = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': _loadavg(),
+            'complete': len(rows) == len(FLAGS.variants), 'rows': rows}
   outputs.atomic_json(os.path.join(out_dir, JSON_NAME), result, indent=1, default=str)
+  text = markdown(result, asked=len(FLAGS.variants))
+  with outputs.atomic_open(os.path.join(out_dir, MD_NAME)) as fh:
+    fh.write(text)
+  return text
+
+
+def markdown(result: dict, *, asked: int, regenerated: str = '') -> str:
+  """The md of a result (the JSON's dict): the command, revision, loads, the table and the
+  lines; ``regenerated``: a line saying how the md was rebuilt from the JSON, if it was."""
+  prov, rows = result['provenance'], result['rows']
   lines = ['# Stock torch encoder layers certified from their ONNX files (float32, p=2)', '',
            f'command: `{prov["command"]}`  ', f'revision: {prov["git_revision"]}  ',
-           f'/proc/loadavg at start: {load_start}; at the last row: {load_end} (2 shared '
-           'cores, other work running: timings are under load)' +
-           ('' if done else f'  \npartial: {len(rows)} of {len(FLAGS.variants)} variants'), '',
+           f'/proc/loadavg at start: {result["loadavg_start"]}; at the last row: '
+           f'{result["loadavg_end"]} (2 shared cores, other work running: timings are under '
+           'load)' + ('' if result['complete'] else f'  \npartial: {len(rows)} of {asked} '
+                      'variants') + (f'  \n{regenerated}' if regenerated else ''), '',
            '| variant | params | steps (s) | s onnxruntime | s torch | epsilon | certified '
-           'total | reached | boxes | seconds |', '|' + '---|' * 10]
+           'total | reached | boxes | seconds | worst centres: max sum (f - fl(g))^2, '
+           'onnxruntime |', '|' + '---|' * 11]
   for r in rows:
     if 'refused' in r:
       lines.append(f'| {r["variant"]} | | {r["steps"]} ({r["train_seconds"]}) | '
                    f'{r["s_onnxruntime"]:.4g} | {r["s_torch"]:.4g} | {r["epsilon"]:.4g} | '
-                   f'refused | | | {r["seconds"]} |')
+                   f'refused | | | {r["seconds"]} | |')
       continue
     lines.append(f'| {r["variant"]} | {r["params"]} | {r["steps"]} ({r["train_seconds"]}) | '
                  f'{r["s_onnxruntime"]:.4g} | {r["s_torch"]:.4g} | {r["epsilon"]:.4g} | '
-                 f'{r["total_text"]} | {r["reached"]} | {r["boxes"]:,} | {r["seconds"]} |')
+                 f'{r["total_text"]} | {r["reached"]} | {r["boxes"]:,} | {r["seconds"]} | '
+                 f'{r["worst_centre_max_sq_error_ort"]:.4g} |')
   lines += ['', 'Lines:', '']
   lines += [f'* {r["variant"]}: {r.get("line", r.get("refused"))}' for r in rows]
-  text = '\n'.join(lines) + '\n'
-  with outputs.atomic_open(os.path.join(out_dir, MD_NAME)) as fh:
-    fh.write(text)
-  return text
+  return '\n'.join(lines) + '\n'
 
 
 if __name__ == '__main__':

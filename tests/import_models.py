@@ -124,6 +124,13 @@ FIXTURES['hand_gelu_tanh_legacy16'] = (HandBlock, dict(activation='gelu_tanh'), 
 FIXTURES['hand_gelu_legacy13'] = (HandBlock, dict(activation='gelu'), False, 13)   # no SDPA at 13
 FIXTURES['stock_post_gelu_causal_legacy16'] = (
     Stock, dict(r=16, activation='gelu', causal=True), False, 16)
+#: the remaining opsets of 13-20, one stock layer each: legacy 14 and 15 (LayerNorm and GELU
+#: decomposed), dynamo 18 and 19.
+FIXTURES['stock_post_gelu_legacy14'] = (Stock, dict(r=16, activation='gelu'), False, 14)
+FIXTURES['stock_pre_relu_legacy15'] = (Stock, dict(r=16, norm_first=True), False, 15)
+FIXTURES['stock_pre_gelu_dynamo18'] = (Stock, dict(r=16, norm_first=True, activation='gelu'),
+                                       True, 18)
+FIXTURES['stock_post_relu_dynamo19'] = (Stock, dict(r=16), True, 19)
 
 
 def build(name):

@@ -127,3 +127,23 @@ def test_train_flops_per_token_by_hand():
   for m, f in packed.items():
     assert bt.train_flops_per_token(m, d=2, n=3, r=5, V=7, P=1, L=1,
                                     segments=4) == pytest.approx(3 * (f + ff + heads))
+
+
+def test_stock_encoder_md_table_is_the_committed_json_with_the_worst_centres():
+  """results/imports/stock_encoder: the md's table is certify_stock_encoder.markdown of the
+  JSON beside it, row for row, and shows worst_centre_max_sq_error_ort."""
+  sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
+  import certify_stock_encoder as cse
+  folder = os.path.join(ROOT, 'results', 'imports', 'stock_encoder')
+  with open(os.path.join(folder, cse.JSON_NAME)) as fh:
+    result = json.load(fh)
+  with open(os.path.join(folder, cse.MD_NAME)) as fh:
+    committed = fh.read()
+
+  def table(text):
+    return [ln for ln in text.splitlines() if ln.startswith('|')]
+  rebuilt = cse.markdown(result, asked=len(result['rows']))
+  assert table(committed) == table(rebuilt)
+  assert 'worst centres' in table(rebuilt)[0]
+  for row, line in zip(result['rows'], table(rebuilt)[2:]):
+    assert line.endswith(f'| {row["worst_centre_max_sq_error_ort"]:.4g} |')

@@ -92,6 +92,14 @@ def test_float16_variables_refused():
   assert '\n' not in str(err.value)
 
 
+def test_bfloat16_variables_only_with_the_bfloat16_arithmetic():
+  m, v = build()
+  v = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.bfloat16), v)
+  with pytest.raises(ValueError, match="accepted only with arithmetic='bfloat16'") as err:
+    source_check.read_network((m, v), d=1, n=3, arithmetic='float32')
+  assert '\n' not in str(err.value) and 'params' in str(err.value)
+
+
 class Bad(nn.Module):
   kind: str = 'sigmoid'
 

@@ -51,6 +51,17 @@ def test_fixture_equals_onnxruntime_and_torch(name):
   assert np.abs(got64 - torch_run(import_models.build(name), X)).max() < 1e-6
 
 
+def test_fixtures_cover_opsets_13_to_20_by_both_exporters():
+  """The committed files span every opset of 13-20 (the dynamo exporter from 17 up), each
+  exporter at more than one."""
+  opsets = {(dyn, opset) for _, _, dyn, opset in import_models.FIXTURES.values()}
+  assert {o for _, o in opsets} == set(range(13, 21))
+  assert {o for dyn, o in opsets if dyn} == {17, 18, 19, 20}
+  assert {o for dyn, o in opsets if not dyn} == {13, 14, 15, 16, 17}
+  for name, (_, _, _, opset) in import_models.FIXTURES.items():
+    assert onnx.load(fixture(name), load_external_data=False).opset_import[0].version == opset
+
+
 def test_what_is_read():
   """The structure read matches the torch models: norm placement, activation, heads,
   causal mask, final LayerNorm, the decomposed forms named in the text."""
@@ -233,6 +244,23 @@ def test_opset23_attention_refused(tmp_path):
   assert '\n' not in str(err.value)
 
 
+def test_concat_with_constants_refused_naming_the_class(tmp_path):
+  """A Concat of the network's tensor with a constant: one line naming the node and the
+  class (the class's text, not a placeholder)."""
+  from transformer_ua.networks.anchor_graph import CLASS
+  x = helper.make_tensor_value_info('X', onnx.TensorProto.FLOAT, [1, 3, 1])
+  y = helper.make_tensor_value_info('Y', onnx.TensorProto.FLOAT, [1, 3, 2])
+  pad = numpy_helper.from_array(np.zeros((1, 3, 1), np.float32), 'pad')
+  node = helper.make_node('Concat', ['X', 'pad'], ['Y'], name='cat0', axis=-1)
+  model = helper.make_model(helper.make_graph([node], 'c', [x], [y], [pad]),
+                            opset_imports=[helper.make_opsetid('', 17)])
+  path = str(tmp_path / 'c.onnx')
+  onnx.save(model, path)
+  with pytest.raises(ValueError, match="'cat0' \\(Concat\\)") as err:
+    onnx_import.read(path, d=1, n=3)
+  assert CLASS in str(err.value) and '{' not in str(err.value) and '\n' not in str(err.value)
+
+
 def test_dynamic_shapes_must_be_fixed(tmp_path):
   path = str(tmp_path / 'dyn.onnx')
   torch.onnx.export(import_models.Stock(r=8), (torch.rand(1, 3, 1),), path, dynamo=False,
@@ -245,7 +273,7 @@ def test_dynamic_shapes_must_be_fixed(tmp_path):
                 - ort(path, X)).max() < 2e-6
   with pytest.raises(ValueError, match='does not run') as err:   # traced for n=3 only
     onnx_import.read(path, d=1, n=4)
-  assert '\n' not in str(err.value)
+  assert '\n' not in str(err.value) and str(err.value).count('onnx_import:') == 1
   with pytest.raises(ValueError, match='shape'):
     onnx_import.read(fixture('stock_post_relu_legacy17'), d=1, n=4)   # fixed n=3
 

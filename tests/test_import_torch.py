@@ -100,6 +100,23 @@ def test_float16_module_refused():
   assert '\n' not in str(err.value)
 
 
+def test_one_float16_layer_refused_and_bfloat16_only_with_its_arithmetic():
+  """A float16 readout in a float32 module is refused (not upcast), naming the weight;
+  bfloat16 weights are refused outside arithmetic='bfloat16' (network_dict's rule)."""
+  model = import_models.HandBlock(r=8)
+  model.readout.half()
+  with pytest.raises(ValueError, match="float16 weights \\('readout.weight'\\)") as err:
+    source_check.read_network(model, d=1, n=3, arithmetic='float32')
+  assert '\n' not in str(err.value)
+  bf = import_models.HandBlock(r=8).to(torch.bfloat16)
+  for arithmetic in ('float32', 'float64'):
+    with pytest.raises(ValueError, match="accepted only with arithmetic='bfloat16'") as err:
+      source_check.read_network(bf, d=1, n=3, arithmetic=arithmetic)
+    assert '\n' not in str(err.value)
+  net, _ = source_check.read_network(bf, d=1, n=3, arithmetic='bfloat16')
+  assert net.d == 1 and net.n == 3
+
+
 def test_module_that_is_not_in_the_class_gets_one_line():
   """A residual-free MLP of supported layers exports fine but is not a Transformer of the
   class (no residual): one line, never a traceback."""

@@ -44,7 +44,7 @@ def test_tightened_enclosure_contains_samples_and_finite_differences(norm, activ
 
 
 def _stock_export(tmp_path, norm_first, activation):
-  torch = pytest.importorskip('torch')
+  import torch   # noqa: PLC0415 -- in the test extra: a missing torch fails, never skips
 
   class Encoder(torch.nn.Module):
     def __init__(self):
@@ -67,7 +67,7 @@ def _stock_export(tmp_path, norm_first, activation):
 @pytest.mark.parametrize('norm_first,activation', [(False, 'relu'), (True, 'gelu'),
                                                    (True, 'relu')])
 def test_deviation_covers_onnxruntime_on_stock_layers(tmp_path, norm_first, activation):
-  ort = pytest.importorskip('onnxruntime')
+  import onnxruntime as ort   # noqa: PLC0415 -- in the test extra (never skipped)
   from transformer_ua.networks import onnx_import   # noqa: PLC0415 -- onnx on demand
   path = _stock_export(tmp_path, norm_first, activation)
   net = network_dict.check(onnx_import.read(path, d=1, n=3)[0], d=1, n=3,

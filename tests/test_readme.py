@@ -275,6 +275,12 @@ def test_front_page_says_what_this_is_in_three_sentences():
   assert len(_sentences(_front_sections()['What this is'])) == 3
 
 
+def test_front_page_opening_paragraph_is_at_most_110_words():
+  """Issue 69: the opening paragraph (link targets not counted) stays at most 110 words."""
+  para = _prose(_front_sections()['What this is']).strip().split('\n\n')[0]
+  assert len(re.sub(r'\]\([^)]*\)', ']', para).split()) <= 110
+
+
 def _bullets(text: str) -> list:
   return [re.sub(r'\s+', ' ', b).strip() for b in re.findall(
       r'^\* (.*?)(?=^\* |^\S|\Z)', text, flags=re.S | re.M)]

@@ -223,3 +223,26 @@ def test_recheck_stops_at_the_saved_rounds_where_the_certifier_takes_max_rounds(
   assert seen['epsilon'] == cert.epsilon and seen['arithmetic'] == 'float32'
   assert seen['p'] == 2 and (seen['d'], seen['n']) == (1, 2)
   assert again['same_total']
+
+
+@pytest.mark.parametrize('name', ['stock_pre_gelu_dynamo18',
+                                  'stock_post_gelu_causal_legacy16'])
+def test_a_torch_export_certificate_with_stock_ops_saves_loads_and_rechecks(name, tmp_path):
+  """A certificate of a torch.onnx.export file (LayerNorm pre and post, GELU as the op and
+  decomposed, a causal mask; both exporters): saved with the file as its g, loaded (the
+  network runs as onnxruntime runs the file, within float32 rounding) and re-checked to the
+  same total."""
+  import onnxruntime
+  path = os.path.join(ROOT, 'tests', 'fixtures', 'imports', f'{name}.onnx')
+  cert = certify.certify_network('token_times_mean', path, d=1, n=3, p=2,
+                                 arithmetic='float32', max_rounds=2, progress=False)
+  loaded = certify.load(certify.save(cert, tmp_path / 'g.npz', g=path))
+  assert loaded.kind == 'network_certificate' and loaded.params_hash == cert.params_hash
+  assert loaded.certificate.total == cert.total and loaded.line() == cert.line()
+  x = np.random.default_rng(0).random((16, 3, 1)).astype(np.float32)
+  session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
+  inp = session.get_inputs()[0].name
+  want = np.concatenate([session.run(None, {inp: x[i:i + 1]})[0] for i in range(len(x))])
+  assert np.abs(loaded.apply(x) - want).max() < 1e-5
+  again = certify.recheck(loaded)
+  assert again['same_total'] and again['confirmed']

@@ -1,7 +1,9 @@
 r"""Certificates for ANY standard Transformer: d_p(f, fl(g)) over the whole cube, proved.
 
-Given a target f and a network g of Yun et al.'s class (``network_dict``: softmax attention,
-ReLU feed-forward, residuals, optional embedding, positional encoding and readout), and an
+Given a target f and a standard Transformer g (``network_dict``: softmax attention with
+biases, scale and causal mask, ReLU or GELU feed-forward, residuals, LayerNorm post or pre,
+optional embedding, positional encoding and readout; read from a torch module, a Flax pair
+or an ONNX file by ``transformer_ua.networks``), and an
 arithmetic (``rounding.MATMUL_MODELS``: float64, float32, TF32, bfloat16, the A100 / H100 TF32
 hardware models, or exact), the
 certifier proves

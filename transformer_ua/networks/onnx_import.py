@@ -181,7 +181,7 @@ class _OnnxGraph(AnchorGraph):
       if op == 'Concat':
         if not all(is_t):
           raise Refusal(f'node {name!r} (Concat) joins a tensor of the network with '
-                         'constants, outside {CLASS}.')
+                         f'constants, outside {CLASS}.')
         values = [self.tracked[i] for i in ins]
       else:
         if any(i in self.tracked for i in ins[1:] if i):
@@ -271,7 +271,6 @@ def _shapes(model, x_shape) -> dict:
   model2.CopyFrom(model)
   del model2.graph.output[:]
   vals = {}
-  ref_model = onnx.shape_inference.infer_shapes(model2)
   names = [o for node in model.graph.node for o in node.output if o]
   for name in names:
     model2.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
@@ -279,8 +278,7 @@ def _shapes(model, x_shape) -> dict:
     outs = ReferenceEvaluator(model2).run(None, {x_name: np.full(x_shape, 0.5, dtype)})
   except Exception as e:  # noqa: BLE001
     _refuse(f'the graph does not run on an input of shape {list(x_shape)} '
-            f'({type(e).__name__}: {str(e)[:80]}).')
-  del ref_model
+            f'({type(e).__name__}: {(str(e).splitlines() or [""])[0][:80]}).')
   for name, v in zip(names, outs):
     v = np.asarray(v)
     elem_v = onnx.helper.np_dtype_to_tensor_dtype(v.dtype) if v.dtype != object else None
@@ -302,8 +300,8 @@ def read(path, *, d: int | None = None, n: int | None = None):
   x_shape = _fixed_input_shape(model, d, n)
   if len(model.graph.output) != 1:
     _refuse(f'the graph has {len(model.graph.output)} outputs; one output Y is needed.')
+  shapes = _shapes(model, x_shape)          # its own one-line refusal, not wrapped below
   try:
-    shapes = _shapes(model, x_shape)
     g = _OnnxGraph(model, x_shape)
     g.run(shapes)
     out = model.graph.output[0].name
@@ -319,13 +317,9 @@ def read(path, *, d: int | None = None, n: int | None = None):
   dtype = {onnx.helper.tensor_dtype_to_np_dtype(t.data_type).name
            for t in model.graph.initializer} & {'float32', 'float64', 'bfloat16'}
   producer = f'{model.producer_name} {model.producer_version}'.strip()
-  exporter = ('dynamo' if any(nd.op_type == 'Gemm' for nd in model.graph.node) and not any(
-      nd.op_type == 'Identity' for nd in model.graph.node) else 'legacy') \
-      if 'torch' in producer.lower() else 'unknown'
   text = (f'ONNX file {os.path.basename(path)} ({producer or "unknown producer"}, opset '
           f'{g.opset}, {"/".join(sorted(dtype)) or "no"} weights, {len(model.graph.node)} nodes'
           f'): {len(net["blocks"])} block(s)')
   if m.notes:
     text += '; ' + '; '.join(m.notes)
-  del exporter
   return net, text

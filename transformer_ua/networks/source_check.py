@@ -127,7 +127,7 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
   if _is_torch_module(g):
     from transformer_ua.networks import torch_import   # noqa: PLC0415 -- torch on demand
     dtype = 'float64' if wide else 'float32'
-    module = _torch_copy(g, dtype)
+    module = _torch_copy(g, dtype, arithmetic)
     raw, text = torch_import.read(module, d=d, n=n)
     net = network_dict.check(raw, d=d, n=n, arithmetic=arithmetic)
     run = torch_import.runnable(module, torch_import.check_module(module))
@@ -136,6 +136,7 @@ def read_network(g, *, d: int, n: int, arithmetic: str | None = 'float64'):
     return net, f'{text}; {check}'
   if isinstance(g, tuple) and len(g) == 2 and _is_flax_module(g[0]):
     from transformer_ua.networks import flax_import    # noqa: PLC0415 -- flax on demand
+    _flax_bfloat16(g[1], arithmetic)
     raw, text, source, dtype = flax_import.read(g[0], g[1], d=d, n=n, wide=wide)
     net = network_dict.check(raw, d=d, n=n, arithmetic=arithmetic)
     check = compare(net, source, dtype=dtype, what=f'the Flax apply of {type(g[0]).__name__}')
@@ -195,13 +196,30 @@ def _is_flax_module(m) -> bool:
   return any(c.__module__.startswith('flax.linen') for c in type(m).__mro__)
 
 
-def _torch_copy(module, dtype):
+def _flax_bfloat16(variables, arithmetic):
+  """ValueError in one line, naming the leaf, for bfloat16 variables unless ``arithmetic`` is
+  'bfloat16' (network_dict's rule; flax_import would read them upcast)."""
+  import jax   # noqa: PLC0415
+  for path, leaf in jax.tree_util.tree_flatten_with_path(variables)[0]:
+    if np.asarray(leaf).dtype.name == 'bfloat16' and arithmetic != 'bfloat16':
+      raise ValueError(f'the Flax variables hold bfloat16 weights ({jax.tree_util.keystr(path)}'
+                       f"); bfloat16 weights are accepted only with arithmetic='bfloat16' (got "
+                       f'{arithmetic!r}).')
+
+
+def _torch_copy(module, dtype, arithmetic):
+  """The module copied to ``dtype``; ValueError in one line, naming the tensor, for float16
+  weights, and for bfloat16 ones unless ``arithmetic`` is 'bfloat16' (network_dict's rule)."""
   import copy   # noqa: PLC0415
   import torch   # noqa: PLC0415
-  params = list(module.parameters())
-  if params and params[0].dtype == torch.float16:
-    raise ValueError('the torch module holds float16 weights; float16 weights are refused '
-                     '(they would be certified as another network): use float32 or float64.')
+  for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+    if t.dtype == torch.float16:
+      raise ValueError(f'the torch module holds float16 weights ({name!r}); float16 weights are '
+                       'refused (they would be certified as another network): use float32 or '
+                       'float64.')
+    if t.dtype == torch.bfloat16 and arithmetic != 'bfloat16':
+      raise ValueError(f'the torch module holds bfloat16 weights ({name!r}); bfloat16 weights '
+                       f"are accepted only with arithmetic='bfloat16' (got {arithmetic!r}).")
   out = copy.deepcopy(module)
   return out.double() if dtype == 'float64' else out.float()
 

@@ -120,7 +120,7 @@ def export(module, path, *, d: int, n: int, dynamo: bool = True, opset: int | No
   transpose = check_module(module)
   params = list(module.parameters())
   dtype = params[0].dtype if params else torch.float32
-  if dtype == torch.float16:
+  if any(p.dtype == torch.float16 for p in params):
     raise ValueError('torch_import: the module holds float16 weights; float16 weights are '
                      'refused (export in float32 or float64).')
   run = runnable(module, transpose)
