@@ -37,7 +37,7 @@ EXPORT = [
 # (transformer_ua/networks/). torch is pinned: an unpinned torch resolves to a CUDA build of
 # several GB; 2.13.0 is the release these machines hold as a CPU build. The default (dynamo)
 # exporter needs onnxscript.
-TORCH = ['torch==2.13.0', 'onnxscript>=0.7,<0.8']
+TORCH = ['torch==2.13.0', 'onnxscript==0.7.2']
 # The binaries: the main job writes its certified network as ONNX and runs it in
 # onnxruntime; the size law checks every float row in onnxruntime; the certifier reads
 # torch modules (certify_torch_encoder.py trains them).
