@@ -89,7 +89,7 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     if fm is not None:
       fm.layer = 'the readout'
       d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
-                   'Z readout^T + readout_bias', x=z)
+                   'Z readout^T + readout_bias', x=z, w=r)
     z = iv.linear(z, r, rb)
   else:
     z = z.take(np.arange(net.d), axis=-1)
@@ -141,7 +141,7 @@ def _embed(net: network_dict.Net, x: iv.Interval, fm: fd.Model | None):
     if fm is not None:
       fm.layer = 'the embedding'
       d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d,
-                   'X embed^T + embed_bias', x=x)
+                   'X embed^T + embed_bias', x=x, w=e)
     z = iv.linear(z, e, eb)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
@@ -205,11 +205,11 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     if fm is not None:
       r_z = fm.rho_of(z, d_z) if i == 0 else r_z             # z's reduction, per entry
       d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width,
-                   f'head {i} W_Q z + b_Q', rho=r_z)
+                   f'head {i} W_Q z + b_Q', rho=r_z, x=z, w=p.w_q[i])
       d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width,
-                   f'head {i} W_K z + b_K', rho=r_z)
+                   f'head {i} W_K z + b_K', rho=r_z, x=z, w=p.w_k[i])
       d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width,
-                   f'head {i} W_V z + b_V', rho=r_z)
+                   f'head {i} W_V z + b_V', rho=r_z, x=z, w=p.w_v[i])
       d_s = fd.pairwise(fm, d_q, q.mag(), d_k, k.mag(), fm.rho(q.lo, q.hi, d_q),
                         fm.rho(k.lo, k.hi, d_k))
       if p.scale != 1.0:
@@ -231,7 +231,11 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     # o^i's reduction per entry (rounding.py (***)) where the weights are exact
     d_ops = [fd.up(d_heads[i] + fm.rho(heads[i].lo, heads[i].hi, d_heads[i]))
              for i in range(h)]
-    prop = sum(d_ops[i] @ np.abs(p.w_o[i]).T for i in range(h))
+    if fm.split:          # o^i's reduction one-signed (signed_reduction; a row per head)
+      prop = sum(fd.up(d_heads[i] @ np.abs(p.w_o[i]).T + fm.signed_bound(
+          heads[i].lo, heads[i].hi, d_heads[i], p.w_o[i])) for i in range(h))
+    else:
+      prop = sum(d_ops[i] @ np.abs(p.w_o[i]).T for i in range(h))
     s = sum((heads[i].mag() + d_ops[i]) @ np.abs(p.w_o[i]).T for i in range(h))
     b_o = 0.0 if p.b_o is None else np.abs(p.b_o)
     terms = h * m + 1 + (p.b_o is not None)
@@ -257,7 +261,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
   d_out = None
   if fm is not None:
     r_z = fm.rho_of(z, d_z)                                  # z's reduction, per entry
-    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z)
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z,
+                   x=z, w=p.w_1)
     d_act = d_pre if p.activation == 'relu' else fd.gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
     r_abs = res.mag() + d_res
@@ -265,7 +270,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
     s = (act.mag() + d_op) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
     a = (act.mag() + d_op).max(axis=-1, keepdims=True)
     if p.activation == 'relu' and fm.split:    # act's reduction one-signed (rounding.py (****))
-      own = fd.up(d_act @ np.abs(p.w_2).T + fm.relu_reduction(act.lo, act.hi, d_act, p.w_2))
+      own = fd.up(d_act @ np.abs(p.w_2).T + fm.signed_bound(act.lo, act.hi, d_act, p.w_2,
+                                                            nonneg=True))
     else:
       own = d_op @ np.abs(p.w_2).T
     d_out = fd.up(d_res + own + fm.kappa_acc(terms) * s
