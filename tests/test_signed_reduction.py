@@ -1,7 +1,7 @@
 """certify/signed_reduction.py against exact emulation: for rows of operands of every sign
 (ranges >= 0, <= 0, straddling 0, widened as D widens them) and coefficients exact or in
 intervals, |sum_i c_i (fl_op(a_i) - a_i)| stays within max(L, H, S) for a row reduced in one
-mode, and two groups' sum within ``combined`` in each of the four mode pairs; both reach
+mode, and two groups' sum within their added signed sides in each of the four mode pairs; both reach
 more than half of their bound (a halved bound fails), never exceed the magnitude bound and
 fall well below it for one-signed rows under coefficients of both signs; and a two-input
 feed-forward network with weights of both signs on inputs in [0, 1] keeps every emulated
@@ -103,21 +103,28 @@ def test_one_signed_rows_gain_and_straddling_rows_keep_the_magnitude_bound(model
 
 
 @pytest.mark.parametrize('model', ALL, ids=lambda m: f'{m.name}:{m.operand_mode or "both"}')
-def test_two_groups_each_in_its_own_mode_stay_within_combined(model):
+def test_two_groups_each_in_its_own_mode_stay_within_their_added_sides(model):
+  """E_1 + E_2 in [-(lo_1 + lo_2), hi_1 + hi_2] (``sides``) for each of the four mode
+  pairs, and each group's sum inside its own sides: the signed intervals, not only their
+  magnitude; max(lo, hi) is ``bound``."""
   rng = np.random.default_rng(23)
   lo1, hi1, a1, cl1, ch1, c1 = _rows(model, rng)
   lo2, hi2, a2, cl2, ch2, c2 = _rows(model, rng, kind=0)
-  p1 = signed_reduction.parts(model, lo1, hi1, cl1, ch1, UP, np)
-  p2 = signed_reduction.parts(model, lo2, hi2, cl2, ch2, UP, np, nonneg=True)
-  both = signed_reduction.combined(model, p1, p2, UP, np)
-  each = [np.maximum(np.maximum(p[0], p[1]), p[2]) for p in (p1, p2)]
-  assert np.all(both <= UP(each[0] + each[1]) * (1 + 2.0 ** -40))
+  s1 = signed_reduction.sides(signed_reduction.parts(model, lo1, hi1, cl1, ch1, UP, np), np)
+  s2 = signed_reduction.sides(signed_reduction.parts(model, lo2, hi2, cl2, ch2, UP, np,
+                                                     nonneg=True), np)
+  assert np.all(np.maximum(*s1) == signed_reduction.bound(model, lo1, hi1, cl1, ch1, UP, np))
+  low, high = UP(s1[0] + s2[0]), UP(s1[1] + s2[1])
   worst = 0.0
   for m1 in _modes(model):
+    e1 = _sums(c1[1], _red(model, a1, m1))
+    assert np.all(-s1[0] <= e1) and np.all(e1 <= s1[1])
     for m2 in _modes(model):
-      e = _sums(c1[1], _red(model, a1, m1)) + _sums(c2[0], _red(model, a2, m2))
-      assert np.all(np.abs(e) <= both), (m1, m2)
-      worst = max(worst, float(np.max(np.abs(e) / np.where(both > 0, both, 1.0))))
+      e2 = _sums(c2[0], _red(model, a2, m2))
+      assert np.all(-s2[0] <= e2) and np.all(e2 <= s2[1])
+      e = e1 + e2
+      assert np.all(-low <= e) and np.all(e <= high), (m1, m2)
+      worst = max(worst, float(np.max(np.maximum(e / high, -e / low))))
   assert worst > 0.5
 
 

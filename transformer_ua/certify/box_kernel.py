@@ -59,6 +59,12 @@ class _KModel:
     self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
     self.checks = []
     self.operands = None
+    self.signs = None
+
+  def signs_of(self, d):
+    """float_deviation.Model.signs_of."""
+    mark, self.signs = self.signs, None
+    return mark[:2] if mark is not None and mark[2] is d else None
 
   def kappa(self, m):
     return self.fm.kappa(m)
@@ -203,7 +209,7 @@ def _attention(p, z, d_z, fm):
   """z + Attn(z) (network_enclosure._attention without scale and mask)."""
   jnp = jnp_module()
   h, m, width = p['w_q'].shape
-  heads, d_heads = [], []
+  heads, d_heads, o_sides = [], [], []
   for i in range(h):
     q = linear(z, p['w_q'][i], p['b_q'][i])
     k = linear(z, p['w_k'][i], None if p['b_k'] is None else p['b_k'][i])
@@ -226,7 +232,15 @@ def _attention(p, z, d_z, fm):
       r_v = jnp.where(float_deviation.operand_rows(p['w_v'][i], None if p['b_v'] is None
                                                     else p['b_v'][i]),
                       fm.tiny, fm.rho(v[0], v[1], d_v))
-      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), fm.rho(w[0], w[1], d_w), r_v))
+      r_w = fm.rho(w[0], w[1], d_w)
+      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), r_w, r_v))
+      if fm.split:               # o^ - o in [-lo, hi] (signed_reduction.mix_sides)
+        p_v = fm.signed(z[0], z[1], d_z, p['w_v'][i], p['w_v'][i], cap=r_z)
+        v_sides = signed_reduction.replace(d_v, jnp.maximum(*signed_reduction.sides(
+            p_v, jnp)), p_v, _up, jnp)
+        o_sides.append(signed_reduction.mix_sides(
+            fm.fm.model, (w[0], w[1]), d_w, r_w, (v[0], v[1]), mag(v), d_v, r_v, v_sides,
+            d_heads[-1], _up, down, jnp))
   out = z
   for i, o in enumerate(heads):
     out = add(out, linear(o, p['w_o'][i]))
@@ -250,6 +264,15 @@ def _attention(p, z, d_z, fm):
   d_out = _up(d_z + prop + fm.kappa_acc(terms) * (s + r_abs + bo)
               + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
   fm.check_range(_up(s + r_abs + bo + d_out))
+  if fm.split:                   # z'^ - z' in [-lo, hi]: d_out - prop >= the rest
+    rest = _up(d_out - prop)
+    lo, hi = rest, rest
+    for i in range(h):
+      l_o, h_o = signed_reduction.spread(w_o[i], w_o[i], *o_sides[i], _up, jnp, exact=True)
+      l_r, h_r = signed_reduction.sides(fm.signed(heads[i][0], heads[i][1], d_heads[i],
+                                                  w_o[i], w_o[i]), jnp)
+      lo, hi = _up(lo + l_o + l_r), _up(hi + h_o + h_r)
+    fm.signs = (jnp.minimum(lo, d_out), jnp.minimum(hi, d_out), d_out)
   fm.operand_outputs(np.concatenate(list(w_o), axis=-1), b_o, z, d_z, d_out)
   return out, d_out
 
@@ -321,16 +344,14 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, rho_z=None):
   # |I + A| (D + rho) would miss it where |I + A| < |A|
   terms = r + 1
   r_act = fm.rho(act[0], act[1], d_act) if fm.split else 0.0
-  if fm.split:        # E_1 = W_2 [Theta] W_1 r_z and E_2 = W_2 r_act one-signed together
-    c_lo = down(a_lo - slack).reshape(shape)
-    c_hi = up(a_hi + slack).reshape(shape)
-    reduction = signed_reduction.combined(
-        model, fm.signed(z[0], z[1], d_z, c_lo, c_hi, cap=rho),
-        fm.signed(act[0], act[1], d_act, w_2, w_2, nonneg=True), _up, jnp)
-    prop = _up(jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z) + reduction)
+  sym = jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+  if fm.split:        # delta, r_z and r_act signed together (signed_reduction.ff_terms)
+    prop = signed_reduction.ff_terms(
+        model, eye, a_lo, a_hi, slack, (down(z[0] - d_z), up(z[1] + d_z)), rho,
+        (down(act[0] - d_act), up(act[1] + d_act)), w_2, sym, fm.signs_of(d_z), _up, down,
+        jnp)
   else:
-    prop = _up(jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
-               + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
+    prop = _up(sym + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   own = _up((mag(act) + d_act + r_act) @ np.abs(w_2).T)
   s2 = own + np.abs(b_2) + mag(z) + d_z
   a2 = (mag(act) + d_act + r_act).max(axis=-1, keepdims=True)

@@ -124,9 +124,10 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                (``Model.operand_outputs``, read by the next op's ``rho_of``). The
                reductions enter one-signed (rounding.py (****), signed_reduction.py: a row
                of operands in one mode): |W| rho becomes max(L, H, S) of that sum in each
-               dot product with signed weights (W_Q, W_K, W_V, W_1, W_O, readout, embedding),
-               max(P, N, S) for the ReLU outputs at W_2, and the Jacobian form's
-               |W_2 [Theta] W_1| rho_z + |W_2| rho_act the two groups' ``combined`` bound.
+               dot product with signed weights (W_Q, W_K, W_V, W_1, W_O, readout, embedding)
+               and for the ReLU outputs at W_2; the attention's output keeps signed sides
+               z'^ - z' in [-lo, hi] (``mix_sides``: the mix's rows of w and columns of v),
+               which the Jacobian form adds to its reductions' (``ff_terms``).
   overflow     every value's M + D and every sum's S + D must stay below the format's
                largest finite number (``Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
@@ -176,6 +177,12 @@ class Model:
     # (mask, D): the entries of the value whose deviation is this very D object that are
     # numbers of the operand format (``operand_outputs``), for the next op's reduction
     self.operands = None
+    self.signs = None        # (lo, hi, D): delta in [-lo, hi] for the value of that D object
+
+  def signs_of(self, d):
+    """(lo, hi) where the last op left the signed sides of this very D object, else None."""
+    mark, self.signs = self.signs, None
+    return mark[:2] if mark is not None and mark[2] is d else None
 
   def check_range(self, m_plus_d, where: str) -> None:
     """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
@@ -239,16 +246,14 @@ class Model:
     return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
 
   def signed(self, lo, hi, d, c_lo, c_hi, *, cap=None, nonneg=False):
-    """``signed_reduction.parts`` (L, H, S) [..., rows] for operands within ``d`` of [lo,
-    hi] reduced in one mode per row, coefficients [c_lo, c_hi]; only where ``split``."""
+    """``signed_reduction.parts`` (L, H, S) for operands within ``d`` of [lo, hi]."""
     return signed_reduction.parts(self.model, iv.down(np.asarray(lo) - d),
                                   iv.up(np.asarray(hi) + d), c_lo, c_hi, up, np, cap=cap,
                                   nonneg=nonneg)
 
   def signed_bound(self, lo, hi, d, w, **kw):
-    """[..., rows] >= |sum_i W_ri r_i| for exact weights W [rows, r] (``signed``)."""
-    low, high, s = self.signed(lo, hi, d, w, w, **kw)
-    return np.maximum(np.maximum(low, high), s)
+    """[..., rows] >= |sum_i W_ri r_i| for exact weights W (``signed``): max(L, H, S)."""
+    return np.maximum(*signed_reduction.sides(self.signed(lo, hi, d, w, w, **kw), np))
 
   def operand_outputs(self, w, b, res_lo, res_hi, d_res, d_out) -> None:
     """Marks the entries of z' = r + W o + b (W [width, k] the heads' W_O side by side)
@@ -544,9 +549,9 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   <= 0:
       D' = |I + W_2 [Theta] W_1| D_z + |W_2 [Theta] W_1| v (M_z + D_z) + |W_2| L_1 + L_2,
   (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
-  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. Where ``split``, the two
-  reduction terms (W_2 Theta W_1 rho, coefficients in [W_2 [Theta] W_1], and act's at W_2)
-  are ``signed_reduction.combined``. inf (unused: the caller takes the minimum) when
+  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. Where ``split``, delta (its
+  sides where the attention left them), rho and act's reduction at W_2 enter signed
+  (``signed_reduction.ff_terms``). inf (unused: the caller takes the minimum) when
   r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
   w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
   r, width = w_1.shape
@@ -579,16 +584,14 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   shape = j_mag.shape[:-1] + (width, width)
   terms = r + 1
   r_act = fm.rho(act.lo, act.hi, d_act) if fm.split else 0.0      # act's own reduction
-  if fm.split:        # E_1 = W_2 [Theta] W_1 r_z and E_2 = W_2 r_act one-signed together
-    c_lo = iv.down(a_lo - slack).reshape(shape)
-    c_hi = iv.up(a_hi + slack).reshape(shape)
-    reduction = signed_reduction.combined(
-        model, fm.signed(z.lo, z.hi, d_z, c_lo, c_hi, cap=rho),
-        fm.signed(act.lo, act.hi, d_act, w_2, w_2, nonneg=True), up, np)
-    prop = up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z) + reduction)
+  sym = np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+  if fm.split:        # delta, r_z and r_act signed together (signed_reduction.ff_terms)
+    prop = signed_reduction.ff_terms(
+        model, eye, a_lo, a_hi, slack, (iv.down(z.lo - d_z), iv.up(z.hi + d_z)), rho,
+        (iv.down(act.lo - d_act), iv.up(act.hi + d_act)), w_2, sym, fm.signs_of(d_z), up,
+        iv.down, np)
   else:
-    prop = up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
-              + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
+    prop = up(sym + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   own = up((act.mag() + d_act + r_act) @ np.abs(w_2).T)
   s2 = own + np.abs(b_2) + z.mag() + d_z
   a2 = (act.mag() + d_act + r_act).max(axis=-1, keepdims=True)

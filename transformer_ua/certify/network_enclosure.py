@@ -31,6 +31,7 @@ import numpy as np
 from transformer_ua import rounding
 from transformer_ua.certify import float_deviation as fd
 from transformer_ua.certify import intervals as iv
+from transformer_ua.certify import signed_reduction as sr
 from transformer_ua.networks import network_dict
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None, *,
@@ -178,6 +179,7 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
   keep = ~np.triu(np.ones((n, n), bool), 1) if p.causal else np.ones((n, n), bool)
   heads = []
   d_heads = []
+  o_sides = []
 
   def bias(b, i):
     return None if b is None else b[i]
@@ -219,7 +221,13 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
       d_w = fd.softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)
       r_v = np.where(fd.operand_rows(p.w_v[i], bias(p.b_v, i)), fm.tiny,
                      fm.rho(v.lo, v.hi, d_v))               # v^ already an operand there
-      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), fm.rho(w.lo, w.hi, d_w), r_v))
+      r_w = fm.rho(w.lo, w.hi, d_w)
+      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), r_w, r_v))
+      if fm.split:               # o^ - o in [-lo, hi] (signed_reduction.mix_sides)
+        p_v = fm.signed(z.lo, z.hi, d_z, p.w_v[i], p.w_v[i], cap=r_z)
+        v_sides = sr.replace(d_v, np.maximum(*sr.sides(p_v, np)), p_v, fd.up, np)
+        o_sides.append(sr.mix_sides(fm.model, (w.lo, w.hi), d_w, r_w, (v.lo, v.hi), v.mag(),
+                                    d_v, r_v, v_sides, d_heads[-1], fd.up, iv.down, np))
   res, d_res = residual
   out = res
   for i, o in enumerate(heads):
@@ -244,6 +252,15 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     d_out = fd.up(d_res + prop + fm.kappa_acc(terms) * (s + r_abs + b_o)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
     fm.check_range(fd.up(s + r_abs + b_o + d_out), 'the residual z + sum_i W_O^i o^i + b_O')
+    if fm.split:                 # z'^ - z' in [-lo, hi]: d_out - prop >= the rest
+      rest = fd.up(d_out - prop)
+      lo, hi = rest, rest
+      for i in range(h):
+        l_o, h_o = sr.spread(p.w_o[i], p.w_o[i], *o_sides[i], fd.up, np, exact=True)
+        l_r, h_r = sr.sides(fm.signed(heads[i].lo, heads[i].hi, d_heads[i], p.w_o[i],
+                                      p.w_o[i]), np)
+        lo, hi = fd.up(lo + l_o + l_r), fd.up(hi + h_o + h_r)
+      fm.signs = (np.minimum(lo, d_out), np.minimum(hi, d_out), d_out)
     fm.operand_outputs(np.concatenate(list(p.w_o), axis=-1), p.b_o, res.lo, res.hi, d_res,
                        d_out)
   return out, d_out

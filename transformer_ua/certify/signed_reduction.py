@@ -54,6 +54,25 @@ import numpy as np
 from transformer_ua import rounding
 
 
+def _total(c, x, exact):
+  """sum_i c_oi x_i [..., rows]: c [rows, r] by a matmul (exact weights), else broadcast."""
+  return x @ c.T if exact else (c * x[..., None, :]).sum(axis=-1)
+
+
+def spread(c_lo, c_hi, d, e, up_fn, xp, exact=False):
+  """(L, H) [..., rows]: sum_i c_i t_i lies in [-L, H] for t_i in [-d_i, e_i] (d, e >= 0,
+  [..., r]) and c_i in [c_lo, c_hi] (broadcastable to [..., rows, r]; ``exact``: c_lo is
+  c_hi, a [rows, r] matrix), by the corners: H_i = max(c_hi^+ e_i, c_lo^- d_i), L_i =
+  max(c_hi^+ d_i, c_lo^- e_i)."""
+  cp, cn = xp.maximum(c_hi, 0.0), xp.maximum(-xp.asarray(c_lo), 0.0)
+  if exact:           # one of cp, cn is 0 per entry: max(cp d, cn e) = cp d + cn e
+    return (up_fn(_total(cp, d, True) + _total(cn, e, True)),
+            up_fn(_total(cp, e, True) + _total(cn, d, True)))
+  d, e = d[..., None, :], e[..., None, :]
+  return (up_fn(xp.maximum(cp * d, cn * e).sum(axis=-1)),
+          up_fn(xp.maximum(cp * e, cn * d).sum(axis=-1)))
+
+
 def parts(model: rounding.MatmulModel, lo, hi, c_lo, c_hi, up_fn, xp, *, cap=None,
           nonneg=False):
   """(L, H, S) [..., rows] of the module docstring for operands a^ [..., r] with range
@@ -63,13 +82,10 @@ def parts(model: rounding.MatmulModel, lo, hi, c_lo, c_hi, up_fn, xp, *, cap=Non
   (NumPy, or jax.numpy in the box kernel). Where the model is nearest only, L = H = 0."""
   near = model if model.operand_mode == 'nearest' else model.with_nearest_operands()
   exact = c_lo is c_hi and np.ndim(c_lo) == 2     # exact weights W [rows, r]: matmuls
-
-  def total(c, x):                                 # sum_i c_oi x_i [..., rows]
-    return x @ c.T if exact else (c * x[..., None, :]).sum(axis=-1)
   rho_n = near.operand_error(lo, hi, xp)
   if cap is not None:
     rho_n = xp.minimum(rho_n, cap)
-  s = up_fn(total(xp.maximum(xp.abs(c_lo), xp.abs(c_hi)), rho_n))
+  s = up_fn(_total(xp.maximum(xp.abs(c_lo), xp.abs(c_hi)), rho_n, exact))
   if model.operand_mode == 'nearest':
     zero = xp.zeros_like(s)
     return zero, zero, s
@@ -78,30 +94,73 @@ def parts(model: rounding.MatmulModel, lo, hi, c_lo, c_hi, up_fn, xp, *, cap=Non
     rho_t = xp.minimum(rho_t, cap)
   pos = xp.ones_like(lo, dtype=bool) if nonneg else xp.asarray(lo) >= 0
   neg = xp.zeros_like(pos) if nonneg else (xp.asarray(hi) <= 0) & ~pos
-  d = xp.where(neg, 0.0, rho_t)                    # r >= -d
-  e = xp.where(pos, 0.0, rho_t)                    # r <= e
-  cp, cn = xp.maximum(c_hi, 0.0), xp.maximum(-xp.asarray(c_lo), 0.0)
-  if exact:           # one of cp, cn is 0 per entry: max(cp d, cn e) = cp d + cn e
-    return up_fn(total(cp, d) + total(cn, e)), up_fn(total(cp, e) + total(cn, d)), s
-  d, e = d[..., None, :], e[..., None, :]
-  low = up_fn(xp.maximum(cp * d, cn * e).sum(axis=-1))
-  high = up_fn(xp.maximum(cp * e, cn * d).sum(axis=-1))
+  low, high = spread(c_lo, c_hi, xp.where(neg, 0.0, rho_t), xp.where(pos, 0.0, rho_t),
+                     up_fn, xp, exact)
   return low, high, s
+
+
+def sides(p, xp):
+  """(lo, hi): a row's sum_i c_i r_i lies in [-lo, hi] in either mode, for its ``parts`` p:
+  [-max(L, S), max(H, S)]."""
+  low, high, s = p
+  return xp.maximum(low, s), xp.maximum(high, s)
 
 
 def bound(model: rounding.MatmulModel, lo, hi, c_lo, c_hi, up_fn, xp, **kw):
   """[..., rows] >= |sum_i c_i r_i| (``parts``; ``kw`` as there): max(L, H, S)."""
-  low, high, s = parts(model, lo, hi, c_lo, c_hi, up_fn, xp, **kw)
-  return xp.maximum(xp.maximum(low, high), s)
+  low, high = sides(parts(model, lo, hi, c_lo, c_hi, up_fn, xp, **kw), xp)
+  return xp.maximum(low, high)
 
 
-def combined(model: rounding.MatmulModel, first, second, up_fn, xp):
-  """[..., rows] >= |E_1 + E_2| for two groups' ``parts`` (module docstring)."""
-  (l1, h1, s1), (l2, h2, s2) = first, second
-  nearest = up_fn(s1 + s2)
-  if model.operand_mode == 'nearest':
-    return nearest
-  t1, t2 = xp.maximum(l1, h1), xp.maximum(l2, h2)
-  both = xp.maximum(up_fn(l1 + l2), up_fn(h1 + h2))
-  return xp.maximum(xp.maximum(both, nearest), xp.maximum(up_fn(t1 + s2), up_fn(s1 + t2)))
+def replace(total, used, p, up_fn, xp):
+  """(lo, hi), each <= ``total``: a deviation bounded by ``total`` >= rest + ``used`` (the
+  float max(L, H, S) of ``parts`` p that was added into it) lies in [-(rest + lo_p),
+  rest + hi_p] (``sides``): total - used >= rest."""
+  rest = up_fn(total - used)
+  lo, hi = sides(p, xp)
+  return xp.minimum(up_fn(rest + lo), total), xp.minimum(up_fn(rest + hi), total)
 
+
+def mix_sides(model, w, d_w, r_w, v, m_v, d_v, r_v, v_sides, d_mix, up_fn, down_fn, xp):
+  """(lo, hi) [..., j, m], each <= d_mix: o^ - o in [-lo, hi] for o_jm = sum_k w_jk v_km
+  (module docstring): w = (lo, hi) [..., j, k] the exact softmax (>= 0; its computed value
+  >= 0 too), v = (lo, hi) [..., k, m] with magnitude m_v, D's d_w, d_v, reductions r_w, r_v
+  (both modes), v^ - v in [-v_sides[0], v_sides[1]], and d_mix >= the float_deviation.mix
+  bound. fl(w^) fl(v^) - w v = (delta_w + r_w) fl(v^) + w (delta_v + r_v): the rows of w
+  and the columns of v each in one mode, delta_w symmetric; d_mix - (r_w A_v + M_w (D_v +
+  r_v)) (rounded down) bounds the rest (delta_w A_v and the sum's own rounding)."""
+  dv2 = up_fn(d_v + r_v)
+  a_v = m_v + dv2                                  # >= |fl(v^)|
+  used = down_fn((r_w @ a_v + w[1] @ (d_v + r_v)) * (1 - 2.0 ** -30))   # below its exact
+  rest = up_fn(d_mix - used)
+  swap = lambda x: xp.swapaxes(x, -1, -2)          # noqa: E731
+  f_lo, f_hi = swap(down_fn(v[0] - dv2)), swap(up_fn(v[1] + dv2))   # fl(v^) [..., m, k]
+  p_w = parts(model, down_fn(w[0] - d_w), up_fn(w[1] + d_w), f_lo[..., None, :, :],
+              f_hi[..., None, :, :], up_fn, xp, cap=r_w, nonneg=True)
+  p_v = parts(model, swap(down_fn(v[0] - d_v)), swap(up_fn(v[1] + d_v)),
+              w[0][..., None, :, :], w[1][..., None, :, :], up_fn, xp, cap=swap(r_v))
+  lw, hw = sides(p_w, xp)
+  lv, hv = (swap(t) for t in sides(p_v, xp))
+  lo = up_fn(rest + w[1] @ v_sides[0] + lw + lv)
+  hi = up_fn(rest + w[1] @ v_sides[1] + hw + hv)
+  return xp.minimum(lo, d_mix), xp.minimum(hi, d_mix)
+
+
+def ff_terms(model, eye, a_lo, a_hi, slack, z_range, cap, act_range, w_2, sym, signs, up_fn,
+             down_fn, xp):
+  """[..., D] >= |(I + A) delta + A r_z + W_2 r_act| for the feed-forward's Jacobian form
+  (float_deviation.ff_jacobian): A in [a_lo, a_hi] (+- slack, [..., D*D]) the interval
+  W_2 [Theta] W_1, r_z the reduction of its input (range ``z_range`` widened by D, |r_z| <=
+  ``cap``), r_act its ReLU outputs' (``act_range``) at W_2, each row in one mode, and delta
+  = z^ - z with |(I + A)| |delta| <= ``sym``, or delta in [-signs[0], signs[1]] where
+  ``signs`` is given: the three intervals add (``spread``, ``sides``)."""
+  shape = sym.shape + sym.shape[-1:]
+  c_lo, c_hi = down_fn(a_lo - slack).reshape(shape), up_fn(a_hi + slack).reshape(shape)
+  l1, h1 = sides(parts(model, *z_range, c_lo, c_hi, up_fn, xp, cap=cap), xp)
+  l2, h2 = sides(parts(model, *act_range, w_2, w_2, up_fn, xp, nonneg=True), xp)
+  lo_p = hi_p = sym
+  if signs is not None:
+    lsp, hsp = spread(down_fn(eye + a_lo - slack).reshape(shape),
+                      up_fn(eye + a_hi + slack).reshape(shape), signs[0], signs[1], up_fn, xp)
+    lo_p, hi_p = xp.minimum(sym, lsp), xp.minimum(sym, hsp)
+  return xp.maximum(up_fn(lo_p + l1 + l2), up_fn(hi_p + h1 + h2))
