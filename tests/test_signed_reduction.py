@@ -176,3 +176,50 @@ def test_a_mixed_sign_network_keeps_every_emulated_run_within_its_d(arithmetic, 
   mags = [network_enclosure.enclose(v, iv.box(lo, hi), model)[1] for v in nets]
   assert all(np.all(d <= m) for d, m in zip(devs, mags))
   assert min(float(np.min(d / m)) for d, m in zip(devs, mags)) < 0.97
+
+
+def _attention_net(seed):
+  """One block, one head (m = 2, D = 3, r = 4, n = 3), weights of both signs and biases,
+  float32: the mix sees v of both signs, W_O and the FF's Jacobian form signed sides."""
+  rng = np.random.default_rng(seed)
+  return network_apply.cast(network_dict.check({'blocks': [{
+      'W_Q': rng.normal(size=(1, 2, 3)), 'b_Q': rng.normal(size=(1, 2)),
+      'W_K': rng.normal(size=(1, 2, 3)), 'W_V': rng.normal(size=(1, 2, 3)),
+      'W_O': rng.normal(size=(1, 3, 2)) / 2, 'W_1': rng.normal(size=(4, 3)),
+      'b_1': rng.normal(size=4), 'W_2': rng.normal(size=(3, 4)) / 2,
+      'b_2': rng.normal(size=3)}]}, d=1, n=3), np.float32)
+
+
+@pytest.mark.parametrize('arithmetic,seed', [('bfloat16', 31), ('tf32', 32), ('bfloat16', 33)])
+def test_an_attention_network_keeps_every_emulated_run_within_its_d(arithmetic, seed,
+                                                                    monkeypatch):
+  net = _attention_net(seed)
+  model = rounding.MATMUL_MODELS[arithmetic]
+  nets = reduced_networks(net, model)
+  model = model.with_weights_reduced()
+  rng = np.random.default_rng(seed)
+  k = 2 ** rng.integers(1, 6, size=(48, 3, 1))
+  i = np.floor(rng.random((48, 3, 1)) * k)
+  lo, hi = i / k, (i + 1) / k
+  t = rng.random((6, 48, 3, 1))
+  t[0], t[1] = 0.0, 1.0
+  x = np.clip((lo + t * (hi - lo)).astype(np.float32).astype(np.float64), lo, hi)
+  x = x.reshape(-1, 3, 1)
+  worst, devs = 0.0, []
+  for mode, variant in zip(('nearest', 'truncate'), nets):
+    _, dev = network_enclosure.enclose(variant, iv.box(lo, hi), model)
+    devs.append(dev)
+    dev = np.tile(dev, (6, 1, 1))
+    exact = network_apply.apply(variant, x, np.float64)
+    for way in low_precision_runs.ways(arithmetic):
+      if way[0] != mode:
+        continue
+      y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
+                                 accumulate=way[2])
+      err = np.abs(y - exact)
+      assert np.all(err <= dev), (way, float(np.max(err - dev)))
+      worst = max(worst, float(np.max(err / dev)))
+  assert worst > 0.05
+  monkeypatch.setattr(float_deviation.Model, 'signs_of', lambda self, d: None)
+  unsigned = [network_enclosure.enclose(v, iv.box(lo, hi), model)[1] for v in nets]
+  assert all(np.all(d <= u) for d, u in zip(devs, unsigned))

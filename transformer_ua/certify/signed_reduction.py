@@ -35,16 +35,40 @@ sum_i |c_i| max(rho^t_i, rho^n_i), and max(L, H, S) never exceeds it. For the ex
 outputs a^ >= 0 and exact W: L = P = sum_{W_i > 0} W_i rho^t_i, H = N = sum_{W_i < 0} |W_i|
 rho^t_i (767f2a7).
 
-Two groups of reductions in one output (the feed-forward's E_1 = W_2 [Theta] W_1 r_z, its
-input's reduction at W_1, and E_2 = W_2 r_act, its ReLU outputs' at W_2: two matmuls, each
-row in one mode, the two modes independent), with (L_k, H_k, S_k) and T_k = max(L_k, H_k):
+Sides of a deviation. Reductions of different rows (or matmuls) may use different modes, so
+the bound valid in every mode assignment is an interval: the row's sum lies in
+[-max(L, S), max(H, S)] (``sides``), and independent groups add their sides (the max over
+assignments of a sum of separately chosen terms is the sum of the separate maxima):
 
-    |E_1 + E_2| <= max(max(L_1 + L_2, H_1 + H_2), T_1 + S_2, S_1 + T_2, S_1 + S_2)
-                                                                       (``combined``)
+    |E_1 + E_2| <= max(lo_1 + lo_2, hi_1 + hi_2),  lo_k = max(L_k, S_k), hi_k = max(H_k, S_k)
 
-(both truncated: the intervals [-L_k, H_k] add; one truncated and one rounded; both
-rounded), never above max(T_1, S_1) + max(T_2, S_2): a positive error of one group offsets
-a negative one of the other only where both are truncated.
+(= max(L_1 + L_2, H_1 + H_2, T_1 + S_2, S_1 + T_2, S_1 + S_2), T_k = max(L_k, H_k): both
+truncated, one of each, both rounded), never above the sum of the two bounds. A deviation
+delta = z^ - z kept as sides, delta in [-lo, hi], goes through coefficients c in
+[c^lo, c^hi] by the same corners (``spread``: d = lo, e = hi), and a bound
+total >= rest + max(L, H, S) becomes the sides rest + (lo, hi) (``replace``).
+
+The attention (W_Q = W_K = 0 or not; one head's o_jm = sum_k w_jk v_km, z' = r + W_O o + b):
+  v = W_V z + b_V   sides from W_V's one-signed reduction of z's row (``replace``);
+  mix               fl(w^) fl(v^) - w v = (delta_w + r_w) fl(v^) + w (delta_v + r_v), with
+                    delta_w symmetric (|delta_w| <= D_w), w in [w^lo, w^hi] >= 0, the computed
+                    w^ >= 0 (exp, a positive sum, a quotient), fl(v^) in v's range widened by
+                    D_v + rho_v, and r_w (row j of w) and r_v (column m of v) each in one mode:
+                      o^ - o in [-(R + w^hi lo_v + lo_w + lo_v'), R + w^hi hi_v + hi_w + hi_v']
+                    R = D_mix - (rho_w A_v + M_w (D_v + rho_v)) (rounded down) >= D_w A_v + the
+                    sum's own rounding, (lo_w, hi_w) the sides of sum_k r_w,jk fl(v^_km),
+                    (lo_v', hi_v') of sum_k w_jk r_v,km (``mix_sides``);
+  output            z'^ - z' = delta_r + W_O (delta_o + r_o) + rounding: D' - prop (>= |delta_r|
+                    + the rounding) plus W_O's spread of o's sides and o's reduction's sides.
+The feed-forward's Jacobian form (float_deviation.ff_jacobian):
+    z'^ - z' = (I + A) delta + A r_z + W_2 r_act + W_2 Theta eps + (second sum's rounding),
+A in [W_2 [Theta] W_1]: (I + A) delta by ``spread`` of delta's sides (or |I + A| D_z,
+whichever is smaller on each side), A r_z and W_2 r_act by their ``parts`` (r_z's row, the
+ReLU outputs' row, each in one mode), added side by side (``ff_terms``); the rest symmetric.
+For the hand-built network this is where they cancel: truncation lowers m (its reductions
+of x at W_V, of w = 1/3 and of o are all <= 0, and J_xm = dx'/dm ~ x > 0), while x's
+reduction at W_1 (A_xx ~ m - 1 <= 0) and the ReLU outputs' at W_2 (mostly negative weights
+where u < 1) raise x'.
 """
 
 from __future__ import annotations
