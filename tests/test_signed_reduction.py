@@ -223,3 +223,34 @@ def test_an_attention_network_keeps_every_emulated_run_within_its_d(arithmetic, 
   monkeypatch.setattr(float_deviation.Model, 'signs_of', lambda self, d: None)
   unsigned = [network_enclosure.enclose(v, iv.box(lo, hi), model)[1] for v in nets]
   assert all(np.all(d <= u) for d, u in zip(devs, unsigned))
+
+
+@pytest.mark.parametrize('name', ['tf32', 'bfloat16'])
+def test_the_mix_stays_within_its_sides(name):
+  """o^ - o for fl_op(w) fl_op(v) summed exactly (the sum's own rounding is in the rest),
+  w rows of softmax weights and v of both signs as float32 points, each row of w and each
+  column of v in either mode: inside ``mix_sides``' [-lo, hi], and above half of a side."""
+  model = rounding.MATMUL_MODELS[name].with_weights_reduced()
+  fm = float_deviation.Model(model)
+  rng = np.random.default_rng(41)
+  e = np.exp(rng.normal(size=(200, 3, 3)))
+  w = (e / e.sum(axis=-1, keepdims=True)).astype(np.float32).astype(np.float64)
+  v = (rng.normal(size=(200, 3, 2)) * 2.0 ** rng.integers(-4, 3, size=(200, 1, 1)))
+  v = v.astype(np.float32).astype(np.float64)
+  zero_w, zero_v = np.zeros_like(w), np.zeros_like(v)
+  r_w, r_v = fm.rho(w, w, zero_w), fm.rho(v, v, zero_v)
+  d_mix = float_deviation.mix(fm, zero_w, w, zero_v, np.abs(v), r_w, r_v)
+  lo, hi = signed_reduction.mix_sides(model, (w, w), zero_w, r_w, (v, v), np.abs(v), zero_v,
+                                      r_v, (zero_v, zero_v), d_mix, UP, iv.down, np)
+  assert np.all(lo <= d_mix) and np.all(hi <= d_mix) and np.min((lo + hi) / d_mix) < 1.8
+  worst = 0.0
+  for mode_w in ('nearest', 'truncate'):
+    for mode_v in ('nearest', 'truncate'):
+      fw = model.reduce_operand(w.astype(np.float32), mode_w).astype(np.float64)
+      fv = model.reduce_operand(v.astype(np.float32), mode_v).astype(np.float64)
+      err = np.array([[[math.fsum(np.concatenate([fw[b, j] * fv[b, :, m],
+                                                  -w[b, j] * v[b, :, m]]))
+                        for m in range(2)] for j in range(3)] for b in range(200)])
+      assert np.all(-lo <= err) and np.all(err <= hi), (mode_w, mode_v)
+      worst = max(worst, float(np.max(np.maximum(err / hi, -err / lo))))
+  assert worst > 0.5
