@@ -1,5 +1,5 @@
-"""The one-signed reduction of ReLU outputs (rounding.py (****), float_deviation.
-relu_reduction) against exact emulation: |sum_i W_i (fl_op(a_i) - a_i)| stays within
+"""The one-signed reduction of ReLU outputs (rounding.py (****), signed_reduction.bound
+with nonneg=True) against exact emulation: |sum_i W_i (fl_op(a_i) - a_i)| stays within
 max(P, N, S) for every row reduced in one mode, on random float32 rows in random boxes;
 the bound is never above the magnitude bound sum |W| rho and well below it somewhere; rows
 whose entries mix the modes can break it (the assumption the line prints is needed); and
@@ -17,6 +17,7 @@ import low_precision_runs  # noqa: E402
 
 from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import float_deviation, hand_built, network_enclosure  # noqa: E402
+from transformer_ua.certify import signed_reduction  # noqa: E402
 from transformer_ua.certify import intervals as iv  # noqa: E402
 from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
 from transformer_ua.networks import network_apply  # noqa: E402
@@ -52,7 +53,7 @@ def _exact_sums(w, r):
 def test_the_one_mode_sum_stays_within_the_bound(model):
   rng = np.random.default_rng(11)
   lo, hi, a, w = _rows(model, rng)
-  bound = float_deviation.relu_reduction(model, lo, hi, w, float_deviation.up, np)
+  bound = signed_reduction.bound(model, lo, hi, w, w, float_deviation.up, np, nonneg=True)
   modes = ('nearest',) if model.operand_mode == 'nearest' else ('nearest', 'truncate')
   worst = 0.0
   for mode in modes:
@@ -75,7 +76,7 @@ def test_rows_that_mix_the_modes_can_break_it(name):
   model = rounding.MATMUL_MODELS[name]
   rng = np.random.default_rng(12)
   lo, hi, a, w = _rows(model, rng)
-  bound = float_deviation.relu_reduction(model, lo, hi, w, float_deviation.up, np)
+  bound = signed_reduction.bound(model, lo, hi, w, w, float_deviation.up, np, nonneg=True)
   a64 = a.astype(np.float64)
   r_n = model.reduce_operand(a, 'nearest').astype(np.float64) - a64
   r_t = model.reduce_operand(a, 'truncate').astype(np.float64) - a64

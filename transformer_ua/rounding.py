@@ -67,18 +67,26 @@ allowed (the reductions are monotone), every y between does too and |r| <= max(|
 |r - hi|) (``operand_error``: 0 for an exactly representable point such as the scores of a
 head with W_Q = W_K = 0, |fl_op(1/3) - 1/3| for its uniform weights).
 
-One-signed reductions of ReLU outputs (****). A truncation moves toward zero: for a
-computed ReLU output a^ >= 0, r = fl_op(a^) - a^ lies in [-rho^t, 0], rho^t its truncation
-bound; rounded to nearest, |r| <= rho^n (half a unit of the last kept bit). Where the
-activations a^_1..a^_r that one output of a matmul sums (one row of its operand) are reduced
-in ONE mode (all truncated, or all rounded to nearest: the operand row goes through one
-conversion; printed in the line), with W the (exact) weights of that output,
+One-signed reductions (****). A truncation moves toward zero: for a computed operand
+a^ >= 0 (a ReLU output always; any activation whose range, widened by its D, is >= 0), r =
+fl_op(a^) - a^ lies in [-rho^t, 0], for a^ <= 0 in [0, rho^t], rho^t its truncation bound;
+rounded to nearest, |r| <= rho^n (half a unit of the last kept bit); a range straddling 0
+keeps [-rho^t, rho^t]. Where the activations a^_1..a^_r that one output of a matmul sums
+(a row or column of its operands: a token's entries at W_Q, W_K, W_V, W_1, the readout, a
+head's o at W_O, the ReLU outputs at W_2, a row of softmax weights and a column of v in the
+mix) are reduced in ONE mode (all truncated, or all rounded to
+nearest: the operand row goes through one conversion; printed in the line; other rows and
+other matmuls may use the other mode), with W the (exact) weights of that output and
+nonnegative operands,
 
     |sum_i W_i r_i| <= max(P, N, S),   P = sum_{W_i > 0} W_i rho^t_i,
                                        N = sum_{W_i < 0} |W_i| rho^t_i,  S = sum_i |W_i| rho^n_i
 
-in place of sum_i |W_i| max(rho^t_i, rho^n_i) (``float_deviation.relu_reduction``): the
-reductions of the feed-forward's ReLU outputs cancel across W_2's signs.
+in place of sum_i |W_i| max(rho^t_i, rho^n_i); in general (signs of either kind, interval
+coefficients such as the feed-forward's W_2 [Theta] W_1, and two matmuls' reductions in one
+output, each in its own mode, and deviations kept as signed sides through the attention
+into the feed-forward) ``certify/signed_reduction.py``. It gains where coefficients of
+both signs meet operands of one sign; a sum of same-sign terms keeps the magnitude bound.
 
 Hardware models (**), from Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores"
 (arXiv 2512.07004), as this module reads them: TF32 operands (either reduction, v as
@@ -461,8 +469,9 @@ class MatmulModel:
         'by round to nearest and by truncation (one mode throughout; both certified, the '
         'worse counted), ' if both else 'by round to nearest, ') + 'activations '
         if self.weights_exact else '')
-    how = ('rounded or truncated' + (' (one mode within each row of ReLU outputs that a '
-                                     'matmul sums)' if self.weights_exact else '')
+    how = ('rounded or truncated' + (' (one mode within each vector of activations that '
+                                     'one output of a matmul sums)' if self.weights_exact
+                                     else '')
            if both else 'rounded to nearest, as the runtime probe measured')
     accumulation = ('float32 accumulation in any order, faithful rounding' if not self.block
                     else f'exact products accumulated in fused blocks of {self.block} with the '

@@ -28,6 +28,7 @@ import numpy as np
 from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
 from transformer_ua.certify import float_deviation
+from transformer_ua.certify import signed_reduction
 from transformer_ua.certify.jax_intervals import (
     SMALLEST_NORMAL, STEP, add, check_exp, down, jnp_module, linear, mag, mix, pairwise, relu,
     softmax, sum_error, up)
@@ -58,6 +59,12 @@ class _KModel:
     self.u, self.tiny, self.limit = fm.u, fm.tiny, fm.limit
     self.checks = []
     self.operands = None
+    self.signs = None
+
+  def signs_of(self, d):
+    """float_deviation.Model.signs_of."""
+    mark, self.signs = self.signs, None
+    return mark[:2] if mark is not None and mark[2] is d else None
 
   def kappa(self, m):
     return self.fm.kappa(m)
@@ -92,12 +99,16 @@ class _KModel:
       exact_zero = (res[0] == 0) & (res[1] == 0) & (d_res == 0)
       self.operands = (float_deviation.operand_rows(w, b) & exact_zero, d_out)
 
-  def relu_reduction(self, act_lo, act_hi, d_act, w):
-    """float_deviation.Model.relu_reduction in jnp."""
-    if not self.split:
-      return 0.0
-    return float_deviation.relu_reduction(self.fm.model, down(act_lo - d_act),
-                                          up(act_hi + d_act), w, _up, jnp_module())
+  def signed(self, lo, hi, d, c_lo, c_hi, *, cap=None, nonneg=False):
+    """float_deviation.Model.signed in jnp."""
+    return signed_reduction.parts(self.fm.model, down(lo - d), up(hi + d), c_lo, c_hi, _up,
+                                  jnp_module(), cap=cap, nonneg=nonneg)
+
+  def signed_bound(self, lo, hi, d, w, **kw):
+    """float_deviation.Model.signed_bound in jnp."""
+    low, high, s = self.signed(lo, hi, d, w, w, **kw)
+    jnp = jnp_module()
+    return jnp.maximum(jnp.maximum(low, high), s)
 
   def rho_of(self, z, d_z):
     """float_deviation.Model.rho_of."""
@@ -107,14 +118,19 @@ class _KModel:
       rho = jnp_module().where(mark[0], self.tiny, rho)
     return rho
 
-  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, x=None, rho=None):
+  def dot(self, w_abs, d_x, m_x, b_abs, terms: int, x=None, rho=None, w=None):
+    """float_deviation.Model.dot."""
+    prop = None
     if self.split:
       if rho is None:
         rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x[0], x[1], d_x)
+      if w is not None and x is not None:
+        prop = _up(d_x @ w_abs.T + self.signed_bound(x[0], x[1], d_x, w, cap=rho))
       d_x = _up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    out = _up(d_x @ w_abs.T + self.kappa_acc(terms) * s
+    prop = d_x @ w_abs.T if prop is None else prop
+    out = _up(prop + self.kappa_acc(terms) * s
               + (terms + 1) * self.tiny * (a + float(w_abs.max()) + 2))
     self.check_range(_up(s + out))
     return out
@@ -193,7 +209,7 @@ def _attention(p, z, d_z, fm):
   """z + Attn(z) (network_enclosure._attention without scale and mask)."""
   jnp = jnp_module()
   h, m, width = p['w_q'].shape
-  heads, d_heads = [], []
+  heads, d_heads, o_sides = [], [], []
   for i in range(h):
     q = linear(z, p['w_q'][i], p['b_q'][i])
     k = linear(z, p['w_k'][i], None if p['b_k'] is None else p['b_k'][i])
@@ -204,16 +220,27 @@ def _attention(p, z, d_z, fm):
     if fm is not None:
       babs = lambda b: 0.0 if b is None else np.abs(b[i])   # noqa: E731
       r_z = fm.rho_of(z, d_z) if i == 0 else r_z
-      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width, rho=r_z)
-      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width, rho=r_z)
-      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width, rho=r_z)
+      d_q = fm.dot(np.abs(p['w_q'][i]), d_z, mag(z), np.abs(p['b_q'][i]), width, z, r_z,
+                   p['w_q'][i])
+      d_k = fm.dot(np.abs(p['w_k'][i]), d_z, mag(z), babs(p['b_k']), width, z, r_z,
+                   p['w_k'][i])
+      d_v = fm.dot(np.abs(p['w_v'][i]), d_z, mag(z), babs(p['b_v']), width, z, r_z,
+                   p['w_v'][i])
       d_s = _dev_pairwise(fm, d_q, mag(q), d_k, mag(k), fm.rho(q[0], q[1], d_q),
                           fm.rho(k[0], k[1], d_k))
       d_w = _dev_softmax(fm, d_s, s[0], s[1], w[1])
       r_v = jnp.where(float_deviation.operand_rows(p['w_v'][i], None if p['b_v'] is None
                                                     else p['b_v'][i]),
                       fm.tiny, fm.rho(v[0], v[1], d_v))
-      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), fm.rho(w[0], w[1], d_w), r_v))
+      r_w = fm.rho(w[0], w[1], d_w)
+      d_heads.append(_dev_mix(fm, d_w, w[1], d_v, mag(v), r_w, r_v))
+      if fm.split:               # o^ - o in [-lo, hi] (signed_reduction.mix_sides)
+        p_v = fm.signed(z[0], z[1], d_z, p['w_v'][i], p['w_v'][i], cap=r_z)
+        v_sides = signed_reduction.replace(d_v, jnp.maximum(*signed_reduction.sides(
+            p_v, jnp)), p_v, _up, jnp)
+        o_sides.append(signed_reduction.mix_sides(
+            fm.fm.model, (w[0], w[1]), d_w, r_w, (v[0], v[1]), mag(v), d_v, r_v, v_sides,
+            d_heads[-1], _up, down, jnp))
   out = z
   for i, o in enumerate(heads):
     out = add(out, linear(o, p['w_o'][i]))
@@ -224,7 +251,11 @@ def _attention(p, z, d_z, fm):
     return out, None
   w_o = p['w_o']
   d_ops = [_up(d_heads[i] + fm.rho(heads[i][0], heads[i][1], d_heads[i])) for i in range(h)]
-  prop = sum(d_ops[i] @ np.abs(w_o[i]).T for i in range(h))
+  if fm.split:                  # o^i's reduction one-signed (a row per head)
+    prop = sum(_up(d_heads[i] @ np.abs(w_o[i]).T + fm.signed_bound(
+        heads[i][0], heads[i][1], d_heads[i], w_o[i])) for i in range(h))
+  else:
+    prop = sum(d_ops[i] @ np.abs(w_o[i]).T for i in range(h))
   s = sum((mag(heads[i]) + d_ops[i]) @ np.abs(w_o[i]).T for i in range(h))
   bo = 0.0 if b_o is None else np.abs(b_o)
   terms = h * m + 1 + (b_o is not None)
@@ -233,6 +264,15 @@ def _attention(p, z, d_z, fm):
   d_out = _up(d_z + prop + fm.kappa_acc(terms) * (s + r_abs + bo)
               + (terms + 1) * fm.tiny * (a + float(np.abs(w_o).max()) + r_abs + bo + 2))
   fm.check_range(_up(s + r_abs + bo + d_out))
+  if fm.split:                   # z'^ - z' in [-lo, hi]: d_out - prop >= the rest
+    rest = _up(d_out - prop)
+    lo, hi = rest, rest
+    for i in range(h):
+      l_o, h_o = signed_reduction.spread(w_o[i], w_o[i], *o_sides[i], _up, jnp, exact=True)
+      l_r, h_r = signed_reduction.sides(fm.signed(heads[i][0], heads[i][1], d_heads[i],
+                                                  w_o[i], w_o[i]), jnp)
+      lo, hi = _up(lo + l_o + l_r), _up(hi + h_o + h_r)
+    fm.signs = (jnp.minimum(lo, d_out), jnp.minimum(hi, d_out), d_out)
   fm.operand_outputs(np.concatenate(list(w_o), axis=-1), b_o, z, d_z, d_out)
   return out, d_out
 
@@ -248,7 +288,7 @@ def _feedforward(p, z, d_z, fm):
   if fm is None:
     return out, None
   r_z = fm.rho_of(z, d_z)
-  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width, rho=r_z)
+  d_act = fm.dot(np.abs(w_1), d_z, mag(z), np.abs(b_1), width, z, r_z, w_1)
   terms = r + 1
   r_abs = mag(z) + d_z
   d_op = _up(d_act + fm.rho(act[0], act[1], d_act))
@@ -256,7 +296,8 @@ def _feedforward(p, z, d_z, fm):
   a = (mag(act) + d_op).max(axis=-1, keepdims=True)
   own = d_op @ np.abs(w_2).T
   if fm.split:                        # act's reduction one-signed (rounding.py (****))
-    own = _up(d_act @ np.abs(w_2).T + fm.relu_reduction(act[0], act[1], d_act, w_2))
+    own = _up(d_act @ np.abs(w_2).T + fm.signed_bound(act[0], act[1], d_act, w_2,
+                                                             nonneg=True))
   d_out = _up(d_z + own + fm.kappa_acc(terms) * s
               + (terms + 2) * fm.tiny * (a + float(np.abs(w_2).max()) + r_abs + 2))
   jac = _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, r_z)
@@ -301,24 +342,28 @@ def _dev_ff_jacobian(fm, p, pre, z, d_z, act, d_act, rho_z=None):
   shape = j_mag.shape[:-1] + (width, width)
   # the reduction rho goes through W_2 [Theta] W_1 alone (the residual is not reduced):
   # |I + A| (D + rho) would miss it where |I + A| < |A|
-  prop = _up(jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
-             + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
   r_act = fm.rho(act[0], act[1], d_act) if fm.split else 0.0
+  sym = jnp.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+  if fm.split:        # delta, r_z and r_act signed together (signed_reduction.ff_terms)
+    prop = signed_reduction.ff_terms(
+        model, eye, a_lo, a_hi, slack, (down(z[0] - d_z), up(z[1] + d_z)), rho,
+        (down(act[0] - d_act), up(act[1] + d_act)), w_2, sym, fm.signs_of(d_z), _up, down,
+        jnp)
+  else:
+    prop = _up(sym + jnp.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   own = _up((mag(act) + d_act + r_act) @ np.abs(w_2).T)
   s2 = own + np.abs(b_2) + mag(z) + d_z
   a2 = (mag(act) + d_act + r_act).max(axis=-1, keepdims=True)
   local2 = _up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
       a2 + float(np.abs(w_2).max()) + mag(z) + d_z + 2))
-  if fm.split:
-    local2 = _up(local2 + fm.relu_reduction(act[0], act[1], d_act, w_2))
   return _up(prop + local1 @ np.abs(w_2).T + local2)
 
 
 def _embed(params, z, d_z, fm):
   e, eb, d = params
   if fm is not None:
-    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d, z)
+    d_z = fm.dot(np.abs(e), d_z, mag(z), 0.0 if eb is None else np.abs(eb), d, z, w=e)
   return linear(z, e, eb), d_z
 
 
@@ -344,7 +389,7 @@ def _positional(params, z, d_z, fm):
 def _readout(params, z, d_z, fm):
   r, rb, width = params
   if fm is not None:
-    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width, z)
+    d_z = fm.dot(np.abs(r), d_z, mag(z), 0.0 if rb is None else np.abs(rb), width, z, w=r)
   return linear(z, r, rb), d_z
 
 

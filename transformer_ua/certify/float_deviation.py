@@ -122,8 +122,12 @@ A = M_z + D_z >= |z^|, u the storage format's unit roundoff, tau its smallest no
                tau: v = 2^k z_j (``operand_rows``: one power-of-2 weight, no bias), and
                z'_i = 0 + W_O o with such a row and an exactly zero residual entry
                (``Model.operand_outputs``, read by the next op's ``rho_of``). The
-               ReLU outputs' reduction enters the feed-forward's W_2 sum one-signed
-               (rounding.py (****): a row in one mode): max(P, N, S) for sum |W_2| rho.
+               reductions enter one-signed (rounding.py (****), signed_reduction.py: a row
+               of operands in one mode): |W| rho becomes max(L, H, S) of that sum in each
+               dot product with signed weights (W_Q, W_K, W_V, W_1, W_O, readout, embedding)
+               and for the ReLU outputs at W_2; the attention's output keeps signed sides
+               z'^ - z' in [-lo, hi] (``mix_sides``: the mix's rows of w and columns of v),
+               which the Jacobian form adds to its reductions' (``ff_terms``).
   overflow     every value's M + D and every sum's S + D must stay below the format's
                largest finite number (``Model.check_range``, rounding.py 'Overflow'):
                else one ValueError line names the layer and the operation.
@@ -142,6 +146,7 @@ import numpy as np
 
 from transformer_ua import rounding
 from transformer_ua.certify import intervals as iv
+from transformer_ua.certify import signed_reduction
 from transformer_ua.networks import network_dict
 
 WIDEN = 1 + 2.0 ** -40
@@ -172,6 +177,12 @@ class Model:
     # (mask, D): the entries of the value whose deviation is this very D object that are
     # numbers of the operand format (``operand_outputs``), for the next op's reduction
     self.operands = None
+    self.signs = None        # (lo, hi, D): delta in [-lo, hi] for the value of that D object
+
+  def signs_of(self, d):
+    """(lo, hi) where the last op left the signed sides of this very D object, else None."""
+    mark, self.signs = self.signs, None
+    return mark[:2] if mark is not None and mark[2] is d else None
 
   def check_range(self, m_plus_d, where: str) -> None:
     """ValueError (one line) unless every entry of ``m_plus_d`` (M + D of a value, or S + D
@@ -234,13 +245,15 @@ class Model:
       return 0.0
     return self.model.operand_error(iv.down(np.asarray(lo) - d), iv.up(np.asarray(hi) + d))
 
-  def relu_reduction(self, act_lo, act_hi, d_act, w):
-    """[..., rows] >= |sum_i W_ri (fl_op(a^_i) - a^_i)| for computed ReLU outputs a^ >= 0
-    within ``d_act`` of [act_lo, act_hi] (``relu_reduction``); 0 unless ``split``."""
-    if not self.split:
-      return 0.0
-    return relu_reduction(self.model, iv.down(np.asarray(act_lo) - d_act),
-                          iv.up(np.asarray(act_hi) + d_act), w, up, np)
+  def signed(self, lo, hi, d, c_lo, c_hi, *, cap=None, nonneg=False):
+    """``signed_reduction.parts`` (L, H, S) for operands within ``d`` of [lo, hi]."""
+    return signed_reduction.parts(self.model, iv.down(np.asarray(lo) - d),
+                                  iv.up(np.asarray(hi) + d), c_lo, c_hi, up, np, cap=cap,
+                                  nonneg=nonneg)
+
+  def signed_bound(self, lo, hi, d, w, **kw):
+    """[..., rows] >= |sum_i W_ri r_i| for exact weights W (``signed``): max(L, H, S)."""
+    return np.maximum(*signed_reduction.sides(self.signed(lo, hi, d, w, w, **kw), np))
 
   def operand_outputs(self, w, b, res_lo, res_hi, d_res, d_out) -> None:
     """Marks the entries of z' = r + W o + b (W [width, k] the heads' W_O side by side)
@@ -261,40 +274,26 @@ class Model:
     return rho
 
   def dot(self, w_abs, d_x, m_x, b_abs, terms: int, what: str = 'a dot product', *,
-          x: iv.Interval | None = None, rho=None):
+          x: iv.Interval | None = None, rho=None, w=None):
     """D of y = W x + b, W [r, D] given as |W|, x's D and M [..., D], |b| [r] or 0; ``what``
     names it in an overflow refusal. Where ``split``, x's reduction is bounded per entry
     from its interval ``x`` (or its magnitude) and the sum carries the accumulation alone
-    (rounding.py (***)), or ``rho`` given."""
+    (rounding.py (***)), or ``rho`` given; given also the signed weights ``w`` and ``x``,
+    the reduction enters one-signed (``signed_reduction``, one mode per row of x)."""
+    prop = None
     if self.split:           # |fl_op(x^) - x| <= D + rho, |fl_op(x^)| <= M + D + rho
       if rho is None:
         rho = self.rho(-m_x, m_x, d_x) if x is None else self.rho(x.lo, x.hi, d_x)
+      if w is not None and x is not None:
+        prop = up(d_x @ w_abs.T + self.signed_bound(x.lo, x.hi, d_x, w, cap=rho))
       d_x = up(d_x + rho)
     a = (m_x + d_x).max(axis=-1, keepdims=True)
     s = (m_x + d_x) @ w_abs.T + b_abs
-    out = up(d_x @ w_abs.T + self.kappa_acc(terms) * s
+    prop = d_x @ w_abs.T if prop is None else prop
+    out = up(prop + self.kappa_acc(terms) * s
              + (terms + 1) * self.tiny * (a + w_abs.max() + 2))
     self.check_range(up(s + out), what)
     return out
-
-
-def relu_reduction(model: rounding.MatmulModel, lo, hi, w, up_fn, xp):
-  """[..., rows] >= |sum_i W_ri r_i|, r_i = fl_op(a^_i) - a^_i the reductions of computed
-  ReLU outputs a^_i >= 0 in [lo, hi] (the range widened by their D), W [rows, r] exact,
-  each row's activations reduced in one mode (rounding.py (****)): truncation puts r_i in
-  [-rho^t_i, 0], so the sum lies in [-P, N] (P, N the sums of W_ri rho^t_i over the positive
-  and the negative W_ri); nearest gives |sum| <= S = sum |W_ri| rho^n_i: max(P, N, S). Where
-  the model is nearest only (the probe's), S. ``up_fn`` rounds a float64 sum up, ``xp`` the
-  array module (NumPy, or jax.numpy in the box kernel)."""
-  w = np.asarray(w, np.float64)
-  near = model if model.operand_mode == 'nearest' else model.with_nearest_operands()
-  s = up_fn(near.operand_error(lo, hi, xp) @ np.abs(w).T)
-  if model.operand_mode == 'nearest':
-    return s
-  rho_t = model.with_truncated_operands().operand_error(lo, hi, xp)
-  pos = up_fn(rho_t @ np.maximum(w, 0.0).T)
-  neg = up_fn(rho_t @ np.maximum(-w, 0.0).T)
-  return xp.maximum(xp.maximum(pos, neg), s)
 
 
 def operand_rows(w, b) -> np.ndarray:
@@ -550,8 +549,10 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   <= 0:
       D' = |I + W_2 [Theta] W_1| D_z + |W_2 [Theta] W_1| v (M_z + D_z) + |W_2| L_1 + L_2,
   (L_2 the second sum's rounding, act's reduction included, as in ``_feedforward``); this
-  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. inf (unused: the caller
-  takes the minimum) when r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
+  keeps the cancellation of W_2 W_1 that |W_2| |W_1| D_z loses. Where ``split``, delta (its
+  sides where the attention left them), rho and act's reduction at W_2 enter signed
+  (``signed_reduction.ff_terms``). inf (unused: the caller takes the minimum) when
+  r D^2 > FF_JACOBIAN_SIZE or the weights are not exact."""
   w_1, b_1, w_2, b_2 = params.w_1, params.b_1, params.w_2, params.b_2
   r, width = w_1.shape
   model = fm.model
@@ -581,15 +582,19 @@ def ff_jacobian(fm: Model, params, pre: iv.Interval, z: iv.Interval, d_z, act, d
   j_mag = up(np.maximum(np.abs(eye + a_lo), np.abs(eye + a_hi)) + slack)
   a_mag = up(np.maximum(np.abs(a_lo), np.abs(a_hi)) + slack)
   shape = j_mag.shape[:-1] + (width, width)
-  prop = up(np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
-             + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   terms = r + 1
   r_act = fm.rho(act.lo, act.hi, d_act) if fm.split else 0.0      # act's own reduction
+  sym = np.einsum('...ij,...j->...i', j_mag.reshape(shape), d_z)
+  if fm.split:        # delta, r_z and r_act signed together (signed_reduction.ff_terms)
+    prop = signed_reduction.ff_terms(
+        model, eye, a_lo, a_hi, slack, (iv.down(z.lo - d_z), iv.up(z.hi + d_z)), rho,
+        (iv.down(act.lo - d_act), iv.up(act.hi + d_act)), w_2, sym, fm.signs_of(d_z), up,
+        iv.down, np)
+  else:
+    prop = up(sym + np.einsum('...ij,...j->...i', a_mag.reshape(shape), rho))
   own = up((act.mag() + d_act + r_act) @ np.abs(w_2).T)
   s2 = own + np.abs(b_2) + z.mag() + d_z
   a2 = (act.mag() + d_act + r_act).max(axis=-1, keepdims=True)
   local2 = up(fm.kappa_acc(terms) * s2 + (terms + 2) * fm.tiny * (
       a2 + float(np.abs(w_2).max()) + z.mag() + d_z + 2))
-  if fm.split:                    # act's reduction, one-signed (rounding.py (****))
-    local2 = up(local2 + fm.relu_reduction(act.lo, act.hi, d_act, w_2))
   return up(prop + local1 @ np.abs(w_2).T + local2)

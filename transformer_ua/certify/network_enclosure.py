@@ -31,6 +31,7 @@ import numpy as np
 from transformer_ua import rounding
 from transformer_ua.certify import float_deviation as fd
 from transformer_ua.certify import intervals as iv
+from transformer_ua.certify import signed_reduction as sr
 from transformer_ua.networks import network_dict
 
 def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel | None, *,
@@ -89,7 +90,7 @@ def enclose(net: network_dict.Net, x: iv.Interval, model: rounding.MatmulModel |
     if fm is not None:
       fm.layer = 'the readout'
       d_z = fm.dot(np.abs(r), d_z, z.mag(), 0.0 if rb is None else np.abs(rb), net.D,
-                   'Z readout^T + readout_bias', x=z)
+                   'Z readout^T + readout_bias', x=z, w=r)
     z = iv.linear(z, r, rb)
   else:
     z = z.take(np.arange(net.d), axis=-1)
@@ -141,7 +142,7 @@ def _embed(net: network_dict.Net, x: iv.Interval, fm: fd.Model | None):
     if fm is not None:
       fm.layer = 'the embedding'
       d_z = fm.dot(np.abs(e), d_z, x.mag(), 0.0 if eb is None else np.abs(eb), net.d,
-                   'X embed^T + embed_bias', x=x)
+                   'X embed^T + embed_bias', x=x, w=e)
     z = iv.linear(z, e, eb)
   elif net.D > net.d:
     pad = [(0, 0)] * (z.lo.ndim - 1) + [(0, net.D - net.d)]
@@ -178,6 +179,7 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
   keep = ~np.triu(np.ones((n, n), bool), 1) if p.causal else np.ones((n, n), bool)
   heads = []
   d_heads = []
+  o_sides = []
 
   def bias(b, i):
     return None if b is None else b[i]
@@ -205,11 +207,11 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     if fm is not None:
       r_z = fm.rho_of(z, d_z) if i == 0 else r_z             # z's reduction, per entry
       d_q = fm.dot(np.abs(p.w_q[i]), d_z, z.mag(), np.abs(p.b_q[i]), width,
-                   f'head {i} W_Q z + b_Q', rho=r_z)
+                   f'head {i} W_Q z + b_Q', rho=r_z, x=z, w=p.w_q[i])
       d_k = fm.dot(np.abs(p.w_k[i]), d_z, z.mag(), babs(p.b_k, i), width,
-                   f'head {i} W_K z + b_K', rho=r_z)
+                   f'head {i} W_K z + b_K', rho=r_z, x=z, w=p.w_k[i])
       d_v = fm.dot(np.abs(p.w_v[i]), d_z, z.mag(), babs(p.b_v, i), width,
-                   f'head {i} W_V z + b_V', rho=r_z)
+                   f'head {i} W_V z + b_V', rho=r_z, x=z, w=p.w_v[i])
       d_s = fd.pairwise(fm, d_q, q.mag(), d_k, k.mag(), fm.rho(q.lo, q.hi, d_q),
                         fm.rho(k.lo, k.hi, d_k))
       if p.scale != 1.0:
@@ -219,7 +221,13 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
       d_w = fd.softmax(fm, _masked(d_s, keep), s_scaled.lo, s_scaled.hi, w.hi)
       r_v = np.where(fd.operand_rows(p.w_v[i], bias(p.b_v, i)), fm.tiny,
                      fm.rho(v.lo, v.hi, d_v))               # v^ already an operand there
-      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), fm.rho(w.lo, w.hi, d_w), r_v))
+      r_w = fm.rho(w.lo, w.hi, d_w)
+      d_heads.append(fd.mix(fm, d_w, w.hi, d_v, v.mag(), r_w, r_v))
+      if fm.split:               # o^ - o in [-lo, hi] (signed_reduction.mix_sides)
+        p_v = fm.signed(z.lo, z.hi, d_z, p.w_v[i], p.w_v[i], cap=r_z)
+        v_sides = sr.replace(d_v, np.maximum(*sr.sides(p_v, np)), p_v, fd.up, np)
+        o_sides.append(sr.mix_sides(fm.model, (w.lo, w.hi), d_w, r_w, (v.lo, v.hi), v.mag(),
+                                    d_v, r_v, v_sides, d_heads[-1], fd.up, iv.down, np))
   res, d_res = residual
   out = res
   for i, o in enumerate(heads):
@@ -231,7 +239,11 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     # o^i's reduction per entry (rounding.py (***)) where the weights are exact
     d_ops = [fd.up(d_heads[i] + fm.rho(heads[i].lo, heads[i].hi, d_heads[i]))
              for i in range(h)]
-    prop = sum(d_ops[i] @ np.abs(p.w_o[i]).T for i in range(h))
+    if fm.split:          # o^i's reduction one-signed (signed_reduction; a row per head)
+      prop = sum(fd.up(d_heads[i] @ np.abs(p.w_o[i]).T + fm.signed_bound(
+          heads[i].lo, heads[i].hi, d_heads[i], p.w_o[i])) for i in range(h))
+    else:
+      prop = sum(d_ops[i] @ np.abs(p.w_o[i]).T for i in range(h))
     s = sum((heads[i].mag() + d_ops[i]) @ np.abs(p.w_o[i]).T for i in range(h))
     b_o = 0.0 if p.b_o is None else np.abs(p.b_o)
     terms = h * m + 1 + (p.b_o is not None)
@@ -240,6 +252,15 @@ def _attention(params: network_dict.Attention, z: iv.Interval, d_z, fm: fd.Model
     d_out = fd.up(d_res + prop + fm.kappa_acc(terms) * (s + r_abs + b_o)
                 + (terms + 1) * fm.tiny * (a + float(np.abs(p.w_o).max()) + r_abs + b_o + 2))
     fm.check_range(fd.up(s + r_abs + b_o + d_out), 'the residual z + sum_i W_O^i o^i + b_O')
+    if fm.split:                 # z'^ - z' in [-lo, hi]: d_out - prop >= the rest
+      rest = fd.up(d_out - prop)
+      lo, hi = rest, rest
+      for i in range(h):
+        l_o, h_o = sr.spread(p.w_o[i], p.w_o[i], *o_sides[i], fd.up, np, exact=True)
+        l_r, h_r = sr.sides(fm.signed(heads[i].lo, heads[i].hi, d_heads[i], p.w_o[i],
+                                      p.w_o[i]), np)
+        lo, hi = fd.up(lo + l_o + l_r), fd.up(hi + h_o + h_r)
+      fm.signs = (np.minimum(lo, d_out), np.minimum(hi, d_out), d_out)
     fm.operand_outputs(np.concatenate(list(p.w_o), axis=-1), p.b_o, res.lo, res.hi, d_res,
                        d_out)
   return out, d_out
@@ -257,7 +278,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
   d_out = None
   if fm is not None:
     r_z = fm.rho_of(z, d_z)                                  # z's reduction, per entry
-    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z)
+    d_pre = fm.dot(np.abs(p.w_1), d_z, z.mag(), np.abs(p.b_1), width, 'W_1 z + b_1', rho=r_z,
+                   x=z, w=p.w_1)
     d_act = d_pre if p.activation == 'relu' else fd.gelu(fm, p.activation, d_pre, pre.mag())
     terms = r + 1
     r_abs = res.mag() + d_res
@@ -265,7 +287,8 @@ def _feedforward(params: network_dict.FeedForward, z: iv.Interval, d_z, fm: fd.M
     s = (act.mag() + d_op) @ np.abs(p.w_2).T + np.abs(p.b_2) + r_abs
     a = (act.mag() + d_op).max(axis=-1, keepdims=True)
     if p.activation == 'relu' and fm.split:    # act's reduction one-signed (rounding.py (****))
-      own = fd.up(d_act @ np.abs(p.w_2).T + fm.relu_reduction(act.lo, act.hi, d_act, p.w_2))
+      own = fd.up(d_act @ np.abs(p.w_2).T + fm.signed_bound(act.lo, act.hi, d_act, p.w_2,
+                                                            nonneg=True))
     else:
       own = d_op @ np.abs(p.w_2).T
     d_out = fd.up(d_res + own + fm.kappa_acc(terms) * s
