@@ -13,13 +13,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-import low_precision_runs  # noqa: E402
+import emulated_within_d  # noqa: E402
 
 from transformer_ua import rounding  # noqa: E402
-from transformer_ua.certify import float_deviation, hand_built, network_enclosure  # noqa: E402
+from transformer_ua.certify import float_deviation, hand_built  # noqa: E402
 from transformer_ua.certify import signed_reduction  # noqa: E402
-from transformer_ua.certify import intervals as iv  # noqa: E402
-from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
 from transformer_ua.networks import network_apply  # noqa: E402
 
 MODELS = [rounding.MATMUL_MODELS[n] for n in ('tf32', 'bfloat16', 'tf32-h100')]
@@ -93,28 +91,6 @@ def test_the_hand_built_box_deviation_bounds_every_emulated_run(arithmetic):
   """D over random dyadic boxes (the feed-forward's Jacobian form and plain form with the
   one-signed reduction) against every emulated run at points inside each box."""
   net = network_apply.cast(hand_built.hand_built_product_network(20).net, np.float32)
-  model = rounding.MATMUL_MODELS[arithmetic]
-  nets = reduced_networks(net, model)
-  model = model.with_weights_reduced()
-  rng = np.random.default_rng(13)
-  k = 2 ** rng.integers(3, 9, size=(48, 3, 1))
-  i = np.floor(rng.random((48, 3, 1)) * k)
-  lo, hi = i / k, (i + 1) / k
-  t = rng.random((4, 48, 3, 1))
-  t[0], t[1] = 0.0, 1.0
-  x = np.clip((lo + t * (hi - lo)).astype(np.float32).astype(np.float64), lo, hi)
-  x = x.reshape(-1, 3, 1)
-  worst = 0.0
-  for mode, variant in zip(('nearest', 'truncate'), nets):
-    _, dev = network_enclosure.enclose(variant, iv.box(lo, hi), model)
-    dev = np.tile(dev, (4, 1, 1))
-    exact = network_apply.apply(variant, x, np.float64)
-    for way in low_precision_runs.ways(arithmetic):
-      if way[0] != mode:
-        continue
-      y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
-                                 accumulate=way[2])
-      err = np.abs(y - exact)
-      assert np.all(err <= dev), (way, float(np.max(err - dev)))
-      worst = max(worst, float(np.max(err / dev)))
+  lo, hi, x = emulated_within_d.dyadic_boxes(np.random.default_rng(13), 48, (3, 1), (3, 9), 4)
+  worst = emulated_within_d.check_runs(net, arithmetic, lo, hi, x)[3]
   assert worst > 0.05

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-import low_precision_runs  # noqa: E402
+import emulated_within_d  # noqa: E402
 
 from transformer_ua import rounding  # noqa: E402
 from transformer_ua.certify import float_deviation, network_enclosure  # noqa: E402
 from transformer_ua.certify import intervals as iv  # noqa: E402
 from transformer_ua.certify import signed_reduction  # noqa: E402
-from transformer_ua.certify.box_bound import reduced_networks  # noqa: E402
 from transformer_ua.networks import network_apply, network_dict  # noqa: E402
 
 MODELS = [rounding.MATMUL_MODELS[n] for n in ('tf32', 'bfloat16', 'tf32-h100')]
@@ -141,31 +140,8 @@ def _mixed_sign_ff():
 @pytest.mark.parametrize('arithmetic', ['tf32', 'bfloat16'])
 def test_a_mixed_sign_network_keeps_every_emulated_run_within_its_d(arithmetic, monkeypatch):
   net = _mixed_sign_ff()
-  model = rounding.MATMUL_MODELS[arithmetic]
-  nets = reduced_networks(net, model)
-  model = model.with_weights_reduced()
-  rng = np.random.default_rng(24)
-  k = 2 ** rng.integers(1, 7, size=(64, 1, 2))
-  i = np.floor(rng.random((64, 1, 2)) * k)
-  lo, hi = i / k, (i + 1) / k
-  t = rng.random((4, 64, 1, 2))
-  t[0], t[1] = 0.0, 1.0
-  x = np.clip((lo + t * (hi - lo)).astype(np.float32).astype(np.float64), lo, hi)
-  x = x.reshape(-1, 1, 2)
-  worst, devs = 0.0, []
-  for mode, variant in zip(('nearest', 'truncate'), nets):
-    _, dev = network_enclosure.enclose(variant, iv.box(lo, hi), model)
-    devs.append(dev)
-    dev = np.tile(dev, (4, 1, 1))
-    exact = network_apply.apply(variant, x, np.float64)
-    for way in low_precision_runs.ways(arithmetic):
-      if way[0] != mode:
-        continue
-      y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
-                                 accumulate=way[2])
-      err = np.abs(y - exact)
-      assert np.all(err <= dev), (way, float(np.max(err - dev)))
-      worst = max(worst, float(np.max(err / dev)))
+  lo, hi, x = emulated_within_d.dyadic_boxes(np.random.default_rng(24), 64, (1, 2), (1, 7), 4)
+  model, nets, devs, worst = emulated_within_d.check_runs(net, arithmetic, lo, hi, x)
   assert worst > 0.05
   signed = signed_reduction.parts
 
@@ -194,31 +170,8 @@ def _attention_net(seed):
 def test_an_attention_network_keeps_every_emulated_run_within_its_d(arithmetic, seed,
                                                                     monkeypatch):
   net = _attention_net(seed)
-  model = rounding.MATMUL_MODELS[arithmetic]
-  nets = reduced_networks(net, model)
-  model = model.with_weights_reduced()
-  rng = np.random.default_rng(seed)
-  k = 2 ** rng.integers(1, 6, size=(48, 3, 1))
-  i = np.floor(rng.random((48, 3, 1)) * k)
-  lo, hi = i / k, (i + 1) / k
-  t = rng.random((6, 48, 3, 1))
-  t[0], t[1] = 0.0, 1.0
-  x = np.clip((lo + t * (hi - lo)).astype(np.float32).astype(np.float64), lo, hi)
-  x = x.reshape(-1, 3, 1)
-  worst, devs = 0.0, []
-  for mode, variant in zip(('nearest', 'truncate'), nets):
-    _, dev = network_enclosure.enclose(variant, iv.box(lo, hi), model)
-    devs.append(dev)
-    dev = np.tile(dev, (6, 1, 1))
-    exact = network_apply.apply(variant, x, np.float64)
-    for way in low_precision_runs.ways(arithmetic):
-      if way[0] != mode:
-        continue
-      y = low_precision_runs.run(net, x, arithmetic, mode=way[0], order=way[1],
-                                 accumulate=way[2])
-      err = np.abs(y - exact)
-      assert np.all(err <= dev), (way, float(np.max(err - dev)))
-      worst = max(worst, float(np.max(err / dev)))
+  lo, hi, x = emulated_within_d.dyadic_boxes(np.random.default_rng(seed), 48, (3, 1), (1, 6), 6)
+  model, nets, devs, worst = emulated_within_d.check_runs(net, arithmetic, lo, hi, x)
   assert worst > 0.05
   monkeypatch.setattr(float_deviation.Model, 'signs_of', lambda self, d: None)
   unsigned = [network_enclosure.enclose(v, iv.box(lo, hi), model)[1] for v in nets]
