@@ -45,14 +45,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from transformer_ua.certify import box_bound
+from transformer_ua.certify import box_bound, float_deviation
 from transformer_ua.certify import intervals as iv
 from transformer_ua.targets import callable_checks
-
-
-def _float_up(x: Fraction) -> float:
-  f = float(x)
-  return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
 
 
 def dot_up(a: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -127,6 +122,6 @@ def second_order(target, jacobian, hessian, *, d: int, n: int, points: int):
                 f'and the given jacobian (agrees with central differences at '
                 f'{callable_checks.JACOBIAN_POINTS} points, h = 2^-16, within H h / 2 + '
                 f'{callable_checks.JACOBIAN_RTOL:g} (1 + |J|))')
-  return (SecondOrder(target, jacobian, _float_up(h)),
+  return (SecondOrder(target, jacobian, float_deviation.float_up(h)),
           f'callable, second order: jacobian and H = {shown} given by the caller',
           assumption)

@@ -22,17 +22,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from fractions import Fraction
 
 from transformer_ua import executor, provenance
 from transformer_ua.decimal_text import bound_text
-from transformer_ua.certify import hand_built, independent_check, network_certificate
-
-
-def _up(x: Fraction) -> float:
-  """The least float >= x."""
-  v = float(x)
-  return v if Fraction(v) >= x else math.nextafter(v, math.inf)
+from transformer_ua.certify import float_deviation, hand_built, independent_check
+from transformer_ua.certify import network_certificate
 
 
 def _load() -> float:
@@ -88,8 +82,9 @@ def certify_hand_built(d: int, n: int, units: int, epsilon: float, *,
       'params_hash': cert.params_hash, 'arithmetic': cert.arithmetic, 'p': cert.p,
       'epsilon': float(epsilon), 'max_minutes': max_minutes, 'max_boxes': max_boxes,
       'where': where, 'box_kernel': box_kernel, 'total_exact': str(cert.total),
-      'closed_form_sup': _up(hb.sup_error), 'closed_form_d2': hb.l2_error,
-      'total': _up(cert.total), 'reached': bool(cert.reached), 'boxes': cert.boxes,
+      'closed_form_sup': float_deviation.float_up(hb.sup_error),
+      'closed_form_d2': hb.l2_error, 'total': float_deviation.float_up(cert.total),
+      'reached': bool(cert.reached), 'boxes': cert.boxes,
       'rounds': cert.rounds, 'seconds': cert.seconds, 'stopped': cert.stopped,
       'projection': cert.projection, 'float_sup': cert.float_sup,
       'history': [list(h) for h in cert.history], 'line': cert.line(),

@@ -98,7 +98,7 @@ class NetworkCertificate:
 
   def line(self) -> str:
     p = 'inf' if math.isinf(self.p) else f'{self.p:g}'
-    head = f'd_{p}(f, fl(g)) <= {bound_text(_float_up(self.total), 4)}'
+    head = f'd_{p}(f, fl(g)) <= {bound_text(float_deviation.float_up(self.total), 4)}'
     if self.arithmetic == 'exact':
       run = 'for the exact real g'
     else:
@@ -131,12 +131,6 @@ class NetworkCertificate:
     if got != self.params_hash:
       raise ValueError(f'this certificate is for g {self.params_hash[:19]}; the network given '
                        f'is {got[:19]} (a changed weight or architecture): certify it again.')
-
-
-def _float_up(x: Fraction) -> float:
-  """A float >= the rational x."""
-  f = float(x)
-  return f if Fraction(f) >= x else float(np.nextafter(f, np.inf))
 
 
 def _check_epsilon(epsilon) -> Fraction | None:
