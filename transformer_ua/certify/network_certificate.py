@@ -271,7 +271,7 @@ def certify_network(f, g, *, d: int, n: int, p=2, arithmetic: str = 'float64',
       break
   if estimate > 60 * max_minutes:
     raise ValueError(f'the first partition alone ({len(lo):,} boxes at {per_box * 1e3:.2f} ms '
-                     f'each) is estimated at {estimate / 60:.1f} min, above max_minutes='
+                     f'each) is estimated at {estimate / 60:.2g} min, above max_minutes='
                      f'{max_minutes:g}; raise the budget or certify a smaller network.')
   bar = _progress_bar(progress, max_rounds)
   workers_obj = None
