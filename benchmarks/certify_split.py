@@ -48,8 +48,7 @@ def main(argv):
   ks = cli.int_list('candidates', FLAGS.candidates, 1)
   out_dir = cli.output_dir(FLAGS.output_dir, writes=(JSON_NAME,))
   prov = provenance.record()
-  with open('/proc/loadavg') as fh:
-    load = fh.read().strip()
+  load = provenance.loadavg_text()
   rows = []
   for n in ns:
     hb = hand_built.hand_built_product_network(FLAGS.units, n=n)

@@ -59,11 +59,6 @@ cli.define_overwrite()
 D_MODEL, N, D = 8, 3, 1
 
 
-def _loadavg() -> str:
-  with open('/proc/loadavg') as fh:
-    return fh.read().strip()
-
-
 def _train(variant: str):
   import torch  # noqa: PLC0415 -- torch only here
   norm, act = variant.split('_')
@@ -152,7 +147,7 @@ def main(argv):
     raise cli.BadInput(f'--variants: {bad} not among {VARIANTS}')
   out_dir = cli.output_dir(FLAGS.output_dir, writes=(JSON_NAME, MD_NAME))
   prov = provenance.record()
-  load_start = _loadavg()
+  load_start = provenance.loadavg_text()
   rows = []
   with tempfile.TemporaryDirectory(prefix='stock_encoder_') as workdir:
     for v in FLAGS.variants:
@@ -164,7 +159,7 @@ def main(argv):
 
 
 def _write(out_dir, prov, load_start, rows) -> str:
-  result = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': _loadavg(),
+  result = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': provenance.loadavg_text(),
             'complete': len(rows) == len(FLAGS.variants), 'rows': rows}
   outputs.atomic_json(os.path.join(out_dir, JSON_NAME), result, indent=1, default=str)
   text = markdown(result, asked=len(FLAGS.variants))

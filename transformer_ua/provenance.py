@@ -69,6 +69,24 @@ def machine() -> str:
   return f'{cpu}, {os.cpu_count()} cores{mem}{dev}'
 
 
+def load_1min() -> float:
+  """The 1-minute load average, to 2 decimals (nan where the OS does not give one)."""
+  try:
+    return round(os.getloadavg()[0], 2)
+  except OSError:
+    return float('nan')
+
+
+def loadavg_text() -> str:
+  """/proc/loadavg as one line (1, 5 and 15-minute loads, runnable/total, last pid), or
+  the 1-minute load where that file does not exist."""
+  try:
+    with open('/proc/loadavg') as fh:
+      return fh.read().strip()
+  except OSError:
+    return str(load_1min())
+
+
 def record(command: str | None = None) -> dict:
   """Provenance dict: command (``portable``), git revision (+dirty flag), machine, UTC
   time, load."""
@@ -77,15 +95,12 @@ def record(command: str | None = None) -> dict:
   if command is None:
     command = 'python ' + ' '.join(shlex.quote(a) for a in sys.argv)
   command = portable(command)
-  try:
-    load = os.getloadavg()[0]
-  except OSError:
-    load = float('nan')
+  load = load_1min()
   return {
       'command': command,
       'git_revision': rev + ('-dirty' if dirty and rev != 'unknown' else ''),
       'machine': machine(),
-      'load_average_1min_at_start': round(load, 2),
+      'load_average_1min_at_start': load,
       'utc_time': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
       'python': platform.python_version(),
   }

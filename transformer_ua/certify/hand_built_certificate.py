@@ -20,20 +20,11 @@ The job of benchmarks/certify_hand_built.py.
 from __future__ import annotations
 
 import contextlib
-import math
-import os
 
 from transformer_ua import executor, provenance
 from transformer_ua.decimal_text import bound_text
 from transformer_ua.certify import float_deviation, hand_built, independent_check
 from transformer_ua.certify import network_certificate
-
-
-def _load() -> float:
-  try:
-    return round(os.getloadavg()[0], 2)
-  except OSError:
-    return math.nan
 
 
 def certify_hand_built(d: int, n: int, units: int, epsilon: float, *,
@@ -69,12 +60,12 @@ def certify_hand_built(d: int, n: int, units: int, epsilon: float, *,
       client = stack.enter_context(distributed.Client(cluster))
       workers = executor.Workers(executor=client.get_executor())
       where = f'a Dask LocalCluster of {dask_workers} worker processes (1 thread each)'
-    load_start = _load()
+    load_start = provenance.load_1min()
     cert = network_certificate.certify_network(
         'token_times_mean', hb.net, d=d, n=n, p=p, arithmetic=arithmetic, epsilon=epsilon,
         max_minutes=max_minutes, max_boxes=max_boxes, workers=workers, box_kernel=box_kernel,
         progress=False)
-    load_end = _load()
+    load_end = provenance.load_1min()
   sampled = independent_check.check('token_times_mean', hb.net, cert, points=points,
                                     seed=seed)
   return {

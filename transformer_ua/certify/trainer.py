@@ -581,10 +581,7 @@ def run(c, output_dir: str, *, command: str | None = None, progress=print) -> di
                            'certificate': result.certificate.line()})
   line = result.line()
   outputs.atomic_write(os.path.join(output_dir, 'certificate.txt'), line + '\n')
-  try:
-    load_after = round(os.getloadavg()[0], 2)
-  except OSError:
-    load_after = float('nan')
+  load_after = provenance.load_1min()
   record = {'row': row, 'line': line, 'seconds': round(result.seconds, 1),
             'seed': result.seed, 'trials': [t.row() for t in result.trials],
             'search_rule': 'candidates(d, max_width, shapes, architectures) in increasing '

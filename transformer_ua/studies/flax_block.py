@@ -95,11 +95,6 @@ def _worst(run, centres) -> dict:
   return {'max_abs': float(err.max()), 'max_sq': float(np.max(np.sum(err ** 2, axis=(1, 2))))}
 
 
-def _loadavg() -> str:
-  with open('/proc/loadavg') as fh:
-    return fh.read().strip()
-
-
 def run(*, output_dir: str, train_seconds: float = 120.0, steps: int = 100_000,
         max_minutes: float = 5.0, seed: int = 0, command: str | None = None) -> dict:
   """Trains, samples, writes the file and certifies the block (module docstring); the row."""
@@ -110,7 +105,7 @@ def run(*, output_dir: str, train_seconds: float = 120.0, steps: int = 100_000,
   from transformer_ua.networks import flat_onnx, source_check  # noqa: PLC0415
   if not 0 < train_seconds <= 120:
     raise ValueError(f'train_seconds={train_seconds!r}; 0 < train_seconds <= 120.')
-  prov, load_start = provenance.record(command), _loadavg()
+  prov, load_start = provenance.record(command), provenance.loadavg_text()
   module, variables = build(seed)
   variables, trained = train(module, variables, seconds=train_seconds, steps=steps, seed=seed)
   apply = jax.jit(lambda x: module.apply(variables, x))
@@ -151,7 +146,7 @@ def run(*, output_dir: str, train_seconds: float = 120.0, steps: int = 100_000,
                worst_centres=len(centres), worst_flax=_worst(flax_run, centres),
                worst_onnxruntime=_worst(ort_run, centres), line=cert.line())
   outputs.atomic_write(os.path.join(output_dir, 'certificate.txt'), row['line'] + '\n')
-  record = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': _loadavg(),
+  record = {'provenance': prov, 'loadavg_start': load_start, 'loadavg_end': provenance.loadavg_text(),
             'row': row}
   outputs.atomic_json(os.path.join(output_dir, OUTPUT_FILES[0]), record, indent=1,
                       default=str)

@@ -59,7 +59,7 @@ def parse_configs(text: str) -> list:
 def run(method: str, target: str, d: int, n: int, N: int, margin: Fraction, p: float,
         workers) -> dict:
   """One row: ``method``'s network on (target, d, n, N), realized and certified."""
-  load = round(os.getloadavg()[0], 2)
+  load = provenance.load_1min()
   t0 = time.perf_counter()
   net = build_approximator(target, d=d, n=n, resolution=N, contextual=method)
   if method == 'paper':

@@ -28,7 +28,6 @@ import warnings
 
 from transformer_ua import construction, outputs, provenance
 from transformer_ua.reports import one_layer_compare as report
-from transformer_ua.targets import distances
 from transformer_ua.yun import build_approximator
 from transformer_ua.yun.bounds import bad_set
 from transformer_ua.yun.bounds import decomposition
@@ -72,13 +71,9 @@ def select(only: str) -> list:
   return [c for c in CONFIGS if not names or label(*c) in names]
 
 
-def _load() -> float:
-  return round(os.getloadavg()[0], 2)
-
-
 def run_paper(target, d, n, N) -> dict:
   """One row of the paper's construction (N^d + 1 attention layers), certified."""
-  load = _load()
+  load = provenance.load_1min()
   t0 = time.perf_counter()
   net = build_approximator(target, d=d, n=n, resolution=N, contextual='paper')
   p = plan.plan_realization(net)
@@ -108,7 +103,7 @@ def run_paper(target, d, n, N) -> dict:
 
 def run_one_layer(target, d, n, N, search: bool) -> dict:
   """One row of the one-layer map (proved lam, or the searched one), certified."""
-  load = _load()
+  load = provenance.load_1min()
   t0 = time.perf_counter()
   variant = OneLayer(Grid(d, n, N))
   net = variant.build(target, lam='search' if search else None)
